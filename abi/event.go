@@ -1,0 +1,155 @@
+package abi
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Event is the envelope of everything on the bus. Its field names follow
+// CloudEvents where the two overlap. The msgpack tags name the wire keys; the
+// hand-written codec below produces and accepts exactly those keys, because the
+// envelope is on every hot path (publish, store, push) and reflection costs
+// several times more.
+type Event struct {
+	// ID is unique and time-ordered (a UUIDv7 when the bus assigns it).
+	// Publishing an ID that is already stored is a no-op.
+	ID string `msgpack:"id"`
+	// Type is the subject, NATS-style: "kairo.process.exited".
+	Type string `msgpack:"type"`
+	// Source names the publisher: "cli", "plugin/rule-policy", "kernel".
+	Source string `msgpack:"source,omitempty"`
+	// Time is when the event happened; the bus sets it when it is zero.
+	Time time.Time `msgpack:"time"`
+	// Data is the payload, itself MsgPack.
+	Data msgpack.RawMessage `msgpack:"data,omitempty"`
+	// CorrelationID ties the event to its run loop (intent).
+	CorrelationID string `msgpack:"correlationId,omitempty"`
+	// CausationID is the ID of the event that caused this one.
+	CausationID string `msgpack:"causationId,omitempty"`
+	// Seq is the store sequence number, assigned on append; 0 before.
+	Seq uint64 `msgpack:"seq,omitempty"`
+}
+
+var (
+	_ msgpack.CustomEncoder = (*Event)(nil)
+	_ msgpack.CustomDecoder = (*Event)(nil)
+)
+
+// EncodeMsgpack writes the event as a map with the keys of its tags,
+// leaving out empty optional fields. The receiver is a value so that events
+// held by value inside other types encode too.
+func (e Event) EncodeMsgpack(enc *msgpack.Encoder) error {
+	n := 3
+	for _, s := range [...]string{e.Source, e.CorrelationID, e.CausationID} {
+		if s != "" {
+			n++
+		}
+	}
+	if len(e.Data) > 0 {
+		n++
+	}
+	if e.Seq != 0 {
+		n++
+	}
+	if err := enc.EncodeMapLen(n); err != nil {
+		return err
+	}
+	str := func(k, v string) error {
+		if err := enc.EncodeString(k); err != nil {
+			return err
+		}
+		return enc.EncodeString(v)
+	}
+	if err := str("id", e.ID); err != nil {
+		return err
+	}
+	if err := str("type", e.Type); err != nil {
+		return err
+	}
+	if e.Source != "" {
+		if err := str("source", e.Source); err != nil {
+			return err
+		}
+	}
+	if err := enc.EncodeString("time"); err != nil {
+		return err
+	}
+	if err := enc.EncodeTime(e.Time); err != nil {
+		return err
+	}
+	if len(e.Data) > 0 {
+		if err := enc.EncodeString("data"); err != nil {
+			return err
+		}
+		if err := enc.Encode(e.Data); err != nil {
+			return err
+		}
+	}
+	if e.CorrelationID != "" {
+		if err := str("correlationId", e.CorrelationID); err != nil {
+			return err
+		}
+	}
+	if e.CausationID != "" {
+		if err := str("causationId", e.CausationID); err != nil {
+			return err
+		}
+	}
+	if e.Seq != 0 {
+		if err := enc.EncodeString("seq"); err != nil {
+			return err
+		}
+		return enc.EncodeUint(e.Seq)
+	}
+	return nil
+}
+
+// DecodeMsgpack reads an event map in any key order. Unknown keys are skipped
+// so a newer peer may add fields; a known key with the wrong type is an error
+// that names the key.
+func (e *Event) DecodeMsgpack(dec *msgpack.Decoder) error {
+	*e = Event{}
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return fmt.Errorf("event: want a map: %w", err)
+	}
+	if n < 0 {
+		return fmt.Errorf("event: want a map, got nil")
+	}
+	for i := 0; i < n; i++ {
+		key, err := dec.DecodeString()
+		if err != nil {
+			return fmt.Errorf("event: map key %d: %w", i, err)
+		}
+		switch key {
+		case "id":
+			e.ID, err = dec.DecodeString()
+		case "type":
+			e.Type, err = dec.DecodeString()
+		case "source":
+			e.Source, err = dec.DecodeString()
+		case "time":
+			e.Time, err = dec.DecodeTime()
+		case "data":
+			var raw msgpack.RawMessage
+			raw, err = dec.DecodeRaw()
+			if err == nil && !(len(raw) == 1 && raw[0] == 0xc0) { // nil means no data
+				e.Data = raw
+			}
+		case "correlationId":
+			e.CorrelationID, err = dec.DecodeString()
+		case "causationId":
+			e.CausationID, err = dec.DecodeString()
+		case "seq":
+			e.Seq, err = dec.DecodeUint64()
+		default:
+			err = dec.Skip()
+		}
+		if err != nil {
+			return fmt.Errorf("event: field %q: %w", key, err)
+		}
+	}
+	return nil
+}

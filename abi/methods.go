@@ -1,0 +1,87 @@
+package abi
+
+import "time"
+
+// Parameters and results of the kernel methods, shared by the kernel, the
+// IPC client and plugins.
+
+// PingResult answers kernel.ping.
+type PingResult struct {
+	Time time.Time `msgpack:"time"`
+}
+
+// IntrospectResult answers kernel.introspect.
+type IntrospectResult struct {
+	ABIVersion int      `msgpack:"abiVersion"`
+	Version    string   `msgpack:"version"`
+	Methods    []string `msgpack:"methods"`
+}
+
+// Metrics answers system.get_metrics.
+type Metrics struct {
+	Uptime        time.Duration `msgpack:"uptime"`
+	Goroutines    int           `msgpack:"goroutines"`
+	HeapBytes     uint64        `msgpack:"heapBytes"`
+	Connections   int           `msgpack:"connections"`
+	Subscriptions int           `msgpack:"subscriptions"`
+	LastSeq       uint64        `msgpack:"lastSeq"`
+	Published     uint64        `msgpack:"published"`
+	Duplicates    uint64        `msgpack:"duplicates"`
+	Delivered     uint64        `msgpack:"delivered"`
+	CatchUps      uint64        `msgpack:"catchUps"`
+	Requests      uint64        `msgpack:"requests"`
+	BadFrames     uint64        `msgpack:"badFrames"`
+	Store         string        `msgpack:"store"`
+}
+
+// PublishParams is events.publish. The kernel fills an empty ID, Time and
+// Source; Seq is ignored.
+type PublishParams struct {
+	Event Event `msgpack:"event"`
+}
+
+// PublishResult is returned once the event is durable.
+type PublishResult struct {
+	ID        string `msgpack:"id"`
+	Seq       uint64 `msgpack:"seq"`
+	Duplicate bool   `msgpack:"duplicate,omitempty"` // the ID was already stored at Seq
+}
+
+// SubscribeParams is events.subscribe. Pattern is a subject pattern ("kairo.>"
+// when empty). FromSeq 0 means from now; otherwise delivery starts at that
+// sequence number, replaying what is stored, then continues live.
+type SubscribeParams struct {
+	Pattern string `msgpack:"pattern,omitempty"`
+	FromSeq uint64 `msgpack:"fromSeq,omitempty"`
+}
+
+// SubscribeResult names the subscription that EVENT packets will carry: the
+// ID of the subscribe request, so the client can route events that arrive
+// before this result.
+type SubscribeResult struct {
+	Subscription uint64 `msgpack:"sub"`
+}
+
+// UnsubscribeParams is events.unsubscribe.
+type UnsubscribeParams struct {
+	Subscription uint64 `msgpack:"sub"`
+}
+
+// ReplayParams is events.replay: the stored events in [FromSeq, ToSeq] and
+// [Since, Until] matching Pattern, in sequence order, pushed as EVENT packets
+// whose Subscription is the request ID, then answered with a ReplayResult.
+// Zero values leave a bound open; Limit 0 means no limit.
+type ReplayParams struct {
+	Pattern string    `msgpack:"pattern,omitempty"`
+	FromSeq uint64    `msgpack:"fromSeq,omitempty"`
+	ToSeq   uint64    `msgpack:"toSeq,omitempty"`
+	Since   time.Time `msgpack:"since,omitempty"`
+	Until   time.Time `msgpack:"until,omitempty"`
+	Limit   int       `msgpack:"limit,omitempty"`
+}
+
+// ReplayResult ends a replay.
+type ReplayResult struct {
+	Count   int    `msgpack:"count"`
+	LastSeq uint64 `msgpack:"lastSeq"` // last sequence number delivered, 0 if none
+}

@@ -1,0 +1,352 @@
+// Package bus is Kairo's event bus, the system's single source of truth.
+//
+// Subjects are NATS-style ("kairo.process.exited"; patterns use "*" for one
+// token and ">" for the rest). Publish appends to the store and is
+// acknowledged only after the append; then the event is delivered to every
+// matching subscriber. A subscriber that falls behind never blocks
+// publishers and never loses events: when its bounded buffer overflows it
+// reads the store from where it was and rejoins the live stream once caught
+// up. Publishing an ID that is already stored is a no-op that returns the
+// stored sequence number.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// Options configures a Bus. The zero value is useful.
+type Options struct {
+	// SubscriberBuffer is how many events a live subscriber may have pending
+	// before it falls back to reading the store. Default 8192.
+	SubscriberBuffer int
+	// MaxPending bounds the events waiting for a group commit; publishers
+	// wait while it is reached. Default 65536.
+	MaxPending int
+	// Source is set on published events that have none. Default "kairo".
+	Source string
+}
+
+func (o *Options) fill() {
+	if o.SubscriberBuffer <= 0 {
+		o.SubscriberBuffer = 8192
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 65536
+	}
+	if o.Source == "" {
+		o.Source = "kairo"
+	}
+}
+
+// ErrClosed is returned by calls on a closed bus.
+var ErrClosed = errors.New("bus is closed")
+
+// Bus fans events out from a Store to subscribers.
+type Bus struct {
+	store Store
+	opts  Options
+
+	// mu orders appends with delivery and guards the subscriber list, so a
+	// subscriber joining the live stream sees every event after the ones it
+	// read from the store, exactly once.
+	mu        sync.Mutex
+	subs      []*Subscription // copy-on-write
+	delivered uint64          // last seq handed to live subscribers
+	nextSubID uint64
+
+	// Group commit (stores with GroupCommit): publishers add to cur, one
+	// flusher goroutine appends each batch in one store call.
+	qmu     sync.Mutex
+	qcond   *sync.Cond // signalled when a batch is taken
+	cur     *batch
+	pending int
+	kick    chan struct{}
+	stop    chan struct{}
+	flushed chan struct{}
+	closed  atomic.Bool
+
+	published, duplicates, deliveredN, catchUps atomic.Uint64
+	wg                                          sync.WaitGroup // subscription goroutines
+}
+
+type batch struct {
+	evs  []*abi.Event
+	dup  []bool
+	err  error
+	done chan struct{}
+}
+
+// New returns a bus over store. Close the bus to stop it; it closes the store.
+func New(store Store, opts Options) *Bus {
+	opts.fill()
+	b := &Bus{store: store, opts: opts, delivered: store.LastSeq()}
+	b.qcond = sync.NewCond(&b.qmu)
+	if store.GroupCommit() {
+		b.kick = make(chan struct{}, 1)
+		b.stop = make(chan struct{})
+		b.flushed = make(chan struct{})
+		go b.flusher()
+	}
+	return b
+}
+
+// Store returns the bus's store.
+func (b *Bus) Store() Store { return b.store }
+
+// LastSeq is the sequence number of the last stored event.
+func (b *Bus) LastSeq() uint64 { return b.store.LastSeq() }
+
+// Result is the outcome of a publish.
+type Result struct {
+	Seq       uint64
+	Duplicate bool // the event's ID was already stored at Seq
+}
+
+// Publish stores ev and returns once it is durable in the store, then
+// delivers it. It fills an empty ID, Time and Source, and sets ev.Seq.
+func (b *Bus) Publish(ctx context.Context, ev *abi.Event) (Result, error) {
+	a, err := b.PublishAsync(ev)
+	if err != nil {
+		return Result{}, err
+	}
+	return a.Wait(ctx)
+}
+
+// Ack is the pending acknowledgement of an asynchronous publish.
+type Ack struct {
+	b   *batch
+	i   int
+	res Result
+	err error
+}
+
+// Wait blocks until the event is durable (or the append failed) or ctx ends.
+// An event whose wait was abandoned may still be stored.
+func (a *Ack) Wait(ctx context.Context) (Result, error) {
+	if a.b == nil {
+		return a.res, a.err
+	}
+	select {
+	case <-a.b.done:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	if a.b.err != nil {
+		return Result{}, a.b.err
+	}
+	return Result{Seq: a.b.evs[a.i].Seq, Duplicate: a.b.dup[a.i]}, nil
+}
+
+// Done is closed when the acknowledgement is ready.
+func (a *Ack) Done() <-chan struct{} {
+	if a.b == nil {
+		return closedChan
+	}
+	return a.b.done
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// PublishAsync queues ev for the store and returns at once; the Ack says when
+// it is durable. Several publishers' events go to the store in one batch.
+// The caller must not modify ev until the Ack is done.
+func (b *Bus) PublishAsync(ev *abi.Event) (*Ack, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := ValidateSubject(ev.Type); err != nil {
+		return nil, err
+	}
+	if ev.ID == "" {
+		ev.ID = NewID()
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	if ev.Source == "" {
+		ev.Source = b.opts.Source
+	}
+	ev.Seq = 0
+	if b.kick == nil {
+		res, err := b.appendInline(ev)
+		return &Ack{res: res, err: err}, nil
+	}
+	b.qmu.Lock()
+	for b.pending >= b.opts.MaxPending && !b.closed.Load() {
+		b.qcond.Wait()
+	}
+	if b.closed.Load() {
+		b.qmu.Unlock()
+		return nil, ErrClosed
+	}
+	bt := b.cur
+	fresh := bt == nil
+	if fresh {
+		bt = &batch{done: make(chan struct{})}
+		b.cur = bt
+	}
+	i := len(bt.evs)
+	bt.evs = append(bt.evs, ev)
+	bt.dup = append(bt.dup, false)
+	b.pending++
+	b.qmu.Unlock()
+	if fresh {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
+	return &Ack{b: bt, i: i}, nil
+}
+
+// appendInline is the path of stores without group commit (the ring): append
+// and deliver under one lock, no hand-off to another goroutine.
+func (b *Bus) appendInline(ev *abi.Event) (Result, error) {
+	evs := [1]*abi.Event{ev}
+	dup := [1]bool{}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.store.Append(evs[:], dup[:]); err != nil {
+		return Result{}, fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
+	}
+	if dup[0] {
+		b.duplicates.Add(1)
+	} else {
+		b.published.Add(1)
+		b.deliverLocked(evs[:], dup[:])
+	}
+	return Result{Seq: ev.Seq, Duplicate: dup[0]}, nil
+}
+
+func (b *Bus) flusher() {
+	defer close(b.flushed)
+	for {
+		select {
+		case <-b.kick:
+		case <-b.stop:
+			// Drain what was queued before Close so nothing acknowledged
+			// later is lost and no publisher waits forever.
+			b.flushOnce()
+			return
+		}
+		for b.flushOnce() {
+		}
+	}
+}
+
+// flushOnce appends the current batch, if any, and reports whether it did.
+func (b *Bus) flushOnce() bool {
+	b.qmu.Lock()
+	bt := b.cur
+	b.cur = nil
+	if bt != nil {
+		b.pending -= len(bt.evs)
+		b.qcond.Broadcast()
+	}
+	b.qmu.Unlock()
+	if bt == nil {
+		return false
+	}
+	b.mu.Lock()
+	if err := b.store.Append(bt.evs, bt.dup); err != nil {
+		bt.err = fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
+	} else {
+		b.deliverLocked(bt.evs, bt.dup)
+	}
+	b.mu.Unlock()
+	close(bt.done)
+	return true
+}
+
+// deliverLocked hands freshly stored events to live subscribers. It never
+// blocks: a subscriber whose buffer is full is marked lagging and reads the
+// store later.
+func (b *Bus) deliverLocked(evs []*abi.Event, dup []bool) {
+	var fresh uint64
+	for i, ev := range evs {
+		if dup[i] {
+			continue
+		}
+		fresh++
+		b.delivered = ev.Seq
+	}
+	b.duplicates.Add(uint64(len(evs)) - fresh)
+	if b.kick != nil {
+		b.published.Add(fresh)
+	}
+	for _, s := range b.subs {
+		s.offer(evs, dup)
+	}
+}
+
+// Replay calls fn for each stored event matching q, in sequence order.
+func (b *Bus) Replay(ctx context.Context, q Query, fn func(*abi.Event) error) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	return b.store.Scan(ctx, q, fn)
+}
+
+// Stats are the bus's counters.
+type Stats struct {
+	Published, Duplicates, Delivered, CatchUps uint64
+	Subscriptions                              int
+	// Lagging counts subscriptions that overflowed their buffer and have
+	// not yet caught up from the store.
+	Lagging int
+}
+
+// Stats returns the bus's counters.
+func (b *Bus) Stats() Stats {
+	b.mu.Lock()
+	n, lagging := len(b.subs), 0
+	for _, s := range b.subs {
+		s.mu.Lock()
+		if s.lagging {
+			lagging++
+		}
+		s.mu.Unlock()
+	}
+	b.mu.Unlock()
+	return Stats{
+		Lagging:       lagging,
+		Published:     b.published.Load(),
+		Duplicates:    b.duplicates.Load(),
+		Delivered:     b.deliveredN.Load(),
+		CatchUps:      b.catchUps.Load(),
+		Subscriptions: n,
+	}
+}
+
+// Close stops accepting publishes, flushes what was queued, ends every
+// subscription and closes the store.
+func (b *Bus) Close() error {
+	// Publishers check closed under qmu before they queue, so everything
+	// queued before this point is in cur when the flusher drains it.
+	b.qmu.Lock()
+	if b.closed.Swap(true) {
+		b.qmu.Unlock()
+		return nil
+	}
+	b.qcond.Broadcast()
+	b.qmu.Unlock()
+	if b.kick != nil {
+		close(b.stop)
+		<-b.flushed
+	}
+	b.mu.Lock()
+	subs := b.subs
+	b.mu.Unlock()
+	for _, s := range subs {
+		s.cancel()
+	}
+	b.wg.Wait()
+	return b.store.Close()
+}

@@ -1,0 +1,113 @@
+package bus
+
+import (
+	"context"
+	"sync"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// DefaultRingSize is the capacity of a MemoryStore made with size 0.
+const DefaultRingSize = 1 << 20
+
+// MemoryStore is a bounded in-memory ring of events, for tests and ephemeral
+// use. When it is full the oldest event is dropped; a reader that needed it
+// gets a *GapError.
+type MemoryStore struct {
+	mu    sync.RWMutex
+	ring  []abi.Event
+	first uint64 // seq of the oldest event held; 0 when empty
+	last  uint64
+	byID  map[string]uint64
+}
+
+// NewMemoryStore returns a ring holding up to size events (DefaultRingSize
+// when size is 0).
+func NewMemoryStore(size int) *MemoryStore {
+	if size <= 0 {
+		size = DefaultRingSize
+	}
+	return &MemoryStore{ring: make([]abi.Event, size), byID: make(map[string]uint64)}
+}
+
+func (m *MemoryStore) Describe() string  { return "memory" }
+func (m *MemoryStore) GroupCommit() bool { return false }
+func (m *MemoryStore) Close() error      { return nil }
+
+func (m *MemoryStore) LastSeq() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.last
+}
+
+func (m *MemoryStore) Append(evs []*abi.Event, dup []bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := uint64(len(m.ring))
+	for i, ev := range evs {
+		if seq, ok := m.byID[ev.ID]; ok {
+			ev.Seq, dup[i] = seq, true
+			continue
+		}
+		m.last++
+		ev.Seq = m.last
+		slot := &m.ring[m.last%n]
+		if slot.Seq != 0 { // overwriting the oldest
+			delete(m.byID, slot.ID)
+			m.first = slot.Seq + 1
+		}
+		*slot = *ev
+		m.byID[ev.ID] = ev.Seq
+		if m.first == 0 {
+			m.first = 1
+		}
+	}
+	return nil
+}
+
+// Scan reads under the read lock in pages so that appends are not held up
+// for the length of a long replay.
+func (m *MemoryStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) error) error {
+	const page = 1024
+	next := max(q.FromSeq, 1)
+	sent := 0
+	buf := make([]abi.Event, 0, page)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		buf = buf[:0]
+		m.mu.RLock()
+		if m.first > next && next <= m.last {
+			gap := &GapError{From: next, To: m.first - 1}
+			m.mu.RUnlock()
+			return gap
+		}
+		hi := m.last
+		if q.ToSeq != 0 && q.ToSeq < hi {
+			hi = q.ToSeq
+		}
+		n := uint64(len(m.ring))
+		for ; next <= hi && len(buf) < page; next++ {
+			ev := &m.ring[next%n]
+			if q.matchMeta(ev) {
+				buf = append(buf, *ev)
+			}
+		}
+		m.mu.RUnlock()
+		for i := range buf {
+			if err := fn(&buf[i]); err != nil {
+				if err == ErrStop {
+					return nil
+				}
+				return err
+			}
+			if sent++; q.Limit > 0 && sent >= q.Limit {
+				return nil
+			}
+		}
+		if next > hi {
+			return nil
+		}
+	}
+}

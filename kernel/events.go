@@ -1,0 +1,131 @@
+package kernel
+
+import (
+	"context"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// subKey names a subscription: the session that opened it and the ID of the
+// request that did. EVENT packets carry that request ID, so a client can
+// route them before it has read the subscribe response.
+type subKey struct {
+	s  Session
+	id uint64
+}
+
+func (k *Kernel) registerEvents() {
+	k.Register(Method{Name: "events.publish", Summary: "append an event to the bus; answered once durable", Handler: k.publish})
+	k.Register(Method{Name: "events.subscribe", Summary: "receive matching events as EVENT packets, from now or a sequence number", Handler: k.subscribe})
+	k.Register(Method{Name: "events.unsubscribe", Summary: "end a subscription", Handler: k.unsubscribe})
+	k.Register(Method{Name: "events.replay", Summary: "stored events by sequence, time and subject, as EVENT packets", Handler: k.replay})
+}
+
+func (k *Kernel) publish(ctx context.Context, c *Call) (any, error) {
+	var p abi.PublishParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	if p.Event.Type == "" {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "event.type is empty: give the subject to publish on, e.g. \"app.order.created\"")
+	}
+	if p.Event.Source == "" {
+		p.Event.Source = c.Session.Caller().String()
+	}
+	res, err := k.Bus.Publish(ctx, &p.Event)
+	if err != nil {
+		return nil, err
+	}
+	return abi.PublishResult{ID: p.Event.ID, Seq: res.Seq, Duplicate: res.Duplicate}, nil
+}
+
+func (k *Kernel) subscribe(ctx context.Context, c *Call) (any, error) {
+	var p abi.SubscribeParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	sess, id := c.Session, c.RequestID
+	key := subKey{sess, id}
+	k.subsMu.Lock()
+	_, taken := k.subs[key]
+	k.subsMu.Unlock()
+	if taken {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "request id %d already names an open subscription; use a fresh request id", id)
+	}
+	sub, err := k.Bus.Subscribe(sess.Context(), p.Pattern, bus.SubscribeOptions{FromSeq: p.FromSeq}, func(evs []abi.Event) error {
+		return sess.PushEvents(id, evs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	k.subsMu.Lock()
+	k.subs[key] = sub
+	k.subsMu.Unlock()
+	go func() { // owned by the subscription: returns when it ends
+		<-sub.Done()
+		k.subsMu.Lock()
+		delete(k.subs, key)
+		k.subsMu.Unlock()
+	}()
+	return abi.SubscribeResult{Subscription: id}, nil
+}
+
+func (k *Kernel) unsubscribe(ctx context.Context, c *Call) (any, error) {
+	var p abi.UnsubscribeParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	k.subsMu.Lock()
+	sub, ok := k.subs[subKey{c.Session, p.Subscription}]
+	k.subsMu.Unlock()
+	if !ok {
+		return nil, abi.Errorf(abi.CodeNotFound, "this session has no subscription %d", p.Subscription)
+	}
+	sub.Close()
+	return struct{}{}, nil
+}
+
+// replay pushes the stored events in batches; the pushes precede the
+// response on the connection, so the response marks the end.
+func (k *Kernel) replay(ctx context.Context, c *Call) (any, error) {
+	var p abi.ReplayParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	q := bus.Query{FromSeq: p.FromSeq, ToSeq: p.ToSeq, Since: p.Since, Until: p.Until, Limit: p.Limit}
+	if p.Pattern != "" {
+		pt, err := bus.CompilePattern(p.Pattern)
+		if err != nil {
+			return nil, err
+		}
+		q.Pattern = pt
+	}
+	const page = 512
+	buf := make([]abi.Event, 0, page)
+	var res abi.ReplayResult
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		err := c.Session.PushEvents(c.RequestID, buf)
+		buf = buf[:0]
+		return err
+	}
+	err := k.Bus.Replay(ctx, q, func(ev *abi.Event) error {
+		buf = append(buf, *ev)
+		res.Count++
+		res.LastSeq = ev.Seq
+		if len(buf) == page {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}

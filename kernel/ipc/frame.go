@@ -1,0 +1,116 @@
+// Package ipc is the kernel's Unix-socket door: a server that exposes the
+// kernel method table to local processes, and a client for it. Frames are an
+// 8-byte header (abi.PutHeader) and a MsgPack payload.
+package ipc
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// frameReader reads frames from a stream.
+type frameReader struct {
+	r   *bufio.Reader
+	max uint32
+	hdr [abi.HeaderSize]byte
+	buf []byte
+}
+
+func newFrameReader(r io.Reader, max uint32) *frameReader {
+	if max == 0 {
+		max = abi.DefaultMaxFrame
+	}
+	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next frame. The payload is only valid until the next
+// call. A *abi.FrameError means the stream is out of step.
+func (f *frameReader) next() (abi.PacketType, []byte, error) {
+	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return 0, nil, &abi.FrameError{Reason: "connection closed inside a frame header"}
+		}
+		return 0, nil, err
+	}
+	h, err := abi.ParseHeader(f.hdr[:], f.max)
+	if err != nil {
+		return 0, nil, err
+	}
+	if cap(f.buf) < int(h.Length) {
+		f.buf = make([]byte, h.Length)
+	}
+	p := f.buf[:h.Length]
+	if _, err := io.ReadFull(f.r, p); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return 0, nil, &abi.FrameError{Reason: fmt.Sprintf("connection closed inside a %d-byte payload", h.Length)}
+		}
+		return 0, nil, err
+	}
+	// Do not keep a huge buffer alive for the life of the connection.
+	if cap(f.buf) > 1<<20 {
+		f.buf = nil
+	}
+	return h.Type, p, nil
+}
+
+// frameBuf builds one or more frames for a single write.
+type frameBuf struct {
+	b   bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+var frameBufs = sync.Pool{New: func() any {
+	f := &frameBuf{}
+	f.enc = msgpack.NewEncoder(&f.b)
+	return f
+}}
+
+func getFrameBuf() *frameBuf { f := frameBufs.Get().(*frameBuf); f.b.Reset(); return f }
+
+func putFrameBuf(f *frameBuf) {
+	if f.b.Cap() <= 1<<20 {
+		frameBufs.Put(f)
+	}
+}
+
+// add appends one frame whose payload encode writes.
+func (f *frameBuf) add(t abi.PacketType, encode func(*msgpack.Encoder) error) error {
+	start := f.b.Len()
+	var hdr [abi.HeaderSize]byte
+	f.b.Write(hdr[:])
+	if err := encode(f.enc); err != nil {
+		f.b.Truncate(start)
+		return err
+	}
+	abi.PutHeader(f.b.Bytes()[start:], abi.Header{Type: t, Length: uint32(f.b.Len() - start - abi.HeaderSize)})
+	return nil
+}
+
+func (f *frameBuf) addValue(t abi.PacketType, v any) error {
+	return f.add(t, func(e *msgpack.Encoder) error { return e.Encode(v) })
+}
+
+// addEvent appends an EVENT frame, encoded by hand: it is the push hot path.
+func (f *frameBuf) addEvent(sub uint64, ev *abi.Event) error {
+	return f.add(abi.PacketEvent, func(e *msgpack.Encoder) error {
+		if err := e.EncodeMapLen(2); err != nil {
+			return err
+		}
+		if err := e.EncodeString("sub"); err != nil {
+			return err
+		}
+		if err := e.EncodeUint(sub); err != nil {
+			return err
+		}
+		if err := e.EncodeString("event"); err != nil {
+			return err
+		}
+		return ev.EncodeMsgpack(e)
+	})
+}

@@ -1,0 +1,412 @@
+package ipc_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+type env struct {
+	k    *kernel.Kernel
+	srv  *ipc.Server
+	path string
+}
+
+// start runs a kernel with an in-memory store and its socket server.
+func start(t testing.TB, opts ipc.ServerOptions) *env {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kairo-ipc-") // short: socket paths are limited to 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	b := bus.New(bus.NewMemoryStore(0), bus.Options{})
+	k := kernel.New(b, kernel.Options{Version: "test"})
+	k.Register(kernel.Method{Name: "test.whoami", Handler: func(_ context.Context, c *kernel.Call) (any, error) {
+		return c.Session.Caller(), nil
+	}})
+	opts.Path = filepath.Join(dir, "kernel.sock")
+	srv, err := ipc.Listen(k, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		b.Close()
+	})
+	return &env{k: k, srv: srv, path: opts.Path}
+}
+
+func (e *env) dial(t testing.TB) *ipc.Client {
+	t.Helper()
+	c, err := ipc.Dial(context.Background(), e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestSocketModeAndPeerCred(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	fi, err := os.Stat(e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode = %v, want a socket with 0600", fi.Mode())
+	}
+	c := e.dial(t)
+	var who kernel.Caller
+	if err := c.Call(ctx(t), "test.whoami", nil, &who); err != nil {
+		t.Fatal(err)
+	}
+	if int(who.PID) != os.Getpid() || int(who.UID) != os.Getuid() {
+		t.Fatalf("peer = pid %d uid %d, want pid %d uid %d", who.PID, who.UID, os.Getpid(), os.Getuid())
+	}
+}
+
+func TestPingIntrospectMetrics(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	c := e.dial(t)
+	var pr abi.PingResult
+	if err := c.Call(ctx(t), "kernel.ping", nil, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(pr.Time) > time.Minute || pr.Time.IsZero() {
+		t.Fatalf("ping time %v is not now", pr.Time)
+	}
+	var in abi.IntrospectResult
+	if err := c.Call(ctx(t), "kernel.introspect", nil, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.ABIVersion != abi.Version {
+		t.Fatalf("abi version %d, want %d", in.ABIVersion, abi.Version)
+	}
+	for _, m := range []string{"kernel.ping", "kernel.introspect", "system.get_metrics", "events.publish", "events.subscribe", "events.replay"} {
+		if !contains(in.Methods, m) {
+			t.Errorf("introspect lacks %s: %v", m, in.Methods)
+		}
+	}
+	if _, err := c.Publish(ctx(t), abi.Event{Type: "test.one"}); err != nil {
+		t.Fatal(err)
+	}
+	var m abi.Metrics
+	if err := c.Call(ctx(t), "system.get_metrics", nil, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Connections != 1 || m.LastSeq != 1 || m.Published != 1 || m.Store != "memory" || m.Requests < 3 {
+		t.Fatalf("metrics = %+v", m)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPublishSubscribeReplay(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	pub, sub := e.dial(t), e.dial(t)
+	data, _ := msgpack.Marshal(map[string]any{"n": 1})
+	first, err := pub.Publish(ctx(t), abi.Event{Type: "app.first", Data: data, CorrelationID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Seq != 1 || first.ID == "" || first.Duplicate {
+		t.Fatalf("publish = %+v", first)
+	}
+	again, err := pub.Publish(ctx(t), abi.Event{ID: first.ID, Type: "app.first"})
+	if err != nil || !again.Duplicate || again.Seq != 1 {
+		t.Fatalf("republish = %+v, %v; want duplicate of seq 1", again, err)
+	}
+
+	live, err := sub.Subscribe(ctx(t), "app.>", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromStart, err := sub.Subscribe(ctx(t), "app.*", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"other.skip", "app.second", "app.third.deep"} {
+		if _, err := pub.Publish(ctx(t), abi.Event{Type: typ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(s *ipc.Subscription, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			ev, err := s.Next(ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type != w {
+				t.Fatalf("got %s (seq %d), want %s", ev.Type, ev.Seq, w)
+			}
+		}
+	}
+	expect(live, "app.second", "app.third.deep")
+	expect(fromStart, "app.first", "app.second")
+	if err := live.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	var got []string
+	res, err := pub.Replay(ctx(t), abi.ReplayParams{Pattern: "app.>", FromSeq: 1}, func(ev *abi.Event) error {
+		got = append(got, ev.Type)
+		if ev.Type == "app.first" && (ev.CorrelationID != "c1" || string(ev.Data) != string(data)) {
+			t.Errorf("replayed first event = %+v", ev)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "app.first,app.second,app.third.deep" || res.Count != 3 || res.LastSeq != 4 {
+		t.Fatalf("replay = %v, %+v", got, res)
+	}
+}
+
+// rawConn speaks frames by hand, to send what a well-behaved client never would.
+type rawConn struct {
+	t *testing.T
+	c net.Conn
+}
+
+func (e *env) raw(t *testing.T) *rawConn {
+	c, err := net.Dial("unix", e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{t, c}
+}
+
+func (r *rawConn) frame(typ abi.PacketType, payload []byte) {
+	hdr := make([]byte, abi.HeaderSize)
+	abi.PutHeader(hdr, abi.Header{Type: typ, Length: uint32(len(payload))})
+	if _, err := r.c.Write(append(hdr, payload...)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rawConn) request(id uint64, method string, params any) {
+	var raw msgpack.RawMessage
+	if params != nil {
+		raw, _ = msgpack.Marshal(params)
+	}
+	p, _ := msgpack.Marshal(&abi.Request{ID: id, Method: method, Params: raw})
+	r.frame(abi.PacketRequest, p)
+}
+
+// response reads frames until a RESPONSE.
+func (r *rawConn) response() *abi.Response {
+	r.t.Helper()
+	r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		hdr := make([]byte, abi.HeaderSize)
+		if _, err := io.ReadFull(r.c, hdr); err != nil {
+			r.t.Fatalf("read response header: %v", err)
+		}
+		n := binary.BigEndian.Uint32(hdr[4:])
+		p := make([]byte, n)
+		if _, err := io.ReadFull(r.c, p); err != nil {
+			r.t.Fatal(err)
+		}
+		if abi.PacketType(hdr[3]) != abi.PacketResponse {
+			continue
+		}
+		var resp abi.Response
+		if err := msgpack.Unmarshal(p, &resp); err != nil {
+			r.t.Fatal(err)
+		}
+		return &resp
+	}
+}
+
+func (r *rawConn) expectClosed() {
+	r.t.Helper()
+	r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		r.t.Fatalf("connection still open (read: %v), want it closed", err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := start(t, ipc.ServerOptions{MaxFrame: 1 << 10})
+	bystander := e.dial(t)
+
+	wantErr := func(resp *abi.Response, id uint64, code, fragment string) {
+		t.Helper()
+		if resp.ID != id || resp.Error == nil || resp.Error.Code != code || !strings.Contains(resp.Error.Message, fragment) {
+			t.Fatalf("response = %+v (error %+v), want id %d code %s mentioning %q", resp, resp.Error, id, code, fragment)
+		}
+	}
+	t.Run("wrong magic closes", func(t *testing.T) {
+		r := e.raw(t)
+		r.c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+		wantErr(r.response(), 0, abi.CodeBadFrame, "wrong magic")
+		r.expectClosed()
+	})
+	t.Run("oversized frame closes", func(t *testing.T) {
+		r := e.raw(t)
+		r.frame(abi.PacketRequest, make([]byte, 2<<10))
+		wantErr(r.response(), 0, abi.CodeBadFrame, "over the 1024-byte limit")
+		r.expectClosed()
+	})
+	t.Run("unknown packet type closes", func(t *testing.T) {
+		r := e.raw(t)
+		r.c.Write([]byte{'K', 'R', 1, 9, 0, 0, 0, 0})
+		wantErr(r.response(), 0, abi.CodeBadFrame, "unknown packet type 9")
+		r.expectClosed()
+	})
+	t.Run("truncated frame closes", func(t *testing.T) {
+		r := e.raw(t)
+		r.c.Write([]byte{'K', 'R', 1, 1, 0, 0, 0, 50, 0x80})
+		r.c.(*net.UnixConn).CloseWrite()
+		wantErr(r.response(), 0, abi.CodeBadFrame, "inside a 50-byte payload")
+	})
+	t.Run("recoverable errors keep the connection", func(t *testing.T) {
+		r := e.raw(t)
+		r.frame(abi.PacketRequest, []byte{0xc1}) // never-used MsgPack code
+		wantErr(r.response(), 0, abi.CodeBadRequest, "not a valid MsgPack Request")
+		r.frame(abi.PacketRequest, []byte{0x82, 0xa2, 'i', 'd', 7, 0xa6, 'm', 'e', 't', 'h', 'o', 'd', 0xc3}) // method: true
+		wantErr(r.response(), 7, abi.CodeBadRequest, "not a valid MsgPack Request")
+		r.request(8, "no.such.method", nil)
+		wantErr(r.response(), 8, abi.CodeUnknownMethod, `"no.such.method"`)
+		r.request(9, "events.publish", map[string]any{"event": "not a map"})
+		wantErr(r.response(), 9, abi.CodeInvalidParams, "want a map")
+		r.request(10, "events.publish", map[string]any{"event": map[string]any{"type": "bad..subject"}})
+		wantErr(r.response(), 10, abi.CodeInvalidParams, "empty token")
+		r.request(11, "events.replay", map[string]any{"fromSeq": "one"})
+		wantErr(r.response(), 11, abi.CodeInvalidParams, "ReplayParams")
+		r.frame(abi.PacketEvent, []byte{0x80})
+		wantErr(r.response(), 0, abi.CodeBadRequest, "REQUEST packets only")
+		r.request(12, "kernel.ping", nil)
+		if resp := r.response(); resp.ID != 12 || resp.Error != nil {
+			t.Fatalf("ping after errors = %+v", resp)
+		}
+	})
+	if _, err := bystander.Ping(ctx(t)); err != nil {
+		t.Fatalf("another client was affected: %v", err)
+	}
+	var m abi.Metrics
+	if err := bystander.Call(ctx(t), "system.get_metrics", nil, &m); err != nil || m.BadFrames != 4 {
+		t.Fatalf("badFrames = %d (%v), want 4", m.BadFrames, err)
+	}
+}
+
+// A subscriber that never reads must cost the kernel only its own buffer:
+// publishers are not held up and other clients are served.
+func TestStuckSubscriber(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	r := e.raw(t)
+	r.request(1, "events.subscribe", abi.SubscribeParams{Pattern: "load.>"})
+	if resp := r.response(); resp.Error != nil {
+		t.Fatal(resp.Error)
+	}
+	// r never reads again.
+	pub := e.dial(t)
+	payload, _ := msgpack.Marshal(make([]byte, 1024))
+	const n = 20000
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/4; i++ {
+				if _, err := pub.Publish(ctx(t), abi.Event{Type: "load.data", Data: payload}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if _, err := e.dial(t).Ping(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.k.Bus.Stats(); st.Lagging != 1 || st.Published != n || st.Delivered >= n {
+		t.Fatalf("stats %+v: want the stuck subscriber to have fallen back to the store", st)
+	}
+	// Hanging up ends its subscription.
+	r.c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.k.Bus.Stats().Subscriptions != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("subscription of a closed connection still open")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestSocketTakeover(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	if _, err := ipc.Listen(e.k, ipc.ServerOptions{Path: e.path}); err == nil || !strings.Contains(err.Error(), "already listening") {
+		t.Fatalf("second Listen on a live socket: %v", err)
+	}
+	// A stale socket file (no listener) is replaced.
+	stale := filepath.Join(filepath.Dir(e.path), "stale.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	srv, err := ipc.Listen(e.k, ipc.ServerOptions{Path: stale})
+	if err != nil {
+		t.Fatalf("Listen over a stale socket: %v", err)
+	}
+	srv.Close()
+}
+
+func TestClientClosedErrors(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	c := e.dial(t)
+	sub, err := c.Subscribe(ctx(t), "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Close()
+	if _, err := sub.Next(ctx(t)); !errors.Is(err, ipc.ErrClientClosed) {
+		t.Fatalf("Next after server close: %v", err)
+	}
+	if _, err := c.Ping(ctx(t)); !errors.Is(err, ipc.ErrClientClosed) {
+		t.Fatalf("Ping after server close: %v", err)
+	}
+}

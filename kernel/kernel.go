@@ -1,0 +1,177 @@
+// Package kernel is Kairo's system layer: the event bus, the process
+// sessions, the IPC socket, and the one method table that IPC clients and
+// plugins both call. IPC and plugins are two doors into this table, not two
+// copies of it.
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Caller is who is calling: a peer on the socket (its credentials from
+// SO_PEERCRED) or a plugin.
+type Caller struct {
+	UID, GID uint32
+	PID      int32
+	Plugin   string // set when the caller is a plugin
+}
+
+func (c Caller) String() string {
+	if c.Plugin != "" {
+		return "plugin " + c.Plugin
+	}
+	return fmt.Sprintf("pid %d (uid %d)", c.PID, c.UID)
+}
+
+// Session is one caller's connection to the kernel: an IPC connection or a
+// loaded plugin. What a session opens (subscriptions, processes) ends with it.
+type Session interface {
+	Caller() Caller
+	// Context is done when the session ends.
+	Context() context.Context
+	// PushEvents sends events of subscription sub to the caller. It may block
+	// while the caller is slow to read; that slows only this session.
+	PushEvents(sub uint64, evs []abi.Event) error
+}
+
+// Call is one method invocation.
+type Call struct {
+	Session   Session
+	RequestID uint64
+	Params    msgpack.RawMessage
+}
+
+// Decode unmarshals the call's params into v. Absent params leave v as is.
+func (c *Call) Decode(v any) error {
+	if len(c.Params) == 0 {
+		return nil
+	}
+	if err := msgpack.Unmarshal(c.Params, v); err != nil {
+		return abi.Errorf(abi.CodeInvalidParams, "params: %v; want %T", err, v)
+	}
+	return nil
+}
+
+// Handler implements a method. Its result is MsgPack-encoded for the caller;
+// an *abi.Error reaches the caller as is, any other error as "internal".
+type Handler func(ctx context.Context, c *Call) (any, error)
+
+// Method is an entry of the method table.
+type Method struct {
+	Name    string
+	Summary string
+	Handler Handler
+}
+
+// Options configures a Kernel.
+type Options struct {
+	Version string // reported by kernel.introspect
+}
+
+// Kernel holds the method table and the system components behind it.
+type Kernel struct {
+	Bus     *bus.Bus
+	opts    Options
+	started time.Time
+
+	mu      sync.RWMutex
+	methods map[string]Method
+
+	subsMu sync.Mutex
+	subs   map[subKey]*bus.Subscription
+
+	requests atomic.Uint64
+	gauges   sync.Map // name → func() int, e.g. connections from the IPC server
+}
+
+// New returns a kernel over b with the built-in methods registered.
+func New(b *bus.Bus, opts Options) *Kernel {
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	k := &Kernel{Bus: b, opts: opts, started: time.Now(), methods: map[string]Method{}, subs: map[subKey]*bus.Subscription{}}
+	k.registerSystem()
+	k.registerEvents()
+	return k
+}
+
+// Register adds m to the table, replacing a method of the same name.
+func (k *Kernel) Register(m Method) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.methods[m.Name] = m
+}
+
+// Methods lists the method names, sorted.
+func (k *Kernel) Methods() []string {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	names := make([]string, 0, len(k.methods))
+	for n := range k.methods {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// SetGauge publishes a named figure in system.get_metrics (for components
+// the kernel does not own, such as the IPC server's connection count).
+func (k *Kernel) SetGauge(name string, f func() int) { k.gauges.Store(name, f) }
+
+// Invoke runs method for call and returns its MsgPack-encoded result, or an
+// error that names what went wrong. A handler that panics is reported as an
+// internal error; it never takes the kernel down.
+func (k *Kernel) Invoke(ctx context.Context, method string, call *Call) (result msgpack.RawMessage, aerr *abi.Error) {
+	k.requests.Add(1)
+	k.mu.RLock()
+	m, ok := k.methods[method]
+	k.mu.RUnlock()
+	if !ok {
+		return nil, abi.Errorf(abi.CodeUnknownMethod, "unknown method %q; kernel.introspect lists the methods", method)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			buf := make([]byte, 4096)
+			buf = buf[:runtime.Stack(buf, false)]
+			aerr = abi.Errorf(abi.CodeInternal, "method %s panicked: %v\n%s", method, r, buf)
+		}
+	}()
+	v, err := m.Handler(ctx, call)
+	if err != nil {
+		return nil, toABIError(method, err)
+	}
+	raw, err := msgpack.Marshal(v)
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeInternal, "method %s: encode result: %v", method, err)
+	}
+	return raw, nil
+}
+
+func toABIError(method string, err error) *abi.Error {
+	var ae *abi.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var se *bus.SubjectError
+	if errors.As(err, &se) {
+		return abi.Errorf(abi.CodeInvalidParams, "%v", err)
+	}
+	switch {
+	case errors.Is(err, bus.ErrClosed):
+		return abi.Errorf(abi.CodeUnavailable, "%s: the kernel is shutting down", method)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return abi.Errorf(abi.CodeUnavailable, "%s: %v", method, err)
+	}
+	return abi.Errorf(abi.CodeInternal, "%s: %v", method, err)
+}

@@ -1,0 +1,48 @@
+package kernel
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+func (k *Kernel) registerSystem() {
+	k.Register(Method{Name: "kernel.ping", Summary: "answer with the kernel's time", Handler: func(context.Context, *Call) (any, error) {
+		return abi.PingResult{Time: time.Now()}, nil
+	}})
+	k.Register(Method{Name: "kernel.introspect", Summary: "list the methods and the ABI version", Handler: func(context.Context, *Call) (any, error) {
+		return abi.IntrospectResult{ABIVersion: abi.Version, Version: k.opts.Version, Methods: k.Methods()}, nil
+	}})
+	k.Register(Method{Name: "system.get_metrics", Summary: "the kernel's counters", Handler: func(context.Context, *Call) (any, error) {
+		return k.Metrics(), nil
+	}})
+}
+
+// Metrics gathers the kernel's counters.
+func (k *Kernel) Metrics() abi.Metrics {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	st := k.Bus.Stats()
+	m := abi.Metrics{
+		Uptime:        time.Since(k.started),
+		Goroutines:    runtime.NumGoroutine(),
+		HeapBytes:     ms.HeapAlloc,
+		Subscriptions: st.Subscriptions,
+		LastSeq:       k.Bus.LastSeq(),
+		Published:     st.Published,
+		Duplicates:    st.Duplicates,
+		Delivered:     st.Delivered,
+		CatchUps:      st.CatchUps,
+		Requests:      k.requests.Load(),
+		Store:         k.Bus.Store().Describe(),
+	}
+	if f, ok := k.gauges.Load("connections"); ok {
+		m.Connections = f.(func() int)()
+	}
+	if f, ok := k.gauges.Load("badFrames"); ok {
+		m.BadFrames = uint64(f.(func() int)())
+	}
+	return m
+}
