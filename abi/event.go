@@ -110,46 +110,10 @@ func (e Event) EncodeMsgpack(enc *msgpack.Encoder) error {
 // so a newer peer may add fields; a known key with the wrong type is an error
 // that names the key.
 func (e *Event) DecodeMsgpack(dec *msgpack.Decoder) error {
-	*e = Event{}
-	n, err := dec.DecodeMapLen()
+	raw, err := dec.DecodeRaw() // a fresh copy, so the event may alias it
 	if err != nil {
-		return fmt.Errorf("event: want a map: %w", err)
+		return fmt.Errorf("event: %w", err)
 	}
-	if n < 0 {
-		return fmt.Errorf("event: want a map, got nil")
-	}
-	for i := 0; i < n; i++ {
-		key, err := dec.DecodeString()
-		if err != nil {
-			return fmt.Errorf("event: map key %d: %w", i, err)
-		}
-		switch key {
-		case "id":
-			e.ID, err = dec.DecodeString()
-		case "type":
-			e.Type, err = dec.DecodeString()
-		case "source":
-			e.Source, err = dec.DecodeString()
-		case "time":
-			e.Time, err = dec.DecodeTime()
-		case "data":
-			var raw msgpack.RawMessage
-			raw, err = dec.DecodeRaw()
-			if err == nil && !(len(raw) == 1 && raw[0] == 0xc0) { // nil means no data
-				e.Data = raw
-			}
-		case "correlationId":
-			e.CorrelationID, err = dec.DecodeString()
-		case "causationId":
-			e.CausationID, err = dec.DecodeString()
-		case "seq":
-			e.Seq, err = dec.DecodeUint64()
-		default:
-			err = dec.Skip()
-		}
-		if err != nil {
-			return fmt.Errorf("event: field %q: %w", key, err)
-		}
-	}
-	return nil
+	_, err = DecodeEvent(raw, e)
+	return err
 }

@@ -19,6 +19,9 @@ const (
 	HeaderSize      = 8
 	FrameVersion    = 1
 	DefaultMaxFrame = 16 << 20
+	// MaxFrameCeiling is the largest payload any peer may be configured to
+	// accept.
+	MaxFrameCeiling = 1 << 30
 )
 
 // Magic opens every frame.

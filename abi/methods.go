@@ -47,8 +47,8 @@ type PublishResult struct {
 	Duplicate bool   `msgpack:"duplicate,omitempty"` // the ID was already stored at Seq
 }
 
-// SubscribeParams is events.subscribe. Pattern is a subject pattern ("kairo.>"
-// when empty). FromSeq 0 means from now; otherwise delivery starts at that
+// SubscribeParams is events.subscribe. Pattern is a subject pattern; empty
+// means every subject (">"). FromSeq 0 means from now; otherwise delivery starts at that
 // sequence number, replaying what is stored, then continues live.
 type SubscribeParams struct {
 	Pattern string `msgpack:"pattern,omitempty"`

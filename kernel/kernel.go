@@ -52,17 +52,6 @@ type Call struct {
 	Params    msgpack.RawMessage
 }
 
-// Decode unmarshals the call's params into v. Absent params leave v as is.
-func (c *Call) Decode(v any) error {
-	if len(c.Params) == 0 {
-		return nil
-	}
-	if err := msgpack.Unmarshal(c.Params, v); err != nil {
-		return abi.Errorf(abi.CodeInvalidParams, "params: %v; want %T", err, v)
-	}
-	return nil
-}
-
 // Handler implements a method. Its result is MsgPack-encoded for the caller;
 // an *abi.Error reaches the caller as is, any other error as "internal".
 type Handler func(ctx context.Context, c *Call) (any, error)
@@ -72,6 +61,9 @@ type Method struct {
 	Name    string
 	Summary string
 	Handler Handler
+	// Quick methods return at once and never block, so a door may run them
+	// on its reader instead of starting a goroutine per call.
+	Quick bool
 }
 
 // Options configures a Kernel.
@@ -111,6 +103,13 @@ func (k *Kernel) Register(m Method) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.methods[m.Name] = m
+}
+
+// Quick reports whether method is registered as Quick.
+func (k *Kernel) Quick(method string) bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.methods[method].Quick
 }
 
 // Methods lists the method names, sorted.

@@ -9,10 +9,10 @@ import (
 )
 
 func (k *Kernel) registerSystem() {
-	k.Register(Method{Name: "kernel.ping", Summary: "answer with the kernel's time", Handler: func(context.Context, *Call) (any, error) {
+	k.Register(Method{Name: "kernel.ping", Summary: "answer with the kernel's time", Quick: true, Handler: func(context.Context, *Call) (any, error) {
 		return abi.PingResult{Time: time.Now()}, nil
 	}})
-	k.Register(Method{Name: "kernel.introspect", Summary: "list the methods and the ABI version", Handler: func(context.Context, *Call) (any, error) {
+	k.Register(Method{Name: "kernel.introspect", Summary: "list the methods and the ABI version", Quick: true, Handler: func(context.Context, *Call) (any, error) {
 		return abi.IntrospectResult{ABIVersion: abi.Version, Version: k.opts.Version, Methods: k.Methods()}, nil
 	}})
 	k.Register(Method{Name: "system.get_metrics", Summary: "the kernel's counters", Handler: func(context.Context, *Call) (any, error) {

@@ -78,6 +78,7 @@ type Bus struct {
 
 type batch struct {
 	evs  []*abi.Event
+	envs [][]byte // nil unless the store is an EnvEncoder
 	dup  []bool
 	err  error
 	done chan struct{}
@@ -174,6 +175,13 @@ func (b *Bus) PublishAsync(ev *abi.Event) (*Ack, error) {
 		ev.Source = b.opts.Source
 	}
 	ev.Seq = 0
+	var env []byte
+	if enc, ok := b.store.(EnvEncoder); ok {
+		var err error
+		if env, err = enc.EncodeEnv(ev); err != nil {
+			return nil, err
+		}
+	}
 	if b.kick == nil {
 		res, err := b.appendInline(ev)
 		return &Ack{res: res, err: err}, nil
@@ -194,6 +202,9 @@ func (b *Bus) PublishAsync(ev *abi.Event) (*Ack, error) {
 	}
 	i := len(bt.evs)
 	bt.evs = append(bt.evs, ev)
+	if env != nil {
+		bt.envs = append(bt.envs, env)
+	}
 	bt.dup = append(bt.dup, false)
 	b.pending++
 	b.qmu.Unlock()
@@ -213,7 +224,7 @@ func (b *Bus) appendInline(ev *abi.Event) (Result, error) {
 	dup := [1]bool{}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.store.Append(evs[:], dup[:]); err != nil {
+	if err := b.store.Append(evs[:], nil, dup[:]); err != nil {
 		return Result{}, fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
 	}
 	if dup[0] {
@@ -255,7 +266,7 @@ func (b *Bus) flushOnce() bool {
 		return false
 	}
 	b.mu.Lock()
-	if err := b.store.Append(bt.evs, bt.dup); err != nil {
+	if err := b.store.Append(bt.evs, bt.envs, bt.dup); err != nil {
 		bt.err = fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
 	} else {
 		b.deliverLocked(bt.evs, bt.dup)

@@ -13,8 +13,9 @@ import (
 type Store interface {
 	// Append stores evs in order and assigns each its Seq. An event whose ID
 	// is already stored is not stored again: its Seq is set to the stored
-	// one and dup[i] is set. On error nothing of evs is stored.
-	Append(evs []*abi.Event, dup []bool) error
+	// one and dup[i] is set. On error nothing of evs is stored. envs is nil,
+	// or holds each event's stored form from the store's EnvEncoder.
+	Append(evs []*abi.Event, envs [][]byte, dup []bool) error
 	// Scan calls fn for each stored event that matches q, in sequence order,
 	// until fn returns an error (ErrStop ends the scan without one).
 	Scan(ctx context.Context, q Query, fn func(*abi.Event) error) error
@@ -27,6 +28,13 @@ type Store interface {
 	// Describe names the store for metrics and logs.
 	Describe() string
 	Close() error
+}
+
+// EnvEncoder is implemented by stores that keep events in an encoded form.
+// The bus calls EncodeEnv in the publisher's goroutine, before the
+// serialised append, so encoding runs in parallel across publishers.
+type EnvEncoder interface {
+	EncodeEnv(ev *abi.Event) ([]byte, error)
 }
 
 // Query selects stored events. Zero values leave a bound open.

@@ -40,7 +40,7 @@ func (m *MemoryStore) LastSeq() uint64 {
 	return m.last
 }
 
-func (m *MemoryStore) Append(evs []*abi.Event, dup []bool) error {
+func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := uint64(len(m.ring))

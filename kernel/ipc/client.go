@@ -101,7 +101,9 @@ func (c *Client) Close() error {
 }
 
 func (c *Client) readLoop() {
-	fr := newFrameReader(c.conn, 0)
+	// The kernel is trusted to send frames within its own configured
+	// limit, which may be above the default; only the ABI ceiling applies.
+	fr := newFrameReader(c.conn, abi.MaxFrameCeiling)
 	var err error
 	defer func() {
 		c.mu.Lock()
@@ -314,7 +316,11 @@ func (c *Client) Replay(ctx context.Context, p abi.ReplayParams, fn func(*abi.Ev
 	}
 }
 
-// Subscription receives the events of an events.subscribe.
+// Subscription receives the events of an events.subscribe. Its buffer
+// holds 4096 events; a consumer that lets it fill stops the client's reader,
+// which holds up the other calls on the same Client and makes the kernel
+// serve this subscription from its store until the consumer catches up.
+// Give a slow consumer a Client of its own.
 type Subscription struct {
 	c     *Client
 	id    uint64

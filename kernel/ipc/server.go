@@ -34,6 +34,7 @@ type Server struct {
 	k    *kernel.Kernel
 	opts ServerOptions
 	ln   *net.UnixListener
+	lock *os.File // held while listening
 	log  *slog.Logger
 
 	ctx    context.Context
@@ -55,6 +56,9 @@ func Listen(k *kernel.Kernel, opts ServerOptions) (*Server, error) {
 	if opts.MaxFrame == 0 {
 		opts.MaxFrame = abi.DefaultMaxFrame
 	}
+	if opts.MaxFrame > abi.MaxFrameCeiling {
+		return nil, fmt.Errorf("ipc: MaxFrame %d is over the ABI ceiling of %d bytes", opts.MaxFrame, abi.MaxFrameCeiling)
+	}
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
 	}
@@ -64,26 +68,36 @@ func Listen(k *kernel.Kernel, opts ServerOptions) (*Server, error) {
 	if err := os.MkdirAll(filepath.Dir(opts.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("create socket folder: %w", err)
 	}
+	// A lock beside the socket makes probing, removing a stale socket and
+	// binding one step, even for two kernels that share a socket path.
+	lock, err := lockFile(opts.Path + ".lock")
+	if err != nil {
+		return nil, err
+	}
 	if _, err := os.Lstat(opts.Path); err == nil {
 		if c, err := net.DialTimeout("unix", opts.Path, time.Second); err == nil {
 			c.Close()
+			lock.Close()
 			return nil, fmt.Errorf("a kernel is already listening on %s; stop it first or choose another KAIRO_HOME", opts.Path)
 		}
 		if err := os.Remove(opts.Path); err != nil {
+			lock.Close()
 			return nil, fmt.Errorf("remove stale socket %s: %w", opts.Path, err)
 		}
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: opts.Path, Net: "unix"})
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("listen on %s: %w", opts.Path, err)
 	}
 	// The folder is 0700 as well, so nobody else can reach the socket in
 	// the moment between bind and chmod.
 	if err := os.Chmod(opts.Path, 0o600); err != nil {
 		ln.Close()
+		lock.Close()
 		return nil, fmt.Errorf("chmod socket %s: %w", opts.Path, err)
 	}
-	s := &Server{k: k, opts: opts, ln: ln, log: opts.Logger, conns: map[*conn]struct{}{}}
+	s := &Server{k: k, opts: opts, ln: ln, lock: lock, log: opts.Logger, conns: map[*conn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	k.SetGauge("connections", func() int {
 		s.mu.Lock()
@@ -144,7 +158,25 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.lock.Close() // releases the flock
 	return err
+}
+
+// lockFile takes an exclusive flock on path; it fails at once when another
+// kernel holds it.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("socket lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if err == unix.EWOULDBLOCK {
+			return nil, fmt.Errorf("a kernel is already listening on %s (it holds %s); stop it first or choose another KAIRO_HOME", path[:len(path)-len(".lock")], path)
+		}
+		return nil, fmt.Errorf("socket lock %s: %w", path, err)
+	}
+	return f, nil
 }
 
 // conn is one client connection and the kernel.Session it stands for.
@@ -253,6 +285,10 @@ func (c *conn) serve() {
 			c.respond(&abi.Response{ID: req.ID, Error: abi.Errorf(abi.CodeBadRequest, "request %d has no method", req.ID)})
 			continue
 		}
+		if c.s.k.Quick(req.Method) {
+			c.reply(req)
+			continue
+		}
 		select {
 		case c.sem <- struct{}{}:
 		case <-c.ctx.Done():
@@ -268,6 +304,10 @@ func (c *conn) serve() {
 func (c *conn) handle(req abi.Request) {
 	defer c.reqs.Done()
 	defer func() { <-c.sem }()
+	c.reply(req)
+}
+
+func (c *conn) reply(req abi.Request) {
 	call := &kernel.Call{Session: c, RequestID: req.ID, Params: req.Params}
 	res, aerr := c.s.k.Invoke(c.ctx, req.Method, call)
 	resp := abi.Response{ID: req.ID, Result: res}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/manifests"
+)
+
+// clientSocket is the socket a client command dials: $KAIRO_SOCKET, else the
+// one kairo.toml in the data folder names, else $KAIRO_HOME/kernel.sock —
+// the same rule `kairo up` follows, so the two meet.
+func clientSocket() (string, error) {
+	if p := os.Getenv("KAIRO_SOCKET"); p != "" {
+		return p, nil
+	}
+	home := ipc.Home()
+	cfg, err := manifests.Load(filepath.Join(home, "kairo.toml"))
+	if err != nil {
+		return "", err
+	}
+	return cfg.SocketPath(home), nil
+}
+
+// dial connects to the kernel, with a message that says what to do when it
+// is not running.
+func dial(ctx context.Context) (*ipc.Client, error) {
+	path, err := clientSocket()
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := ipc.Dial(dctx, path)
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
+		return nil, fmt.Errorf("the kernel is not running: nothing listens on %s.\nStart it with `kairo up` (with the same KAIRO_HOME), or point KAIRO_SOCKET at a running kernel's socket", path)
+	case errors.Is(err, syscall.EACCES):
+		return nil, fmt.Errorf("no permission to connect to %s: the kernel's socket belongs to another user", path)
+	}
+	return nil, err
+}
+
+// callError turns a failed call into a message for the terminal.
+func callError(what string, err error) error {
+	var ae *abi.Error
+	switch {
+	case errors.As(err, &ae):
+		return fmt.Errorf("%s: %s", what, ae.Message)
+	case errors.Is(err, ipc.ErrClientClosed):
+		return fmt.Errorf("%s: lost the connection to the kernel (did it stop?): %v", what, err)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("%s: interrupted", what)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,129 @@
+// Command kairo is Kairo's one CLI: it runs the daemon (`kairo up`) and talks
+// to a running one over its Unix socket.
+//
+//	kairo up [--config FILE] [--home DIR]      run the kernel in the foreground
+//	kairo events publish SUBJECT [JSON]        append an event
+//	kairo events tail [PATTERN]                follow events live
+//	kairo events replay [PATTERN]              print stored events
+//	kairo ping | status | version
+//
+// The daemon's data folder is --home, else $KAIRO_HOME, else ./.kairo.
+// Clients find the socket at $KAIRO_SOCKET, else where kairo.toml in that
+// folder puts it, else $KAIRO_HOME/kernel.sock.
+//
+// Errors go to stderr as "kairo: <message>" with exit code 1; a command line
+// kairo cannot read exits with 2.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// version is set at build time:
+//
+//	go build -ldflags "-X main.version=v0.1.0" ./cmd/kairo
+var version = "dev"
+
+// command is one subcommand. run gets the arguments after its name; ctx ends
+// on SIGINT or SIGTERM.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+var commands []command
+
+func init() {
+	// Set here, not in the declaration: help refers to commands.
+	commands = []command{
+		{"up", "run the kernel in the foreground until SIGINT or SIGTERM", runUp},
+		{"events", "publish, tail and replay events (kairo events help)", runEvents},
+		{"ping", "measure a round trip to the kernel", runPing},
+		{"status", "show the kernel's version, methods and counters", runStatus},
+		{"version", "print kairo's version, ABI version and Go version", runVersion},
+		{"help", "show this help, or a command's: kairo help COMMAND", runHelp},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line and returns the exit code.
+func run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		printUsage(os.Stderr)
+		return 2
+	}
+	err := dispatch(ctx, commands, "kairo", args)
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelpShown):
+		return 0
+	case errors.Is(err, errUsageShown):
+		return 2
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "kairo: %s\n", ue.msg)
+		if ue.synopsis != "" {
+			fmt.Fprintf(os.Stderr, "usage: %s\n", ue.synopsis)
+		}
+		return 2
+	}
+	fmt.Fprintf(os.Stderr, "kairo: %s\n", strings.TrimSpace(err.Error()))
+	return 1
+}
+
+// dispatch runs the command args[0] of cmds; prefix names the command group
+// in messages ("kairo", "kairo events").
+func dispatch(ctx context.Context, cmds []command, prefix string, args []string) error {
+	name := args[0]
+	if name == "-h" || name == "--help" || name == "-help" {
+		name = "help"
+	}
+	for _, c := range cmds {
+		if c.name == name {
+			return c.run(ctx, args[1:])
+		}
+	}
+	return &usageError{msg: fmt.Sprintf("unknown command %q; `%s help` lists the commands", args[0], prefix)}
+}
+
+func printUsage(w *os.File) {
+	fmt.Fprint(w, `kairo is the command line of Kairo, a single-host AgentOS.
+
+usage: kairo COMMAND [flags] [args]
+
+commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Run "kairo COMMAND -h" for a command's flags.
+
+environment:
+  KAIRO_HOME    the data folder: events.db, kernel.sock, kairo.toml (default ./.kairo)
+  KAIRO_SOCKET  the kernel's socket (default $KAIRO_HOME/kernel.sock)
+`)
+}
+
+func runHelp(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		printUsage(os.Stdout)
+		return nil
+	}
+	if args[0] == "help" {
+		return &usageError{msg: "`kairo help COMMAND` shows a command's help"}
+	}
+	return dispatch(ctx, commands, "kairo", append(args[:len(args):len(args)], "-h"))
+}

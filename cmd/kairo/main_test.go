@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/kernel/ipc"
+)
+
+// kairoBin is the kairo binary the tests run, built once by TestMain.
+var kairoBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kairo-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	kairoBin = filepath.Join(dir, "kairo")
+	build := exec.Command(goTool(), "build", "-o", kairoBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build kairo:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// goTool is the go command of the toolchain running the tests.
+func goTool() string {
+	//lint:ignore SA1019 the test runs under the toolchain that built it
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return "go" // go test puts GOROOT/bin first in PATH
+}
+
+// childEnv is the environment of a kairo child: ours without KAIRO_*, with
+// KAIRO_HOME set to home.
+func childEnv(home string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KAIRO_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "KAIRO_HOME="+home)
+}
+
+// result is a finished kairo run.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+}
+
+// kairo runs the binary with KAIRO_HOME=home and waits for it.
+func kairo(t *testing.T, home string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kairoBin, args...)
+	cmd.Env = childEnv(home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	code := 0
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("kairo %s: %v", strings.Join(args, " "), err)
+	}
+	return result{stdout.String(), stderr.String(), code}
+}
+
+// syncBuffer collects a child's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// upProc is a `kairo up` child process.
+type upProc struct {
+	t      *testing.T
+	home   string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan struct{} // closed when Wait returned
+	err    error         // Wait's result, once exited
+}
+
+// startUp starts `kairo up --home home` and returns once its socket
+// answers a ping.
+func startUp(t *testing.T, home string) *upProc {
+	t.Helper()
+	d := &upProc{t: t, home: home, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	d.cmd = exec.Command(kairoBin, "up", "--home", home)
+	d.cmd.Env = childEnv(home)
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		d.err = d.cmd.Wait()
+		close(d.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-d.exited:
+		default:
+			d.cmd.Process.Kill()
+			<-d.exited
+		}
+	})
+	d.waitReady()
+	return d
+}
+
+func (d *upProc) socket() string { return filepath.Join(d.home, "kernel.sock") }
+
+// waitReady polls the socket until the kernel answers, the daemon exits, or
+// a deadline passes.
+func (d *upProc) waitReady() {
+	d.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		select {
+		case <-d.exited:
+			d.t.Fatalf("kairo up exited before it was ready: %v\n%s", d.err, d.stderr)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c, err := ipc.Dial(ctx, d.socket())
+		if err == nil {
+			_, err = c.Ping(ctx)
+			c.Close()
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("kairo up not ready after 15s: %v\n%s", err, d.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// dial connects the test itself to the daemon.
+func (d *upProc) dial() *ipc.Client {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := ipc.Dial(ctx, d.socket())
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return c
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (d *upProc) stop() int {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		d.t.Fatal(err)
+	}
+	return d.wait()
+}
+
+// kill ends the daemon with SIGKILL: a crash.
+func (d *upProc) kill() {
+	d.t.Helper()
+	if err := d.cmd.Process.Kill(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.wait()
+}
+
+func (d *upProc) wait() int {
+	d.t.Helper()
+	select {
+	case <-d.exited:
+	case <-time.After(15 * time.Second):
+		d.cmd.Process.Kill()
+		d.t.Fatalf("kairo up did not exit within 15s\n%s", d.stderr)
+	}
+	var ee *exec.ExitError
+	if errors.As(d.err, &ee) {
+		return ee.ExitCode() // -1 when killed by a signal
+	}
+	if d.err != nil {
+		d.t.Fatal(d.err)
+	}
+	return 0
+}

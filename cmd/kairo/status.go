@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/manifests"
+)
+
+func runPing(ctx context.Context, args []string) error {
+	f := newFlags("ping", "kairo ping [-c N]", "Measure round trips to the kernel (kernel.ping).")
+	count := f.Int("c", 1, "send `N` pings, one a second")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	path, err := clientSocket()
+	if err != nil {
+		return err
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for i := 0; i < *count; i++ {
+		if i > 0 {
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		rtt, err := c.Ping(ctx)
+		if err != nil {
+			return callError("ping", err)
+		}
+		fmt.Printf("pong from %s: time=%v\n", path, rtt.Round(time.Microsecond))
+	}
+	return nil
+}
+
+// statusJSON is the --json form of kairo status.
+type statusJSON struct {
+	Socket     string   `json:"socket"`
+	Version    string   `json:"version"`
+	ABIVersion int      `json:"abiVersion"`
+	Methods    []string `json:"methods"`
+	Metrics    struct {
+		UptimeSeconds float64 `json:"uptimeSeconds"`
+		Goroutines    int     `json:"goroutines"`
+		HeapBytes     uint64  `json:"heapBytes"`
+		Connections   int     `json:"connections"`
+		Subscriptions int     `json:"subscriptions"`
+		LastSeq       uint64  `json:"lastSeq"`
+		Published     uint64  `json:"published"`
+		Duplicates    uint64  `json:"duplicates"`
+		Delivered     uint64  `json:"delivered"`
+		CatchUps      uint64  `json:"catchUps"`
+		Requests      uint64  `json:"requests"`
+		BadFrames     uint64  `json:"badFrames"`
+		Store         string  `json:"store"`
+	} `json:"metrics"`
+}
+
+func runStatus(ctx context.Context, args []string) error {
+	f := newFlags("status", "kairo status [--json]", "Show the running kernel's version, methods and counters (kernel.introspect and system.get_metrics).")
+	asJSON := f.Bool("json", false, "print one JSON object")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	path, err := clientSocket()
+	if err != nil {
+		return err
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var in abi.IntrospectResult
+	if err := c.Call(ctx, "kernel.introspect", nil, &in); err != nil {
+		return callError("kernel.introspect", err)
+	}
+	var m abi.Metrics
+	if err := c.Call(ctx, "system.get_metrics", nil, &m); err != nil {
+		return callError("system.get_metrics", err)
+	}
+	if *asJSON {
+		s := statusJSON{Socket: path, Version: in.Version, ABIVersion: in.ABIVersion, Methods: in.Methods}
+		s.Metrics.UptimeSeconds = m.Uptime.Seconds()
+		s.Metrics.Goroutines, s.Metrics.HeapBytes = m.Goroutines, m.HeapBytes
+		s.Metrics.Connections, s.Metrics.Subscriptions = m.Connections, m.Subscriptions
+		s.Metrics.LastSeq, s.Metrics.Published, s.Metrics.Duplicates = m.LastSeq, m.Published, m.Duplicates
+		s.Metrics.Delivered, s.Metrics.CatchUps = m.Delivered, m.CatchUps
+		s.Metrics.Requests, s.Metrics.BadFrames, s.Metrics.Store = m.Requests, m.BadFrames, m.Store
+		fmt.Printf("%s\n", marshalJSON(s))
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "kernel\t%s (ABI %d), up %v\n", in.Version, in.ABIVersion, m.Uptime.Round(time.Second))
+	fmt.Fprintf(w, "socket\t%s\n", path)
+	fmt.Fprintf(w, "store\t%s, last seq %d\n", m.Store, m.LastSeq)
+	fmt.Fprintf(w, "events\t%d published, %d duplicates, %d delivered, %d catch-ups\n", m.Published, m.Duplicates, m.Delivered, m.CatchUps)
+	fmt.Fprintf(w, "clients\t%d connections, %d subscriptions, %d requests, %d bad frames\n", m.Connections, m.Subscriptions, m.Requests, m.BadFrames)
+	fmt.Fprintf(w, "runtime\t%d goroutines, %s heap\n", m.Goroutines, manifests.Size(m.HeapBytes/1024*1024))
+	fmt.Fprintf(w, "methods\t%s\n", strings.Join(in.Methods, ", "))
+	return w.Flush()
+}
+
+func runVersion(ctx context.Context, args []string) error {
+	f := newFlags("version", "kairo version [--json]", "Print kairo's version, the ABI version it speaks, and the Go version it was built with.")
+	asJSON := f.Bool("json", false, "print one JSON object")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if *asJSON {
+		fmt.Printf("%s\n", marshalJSON(struct {
+			Version    string `json:"version"`
+			ABIVersion int    `json:"abiVersion"`
+			Go         string `json:"go"`
+			Platform   string `json:"platform"`
+		}{version, abi.Version, runtime.Version(), runtime.GOOS + "/" + runtime.GOARCH}))
+		return nil
+	}
+	fmt.Printf("kairo %s (ABI %d, %s %s/%s)\n", version, abi.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return nil
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/manifests"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// maxSocketPath is what fits in sockaddr_un.sun_path with its NUL.
+const maxSocketPath = 107
+
+func runUp(ctx context.Context, args []string) error {
+	f := newFlags("up", "kairo up [--config FILE] [--home DIR]", `
+Run the kernel in the foreground: open the event store, listen on the Unix
+socket, and serve until SIGINT or SIGTERM, then stop cleanly (exit 0).
+
+The data folder is --home, else $KAIRO_HOME, else ./.kairo; it is created
+with mode 0700 and holds events.db, kernel.sock, kairo.lock and, optionally,
+kairo.toml. One daemon at a time runs on a data folder.`)
+	configFlag := f.String("config", "", "read `FILE` over the built-in defaults (default: kairo.toml in the data folder, if it exists)")
+	homeFlag := f.String("home", "", "the data folder `DIR` (default $KAIRO_HOME, else ./.kairo)")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+
+	home := *homeFlag
+	if home == "" {
+		home = ipc.Home()
+	}
+	home, err := filepath.Abs(home)
+	if err != nil {
+		return err
+	}
+	// Everything the daemon creates — the store and its WAL, the lock —
+	// is for its owner only.
+	syscall.Umask(0o077)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return fmt.Errorf("create the data folder: %w", err)
+	}
+	lock, err := lockHome(home)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+
+	cfgPath := *configFlag
+	if cfgPath == "" {
+		cfgPath = filepath.Join(home, "kairo.toml")
+	} else if _, err := os.Stat(cfgPath); err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	cfg, err := manifests.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	level, _ := cfg.Log.SlogLevel() // validated by Load
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the data folder is open to other users; chmod 700 it", "home", home, "mode", fi.Mode().Perm())
+	}
+
+	d, err := startDaemon(home, cfg, log)
+	if err != nil {
+		return err
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		// A second signal kills at once, should the clean stop hang.
+		signal.Reset(syscall.SIGINT, syscall.SIGTERM)
+		log.Info("stopping; a second signal kills", "reason", context.Cause(ctx))
+	case serveErr = <-d.served:
+		log.Error("the socket server failed; stopping", "err", serveErr)
+	}
+	if err := d.stop(); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "kairo: stopped")
+	return serveErr
+}
+
+// daemon is a running kernel: store, bus, method table and socket server.
+type daemon struct {
+	log    *slog.Logger
+	bus    *bus.Bus
+	srv    *ipc.Server
+	served chan error // Serve's result
+}
+
+func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, error) {
+	sock := cfg.SocketPath(home)
+	if len(sock) > maxSocketPath {
+		return nil, fmt.Errorf("the socket path %s is %d bytes, over the %d a Unix socket allows; set KAIRO_SOCKET or kernel.socket in kairo.toml to a shorter path", sock, len(sock), maxSocketPath)
+	}
+	var store bus.Store
+	switch cfg.Store.Kind {
+	case manifests.StoreMemory:
+		store = bus.NewMemoryStore(cfg.Store.RingSize)
+	default:
+		s, err := bus.OpenSQLite(cfg.StorePath(home), bus.SQLiteOptions{Synchronous: cfg.Store.Synchronous})
+		if err != nil {
+			return nil, err
+		}
+		store = s
+	}
+	b := bus.New(store, bus.Options{})
+	k := kernel.New(b, kernel.Options{Version: version})
+	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: sock, MaxFrame: uint32(cfg.Kernel.MaxFrame), Logger: log})
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	d := &daemon{log: log, bus: b, srv: srv, served: make(chan error, 1)}
+	go func() { d.served <- srv.Serve() }()
+
+	seq, err := d.publishSystem("kairo.system.started", systemData{Version: version, PID: os.Getpid()})
+	if err != nil {
+		d.stop()
+		return nil, err
+	}
+	log.Info("kairo is up", "version", version, "pid", os.Getpid(), "socket", sock, "store", store.Describe(), "lastSeq", seq)
+	return d, nil
+}
+
+// systemData is the payload of kairo.system.started and .stopping.
+type systemData struct {
+	Version string `msgpack:"version"`
+	PID     int    `msgpack:"pid"`
+}
+
+func (d *daemon) publishSystem(subject string, data systemData) (uint64, error) {
+	raw, err := msgpack.Marshal(data)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := d.bus.Publish(ctx, &abi.Event{Type: subject, Source: "kernel", Data: raw})
+	if err != nil {
+		return 0, fmt.Errorf("publish %s: %w", subject, err)
+	}
+	return res.Seq, nil
+}
+
+// stop closes the socket server first (its connections end, in-flight
+// calls finish), so that kairo.system.stopping is the last event stored: a
+// reader that finds another event last knows the daemon did not stop
+// cleanly. Closing the bus then flushes every queued event and closes the
+// store.
+func (d *daemon) stop() error {
+	var errs []error
+	if err := d.srv.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close the socket server: %w", err))
+	}
+	if _, err := d.publishSystem("kairo.system.stopping", systemData{Version: version, PID: os.Getpid()}); err != nil {
+		errs = append(errs, err)
+	}
+	if err := d.bus.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close the event store: %w", err))
+	}
+	return errors.Join(errs...)
+}

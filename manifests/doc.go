@@ -1,0 +1,17 @@
+// Package manifests holds Kairo's TOML schemas — kairo.toml now; binary
+// skill and plugin manifests next — and reads them with errors a person can
+// act on: each names the file, the line and the key, and says what to do.
+//
+// A schema is a Go struct whose fields carry toml tags. Loading starts from
+// embedded defaults (documented in defaults/), overlays the operator's file,
+// refuses keys the struct does not know and values of the wrong type, and
+// validates once, naming the field that is wrong:
+//
+//	cfg, err := manifests.Load(filepath.Join(home, "kairo.toml"))
+//	if err != nil {
+//		// .kairo/kairo.toml:7: store.kind: "postgres" is not a store kind; want "sqlite" or "memory"
+//	}
+//
+// Sizes ("16MiB", "512KiB", "1GB", plain bytes) are read by ParseSize and
+// the Size type, which TOML decodes from a string or an integer.
+package manifests

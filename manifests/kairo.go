@@ -1,0 +1,180 @@
+package manifests
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultsTOML is the embedded kairo.toml with every key at its default,
+// documented. Load reads it before the operator's file.
+//
+//go:embed defaults/kairo.toml
+var DefaultsTOML []byte
+
+// Config is kairo.toml: what `kairo up` runs with.
+type Config struct {
+	Kernel KernelConfig `toml:"kernel"`
+	Store  StoreConfig  `toml:"store"`
+	Log    LogConfig    `toml:"log"`
+}
+
+// KernelConfig is the [kernel] table.
+type KernelConfig struct {
+	// Socket overrides $KAIRO_HOME/kernel.sock; relative to KAIRO_HOME.
+	Socket string `toml:"socket"`
+	// MaxFrame bounds a request frame from a client.
+	MaxFrame Size `toml:"max_frame"`
+}
+
+// StoreConfig is the [store] table.
+type StoreConfig struct {
+	Kind        string `toml:"kind"`        // "sqlite" or "memory"
+	Path        string `toml:"path"`        // SQLite file, relative to KAIRO_HOME
+	Synchronous string `toml:"synchronous"` // "normal" or "full"
+	RingSize    int    `toml:"ring_size"`   // events the memory store holds
+}
+
+// LogConfig is the [log] table.
+type LogConfig struct {
+	Level string `toml:"level"` // "debug", "info", "warn" or "error"
+}
+
+// Store kinds.
+const (
+	StoreSQLite = "sqlite"
+	StoreMemory = "memory"
+)
+
+// Bounds of kernel.max_frame: a frame must hold a useful event, and a
+// client must not make the kernel buffer an arbitrary amount.
+const (
+	MinMaxFrame = KiB
+	MaxMaxFrame = GiB
+)
+
+// Default returns the embedded defaults.
+func Default() Config {
+	var c Config
+	if err := decodeFile("defaults/kairo.toml (embedded)", DefaultsTOML, &c); err != nil {
+		panic("manifests: the embedded kairo.toml is broken: " + err.Error())
+	}
+	return c
+}
+
+// Load returns the defaults overlaid with the file at path, validated. A
+// path that does not exist (or "") gives the defaults. Every error is an
+// *Error, or several joined, naming the file, the line and the key.
+func Load(path string) (Config, error) {
+	c := Default()
+	if path == "" {
+		return c, c.Validate()
+	}
+	text, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, c.Validate()
+	}
+	if err != nil {
+		return c, fmt.Errorf("read config: %w", err)
+	}
+	if err := decodeFile(path, text, &c); err != nil {
+		return c, err
+	}
+	errs := c.validate()
+	for _, e := range errs {
+		e.File = path
+		e.Line = keyLine(text, splitKey(e.Key))
+	}
+	return c, joinErrors(errs)
+}
+
+// Validate checks every value; the errors name the fields.
+func (c *Config) Validate() error { return joinErrors(c.validate()) }
+
+func (c *Config) validate() []*Error {
+	var errs []*Error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	if c.Kernel.MaxFrame < MinMaxFrame || c.Kernel.MaxFrame > MaxMaxFrame {
+		bad("kernel.max_frame", "%s is out of range; give a size between %s and %s, such as \"16MiB\"", c.Kernel.MaxFrame, MinMaxFrame, MaxMaxFrame)
+	}
+	switch c.Store.Kind {
+	case StoreSQLite:
+		if c.Store.Path == "" {
+			bad("store.path", "is empty; name the SQLite file, such as \"events.db\" (relative to KAIRO_HOME)")
+		}
+	case StoreMemory:
+	default:
+		bad("store.kind", "%q is not a store kind; want %q or %q", c.Store.Kind, StoreSQLite, StoreMemory)
+	}
+	switch c.Store.Synchronous {
+	case "normal", "full":
+	default:
+		bad("store.synchronous", "%q: want \"normal\" (survives a crash of the process) or \"full\" (survives a power loss too)", c.Store.Synchronous)
+	}
+	if c.Store.RingSize < 1 {
+		bad("store.ring_size", "%d: the memory store needs room for at least 1 event", c.Store.RingSize)
+	}
+	if _, err := c.Log.SlogLevel(); err != nil {
+		bad("log.level", "%v", err)
+	}
+	return errs
+}
+
+func joinErrors(errs []*Error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	es := make([]error, len(errs))
+	for i, e := range errs {
+		es[i] = e
+	}
+	return errors.Join(es...)
+}
+
+// SlogLevel is the level as log/slog knows it.
+func (l LogConfig) SlogLevel() (slog.Level, error) {
+	switch strings.ToLower(l.Level) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("%q is not a log level; want \"debug\", \"info\", \"warn\" or \"error\"", l.Level)
+}
+
+// SocketPath is where the kernel listens for a daemon whose data folder is
+// home: $KAIRO_SOCKET, else kernel.socket (relative to home), else
+// home/kernel.sock.
+func (c *Config) SocketPath(home string) string {
+	if p := os.Getenv("KAIRO_SOCKET"); p != "" {
+		return p
+	}
+	if c.Kernel.Socket != "" {
+		return underHome(home, c.Kernel.Socket)
+	}
+	return filepath.Join(home, "kernel.sock")
+}
+
+// StorePath is the SQLite file for a daemon whose data folder is home.
+func (c *Config) StorePath(home string) string { return underHome(home, c.Store.Path) }
+
+func underHome(home, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(home, p)
+}

@@ -1,0 +1,163 @@
+package manifests
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kairo.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDefaults(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the embedded defaults do not validate: %v", err)
+	}
+	want := Config{
+		Kernel: KernelConfig{Socket: "", MaxFrame: 16 * MiB},
+		Store:  StoreConfig{Kind: "sqlite", Path: "events.db", Synchronous: "normal", RingSize: 1 << 20},
+		Log:    LogConfig{Level: "info"},
+	}
+	if c != want {
+		t.Fatalf("Default() = %+v\nwant %+v", c, want)
+	}
+	for _, path := range []string{"", filepath.Join(t.TempDir(), "missing.toml")} {
+		got, err := Load(path)
+		if err != nil || got != want {
+			t.Errorf("Load(%q) = %+v, %v; want the defaults", path, got, err)
+		}
+	}
+}
+
+func TestLoadOverlays(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		check      func(Config) bool
+	}{
+		{"empty file", "", func(c Config) bool { return c == Default() }},
+		{"comments only", "# nothing here\n\n", func(c Config) bool { return c == Default() }},
+		{"max_frame string", "[kernel]\nmax_frame = \"512KiB\"\n", func(c Config) bool {
+			return c.Kernel.MaxFrame == 512*KiB && c.Store == Default().Store
+		}},
+		{"max_frame integer", "[kernel]\nmax_frame = 1048576\n", func(c Config) bool { return c.Kernel.MaxFrame == MiB }},
+		{"memory store", "[store]\nkind = \"memory\"\nring_size = 1000\n", func(c Config) bool {
+			return c.Store.Kind == "memory" && c.Store.RingSize == 1000 && c.Store.Synchronous == "normal"
+		}},
+		{"dotted keys", "store.synchronous = \"full\"\nlog.level = \"debug\"\n", func(c Config) bool {
+			return c.Store.Synchronous == "full" && c.Log.Level == "debug"
+		}},
+		{"inline table", "kernel = { socket = \"/run/k.sock\" }\n", func(c Config) bool {
+			return c.Kernel.Socket == "/run/k.sock" && c.Kernel.MaxFrame == 16*MiB
+		}},
+		{"the defaults file itself", string(DefaultsTOML), func(c Config) bool { return c == Default() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(writeConfig(t, tc.text))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if !tc.check(c) {
+				t.Fatalf("Load gave %+v", c)
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		line       int    // 0: no line expected
+		key        string // expected Error.Key
+		want       string // regexp the message must match
+	}{
+		{"syntax", "[store]\nkind = \"sqlite\nx = 1\n", 2, "store.kind", `TOML syntax: strings cannot contain newlines`},
+		{"duplicate key", "[log]\nlevel = \"info\"\nlevel = \"debug\"\n", 3, "log.level", `TOML syntax: Key .* has already been defined`},
+		{"unknown key", "[store]\nkind = \"memory\"\nkinds = \"sqlite\"\n", 3, "store.kinds",
+			`unknown key; check its spelling or remove it \(\[store\] takes kind, path, synchronous, ring_size\)`},
+		{"unknown table", "# a comment\n\n[bogus]\nx = 1\n", 3, "bogus",
+			`unknown table or key; .*takes \[kernel\], \[store\], \[log\]`},
+		{"unknown dotted key", "log.colour = true\n", 1, "log.colour", `unknown key`},
+		{"string for int", "[store]\nring_size = \"big\"\n", 2, "store.ring_size", `"big" is a string, want an integer`},
+		{"quoted int", "[store]\nring_size = \"100\"\n", 2, "store.ring_size", `"100" is a string, want an integer: write it without quotes`},
+		{"int for string", "[store]\nkind = 3\n", 2, "store.kind", `3 is an integer, want a string`},
+		{"bool for size", "[kernel]\n\nmax_frame = true\n", 3, "kernel.max_frame", `true is a boolean, want a size`},
+		{"value for table", "log = \"debug\"\n", 1, "log", `"debug" is a string, want a table`},
+		{"bad size", "[kernel]\nmax_frame = \"16 parsecs\"\n", 2, "kernel.max_frame", `unknown unit "parsecs"`},
+		{"size too small", "[kernel]\nmax_frame = 10\n", 2, "kernel.max_frame", `10B is out of range; give a size between 1KiB and 1GiB`},
+		{"bad kind", "[store]\nkind = \"postgres\"\n", 2, "store.kind", `"postgres" is not a store kind; want "sqlite" or "memory"`},
+		{"bad synchronous", "[store]\nsynchronous = \"off\"\n", 2, "store.synchronous", `"off": want "normal" .* or "full"`},
+		{"empty path", "[store]\npath = \"\"\n", 2, "store.path", `is empty`},
+		{"zero ring", "store.ring_size = 0\n", 1, "store.ring_size", `at least 1 event`},
+		{"bad level", "[log]\nlevel = \"loud\"\n", 2, "log.level", `"loud" is not a log level`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, tc.text)
+			_, err := Load(path)
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Load: error %v (%T), want a *manifests.Error", err, err)
+			}
+			if e.File != path || e.Line != tc.line || e.Key != tc.key {
+				t.Errorf("error at %s:%d key %q, want %s:%d key %q", e.File, e.Line, e.Key, path, tc.line, tc.key)
+			}
+			if !regexp.MustCompile(tc.want).MatchString(e.Msg) {
+				t.Errorf("message %q does not match %q", e.Msg, tc.want)
+			}
+			// The whole error reads "file:line: key: message".
+			prefix := path + ":"
+			if !strings.HasPrefix(err.Error(), prefix) {
+				t.Errorf("error %q does not start with %q", err, prefix)
+			}
+		})
+	}
+}
+
+func TestLoadReportsEveryInvalidField(t *testing.T) {
+	path := writeConfig(t, "[store]\nkind = \"postgres\"\nsynchronous = \"off\"\n")
+	_, err := Load(path)
+	for _, want := range []string{path + ":2: store.kind:", path + ":3: store.synchronous:"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not contain %q", err, want)
+		}
+	}
+}
+
+func TestLoadUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "read config") {
+		t.Fatalf("Load(a folder) = %v, want a read error", err)
+	}
+}
+
+func TestPaths(t *testing.T) {
+	t.Setenv("KAIRO_SOCKET", "")
+	c := Default()
+	if got := c.SocketPath("/h"); got != "/h/kernel.sock" {
+		t.Errorf("SocketPath = %q", got)
+	}
+	c.Kernel.Socket = "run/k.sock"
+	if got := c.SocketPath("/h"); got != "/h/run/k.sock" {
+		t.Errorf("SocketPath = %q", got)
+	}
+	t.Setenv("KAIRO_SOCKET", "/env.sock")
+	if got := c.SocketPath("/h"); got != "/env.sock" {
+		t.Errorf("SocketPath with KAIRO_SOCKET = %q", got)
+	}
+	if got := c.StorePath("/h"); got != "/h/events.db" {
+		t.Errorf("StorePath = %q", got)
+	}
+	c.Store.Path = "/var/kairo.db"
+	if got := c.StorePath("/h"); got != "/var/kairo.db" {
+		t.Errorf("StorePath = %q", got)
+	}
+}
