@@ -37,73 +37,10 @@ var (
 	_ msgpack.CustomDecoder = (*Event)(nil)
 )
 
-// EncodeMsgpack writes the event as a map with the keys of its tags,
-// leaving out empty optional fields. The receiver is a value so that events
-// held by value inside other types encode too.
+// EncodeMsgpack writes the event as AppendEvent does. The receiver is a
+// value so that events held by value inside other types encode too.
 func (e Event) EncodeMsgpack(enc *msgpack.Encoder) error {
-	n := 3
-	for _, s := range [...]string{e.Source, e.CorrelationID, e.CausationID} {
-		if s != "" {
-			n++
-		}
-	}
-	if len(e.Data) > 0 {
-		n++
-	}
-	if e.Seq != 0 {
-		n++
-	}
-	if err := enc.EncodeMapLen(n); err != nil {
-		return err
-	}
-	str := func(k, v string) error {
-		if err := enc.EncodeString(k); err != nil {
-			return err
-		}
-		return enc.EncodeString(v)
-	}
-	if err := str("id", e.ID); err != nil {
-		return err
-	}
-	if err := str("type", e.Type); err != nil {
-		return err
-	}
-	if e.Source != "" {
-		if err := str("source", e.Source); err != nil {
-			return err
-		}
-	}
-	if err := enc.EncodeString("time"); err != nil {
-		return err
-	}
-	if err := enc.EncodeTime(e.Time); err != nil {
-		return err
-	}
-	if len(e.Data) > 0 {
-		if err := enc.EncodeString("data"); err != nil {
-			return err
-		}
-		if err := enc.Encode(e.Data); err != nil {
-			return err
-		}
-	}
-	if e.CorrelationID != "" {
-		if err := str("correlationId", e.CorrelationID); err != nil {
-			return err
-		}
-	}
-	if e.CausationID != "" {
-		if err := str("causationId", e.CausationID); err != nil {
-			return err
-		}
-	}
-	if e.Seq != 0 {
-		if err := enc.EncodeString("seq"); err != nil {
-			return err
-		}
-		return enc.EncodeUint(e.Seq)
-	}
-	return nil
+	return enc.Encode(msgpack.RawMessage(AppendEvent(nil, &e)))
 }
 
 // DecodeMsgpack reads an event map in any key order. Unknown keys are skipped

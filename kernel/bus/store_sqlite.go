@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/vmihailenco/msgpack/v5"
 	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
 )
 
@@ -43,7 +43,7 @@ type SQLiteStore struct {
 	// Statements prepared on w's driver connection, used only inside
 	// w.Raw: the append path talks to the driver directly, skipping
 	// database/sql's per-call conversions and locks.
-	multi, one, byID, del driver.Stmt
+	multi, one, byID, del, span driver.Stmt
 
 	kick   chan struct{}
 	stop   chan struct{}
@@ -58,7 +58,16 @@ CREATE TABLE IF NOT EXISTS events (
 	time INTEGER NOT NULL,     -- unix nanoseconds
 	env  BLOB NOT NULL         -- the whole envelope but seq, MsgPack (abi.Event)
 );
-CREATE INDEX IF NOT EXISTS events_time ON events(time);
+-- One row per append: the seq and time span of the events it stored. It
+-- answers replay by time in place of an index on events(time), which would
+-- cost every insert another B-tree update.
+CREATE TABLE IF NOT EXISTS batches (
+	first_seq INTEGER PRIMARY KEY,
+	last_seq  INTEGER NOT NULL,
+	min_time  INTEGER NOT NULL,
+	max_time  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS batches_max_time ON batches(max_time);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value ANY);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', 1);
 `
@@ -77,7 +86,7 @@ func OpenSQLite(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 	default:
 		return nil, fmt.Errorf("sqlite store: synchronous %q: want \"normal\" or \"full\"", opts.Synchronous)
 	}
-	dsn := "file:" + path + "?" + os.Getenv("KAIRO_X_PRAGMA") + "_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + syncMode + ")"
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + syncMode + ")"
 	s := &SQLiteStore{path: path, kick: make(chan struct{}, 1), stop: make(chan struct{}), ckDone: make(chan struct{})}
 	fail := func(what string, err error) (*SQLiteStore, error) {
 		s.closeDBs()
@@ -130,6 +139,7 @@ func OpenSQLite(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 			{&s.one, `INSERT INTO events(seq, id, type, time, env) VALUES (?,?,?,?,?) ON CONFLICT(id) DO NOTHING`},
 			{&s.byID, `SELECT seq FROM events WHERE id = ?`},
 			{&s.del, `DELETE FROM events WHERE seq >= ?`},
+			{&s.span, `INSERT INTO batches(first_seq, last_seq, min_time, max_time) VALUES (?,?,?,?)`},
 		} {
 			var err error
 			if *p.st, err = pc.PrepareContext(context.Background(), p.q); err != nil {
@@ -186,7 +196,7 @@ func (s *SQLiteStore) Close() error {
 	defer s.mu.Unlock()
 	if s.w != nil {
 		errs = append(errs, s.w.Raw(func(any) error {
-			for _, st := range []driver.Stmt{s.multi, s.one, s.byID, s.del} {
+			for _, st := range []driver.Stmt{s.multi, s.one, s.byID, s.del, s.span} {
 				if st != nil {
 					st.Close()
 				}
@@ -214,14 +224,9 @@ func (s *SQLiteStore) closeDBs() error {
 // publisher's goroutine, so encoding runs in parallel with the serialised
 // append.
 func (s *SQLiteStore) EncodeEnv(ev *abi.Event) ([]byte, error) {
-	seq := ev.Seq
-	ev.Seq = 0
-	env, err := msgpack.Marshal(ev)
-	ev.Seq = seq
-	if err != nil {
-		return nil, fmt.Errorf("encode event %s: %w", ev.ID, err)
-	}
-	return env, nil
+	e := *ev
+	e.Seq = 0 // the row's seq column holds it
+	return abi.AppendEvent(make([]byte, 0, 128+len(e.Data)), &e), nil
 }
 
 // idArg is how an ID is keyed in the store.
@@ -281,7 +286,8 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 				tx.Rollback()
 			}
 		}()
-		next = s.last.Load() + 1
+		first := s.last.Load() + 1
+		next = first
 		args := make([]driver.NamedValue, 0, rowsPerInsert*5)
 		i := 0
 		for ; i+rowsPerInsert <= len(evs); i += rowsPerInsert {
@@ -312,6 +318,11 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 		if next, err = s.appendRows(evs[i:], envs, i, dup[i:], next); err != nil {
 			return err
 		}
+		if next > first {
+			if err := s.recordSpan(evs, dup, first, next-1); err != nil {
+				return err
+			}
+		}
 		return tx.Commit()
 	})
 	if err != nil {
@@ -326,6 +337,23 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 	default:
 	}
 	return nil
+}
+
+// recordSpan notes the time span of the events stored as first..last.
+func (s *SQLiteStore) recordSpan(evs []*abi.Event, dup []bool, first, last uint64) error {
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for i, ev := range evs {
+		if dup[i] {
+			continue
+		}
+		t := ev.Time.UnixNano()
+		lo, hi = min(lo, t), max(hi, t)
+	}
+	_, err := exec(s.span, []driver.NamedValue{
+		{Ordinal: 1, Value: int64(first)}, {Ordinal: 2, Value: int64(last)},
+		{Ordinal: 3, Value: lo}, {Ordinal: 4, Value: hi},
+	})
+	return err
 }
 
 // appendRows inserts evs one by one, looking up the stored sequence number
@@ -385,6 +413,12 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 	if q.ToSeq > 0 && q.ToSeq < hi {
 		hi = q.ToSeq
 	}
+	if !q.Since.IsZero() || !q.Until.IsZero() {
+		var err error
+		if lo, hi, err = s.timeSpan(ctx, q, lo, hi); err != nil {
+			return fmt.Errorf("scan event store: %w", err)
+		}
+	}
 	if lo > hi {
 		return nil
 	}
@@ -415,6 +449,9 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 		err error
 	}
 	outs := make([]chan result, workers)
+	// Chunks go back to the workers once fn has seen them, so a long replay
+	// allocates the event structs of a few chunks, not of every event.
+	free := make(chan []abi.Event, 2*workers+1)
 	var wg sync.WaitGroup
 	for w := range outs {
 		outs[w] = make(chan result, 1)
@@ -431,7 +468,12 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 					r.err = err
 				} else {
 					from := lo + k*scanChunk
-					r.evs, r.err = s.readChunk(ctx, conn, q, from, min(from+scanChunk-1, hi))
+					var evs []abi.Event
+					select {
+					case evs = <-free:
+					default:
+					}
+					r.evs, r.err = s.readChunk(ctx, conn, q, evs[:0], from, min(from+scanChunk-1, hi))
 				}
 				select {
 				case out <- r:
@@ -444,7 +486,9 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 			}
 		}(uint64(w), outs[w])
 	}
-	defer wg.Wait() // after cancel: workers stop at their next send
+	// Deferred calls run last-in first-out: cancel here, before waiting, or
+	// a scan that ends early waits for workers blocked on their next send.
+	defer func() { cancel(); wg.Wait() }()
 	for k := uint64(0); k < chunks; k++ {
 		var r result
 		select {
@@ -461,14 +505,43 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 			}
 			return err
 		}
+		clear(r.evs) // drop references to the rows' buffers
+		select {
+		case free <- r.evs:
+		default:
+		}
 	}
 	return nil
+}
+
+// timeSpan narrows lo..hi to the appends whose events may fall in
+// [q.Since, q.Until]; the scan filters the events themselves.
+func (s *SQLiteStore) timeSpan(ctx context.Context, q Query, lo, hi uint64) (uint64, uint64, error) {
+	since, until := int64(math.MinInt64), int64(math.MaxInt64)
+	if !q.Since.IsZero() {
+		since = q.Since.UnixNano()
+	}
+	if !q.Until.IsZero() {
+		until = q.Until.UnixNano()
+	}
+	var first, last sql.NullInt64
+	err := s.rdb.QueryRowContext(ctx,
+		`SELECT min(first_seq), max(last_seq) FROM batches
+		 WHERE max_time >= ? AND min_time <= ? AND last_seq >= ? AND first_seq <= ?`,
+		since, until, int64(lo), int64(hi)).Scan(&first, &last)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !first.Valid {
+		return 1, 0, nil // nothing in that time range
+	}
+	return max(lo, uint64(first.Int64)), min(hi, uint64(last.Int64)), nil
 }
 
 // readChunk reads and decodes the events with from <= seq <= to that match
 // q. It works on the driver's rows directly: the blob the driver allocates
 // per row becomes the event's backing store, with no copy in between.
-func (s *SQLiteStore) readChunk(ctx context.Context, conn *sql.Conn, q Query, from, to uint64) ([]abi.Event, error) {
+func (s *SQLiteStore) readChunk(ctx context.Context, conn *sql.Conn, q Query, evs []abi.Event, from, to uint64) ([]abi.Event, error) {
 	query := "SELECT seq, env FROM events WHERE seq >= ? AND seq <= ?"
 	args := []driver.NamedValue{{Ordinal: 1, Value: int64(from)}, {Ordinal: 2, Value: int64(to)}}
 	if !q.Since.IsZero() {
@@ -480,7 +553,9 @@ func (s *SQLiteStore) readChunk(ctx context.Context, conn *sql.Conn, q Query, fr
 		args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: q.Until.UnixNano()})
 	}
 	query += " ORDER BY seq"
-	evs := make([]abi.Event, 0, min(to-from+1, scanChunk))
+	if evs == nil {
+		evs = make([]abi.Event, 0, min(to-from+1, scanChunk))
+	}
 	err := conn.Raw(func(dc any) error {
 		qc, ok := dc.(driver.QueryerContext)
 		if !ok {

@@ -136,6 +136,7 @@ func (s *Subscription) run() {
 	defer b.wg.Done()
 	defer close(s.done)
 	defer s.remove()
+	defer s.cancel() // release the context when the handler or the store fails
 	spare := make([]abi.Event, 0, 256)
 	for {
 		s.mu.Lock()
@@ -161,6 +162,9 @@ func (s *Subscription) run() {
 			if err := s.catchUp(); err != nil {
 				s.err = err
 				return
+			}
+			if s.ctx.Err() != nil {
+				return // catchUp gave up without rejoining: still lagging
 			}
 			continue
 		}

@@ -6,6 +6,7 @@ package ipc
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sync"
@@ -98,19 +99,15 @@ func (f *frameBuf) addValue(t abi.PacketType, v any) error {
 
 // addEvent appends an EVENT frame, encoded by hand: it is the push hot path.
 func (f *frameBuf) addEvent(sub uint64, ev *abi.Event) error {
-	return f.add(abi.PacketEvent, func(e *msgpack.Encoder) error {
-		if err := e.EncodeMapLen(2); err != nil {
-			return err
-		}
-		if err := e.EncodeString("sub"); err != nil {
-			return err
-		}
-		if err := e.EncodeUint(sub); err != nil {
-			return err
-		}
-		if err := e.EncodeString("event"); err != nil {
-			return err
-		}
-		return ev.EncodeMsgpack(e)
-	})
+	start := f.b.Len()
+	var hdr [abi.HeaderSize]byte
+	f.b.Write(hdr[:])
+	p := f.b.AvailableBuffer()
+	p = append(p, 0x82, 0xa3, 's', 'u', 'b', 0xcf) // {"sub": uint64, "event": …}
+	p = binary.BigEndian.AppendUint64(p, sub)
+	p = append(p, 0xa5, 'e', 'v', 'e', 'n', 't')
+	p = abi.AppendEvent(p, ev)
+	f.b.Write(p)
+	abi.PutHeader(f.b.Bytes()[start:], abi.Header{Type: abi.PacketEvent, Length: uint32(f.b.Len() - start - abi.HeaderSize)})
+	return nil
 }

@@ -1,0 +1,219 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// TestMain removes the replay benchmark's store, which outlives the single
+// runs of BenchmarkReplay so it is built once.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if replayFixture.bus != nil {
+		replayFixture.bus.Close()
+	}
+	if replayFixture.dir != "" {
+		os.RemoveAll(replayFixture.dir)
+	}
+	os.Exit(code)
+}
+
+// benchPayload is the Data of benchmark events: a MsgPack bin of 256 bytes.
+func benchPayload(tb testing.TB) msgpack.RawMessage {
+	raw := make([]byte, 256)
+	for i := range raw {
+		raw[i] = byte(i)
+	}
+	data, err := msgpack.Marshal(raw)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// publishWindowed publishes n events from publishers goroutines, each with
+// up to window acknowledgements outstanding (it waits for the oldest when
+// the window is full), and returns how many were acknowledged as stored.
+func publishWindowed(bus *Bus, n, publishers, window int, data msgpack.RawMessage) (int64, error) {
+	var acked atomic.Int64
+	errs := make(chan error, publishers)
+	var wg sync.WaitGroup
+	for p := range publishers {
+		count := n / publishers
+		if p < n%publishers {
+			count++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			ring := make([]*Ack, window)
+			wait := func(a *Ack) bool {
+				res, err := a.Wait(ctx)
+				if err == nil && (res.Seq == 0 || res.Duplicate) {
+					err = fmt.Errorf("ack %+v: want a new seq", res)
+				}
+				if err != nil {
+					errs <- err
+					return false
+				}
+				acked.Add(1)
+				return true
+			}
+			for i := range count {
+				slot := i % window
+				if i >= window && !wait(ring[slot]) {
+					return
+				}
+				a, err := bus.PublishAsync(&abi.Event{Type: "kairo.bench.event", Data: data})
+				if err != nil {
+					errs <- err
+					return
+				}
+				ring[slot] = a
+			}
+			for i := max(0, count-window); i < count; i++ {
+				if !wait(ring[i%window]) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return acked.Load(), <-errs
+}
+
+// BenchmarkPublishDurable: 8 publishers, each with up to 512 publishes in
+// flight, into SQLite; an event counts once its append is acknowledged.
+func BenchmarkPublishDurable(b *testing.B) {
+	bus := New(openSQLite(b, filepath.Join(b.TempDir(), "events.db")), Options{})
+	defer bus.Close()
+	data := benchPayload(b)
+	b.ResetTimer()
+	start := time.Now()
+	acked, err := publishWindowed(bus, b.N, 8, 512, data)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("publish: %v", err)
+	}
+	if acked != int64(b.N) || bus.LastSeq() != uint64(b.N) {
+		b.Fatalf("acknowledged %d, stored up to seq %d, want %d", acked, bus.LastSeq(), b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+}
+
+// BenchmarkFanoutMemory: one synchronous publisher into the ring, one
+// subscriber; done when the subscriber has every event.
+func BenchmarkFanoutMemory(b *testing.B) {
+	bus := New(NewMemoryStore(1<<20), Options{})
+	defer bus.Close()
+	data := benchPayload(b)
+	var got atomic.Int64
+	all := make(chan struct{})
+	var once sync.Once
+	sub, err := bus.Subscribe(context.Background(), "kairo.>", SubscribeOptions{}, func(evs []abi.Event) error {
+		if got.Add(int64(len(evs))) >= int64(b.N) {
+			once.Do(func() { close(all) })
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		if _, err := bus.Publish(ctx, &abi.Event{Type: "kairo.bench.event", Data: data}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-all:
+	case <-sub.Done():
+		b.Fatalf("subscription ended after %d of %d events: %v", got.Load(), b.N, sub.Err())
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	sub.Close()
+	if n := got.Load(); n != int64(b.N) {
+		b.Fatalf("subscriber received %d events, want %d", n, b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+}
+
+// replayFixture is the SQLite store BenchmarkReplay reads, built on first use.
+var replayFixture struct {
+	once sync.Once
+	dir  string
+	bus  *Bus
+	n    int
+	err  error
+}
+
+func replayBus(b *testing.B) (*Bus, int) {
+	fx := &replayFixture
+	fx.once.Do(func() {
+		fx.n = 1_000_000
+		if s := os.Getenv("KAIRO_BENCH_REPLAY_EVENTS"); s != "" {
+			if fx.n, fx.err = strconv.Atoi(s); fx.err != nil || fx.n <= 0 {
+				fx.err = fmt.Errorf("KAIRO_BENCH_REPLAY_EVENTS=%q: want a positive number of events", s)
+				return
+			}
+		}
+		if fx.dir, fx.err = os.MkdirTemp("", "kairo-bench-replay-"); fx.err != nil {
+			return
+		}
+		s, err := OpenSQLite(filepath.Join(fx.dir, "events.db"), SQLiteOptions{})
+		if err != nil {
+			fx.err = err
+			return
+		}
+		fx.bus = New(s, Options{})
+		start := time.Now()
+		acked, err := publishWindowed(fx.bus, fx.n, 8, 4096, benchPayload(b))
+		if err == nil && acked != int64(fx.n) {
+			err = fmt.Errorf("stored %d of %d events", acked, fx.n)
+		}
+		fx.err = err
+		b.Logf("replay store: %d events written in %v", fx.n, time.Since(start).Round(time.Millisecond))
+	})
+	if fx.err != nil {
+		b.Fatalf("building the replay store: %v", fx.err)
+	}
+	return fx.bus, fx.n
+}
+
+// BenchmarkReplay reads the whole store back with Bus.Replay.
+func BenchmarkReplay(b *testing.B) {
+	bus, n := replayBus(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	total := 0
+	for range b.N {
+		count := 0
+		if err := bus.Replay(ctx, Query{}, func(*abi.Event) error { count++; return nil }); err != nil {
+			b.Fatal(err)
+		}
+		if count != n {
+			b.Fatalf("replayed %d events, want %d", count, n)
+		}
+		total += count
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(total)/elapsed.Seconds(), "events/s")
+}
