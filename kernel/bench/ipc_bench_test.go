@@ -80,7 +80,7 @@ func BenchmarkIPCPush(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	data := payload256()
+	data := benchPayload(b)
 	b.ResetTimer()
 	start := time.Now()
 	errc := make(chan error, 1)

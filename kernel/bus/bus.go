@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -60,6 +59,8 @@ type Bus struct {
 	subs      []*Subscription // copy-on-write
 	delivered uint64          // last seq handed to live subscribers
 	nextSubID uint64
+	one       [1]*abi.Event // appendInline's arguments, kept here so they
+	oneDup    [1]bool       // do not escape to the heap on every publish
 
 	// Group commit (stores with GroupCommit): publishers add to cur, one
 	// flusher goroutine appends each batch in one store call.
@@ -113,6 +114,12 @@ type Result struct {
 // Publish stores ev and returns once it is durable in the store, then
 // delivers it. It fills an empty ID, Time and Source, and sets ev.Seq.
 func (b *Bus) Publish(ctx context.Context, ev *abi.Event) (Result, error) {
+	if b.kick == nil { // no group commit: append here, no Ack to allocate
+		if err := b.prepare(ev); err != nil {
+			return Result{}, err
+		}
+		return b.appendInline(ev)
+	}
 	a, err := b.PublishAsync(ev)
 	if err != nil {
 		return Result{}, err
@@ -159,22 +166,9 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // it is durable. Several publishers' events go to the store in one batch.
 // The caller must not modify ev until the Ack is done.
 func (b *Bus) PublishAsync(ev *abi.Event) (*Ack, error) {
-	if b.closed.Load() {
-		return nil, ErrClosed
-	}
-	if err := ValidateSubject(ev.Type); err != nil {
+	if err := b.prepare(ev); err != nil {
 		return nil, err
 	}
-	if ev.ID == "" {
-		ev.ID = NewID()
-	}
-	if ev.Time.IsZero() {
-		ev.Time = time.Now()
-	}
-	if ev.Source == "" {
-		ev.Source = b.opts.Source
-	}
-	ev.Seq = 0
 	var env []byte
 	if enc, ok := b.store.(EnvEncoder); ok {
 		var err error
@@ -217,22 +211,45 @@ func (b *Bus) PublishAsync(ev *abi.Event) (*Ack, error) {
 	return &Ack{b: bt, i: i}, nil
 }
 
+// prepare checks ev and fills what the publisher left empty.
+func (b *Bus) prepare(ev *abi.Event) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	if err := ValidateSubject(ev.Type); err != nil {
+		return err
+	}
+	if ev.ID == "" || ev.Time.IsZero() {
+		now := clockNow() // one clock reading for both: it is not free
+		if ev.Time.IsZero() {
+			ev.Time = now
+		}
+		if ev.ID == "" {
+			ev.ID = newIDAt(now)
+		}
+	}
+	if ev.Source == "" {
+		ev.Source = b.opts.Source
+	}
+	ev.Seq = 0
+	return nil
+}
+
 // appendInline is the path of stores without group commit (the ring): append
 // and deliver under one lock, no hand-off to another goroutine.
 func (b *Bus) appendInline(ev *abi.Event) (Result, error) {
-	evs := [1]*abi.Event{ev}
-	dup := [1]bool{}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.store.Append(evs[:], nil, dup[:]); err != nil {
+	evs, dup := b.one[:], b.oneDup[:]
+	evs[0], dup[0] = ev, false
+	defer func() { evs[0] = nil }()
+	if err := b.store.Append(evs, nil, dup); err != nil {
 		return Result{}, fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
 	}
-	if dup[0] {
-		b.duplicates.Add(1)
-	} else {
+	if !dup[0] {
 		b.published.Add(1)
-		b.deliverLocked(evs[:], dup[:])
 	}
+	b.deliverLocked(evs, dup)
 	return Result{Seq: ev.Seq, Duplicate: dup[0]}, nil
 }
 
@@ -288,9 +305,14 @@ func (b *Bus) deliverLocked(evs []*abi.Event, dup []bool) {
 		fresh++
 		b.delivered = ev.Seq
 	}
-	b.duplicates.Add(uint64(len(evs)) - fresh)
+	if d := uint64(len(evs)) - fresh; d > 0 {
+		b.duplicates.Add(d)
+	}
 	if b.kick != nil {
 		b.published.Add(fresh)
+	}
+	if fresh == 0 {
+		return
 	}
 	for _, s := range b.subs {
 		s.offer(evs, dup)

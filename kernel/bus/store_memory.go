@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"sort"
 	"sync"
 
 	"github.com/kairo-os/kairo/abi"
@@ -18,7 +19,22 @@ type MemoryStore struct {
 	ring  []abi.Event
 	first uint64 // seq of the oldest event held; 0 when empty
 	last  uint64
-	byID  map[string]uint64
+
+	// The dedup index has two parts. IDs arriving in increasing order — the
+	// bus's own time-ordered IDs, nearly always — go to mono, a sorted ring
+	// of (id, seq): a new ID above its newest entry cannot be a duplicate,
+	// so the common publish costs one comparison, and only an ID at or
+	// below it is binary-searched. Every other ID goes to byID. A map over a
+	// million IDs would cost more than everything else a publish does.
+	mono     []monoEntry
+	monoHead int
+	monoLen  int
+	byID     map[string]uint64
+}
+
+type monoEntry struct {
+	id  string
+	seq uint64
 }
 
 // NewMemoryStore returns a ring holding up to size events (DefaultRingSize
@@ -27,7 +43,7 @@ func NewMemoryStore(size int) *MemoryStore {
 	if size <= 0 {
 		size = DefaultRingSize
 	}
-	return &MemoryStore{ring: make([]abi.Event, size), byID: make(map[string]uint64)}
+	return &MemoryStore{ring: make([]abi.Event, size), mono: make([]monoEntry, size), byID: make(map[string]uint64)}
 }
 
 func (m *MemoryStore) Describe() string  { return "memory" }
@@ -45,7 +61,7 @@ func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
 	defer m.mu.Unlock()
 	n := uint64(len(m.ring))
 	for i, ev := range evs {
-		if seq, ok := m.byID[ev.ID]; ok {
+		if seq, ok := m.lookup(ev.ID); ok {
 			ev.Seq, dup[i] = seq, true
 			continue
 		}
@@ -53,16 +69,51 @@ func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
 		ev.Seq = m.last
 		slot := &m.ring[m.last%n]
 		if slot.Seq != 0 { // overwriting the oldest
-			delete(m.byID, slot.ID)
+			m.forget(slot)
 			m.first = slot.Seq + 1
 		}
 		*slot = *ev
-		m.byID[ev.ID] = ev.Seq
+		if m.monoLen == 0 || ev.ID > m.monoAt(m.monoLen-1).id {
+			m.mono[(m.monoHead+m.monoLen)%len(m.mono)] = monoEntry{ev.ID, ev.Seq}
+			m.monoLen++
+		} else {
+			m.byID[ev.ID] = ev.Seq
+		}
 		if m.first == 0 {
 			m.first = 1
 		}
 	}
 	return nil
+}
+
+func (m *MemoryStore) monoAt(i int) *monoEntry { return &m.mono[(m.monoHead+i)%len(m.mono)] }
+
+func (m *MemoryStore) lookup(id string) (uint64, bool) {
+	if len(m.byID) > 0 {
+		if seq, ok := m.byID[id]; ok {
+			return seq, true
+		}
+	}
+	if m.monoLen == 0 || id > m.monoAt(m.monoLen-1).id {
+		return 0, false
+	}
+	i := sort.Search(m.monoLen, func(i int) bool { return m.monoAt(i).id >= id })
+	if i < m.monoLen && m.monoAt(i).id == id {
+		return m.monoAt(i).seq, true
+	}
+	return 0, false
+}
+
+// forget drops the index entry of an event leaving the ring. Events leave in
+// seq order, and mono is in seq order, so its entry, if any, is the oldest.
+func (m *MemoryStore) forget(ev *abi.Event) {
+	if m.monoLen > 0 && m.monoAt(0).seq == ev.Seq {
+		*m.monoAt(0) = monoEntry{}
+		m.monoHead = (m.monoHead + 1) % len(m.mono)
+		m.monoLen--
+		return
+	}
+	delete(m.byID, ev.ID)
 }
 
 // Scan reads under the read lock in pages so that appends are not held up

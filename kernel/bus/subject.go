@@ -33,34 +33,69 @@ func validate(s string, wildcards bool) error {
 	if len(s) > MaxSubjectLen {
 		return &SubjectError{s[:32] + "…", fmt.Sprintf("it is %d bytes, the limit is %d", len(s), MaxSubjectLen)}
 	}
-	start := 0
+	if !wildcards && plainSubject(s) {
+		return nil
+	}
+	// One pass: this runs on every publish.
+	start, wild := 0, -1 // wild: index of a '*' or '>' in the current token
 	for i := 0; i <= len(s); i++ {
+		var c byte = '.'
 		if i < len(s) {
-			c := s[i]
-			if c <= ' ' || c == 0x7f {
-				return &SubjectError{s, fmt.Sprintf("byte %d is whitespace or a control character", i)}
-			}
-			if c != '.' {
-				continue
-			}
+			c = s[i]
 		}
-		tok := s[start:i]
 		switch {
+		case c <= ' ' || c == 0x7f:
+			return &SubjectError{s, fmt.Sprintf("byte %d is whitespace or a control character", i)}
+		case c == '*' || c == '>':
+			wild = i
+			continue
+		case c != '.':
+			continue
+		}
+		switch tok := s[start:i]; {
 		case tok == "":
 			return &SubjectError{s, fmt.Sprintf("empty token at byte %d (leading, trailing or doubled '.')", start)}
-		case tok == "*" || tok == ">":
-			if !wildcards {
-				return &SubjectError{s, fmt.Sprintf("wildcard %q is only allowed in subscription patterns, not in published subjects", tok)}
-			}
-			if tok == ">" && i != len(s) {
-				return &SubjectError{s, "'>' must be the last token"}
-			}
-		case strings.ContainsAny(tok, "*>"):
+		case wild < 0:
+		case len(tok) > 1:
 			return &SubjectError{s, fmt.Sprintf("token %q mixes a wildcard with other characters; '*' and '>' must stand alone", tok)}
+		case !wildcards:
+			return &SubjectError{s, fmt.Sprintf("wildcard %q is only allowed in subscription patterns, not in published subjects", tok)}
+		case tok == ">" && i != len(s):
+			return &SubjectError{s, "'>' must be the last token"}
 		}
-		start = i + 1
+		start, wild = i+1, -1
 	}
 	return nil
+}
+
+// special marks the bytes a subject's fast check stops at.
+var special = func() (t [256]bool) {
+	for c := 0; c <= ' '; c++ {
+		t[c] = true
+	}
+	t[0x7f], t['*'], t['>'] = true, true, true
+	return t
+}()
+
+// plainSubject is the publish fast path: true when s has no special byte
+// and no empty token. Anything else takes the full check for its message.
+func plainSubject(s string) bool {
+	if s[0] == '.' || s[len(s)-1] == '.' {
+		return false
+	}
+	prevDot := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if special[c] {
+			return false
+		}
+		dot := c == '.'
+		if dot && prevDot {
+			return false
+		}
+		prevDot = dot
+	}
+	return true
 }
 
 // Pattern is a validated subscription pattern.
