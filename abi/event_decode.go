@@ -351,3 +351,46 @@ func skip(b []byte, depth int) ([]byte, []byte, error) {
 	}
 	return nil, nil, fmt.Errorf("invalid MsgPack code %#x", c)
 }
+
+// DecodeEventPacket decodes an EVENT packet's payload. Like DecodeEvent, the
+// event aliases b.
+func DecodeEventPacket(b []byte, p *EventPacket) error {
+	*p = EventPacket{}
+	n, b, err := readMapLen(b)
+	if err != nil {
+		return fmt.Errorf("event packet: %w", err)
+	}
+	for i := 0; i < n; i++ {
+		var key string
+		if key, b, err = readStr(b); err != nil {
+			return fmt.Errorf("event packet: map key %d: %w", i, err)
+		}
+		switch key {
+		case "sub":
+			p.Subscription, b, err = readUint(b)
+		case "event":
+			b, err = DecodeEvent(b, &p.Event)
+		default:
+			_, b, err = skip(b, 0)
+		}
+		if err != nil {
+			return fmt.Errorf("event packet: field %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// CheckMsgpack reports whether b is exactly one well-formed MsgPack value:
+// every length within b, nesting at most 64 deep. Run it on untrusted input
+// before a general decoder, which may trust a length prefix and allocate
+// what it claims before finding the data missing.
+func CheckMsgpack(b []byte) error {
+	_, rest, err := skip(b, 0)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("%d bytes after the value", len(rest))
+	}
+	return nil
+}

@@ -16,6 +16,11 @@ func (c *Call) Decode(v any) error {
 	if len(c.Params) == 0 {
 		return nil
 	}
+	// Structure first: whichever door the params came through, a forged
+	// length must not make the general decoder allocate what it claims.
+	if err := abi.CheckMsgpack(c.Params); err != nil {
+		return abi.Errorf(abi.CodeInvalidParams, "params are not valid MsgPack: %v", err)
+	}
 	err := msgpack.Unmarshal(c.Params, v)
 	if err == nil {
 		return nil

@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -151,8 +152,10 @@ func (c *Client) readLoop() {
 				return
 			}
 		case abi.PacketEvent:
+			// The event aliases its bytes, so it gets a copy of its own:
+			// the frame reader reuses p.
 			var ep abi.EventPacket
-			if err = msgpack.Unmarshal(p, &ep); err != nil {
+			if err = abi.DecodeEventPacket(bytes.Clone(p), &ep); err != nil {
 				err = fmt.Errorf("kernel sent an unreadable event: %w", err)
 				return
 			}

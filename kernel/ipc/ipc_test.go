@@ -299,7 +299,13 @@ func TestBadInput(t *testing.T) {
 	t.Run("recoverable errors keep the connection", func(t *testing.T) {
 		r := e.raw(t)
 		r.frame(abi.PacketRequest, []byte{0xc1}) // never-used MsgPack code
-		wantErr(r.response(), 0, abi.CodeBadRequest, "not a valid MsgPack Request")
+		wantErr(r.response(), 0, abi.CodeBadRequest, "not valid MsgPack: invalid MsgPack code 0xc1")
+		// A string claiming 800 MB in a 5-byte payload: refused before any
+		// decoder allocates what it claims.
+		for i := 0; i < 50; i++ {
+			r.frame(abi.PacketRequest, []byte{0xdb, 0x30, 0x30, 0x30, 0x30})
+			wantErr(r.response(), 0, abi.CodeBadRequest, "unexpected end of data")
+		}
 		r.frame(abi.PacketRequest, []byte{0x82, 0xa2, 'i', 'd', 7, 0xa6, 'm', 'e', 't', 'h', 'o', 'd', 0xc3}) // method: true
 		wantErr(r.response(), 7, abi.CodeBadRequest, "not a valid MsgPack Request")
 		r.request(8, "no.such.method", nil)

@@ -276,6 +276,12 @@ func (c *conn) serve() {
 			continue
 		}
 		var req abi.Request
+		if err := abi.CheckMsgpack(p); err != nil {
+			// Checked first: msgpack.Unmarshal would allocate whatever a
+			// forged length prefix claims before noticing it is not there.
+			c.respond(&abi.Response{Error: abi.Errorf(abi.CodeBadRequest, "request is not valid MsgPack: %v", err)})
+			continue
+		}
 		if err := msgpack.Unmarshal(p, &req); err != nil {
 			// The frame boundary is intact, so the connection stays up.
 			c.respond(&abi.Response{ID: salvageID(p), Error: abi.Errorf(abi.CodeBadRequest, "request is not a valid MsgPack Request map {id, method, params}: %v", err)})
