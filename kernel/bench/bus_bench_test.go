@@ -231,3 +231,51 @@ func BenchmarkReplay(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "events/s")
 }
+
+// BenchmarkFanoutMemoryBatch is BenchmarkFanoutMemory with the publisher
+// using PublishBatch, 64 events a call.
+func BenchmarkFanoutMemoryBatch(b *testing.B) {
+	bs := bus.New(bus.NewMemoryStore(1<<20), bus.Options{})
+	defer bs.Close()
+	data := benchPayload(b)
+	var got atomic.Int64
+	all := make(chan struct{})
+	var once sync.Once
+	sub, err := bs.Subscribe(context.Background(), "kairo.>", bus.SubscribeOptions{}, func(evs []abi.Event) error {
+		if got.Add(int64(len(evs))) >= int64(b.N) {
+			once.Do(func() { close(all) })
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	const batch = 64
+	evs := make([]abi.Event, batch)
+	ptrs := make([]*abi.Event, batch)
+	b.ResetTimer()
+	start := time.Now()
+	for n := 0; n < b.N; n += batch {
+		k := min(batch, b.N-n)
+		for i := range k {
+			evs[i] = abi.Event{Type: "kairo.bench.event", Data: data}
+			ptrs[i] = &evs[i]
+		}
+		if _, err := bs.PublishBatch(ctx, ptrs[:k]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-all:
+	case <-sub.Done():
+		b.Fatalf("subscription ended after %d of %d events: %v", got.Load(), b.N, sub.Err())
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	sub.Close()
+	if n := got.Load(); n != int64(b.N) {
+		b.Fatalf("subscriber received %d events, want %d", n, b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+}

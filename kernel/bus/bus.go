@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -127,6 +128,56 @@ func (b *Bus) Publish(ctx context.Context, ev *abi.Event) (Result, error) {
 	return a.Wait(ctx)
 }
 
+// PublishBatch stores evs in order and returns once all are durable, with
+// one Result per event. Events published together share one clock reading
+// for the times the bus fills in and, on the ring, one lock and one wake-up
+// of each subscriber; on a group-commit store they join the same commits.
+// On error no event of evs is acknowledged.
+func (b *Bus) PublishBatch(ctx context.Context, evs []*abi.Event) ([]Result, error) {
+	res := make([]Result, len(evs))
+	if len(evs) == 0 {
+		return res, nil
+	}
+	now := clockNow()
+	for _, ev := range evs { // all checked before any is stored
+		if err := b.prepareAt(ev, now); err != nil {
+			return nil, err
+		}
+	}
+	if b.kick == nil {
+		dup := make([]bool, len(evs))
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if err := b.store.Append(evs, nil, dup); err != nil {
+			return nil, fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
+		}
+		var fresh uint64
+		for i, ev := range evs {
+			res[i] = Result{Seq: ev.Seq, Duplicate: dup[i]}
+			if !dup[i] {
+				fresh++
+			}
+		}
+		b.published.Add(fresh)
+		b.deliverLocked(evs, dup)
+		return res, nil
+	}
+	acks := make([]*Ack, len(evs))
+	for i, ev := range evs {
+		var err error
+		if acks[i], err = b.enqueue(ev); err != nil {
+			return nil, err
+		}
+	}
+	for i, a := range acks {
+		var err error
+		if res[i], err = a.Wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 // Ack is the pending acknowledgement of an asynchronous publish.
 type Ack struct {
 	b   *batch
@@ -169,6 +220,12 @@ func (b *Bus) PublishAsync(ev *abi.Event) (*Ack, error) {
 	if err := b.prepare(ev); err != nil {
 		return nil, err
 	}
+	return b.enqueue(ev)
+}
+
+// enqueue hands a prepared event to the store: appended at once without
+// group commit, else queued for the flusher.
+func (b *Bus) enqueue(ev *abi.Event) (*Ack, error) {
 	var env []byte
 	if enc, ok := b.store.(EnvEncoder); ok {
 		var err error
@@ -213,20 +270,26 @@ func (b *Bus) PublishAsync(ev *abi.Event) (*Ack, error) {
 
 // prepare checks ev and fills what the publisher left empty.
 func (b *Bus) prepare(ev *abi.Event) error {
+	var now time.Time
+	if ev.ID == "" || ev.Time.IsZero() {
+		now = clockNow() // one clock reading for both: it is not free
+	}
+	return b.prepareAt(ev, now)
+}
+
+// prepareAt is prepare with the clock already read.
+func (b *Bus) prepareAt(ev *abi.Event, now time.Time) error {
 	if b.closed.Load() {
 		return ErrClosed
 	}
 	if err := ValidateSubject(ev.Type); err != nil {
 		return err
 	}
-	if ev.ID == "" || ev.Time.IsZero() {
-		now := clockNow() // one clock reading for both: it is not free
-		if ev.Time.IsZero() {
-			ev.Time = now
-		}
-		if ev.ID == "" {
-			ev.ID = newIDAt(now)
-		}
+	if ev.Time.IsZero() {
+		ev.Time = now
+	}
+	if ev.ID == "" {
+		ev.ID = newIDAt(now)
 	}
 	if ev.Source == "" {
 		ev.Source = b.opts.Source

@@ -38,10 +38,10 @@ func newIDAt(now time.Time) string {
 	if len(ids.arena) < 36 {
 		ids.arena = make([]byte, 64*36)
 	}
-	b := ids.arena[:36:36]
+	b := (*[36]byte)(ids.arena[:36:36])
 	ids.arena = ids.arena[36:]
 	ids.mu.Unlock()
-	putUUID(b, u[:])
+	putUUID(b, &u)
 	return unsafe.String(&b[0], 36)
 }
 
@@ -106,16 +106,15 @@ const hexDigits = "0123456789abcdef"
 
 func formatUUID(b []byte) string {
 	var s [36]byte
-	putUUID(s[:], b)
+	putUUID(&s, (*[16]byte)(b))
 	return string(s[:])
 }
 
-// putUUID writes the canonical form of the 16 bytes u into s[:36].
-func putUUID(s, u []byte) {
-	_, _ = s[35], u[15]
+// putUUID writes the canonical form of u into s, two hex digits a store.
+func putUUID(s *[36]byte, u *[16]byte) {
+	le := binary.LittleEndian
 	for i, p := range uuidHexAt {
-		h := hexPairs[u[i]]
-		s[p], s[p+1] = h[0], h[1]
+		le.PutUint16(s[p:], hexPairs[u[i]])
 	}
 	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
 }
@@ -123,9 +122,10 @@ func putUUID(s, u []byte) {
 // uuidHexAt is where each byte's two hex digits go in the canonical form.
 var uuidHexAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
 
-var hexPairs = func() (t [256][2]byte) {
+// hexPairs holds each byte's two hex digits, first digit in the low byte.
+var hexPairs = func() (t [256]uint16) {
 	for i := range t {
-		t[i] = [2]byte{hexDigits[i>>4], hexDigits[i&0x0f]}
+		t[i] = uint16(hexDigits[i>>4]) | uint16(hexDigits[i&0x0f])<<8
 	}
 	return t
 }()
