@@ -24,12 +24,17 @@ lint:
 	$(GO) vet ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./abi/...
 
-# Each fuzz target for FUZZTIME; inputs that fail are written to the
-# package's testdata/fuzz and replayed by every later `go test`.
+# Each fuzz target for FUZZTIME. The inputs the fuzzer found interesting are
+# copied into the package's testdata/fuzz, where every `go test` replays
+# them: commit them to keep the corpus.
+FUZZ_TARGETS := kernel/ipc:FuzzFrameDecode abi:FuzzEventDecode kernel/bus:FuzzSubject kernel/bus:FuzzMatch
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzFrameDecode$$' -fuzztime $(FUZZTIME) ./kernel/ipc/
-	$(GO) test -run '^$$' -fuzz '^FuzzEventDecode$$' -fuzztime $(FUZZTIME) ./abi/
-	$(GO) test -run '^$$' -fuzz '^FuzzSubject$$' -fuzztime $(FUZZTIME) ./kernel/bus/
+	@cache=$$($(GO) env GOCACHE)/fuzz/github.com/kairo-os/kairo; \
+	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
+	  if [ -d "$$cache/$$pkg/$$fn" ]; then mkdir -p $$pkg/testdata/fuzz/$$fn && cp -n "$$cache/$$pkg/$$fn"/* $$pkg/testdata/fuzz/$$fn/; fi; \
+	done
 
 # The speed figures of the kernel (events/s, p50-us).
 bench:

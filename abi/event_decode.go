@@ -394,3 +394,103 @@ func CheckMsgpack(b []byte) error {
 	}
 	return nil
 }
+
+// DecodeRequest decodes a REQUEST payload; Params aliases b. Every length is
+// checked against b, so it is safe on untrusted input.
+func DecodeRequest(b []byte, r *Request) error {
+	*r = Request{}
+	n, b, err := readMapLen(b)
+	if err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	for i := 0; i < n; i++ {
+		var key string
+		if key, b, err = readStr(b); err != nil {
+			return fmt.Errorf("request: map key %d: %w", i, err)
+		}
+		switch key {
+		case "id":
+			r.ID, b, err = readUint(b)
+		case "method":
+			r.Method, b, err = readStr(b)
+		case "params":
+			var raw []byte
+			raw, b, err = skip(b, 0)
+			if err == nil && !(len(raw) == 1 && raw[0] == 0xc0) {
+				r.Params = raw[:len(raw):len(raw)]
+			}
+		default:
+			_, b, err = skip(b, 0)
+		}
+		if err != nil {
+			return fmt.Errorf("request: field %q: %w", key, err)
+		}
+	}
+	if len(b) > 0 {
+		return fmt.Errorf("request: %d bytes after the map", len(b))
+	}
+	return nil
+}
+
+// DecodeResponse decodes a RESPONSE payload; Result aliases b.
+func DecodeResponse(b []byte, r *Response) error {
+	*r = Response{}
+	n, b, err := readMapLen(b)
+	if err != nil {
+		return fmt.Errorf("response: %w", err)
+	}
+	for i := 0; i < n; i++ {
+		var key string
+		if key, b, err = readStr(b); err != nil {
+			return fmt.Errorf("response: map key %d: %w", i, err)
+		}
+		switch key {
+		case "id":
+			r.ID, b, err = readUint(b)
+		case "result":
+			var raw []byte
+			raw, b, err = skip(b, 0)
+			if err == nil && !(len(raw) == 1 && raw[0] == 0xc0) {
+				r.Result = raw[:len(raw):len(raw)]
+			}
+		case "error":
+			if len(b) > 0 && b[0] == 0xc0 {
+				b = b[1:]
+				break
+			}
+			r.Error = new(Error)
+			b, err = decodeError(b, r.Error)
+		default:
+			_, b, err = skip(b, 0)
+		}
+		if err != nil {
+			return fmt.Errorf("response: field %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+func decodeError(b []byte, e *Error) ([]byte, error) {
+	n, b, err := readMapLen(b)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < n; i++ {
+		var key string
+		if key, b, err = readStr(b); err != nil {
+			return nil, err
+		}
+		switch key {
+		case "code":
+			e.Code, b, err = readStr(b)
+		case "message":
+			e.Message, b, err = readStr(b)
+		default:
+			_, b, err = skip(b, 0)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return b, nil
+}

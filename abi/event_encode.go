@@ -85,3 +85,40 @@ func appendTime(dst []byte, ev *Event) []byte {
 	dst = binary.BigEndian.AppendUint32(append(dst, 0xc7, 12, 0xff), uint32(nsec))
 	return binary.BigEndian.AppendUint64(dst, uint64(sec))
 }
+
+// AppendResponse appends r's MsgPack encoding to dst, with the keys of the
+// Response tags.
+func AppendResponse(dst []byte, r *Response) []byte {
+	n := 1
+	if len(r.Result) > 0 {
+		n++
+	}
+	if r.Error != nil {
+		n++
+	}
+	dst = appendUint(appendStr(append(dst, 0x80|byte(n)), "id"), r.ID)
+	if len(r.Result) > 0 {
+		dst = append(appendStr(dst, "result"), r.Result...)
+	}
+	if r.Error != nil {
+		dst = append(appendStr(dst, "error"), 0x82)
+		dst = appendStr(appendStr(dst, "code"), r.Error.Code)
+		dst = appendStr(appendStr(dst, "message"), r.Error.Message)
+	}
+	return dst
+}
+
+// AppendRequest appends r's MsgPack encoding to dst, with the keys of the
+// Request tags.
+func AppendRequest(dst []byte, r *Request) []byte {
+	n := 2
+	if len(r.Params) > 0 {
+		n++
+	}
+	dst = appendUint(appendStr(append(dst, 0x80|byte(n)), "id"), r.ID)
+	dst = appendStr(appendStr(dst, "method"), r.Method)
+	if len(r.Params) > 0 {
+		dst = append(appendStr(dst, "params"), r.Params...)
+	}
+	return dst
+}

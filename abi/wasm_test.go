@@ -3,8 +3,6 @@ package abi
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 )
 
@@ -14,8 +12,8 @@ func TestBuildsForWasip1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the package for GOOS=wasip1; skipped in -short mode")
 	}
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(goBin, "build", "./abi/...")
+	// go test puts the toolchain's GOROOT/bin first in PATH.
+	cmd := exec.Command("go", "build", "./abi/...")
 	cmd.Dir = ".." // the module root; tests run in the package directory
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -131,7 +131,7 @@ func (c *Client) readLoop() {
 		switch t {
 		case abi.PacketResponse:
 			resp := new(abi.Response)
-			if err = msgpack.Unmarshal(p, resp); err != nil {
+			if err = abi.DecodeResponse(bytes.Clone(p), resp); err != nil {
 				err = fmt.Errorf("kernel sent an unreadable response: %w", err)
 				return
 			}
@@ -183,9 +183,8 @@ func (c *Client) send(id uint64, method string, params any) error {
 	}
 	f := getFrameBuf()
 	defer putFrameBuf(f)
-	if err := f.addValue(abi.PacketRequest, &abi.Request{ID: id, Method: method, Params: raw}); err != nil {
-		return err
-	}
+	req := abi.Request{ID: id, Method: method, Params: raw}
+	f.addRaw(abi.PacketRequest, func(p []byte) []byte { return abi.AppendRequest(p, &req) })
 	c.wmu.Lock()
 	_, err := c.conn.Write(f.b.Bytes())
 	c.wmu.Unlock()

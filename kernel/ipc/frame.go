@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // frameReader reads frames from a stream.
@@ -62,15 +61,10 @@ func (f *frameReader) next() (abi.PacketType, []byte, error) {
 
 // frameBuf builds one or more frames for a single write.
 type frameBuf struct {
-	b   bytes.Buffer
-	enc *msgpack.Encoder
+	b bytes.Buffer
 }
 
-var frameBufs = sync.Pool{New: func() any {
-	f := &frameBuf{}
-	f.enc = msgpack.NewEncoder(&f.b)
-	return f
-}}
+var frameBufs = sync.Pool{New: func() any { return new(frameBuf) }}
 
 func getFrameBuf() *frameBuf { f := frameBufs.Get().(*frameBuf); f.b.Reset(); return f }
 
@@ -80,34 +74,21 @@ func putFrameBuf(f *frameBuf) {
 	}
 }
 
-// add appends one frame whose payload encode writes.
-func (f *frameBuf) add(t abi.PacketType, encode func(*msgpack.Encoder) error) error {
+// addRaw appends one frame whose payload appendPayload writes.
+func (f *frameBuf) addRaw(t abi.PacketType, appendPayload func([]byte) []byte) {
 	start := f.b.Len()
 	var hdr [abi.HeaderSize]byte
 	f.b.Write(hdr[:])
-	if err := encode(f.enc); err != nil {
-		f.b.Truncate(start)
-		return err
-	}
+	f.b.Write(appendPayload(f.b.AvailableBuffer()))
 	abi.PutHeader(f.b.Bytes()[start:], abi.Header{Type: t, Length: uint32(f.b.Len() - start - abi.HeaderSize)})
-	return nil
-}
-
-func (f *frameBuf) addValue(t abi.PacketType, v any) error {
-	return f.add(t, func(e *msgpack.Encoder) error { return e.Encode(v) })
 }
 
 // addEvent appends an EVENT frame, encoded by hand: it is the push hot path.
-func (f *frameBuf) addEvent(sub uint64, ev *abi.Event) error {
-	start := f.b.Len()
-	var hdr [abi.HeaderSize]byte
-	f.b.Write(hdr[:])
-	p := f.b.AvailableBuffer()
-	p = append(p, 0x82, 0xa3, 's', 'u', 'b', 0xcf) // {"sub": uint64, "event": …}
-	p = binary.BigEndian.AppendUint64(p, sub)
-	p = append(p, 0xa5, 'e', 'v', 'e', 'n', 't')
-	p = abi.AppendEvent(p, ev)
-	f.b.Write(p)
-	abi.PutHeader(f.b.Bytes()[start:], abi.Header{Type: abi.PacketEvent, Length: uint32(f.b.Len() - start - abi.HeaderSize)})
-	return nil
+func (f *frameBuf) addEvent(sub uint64, ev *abi.Event) {
+	f.addRaw(abi.PacketEvent, func(p []byte) []byte {
+		p = append(p, 0x82, 0xa3, 's', 'u', 'b', 0xcf) // {"sub": uint64, "event": …}
+		p = binary.BigEndian.AppendUint64(p, sub)
+		p = append(p, 0xa5, 'e', 'v', 'e', 'n', 't')
+		return abi.AppendEvent(p, ev)
+	})
 }

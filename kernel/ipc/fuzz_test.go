@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // FuzzFrameDecode feeds arbitrary bytes to the server's read path: frame
@@ -15,7 +14,9 @@ import (
 // over the limit, and a frame it accepts must re-encode to the same bytes.
 func FuzzFrameDecode(f *testing.F) {
 	good := getFrameBuf()
-	good.addValue(abi.PacketRequest, &abi.Request{ID: 1, Method: "kernel.ping"})
+	good.addRaw(abi.PacketRequest, func(p []byte) []byte {
+		return abi.AppendRequest(p, &abi.Request{ID: 1, Method: "kernel.ping"})
+	})
 	f.Add(bytes.Clone(good.b.Bytes()))
 	f.Add([]byte{'K', 'R', 1, 1, 0, 0, 0, 0})
 	f.Add([]byte{'K', 'R', 1, 1, 0xff, 0xff, 0xff, 0xff})
@@ -37,21 +38,17 @@ func FuzzFrameDecode(f *testing.F) {
 			if len(p) > max || !typ.Valid() {
 				t.Fatalf("accepted a %d-byte payload of type %v", len(p), typ)
 			}
-			// As the server does: structure first, then the general decoder.
+			// As the server does.
 			var req abi.Request
-			if abi.CheckMsgpack(p) != nil {
+			if err := abi.DecodeRequest(bytes.Clone(p), &req); err != nil {
+				if abi.CheckMsgpack(p) == nil {
+					salvageID(p) // must not panic either
+				}
 				continue
 			}
-			if msgpack.Unmarshal(p, &req) != nil {
-				salvageID(p) // must not panic either
-				continue
-			}
+			out := abi.AppendRequest(nil, &req)
 			var re abi.Request
-			out, err := msgpack.Marshal(&req)
-			if err != nil {
-				t.Fatalf("re-encode %+v: %v", req, err)
-			}
-			if err := msgpack.Unmarshal(out, &re); err != nil || re.ID != req.ID || re.Method != req.Method || !bytes.Equal(re.Params, req.Params) {
+			if err := abi.DecodeRequest(out, &re); err != nil || re.ID != req.ID || re.Method != req.Method || !bytes.Equal(re.Params, req.Params) {
 				t.Fatalf("round trip %+v → %+v (%v)", req, re, err)
 			}
 		}

@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -225,9 +226,7 @@ func (c *conn) PushEvents(sub uint64, evs []abi.Event) error {
 	f := getFrameBuf()
 	defer putFrameBuf(f)
 	for i := range evs {
-		if err := f.addEvent(sub, &evs[i]); err != nil {
-			return err
-		}
+		f.addEvent(sub, &evs[i])
 	}
 	return c.write(f)
 }
@@ -242,9 +241,7 @@ func (c *conn) write(f *frameBuf) error {
 func (c *conn) respond(resp *abi.Response) error {
 	f := getFrameBuf()
 	defer putFrameBuf(f)
-	if err := f.addValue(abi.PacketResponse, resp); err != nil {
-		return err
-	}
+	f.addRaw(abi.PacketResponse, func(p []byte) []byte { return abi.AppendResponse(p, resp) })
 	return c.write(f)
 }
 
@@ -275,16 +272,16 @@ func (c *conn) serve() {
 			c.respond(&abi.Response{Error: abi.Errorf(abi.CodeBadRequest, "clients send REQUEST packets only, got %s", t)})
 			continue
 		}
+		// The request is decoded by hand: every length is checked against
+		// the payload, and params, kept raw, get their own copy since the
+		// reader reuses p.
 		var req abi.Request
-		if err := abi.CheckMsgpack(p); err != nil {
-			// Checked first: msgpack.Unmarshal would allocate whatever a
-			// forged length prefix claims before noticing it is not there.
-			c.respond(&abi.Response{Error: abi.Errorf(abi.CodeBadRequest, "request is not valid MsgPack: %v", err)})
-			continue
-		}
-		if err := msgpack.Unmarshal(p, &req); err != nil {
-			// The frame boundary is intact, so the connection stays up.
-			c.respond(&abi.Response{ID: salvageID(p), Error: abi.Errorf(abi.CodeBadRequest, "request is not a valid MsgPack Request map {id, method, params}: %v", err)})
+		if err := abi.DecodeRequest(bytes.Clone(p), &req); err != nil {
+			if cerr := abi.CheckMsgpack(p); cerr != nil {
+				c.respond(&abi.Response{Error: abi.Errorf(abi.CodeBadRequest, "request is not valid MsgPack: %v", cerr)})
+			} else {
+				c.respond(&abi.Response{ID: salvageID(p), Error: abi.Errorf(abi.CodeBadRequest, "request is not a valid MsgPack Request map {id, method, params}: %v", err)})
+			}
 			continue
 		}
 		if req.Method == "" {
