@@ -1,0 +1,116 @@
+package abi
+
+import "fmt"
+
+// Hand-written codecs of the IPC packets, with the keys of their tags. The
+// decoders check every length against their input, so they are safe on
+// untrusted bytes; what they return aliases that input.
+
+// DecodeEventPacket decodes an EVENT packet's payload.
+func DecodeEventPacket(b []byte, p *EventPacket) error {
+	*p = EventPacket{}
+	_, err := readMap(b, "event packet", func(key string, b []byte) (rest []byte, err error) {
+		switch key {
+		case "sub":
+			p.Subscription, rest, err = readUint(b)
+		case "event":
+			rest, err = DecodeEvent(b, &p.Event)
+		default:
+			_, rest, err = skip(b, 0)
+		}
+		return rest, err
+	})
+	return err
+}
+
+// DecodeRequest decodes a REQUEST payload.
+func DecodeRequest(b []byte, r *Request) error {
+	*r = Request{}
+	rest, err := readMap(b, "request", func(key string, b []byte) (rest []byte, err error) {
+		switch key {
+		case "id":
+			r.ID, rest, err = readUint(b)
+		case "method":
+			r.Method, rest, err = readStr(b)
+		case "params":
+			r.Params, rest, err = readRaw(b)
+		default:
+			_, rest, err = skip(b, 0)
+		}
+		return rest, err
+	})
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("request: %d bytes after the map", len(rest))
+	}
+	return err
+}
+
+// DecodeResponse decodes a RESPONSE payload.
+func DecodeResponse(b []byte, r *Response) error {
+	*r = Response{}
+	_, err := readMap(b, "response", func(key string, b []byte) (rest []byte, err error) {
+		switch key {
+		case "id":
+			r.ID, rest, err = readUint(b)
+		case "result":
+			r.Result, rest, err = readRaw(b)
+		case "error":
+			if len(b) > 0 && b[0] == 0xc0 {
+				return b[1:], nil
+			}
+			r.Error = new(Error)
+			rest, err = readMap(b, "error", func(key string, b []byte) (rest []byte, err error) {
+				switch key {
+				case "code":
+					r.Error.Code, rest, err = readStr(b)
+				case "message":
+					r.Error.Message, rest, err = readStr(b)
+				default:
+					_, rest, err = skip(b, 0)
+				}
+				return rest, err
+			})
+		default:
+			_, rest, err = skip(b, 0)
+		}
+		return rest, err
+	})
+	return err
+}
+
+// AppendRequest appends r's MsgPack encoding to dst, with the keys of the
+// Request tags.
+func AppendRequest(dst []byte, r *Request) []byte {
+	n := 2
+	if len(r.Params) > 0 {
+		n++
+	}
+	dst = appendUint(appendStr(append(dst, 0x80|byte(n)), "id"), r.ID)
+	dst = appendStr(appendStr(dst, "method"), r.Method)
+	if len(r.Params) > 0 {
+		dst = append(appendStr(dst, "params"), r.Params...)
+	}
+	return dst
+}
+
+// AppendResponse appends r's MsgPack encoding to dst, with the keys of the
+// Response tags.
+func AppendResponse(dst []byte, r *Response) []byte {
+	n := 1
+	if len(r.Result) > 0 {
+		n++
+	}
+	if r.Error != nil {
+		n++
+	}
+	dst = appendUint(appendStr(append(dst, 0x80|byte(n)), "id"), r.ID)
+	if len(r.Result) > 0 {
+		dst = append(appendStr(dst, "result"), r.Result...)
+	}
+	if r.Error != nil {
+		dst = append(appendStr(dst, "error"), 0x82)
+		dst = appendStr(appendStr(dst, "code"), r.Error.Code)
+		dst = appendStr(appendStr(dst, "message"), r.Error.Message)
+	}
+	return dst
+}
