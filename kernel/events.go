@@ -67,6 +67,11 @@ func (k *Kernel) subscribe(ctx context.Context, c *Call) (any, error) {
 		k.subsMu.Lock()
 		delete(k.subs, key)
 		k.subsMu.Unlock()
+		// Ended by the bus, not by its owner: say why, or the caller would
+		// wait for events that never come.
+		if err := sub.Err(); err != nil && sess.Context().Err() == nil {
+			sess.EndStream(id, abi.Errorf(abi.CodeUnavailable, "subscription %d to %q ended: %v", id, sub.Pattern(), err))
+		}
 	}()
 	return abi.SubscribeResult{Subscription: id}, nil
 }

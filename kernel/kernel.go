@@ -43,6 +43,9 @@ type Session interface {
 	// PushEvents sends events of subscription sub to the caller. It may block
 	// while the caller is slow to read; that slows only this session.
 	PushEvents(sub uint64, evs []abi.Event) error
+	// EndStream tells the caller that the stream its request id opened (a
+	// subscription) ended with err, by a late response to that request.
+	EndStream(id uint64, err *abi.Error) error
 }
 
 // Call is one method invocation.

@@ -328,6 +328,7 @@ type Subscription struct {
 	id    uint64
 	ch    chan streamItem
 	early []*abi.Event // events that arrived before the subscribe response
+	err   error        // why the kernel ended it, once it has
 }
 
 // Subscribe opens a subscription to pattern ("" for every subject), from
@@ -370,13 +371,19 @@ func (s *Subscription) Next(ctx context.Context) (*abi.Event, error) {
 		s.early = s.early[1:]
 		return ev, nil
 	}
+	if s.err != nil {
+		return nil, s.err
+	}
 	select {
 	case it, ok := <-s.ch:
 		if !ok {
 			return nil, s.c.closedErr(nil)
 		}
 		if it.ev == nil { // a late error response: the kernel ended it
-			return nil, decodeResponse(it.resp, nil)
+			if s.err = decodeResponse(it.resp, nil); s.err == nil {
+				s.err = fmt.Errorf("subscription %d: the kernel ended it", s.id)
+			}
+			return nil, s.err
 		}
 		return it.ev, nil
 	case <-ctx.Done():

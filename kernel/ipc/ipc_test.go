@@ -416,3 +416,46 @@ func TestClientClosedErrors(t *testing.T) {
 		t.Fatalf("Ping after server close: %v", err)
 	}
 }
+
+// A subscription the bus ends (here: its start was evicted from a small
+// ring) reaches the client as an error, not as silence.
+func TestSubscriptionEndedByKernel(t *testing.T) {
+	dir, err := os.MkdirTemp("", "kairo-ipc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	b := bus.New(bus.NewMemoryStore(8), bus.Options{})
+	defer b.Close()
+	srv, err := ipc.Listen(kernel.New(b, kernel.Options{}), ipc.ServerOptions{Path: filepath.Join(dir, "k.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	c, err := ipc.Dial(ctx(t), srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < 20; i++ {
+		if _, err := c.Publish(ctx(t), abi.Event{Type: "ring.fill"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := c.Subscribe(ctx(t), "ring.>", 1)
+	if err == nil {
+		_, err = sub.Next(ctx(t))
+	}
+	if err == nil || !strings.Contains(err.Error(), "evicted") {
+		t.Fatalf("subscribing from an evicted seq: %v, want an error naming the eviction", err)
+	}
+	// The control: from a seq still in the ring, the events come.
+	live, err := c.Subscribe(ctx(t), "ring.>", 15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := live.Next(ctx(t)); err != nil || ev.Seq != 15 {
+		t.Fatalf("from seq 15: %+v, %v", ev, err)
+	}
+}

@@ -231,6 +231,11 @@ func (c *conn) PushEvents(sub uint64, evs []abi.Event) error {
 	return c.write(f)
 }
 
+// EndStream answers request id again, with the error that ended its stream.
+func (c *conn) EndStream(id uint64, err *abi.Error) error {
+	return c.respond(&abi.Response{ID: id, Error: err})
+}
+
 func (c *conn) write(f *frameBuf) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
