@@ -85,3 +85,27 @@ type ReplayResult struct {
 	Count   int    `msgpack:"count"`
 	LastSeq uint64 `msgpack:"lastSeq"` // last sequence number delivered, 0 if none
 }
+
+// ProcessInfo is a process session as process.status and process.spawn
+// report it. It is kept after the process exits.
+type ProcessInfo struct {
+	ID            string    `msgpack:"id"`
+	PID           int       `msgpack:"pid"`
+	Argv          []string  `msgpack:"argv"`
+	Cwd           string    `msgpack:"cwd,omitempty"`
+	PTY           bool      `msgpack:"pty,omitempty"`
+	StartedAt     time.Time `msgpack:"startedAt"`
+	ExitedAt      time.Time `msgpack:"exitedAt,omitempty"`
+	ExitCode      *int      `msgpack:"exitCode,omitempty"` // set once exited normally
+	Signal        string    `msgpack:"signal,omitempty"`   // the signal that ended it, e.g. "killed"
+	Status        string    `msgpack:"status"`             // "running", "exited" or "killed"
+	CorrelationID string    `msgpack:"correlationId,omitempty"`
+	CausationID   string    `msgpack:"causationId,omitempty"`
+}
+
+// Process status values.
+const (
+	ProcessRunning = "running"
+	ProcessExited  = "exited"
+	ProcessKilled  = "killed"
+)

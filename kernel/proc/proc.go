@@ -1,0 +1,534 @@
+// Package proc runs native binaries as process sessions: full-duplex stdio
+// (pipes or a PTY), output streamed to sinks with backpressure and a rate
+// limit, the whole process tree signalled as one, and every spawn, exit and
+// cancel published on the bus with the correlation of the intent that
+// started it. Output itself never goes on the bus.
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Stream modes.
+const (
+	ModeChunk = "chunk" // output as it is read, up to MaxChunkBytes a chunk
+	ModeLine  = "line"  // chunks end at a line boundary (an overlong line is split)
+)
+
+// DefaultMaxChunkBytes bounds a chunk, and so the kernel's buffer per stream.
+const DefaultMaxChunkBytes = 16 << 10
+
+// Spec says what to run.
+type Spec struct {
+	Argv []string
+	Cwd  string
+	Env  []string // nil: the kernel's environment
+	// PTY runs the process on a fresh pseudo-terminal (stdout carries its
+	// output, stderr is merged into it) with the given size.
+	PTY        bool
+	Cols, Rows uint16
+
+	Mode              string // ModeChunk (default) or ModeLine
+	MaxChunkBytes     int    // default DefaultMaxChunkBytes
+	MaxBytesPerSecond int64  // per stream; 0 is unlimited
+
+	CorrelationID, CausationID string
+}
+
+func (s *Spec) check() error {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return errors.New("argv is empty: give the program and its arguments, e.g. [\"echo\", \"hi\"]")
+	}
+	if s.Cwd != "" {
+		fi, err := os.Stat(s.Cwd)
+		if err != nil {
+			return fmt.Errorf("cwd %q: %w", s.Cwd, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("cwd %q is not a directory", s.Cwd)
+		}
+	}
+	switch s.Mode {
+	case "":
+		s.Mode = ModeChunk
+	case ModeChunk, ModeLine:
+	default:
+		return fmt.Errorf("stream mode %q: want %q or %q", s.Mode, ModeChunk, ModeLine)
+	}
+	if s.MaxChunkBytes <= 0 {
+		s.MaxChunkBytes = DefaultMaxChunkBytes
+	}
+	if s.MaxBytesPerSecond < 0 {
+		return fmt.Errorf("maxBytesPerSecond %d is negative; 0 means unlimited", s.MaxBytesPerSecond)
+	}
+	return nil
+}
+
+// Options configures a Manager.
+type Options struct {
+	Launcher Launcher // default Exec
+	Logger   *slog.Logger
+	// ExitGrace is how long the exited event waits for the output of a
+	// process whose descendants still hold its pipes. Default 200 ms.
+	ExitGrace time.Duration
+	// KillGrace is how long a cancel waits after SIGTERM before SIGKILL.
+	// Default 2 s.
+	KillGrace time.Duration
+}
+
+// Manager owns the process sessions of a kernel.
+type Manager struct {
+	bus  *bus.Bus
+	opts Options
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	closed   bool
+	nextID   atomic.Uint64
+	wg       sync.WaitGroup
+}
+
+// NewManager returns a manager publishing to b.
+func NewManager(b *bus.Bus, opts Options) *Manager {
+	if opts.Launcher == nil {
+		opts.Launcher = Exec{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ExitGrace <= 0 {
+		opts.ExitGrace = 200 * time.Millisecond
+	}
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = 2 * time.Second
+	}
+	return &Manager{bus: b, opts: opts, sessions: map[string]*Session{}}
+}
+
+func (m *Manager) log(format string, args ...any) { m.opts.Logger.Warn(fmt.Sprintf(format, args...)) }
+
+// Session is one spawned process and its stdio.
+type Session struct {
+	m     *Manager
+	id    string
+	spec  Spec
+	cmd   *exec.Cmd
+	pgid  int
+	owner any // who spawned it; opaque to the manager
+	stdin *os.File
+
+	mu       sync.Mutex
+	info     abi.ProcessInfo
+	sinks    []Sink
+	stdinErr error
+	killed   bool // ended by a signal the kernel sent on request
+
+	done chan struct{} // closed once exited and its output delivered
+}
+
+// Spawn starts spec's process. sinks receive its output from the first
+// byte; owner is kept for permission checks by the caller.
+func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
+	if err := spec.check(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, errors.New("the kernel is shutting down")
+	}
+	cmd, err := m.opts.Launcher.Command(&spec)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{
+		m:     m,
+		id:    "p" + strconv.FormatUint(m.nextID.Add(1), 10),
+		spec:  spec,
+		cmd:   cmd,
+		owner: owner,
+		sinks: sinks,
+		done:  make(chan struct{}),
+	}
+	var outs []*pump
+	if spec.PTY {
+		outs, err = s.startPTY()
+	} else {
+		outs, err = s.startPipes()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("spawn %q: %w", spec.Argv[0], err)
+	}
+	s.pgid = cmd.Process.Pid
+	s.info = abi.ProcessInfo{
+		ID: s.id, PID: cmd.Process.Pid, Argv: spec.Argv, Cwd: spec.Cwd, PTY: spec.PTY,
+		StartedAt: time.Now(), Status: abi.ProcessRunning,
+		CorrelationID: spec.CorrelationID, CausationID: spec.CausationID,
+	}
+	m.mu.Lock()
+	m.sessions[s.id] = s
+	m.mu.Unlock()
+	m.publish(s, "kairo.process.spawned", map[string]any{
+		"processId": s.id, "pid": s.info.PID, "argv": spec.Argv, "cwd": spec.Cwd, "pty": spec.PTY,
+	})
+	var pumps sync.WaitGroup
+	for _, p := range outs {
+		pumps.Add(1)
+		go p.run(&pumps)
+	}
+	m.wg.Add(1)
+	go s.reap(&pumps)
+	return s, nil
+}
+
+// startPipes starts the command on three pipes of our own, so that waiting
+// for the process and reading its output are independent: a descendant
+// holding the pipes open cannot keep the exit from being seen.
+func (s *Session) startPipes() ([]*pump, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = inR, outW, errW
+	err = s.cmd.Start()
+	inR.Close() // the child has its copies now
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return nil, err
+	}
+	s.stdin = inW
+	return []*pump{{s: s, stream: "stdout", r: outR}, {s: s, stream: "stderr", r: errR}}, nil
+}
+
+// startPTY starts the command on a fresh pseudo-terminal as the leader of a
+// new session, never on the kernel's own terminal.
+func (s *Session) startPTY() ([]*pump, error) {
+	attrs := s.cmd.SysProcAttr
+	if attrs == nil {
+		attrs = &syscall.SysProcAttr{}
+	}
+	attrs.Setpgid = false // Setsid makes it a group leader already
+	attrs.Setsid, attrs.Setctty = true, true
+	s.cmd.SysProcAttr = attrs
+	size := &pty.Winsize{Cols: s.spec.Cols, Rows: s.spec.Rows}
+	if size.Cols == 0 || size.Rows == 0 {
+		size.Cols, size.Rows = 80, 24
+	}
+	f, err := pty.StartWithAttrs(s.cmd, size, attrs)
+	if err != nil {
+		return nil, err
+	}
+	s.stdin = f
+	return []*pump{{s: s, stream: "stdout", r: f}}, nil
+}
+
+// reap waits for the process, then for its output (a short grace when
+// descendants keep the pipes), records the exit and publishes it.
+func (s *Session) reap(pumps *sync.WaitGroup) {
+	defer s.m.wg.Done()
+	err := s.cmd.Wait()
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }() // ends with the pumps
+	select {
+	case <-drained:
+	case <-time.After(s.m.opts.ExitGrace):
+	}
+	s.mu.Lock()
+	s.info.ExitedAt = time.Now()
+	st, _ := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case st.Signaled():
+		s.info.Signal = signalName(st.Signal())
+		s.info.Status = abi.ProcessKilled
+	case err != nil && s.cmd.ProcessState == nil:
+		s.info.Status = abi.ProcessExited
+	default:
+		code := s.cmd.ProcessState.ExitCode()
+		s.info.ExitCode = &code
+		s.info.Status = abi.ProcessExited
+	}
+	if !s.spec.PTY {
+		s.stdin.Close()
+	}
+	info := s.info
+	s.mu.Unlock()
+	data := map[string]any{
+		"processId": s.id, "pid": info.PID, "status": info.Status,
+		"durationMs": info.ExitedAt.Sub(info.StartedAt).Milliseconds(),
+	}
+	if info.ExitCode != nil {
+		data["exitCode"] = *info.ExitCode
+	}
+	if info.Signal != "" {
+		data["signal"] = info.Signal
+	}
+	// A PTY's output ends only when every holder of the terminal is gone;
+	// the leader is, so past the grace close our side and end the pump.
+	if s.spec.PTY {
+		s.stdin.Close()
+	}
+	s.m.publish(s, "kairo.process.exited", data)
+	close(s.done)
+}
+
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	}
+	return "signal " + strconv.Itoa(int(sig))
+}
+
+// deliver hands c to every sink, detaching those that fail.
+func (s *Session) deliver(c *abi.StreamChunk) {
+	s.mu.Lock()
+	sinks := s.sinks
+	s.mu.Unlock()
+	for _, k := range sinks {
+		if err := k.Chunk(c); err != nil {
+			s.Detach(k)
+		}
+	}
+}
+
+// Attach adds a sink for the output from now on.
+func (s *Session) Attach(k Sink) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sinks = append(s.sinks[:len(s.sinks):len(s.sinks)], k)
+}
+
+// Detach removes a sink.
+func (s *Session) Detach(k Sink) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.sinks {
+		if x == k {
+			n := make([]Sink, 0, len(s.sinks)-1)
+			s.sinks = append(append(n, s.sinks[:i]...), s.sinks[i+1:]...)
+			return
+		}
+	}
+}
+
+// ID is the session's kernel-wide ID ("p1", "p2", ...).
+func (s *Session) ID() string { return s.id }
+
+// Owner is what Spawn was given as the owner.
+func (s *Session) Owner() any { return s.owner }
+
+// Info is the session as it stands.
+func (s *Session) Info() abi.ProcessInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
+}
+
+// Done is closed once the process has exited and its exit is published.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Wait waits for the exit, or for ctx.
+func (s *Session) Wait(ctx context.Context) (abi.ProcessInfo, error) {
+	select {
+	case <-s.done:
+		return s.Info(), nil
+	case <-ctx.Done():
+		return s.Info(), ctx.Err()
+	}
+}
+
+// WriteStdin writes b to the process's input. It blocks while the process
+// does not read.
+func (s *Session) WriteStdin(b []byte) error {
+	select {
+	case <-s.done:
+		return fmt.Errorf("process %s has exited", s.id)
+	default:
+	}
+	if _, err := s.stdin.Write(b); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return fmt.Errorf("stdin of process %s is closed", s.id)
+		}
+		return fmt.Errorf("write to process %s: %w", s.id, err)
+	}
+	return nil
+}
+
+// CloseStdin closes the process's input (end of file). On a PTY it sends
+// the terminal's end-of-file character instead.
+func (s *Session) CloseStdin() error {
+	if s.spec.PTY {
+		_, err := s.stdin.Write([]byte{4}) // ^D
+		return err
+	}
+	if err := s.stdin.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// Resize sets a PTY's window size.
+func (s *Session) Resize(cols, rows uint16) error {
+	if !s.spec.PTY {
+		return fmt.Errorf("process %s has no terminal to resize", s.id)
+	}
+	return pty.Setsize(s.stdin, &pty.Winsize{Cols: cols, Rows: rows})
+}
+
+// Signal sends sig to the session's whole process group.
+func (s *Session) Signal(sig syscall.Signal) error {
+	select {
+	case <-s.done:
+		return fmt.Errorf("process %s has exited", s.id)
+	default:
+	}
+	if err := syscall.Kill(-s.pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal process group %d: %w", s.pgid, err)
+	}
+	return nil
+}
+
+// Terminate ends the process tree: SIGTERM, then SIGKILL after grace if it
+// is still there (SIGCONT first, so a paused tree can act on SIGTERM).
+func (s *Session) Terminate(grace time.Duration) {
+	s.Signal(syscall.SIGCONT)
+	s.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(grace):
+		syscall.Kill(-s.pgid, syscall.SIGKILL)
+	}
+}
+
+// Get returns a session by ID.
+func (m *Manager) Get(id string) (*Session, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[id]
+	return s, ok
+}
+
+// List returns every session, running or not, in spawn order.
+func (m *Manager) List() []abi.ProcessInfo {
+	m.mu.Lock()
+	all := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	out := make([]abi.ProcessInfo, 0, len(all))
+	for _, s := range all {
+		out = append(out, s.Info())
+	}
+	sortByStart(out)
+	return out
+}
+
+// Cancel ends every running process of the run loop correlationID and
+// publishes kairo.process.canceled for each; it returns their IDs once
+// they have exited.
+func (m *Manager) Cancel(correlationID, reason string) []string {
+	m.mu.Lock()
+	var hit []*Session
+	for _, s := range m.sessions {
+		if s.spec.CorrelationID == correlationID {
+			hit = append(hit, s)
+		}
+	}
+	m.mu.Unlock()
+	var ids []string
+	var wg sync.WaitGroup
+	for _, s := range hit {
+		select {
+		case <-s.done:
+			continue
+		default:
+		}
+		ids = append(ids, s.id)
+		m.publish(s, "kairo.process.canceled", map[string]any{"processId": s.id, "pid": s.info.PID, "reason": reason})
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Terminate(m.opts.KillGrace) }()
+	}
+	wg.Wait()
+	for _, s := range hit {
+		<-s.done
+	}
+	return ids
+}
+
+// Close kills every running process tree and waits for their exits.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	all := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	for _, s := range all {
+		syscall.Kill(-s.pgid, syscall.SIGKILL)
+	}
+	m.wg.Wait()
+}
+
+// publish puts a process event on the bus with the session's correlation.
+func (m *Manager) publish(s *Session, subject string, data map[string]any) {
+	raw, err := msgpack.Marshal(data)
+	if err != nil {
+		m.log("encode %s: %v", subject, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev := &abi.Event{Type: subject, Source: "kernel/proc", Data: raw,
+		CorrelationID: s.spec.CorrelationID, CausationID: s.spec.CausationID}
+	if _, err := m.bus.Publish(ctx, ev); err != nil {
+		m.log("publish %s for %s: %v", subject, s.id, err)
+	}
+}
