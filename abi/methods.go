@@ -109,3 +109,71 @@ const (
 	ProcessExited  = "exited"
 	ProcessKilled  = "killed"
 )
+
+// SpawnParams is process.spawn. Output comes to the caller as STREAM_CHUNK
+// packets; Env nil means the kernel's environment.
+type SpawnParams struct {
+	Argv              []string `msgpack:"argv"`
+	Cwd               string   `msgpack:"cwd,omitempty"`
+	Env               []string `msgpack:"env,omitempty"` // "KEY=value"
+	PTY               bool     `msgpack:"pty,omitempty"`
+	Cols              uint16   `msgpack:"cols,omitempty"`
+	Rows              uint16   `msgpack:"rows,omitempty"`
+	Mode              string   `msgpack:"mode,omitempty"` // "chunk" (default) or "line"
+	MaxChunkBytes     int      `msgpack:"maxChunkBytes,omitempty"`
+	MaxBytesPerSecond int64    `msgpack:"maxBytesPerSecond,omitempty"`
+	CorrelationID     string   `msgpack:"correlationId,omitempty"`
+	CausationID       string   `msgpack:"causationId,omitempty"`
+}
+
+// ProcessRef names a process: process.status, .kill, .pause, .resume,
+// .attach. process.status without an ID lists the caller's processes.
+type ProcessRef struct {
+	ProcessID string `msgpack:"processId"`
+}
+
+// StdinParams is process.stdin.write: Data (with Encoding "utf8", the
+// default, or "base64" for text that carries bytes), then, with Close, end
+// of input.
+type StdinParams struct {
+	ProcessID string `msgpack:"processId"`
+	Data      []byte `msgpack:"data,omitempty"`
+	Encoding  string `msgpack:"encoding,omitempty"`
+	Close     bool   `msgpack:"close,omitempty"`
+}
+
+// WaitParams is process.wait. Timeout 0 waits as long as the call lives.
+type WaitParams struct {
+	ProcessID string        `msgpack:"processId"`
+	Timeout   time.Duration `msgpack:"timeout,omitempty"`
+}
+
+// WaitResult answers process.wait; TimedOut when the process still runs.
+type WaitResult struct {
+	Process  ProcessInfo `msgpack:"process"`
+	TimedOut bool        `msgpack:"timedOut,omitempty"`
+}
+
+// SignalParams is process.signal: a name ("TERM", "SIGINT") or a number.
+type SignalParams struct {
+	ProcessID string `msgpack:"processId"`
+	Signal    string `msgpack:"signal"`
+}
+
+// ResizeParams is process.resize, for a process on a PTY.
+type ResizeParams struct {
+	ProcessID string `msgpack:"processId"`
+	Cols      uint16 `msgpack:"cols"`
+	Rows      uint16 `msgpack:"rows"`
+}
+
+// CancelParams is intent.cancel: end every process of the run loop.
+type CancelParams struct {
+	CorrelationID string `msgpack:"correlationId"`
+	Reason        string `msgpack:"reason,omitempty"`
+}
+
+// CancelResult lists the processes intent.cancel ended.
+type CancelResult struct {
+	ProcessIDs []string `msgpack:"processIds"`
+}

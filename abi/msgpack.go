@@ -391,3 +391,63 @@ func appendTime(dst []byte, ev *Event) []byte {
 	dst = binary.BigEndian.AppendUint32(append(dst, 0xc7, 12, 0xff), uint32(nsec))
 	return binary.BigEndian.AppendUint64(dst, uint64(sec))
 }
+
+func appendBin(dst []byte, b []byte) []byte {
+	switch n := len(b); {
+	case n <= math.MaxUint8:
+		dst = append(dst, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		dst = append(dst, 0xc5, byte(n>>8), byte(n))
+	default:
+		dst = binary.BigEndian.AppendUint32(append(dst, 0xc6), uint32(n))
+	}
+	return append(dst, b...)
+}
+
+// readBin reads a bin (or a str, as its bytes; or nil). The bytes alias b.
+func readBin(b []byte) ([]byte, []byte, error) {
+	if len(b) == 0 {
+		return nil, nil, errShort
+	}
+	var n, h int
+	switch c := b[0]; {
+	case c == 0xc4 || c == 0xd9:
+		if err := need(b, 2); err != nil {
+			return nil, nil, err
+		}
+		n, h = int(b[1]), 2
+	case c == 0xc5 || c == 0xda:
+		if err := need(b, 3); err != nil {
+			return nil, nil, err
+		}
+		n, h = int(binary.BigEndian.Uint16(b[1:])), 3
+	case c == 0xc6 || c == 0xdb:
+		if err := need(b, 5); err != nil {
+			return nil, nil, err
+		}
+		n, h = int(binary.BigEndian.Uint32(b[1:])), 5
+	case c&0xe0 == 0xa0:
+		n, h = int(c&0x1f), 1
+	case c == 0xc0:
+		return nil, b[1:], nil
+	default:
+		return nil, nil, fmt.Errorf("want bytes, got MsgPack code %#x", c)
+	}
+	if err := need(b, h+n); err != nil {
+		return nil, nil, err
+	}
+	return b[h : h+n : h+n], b[h+n:], nil
+}
+
+func readBool(b []byte) (bool, []byte, error) {
+	if len(b) == 0 {
+		return false, nil, errShort
+	}
+	switch b[0] {
+	case 0xc2, 0xc0:
+		return false, b[1:], nil
+	case 0xc3:
+		return true, b[1:], nil
+	}
+	return false, nil, fmt.Errorf("want a boolean, got MsgPack code %#x", b[0])
+}

@@ -34,7 +34,7 @@ type StreamChunk struct {
 	ProcessID     string `msgpack:"processId"`
 	Stream        string `msgpack:"stream"`   // "stdout" or "stderr"
 	Seq           uint64 `msgpack:"seq"`      // per process and stream, from 1
-	Encoding      string `msgpack:"encoding"` // "utf8" or "base64"
+	Encoding      string `msgpack:"encoding"` // "utf8" (valid UTF-8 text) or "binary"
 	Chunk         []byte `msgpack:"chunk"`
 	Truncated     bool   `msgpack:"truncated,omitempty"`
 	CorrelationID string `msgpack:"correlationId,omitempty"`

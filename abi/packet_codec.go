@@ -114,3 +114,55 @@ func AppendResponse(dst []byte, r *Response) []byte {
 	}
 	return dst
 }
+
+// AppendStreamChunk appends c's MsgPack encoding to dst, with the keys of
+// the StreamChunk tags: the output hot path.
+func AppendStreamChunk(dst []byte, c *StreamChunk) []byte {
+	n := 5
+	if c.Truncated {
+		n++
+	}
+	if c.CorrelationID != "" {
+		n++
+	}
+	dst = append(dst, 0x80|byte(n))
+	dst = appendStr(appendStr(dst, "processId"), c.ProcessID)
+	dst = appendStr(appendStr(dst, "stream"), c.Stream)
+	dst = appendUint(appendStr(dst, "seq"), c.Seq)
+	dst = appendStr(appendStr(dst, "encoding"), c.Encoding)
+	dst = appendBin(appendStr(dst, "chunk"), c.Chunk)
+	if c.Truncated {
+		dst = append(appendStr(dst, "truncated"), 0xc3)
+	}
+	if c.CorrelationID != "" {
+		dst = appendStr(appendStr(dst, "correlationId"), c.CorrelationID)
+	}
+	return dst
+}
+
+// DecodeStreamChunk decodes a STREAM_CHUNK payload.
+func DecodeStreamChunk(b []byte, c *StreamChunk) error {
+	*c = StreamChunk{}
+	_, err := readMap(b, "stream chunk", func(key string, b []byte) (rest []byte, err error) {
+		switch key {
+		case "processId":
+			c.ProcessID, rest, err = readStr(b)
+		case "stream":
+			c.Stream, rest, err = readStr(b)
+		case "seq":
+			c.Seq, rest, err = readUint(b)
+		case "encoding":
+			c.Encoding, rest, err = readStr(b)
+		case "chunk":
+			c.Chunk, rest, err = readBin(b)
+		case "truncated":
+			c.Truncated, rest, err = readBool(b)
+		case "correlationId":
+			c.CorrelationID, rest, err = readStr(b)
+		default:
+			_, rest, err = skip(b, 0)
+		}
+		return rest, err
+	})
+	return err
+}

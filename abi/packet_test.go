@@ -78,3 +78,21 @@ func TestDecodeRequestRejects(t *testing.T) {
 		t.Errorf("CheckMsgpack on a good request: %v", err)
 	}
 }
+
+func TestStreamChunkMatchesReflectionCodec(t *testing.T) {
+	for _, c := range []StreamChunk{
+		{ProcessID: "p1", Stream: "stdout", Seq: 1, Encoding: "utf8", Chunk: []byte("hello\n")},
+		{ProcessID: "p2", Stream: "stderr", Seq: 70000, Encoding: "binary", Chunk: bytes.Repeat([]byte{0xff}, 70000), Truncated: true, CorrelationID: "run-1"},
+	} {
+		mine := AppendStreamChunk(nil, &c)
+		var viaLib StreamChunk
+		if err := msgpack.Unmarshal(mine, &viaLib); err != nil || !reflect.DeepEqual(viaLib, c) {
+			t.Errorf("AppendStreamChunk(%s) decodes with msgpack to a different chunk (%v)", c.ProcessID, err)
+		}
+		lib, _ := msgpack.Marshal(&c)
+		var viaMine StreamChunk
+		if err := DecodeStreamChunk(lib, &viaMine); err != nil || !reflect.DeepEqual(viaMine, c) {
+			t.Errorf("DecodeStreamChunk(msgpack of %s) differs (%v)", c.ProcessID, err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sort"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -43,6 +45,9 @@ type Session interface {
 	// PushEvents sends events of subscription sub to the caller. It may block
 	// while the caller is slow to read; that slows only this session.
 	PushEvents(sub uint64, evs []abi.Event) error
+	// PushChunk sends process output to the caller, blocking while it is
+	// slow to read. c.Chunk is only valid during the call.
+	PushChunk(c *abi.StreamChunk) error
 	// EndStream tells the caller that the stream its request id opened (a
 	// subscription) ended with err, by a late response to that request.
 	EndStream(id uint64, err *abi.Error) error
@@ -71,12 +76,15 @@ type Method struct {
 
 // Options configures a Kernel.
 type Options struct {
-	Version string // reported by kernel.introspect
+	Version  string        // reported by kernel.introspect
+	Launcher proc.Launcher // how processes start; default proc.Exec
+	Logger   *slog.Logger
 }
 
 // Kernel holds the method table and the system components behind it.
 type Kernel struct {
 	Bus     *bus.Bus
+	Proc    *proc.Manager
 	opts    Options
 	started time.Time
 
@@ -85,6 +93,9 @@ type Kernel struct {
 
 	subsMu sync.Mutex
 	subs   map[subKey]*bus.Subscription
+
+	attachMu sync.Mutex
+	attached map[attachKey]*sessionSink // who else may see and steer a process
 
 	requests atomic.Uint64
 	gauges   sync.Map // name → func() int, e.g. connections from the IPC server
@@ -95,11 +106,20 @@ func New(b *bus.Bus, opts Options) *Kernel {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	k := &Kernel{Bus: b, opts: opts, started: time.Now(), methods: map[string]Method{}, subs: map[subKey]*bus.Subscription{}}
+	k := &Kernel{
+		Bus: b, Proc: proc.NewManager(b, proc.Options{Launcher: opts.Launcher, Logger: opts.Logger}),
+		opts: opts, started: time.Now(), methods: map[string]Method{},
+		subs: map[subKey]*bus.Subscription{}, attached: map[attachKey]*sessionSink{},
+	}
 	k.registerSystem()
 	k.registerEvents()
+	k.registerProcess()
 	return k
 }
+
+// Close ends every process the kernel runs (the whole trees) and waits for
+// their exits to be published. Close the doors first and the bus after.
+func (k *Kernel) Close() { k.Proc.Close() }
 
 // Register adds m to the table, replacing a method of the same name.
 func (k *Kernel) Register(m Method) {

@@ -95,6 +95,7 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 // daemon is a running kernel: store, bus, method table and socket server.
 type daemon struct {
 	log    *slog.Logger
+	kernel *kernel.Kernel
 	bus    *bus.Bus
 	srv    *ipc.Server
 	served chan error // Serve's result
@@ -117,13 +118,13 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 		store = s
 	}
 	b := bus.New(store, bus.Options{})
-	k := kernel.New(b, kernel.Options{Version: version})
+	k := kernel.New(b, kernel.Options{Version: version, Logger: log})
 	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: sock, MaxFrame: uint32(cfg.Kernel.MaxFrame), Logger: log})
 	if err != nil {
 		b.Close()
 		return nil, err
 	}
-	d := &daemon{log: log, bus: b, srv: srv, served: make(chan error, 1)}
+	d := &daemon{log: log, kernel: k, bus: b, srv: srv, served: make(chan error, 1)}
 	go func() { d.served <- srv.Serve() }()
 
 	seq, err := d.publishSystem("kairo.system.started", systemData{Version: version, PID: os.Getpid()})
@@ -156,7 +157,7 @@ func (d *daemon) publishSystem(subject string, data systemData) (uint64, error) 
 }
 
 // stop closes the socket server first (its connections end, in-flight
-// calls finish), so that kairo.system.stopping is the last event stored: a
+// calls finish), then ends every process the kernel runs, so that kairo.system.stopping is the last event stored: a
 // reader that finds another event last knows the daemon did not stop
 // cleanly. Closing the bus then flushes every queued event and closes the
 // store.
@@ -165,6 +166,7 @@ func (d *daemon) stop() error {
 	if err := d.srv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close the socket server: %w", err))
 	}
+	d.kernel.Close() // no process outlives the daemon; their exits are stored
 	if _, err := d.publishSystem("kairo.system.stopping", systemData{Version: version, PID: os.Getpid()}); err != nil {
 		errs = append(errs, err)
 	}

@@ -48,6 +48,7 @@ type Client struct {
 	streams map[uint64]*stream
 	err     error // why the connection ended
 	done    chan struct{}
+	onChunk func(*abi.StreamChunk)
 }
 
 // stream routes the events of one subscription or replay. quit is closed
@@ -151,6 +152,19 @@ func (c *Client) readLoop() {
 				err = resp.Error
 				return
 			}
+		case abi.PacketStreamChunk:
+			c.mu.Lock()
+			h := c.onChunk
+			c.mu.Unlock()
+			if h == nil {
+				continue // nobody listens: process output is dropped
+			}
+			var ch abi.StreamChunk
+			if err = abi.DecodeStreamChunk(bytes.Clone(p), &ch); err != nil {
+				err = fmt.Errorf("kernel sent an unreadable stream chunk: %w", err)
+				return
+			}
+			h(&ch)
 		case abi.PacketEvent:
 			// The event aliases its bytes, so it gets a copy of its own:
 			// the frame reader reuses p.
@@ -257,6 +271,16 @@ func decodeResponse(resp *abi.Response, result any) error {
 		return fmt.Errorf("decode result into %T: %w", result, err)
 	}
 	return nil
+}
+
+// OnChunk sets the function that receives the output (STREAM_CHUNK) of the
+// processes this client spawned or attached to, in order per process and
+// stream. It runs on the client's reader: while it blocks, nothing else is
+// read, and the kernel slows the processes that write to it.
+func (c *Client) OnChunk(fn func(*abi.StreamChunk)) {
+	c.mu.Lock()
+	c.onChunk = fn
+	c.mu.Unlock()
 }
 
 // Ping measures one round trip to the kernel.

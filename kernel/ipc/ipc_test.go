@@ -51,6 +51,7 @@ func start(t testing.TB, opts ipc.ServerOptions) *env {
 		if err := <-served; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
+		k.Close()
 		b.Close()
 	})
 	return &env{k: k, srv: srv, path: opts.Path}

@@ -231,6 +231,15 @@ func (c *conn) PushEvents(sub uint64, evs []abi.Event) error {
 	return c.write(f)
 }
 
+// PushChunk writes one STREAM_CHUNK frame. It blocks while the peer does
+// not read, which is how a slow client slows the process it watches.
+func (c *conn) PushChunk(ch *abi.StreamChunk) error {
+	f := getFrameBuf()
+	defer putFrameBuf(f)
+	f.addRaw(abi.PacketStreamChunk, func(p []byte) []byte { return abi.AppendStreamChunk(p, ch) })
+	return c.write(f)
+}
+
 // EndStream answers request id again, with the error that ended its stream.
 func (c *conn) EndStream(id uint64, err *abi.Error) error {
 	return c.respond(&abi.Response{ID: id, Error: err})

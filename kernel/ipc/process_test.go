@@ -1,0 +1,243 @@
+package ipc_test
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// output gathers the STREAM_CHUNKs a client receives.
+type output struct {
+	mu     sync.Mutex
+	chunks []abi.StreamChunk
+}
+
+func listen(c *ipc.Client) *output {
+	o := &output{}
+	c.OnChunk(func(ch *abi.StreamChunk) {
+		o.mu.Lock()
+		o.chunks = append(o.chunks, *ch)
+		o.mu.Unlock()
+	})
+	return o
+}
+
+func (o *output) text(id, stream string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var b bytes.Buffer
+	for _, ch := range o.chunks {
+		if ch.ProcessID == id && ch.Stream == stream {
+			b.Write(ch.Chunk)
+		}
+	}
+	return b.String()
+}
+
+func (o *output) waitFor(t *testing.T, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for o.text(id, "stdout") != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("stdout of %s is %q, want %q", id, o.text(id, "stdout"), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func spawn(t *testing.T, c *ipc.Client, p abi.SpawnParams) abi.ProcessInfo {
+	t.Helper()
+	var info abi.ProcessInfo
+	if err := c.Call(ctx(t), "process.spawn", p, &info); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func waitExit(t *testing.T, c *ipc.Client, id string) abi.ProcessInfo {
+	t.Helper()
+	var res abi.WaitResult
+	if err := c.Call(ctx(t), "process.wait", abi.WaitParams{ProcessID: id}, &res); err != nil || res.TimedOut {
+		t.Fatalf("wait %s: %+v, %v", id, res, err)
+	}
+	return res.Process
+}
+
+func TestProcessOverIPC(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	c := e.dial(t)
+	out := listen(c)
+	events, err := c.Subscribe(ctx(t), "kairo.process.>", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("echo: spawned, output, exited with the wait's exit code", func(t *testing.T) {
+		info := spawn(t, c, abi.SpawnParams{Argv: []string{"sh", "-c", "echo hi; exit 4"}, CorrelationID: "run-echo"})
+		done := waitExit(t, c, info.ID)
+		out.waitFor(t, info.ID, "hi\n")
+		var got []string
+		for len(got) < 2 {
+			ev, err := events.Next(ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var data map[string]any
+			msgpack.Unmarshal(ev.Data, &data)
+			if data["processId"] != info.ID {
+				continue
+			}
+			if ev.CorrelationID != "run-echo" {
+				t.Fatalf("%s lost the correlation: %+v", ev.Type, ev)
+			}
+			got = append(got, ev.Type)
+			if ev.Type == "kairo.process.exited" && (fmt.Sprint(data["exitCode"]) != "4" || done.ExitCode == nil || *done.ExitCode != 4) {
+				t.Fatalf("exited event %v, wait %+v: want exit code 4 in both", data, done)
+			}
+		}
+		if got[0] != "kairo.process.spawned" || got[1] != "kairo.process.exited" {
+			t.Fatalf("events %v", got)
+		}
+	})
+
+	t.Run("yes | head -n 1000 arrives whole and in order", func(t *testing.T) {
+		info := spawn(t, c, abi.SpawnParams{Argv: []string{"sh", "-c", "yes | head -n 1000"}, Mode: "line"})
+		waitExit(t, c, info.ID)
+		out.waitFor(t, info.ID, strings.Repeat("y\n", 1000))
+		var last uint64
+		out.mu.Lock()
+		for _, ch := range out.chunks {
+			if ch.ProcessID == info.ID {
+				if ch.Seq != last+1 {
+					t.Errorf("chunk seq %d after %d", ch.Seq, last)
+				}
+				last = ch.Seq
+			}
+		}
+		out.mu.Unlock()
+	})
+
+	t.Run("cat echoes stdin", func(t *testing.T) {
+		info := spawn(t, c, abi.SpawnParams{Argv: []string{"cat"}})
+		if err := c.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: []byte("ping\n")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		out.waitFor(t, info.ID, "ping\n")
+		if err := c.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: []byte("cG9uZwo="), Encoding: "base64", Close: true}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if done := waitExit(t, c, info.ID); done.ExitCode == nil || *done.ExitCode != 0 {
+			t.Fatalf("cat after close: %+v", done)
+		}
+		out.waitFor(t, info.ID, "ping\npong\n")
+	})
+
+	t.Run("intent.cancel ends the run loop's tree", func(t *testing.T) {
+		info := spawn(t, c, abi.SpawnParams{Argv: []string{"sh", "-c", "sleep 300 & sleep 300"}, CorrelationID: "run-cancel"})
+		var res abi.CancelResult
+		if err := c.Call(ctx(t), "intent.cancel", abi.CancelParams{CorrelationID: "run-cancel"}, &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.ProcessIDs) != 1 || res.ProcessIDs[0] != info.ID {
+			t.Fatalf("canceled %v", res.ProcessIDs)
+		}
+		var st abi.ProcessInfo
+		if err := c.Call(ctx(t), "process.status", abi.ProcessRef{ProcessID: info.ID}, &st); err != nil || st.Status != abi.ProcessKilled {
+			t.Fatalf("status after cancel: %+v, %v", st, err)
+		}
+	})
+
+	t.Run("bad spawns name the problem", func(t *testing.T) {
+		for _, tc := range []struct {
+			p    abi.SpawnParams
+			want string
+		}{
+			{abi.SpawnParams{}, "argv is empty"},
+			{abi.SpawnParams{Argv: []string{"/no/such/bin"}}, "/no/such/bin"},
+			{abi.SpawnParams{Argv: []string{"true"}, Cwd: "/no/such/dir"}, "/no/such/dir"},
+		} {
+			err := c.Call(ctx(t), "process.spawn", tc.p, nil)
+			if ae, ok := err.(*abi.Error); !ok || ae.Code != abi.CodeInvalidParams || !strings.Contains(ae.Message, tc.want) {
+				t.Errorf("spawn %+v: %v, want invalid_params naming %q", tc.p, err, tc.want)
+			}
+		}
+	})
+}
+
+func TestProcessOwnerOnly(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	owner, other := e.dial(t), e.dial(t)
+	info := spawn(t, owner, abi.SpawnParams{Argv: []string{"sh", "-c", "read x; echo got $x; sleep 300"}})
+	for _, m := range []string{"process.kill", "process.status", "process.pause"} {
+		err := other.Call(ctx(t), m, abi.ProcessRef{ProcessID: info.ID}, nil)
+		if ae, ok := err.(*abi.Error); !ok || ae.Code != abi.CodePermissionDenied || !strings.Contains(ae.Message, "permission denied") {
+			t.Fatalf("%s by a non-owner: %v, want permission denied", m, err)
+		}
+	}
+	var list []abi.ProcessInfo
+	if err := other.Call(ctx(t), "process.status", nil, &list); err != nil || len(list) != 0 {
+		t.Fatalf("a non-owner lists %v (%v), want nothing", list, err)
+	}
+	// Attached, the other client sees the output and may steer.
+	out := listen(other)
+	if err := other.Call(ctx(t), "process.attach", abi.ProcessRef{ProcessID: info.ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: []byte("it\n")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, info.ID, "got it\n")
+	if err := other.Call(ctx(t), "process.signal", abi.SignalParams{ProcessID: info.ID, Signal: "KILL"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if done := waitExit(t, owner, info.ID); done.Status != abi.ProcessKilled || done.Signal != "SIGKILL" {
+		t.Fatalf("after the attached client's SIGKILL: %+v", done)
+	}
+	var bad abi.ProcessInfo
+	err := owner.Call(ctx(t), "process.signal", abi.SignalParams{ProcessID: info.ID, Signal: "NOPE"}, &bad)
+	if ae, ok := err.(*abi.Error); !ok || !strings.Contains(ae.Message, `signal "NOPE"`) {
+		t.Fatalf("bad signal name: %v", err)
+	}
+}
+
+// Two hundred short processes, spawned at once over one connection, all
+// report their exit.
+func TestManyProcessesOverIPC(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	c := e.dial(t)
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var info abi.ProcessInfo
+			if err := c.Call(ctx(t), "process.spawn", abi.SpawnParams{Argv: []string{"sh", "-c", "exit " + strconv.Itoa(i%5)}}, &info); err != nil {
+				errs <- err
+				return
+			}
+			var res abi.WaitResult
+			if err := c.Call(ctx(t), "process.wait", abi.WaitParams{ProcessID: info.ID}, &res); err != nil {
+				errs <- err
+				return
+			}
+			if res.Process.ExitCode == nil || *res.Process.ExitCode != i%5 {
+				errs <- fmt.Errorf("process %d: %+v", i, res.Process)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

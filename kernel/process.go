@@ -1,0 +1,282 @@
+package kernel
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/proc"
+	"golang.org/x/sys/unix"
+)
+
+// sessionSink streams a process's output to a kernel session until the
+// session ends.
+type sessionSink struct{ s Session }
+
+func (k *sessionSink) Chunk(c *abi.StreamChunk) error {
+	if err := k.s.Context().Err(); err != nil {
+		return err
+	}
+	return k.s.PushChunk(c)
+}
+
+type attachKey struct {
+	proc string
+	s    Session
+}
+
+func (k *Kernel) registerProcess() {
+	for _, m := range []Method{
+		{Name: "process.spawn", Summary: "start a process; its output comes as STREAM_CHUNK", Handler: k.spawn},
+		{Name: "process.stdin.write", Summary: "write to a process's stdin, or close it", Handler: k.stdinWrite},
+		{Name: "process.wait", Summary: "wait for a process to exit", Handler: k.wait},
+		{Name: "process.status", Summary: "a process session, or all of the caller's", Handler: k.status},
+		{Name: "process.signal", Summary: "send a signal to a process tree", Handler: k.signal},
+		{Name: "process.kill", Summary: "SIGKILL a process tree", Handler: k.sig(syscall.SIGKILL)},
+		{Name: "process.pause", Summary: "SIGSTOP a process tree", Handler: k.sig(syscall.SIGSTOP)},
+		{Name: "process.resume", Summary: "SIGCONT a process tree", Handler: k.sig(syscall.SIGCONT)},
+		{Name: "process.resize", Summary: "set a PTY's window size", Handler: k.resize},
+		{Name: "process.attach", Summary: "receive a process's output and steer it too", Handler: k.attach},
+		{Name: "intent.cancel", Summary: "end every process of a run loop", Handler: k.cancel},
+	} {
+		k.Register(m)
+	}
+}
+
+func (k *Kernel) spawn(ctx context.Context, c *Call) (any, error) {
+	var p abi.SpawnParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	spec := proc.Spec{
+		Argv: p.Argv, Cwd: p.Cwd, Env: p.Env, PTY: p.PTY, Cols: p.Cols, Rows: p.Rows,
+		Mode: p.Mode, MaxChunkBytes: p.MaxChunkBytes, MaxBytesPerSecond: p.MaxBytesPerSecond,
+		CorrelationID: p.CorrelationID, CausationID: p.CausationID,
+	}
+	s, err := k.Proc.Spawn(spec, c.Session, &sessionSink{c.Session})
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+	}
+	return s.Info(), nil
+}
+
+// process finds a process the caller may steer: its own, or one it attached to.
+func (k *Kernel) process(c *Call, id string) (*proc.Session, error) {
+	if id == "" {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "processId is empty; process.spawn returned it")
+	}
+	s, ok := k.Proc.Get(id)
+	if !ok {
+		return nil, abi.Errorf(abi.CodeNotFound, "no process %q; process.status lists yours", id)
+	}
+	if s.Owner() == c.Session {
+		return s, nil
+	}
+	k.attachMu.Lock()
+	_, ok = k.attached[attachKey{id, c.Session}]
+	k.attachMu.Unlock()
+	if !ok {
+		return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: process %s belongs to another client; process.attach first", id)
+	}
+	return s, nil
+}
+
+func (k *Kernel) stdinWrite(ctx context.Context, c *Call) (any, error) {
+	var p abi.StdinParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	s, err := k.process(c, p.ProcessID)
+	if err != nil {
+		return nil, err
+	}
+	data := p.Data
+	switch p.Encoding {
+	case "", "utf8":
+	case "base64":
+		if data, err = base64.StdEncoding.DecodeString(string(p.Data)); err != nil {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "data is not base64: %v", err)
+		}
+	default:
+		return nil, abi.Errorf(abi.CodeInvalidParams, "encoding %q: want \"utf8\" or \"base64\"", p.Encoding)
+	}
+	if len(data) > 0 {
+		if err := s.WriteStdin(data); err != nil {
+			return nil, abi.Errorf(abi.CodeUnavailable, "%v", err)
+		}
+	}
+	if p.Close {
+		if err := s.CloseStdin(); err != nil {
+			return nil, abi.Errorf(abi.CodeUnavailable, "close stdin of %s: %v", s.ID(), err)
+		}
+	}
+	return struct{}{}, nil
+}
+
+func (k *Kernel) wait(ctx context.Context, c *Call) (any, error) {
+	var p abi.WaitParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	s, err := k.process(c, p.ProcessID)
+	if err != nil {
+		return nil, err
+	}
+	if p.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
+		defer cancel()
+	}
+	info, err := s.Wait(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return abi.WaitResult{Process: info, TimedOut: true}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return abi.WaitResult{Process: info}, nil
+}
+
+func (k *Kernel) status(ctx context.Context, c *Call) (any, error) {
+	var p abi.ProcessRef
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	if p.ProcessID != "" {
+		s, err := k.process(c, p.ProcessID)
+		if err != nil {
+			return nil, err
+		}
+		return s.Info(), nil
+	}
+	mine := []abi.ProcessInfo{}
+	for _, info := range k.Proc.List() {
+		if _, err := k.process(c, info.ID); err == nil {
+			mine = append(mine, info)
+		}
+	}
+	return mine, nil
+}
+
+func (k *Kernel) sig(sig syscall.Signal) Handler {
+	return func(ctx context.Context, c *Call) (any, error) {
+		var p abi.ProcessRef
+		if err := c.Decode(&p); err != nil {
+			return nil, err
+		}
+		return k.sendSignal(c, p.ProcessID, sig)
+	}
+}
+
+func (k *Kernel) signal(ctx context.Context, c *Call) (any, error) {
+	var p abi.SignalParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	sig, err := parseSignal(p.Signal)
+	if err != nil {
+		return nil, err
+	}
+	return k.sendSignal(c, p.ProcessID, sig)
+}
+
+func (k *Kernel) sendSignal(c *Call, id string, sig syscall.Signal) (any, error) {
+	s, err := k.process(c, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Signal(sig); err != nil {
+		return nil, abi.Errorf(abi.CodeUnavailable, "%v", err)
+	}
+	return s.Info(), nil
+}
+
+// parseSignal reads "TERM", "SIGTERM" or "15".
+func parseSignal(name string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(name); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	up := strings.ToUpper(name)
+	if !strings.HasPrefix(up, "SIG") {
+		up = "SIG" + up
+	}
+	if sig := unix.SignalNum(up); sig != 0 {
+		return sig, nil
+	}
+	return 0, abi.Errorf(abi.CodeInvalidParams, "signal %q: give a name such as \"TERM\" or \"SIGINT\", or a number", name)
+}
+
+func (k *Kernel) resize(ctx context.Context, c *Call) (any, error) {
+	var p abi.ResizeParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	s, err := k.process(c, p.ProcessID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Resize(p.Cols, p.Rows); err != nil {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+	}
+	return s.Info(), nil
+}
+
+// attach lets a client of the same user as the owner receive a process's
+// output from now on and steer it like its owner.
+func (k *Kernel) attach(ctx context.Context, c *Call) (any, error) {
+	var p abi.ProcessRef
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	s, ok := k.Proc.Get(p.ProcessID)
+	if !ok {
+		return nil, abi.Errorf(abi.CodeNotFound, "no process %q", p.ProcessID)
+	}
+	me := c.Session.Caller()
+	if owner, ok := s.Owner().(Session); ok && owner != c.Session {
+		if o := owner.Caller(); me.UID != 0 && me.UID != o.UID {
+			return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: process %s belongs to uid %d", s.ID(), o.UID)
+		}
+	}
+	key := attachKey{s.ID(), c.Session}
+	k.attachMu.Lock()
+	_, dup := k.attached[key]
+	sink := &sessionSink{c.Session}
+	if !dup {
+		k.attached[key] = sink
+	}
+	k.attachMu.Unlock()
+	if !dup {
+		s.Attach(sink)
+		go func() { // owned by the attachment: ends with the session
+			<-c.Session.Context().Done()
+			s.Detach(sink)
+			k.attachMu.Lock()
+			delete(k.attached, key)
+			k.attachMu.Unlock()
+		}()
+	}
+	return s.Info(), nil
+}
+
+func (k *Kernel) cancel(ctx context.Context, c *Call) (any, error) {
+	var p abi.CancelParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	if p.CorrelationID == "" {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "correlationId is empty: name the run loop to cancel")
+	}
+	if p.Reason == "" {
+		p.Reason = "intent.cancel by " + c.Session.Caller().String()
+	}
+	ids := k.Proc.Cancel(p.CorrelationID, p.Reason)
+	if ids == nil {
+		ids = []string{}
+	}
+	return abi.CancelResult{ProcessIDs: ids}, nil
+}
