@@ -45,9 +45,9 @@ type Session interface {
 	// PushEvents sends events of subscription sub to the caller. It may block
 	// while the caller is slow to read; that slows only this session.
 	PushEvents(sub uint64, evs []abi.Event) error
-	// PushChunk sends process output to the caller, blocking while it is
-	// slow to read. c.Chunk is only valid during the call.
-	PushChunk(c *abi.StreamChunk) error
+	// PushChunks sends process output to the caller, blocking while it is
+	// slow to read. The chunks' bytes are only valid during the call.
+	PushChunks(cs []abi.StreamChunk) error
 	// EndStream tells the caller that the stream its request id opened (a
 	// subscription) ended with err, by a late response to that request.
 	EndStream(id uint64, err *abi.Error) error

@@ -17,11 +17,11 @@ import (
 // session ends.
 type sessionSink struct{ s Session }
 
-func (k *sessionSink) Chunk(c *abi.StreamChunk) error {
+func (k *sessionSink) Chunks(cs []abi.StreamChunk) error {
 	if err := k.s.Context().Err(); err != nil {
 		return err
 	}
-	return k.s.PushChunk(c)
+	return k.s.PushChunks(cs)
 }
 
 type attachKey struct {

@@ -29,6 +29,7 @@ func startKernel(b *testing.B) (*bus.Bus, string) {
 	go srv.Serve()
 	b.Cleanup(func() {
 		srv.Close()
+		k.Close()
 		bs.Close()
 		os.RemoveAll(dir)
 	})

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,11 +160,16 @@ func (c *Client) readLoop() {
 			if h == nil {
 				continue // nobody listens: process output is dropped
 			}
+			// The output bytes are the reader's buffer, lent for the call
+			// (no copy on the throughput path); the small strings, which
+			// alias it too, get copies of their own.
 			var ch abi.StreamChunk
-			if err = abi.DecodeStreamChunk(bytes.Clone(p), &ch); err != nil {
+			if err = abi.DecodeStreamChunk(p, &ch); err != nil {
 				err = fmt.Errorf("kernel sent an unreadable stream chunk: %w", err)
 				return
 			}
+			ch.ProcessID, ch.Stream = strings.Clone(ch.ProcessID), strings.Clone(ch.Stream)
+			ch.Encoding, ch.CorrelationID = strings.Clone(ch.Encoding), strings.Clone(ch.CorrelationID)
 			h(&ch)
 		case abi.PacketEvent:
 			// The event aliases its bytes, so it gets a copy of its own:
@@ -275,7 +281,7 @@ func decodeResponse(resp *abi.Response, result any) error {
 
 // OnChunk sets the function that receives the output (STREAM_CHUNK) of the
 // processes this client spawned or attached to, in order per process and
-// stream. It runs on the client's reader: while it blocks, nothing else is
+// stream. ch.Chunk is only valid during the call: copy the bytes you keep. It runs on the client's reader: while it blocks, nothing else is
 // read, and the kernel slows the processes that write to it.
 func (c *Client) OnChunk(fn func(*abi.StreamChunk)) {
 	c.mu.Lock()

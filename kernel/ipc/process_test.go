@@ -23,8 +23,10 @@ type output struct {
 func listen(c *ipc.Client) *output {
 	o := &output{}
 	c.OnChunk(func(ch *abi.StreamChunk) {
+		cp := *ch
+		cp.Chunk = bytes.Clone(ch.Chunk) // lent for the call only
 		o.mu.Lock()
-		o.chunks = append(o.chunks, *ch)
+		o.chunks = append(o.chunks, cp)
 		o.mu.Unlock()
 	})
 	return o

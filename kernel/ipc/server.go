@@ -231,12 +231,15 @@ func (c *conn) PushEvents(sub uint64, evs []abi.Event) error {
 	return c.write(f)
 }
 
-// PushChunk writes one STREAM_CHUNK frame. It blocks while the peer does
-// not read, which is how a slow client slows the process it watches.
-func (c *conn) PushChunk(ch *abi.StreamChunk) error {
+// PushChunks writes STREAM_CHUNK frames in one write. It blocks while the
+// peer does not read, which is how a slow client slows the process it
+// watches.
+func (c *conn) PushChunks(cs []abi.StreamChunk) error {
 	f := getFrameBuf()
 	defer putFrameBuf(f)
-	f.addRaw(abi.PacketStreamChunk, func(p []byte) []byte { return abi.AppendStreamChunk(p, ch) })
+	for i := range cs {
+		f.addRaw(abi.PacketStreamChunk, func(p []byte) []byte { return abi.AppendStreamChunk(p, &cs[i]) })
+	}
 	return c.write(f)
 }
 

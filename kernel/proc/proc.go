@@ -22,6 +22,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/sys/unix"
 )
 
 // Stream modes.
@@ -32,6 +33,10 @@ const (
 
 // DefaultMaxChunkBytes bounds a chunk, and so the kernel's buffer per stream.
 const DefaultMaxChunkBytes = 16 << 10
+
+// pipeSize is the capacity asked for the output pipes (the kernel may give
+// less to an unprivileged user).
+const pipeSize = 256 << 10
 
 // Spec says what to run.
 type Spec struct {
@@ -219,6 +224,10 @@ func (s *Session) startPipes() ([]*pump, error) {
 		outW.Close()
 		return nil, err
 	}
+	// A larger pipe lets a fast writer get ahead by more than the default
+	// 64 KiB, so each read takes several chunks at once.
+	unix.FcntlInt(outW.Fd(), unix.F_SETPIPE_SZ, pipeSize)
+	unix.FcntlInt(errW.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = inR, outW, errW
 	err = s.cmd.Start()
 	inR.Close() // the child has its copies now
@@ -325,13 +334,13 @@ func signalName(sig syscall.Signal) string {
 	return "signal " + strconv.Itoa(int(sig))
 }
 
-// deliver hands c to every sink, detaching those that fail.
-func (s *Session) deliver(c *abi.StreamChunk) {
+// deliver hands cs to every sink, detaching those that fail.
+func (s *Session) deliver(cs []abi.StreamChunk) {
 	s.mu.Lock()
 	sinks := s.sinks
 	s.mu.Unlock()
 	for _, k := range sinks {
-		if err := k.Chunk(c); err != nil {
+		if err := k.Chunks(cs); err != nil {
 			s.Detach(k)
 		}
 	}

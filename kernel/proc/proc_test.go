@@ -24,15 +24,16 @@ type collect struct {
 	slow   time.Duration
 }
 
-func (c *collect) Chunk(ch *abi.StreamChunk) error {
+func (c *collect) Chunks(cs []abi.StreamChunk) error {
 	if c.slow > 0 {
 		time.Sleep(c.slow)
 	}
-	cp := *ch
-	cp.Chunk = bytes.Clone(ch.Chunk)
 	c.mu.Lock()
-	c.chunks = append(c.chunks, cp)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	for _, ch := range cs {
+		ch.Chunk = bytes.Clone(ch.Chunk)
+		c.chunks = append(c.chunks, ch)
+	}
 	return nil
 }
 

@@ -12,13 +12,19 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// Sink receives a session's output. Chunk may block: a sink that is slow to
-// take output slows the pump, the pipe fills, and the child waits in its
-// write — backpressure all the way to the process, with the kernel holding
-// one buffer per stream. A sink that returns an error is detached.
+// Sink receives a session's output, several chunks of one stream at a time,
+// in order. Chunks may block: a sink that is slow to take output slows the
+// pump, the pipe fills, and the child waits in its write — backpressure all
+// the way to the process, with the kernel holding a few chunks' worth of
+// buffer per stream. The chunks' bytes are only valid during the call. A
+// sink that returns an error is detached.
 type Sink interface {
-	Chunk(c *abi.StreamChunk) error
+	Chunks(cs []abi.StreamChunk) error
 }
+
+// readChunks is how many chunks one read may fill: fewer system calls on
+// both sides of the kernel for output that comes fast.
+const readChunks = 8
 
 // pump reads one stream of a session and hands it to the sinks.
 type pump struct {
@@ -26,6 +32,7 @@ type pump struct {
 	stream string
 	r      *os.File
 	seq    uint64
+	out    []abi.StreamChunk
 
 	// Rate limit: a token bucket of MaxBytesPerSecond bytes, refilled
 	// continuously; output beyond it is dropped and counted.
@@ -39,8 +46,8 @@ func (p *pump) run(done *sync.WaitGroup) {
 	defer done.Done()
 	defer p.r.Close()
 	spec := &p.s.spec
-	buf := make([]byte, spec.MaxChunkBytes)
-	var carry int // line mode: bytes of an unfinished line at the front of buf
+	buf := make([]byte, readChunks*spec.MaxChunkBytes)
+	carry := 0 // line mode: bytes of an unfinished line at the front of buf
 	for {
 		n, err := p.r.Read(buf[carry:])
 		n += carry
@@ -51,11 +58,9 @@ func (p *pump) run(done *sync.WaitGroup) {
 				// Hand over whole lines; keep the tail for the next read
 				// unless the buffer is full of one line.
 				if i := bytes.LastIndexByte(out, '\n'); i >= 0 && i < n-1 {
-					carry = n - i - 1
-					out = buf[:i+1]
+					carry, out = n-i-1, buf[:i+1]
 				} else if i < 0 && n < len(buf) {
-					carry = n
-					out = nil
+					carry, out = n, nil
 				}
 			}
 			if len(out) > 0 {
@@ -78,41 +83,64 @@ func (p *pump) run(done *sync.WaitGroup) {
 	}
 }
 
-// emit applies the rate limit and hands b to the sinks.
+// emit cuts b into chunks of at most MaxChunkBytes (at line ends in line
+// mode), applies the rate limit and hands them to the sinks.
 func (p *pump) emit(b []byte) {
+	spec := &p.s.spec
+	p.out = p.out[:0]
+	for len(b) > 0 {
+		piece := b[:min(len(b), spec.MaxChunkBytes)]
+		if spec.Mode == ModeLine && len(piece) < len(b) {
+			if i := bytes.LastIndexByte(piece, '\n'); i >= 0 {
+				piece = piece[:i+1]
+			}
+		}
+		b = b[len(piece):]
+		kept, truncated := p.limit(piece)
+		if len(kept) == 0 {
+			continue
+		}
+		p.seq++
+		c := abi.StreamChunk{
+			ProcessID:     p.s.id,
+			Stream:        p.stream,
+			Seq:           p.seq,
+			Encoding:      "utf8",
+			Chunk:         kept,
+			Truncated:     truncated,
+			CorrelationID: spec.CorrelationID,
+		}
+		if !utf8.Valid(kept) {
+			c.Encoding = "binary"
+		}
+		p.out = append(p.out, c)
+	}
+	if len(p.out) > 0 {
+		p.s.deliver(p.out)
+	}
+	p.report(false)
+}
+
+// limit takes what the rate allows of b.
+func (p *pump) limit(b []byte) ([]byte, bool) {
+	rate := p.s.spec.MaxBytesPerSecond
+	if rate <= 0 {
+		return b, false
+	}
+	now := time.Now()
+	if p.last.IsZero() {
+		p.tokens = float64(rate)
+	} else {
+		p.tokens = min(float64(rate), p.tokens+now.Sub(p.last).Seconds()*float64(rate))
+	}
+	p.last = now
 	truncated := false
-	if rate := p.s.spec.MaxBytesPerSecond; rate > 0 {
-		now := time.Now()
-		if p.last.IsZero() {
-			p.tokens = float64(rate)
-		} else {
-			p.tokens = min(float64(rate), p.tokens+now.Sub(p.last).Seconds()*float64(rate))
-		}
-		p.last = now
-		if allowed := int(p.tokens); allowed < len(b) {
-			p.dropped += int64(len(b) - allowed)
-			b, truncated = b[:allowed], true
-		}
-		p.tokens -= float64(len(b))
-		p.report(false)
+	if allowed := int(p.tokens); allowed < len(b) {
+		p.dropped += int64(len(b) - allowed)
+		b, truncated = b[:allowed], true
 	}
-	if len(b) == 0 {
-		return
-	}
-	p.seq++
-	c := &abi.StreamChunk{
-		ProcessID:     p.s.id,
-		Stream:        p.stream,
-		Seq:           p.seq,
-		Encoding:      "utf8",
-		Chunk:         b,
-		Truncated:     truncated,
-		CorrelationID: p.s.spec.CorrelationID,
-	}
-	if !utf8.Valid(b) {
-		c.Encoding = "binary"
-	}
-	p.s.deliver(c)
+	p.tokens -= float64(len(b))
+	return b, truncated
 }
 
 // report publishes kairo.process.output.throttled for what was dropped, at

@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// BenchmarkStdoutThroughput is process output to an IPC client in chunk
+// mode: b.N MiB of `head -c` from /dev/zero, through a `kairo up` child
+// whose peak resident memory (VmHWM) is peak-rss-MiB. -benchtime 4096x
+// makes it 4 GiB.
+func BenchmarkStdoutThroughput(b *testing.B) {
+	path, pid := startDaemon(b)
+	ctx := context.Background()
+	c, err := ipc.Dial(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var got atomic.Int64
+	c.OnChunk(func(ch *abi.StreamChunk) { got.Add(int64(len(ch.Chunk))) })
+	size := int64(b.N) << 20
+	b.SetBytes(1 << 20)
+	b.ResetTimer()
+	start := time.Now()
+	var info abi.ProcessInfo
+	if err := c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: []string{"head", "-c", strconv.FormatInt(size, 10), "/dev/zero"}}, &info); err != nil {
+		b.Fatal(err)
+	}
+	var res abi.WaitResult
+	if err := c.Call(ctx, "process.wait", abi.WaitParams{ProcessID: info.ID}, &res); err != nil {
+		b.Fatal(err)
+	}
+	// The exit can be seen a moment before the last chunk is read.
+	for deadline := time.Now().Add(10 * time.Second); got.Load() < size && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if got.Load() != size {
+		b.Fatalf("received %d of %d bytes", got.Load(), size)
+	}
+	b.ReportMetric(float64(size)/1e6/elapsed.Seconds(), "MB/s")
+	b.ReportMetric(float64(peakRSS(b, pid))/(1<<20), "peak-rss-MiB")
+}
+
+// peakRSS is process pid's VmHWM in bytes.
+func peakRSS(b *testing.B, pid int) int64 {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range bytes.Split(status, []byte("\n")) {
+		if f := bytes.Fields(line); len(f) >= 2 && string(f[0]) == "VmHWM:" {
+			kb, _ := strconv.ParseInt(string(f[1]), 10, 64)
+			return kb << 10
+		}
+	}
+	b.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}
+
+// BenchmarkSpawnExit is the time from process.spawn of /bin/true to its
+// kairo.process.exited event at a subscribed client.
+func BenchmarkSpawnExit(b *testing.B) {
+	path, _ := startDaemon(b)
+	ctx := context.Background()
+	c, err := ipc.Dial(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	exits, err := c.Subscribe(ctx, "kairo.process.exited", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := range lat {
+		start := time.Now()
+		var info abi.ProcessInfo
+		if err := c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: []string{"/bin/true"}}, &info); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			ev, err := exits.Next(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var data struct {
+				ProcessID string `msgpack:"processId"`
+			}
+			msgpack.Unmarshal(ev.Data, &data)
+			if data.ProcessID == info.ID {
+				break
+			}
+		}
+		lat[i] = time.Since(start)
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1e3, "p50-ms")
+}
+
+// BenchmarkLineMode is b.N lines of `yes` in line mode, counted at an IPC
+// client.
+func BenchmarkLineMode(b *testing.B) {
+	path, _ := startDaemon(b)
+	ctx := context.Background()
+	c, err := ipc.Dial(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var lines atomic.Int64
+	partial := false
+	c.OnChunk(func(ch *abi.StreamChunk) {
+		if !bytes.HasSuffix(ch.Chunk, []byte("\n")) {
+			partial = true
+		}
+		lines.Add(int64(bytes.Count(ch.Chunk, []byte("\n"))))
+	})
+	b.ResetTimer()
+	start := time.Now()
+	var info abi.ProcessInfo
+	if err := c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: []string{"sh", "-c", "yes | head -n " + strconv.Itoa(b.N)}, Mode: "line"}, &info); err != nil {
+		b.Fatal(err)
+	}
+	var res abi.WaitResult
+	if err := c.Call(ctx, "process.wait", abi.WaitParams{ProcessID: info.ID}, &res); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); lines.Load() < int64(b.N) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if lines.Load() != int64(b.N) || partial {
+		b.Fatalf("received %d of %d lines (a chunk that did not end a line: %v)", lines.Load(), b.N, partial)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "lines/s")
+}
