@@ -392,16 +392,15 @@ func appendTime(dst []byte, ev *Event) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(sec))
 }
 
-func appendBin(dst []byte, b []byte) []byte {
-	switch n := len(b); {
+// appendBinHeader appends the head of a bin of n bytes.
+func appendBinHeader(dst []byte, n int) []byte {
+	switch {
 	case n <= math.MaxUint8:
-		dst = append(dst, 0xc4, byte(n))
+		return append(dst, 0xc4, byte(n))
 	case n <= math.MaxUint16:
-		dst = append(dst, 0xc5, byte(n>>8), byte(n))
-	default:
-		dst = binary.BigEndian.AppendUint32(append(dst, 0xc6), uint32(n))
+		return append(dst, 0xc5, byte(n>>8), byte(n))
 	}
-	return append(dst, b...)
+	return binary.BigEndian.AppendUint32(append(dst, 0xc6), uint32(n))
 }
 
 // readBin reads a bin (or a str, as its bytes; or nil). The bytes alias b.

@@ -118,6 +118,13 @@ func AppendResponse(dst []byte, r *Response) []byte {
 // AppendStreamChunk appends c's MsgPack encoding to dst, with the keys of
 // the StreamChunk tags: the output hot path.
 func AppendStreamChunk(dst []byte, c *StreamChunk) []byte {
+	return append(AppendStreamChunkHead(dst, c), c.Chunk...)
+}
+
+// AppendStreamChunkHead appends all of c's encoding but the output bytes,
+// which come last: a writer can send them from where they are (writev)
+// instead of copying them behind the head.
+func AppendStreamChunkHead(dst []byte, c *StreamChunk) []byte {
 	n := 5
 	if c.Truncated {
 		n++
@@ -130,14 +137,13 @@ func AppendStreamChunk(dst []byte, c *StreamChunk) []byte {
 	dst = appendStr(appendStr(dst, "stream"), c.Stream)
 	dst = appendUint(appendStr(dst, "seq"), c.Seq)
 	dst = appendStr(appendStr(dst, "encoding"), c.Encoding)
-	dst = appendBin(appendStr(dst, "chunk"), c.Chunk)
 	if c.Truncated {
 		dst = append(appendStr(dst, "truncated"), 0xc3)
 	}
 	if c.CorrelationID != "" {
 		dst = appendStr(appendStr(dst, "correlationId"), c.CorrelationID)
 	}
-	return dst
+	return appendBinHeader(appendStr(dst, "chunk"), len(c.Chunk))
 }
 
 // DecodeStreamChunk decodes a STREAM_CHUNK payload.

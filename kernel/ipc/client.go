@@ -86,6 +86,9 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to the kernel at %s: %w (is `kairo up` running? KAIRO_HOME and KAIRO_SOCKET choose the socket)", path, err)
 	}
+	if uc, ok := conn.(*net.UnixConn); ok {
+		uc.SetReadBuffer(socketBuffer)
+	}
 	c := &Client{
 		conn:    conn,
 		pending: map[uint64]chan *abi.Response{},

@@ -19,6 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// socketBuffer is the send buffer asked for each connection (the system
+// caps it at net.core.wmem_max).
+const socketBuffer = 1 << 20
+
 // ServerOptions configures a Server. Path is required.
 type ServerOptions struct {
 	Path string
@@ -207,6 +211,9 @@ func (s *Server) newConn(uc *net.UnixConn) (*conn, error) {
 	if cerr != nil {
 		return nil, fmt.Errorf("SO_PEERCRED: %w", cerr)
 	}
+	// Room for a burst of process output in the socket, so a pump rarely
+	// waits for the client to be scheduled.
+	uc.SetWriteBuffer(socketBuffer)
 	c := &conn{
 		s:      s,
 		nc:     uc,
@@ -231,16 +238,26 @@ func (c *conn) PushEvents(sub uint64, evs []abi.Event) error {
 	return c.write(f)
 }
 
-// PushChunks writes STREAM_CHUNK frames in one write. It blocks while the
-// peer does not read, which is how a slow client slows the process it
-// watches.
+// PushChunks writes STREAM_CHUNK frames in one write. The output bytes go
+// from the pump's buffer to the socket by writev, without a copy. It blocks
+// while the peer does not read, which is how a slow client slows the
+// process it watches.
 func (c *conn) PushChunks(cs []abi.StreamChunk) error {
 	f := getFrameBuf()
 	defer putFrameBuf(f)
+	bufs := make(net.Buffers, 0, 2*len(cs))
+	heads := f.b.AvailableBuffer()[:0]
 	for i := range cs {
-		f.addRaw(abi.PacketStreamChunk, func(p []byte) []byte { return abi.AppendStreamChunk(p, &cs[i]) })
+		start := len(heads)
+		heads = append(heads, make([]byte, abi.HeaderSize)...)
+		heads = abi.AppendStreamChunkHead(heads, &cs[i])
+		abi.PutHeader(heads[start:], abi.Header{Type: abi.PacketStreamChunk, Length: uint32(len(heads) - start - abi.HeaderSize + len(cs[i].Chunk))})
+		bufs = append(bufs, heads[start:len(heads):len(heads)], cs[i].Chunk)
 	}
-	return c.write(f)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := bufs.WriteTo(c.nc)
+	return err
 }
 
 // EndStream answers request id again, with the error that ended its stream.
