@@ -177,3 +177,12 @@ type CancelParams struct {
 type CancelResult struct {
 	ProcessIDs []string `msgpack:"processIds"`
 }
+
+// Device is one entry of device.list.
+type Device struct {
+	Path  string `msgpack:"path"`
+	Class string `msgpack:"class"` // "gpu", "video", "audio", "serial", "input", "kvm"
+	// Access is what the kernel's own user may do with it: "rw", "r", "w"
+	// or "" (present but not accessible).
+	Access string `msgpack:"access"`
+}

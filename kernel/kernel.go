@@ -114,6 +114,7 @@ func New(b *bus.Bus, opts Options) *Kernel {
 	k.registerSystem()
 	k.registerEvents()
 	k.registerProcess()
+	k.registerDevices()
 	return k
 }
 
