@@ -369,3 +369,33 @@ func alive(pid int) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Closing the manager (as `kairo up` does when it stops) ends every tree.
+func TestCloseLeavesNoProcess(t *testing.T) {
+	b := bus.New(bus.NewMemoryStore(0), bus.Options{})
+	defer b.Close()
+	m := NewManager(b, Options{})
+	out := &collect{}
+	s, err := m.Spawn(Spec{Argv: []string{"sh", "-c", "sleep 300 & echo $!; wait"}}, "owner", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	for deadline := time.Now().Add(10 * time.Second); child == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the child's pid never came")
+		}
+		child, _ = strconv.Atoi(strings.TrimSpace(out.text("stdout")))
+		time.Sleep(5 * time.Millisecond)
+	}
+	m.Close()
+	if info := s.Info(); info.Status != abi.ProcessKilled {
+		t.Fatalf("after Close: %+v", info)
+	}
+	if alive(child) || alive(s.Info().PID) {
+		t.Fatalf("a process outlived the manager (leader %d, child %d)", s.Info().PID, child)
+	}
+	if _, err := m.Spawn(Spec{Argv: []string{"true"}}, "owner"); err == nil {
+		t.Fatal("spawn after Close succeeded")
+	}
+}
