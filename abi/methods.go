@@ -97,8 +97,8 @@ type ProcessInfo struct {
 	StartedAt     time.Time `msgpack:"startedAt"`
 	ExitedAt      time.Time `msgpack:"exitedAt,omitempty"`
 	ExitCode      *int      `msgpack:"exitCode,omitempty"` // set once exited normally
-	Signal        string    `msgpack:"signal,omitempty"`   // the signal that ended it, e.g. "killed"
-	Status        string    `msgpack:"status"`             // "running", "exited" or "killed"
+	Signal        string    `msgpack:"signal,omitempty"`   // the signal that ended it, e.g. "SIGKILL"
+	Status        string    `msgpack:"status"`             // "running", "exited" or "killed" (ended by any signal)
 	CorrelationID string    `msgpack:"correlationId,omitempty"`
 	CausationID   string    `msgpack:"causationId,omitempty"`
 }
@@ -127,7 +127,8 @@ type SpawnParams struct {
 }
 
 // ProcessRef names a process: process.status, .kill, .pause, .resume,
-// .attach. process.status without an ID lists the caller's processes.
+// .attach. process.status without an ID lists the processes of the
+// caller's user (all of them for root).
 type ProcessRef struct {
 	ProcessID string `msgpack:"processId"`
 }

@@ -147,19 +147,35 @@ func (k *Kernel) status(ctx context.Context, c *Call) (any, error) {
 		return nil, err
 	}
 	if p.ProcessID != "" {
-		s, err := k.process(c, p.ProcessID)
-		if err != nil {
-			return nil, err
+		s, ok := k.Proc.Get(p.ProcessID)
+		if !ok {
+			return nil, abi.Errorf(abi.CodeNotFound, "no process %q; process.status lists yours", p.ProcessID)
+		}
+		if !k.sameUser(c, s) {
+			return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: process %s belongs to another user", s.ID())
 		}
 		return s.Info(), nil
 	}
+	// The list shows what the caller could attach to: its user's
+	// processes; steering them still takes ownership or process.attach.
 	mine := []abi.ProcessInfo{}
 	for _, info := range k.Proc.List() {
-		if _, err := k.process(c, info.ID); err == nil {
+		if s, ok := k.Proc.Get(info.ID); ok && k.sameUser(c, s) {
 			mine = append(mine, info)
 		}
 	}
 	return mine, nil
+}
+
+// sameUser reports whether the caller runs as the user who spawned s (or
+// is root).
+func (k *Kernel) sameUser(c *Call, s *proc.Session) bool {
+	if s.Owner() == c.Session {
+		return true
+	}
+	owner, ok := s.Owner().(Session)
+	me := c.Session.Caller()
+	return ok && (me.UID == 0 || me.UID == owner.Caller().UID)
 }
 
 func (k *Kernel) sig(sig syscall.Signal) Handler {
@@ -236,11 +252,8 @@ func (k *Kernel) attach(ctx context.Context, c *Call) (any, error) {
 	if !ok {
 		return nil, abi.Errorf(abi.CodeNotFound, "no process %q", p.ProcessID)
 	}
-	me := c.Session.Caller()
-	if owner, ok := s.Owner().(Session); ok && owner != c.Session {
-		if o := owner.Caller(); me.UID != 0 && me.UID != o.UID {
-			return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: process %s belongs to uid %d", s.ID(), o.UID)
-		}
+	if !k.sameUser(c, s) {
+		return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: process %s belongs to another user", s.ID())
 	}
 	key := attachKey{s.ID(), c.Session}
 	k.attachMu.Lock()

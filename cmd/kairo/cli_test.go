@@ -44,6 +44,12 @@ func TestCommandLine(t *testing.T) {
 		{"bad config", []string{"up", "--home", home, "--config", badConfig}, 1, "",
 			"kairo: " + badConfig + `:2: store.kind: "postgres" is not a store kind`},
 		{"missing config", []string{"up", "--home", home, "--config", filepath.Join(home, "nope.toml")}, 1, "", "--config: stat"},
+		{"spawn without a command", []string{"spawn", "--pty"}, 2, "", "kairo: missing the command to run\nusage: kairo spawn"},
+		{"spawn with a bad mode", []string{"spawn", "--mode", "word", "--", "true"}, 2, "", `kairo: --mode "word": want chunk or line`},
+		{"spawn leaves the command's flags", []string{"spawn", "ls", "-l", "--bogus"}, 1, "", "kairo: the kernel is not running"},
+		{"kill without an ID", []string{"kill", "--signal", "TERM"}, 2, "", "kairo: missing arguments\nusage: kairo kill"},
+		{"kill with a negative wait", []string{"kill", "--wait", "-1s", "p1"}, 2, "", "--wait must not be negative"},
+		{"attach without an ID", []string{"attach"}, 2, "", "usage: kairo attach"},
 		{"version", []string{"version"}, 0, "kairo dev (ABI 1, go", ""},
 		{"version --json", []string{"version", "--json"}, 0, `{"version":"dev","abiVersion":1,"go":"go`, ""},
 	} {

@@ -59,14 +59,8 @@ func (f *cmdFlags) printHelp(w io.Writer) {
 func (f *cmdFlags) parse(args []string, minPos, maxPos int) ([]string, error) {
 	var pos []string
 	for {
-		err := f.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			f.printHelp(os.Stdout)
-			return nil, errHelpShown
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "usage: %s\nRun \"kairo %s -h\" for help.\n", f.synopsis, f.Name())
-			return nil, errUsageShown
+		if err := f.parseFlags(args); err != nil {
+			return nil, err
 		}
 		rest := f.Args()
 		if len(rest) == 0 {
@@ -86,4 +80,32 @@ func (f *cmdFlags) parse(args []string, minPos, maxPos int) ([]string, error) {
 		return nil, &usageError{msg: fmt.Sprintf("too many arguments: %q", pos[maxPos:]), synopsis: f.synopsis}
 	}
 	return pos, nil
+}
+
+// parseArgv reads flags up to the first argument that is not one, or "--",
+// and returns the rest as a command line that keeps its own flags: in
+// "kairo spawn ls -l", -l is ls's.
+func (f *cmdFlags) parseArgv(args []string) ([]string, error) {
+	if err := f.parseFlags(args); err != nil {
+		return nil, err
+	}
+	if f.NArg() == 0 {
+		return nil, &usageError{msg: "missing the command to run", synopsis: f.synopsis}
+	}
+	return f.Args(), nil
+}
+
+// parseFlags is one pass of the flag package, with kairo's help and
+// messages.
+func (f *cmdFlags) parseFlags(args []string) error {
+	err := f.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		f.printHelp(os.Stdout)
+		return errHelpShown
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "usage: %s\nRun \"kairo %s -h\" for help.\n", f.synopsis, f.Name())
+		return errUsageShown
+	}
+	return nil
 }

@@ -5,6 +5,9 @@
 //	kairo events publish SUBJECT [JSON]        append an event
 //	kairo events tail [PATTERN]                follow events live
 //	kairo events replay [PATTERN]              print stored events
+//	kairo spawn [--pty] [--] CMD [ARGS...]     run a process, attached
+//	kairo attach ID | kill [--signal SIG] ID   follow or signal a process
+//	kairo ps                                   list processes
 //	kairo ping | status | version
 //
 // The daemon's data folder is --home, else $KAIRO_HOME, else ./.kairo.
@@ -12,7 +15,8 @@
 // folder puts it, else $KAIRO_HOME/kernel.sock.
 //
 // Errors go to stderr as "kairo: <message>" with exit code 1; a command line
-// kairo cannot read exits with 2.
+// kairo cannot read exits with 2. spawn and attach exit with the process's
+// code.
 package main
 
 import (
@@ -45,6 +49,10 @@ func init() {
 	commands = []command{
 		{"up", "run the kernel in the foreground until SIGINT or SIGTERM", runUp},
 		{"events", "publish, tail and replay events (kairo events help)", runEvents},
+		{"spawn", "run a process in the kernel, attached to this terminal", runSpawn},
+		{"attach", "follow a process's output until it exits", runAttach},
+		{"kill", "send a signal to a process (default SIGKILL)", runKill},
+		{"ps", "list processes", runPs},
 		{"ping", "measure a round trip to the kernel", runPing},
 		{"status", "show the kernel's version, methods and counters", runStatus},
 		{"version", "print kairo's version, ABI version and Go version", runVersion},
@@ -67,9 +75,12 @@ func run(ctx context.Context, args []string) int {
 	}
 	err := dispatch(ctx, commands, "kairo", args)
 	var ue *usageError
+	var code exitCode
 	switch {
 	case err == nil, errors.Is(err, errHelpShown):
 		return 0
+	case errors.As(err, &code):
+		return int(code)
 	case errors.Is(err, errUsageShown):
 		return 2
 	case errors.As(err, &ue):

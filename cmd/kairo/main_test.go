@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,10 +69,17 @@ func (r result) String() string {
 // kairo runs the binary with KAIRO_HOME=home and waits for it.
 func kairo(t *testing.T, home string, args ...string) result {
 	t.Helper()
+	return kairoStdin(t, home, nil, args...)
+}
+
+// kairoStdin is kairo with stdin read from in (nil: /dev/null).
+func kairoStdin(t *testing.T, home string, in io.Reader, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kairoBin, args...)
 	cmd.Env = childEnv(home)
+	cmd.Stdin = in
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

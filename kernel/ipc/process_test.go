@@ -178,15 +178,20 @@ func TestProcessOwnerOnly(t *testing.T) {
 	e := start(t, ipc.ServerOptions{})
 	owner, other := e.dial(t), e.dial(t)
 	info := spawn(t, owner, abi.SpawnParams{Argv: []string{"sh", "-c", "read x; echo got $x; sleep 300"}})
-	for _, m := range []string{"process.kill", "process.status", "process.pause"} {
+	for _, m := range []string{"process.kill", "process.pause", "process.resume"} {
 		err := other.Call(ctx(t), m, abi.ProcessRef{ProcessID: info.ID}, nil)
 		if ae, ok := err.(*abi.Error); !ok || ae.Code != abi.CodePermissionDenied || !strings.Contains(ae.Message, "permission denied") {
 			t.Fatalf("%s by a non-owner: %v, want permission denied", m, err)
 		}
 	}
+	// The same user may see it (listed, or by ID); steering is denied above.
 	var list []abi.ProcessInfo
-	if err := other.Call(ctx(t), "process.status", nil, &list); err != nil || len(list) != 0 {
-		t.Fatalf("a non-owner lists %v (%v), want nothing", list, err)
+	if err := other.Call(ctx(t), "process.status", nil, &list); err != nil || len(list) != 1 || list[0].ID != info.ID {
+		t.Fatalf("the same user lists %v (%v), want [%s]", list, err, info.ID)
+	}
+	var one abi.ProcessInfo
+	if err := other.Call(ctx(t), "process.status", abi.ProcessRef{ProcessID: info.ID}, &one); err != nil || one.Status != abi.ProcessRunning {
+		t.Fatalf("status by ID for the same user: %+v, %v", one, err)
 	}
 	// Attached, the other client sees the output and may steer.
 	out := listen(other)

@@ -137,11 +137,9 @@ type Session struct {
 	owner any // who spawned it; opaque to the manager
 	stdin *os.File
 
-	mu       sync.Mutex
-	info     abi.ProcessInfo
-	sinks    []Sink
-	stdinErr error
-	killed   bool // ended by a signal the kernel sent on request
+	mu    sync.Mutex
+	info  abi.ProcessInfo
+	sinks []Sink
 
 	done chan struct{} // closed once exited and its output delivered
 }
