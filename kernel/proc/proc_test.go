@@ -399,3 +399,20 @@ func TestCloseLeavesNoProcess(t *testing.T) {
 		t.Fatal("spawn after Close succeeded")
 	}
 }
+
+// A sink that reads slowly slows the child through the pipe: the child
+// cannot finish before its output has been taken, and nothing is dropped.
+func TestSlowSinkSlowsChild(t *testing.T) {
+	e := newEnv(t, Options{})
+	out := &collect{slow: 20 * time.Millisecond}
+	const size = 4 << 20 // 4 MiB: far more than the pipe and the pump's buffer hold
+	s := e.spawn(Spec{Argv: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}}, out)
+	time.Sleep(300 * time.Millisecond)
+	if st := s.Info().Status; st != abi.ProcessRunning {
+		t.Fatalf("the child finished (%s) while its reader was slow: output was not holding it back", st)
+	}
+	wait(t, s)
+	if got := len(out.text("stdout")); got != size {
+		t.Fatalf("got %d of %d bytes", got, size)
+	}
+}
