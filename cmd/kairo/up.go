@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -72,6 +73,18 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 		log.Warn("the data folder is open to other users; chmod 700 it", "home", home, "mode", fi.Mode().Perm())
 	}
 
+	// KAIRO_CPUPROFILE=FILE profiles the daemon until it stops, for
+	// `go tool pprof`.
+	if path := os.Getenv("KAIRO_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("KAIRO_CPUPROFILE: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("KAIRO_CPUPROFILE: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	d, err := startDaemon(home, cfg, log)
 	if err != nil {
 		return err
