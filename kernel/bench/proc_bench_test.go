@@ -33,18 +33,7 @@ func BenchmarkStdoutThroughput(b *testing.B) {
 	b.SetBytes(1 << 20)
 	b.ResetTimer()
 	start := time.Now()
-	var info abi.ProcessInfo
-	if err := c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: []string{"head", "-c", strconv.FormatInt(size, 10), "/dev/zero"}}, &info); err != nil {
-		b.Fatal(err)
-	}
-	var res abi.WaitResult
-	if err := c.Call(ctx, "process.wait", abi.WaitParams{ProcessID: info.ID}, &res); err != nil {
-		b.Fatal(err)
-	}
-	// The exit can be seen a moment before the last chunk is read.
-	for deadline := time.Now().Add(10 * time.Second); got.Load() < size && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	runToEnd(b, c, abi.SpawnParams{Argv: []string{"head", "-c", strconv.FormatInt(size, 10), "/dev/zero"}}, &got, size)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	if got.Load() != size {
@@ -52,6 +41,23 @@ func BenchmarkStdoutThroughput(b *testing.B) {
 	}
 	b.ReportMetric(float64(size)/1e6/elapsed.Seconds(), "MB/s")
 	b.ReportMetric(float64(peakRSS(b, pid))/(1<<20), "peak-rss-MiB")
+}
+
+// runToEnd spawns p, waits for its exit, then for counter to reach want:
+// the exit can be seen a moment before the last chunk is read.
+func runToEnd(b *testing.B, c *ipc.Client, p abi.SpawnParams, counter *atomic.Int64, want int64) {
+	ctx := context.Background()
+	var info abi.ProcessInfo
+	if err := c.Call(ctx, "process.spawn", p, &info); err != nil {
+		b.Fatal(err)
+	}
+	var res abi.WaitResult
+	if err := c.Call(ctx, "process.wait", abi.WaitParams{ProcessID: info.ID}, &res); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); counter.Load() < want && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // peakRSS is process pid's VmHWM in bytes.
@@ -132,17 +138,7 @@ func BenchmarkLineMode(b *testing.B) {
 	})
 	b.ResetTimer()
 	start := time.Now()
-	var info abi.ProcessInfo
-	if err := c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: []string{"sh", "-c", "yes | head -n " + strconv.Itoa(b.N)}, Mode: "line"}, &info); err != nil {
-		b.Fatal(err)
-	}
-	var res abi.WaitResult
-	if err := c.Call(ctx, "process.wait", abi.WaitParams{ProcessID: info.ID}, &res); err != nil {
-		b.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); lines.Load() < int64(b.N) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	runToEnd(b, c, abi.SpawnParams{Argv: []string{"sh", "-c", "yes | head -n " + strconv.Itoa(b.N)}, Mode: "line"}, &lines, int64(b.N))
 	elapsed := time.Since(start)
 	b.StopTimer()
 	if lines.Load() != int64(b.N) || partial {
