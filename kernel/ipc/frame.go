@@ -14,8 +14,12 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
+// directRead is the payload size from which the reader bypasses its buffer.
+const directRead = 8 << 10
+
 // frameReader reads frames from a stream.
 type frameReader struct {
+	src io.Reader // under r: large payloads are read from it directly
 	r   *bufio.Reader
 	max uint32
 	hdr [abi.HeaderSize]byte
@@ -26,7 +30,7 @@ func newFrameReader(r io.Reader, max uint32) *frameReader {
 	if max == 0 {
 		max = abi.DefaultMaxFrame
 	}
-	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &frameReader{src: r, r: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
 // next returns the next frame. The payload is only valid until the next
@@ -45,8 +49,19 @@ func (f *frameReader) next() (abi.PacketType, []byte, error) {
 	if cap(f.buf) < int(h.Length) {
 		f.buf = make([]byte, h.Length)
 	}
-	p := f.buf[:h.Length]
-	if _, err := io.ReadFull(f.r, p); err != nil {
+	payload := f.buf[:h.Length]
+	p := payload
+	// A large payload (process output) that is not all buffered yet: take
+	// what is, then read the rest straight into p, saving a copy through
+	// the buffer.
+	src := io.Reader(f.r)
+	if n := f.r.Buffered(); len(p) >= directRead && n < len(p) {
+		if _, err := io.ReadFull(f.r, p[:n]); err != nil {
+			return 0, nil, err
+		}
+		p, src = p[n:], f.src
+	}
+	if _, err := io.ReadFull(src, p); err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			return 0, nil, &abi.FrameError{Reason: fmt.Sprintf("connection closed inside a %d-byte payload", h.Length)}
 		}
@@ -56,7 +71,7 @@ func (f *frameReader) next() (abi.PacketType, []byte, error) {
 	if cap(f.buf) > 1<<20 {
 		f.buf = nil
 	}
-	return h.Type, p, nil
+	return h.Type, payload, nil
 }
 
 // frameBuf builds one or more frames for a single write.
