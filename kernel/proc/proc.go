@@ -34,6 +34,9 @@ const (
 // DefaultMaxChunkBytes bounds a chunk, and so the kernel's buffer per stream.
 const DefaultMaxChunkBytes = 16 << 10
 
+// MaxChunkBytesLimit bounds what a spawn may ask for as MaxChunkBytes.
+const MaxChunkBytesLimit = 1 << 20
+
 // pipeSize is the capacity asked for the output pipes (the kernel may give
 // less to an unprivileged user).
 const pipeSize = 256 << 10
@@ -77,6 +80,9 @@ func (s *Spec) check() error {
 	}
 	if s.MaxChunkBytes <= 0 {
 		s.MaxChunkBytes = DefaultMaxChunkBytes
+	}
+	if s.MaxChunkBytes > MaxChunkBytesLimit {
+		return fmt.Errorf("maxChunkBytes %d is over the limit of %d: the kernel holds several chunks per stream", s.MaxChunkBytes, MaxChunkBytesLimit)
 	}
 	if s.MaxBytesPerSecond < 0 {
 		return fmt.Errorf("maxBytesPerSecond %d is negative; 0 means unlimited", s.MaxBytesPerSecond)

@@ -284,6 +284,7 @@ func TestSpawnErrors(t *testing.T) {
 		{Spec{Argv: []string{"true"}, Cwd: "/no/such/dir"}, `cwd "/no/such/dir"`},
 		{Spec{Argv: []string{"true"}, Cwd: file}, "is not a directory"},
 		{Spec{Argv: []string{"true"}, Mode: "words"}, `stream mode "words"`},
+		{Spec{Argv: []string{"true"}, MaxChunkBytes: 1 << 30}, "over the limit"},
 	} {
 		if _, err := e.m.Spawn(tc.spec, "owner"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Spawn(%+v): %v, want an error naming %q", tc.spec, err, tc.want)
