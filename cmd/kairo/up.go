@@ -16,6 +16,7 @@ import (
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -84,6 +85,13 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 			return fmt.Errorf("KAIRO_CPUPROFILE: %w", err)
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	// Orphans of killed process trees come to the daemon, which reaps
+	// them: a container's PID 1 often does not.
+	if stopReaper, err := proc.Subreaper(); err != nil {
+		log.Warn("cannot reap orphaned processes; killed trees may leave zombies", "err", err)
+	} else {
+		defer stopReaper()
 	}
 	d, err := startDaemon(home, cfg, log)
 	if err != nil {

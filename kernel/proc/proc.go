@@ -176,11 +176,16 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 		done:  make(chan struct{}),
 	}
 	var outs []*pump
+	leaders.mu.Lock() // the orphan reaper must not take the leader's exit
 	if spec.PTY {
 		outs, err = s.startPTY()
 	} else {
 		outs, err = s.startPipes()
 	}
+	if err == nil {
+		leaders.pids[cmd.Process.Pid] = true
+	}
+	leaders.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("spawn %q: %w", spec.Argv[0], err)
 	}
@@ -274,6 +279,7 @@ func (s *Session) startPTY() ([]*pump, error) {
 func (s *Session) reap(pumps *sync.WaitGroup) {
 	defer s.m.wg.Done()
 	err := s.cmd.Wait()
+	forgetLeader(s.cmd.Process.Pid)
 	drained := make(chan struct{})
 	go func() { pumps.Wait(); close(drained) }() // ends with the pumps
 	select {

@@ -417,3 +417,53 @@ func TestSlowSinkSlowsChild(t *testing.T) {
 		t.Fatalf("got %d of %d bytes", got, size)
 	}
 }
+
+// As a subreaper the kernel reaps the orphans of its trees (PID 1 may not),
+// and still reports every leader's own exit.
+func TestSubreaperReapsOrphans(t *testing.T) {
+	stop, err := Subreaper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	e := newEnv(t, Options{})
+	out := &collect{}
+	s := e.spawn(Spec{Argv: []string{"sh", "-c", "sleep 0.2 & echo $!"}}, out)
+	if info := wait(t, s); info.ExitCode == nil || *info.ExitCode != 0 {
+		t.Fatalf("leader: %+v", info)
+	}
+	orphan, err := strconv.Atoi(strings.TrimSpace(out.text("stdout")))
+	if err != nil {
+		t.Fatalf("orphan pid %q: %v", out.text("stdout"), err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(orphan)); os.IsNotExist(err) {
+			break // exited and reaped: not even a zombie
+		}
+		if time.Now().After(deadline) {
+			stat, _ := os.ReadFile("/proc/" + strconv.Itoa(orphan) + "/stat")
+			t.Fatalf("orphan %d was not reaped: %s", orphan, stat)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The reaper never takes a leader's exit: many short processes, each
+	// with its own code, while it sweeps.
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := e.m.Spawn(Spec{Argv: []string{"sh", "-c", "sleep 0.01 & exit " + strconv.Itoa(i%9)}}, "owner")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if info, err := s.Wait(ctx); err != nil || info.ExitCode == nil || *info.ExitCode != i%9 {
+				t.Errorf("process %d: %+v (%v), want exit %d", i, info, err, i%9)
+			}
+		}()
+	}
+	wg.Wait()
+}
