@@ -36,6 +36,11 @@ func dial(ctx context.Context) (*ipc.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	return dialPath(ctx, path)
+}
+
+// dialPath is dial for a socket the caller has already looked up.
+func dialPath(ctx context.Context, path string) (*ipc.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	c, err := ipc.Dial(dctx, path)

@@ -23,7 +23,7 @@ func runPing(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := dial(ctx)
+	c, err := dialPath(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func runStatus(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := dial(ctx)
+	c, err := dialPath(ctx, path)
 	if err != nil {
 		return err
 	}
