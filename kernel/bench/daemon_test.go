@@ -83,3 +83,14 @@ type buildError struct {
 }
 
 func (e *buildError) Error() string { return "build kairo: " + e.err.Error() + "\n" + string(e.out) }
+
+// dial connects a client to the kernel at path for the benchmark's length.
+func dial(b *testing.B, path string) *ipc.Client {
+	b.Helper()
+	c, err := ipc.Dial(context.Background(), path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
+}

@@ -41,11 +41,7 @@ func startKernel(b *testing.B) (*bus.Bus, string) {
 func BenchmarkIPCPing(b *testing.B) {
 	_, path := startKernel(b)
 	ctx := context.Background()
-	c, err := ipc.Dial(ctx, path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(b, path)
 	for i := 0; i < 1000; i++ { // warm up connections, pools and the scheduler
 		if _, err := c.Ping(ctx); err != nil {
 			b.Fatal(err)
@@ -72,11 +68,7 @@ func BenchmarkIPCPing(b *testing.B) {
 func BenchmarkIPCPush(b *testing.B) {
 	bs, path := startKernel(b)
 	ctx := context.Background()
-	c, err := ipc.Dial(ctx, path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(b, path)
 	sub, err := c.Subscribe(ctx, "kairo.>", 0)
 	if err != nil {
 		b.Fatal(err)

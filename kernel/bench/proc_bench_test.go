@@ -21,12 +21,7 @@ import (
 // makes it 4 GiB.
 func BenchmarkStdoutThroughput(b *testing.B) {
 	path, pid := startDaemon(b)
-	ctx := context.Background()
-	c, err := ipc.Dial(ctx, path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(b, path)
 	var got atomic.Int64
 	c.OnChunk(func(ch *abi.StreamChunk) { got.Add(int64(len(ch.Chunk))) })
 	size := int64(b.N) << 20
@@ -81,11 +76,7 @@ func peakRSS(b *testing.B, pid int) int64 {
 func BenchmarkSpawnExit(b *testing.B) {
 	path, _ := startDaemon(b)
 	ctx := context.Background()
-	c, err := ipc.Dial(ctx, path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(b, path)
 	exits, err := c.Subscribe(ctx, "kairo.process.exited", 0)
 	if err != nil {
 		b.Fatal(err)
@@ -122,12 +113,7 @@ func BenchmarkSpawnExit(b *testing.B) {
 // client.
 func BenchmarkLineMode(b *testing.B) {
 	path, _ := startDaemon(b)
-	ctx := context.Background()
-	c, err := ipc.Dial(ctx, path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(b, path)
 	var lines atomic.Int64
 	partial := false
 	c.OnChunk(func(ch *abi.StreamChunk) {
