@@ -81,3 +81,24 @@ func (q *Query) matchMeta(ev *abi.Event) bool {
 	}
 	return q.Pattern == nil || q.Pattern.Match(ev.Type)
 }
+
+// handOut gives a store's Scan callback its events and counts them against
+// q.Limit. It returns ErrStop once the limit is reached or fn asks to stop;
+// Scan then ends without error.
+type handOut struct {
+	fn    func(*abi.Event) error
+	limit int
+	sent  int
+}
+
+func (h *handOut) hand(evs []abi.Event) error {
+	for i := range evs {
+		if err := h.fn(&evs[i]); err != nil {
+			return err
+		}
+		if h.sent++; h.limit > 0 && h.sent >= h.limit {
+			return ErrStop
+		}
+	}
+	return nil
+}

@@ -121,7 +121,7 @@ func (m *MemoryStore) forget(ev *abi.Event) {
 func (m *MemoryStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) error) error {
 	const page = 1024
 	next := max(q.FromSeq, 1)
-	sent := 0
+	out := handOut{fn: fn, limit: q.Limit}
 	buf := make([]abi.Event, 0, page)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -146,16 +146,11 @@ func (m *MemoryStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 			}
 		}
 		m.mu.RUnlock()
-		for i := range buf {
-			if err := fn(&buf[i]); err != nil {
-				if err == ErrStop {
-					return nil
-				}
-				return err
-			}
-			if sent++; q.Limit > 0 && sent >= q.Limit {
+		if err := out.hand(buf); err != nil {
+			if err == ErrStop {
 				return nil
 			}
+			return err
 		}
 		if next > hi {
 			return nil

@@ -426,21 +426,7 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sent := 0
-	emit := func(evs []abi.Event) error {
-		for i := range evs {
-			if err := fn(&evs[i]); err != nil {
-				if err == ErrStop {
-					return ErrStop
-				}
-				return err
-			}
-			if sent++; q.Limit > 0 && sent >= q.Limit {
-				return ErrStop
-			}
-		}
-		return nil
-	}
+	out := handOut{fn: fn, limit: q.Limit}
 	chunks := (hi-lo)/scanChunk + 1
 	workers := uint64(2)
 	if chunks < 2*workers {
@@ -501,7 +487,7 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 		if r.err != nil {
 			return fmt.Errorf("scan event store: %w", r.err)
 		}
-		if err := emit(r.evs); err != nil {
+		if err := out.hand(r.evs); err != nil {
 			if err == ErrStop {
 				return nil
 			}
