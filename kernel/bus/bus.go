@@ -148,18 +148,12 @@ func (b *Bus) PublishBatch(ctx context.Context, evs []*abi.Event) ([]Result, err
 		dup := make([]bool, len(evs))
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if err := b.store.Append(evs, nil, dup); err != nil {
-			return nil, fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
+		if err := b.appendLocked(evs, nil, dup); err != nil {
+			return nil, err
 		}
-		var fresh uint64
 		for i, ev := range evs {
 			res[i] = Result{Seq: ev.Seq, Duplicate: dup[i]}
-			if !dup[i] {
-				fresh++
-			}
 		}
-		b.published.Add(fresh)
-		b.deliverLocked(evs, dup)
 		return res, nil
 	}
 	acks := make([]*Ack, len(evs))
@@ -306,13 +300,9 @@ func (b *Bus) appendInline(ev *abi.Event) (Result, error) {
 	evs, dup := b.one[:], b.oneDup[:]
 	evs[0], dup[0] = ev, false
 	defer func() { evs[0] = nil }()
-	if err := b.store.Append(evs, nil, dup); err != nil {
-		return Result{}, fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
+	if err := b.appendLocked(evs, nil, dup); err != nil {
+		return Result{}, err
 	}
-	if !dup[0] {
-		b.published.Add(1)
-	}
-	b.deliverLocked(evs, dup)
 	return Result{Seq: ev.Seq, Duplicate: dup[0]}, nil
 }
 
@@ -346,14 +336,20 @@ func (b *Bus) flushOnce() bool {
 		return false
 	}
 	b.mu.Lock()
-	if err := b.store.Append(bt.evs, bt.envs, bt.dup); err != nil {
-		bt.err = fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
-	} else {
-		b.deliverLocked(bt.evs, bt.dup)
-	}
+	bt.err = b.appendLocked(bt.evs, bt.envs, bt.dup)
 	b.mu.Unlock()
 	close(bt.done)
 	return true
+}
+
+// appendLocked stores evs and delivers the new ones; the caller holds b.mu,
+// which orders appends with deliveries on every path.
+func (b *Bus) appendLocked(evs []*abi.Event, envs [][]byte, dup []bool) error {
+	if err := b.store.Append(evs, envs, dup); err != nil {
+		return fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
+	}
+	b.deliverLocked(evs, dup)
+	return nil
 }
 
 // deliverLocked hands freshly stored events to live subscribers. It never
@@ -371,9 +367,7 @@ func (b *Bus) deliverLocked(evs []*abi.Event, dup []bool) {
 	if d := uint64(len(evs)) - fresh; d > 0 {
 		b.duplicates.Add(d)
 	}
-	if b.kick != nil {
-		b.published.Add(fresh)
-	}
+	b.published.Add(fresh)
 	if fresh == 0 {
 		return
 	}
