@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kairo-os/kairo/sandbox"
 	"os"
 	"os/signal"
 	"strings"
@@ -61,6 +62,9 @@ func init() {
 }
 
 func main() {
+	if sandbox.IsHelper() {
+		sandbox.HelperMain() // confine this process and exec the target; never returns
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:])
 	stop()

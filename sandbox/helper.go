@@ -1,0 +1,211 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// statusFD is the descriptor the helper reports a failure on. It is closed
+// by execve, so the kernel reading end-of-file knows the target runs.
+const statusFD = 4
+
+// Exit codes of a helper that could not run its target, as a shell has them.
+const (
+	exitSetup    = 126 // the sandbox could not be built: nothing ran
+	exitNotFound = 127
+)
+
+// HelperMain confines this process to the policy on descriptor 3 and execs
+// os.Args[2:]. It never returns: on any failure it reports on descriptor 4
+// and exits 126 (127 when the target does not exist), having run nothing.
+func HelperMain() {
+	runtime.LockOSThread() // the thread that execs carries every per-thread setting
+	err := confineAndExec(os.Args[2:])
+	code := exitSetup
+	if errno, ok := err.(*execError); ok && errno.err == syscall.ENOENT {
+		code = exitNotFound
+	}
+	msg := "sandbox: " + err.Error()
+	if _, werr := unix.Write(statusFD, []byte(msg)); werr != nil {
+		fmt.Fprintln(os.Stderr, "kairo", msg)
+	}
+	os.Exit(code)
+}
+
+type execError struct {
+	path string
+	err  syscall.Errno
+}
+
+func (e *execError) Error() string { return fmt.Sprintf("exec %s: %v", e.path, e.err) }
+
+func confineAndExec(argv []string) error {
+	if len(argv) == 0 {
+		return fmt.Errorf("no target to run")
+	}
+	var p Policy
+	f := os.NewFile(policyFD, "policy")
+	raw, err := io.ReadAll(io.LimitReader(f, maxPolicy+1))
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("read policy: %w", err)
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("decode policy: %w", err)
+	}
+	ppid := os.Getppid()
+
+	// 1. Nothing inherited beyond stdio survives the exec; the status
+	// descriptor closes with it too.
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("close inherited descriptors: %w", err)
+	}
+	// 2. Resource limits.
+	if err := setLimits(&p.Limits); err != nil {
+		return err
+	}
+	// 3. no_new_privs: Landlock needs it from a process without
+	// CAP_SYS_ADMIN, and nothing this process execs may gain privileges.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	// 4. One Landlock ruleset: filesystem, TCP ports, scopes.
+	if err := applyLandlock(&p); err != nil {
+		return err
+	}
+	// 5. An unprivileged uid, no groups, no capabilities.
+	if err := dropPrivileges(p.UID, p.GID); err != nil {
+		return err
+	}
+	// A change of credentials clears the parent-death signal: set it again,
+	// and leave if the kernel died in the meantime.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("parent-death signal: %w", err)
+	}
+	if os.Getppid() != ppid {
+		return fmt.Errorf("the kernel exited")
+	}
+	// 6. The seccomp filter, last: after it, the calls the steps above
+	// needed may be gone.
+	if !p.SkipSeccomp {
+		prog, err := BuildFilter(p.filterPolicy())
+		if err != nil {
+			return err
+		}
+		if err := InstallFilter(prog); err != nil {
+			return err
+		}
+	}
+	env := p.Env
+	if env == nil {
+		env = []string{}
+	}
+	if err := syscall.Exec(argv[0], argv, env); err != nil {
+		errno, _ := err.(syscall.Errno)
+		return &execError{argv[0], errno}
+	}
+	return nil
+}
+
+// filterPolicy is what the seccomp filter must let p create.
+func (p *Policy) filterPolicy() FilterPolicy {
+	return FilterPolicy{
+		TCP:  len(p.ConnectTCP) > 0 || len(p.BindTCP) > 0,
+		UDP:  p.UDP,
+		Unix: len(p.Unix) > 0,
+	}
+}
+
+// setLimits applies l as hard and soft limits, so that the target cannot
+// raise them. syscall.Setrlimit, not unix.Setrlimit: the Go runtime
+// restores its saved RLIMIT_NOFILE at exec unless told through syscall.
+func setLimits(l *Limits) error {
+	set := func(name string, res int, v uint64) error {
+		if err := syscall.Setrlimit(res, &syscall.Rlimit{Cur: v, Max: v}); err != nil {
+			return fmt.Errorf("limit %s to %d: %w", name, v, err)
+		}
+		return nil
+	}
+	if err := set("core", unix.RLIMIT_CORE, 0); err != nil {
+		return err
+	}
+	if l.CPUSeconds > 0 {
+		// SIGXCPU at the soft limit, SIGKILL a second later.
+		if err := syscall.Setrlimit(unix.RLIMIT_CPU, &syscall.Rlimit{Cur: l.CPUSeconds, Max: l.CPUSeconds + 1}); err != nil {
+			return fmt.Errorf("limit cpu to %ds: %w", l.CPUSeconds, err)
+		}
+	}
+	for _, r := range []struct {
+		name string
+		res  int
+		v    uint64
+	}{
+		{"memory", unix.RLIMIT_AS, l.Memory},
+		{"processes", unix.RLIMIT_NPROC, l.Processes},
+		{"file size", unix.RLIMIT_FSIZE, l.FileSize},
+		{"open files", unix.RLIMIT_NOFILE, l.OpenFiles},
+	} {
+		if r.v == 0 {
+			continue
+		}
+		if err := set(r.name, r.res, r.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropPrivileges switches to uid and gid with no supplementary groups and
+// checks that no capability is left in any set. Root must drop; any other
+// caller keeps its own uid (uid -1 or its own).
+func dropPrivileges(uid, gid int) error {
+	if os.Geteuid() == 0 || os.Getuid() == 0 {
+		if uid <= 0 || gid <= 0 {
+			return fmt.Errorf("the kernel runs as root and the policy names no unprivileged uid/gid to run as")
+		}
+		// Empty the bounding set while CAP_SETPCAP is still held.
+		for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+				return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+			}
+		}
+		if err := syscall.Setgroups(nil); err != nil {
+			return fmt.Errorf("clear supplementary groups: %w", err)
+		}
+		if err := syscall.Setresgid(gid, gid, gid); err != nil {
+			return fmt.Errorf("setresgid %d: %w", gid, err)
+		}
+		if err := syscall.Setresuid(uid, uid, uid); err != nil {
+			return fmt.Errorf("setresuid %d: %w", uid, err)
+		}
+	} else if uid >= 0 && uid != os.Getuid() {
+		return fmt.Errorf("only root can run a sandbox as uid %d; this kernel runs as uid %d", uid, os.Getuid())
+	}
+	unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	// Inheritable capabilities survive a uid change: clear them, then
+	// insist that every set is empty.
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear capabilities: %w", err)
+	}
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	for _, d := range data {
+		if d.Effective|d.Permitted|d.Inheritable != 0 {
+			return fmt.Errorf("capabilities remain after the drop (effective %#x, permitted %#x, inheritable %#x): refusing to run", d.Effective, d.Permitted, d.Inheritable)
+		}
+	}
+	if os.Getuid() == 0 || os.Geteuid() == 0 {
+		return fmt.Errorf("still root after the drop: refusing to run")
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package sandbox
+
+import (
+	"debug/elf"
+	"path/filepath"
+	"slices"
+)
+
+// A dynamically linked binary is started by its ELF interpreter, which the
+// kernel opens for execution too: Landlock must let it execute, or nothing
+// dynamic runs. withLoaders returns p with the interpreters of target, of
+// every file granted execute, and of /bin/sh (the system's loader, for the
+// binaries inside granted folders) added to p.Exec.
+//
+// Known limit, as in every Landlock sandbox: the loader can also be run by
+// hand on a file the binary may read (`ld.so ./prog`), which maps that file
+// without an execute check. Write grants should not overlap read paths that
+// hold untrusted code if that matters.
+func (p *Policy) withLoaders(target string) *Policy {
+	q := *p
+	q.Exec = slices.Clone(p.Exec)
+	add := func(bin string) {
+		interp := interpreter(bin)
+		if interp == "" {
+			return
+		}
+		if real, err := filepath.EvalSymlinks(interp); err == nil {
+			interp = real
+		}
+		if !under(interp, q.Exec) {
+			q.Exec = append(q.Exec, interp)
+		}
+	}
+	add(target)
+	add("/bin/sh")
+	for _, e := range p.Exec {
+		add(e)
+	}
+	return &q
+}
+
+// interpreter is the PT_INTERP of the ELF file at path; "" when it is not a
+// dynamically linked ELF file (or not a file).
+func interpreter(path string) string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type != elf.PT_INTERP {
+			continue
+		}
+		b := make([]byte, prog.Filesz)
+		if _, err := prog.ReadAt(b, 0); err != nil {
+			return ""
+		}
+		for len(b) > 0 && b[len(b)-1] == 0 {
+			b = b[:len(b)-1]
+		}
+		return string(b)
+	}
+	return ""
+}
