@@ -19,10 +19,23 @@ var DefaultsTOML []byte
 
 // Config is kairo.toml: what `kairo up` runs with.
 type Config struct {
-	Kernel KernelConfig `toml:"kernel"`
-	Store  StoreConfig  `toml:"store"`
-	Log    LogConfig    `toml:"log"`
+	Kernel  KernelConfig  `toml:"kernel"`
+	Store   StoreConfig   `toml:"store"`
+	Log     LogConfig     `toml:"log"`
+	Sandbox SandboxConfig `toml:"sandbox"`
 }
+
+// SandboxConfig is the [sandbox] table.
+type SandboxConfig struct {
+	Mode       string `toml:"mode"`        // "enforce" or "off"
+	BestEffort bool   `toml:"best_effort"` // run what cannot be confined exactly, saying so
+}
+
+// Sandbox modes.
+const (
+	SandboxEnforce = "enforce"
+	SandboxOff     = "off"
+)
 
 // KernelConfig is the [kernel] table.
 type KernelConfig struct {
@@ -120,6 +133,11 @@ func (c *Config) validate() []*Error {
 	}
 	if c.Store.RingSize < 1 {
 		bad("store.ring_size", "%d: the memory store needs room for at least 1 event", c.Store.RingSize)
+	}
+	switch c.Sandbox.Mode {
+	case SandboxEnforce, SandboxOff:
+	default:
+		bad("sandbox.mode", "%q: want %q (every binary runs confined) or %q (binaries run as they are: development only)", c.Sandbox.Mode, SandboxEnforce, SandboxOff)
 	}
 	if _, err := c.Log.SlogLevel(); err != nil {
 		bad("log.level", "%v", err)

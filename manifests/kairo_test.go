@@ -24,9 +24,10 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("the embedded defaults do not validate: %v", err)
 	}
 	want := Config{
-		Kernel: KernelConfig{Socket: "", MaxFrame: 16 * MiB},
-		Store:  StoreConfig{Kind: "sqlite", Path: "events.db", Synchronous: "normal", RingSize: 1 << 20},
-		Log:    LogConfig{Level: "info"},
+		Kernel:  KernelConfig{Socket: "", MaxFrame: 16 * MiB},
+		Store:   StoreConfig{Kind: "sqlite", Path: "events.db", Synchronous: "normal", RingSize: 1 << 20},
+		Log:     LogConfig{Level: "info"},
+		Sandbox: SandboxConfig{Mode: SandboxEnforce},
 	}
 	if c != want {
 		t.Fatalf("Default() = %+v\nwant %+v", c, want)

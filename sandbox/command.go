@@ -55,6 +55,9 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 		return nil, fmt.Errorf("%s is not granted execute: add it (or its folder) to fs.exec", target)
 	}
 	p = p.withLoaders(target)
+	if err := checkEnforceable(p); err != nil {
+		return nil, err
+	}
 	enc, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: encode policy: %w", err)

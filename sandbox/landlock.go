@@ -145,12 +145,12 @@ func ruleset(p *Policy, abi int) (landlock.Config, []landlock.Rule, error) {
 
 // applyLandlock confines the calling process (every thread) to p.
 func applyLandlock(p *Policy) error {
+	if err := checkEnforceable(p); err != nil {
+		return err
+	}
 	abi := LandlockABI()
 	if abi == 0 {
-		if p.BestEffort {
-			return nil
-		}
-		return fmt.Errorf("this kernel has no Landlock: the filesystem and network grants cannot be enforced")
+		return nil // best effort, as checkEnforceable allowed
 	}
 	cfg, rules, err := ruleset(p, abi)
 	if err != nil {

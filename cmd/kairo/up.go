@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kairo-os/kairo/sandbox"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -70,7 +71,7 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 	}
 	level, _ := cfg.Log.SlogLevel() // validated by Load
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm()&0o077 != 0 {
+	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm()&0o066 != 0 {
 		log.Warn("the data folder is open to other users; chmod 700 it", "home", home, "mode", fi.Mode().Perm())
 	}
 
@@ -138,8 +139,13 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 		}
 		store = s
 	}
+	launcher, err := sandboxLauncher(home, cfg, log)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	b := bus.New(store, bus.Options{})
-	k := kernel.New(b, kernel.Options{Version: version, Logger: log})
+	k := kernel.New(b, kernel.Options{Version: version, Logger: log, Launcher: launcher})
 	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: sock, MaxFrame: uint32(cfg.Kernel.MaxFrame), Logger: log})
 	if err != nil {
 		b.Close()
@@ -155,6 +161,41 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 	}
 	log.Info("kairo is up", "version", version, "pid", os.Getpid(), "socket", sock, "store", store.Describe(), "lastSeq", seq)
 	return d, nil
+}
+
+// sandboxLauncher is how the kernel starts binaries: confined, unless the
+// operator turned the sandbox off.
+func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.Launcher, error) {
+	if cfg.Sandbox.Mode == manifests.SandboxOff {
+		log.Warn("the sandbox is off: spawned binaries run with the kernel's rights (sandbox.mode = \"off\")")
+		return proc.Exec{}, nil
+	}
+	helper, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the kairo binary, the sandbox helper: %w", err)
+	}
+	root := filepath.Join(home, "sandbox")
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return nil, fmt.Errorf("create the sandbox folder: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		// The sandboxes run as uids of their own, which must reach their
+		// workspaces: they may pass through the data folder, not list it.
+		for _, dir := range []string{home, root} {
+			if err := os.Chmod(dir, 0o711); err != nil {
+				return nil, err
+			}
+		}
+		if n := proc.SweepSandboxUIDs(); n > 0 {
+			log.Warn("killed processes a previous kernel left running in sandboxes", "count", n)
+		}
+	}
+	abi := sandbox.LandlockABI()
+	if abi == 0 && !cfg.Sandbox.BestEffort {
+		log.Warn("this kernel has no Landlock: every spawn will be refused (set sandbox.best_effort to run them with seccomp and rlimits only)")
+	}
+	log.Info("sandbox on", "landlockABI", abi, "bestEffort", cfg.Sandbox.BestEffort)
+	return &proc.Sandboxed{Helper: helper, Root: root, BestEffort: cfg.Sandbox.BestEffort}, nil
 }
 
 // systemData is the payload of kairo.system.started and .stopping.

@@ -6,17 +6,33 @@ import (
 )
 
 // Launcher turns a Spec into a command ready to start. It is the one seam
-// every spawn goes through: the sandbox fills it with a launcher that
-// confines the binary; until then Exec runs it as it is.
+// every spawn goes through: Sandboxed confines the binary; Exec runs it as
+// it is (for tests and an operator who turned the sandbox off).
 type Launcher interface {
-	Command(spec *Spec) (*exec.Cmd, error)
+	Launch(spec *Spec) (*Launch, error)
+}
+
+// Launch is a command ready to start, and what the manager does around it.
+type Launch struct {
+	Cmd *exec.Cmd
+	// Started, when set, runs once right after the start was attempted,
+	// whether it worked or not. An error means the process did not get to
+	// run its program: the manager kills and reaps it and the spawn fails
+	// with that error.
+	Started func() error
+	// Cleanup, when set, runs once after the process has exited and its
+	// exit was published: it sweeps what is left of the tree and frees
+	// what the launch took.
+	Cleanup func()
+	// Work is the process's workspace, when the launcher chose one.
+	Work string
 }
 
 // Exec is the plain launcher: the argv as given, in its own process group
 // so that the whole tree can be signalled, killed when the kernel dies.
 type Exec struct{}
 
-func (Exec) Command(spec *Spec) (*exec.Cmd, error) {
+func (Exec) Launch(spec *Spec) (*Launch, error) {
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Cwd
 	cmd.Env = spec.Env
@@ -24,5 +40,5 @@ func (Exec) Command(spec *Spec) (*exec.Cmd, error) {
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL,
 	}
-	return cmd, nil
+	return &Launch{Cmd: cmd}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/creack/pty"
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/sandbox"
 	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/sys/unix"
 )
@@ -56,6 +58,19 @@ type Spec struct {
 	MaxBytesPerSecond int64  // per stream; 0 is unlimited
 
 	CorrelationID, CausationID string
+
+	// Policy builds the sandbox policy once the launcher has made the
+	// workspace and temp folder; nil is the default profile. Only a
+	// sandboxing launcher uses it.
+	Policy func(work, tmp string) (*sandbox.Policy, error)
+	// WallLimit ends the process tree after this long (0: no limit).
+	WallLimit time.Duration
+	// OutputLimit drops output beyond this many bytes, all streams
+	// together (0: no limit).
+	OutputLimit int64
+	// Progress rules: each line of output that matches one publishes
+	// kairo.process.progress with the rule's named groups.
+	Progress []*regexp.Regexp
 }
 
 func (s *Spec) check() error {
@@ -139,9 +154,12 @@ type Session struct {
 	id    string
 	spec  Spec
 	cmd   *exec.Cmd
+	l     *Launch
 	pgid  int
 	owner any // who spawned it; opaque to the manager
 	stdin *os.File
+
+	output atomic.Int64 // bytes of output seen, for the output limit
 
 	mu    sync.Mutex
 	info  abi.ProcessInfo
@@ -162,15 +180,17 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	if closed {
 		return nil, errors.New("the kernel is shutting down")
 	}
-	cmd, err := m.opts.Launcher.Command(&spec)
+	l, err := m.opts.Launcher.Launch(&spec)
 	if err != nil {
 		return nil, err
 	}
+	cmd := l.Cmd
 	s := &Session{
 		m:     m,
 		id:    "p" + strconv.FormatUint(m.nextID.Add(1), 10),
 		spec:  spec,
 		cmd:   cmd,
+		l:     l,
 		owner: owner,
 		sinks: sinks,
 		done:  make(chan struct{}),
@@ -186,7 +206,25 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 		leaders.pids[cmd.Process.Pid] = true
 	}
 	leaders.mu.Unlock()
+	if l.Started != nil {
+		if serr := l.Started(); serr != nil && err == nil {
+			// The process began but never ran its program.
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			forgetLeader(cmd.Process.Pid)
+			for _, p := range outs {
+				p.r.Close()
+			}
+			if s.stdin != nil {
+				s.stdin.Close()
+			}
+			err = serr
+		}
+	}
 	if err != nil {
+		if l.Cleanup != nil {
+			l.Cleanup()
+		}
 		return nil, fmt.Errorf("spawn %q: %w", spec.Argv[0], err)
 	}
 	s.pgid = cmd.Process.Pid
@@ -208,7 +246,27 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	}
 	m.wg.Add(1)
 	go s.reap(&pumps)
+	if spec.WallLimit > 0 {
+		m.wg.Add(1)
+		go s.wallLimit(spec.WallLimit)
+	}
 	return s, nil
+}
+
+// wallLimit ends the tree once it has run for limit.
+func (s *Session) wallLimit(limit time.Duration) {
+	defer s.m.wg.Done()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-s.done:
+	case <-t.C:
+		s.m.publish(s, "kairo.process.canceled", map[string]any{
+			"processId": s.id, "pid": s.info.PID,
+			"reason": fmt.Sprintf("wall-clock limit of %s reached", limit),
+		})
+		s.Terminate(s.m.opts.KillGrace)
+	}
 }
 
 // startPipes starts the command on three pipes of our own, so that waiting
@@ -319,6 +377,9 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 	// the leader is, so past the grace close our side and end the pump.
 	if s.spec.PTY {
 		s.stdin.Close()
+	}
+	if s.l.Cleanup != nil {
+		s.l.Cleanup() // exited means the whole tree is gone
 	}
 	s.m.publish(s, "kairo.process.exited", data)
 	close(s.done)

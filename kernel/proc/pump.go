@@ -40,7 +40,20 @@ type pump struct {
 	last       time.Time
 	dropped    int64 // since the last throttled event
 	lastReport time.Time
+	reason     string // why the last bytes were dropped
+
+	// Progress: the unfinished last line, and the newest match not yet
+	// published.
+	line         []byte
+	pending      map[string]string
+	lastProgress time.Time
 }
+
+// maxProgressLine bounds the line the progress rules look at.
+const maxProgressLine = 4 << 10
+
+// progressEvery is the most often a stream publishes progress.
+const progressEvery = 100 * time.Millisecond
 
 func (p *pump) run(done *sync.WaitGroup) {
 	defer done.Done()
@@ -77,6 +90,7 @@ func (p *pump) run(done *sync.WaitGroup) {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) && !isEIO(err) {
 				p.s.m.log("read %s of %s: %v", p.stream, p.s.id, err)
 			}
+			p.progressFlush(true)
 			p.report(true)
 			return
 		}
@@ -87,6 +101,9 @@ func (p *pump) run(done *sync.WaitGroup) {
 // mode), applies the rate limit and hands them to the sinks.
 func (p *pump) emit(b []byte) {
 	spec := &p.s.spec
+	if len(spec.Progress) > 0 {
+		p.progress(b)
+	}
 	p.out = p.out[:0]
 	for len(b) > 0 {
 		piece := b[:min(len(b), spec.MaxChunkBytes)]
@@ -121,11 +138,21 @@ func (p *pump) emit(b []byte) {
 	p.report(false)
 }
 
-// limit takes what the rate allows of b.
+// limit takes what the output limit and the rate allow of b.
 func (p *pump) limit(b []byte) ([]byte, bool) {
+	truncated := false
+	if limit := p.s.spec.OutputLimit; limit > 0 {
+		left := limit - p.s.output.Add(int64(len(b))) + int64(len(b))
+		if left < int64(len(b)) {
+			left = max(left, 0)
+			p.dropped += int64(len(b)) - left
+			p.reason = "output limit"
+			b, truncated = b[:left], true
+		}
+	}
 	rate := p.s.spec.MaxBytesPerSecond
 	if rate <= 0 {
-		return b, false
+		return b, truncated
 	}
 	now := time.Now()
 	if p.last.IsZero() {
@@ -134,9 +161,9 @@ func (p *pump) limit(b []byte) ([]byte, bool) {
 		p.tokens = min(float64(rate), p.tokens+now.Sub(p.last).Seconds()*float64(rate))
 	}
 	p.last = now
-	truncated := false
 	if allowed := int(p.tokens); allowed < len(b) {
 		p.dropped += int64(len(b) - allowed)
+		p.reason = "rate"
 		b, truncated = b[:allowed], true
 	}
 	p.tokens -= float64(len(b))
@@ -154,6 +181,69 @@ func (p *pump) report(final bool) {
 		"stream":            p.stream,
 		"droppedBytes":      p.dropped,
 		"maxBytesPerSecond": p.s.spec.MaxBytesPerSecond,
+		"outputLimit":       p.s.spec.OutputLimit,
+		"reason":            p.reason,
 	})
 	p.dropped, p.lastReport = 0, time.Now()
+}
+
+// progress runs the progress rules over the whole lines of b.
+func (p *pump) progress(b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			if room := maxProgressLine - len(p.line); room > 0 {
+				p.line = append(p.line, b[:min(room, len(b))]...)
+			}
+			break
+		}
+		line := b[:i]
+		if len(p.line) > 0 {
+			if room := maxProgressLine - len(p.line); room > 0 {
+				p.line = append(p.line, line[:min(room, len(line))]...)
+			}
+			line = p.line
+		}
+		p.matchProgress(line)
+		p.line = p.line[:0]
+		b = b[i+1:]
+	}
+	p.progressFlush(false)
+}
+
+// matchProgress keeps the named groups of the first rule line matches.
+func (p *pump) matchProgress(line []byte) {
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	for _, re := range p.s.spec.Progress {
+		m := re.FindSubmatch(line)
+		if m == nil {
+			continue
+		}
+		vals := map[string]string{}
+		for i, name := range re.SubexpNames() {
+			if name != "" && m[i] != nil {
+				vals[name] = string(m[i])
+			}
+		}
+		p.pending = vals
+		return
+	}
+}
+
+// progressFlush publishes the newest match, at most every progressEvery
+// (and whatever is pending at the end).
+func (p *pump) progressFlush(final bool) {
+	if final && len(p.line) > 0 {
+		p.matchProgress(p.line)
+		p.line = p.line[:0]
+	}
+	if p.pending == nil || (!final && time.Since(p.lastProgress) < progressEvery) {
+		return
+	}
+	p.s.m.publish(p.s, "kairo.process.progress", map[string]any{
+		"processId": p.s.id,
+		"stream":    p.stream,
+		"values":    p.pending,
+	})
+	p.pending, p.lastProgress = nil, time.Now()
 }
