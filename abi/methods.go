@@ -122,8 +122,19 @@ type SpawnParams struct {
 	Mode              string   `msgpack:"mode,omitempty"` // "chunk" (default) or "line"
 	MaxChunkBytes     int      `msgpack:"maxChunkBytes,omitempty"`
 	MaxBytesPerSecond int64    `msgpack:"maxBytesPerSecond,omitempty"`
-	CorrelationID     string   `msgpack:"correlationId,omitempty"`
-	CausationID       string   `msgpack:"causationId,omitempty"`
+	// Encoding of the output chunks: "auto" (the default) labels each
+	// chunk "utf8" when it is valid UTF-8 and "binary" otherwise;
+	// "binary" labels every chunk "binary" without looking at it, which
+	// lets the kernel move bulk output from the pipe to the socket
+	// without copying it.
+	Encoding      string `msgpack:"encoding,omitempty"`
+	CorrelationID string `msgpack:"correlationId,omitempty"`
+	CausationID   string `msgpack:"causationId,omitempty"`
+	// Manifest runs a binary skill: the path of its skill.toml, whose
+	// command, grants and limits apply. Params fill the command's
+	// {placeholders}; Argv, when given, is appended to the command.
+	Manifest string            `msgpack:"manifest,omitempty"`
+	Params   map[string]string `msgpack:"params,omitempty"`
 }
 
 // ProcessRef names a process: process.status, .kill, .pause, .resume,

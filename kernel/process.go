@@ -55,7 +55,7 @@ func (k *Kernel) spawn(ctx context.Context, c *Call) (any, error) {
 	spec := proc.Spec{
 		Argv: p.Argv, Cwd: p.Cwd, Env: p.Env, PTY: p.PTY, Cols: p.Cols, Rows: p.Rows,
 		Mode: p.Mode, MaxChunkBytes: p.MaxChunkBytes, MaxBytesPerSecond: p.MaxBytesPerSecond,
-		CorrelationID: p.CorrelationID, CausationID: p.CausationID,
+		Encoding: p.Encoding, CorrelationID: p.CorrelationID, CausationID: p.CausationID,
 	}
 	s, err := k.Proc.Spawn(spec, c.Session, &sessionSink{c.Session})
 	if err != nil {

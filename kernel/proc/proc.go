@@ -33,6 +33,12 @@ const (
 	ModeLine  = "line"  // chunks end at a line boundary (an overlong line is split)
 )
 
+// Output encodings.
+const (
+	EncodingAuto   = "auto"
+	EncodingBinary = "binary"
+)
+
 // DefaultMaxChunkBytes bounds a chunk, and so the kernel's buffer per stream.
 const DefaultMaxChunkBytes = 16 << 10
 
@@ -56,6 +62,10 @@ type Spec struct {
 	Mode              string // ModeChunk (default) or ModeLine
 	MaxChunkBytes     int    // default DefaultMaxChunkBytes
 	MaxBytesPerSecond int64  // per stream; 0 is unlimited
+	// Encoding is EncodingAuto (default: chunks labelled "utf8" or
+	// "binary" by their bytes) or EncodingBinary (every chunk "binary",
+	// unexamined, which lets output go from pipe to socket uncopied).
+	Encoding string
 
 	CorrelationID, CausationID string
 
@@ -92,6 +102,13 @@ func (s *Spec) check() error {
 	case ModeChunk, ModeLine:
 	default:
 		return fmt.Errorf("stream mode %q: want %q or %q", s.Mode, ModeChunk, ModeLine)
+	}
+	switch s.Encoding {
+	case "":
+		s.Encoding = EncodingAuto
+	case EncodingAuto, EncodingBinary:
+	default:
+		return fmt.Errorf("encoding %q: want %q or %q", s.Encoding, EncodingAuto, EncodingBinary)
 	}
 	if s.MaxChunkBytes <= 0 {
 		s.MaxChunkBytes = DefaultMaxChunkBytes

@@ -127,7 +127,7 @@ func (p *pump) emit(b []byte) {
 			Truncated:     truncated,
 			CorrelationID: spec.CorrelationID,
 		}
-		if !utf8.Valid(kept) {
+		if spec.Encoding == EncodingBinary || !utf8.Valid(kept) {
 			c.Encoding = "binary"
 		}
 		p.out = append(p.out, c)
