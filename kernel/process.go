@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/proc"
+	"github.com/kairo-os/kairo/manifests"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,11 +60,42 @@ func (k *Kernel) spawn(ctx context.Context, c *Call) (any, error) {
 		Mode: p.Mode, MaxChunkBytes: p.MaxChunkBytes, MaxBytesPerSecond: p.MaxBytesPerSecond,
 		Encoding: p.Encoding, CorrelationID: p.CorrelationID, CausationID: p.CausationID,
 	}
+	if p.Manifest != "" {
+		var err error
+		if spec, err = k.skillSpec(&p); err != nil {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+		}
+	}
 	s, err := k.Proc.Spawn(spec, c.Session, &sessionSink{c.Session})
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
 	}
 	return s.Info(), nil
+}
+
+// skillSpec is the spec of a spawn of the binary skill p.Manifest: the
+// manifest's command, grants and limits; the caller's stream settings; the
+// tighter of the two output rates.
+func (k *Kernel) skillSpec(p *abi.SpawnParams) (proc.Spec, error) {
+	if !filepath.IsAbs(p.Manifest) {
+		return proc.Spec{}, fmt.Errorf("manifest %q: give the skill.toml as an absolute path", p.Manifest)
+	}
+	skill, err := manifests.LoadSkill(p.Manifest)
+	if err != nil {
+		return proc.Spec{}, err
+	}
+	spec, err := proc.SkillSpec(skill, p.Params, p.Argv, p.Cwd, p.Env)
+	if err != nil {
+		return proc.Spec{}, err
+	}
+	spec.PTY = spec.PTY || p.PTY
+	spec.Cols, spec.Rows = p.Cols, p.Rows
+	spec.Mode, spec.MaxChunkBytes, spec.Encoding = p.Mode, p.MaxChunkBytes, p.Encoding
+	if r := p.MaxBytesPerSecond; r > 0 && (spec.MaxBytesPerSecond == 0 || r < spec.MaxBytesPerSecond) {
+		spec.MaxBytesPerSecond = r
+	}
+	spec.CorrelationID, spec.CausationID = p.CorrelationID, p.CausationID
+	return spec, nil
 }
 
 // process finds a process the caller may steer: its own, or one it attached to.

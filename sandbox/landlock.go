@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -97,6 +98,10 @@ type grant struct {
 func grants(p *Policy) (gs []grant, missing []string) {
 	add := func(kind string, paths []string, dir, file landlock.AccessFSSet) {
 		for _, path := range paths {
+			if strings.HasPrefix(path, "$") { // a folder made at run time (explain)
+				gs = append(gs, grant{path, dir, kind})
+				continue
+			}
 			fi, err := os.Stat(path)
 			if err != nil {
 				missing = append(missing, kind+" "+path)

@@ -6,6 +6,8 @@
 //	kairo events tail [PATTERN]                follow events live
 //	kairo events replay [PATTERN]              print stored events
 //	kairo spawn [--pty] [--] CMD [ARGS...]     run a process, attached
+//	kairo run [--explain] SKILL.toml [-- ARGS] run a binary skill in its sandbox
+//	kairo sandbox check                        what the sandbox enforces here
 //	kairo attach ID | kill [--signal SIG] ID   follow or signal a process
 //	kairo ps                                   list processes
 //	kairo ping | status | version
@@ -23,11 +25,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kairo-os/kairo/sandbox"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/kairo-os/kairo/sandbox"
 )
 
 // version is set at build time:
@@ -51,6 +54,8 @@ func init() {
 		{"up", "run the kernel in the foreground until SIGINT or SIGTERM", runUp},
 		{"events", "publish, tail and replay events (kairo events help)", runEvents},
 		{"spawn", "run a process in the kernel, attached to this terminal", runSpawn},
+		{"run", "run a binary skill under its manifest's sandbox", runRun},
+		{"sandbox", "show what the sandbox enforces here (kairo sandbox check)", runSandbox},
 		{"attach", "follow a process's output until it exits", runAttach},
 		{"kill", "send a signal to a process (default SIGKILL)", runKill},
 		{"ps", "list processes", runPs},

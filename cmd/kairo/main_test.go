@@ -151,8 +151,8 @@ func startUp(t *testing.T, home string) *upProc {
 
 func (d *upProc) socket() string { return filepath.Join(d.home, "kernel.sock") }
 
-// waitReady polls the socket until the kernel answers, the daemon exits, or
-// a deadline passes.
+// waitReady polls the socket until the kernel answers and the daemon has
+// logged that it is up, the daemon exits, or a deadline passes.
 func (d *upProc) waitReady() {
 	d.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -169,7 +169,7 @@ func (d *upProc) waitReady() {
 			c.Close()
 		}
 		cancel()
-		if err == nil {
+		if err == nil && strings.Contains(d.stderr.String(), "kairo is up") {
 			return
 		}
 		if time.Now().After(deadline) {

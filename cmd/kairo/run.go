@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/kernel/proc"
+	"github.com/kairo-os/kairo/manifests"
+	"github.com/kairo-os/kairo/sandbox"
+)
+
+func runRun(ctx context.Context, args []string) error {
+	f := newFlags("run", "kairo run [flags] SKILL.toml [-- ARGS...]", `
+Run a binary skill under the sandbox its manifest describes, attached to
+this terminal as kairo spawn is: its output here, this stdin to it, its
+exit code passed through (a process the seccomp filter killed is reported
+as such).
+
+ARGS of the form name=value set the skill's params (the {name} placeholders
+of its command); every other ARG is appended to the command.
+
+When a kernel runs (kairo up), the skill runs in it: its process events go
+on the bus and other clients can attach. When none does, kairo run starts a
+private kernel of its own for the one run. The workspace ($WORK) is the
+current folder unless --work says otherwise; the temp folder ($TMP) is made
+for the run and removed after it.`)
+	explain := f.Bool("explain", false, "print the rules the sandbox would apply, layer by layer, and run nothing")
+	bestEffort := f.Bool("best-effort", false, "run even when this kernel cannot enforce every grant exactly (standalone only; a running kernel follows its kairo.toml), printing what is not enforced")
+	workFlag := f.String("work", "", "the workspace `DIR`, $WORK (default: the current folder)")
+	rest, err := f.parseArgv(args)
+	if err != nil {
+		return err
+	}
+	extra := rest[1:]
+	if len(extra) > 0 && extra[0] == "--" {
+		extra = extra[1:]
+	}
+	path, err := filepath.Abs(rest[0])
+	if err != nil {
+		return err
+	}
+	skill, err := manifests.LoadSkill(path)
+	if err != nil {
+		return err
+	}
+	work := *workFlag
+	if work == "" {
+		work, err = os.Getwd()
+	} else {
+		work, err = filepath.Abs(work)
+	}
+	if err != nil {
+		return fmt.Errorf("--work: %w", err)
+	}
+	params, appended := splitParams(skill, extra)
+	argv, err := skill.Argv(params, appended)
+	if err != nil {
+		return err
+	}
+	if *explain {
+		p := sandbox.FromSkill(skill, work, "$TMP", os.Environ())
+		p.BestEffort = *bestEffort
+		fmt.Printf("skill      %s %s (%s)\n", skill.Skill.Name, skill.Skill.Version, path)
+		fmt.Printf("command    %s\n", strings.Join(argv, " "))
+		sandbox.Explain(os.Stdout, p, argv[0])
+		if len(skill.Progress) > 0 {
+			fmt.Println("\nprogress rules (kairo.process.progress)")
+			for _, r := range skill.Progress {
+				fmt.Printf("   %s\n", r.Pattern)
+			}
+		}
+		return nil
+	}
+	spawn := abi.SpawnParams{
+		Manifest: path, Params: params, Argv: appended, Cwd: work, Env: os.Environ(), PTY: skill.Sandbox.PTY,
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		if !strings.Contains(err.Error(), "the kernel is not running") {
+			return err
+		}
+		// No kernel: a private one for this run.
+		k, stop, err := privateKernel(*bestEffort)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		c = k
+	} else if *bestEffort {
+		fmt.Fprintln(os.Stderr, "kairo: --best-effort is ignored: the running kernel follows sandbox.best_effort in its kairo.toml")
+	}
+	defer c.Close()
+	return spawnAttached(ctx, c, spawn)
+}
+
+// splitParams takes the ARGS of the form name=value where name is one of
+// skill's params; the others are returned in order.
+func splitParams(skill *manifests.Skill, args []string) (map[string]string, []string) {
+	params := map[string]string{}
+	var rest []string
+	for _, a := range args {
+		name, value, ok := strings.Cut(a, "=")
+		if _, declared := skill.Params[name]; ok && declared {
+			params[name] = value
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return params, rest
+}
+
+// privateKernel starts a kernel in this process, with a memory bus and a
+// socket in a temp folder of its own, and returns a client of it.
+func privateKernel(bestEffort bool) (*ipc.Client, func(), error) {
+	helper, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("find the kairo binary, the sandbox helper: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "kairo-run-")
+	if err != nil {
+		return nil, nil, err
+	}
+	// Sandbox uids must reach their temp folders inside.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b := bus.New(bus.NewMemoryStore(1<<12), bus.Options{})
+	launcher := &proc.Sandboxed{Helper: helper, Root: filepath.Join(dir, "sandbox"), BestEffort: bestEffort}
+	k := kernel.New(b, kernel.Options{Version: version, Logger: log, Launcher: launcher})
+	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: filepath.Join(dir, "kernel.sock"), Logger: log})
+	if err != nil {
+		b.Close()
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	served := make(chan struct{})
+	go func() { srv.Serve(); close(served) }()
+	stop := func() {
+		srv.Close()
+		<-served
+		k.Close()
+		b.Close()
+		os.RemoveAll(dir)
+	}
+	c, err := dialPath(context.Background(), filepath.Join(dir, "kernel.sock"))
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return c, stop, nil
+}
+
+func runSandbox(ctx context.Context, args []string) error {
+	sub := []command{
+		{"check", "print what this kernel's sandbox enforces", runSandboxCheck},
+	}
+	if len(args) == 0 {
+		return &usageError{msg: "kairo sandbox needs a command: check", synopsis: "kairo sandbox check"}
+	}
+	return dispatch(ctx, sub, "kairo sandbox", args)
+}
+
+func runSandboxCheck(ctx context.Context, args []string) error {
+	f := newFlags("sandbox check", "kairo sandbox check", `
+Print what the sandbox enforces on this machine, layer by layer: the
+Landlock ABI and what each of its versions adds, the seccomp filter,
+no_new_privs, and the uid a sandboxed process runs as. A skill whose grants
+need more than this kernel has is refused unless best effort is chosen.`)
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	feat := sandbox.Probe()
+	sandbox.WriteCheck(os.Stdout, feat)
+	if feat.LandlockABI == 0 {
+		return errors.New("this kernel has no Landlock: skills are refused unless best effort is chosen")
+	}
+	return nil
+}
