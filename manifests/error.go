@@ -3,6 +3,7 @@ package manifests
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -45,56 +46,74 @@ func (e *Error) Error() string {
 // problem into an *Error: syntax, a value of the wrong type, a value its
 // type rejects (a bad Size), and keys v has no field for.
 func decodeFile(file string, text []byte, v any) error {
+	_, err := decode(file, text, v)
+	return err
+}
+
+// decode is decodeFile that also returns the metadata, for a schema that
+// must tell a key set to its zero value from a key left out.
+func decode(file string, text []byte, v any) (toml.MetaData, error) {
 	// First the syntax alone, into a plain map the type check walks.
 	var raw map[string]any
 	md, err := toml.Decode(string(text), &raw)
 	if err != nil {
 		var pe toml.ParseError
 		if !errors.As(err, &pe) {
-			return &Error{File: file, Msg: err.Error()}
+			return md, &Error{File: file, Msg: err.Error()}
 		}
 		msg := "TOML syntax: " + pe.Message
 		if u := strings.TrimSpace(pe.Usage); u != "" {
 			msg += "\n" + u
 		}
-		return &Error{File: file, Line: pe.Position.Line, Col: pe.Position.Col, Key: pe.LastKey, Msg: msg}
+		return md, &Error{File: file, Line: pe.Position.Line, Col: pe.Position.Col, Key: pe.LastKey, Msg: msg}
 	}
 	root := reflect.TypeOf(v).Elem()
 	if e := findTypeError(file, text, md, raw, root); e != nil {
-		return e
+		return md, e
 	}
 	md, err = toml.Decode(string(text), v)
 	if err != nil {
 		// A value its type refused, such as a Size that does not parse.
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return &Error{File: file, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
+			return md, &Error{File: file, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
 		}
-		return &Error{File: file, Msg: err.Error()}
+		return md, &Error{File: file, Msg: err.Error()}
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0]
-		return &Error{File: file, Line: keyLine(text, k), Key: k.String(), Msg: unknownKeyMsg(k, root)}
+		return md, &Error{File: file, Line: keyLine(text, k), Key: k.String(), Msg: unknownKeyMsg(k, root)}
 	}
-	return nil
+	return md, nil
 }
 
 // unknownKeyMsg says what the keys around an unknown key are.
 func unknownKeyMsg(k toml.Key, t reflect.Type) string {
+	inArray := false
 	for _, name := range k[:len(k)-1] {
-		f, ok := fieldByTag(t, name)
-		if !ok || f.Type.Kind() != reflect.Struct {
+		next, ok := childType(t, name)
+		if !ok {
 			break
 		}
-		t = f.Type
+		tt, arr, ok := tableType(next)
+		if !ok {
+			break
+		}
+		t, inArray = tt, arr
 	}
 	what := "unknown key"
 	if len(k) == 1 {
 		what = "unknown table or key"
 	}
+	if t.Kind() != reflect.Struct {
+		return what + "; check its spelling or remove it"
+	}
 	where := "the file"
 	if len(k) > 1 {
 		where = "[" + toml.Key(k[:len(k)-1]).String() + "]"
+		if inArray {
+			where = "[" + where + "]"
+		}
 	}
 	return fmt.Sprintf("%s; check its spelling or remove it (%s takes %s)", what, where, strings.Join(tagNames(t), ", "))
 }
@@ -102,73 +121,178 @@ func unknownKeyMsg(k toml.Key, t reflect.Type) string {
 // findTypeError walks the file's keys in order and reports the first whose
 // TOML type does not fit the field it decodes into.
 func findTypeError(file string, text []byte, md toml.MetaData, raw map[string]any, root reflect.Type) *Error {
+	// md.Keys lists an array of tables' key once per table, in file order:
+	// counting them tells which table of the array a key is in.
+	opened := map[string]int{}
 	for _, k := range md.Keys() {
-		t := root
-		var val any = raw
-		known := true
-		for _, name := range k {
-			f, ok := fieldByTag(t, name)
-			m, isMap := val.(map[string]any)
-			if !ok || !isMap {
-				known = false
-				break
-			}
-			t, val = f.Type, m[name]
+		if md.Type(k...) == "ArrayHash" {
+			opened[k.String()]++
 		}
-		if !known {
+		t, val, at, ok := walk(root, raw, k, opened)
+		if !ok {
 			continue
 		}
-		if want, ok := fits(t, val); !ok {
-			msg := fmt.Sprintf("%s is %s, want %s", tomlValue(val), tomlKind(val), want)
-			if s, isStr := val.(string); isStr && want == "an integer" {
-				if _, err := strconv.ParseInt(s, 10, 64); err == nil {
-					msg += ": write it without quotes"
-				}
+		if msg, item := typeError(t, val); msg != "" {
+			if item >= 0 {
+				at = append(at, index(item))
 			}
-			return &Error{File: file, Line: keyLine(text, k), Key: k.String(), Msg: msg}
+			return &Error{File: file, Line: keyLine(text, at), Key: keyString(at), Msg: msg}
 		}
 	}
 	return nil
 }
 
-var sizeType = reflect.TypeOf(Size(0))
+// walk follows key k from the schema root and the raw decoded file to the
+// type and the value it names. at is k with the index of each table of an
+// array of tables it passes through ("progress", "[1]", "pattern"). It
+// reports false for a key the schema does not know.
+func walk(root reflect.Type, raw map[string]any, k toml.Key, opened map[string]int) (t reflect.Type, val any, at toml.Key, ok bool) {
+	t, val = root, raw
+	for i, name := range k {
+		if items, isArr := val.([]map[string]any); isArr && t.Kind() == reflect.Slice {
+			n := opened[k[:i].String()] - 1
+			if n < 0 || n >= len(items) {
+				return nil, nil, nil, false
+			}
+			t, val = t.Elem(), items[n]
+			at = append(at, index(n))
+		}
+		m, isMap := val.(map[string]any)
+		if !isMap {
+			return nil, nil, nil, false
+		}
+		next, known := childType(t, name)
+		if !known {
+			return nil, nil, nil, false
+		}
+		t, val = next, m[name]
+		at = append(at, name)
+	}
+	return t, val, at, true
+}
 
-// fits reports whether a decoded TOML value can go into a field of type t,
-// and if not, what the field wants.
-func fits(t reflect.Type, v any) (string, bool) {
-	switch {
-	case t == sizeType:
+// childType is the type the key name decodes into inside a table decoded
+// into t: a struct's field or a map's element.
+func childType(t reflect.Type, name string) (reflect.Type, bool) {
+	if _, isText := textTypes[t]; isText {
+		return nil, false
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		f, ok := fieldByTag(t, name)
+		return f.Type, ok
+	case reflect.Map:
+		return t.Elem(), true
+	}
+	return nil, false
+}
+
+// tableType is the type a TOML table decodes into for a field of type t,
+// and whether the field is an array of such tables.
+func tableType(t reflect.Type) (reflect.Type, bool, bool) {
+	if _, isText := textTypes[t]; isText {
+		return nil, false, false
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return t, false, true
+	case reflect.Slice:
+		if e := t.Elem(); e.Kind() == reflect.Struct || e.Kind() == reflect.Map {
+			return e, true, true
+		}
+	}
+	return nil, false, false
+}
+
+// textTypes are the types that TOML decodes from text (or an integer)
+// through UnmarshalText, with what a value of each looks like.
+var textTypes = map[reflect.Type]string{
+	reflect.TypeOf(Size(0)): `a size such as "16MiB"`,
+	reflect.TypeOf(Rate(0)): `a rate such as "256KiB/s"`,
+}
+
+// typeError says why a decoded TOML value cannot go into a field of type t,
+// or returns "" when it can. For an array it checks every item, and item
+// is the index of the first that does not fit (-1 otherwise).
+func typeError(t reflect.Type, v any) (msg string, item int) {
+	if want, ok := textTypes[t]; ok {
 		switch v.(type) {
 		case string, int64:
-			return "", true
+			return "", -1
 		}
-		return `a size such as "16MiB"`, false
-	case t.Kind() == reflect.Struct:
-		_, ok := v.(map[string]any)
-		return "a table", ok
-	case t.Kind() == reflect.String:
-		_, ok := v.(string)
-		return "a string (in quotes)", ok
-	case t.Kind() == reflect.Bool:
-		_, ok := v.(bool)
-		return "true or false", ok
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
-		_, ok := v.(int64)
-		return "an integer", ok
-	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return mismatch(v, want), -1
+	}
+	switch k := t.Kind(); {
+	case k == reflect.Struct || k == reflect.Map:
+		if _, ok := v.(map[string]any); !ok {
+			return mismatch(v, "a table"), -1
+		}
+	case k == reflect.String:
+		if _, ok := v.(string); !ok {
+			return mismatch(v, "a string (in quotes)"), -1
+		}
+	case k == reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return mismatch(v, "true or false"), -1
+		}
+	case k >= reflect.Int && k <= reflect.Uint64:
+		n, ok := v.(int64)
+		if !ok {
+			msg := mismatch(v, "an integer")
+			if s, isStr := v.(string); isStr {
+				if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+					msg += ": write it without quotes"
+				}
+			}
+			return msg, -1
+		}
+		if lo, hi := intRange(t); n < lo || n > 0 && uint64(n) > hi {
+			return fmt.Sprintf("%d is out of range; want an integer from %d to %d", n, lo, hi), -1
+		}
+	case k == reflect.Float32 || k == reflect.Float64:
 		switch v.(type) {
 		case float64, int64:
-			return "", true
+		default:
+			return mismatch(v, "a number"), -1
 		}
-		return "a number", false
-	case t.Kind() == reflect.Slice:
+	case k == reflect.Interface:
 		switch v.(type) {
-		case []any, []map[string]any:
-			return "", true
+		case string, int64, float64, bool:
+		default:
+			return mismatch(v, "a string, a number or true or false"), -1
 		}
-		return "an array", false
+	case k == reflect.Slice:
+		var items []any
+		switch v := v.(type) {
+		case []any:
+			items = v
+		case []map[string]any:
+			for _, m := range v {
+				items = append(items, m)
+			}
+		default:
+			return mismatch(v, "an array"), -1
+		}
+		for i, it := range items {
+			if msg, _ := typeError(t.Elem(), it); msg != "" {
+				return msg, i
+			}
+		}
 	}
-	return "", true
+	return "", -1
+}
+
+func mismatch(v any, want string) string {
+	return fmt.Sprintf("%s is %s, want %s", tomlValue(v), tomlKind(v), want)
+}
+
+// intRange is the smallest and largest value of integer type t.
+func intRange(t reflect.Type) (int64, uint64) {
+	bits := t.Bits()
+	if t.Kind() >= reflect.Uint {
+		return 0, math.MaxUint64 >> (64 - bits)
+	}
+	return -1 << (bits - 1), 1<<(bits-1) - 1
 }
 
 func tomlKind(v any) string {
@@ -193,9 +317,7 @@ func tomlValue(v any) string {
 	switch v := v.(type) {
 	case string:
 		return fmt.Sprintf("%q", v)
-	case map[string]any:
-		return "the value"
-	case []any:
+	case map[string]any, []any, []map[string]any:
 		return "the value"
 	}
 	return fmt.Sprintf("%v", v)
@@ -204,38 +326,90 @@ func tomlValue(v any) string {
 // fieldByTag finds the field of struct type t that the TOML key name
 // decodes into.
 func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
-	if t.Kind() != reflect.Struct || t == sizeType {
+	if _, isText := textTypes[t]; isText || t.Kind() != reflect.Struct {
 		return reflect.StructField{}, false
 	}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag == name {
+		if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag == name && tag != "-" {
 			return f, true
 		}
 	}
 	return reflect.StructField{}, false
 }
 
+// tagNames lists the keys struct type t takes, tables in brackets.
 func tagNames(t reflect.Type) []string {
 	var names []string
 	for i := 0; i < t.NumField(); i++ {
-		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ","); tag != "" && tag != "-" {
-			if t.Field(i).Type.Kind() == reflect.Struct && t.Field(i).Type != sizeType {
-				tag = "[" + tag + "]"
-			}
-			names = append(names, tag)
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ",")
+		if tag == "" || tag == "-" {
+			continue
 		}
+		ft := t.Field(i).Type
+		if tt, arr, ok := tableType(ft); ok {
+			switch {
+			case arr:
+				tag = "[[" + tag + "]]"
+			case tt.Kind() == reflect.Struct:
+				tag = "[" + tag + "]"
+			case tt.Kind() == reflect.Map:
+				// A map of tables ([params.input]) reads as a table; a
+				// map of values (set = { HOME = "..." }) as a key.
+				if e := tt.Elem(); e.Kind() == reflect.Struct || e.Kind() == reflect.Map {
+					tag = "[" + tag + "]"
+				}
+			}
+		}
+		names = append(names, tag)
 	}
 	return names
 }
 
-// keyLine finds the line that defines key k. The TOML decoder keeps key
-// positions to itself (MetaData has none to give), so this reads the text
-// the simple way: table headers and "key = value" lines, with dotted and
-// quoted keys. It returns 0 when it cannot tell.
+// An index element of a key ("[2]") names an item of an array: the third
+// table of an array of tables, or the third value of an array. keyString
+// writes it after its array, as in "progress[2].pattern".
+func index(n int) string { return "[" + strconv.Itoa(n) + "]" }
+
+func isIndex(s string) bool { return len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' }
+
+// keyString writes a key with its index elements: "fs.read[2]".
+func keyString(k toml.Key) string {
+	var b strings.Builder
+	for i, name := range k {
+		if isIndex(name) {
+			b.WriteString(name)
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(toml.Key{name}.String())
+	}
+	return b.String()
+}
+
+// keyLine finds the line that defines key k, which may hold index elements.
+// The TOML decoder keeps key positions to itself (MetaData has none to
+// give), so this reads the text the simple way: table headers, arrays of
+// tables and "key = value" lines, with dotted and quoted keys. A key the
+// text does not define (an item of an array, a key of an inline table, a
+// key left out) is placed at the closest enclosing key the text defines.
+// It returns 0 when it cannot tell.
 func keyLine(text []byte, k toml.Key) int {
+	lines := strings.Split(string(text), "\n")
+	for n := len(k); n > 0; n-- {
+		if line := findKeyLine(lines, k[:n]); line > 0 {
+			return line
+		}
+	}
+	return 0
+}
+
+func findKeyLine(lines []string, k toml.Key) int {
 	var table toml.Key
-	for i, line := range strings.Split(string(text), "\n") {
+	tables := map[string]int{} // tables each [[array]] header has opened
+	for i, line := range lines {
 		line = strings.TrimSpace(line)
 		if line == "" || line[0] == '#' {
 			continue
@@ -245,6 +419,9 @@ func keyLine(text []byte, k toml.Key) int {
 		case strings.HasPrefix(line, "[["):
 			name, _, _ := strings.Cut(line[2:], "]]")
 			table = splitKey(name)
+			n := tables[table.String()]
+			tables[table.String()]++
+			table = append(table, index(n))
 			full = table
 		case line[0] == '[':
 			name, _, _ := strings.Cut(line[1:], "]")
@@ -257,7 +434,7 @@ func keyLine(text []byte, k toml.Key) int {
 			}
 			full = append(append(toml.Key{}, table...), splitKey(name)...)
 		}
-		if hasPrefix(full, k) {
+		if keyMatches(full, k) {
 			return i + 1
 		}
 	}
@@ -272,14 +449,22 @@ func splitKey(s string) toml.Key {
 	return k
 }
 
-func hasPrefix(full, k toml.Key) bool {
-	if len(full) < len(k) {
-		return false
-	}
-	for i := range k {
-		if full[i] != k[i] {
+// keyMatches reports whether the key full, read from a line, defines k or a
+// key inside k. An index element of full that k leaves out matches any
+// table of that array: k "progress.pattern" matches the first.
+func keyMatches(full, k toml.Key) bool {
+	j := 0
+	for _, name := range full {
+		if j == len(k) {
+			break
+		}
+		if isIndex(name) && !isIndex(k[j]) {
+			continue
+		}
+		if name != k[j] {
 			return false
 		}
+		j++
 	}
-	return true
+	return j == len(k)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/ipc"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,9 +27,11 @@ kills it. kairo exits with the process's exit code, or 128 + the number of
 the signal that ended it, as a shell does.
 
 kairo prints "kairo: spawned ID (pid N)" on stderr first: other clients of
-the same user use ID with kairo attach and kairo kill. The process gets the
-kernel's environment. Flags end at COMMAND, so COMMAND's own flags need no
-"--".`)
+the same user use ID with kairo attach and kairo kill. The process runs in
+the kernel's sandbox with the default profile: it reads the system folders,
+writes only its working folder and a temp folder of its own, has no network
+and a minimal environment (PATH, HOME, TMPDIR, LANG). Flags end at COMMAND,
+so COMMAND's own flags need no "--".`)
 	usePTY := f.Bool("pty", false, "run the process on a pseudo-terminal, stderr merged into stdout; when stdin is a terminal, keys pass through raw and its size follows this one's")
 	cwd := f.String("cwd", "", "the process's working `DIR` (default: the current directory)")
 	mode := f.String("mode", "chunk", "stream output as it is read (`chunk`) or in whole lines (line)")
@@ -47,17 +50,23 @@ kernel's environment. Flags end at COMMAND, so COMMAND's own flags need no
 		return fmt.Errorf("--cwd: %w", err)
 	}
 	params := abi.SpawnParams{Argv: argv, Cwd: dir, PTY: *usePTY, Mode: *mode, CorrelationID: *corr}
-	stdin := int(os.Stdin.Fd())
-	interactive := *usePTY && isTerminal(stdin)
-	if interactive {
-		params.Cols, params.Rows, _ = termSize(stdin)
-	}
-
 	c, err := dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	return spawnAttached(ctx, c, params)
+}
+
+// spawnAttached spawns params through c with this terminal attached: output
+// here, stdin there, signals passed on; it returns the process's exit as an
+// exitCode.
+func spawnAttached(ctx context.Context, c *ipc.Client, params abi.SpawnParams) error {
+	stdin := int(os.Stdin.Fd())
+	interactive := params.PTY && isTerminal(stdin)
+	if interactive {
+		params.Cols, params.Rows, _ = termSize(stdin)
+	}
 	out := &output{}
 	c.OnChunk(out.chunk)
 	// From here on signals are the process's: they are caught before the
@@ -78,6 +87,7 @@ kernel's environment. Flags end at COMMAND, so COMMAND's own flags need no
 	fmt.Fprintf(os.Stderr, "kairo: spawned %s (pid %d)\n", info.ID, info.PID)
 	var tty *terminal
 	if interactive {
+		var err error
 		if tty, err = rawTerminal(stdin); err != nil {
 			fmt.Fprintf(os.Stderr, "kairo: cannot put the terminal in raw mode, so keys are read a line at a time: %v\n", err)
 		}
