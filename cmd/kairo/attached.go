@@ -185,6 +185,13 @@ func signalNumber(name string) int {
 }
 
 // describe says how a process stands, for a person.
+// signalWhy says why the sandbox sends the signals it sends.
+var signalWhy = map[string]string{
+	"SIGSYS":  ": the sandbox's seccomp filter refused a system call",
+	"SIGXCPU": ": it used up its cpu time limit",
+	"SIGXFSZ": ": it wrote past its file size limit",
+}
+
 func describe(info abi.ProcessInfo) string {
 	who := fmt.Sprintf("%s (pid %d)", info.ID, info.PID)
 	switch {
@@ -193,7 +200,7 @@ func describe(info abi.ProcessInfo) string {
 	case info.ExitCode != nil:
 		return fmt.Sprintf("%s exited with code %d", who, *info.ExitCode)
 	case info.Signal != "":
-		return fmt.Sprintf("%s was killed by %s", who, info.Signal)
+		return fmt.Sprintf("%s was killed by %s%s", who, info.Signal, signalWhy[info.Signal])
 	}
 	return fmt.Sprintf("%s ended (%s) with no exit code", who, info.Status)
 }

@@ -403,21 +403,8 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 }
 
 func signalName(sig syscall.Signal) string {
-	switch sig {
-	case syscall.SIGKILL:
-		return "SIGKILL"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGINT:
-		return "SIGINT"
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	case syscall.SIGPIPE:
-		return "SIGPIPE"
-	case syscall.SIGSEGV:
-		return "SIGSEGV"
-	case syscall.SIGABRT:
-		return "SIGABRT"
+	if name := unix.SignalName(sig); name != "" {
+		return name // SIGKILL, SIGSYS (a seccomp kill), SIGXCPU (the cpu limit), ...
 	}
 	return "signal " + strconv.Itoa(int(sig))
 }
