@@ -27,6 +27,9 @@ type Caller struct {
 	UID, GID uint32
 	PID      int32
 	Plugin   string // set when the caller is a plugin
+	// Grants, when set, narrow the caller to the methods and subjects
+	// listed: a sandboxed skill on its IPC descriptor.
+	Grants *Grants
 }
 
 func (c Caller) String() string {
@@ -162,6 +165,9 @@ func (k *Kernel) Invoke(ctx context.Context, method string, call *Call) (result 
 	k.mu.RUnlock()
 	if !ok {
 		return nil, abi.Errorf(abi.CodeUnknownMethod, "unknown method %q; kernel.introspect lists the methods", method)
+	}
+	if aerr := checkGrants(method, call); aerr != nil {
+		return nil, aerr
 	}
 	defer func() {
 		if r := recover(); r != nil {

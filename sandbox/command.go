@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,8 +18,14 @@ import (
 // sees it (kairo does, first thing in main) can confine and exec a target.
 const HelperArg = "__kairo_sandbox_exec"
 
-// policyFD is the descriptor the helper reads its policy from.
-const policyFD = 3
+// The helper's descriptors: its policy, the pipe it reports a failure on,
+// and the kernel connection it hands the target (as ipcTargetFD).
+const (
+	policyFD    = 3
+	statusFD    = 4
+	ipcFD       = 5
+	ipcTargetFD = 3
+)
 
 // maxPolicy bounds an encoded policy so that it fits a pipe's buffer and the
 // kernel never blocks writing it.
@@ -55,6 +62,9 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 		return nil, fmt.Errorf("%s is not granted execute: add it (or its folder) to fs.exec", target)
 	}
 	p = p.withLoaders(target)
+	if p.IPC {
+		p.Env = mergeEnv(p.Env, []string{"KAIRO_IPC_FD=" + strconv.Itoa(ipcTargetFD)})
+	}
 	if err := checkEnforceable(p); err != nil {
 		return nil, err
 	}
@@ -93,6 +103,13 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 		},
 	}
 	return &Cmd{Cmd: cmd, Target: target, status: sr}, nil
+}
+
+// SetIPC gives the target f, a connection to the kernel, as descriptor 3
+// (the policy must have IPC set). Call it before Start; Started closes the
+// parent's copy.
+func (c *Cmd) SetIPC(f *os.File) {
+	c.ExtraFiles = append(c.ExtraFiles, f) // descriptor ipcFD in the helper
 }
 
 // startTimeout bounds the wait for a started helper to exec its target.

@@ -12,10 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// statusFD is the descriptor the helper reports a failure on. It is closed
-// by execve, so the kernel reading end-of-file knows the target runs.
-const statusFD = 4
-
 // Exit codes of a helper that could not run its target, as a shell has them.
 const (
 	exitSetup    = 126 // the sandbox could not be built: nothing ran
@@ -64,8 +60,17 @@ func confineAndExec(argv []string) error {
 
 	// 1. Nothing inherited beyond stdio survives the exec; the status
 	// descriptor closes with it too.
+	// The status descriptor is closed by the exec, which tells the kernel
+	// the target runs.
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("close inherited descriptors: %w", err)
+	}
+	if p.IPC {
+		// The kernel connection, moved to where KAIRO_IPC_FD says, kept
+		// open across the exec.
+		if err := unix.Dup3(ipcFD, ipcTargetFD, 0); err != nil {
+			return fmt.Errorf("hand over the kernel connection: %w", err)
+		}
 	}
 	// 2. Resource limits.
 	if err := setLimits(&p.Limits); err != nil {

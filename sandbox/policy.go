@@ -26,6 +26,11 @@ type Policy struct {
 	// entry lets it create AF_UNIX sockets.
 	Unix []string `json:"unix,omitempty"`
 
+	// IPC hands the binary a connection to the kernel (Cmd.SetIPC) as
+	// descriptor 3, named by KAIRO_IPC_FD: the only way out of the
+	// sandbox to the kernel, served with the skill's [ipc] scopes only.
+	IPC bool `json:"ipc,omitempty"`
+
 	// Env is the binary's whole environment: nothing else is inherited.
 	Env []string `json:"env,omitempty"`
 	// Dir is its working directory.

@@ -32,6 +32,10 @@ func clientSocket() (string, error) {
 // dial connects to the kernel, with a message that says what to do when it
 // is not running.
 func dial(ctx context.Context) (*ipc.Client, error) {
+	// Inside a sandbox, the kernel connection the skill was handed.
+	if c, ok, err := ipc.DialEnv(); ok {
+		return c, err
+	}
 	path, err := clientSocket()
 	if err != nil {
 		return nil, err

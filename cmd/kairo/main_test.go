@@ -27,6 +27,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Sandboxed skills run as uids of their own and may exec kairo itself.
+	os.Chmod(dir, 0o755)
 	kairoBin = filepath.Join(dir, "kairo")
 	build := exec.Command(goTool(), "build", "-o", kairoBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

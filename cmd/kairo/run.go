@@ -144,6 +144,7 @@ func privateKernel(bestEffort bool) (*ipc.Client, func(), error) {
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
+	serveSkills(launcher, srv)
 	served := make(chan struct{})
 	go func() { srv.Serve(); close(served) }()
 	stop := func() {

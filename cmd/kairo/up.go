@@ -151,6 +151,7 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 		b.Close()
 		return nil, err
 	}
+	serveSkills(launcher, srv)
 	d := &daemon{log: log, kernel: k, bus: b, srv: srv, served: make(chan error, 1)}
 	go func() { d.served <- srv.Serve() }()
 
@@ -196,6 +197,21 @@ func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.
 	}
 	log.Info("sandbox on", "landlockABI", abi, "bestEffort", cfg.Sandbox.BestEffort)
 	return &proc.Sandboxed{Helper: helper, Root: root, BestEffort: cfg.Sandbox.BestEffort}, nil
+}
+
+// serveSkills lets l hand skills whose manifests grant [ipc] scopes a
+// connection to the kernel, served by srv with those scopes only.
+func serveSkills(l proc.Launcher, srv *ipc.Server) {
+	sl, ok := l.(*proc.Sandboxed)
+	if !ok {
+		return
+	}
+	sl.ServeIPC = func(conn *os.File, uid int, g manifests.IPCGrants) error {
+		return srv.ServeFile(conn, kernel.Caller{
+			UID: uint32(uid), GID: uint32(uid),
+			Grants: &kernel.Grants{Call: g.Call, Publish: g.Publish, Subscribe: g.Subscribe},
+		})
+	}
 }
 
 // systemData is the payload of kairo.system.started and .stopping.

@@ -86,6 +86,11 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to the kernel at %s: %w (is `kairo up` running? KAIRO_HOME and KAIRO_SOCKET choose the socket)", path, err)
 	}
+	return newClient(conn), nil
+}
+
+// newClient starts a client on a connection to the kernel.
+func newClient(conn net.Conn) *Client {
 	if uc, ok := conn.(*net.UnixConn); ok {
 		uc.SetReadBuffer(socketBuffer)
 	}
@@ -96,7 +101,7 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 		done:    make(chan struct{}),
 	}
 	go c.readLoop()
-	return c, nil
+	return c
 }
 
 // Close closes the connection; pending calls fail with ErrClientClosed.

@@ -22,6 +22,7 @@ import (
 	"github.com/creack/pty"
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
 	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/sys/unix"
@@ -78,6 +79,9 @@ type Spec struct {
 	// OutputLimit drops output beyond this many bytes, all streams
 	// together (0: no limit).
 	OutputLimit int64
+	// IPC, when set, gives the process a connection to the kernel with
+	// these scopes only (a sandboxing launcher with ServeIPC).
+	IPC *manifests.IPCGrants
 	// Progress rules: each line of output that matches one publishes
 	// kairo.process.progress with the rule's named groups.
 	Progress []*regexp.Regexp

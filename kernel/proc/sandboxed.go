@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // The uids the kernel gives sandboxes when it runs as root: one of its own
@@ -32,6 +34,10 @@ type Sandboxed struct {
 	Root string
 	// BestEffort runs what this kernel cannot confine exactly, saying so.
 	BestEffort bool
+	// ServeIPC serves conn, the kernel's end of a socket pair, to a
+	// process running as uid with grants g. Without it, a spec that asks
+	// for IPC is refused.
+	ServeIPC func(conn *os.File, uid int, g manifests.IPCGrants) error
 
 	mu     sync.Mutex
 	inUse  map[int]bool
@@ -82,7 +88,13 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	} else {
 		p.UID, p.GID = -1, -1
 	}
+	p.IPC = spec.IPC != nil
 	c, err := sandbox.Command(l.Helper, p, spec.Argv)
+	if err == nil && spec.IPC != nil {
+		if err = l.connect(c, uid, *spec.IPC); err != nil {
+			c.Started() // closes what Command opened
+		}
+	}
 	if err != nil {
 		os.RemoveAll(tmp)
 		if allocated {
@@ -101,6 +113,29 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		os.RemoveAll(tmp)
 	}
 	return &Launch{Cmd: c.Cmd, Started: c.Started, Cleanup: cleanup, Work: work}, nil
+}
+
+// connect makes the socket pair of a process's kernel connection: one end
+// served with grants g, the other handed to the process.
+func (l *Sandboxed) connect(c *sandbox.Cmd, uid int, g manifests.IPCGrants) error {
+	if l.ServeIPC == nil {
+		return fmt.Errorf("the skill asks for [ipc] scopes, and this kernel serves no connections to skills")
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("kernel connection for the skill: %w", err)
+	}
+	kernelEnd, skillEnd := os.NewFile(uintptr(fds[0]), "kernel-end"), os.NewFile(uintptr(fds[1]), "skill-end")
+	defer kernelEnd.Close() // the server keeps its own duplicate
+	if uid < 0 {
+		uid = os.Getuid()
+	}
+	if err := l.ServeIPC(kernelEnd, uid, g); err != nil {
+		skillEnd.Close()
+		return err
+	}
+	c.SetIPC(skillEnd)
+	return nil
 }
 
 // uidFor picks the uid a spawn runs as: the owner of a workspace the caller

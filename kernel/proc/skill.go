@@ -27,6 +27,9 @@ func SkillSpec(s *manifests.Skill, params map[string]string, extra []string, cwd
 			return sandbox.FromSkill(s, work, tmp, callerEnv), nil
 		},
 	}
+	if g := s.IPC; len(g.Call) > 0 {
+		spec.IPC = &g
+	}
 	for _, r := range s.Progress {
 		spec.Progress = append(spec.Progress, r.Regexp())
 	}

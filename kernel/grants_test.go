@@ -1,0 +1,79 @@
+package kernel
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func TestCovers(t *testing.T) {
+	for _, c := range []struct {
+		grant, want string
+		ok          bool
+	}{
+		{"a.b.c", "a.b.c", true},
+		{"a.b.c", "a.b.d", false},
+		{"a.b.c", "a.b", false},
+		{"a.b", "a.b.c", false},
+		{"a.*.c", "a.x.c", true},
+		{"a.*.c", "a.*.c", true},
+		{"a.*.c", "a.>", false},
+		{"a.*", "a.x.y", false},
+		{"a.>", "a.x", true},
+		{"a.>", "a.x.y.z", true},
+		{"a.>", "a.*", true},
+		{"a.>", "a.>", true},
+		{"a.>", "a", false},
+		{"a.>", ">", false},
+		{">", ">", true},
+		{">", "anything.at.all", true},
+		{"a.b.>", "a.*.c", false}, // a.x.c is not under a.b
+	} {
+		if got := covers(strings.Split(c.grant, "."), strings.Split(c.want, ".")); got != c.ok {
+			t.Errorf("covers(%q, %q) = %v, want %v", c.grant, c.want, got, c.ok)
+		}
+	}
+}
+
+func TestGrantsAllow(t *testing.T) {
+	g := &Grants{
+		Call:      []string{"events.publish", "events.subscribe", "kernel.ping"},
+		Publish:   []string{"kairo.skill.demo.>"},
+		Subscribe: []string{"kairo.process.*"},
+	}
+	enc := func(v any) msgpack.RawMessage {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	pub := func(subject string) msgpack.RawMessage {
+		return enc(abi.PublishParams{Event: abi.Event{Type: subject}})
+	}
+	sub := func(pattern string) msgpack.RawMessage { return enc(abi.SubscribeParams{Pattern: pattern}) }
+	for _, c := range []struct {
+		method string
+		params msgpack.RawMessage
+		denied string // "" when allowed
+	}{
+		{"kernel.ping", nil, ""},
+		{"process.spawn", nil, "not granted: process.spawn"},
+		{"events.publish", pub("kairo.skill.demo.done"), ""},
+		{"events.publish", pub("kairo.skill.other"), `not granted: events.publish of "kairo.skill.other"`},
+		{"events.subscribe", sub("kairo.process.exited"), ""},
+		{"events.subscribe", sub(""), `not granted: events.subscribe of ">"`},
+		{"events.subscribe", sub("kairo.>"), "not granted"},
+		{"events.replay", sub("kairo.process.spawned"), "not granted: events.replay"}, // not in Call
+	} {
+		err := g.allow(c.method, c.params)
+		switch {
+		case c.denied == "" && err != nil:
+			t.Errorf("%s: denied: %v", c.method, err)
+		case c.denied != "" && (err == nil || !strings.Contains(err.Error(), c.denied)):
+			t.Errorf("%s: got %v, want an error with %q", c.method, err, c.denied)
+		}
+	}
+}
