@@ -132,10 +132,8 @@ func findTypeError(file string, text []byte, md toml.MetaData, raw map[string]an
 		if !ok {
 			continue
 		}
-		if msg, item := typeError(t, val); msg != "" {
-			if item >= 0 {
-				at = append(at, index(item))
-			}
+		if msg, sub := typeError(t, val); msg != "" {
+			at = append(at, sub...)
 			return &Error{File: file, Line: keyLine(text, at), Key: keyString(at), Msg: msg}
 		}
 	}
@@ -212,28 +210,29 @@ var textTypes = map[reflect.Type]string{
 }
 
 // typeError says why a decoded TOML value cannot go into a field of type t,
-// or returns "" when it can. For an array it checks every item, and item
-// is the index of the first that does not fit (-1 otherwise).
-func typeError(t reflect.Type, v any) (msg string, item int) {
+// or returns "" when it can. at is where in v the value at fault is: an
+// item of an array ("[2]"), or a key inside a table that an array holds
+// inline, which the file's key list does not name.
+func typeError(t reflect.Type, v any) (msg string, at toml.Key) {
 	if want, ok := textTypes[t]; ok {
 		switch v.(type) {
 		case string, int64:
-			return "", -1
+			return "", nil
 		}
-		return mismatch(v, want), -1
+		return mismatch(v, want), nil
 	}
 	switch k := t.Kind(); {
 	case k == reflect.Struct || k == reflect.Map:
 		if _, ok := v.(map[string]any); !ok {
-			return mismatch(v, "a table"), -1
+			return mismatch(v, "a table"), nil
 		}
 	case k == reflect.String:
 		if _, ok := v.(string); !ok {
-			return mismatch(v, "a string (in quotes)"), -1
+			return mismatch(v, "a string (in quotes)"), nil
 		}
 	case k == reflect.Bool:
 		if _, ok := v.(bool); !ok {
-			return mismatch(v, "true or false"), -1
+			return mismatch(v, "true or false"), nil
 		}
 	case k >= reflect.Int && k <= reflect.Uint64:
 		n, ok := v.(int64)
@@ -244,42 +243,70 @@ func typeError(t reflect.Type, v any) (msg string, item int) {
 					msg += ": write it without quotes"
 				}
 			}
-			return msg, -1
+			return msg, nil
 		}
 		if lo, hi := intRange(t); n < lo || n > 0 && uint64(n) > hi {
-			return fmt.Sprintf("%d is out of range; want an integer from %d to %d", n, lo, hi), -1
+			return fmt.Sprintf("%d is out of range; want an integer from %d to %d", n, lo, hi), nil
 		}
 	case k == reflect.Float32 || k == reflect.Float64:
 		switch v.(type) {
 		case float64, int64:
 		default:
-			return mismatch(v, "a number"), -1
+			return mismatch(v, "a number"), nil
 		}
 	case k == reflect.Interface:
 		switch v.(type) {
 		case string, int64, float64, bool:
 		default:
-			return mismatch(v, "a string, a number or true or false"), -1
+			return mismatch(v, "a string, a number or true or false"), nil
 		}
 	case k == reflect.Slice:
-		var items []any
 		switch v := v.(type) {
 		case []any:
-			items = v
+			for i, item := range v {
+				msg, at := typeError(t.Elem(), item)
+				if msg == "" {
+					msg, at = inlineTableError(t.Elem(), item)
+				}
+				if msg != "" {
+					return msg, append(toml.Key{index(i)}, at...)
+				}
+			}
 		case []map[string]any:
-			for _, m := range v {
-				items = append(items, m)
+			// An array of [[tables]]: the key list names their keys.
+			for i, item := range v {
+				if msg, at := typeError(t.Elem(), item); msg != "" {
+					return msg, append(toml.Key{index(i)}, at...)
+				}
 			}
 		default:
-			return mismatch(v, "an array"), -1
-		}
-		for i, it := range items {
-			if msg, _ := typeError(t.Elem(), it); msg != "" {
-				return msg, i
-			}
+			return mismatch(v, "an array"), nil
 		}
 	}
-	return "", -1
+	return "", nil
+}
+
+// inlineTableError checks the keys of v, a table written inline in an
+// array, which the file's key list leaves out, against t.
+func inlineTableError(t reflect.Type, v any) (string, toml.Key) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "", nil
+	}
+	for _, name := range sortedKeys(m) {
+		ft, known := childType(t, name)
+		if !known {
+			continue // left to the check for unknown keys
+		}
+		msg, at := typeError(ft, m[name])
+		if msg == "" {
+			msg, at = inlineTableError(ft, m[name])
+		}
+		if msg != "" {
+			return msg, append(toml.Key{name}, at...)
+		}
+	}
+	return "", nil
 }
 
 func mismatch(v any, want string) string {

@@ -505,24 +505,6 @@ func (c *skillCheck) checkEnv() {
 	}
 }
 
-// firstVar is the name of the first variable ($NAME or ${NAME}) in s
-// that match accepts, or "".
-func firstVar(s string, match func(name string) bool) string {
-	for i := strings.IndexByte(s, '$'); i >= 0; {
-		if name, _, ok := splitVar(s[i:]); ok && match(name) {
-			return name
-		}
-		j := strings.IndexByte(s[i+1:], '$')
-		if j < 0 {
-			break
-		}
-		i += 1 + j
-	}
-	return ""
-}
-
-func isPathVar(name string) bool { return slices.Contains(pathVars, name) }
-
 func (c *skillCheck) checkLimits() {
 	l := c.s.Limits
 	for _, n := range []struct {
@@ -570,24 +552,6 @@ func (c *skillCheck) checkProgress() {
 		}
 		r.re = re
 	}
-}
-
-// splitVar splits s, which starts with "$", into the name of its leading
-// variable ($NAME or ${NAME}) and what follows it. ok is false when no
-// name follows the "$".
-func splitVar(s string) (name, rest string, ok bool) {
-	if strings.HasPrefix(s, "${") {
-		end := strings.IndexByte(s, '}')
-		if end < 0 || !identRE.MatchString(s[2:end]) {
-			return "", s, false
-		}
-		return s[2:end], s[end+1:], true
-	}
-	i := 1
-	for i < len(s) && (s[i] == '_' || s[i] >= 'A' && s[i] <= 'Z' || s[i] >= 'a' && s[i] <= 'z' || i > 1 && s[i] >= '0' && s[i] <= '9') {
-		i++
-	}
-	return s[1:i], s[i:], i > 1
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -72,20 +72,16 @@ func confineAndExec(argv []string) error {
 			return fmt.Errorf("hand over the kernel connection: %w", err)
 		}
 	}
-	// 2. Resource limits.
-	if err := setLimits(&p.Limits); err != nil {
-		return err
-	}
-	// 3. no_new_privs: Landlock needs it from a process without
+	// 2. no_new_privs: Landlock needs it from a process without
 	// CAP_SYS_ADMIN, and nothing this process execs may gain privileges.
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	// 4. One Landlock ruleset: filesystem, TCP ports, scopes.
+	// 3. One Landlock ruleset: filesystem, TCP ports, scopes.
 	if err := applyLandlock(&p); err != nil {
 		return err
 	}
-	// 5. An unprivileged uid, no groups, no capabilities.
+	// 4. An unprivileged uid, no groups, no capabilities.
 	if err := dropPrivileges(p.UID, p.GID); err != nil {
 		return err
 	}
@@ -97,13 +93,21 @@ func confineAndExec(argv []string) error {
 	if os.Getppid() != ppid {
 		return fmt.Errorf("the kernel exited")
 	}
-	// 6. The seccomp filter, last: after it, the calls the steps above
-	// needed may be gone.
+	var prog []unix.SockFilter
 	if !p.SkipSeccomp {
-		prog, err := BuildFilter(p.filterPolicy())
-		if err != nil {
+		if prog, err = BuildFilter(p.filterPolicy()); err != nil {
 			return err
 		}
+	}
+	// Resource limits, as late as they can be: the helper is a Go program
+	// too, and a tight memory or process limit must not catch the runtime
+	// in the middle of the steps above.
+	if err := setLimits(&p.Limits); err != nil {
+		return err
+	}
+	// The seccomp filter, last: after it, the calls the steps above
+	// needed may be gone.
+	if prog != nil {
 		if err := InstallFilter(prog); err != nil {
 			return err
 		}

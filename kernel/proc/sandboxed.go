@@ -49,13 +49,13 @@ type Sandboxed struct {
 func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	n := strconv.FormatUint(l.launch.Add(1), 10) + "-" + strconv.Itoa(os.Getpid())
 	tmp := filepath.Join(l.Root, "tmp", n)
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
+	if err := mkdirReachable(tmp); err != nil {
 		return nil, fmt.Errorf("sandbox temp folder: %w", err)
 	}
 	work, made := spec.Cwd, false
 	if work == "" {
 		work, made = filepath.Join(l.Root, "work", n), true
-		if err := os.MkdirAll(work, 0o700); err != nil {
+		if err := mkdirReachable(work); err != nil {
 			os.RemoveAll(tmp)
 			return nil, fmt.Errorf("sandbox workspace: %w", err)
 		}
@@ -113,6 +113,19 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		os.RemoveAll(tmp)
 	}
 	return &Launch{Cmd: c.Cmd, Started: c.Started, Cleanup: cleanup, Work: work}, nil
+}
+
+// mkdirReachable makes dir (mode 0700, for the sandbox uid it is given to)
+// in a parent the sandbox uids may pass through but not list.
+func mkdirReachable(dir string) error {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(parent, 0o711); err != nil {
+		return err
+	}
+	return os.Mkdir(dir, 0o700)
 }
 
 // connect makes the socket pair of a process's kernel connection: one end
