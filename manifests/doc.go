@@ -1,5 +1,5 @@
-// Package manifests holds Kairo's TOML schemas — kairo.toml now; binary
-// skill and plugin manifests next — and reads them with errors a person can
+// Package manifests holds Kairo's TOML schemas — kairo.toml and binary skill
+// manifests (skill.toml; see examples/) — and reads them with errors a person can
 // act on: each names the file, the line and the key, and says what to do.
 //
 // A schema is a Go struct whose fields carry toml tags. Loading starts from

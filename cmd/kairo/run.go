@@ -26,7 +26,8 @@ exit code passed through (a process the seccomp filter killed is reported
 as such).
 
 ARGS of the form name=value set the skill's params (the {name} placeholders
-of its command); every other ARG is appended to the command.
+of its command); every other ARG is appended to the command, and so is
+everything after a second "--".
 
 When a kernel runs (kairo up), the skill runs in it: its process events go
 on the bus and other clients can attach. When none does, kairo run starts a
@@ -61,7 +62,7 @@ for the run and removed after it.`)
 	if err != nil {
 		return fmt.Errorf("--work: %w", err)
 	}
-	params, appended := splitParams(skill, extra)
+	params, appended := skill.ParamsFromArgs(extra)
 	argv, err := skill.Argv(params, appended)
 	if err != nil {
 		return err
@@ -100,22 +101,6 @@ for the run and removed after it.`)
 	}
 	defer c.Close()
 	return spawnAttached(ctx, c, spawn)
-}
-
-// splitParams takes the ARGS of the form name=value where name is one of
-// skill's params; the others are returned in order.
-func splitParams(skill *manifests.Skill, args []string) (map[string]string, []string) {
-	params := map[string]string{}
-	var rest []string
-	for _, a := range args {
-		name, value, ok := strings.Cut(a, "=")
-		if _, declared := skill.Params[name]; ok && declared {
-			params[name] = value
-			continue
-		}
-		rest = append(rest, a)
-	}
-	return params, rest
 }
 
 // privateKernel starts a kernel in this process, with a memory bus and a
