@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -93,6 +94,10 @@ func confineAndExec(argv []string) error {
 	if os.Getppid() != ppid {
 		return fmt.Errorf("the kernel exited")
 	}
+	x, err := prepareExec(argv, p.Env)
+	if err != nil {
+		return err
+	}
 	var prog []unix.SockFilter
 	if !p.SkipSeccomp {
 		if prog, err = BuildFilter(p.filterPolicy()); err != nil {
@@ -112,15 +117,41 @@ func confineAndExec(argv []string) error {
 			return err
 		}
 	}
-	env := p.Env
-	if env == nil {
-		env = []string{}
-	}
-	if err := syscall.Exec(argv[0], argv, env); err != nil {
-		errno, _ := err.(syscall.Errno)
+	if errno := execve(x); errno != 0 {
 		return &execError{argv[0], errno}
 	}
 	return nil
+}
+
+// execArgs are execve's arguments, made before the limits are set: under a
+// tight memory limit the helper must not allocate any more.
+type execArgs struct {
+	path       *byte
+	argv, envp []*byte
+}
+
+func prepareExec(argv, env []string) (execArgs, error) {
+	var x execArgs
+	var err error
+	if x.path, err = syscall.BytePtrFromString(argv[0]); err != nil {
+		return x, fmt.Errorf("target %q: %w", argv[0], err)
+	}
+	if x.argv, err = syscall.SlicePtrFromStrings(argv); err != nil {
+		return x, fmt.Errorf("target arguments: %w", err)
+	}
+	if x.envp, err = syscall.SlicePtrFromStrings(env); err != nil {
+		return x, fmt.Errorf("environment: %w", err)
+	}
+	return x, nil
+}
+
+// execve is the system call itself, with no allocation on the way.
+func execve(x execArgs) syscall.Errno {
+	_, _, errno := syscall.RawSyscall(syscall.SYS_EXECVE,
+		uintptr(unsafe.Pointer(x.path)),
+		uintptr(unsafe.Pointer(&x.argv[0])),
+		uintptr(unsafe.Pointer(&x.envp[0])))
+	return errno
 }
 
 // filterPolicy is what the seccomp filter must let p create.
@@ -131,6 +162,9 @@ func (p *Policy) filterPolicy() FilterPolicy {
 		Unix: len(p.Unix) > 0,
 	}
 }
+
+// defaultOpenFiles is the soft RLIMIT_NOFILE of a target without one.
+const defaultOpenFiles = 1024
 
 // setLimits applies l as hard and soft limits, so that the target cannot
 // raise them. syscall.Setrlimit, not unix.Setrlimit: the Go runtime
@@ -144,6 +178,16 @@ func setLimits(l *Limits) error {
 	}
 	if err := set("core", unix.RLIMIT_CORE, 0); err != nil {
 		return err
+	}
+	if l.OpenFiles == 0 {
+		// The Go runtime raised its soft limit to the hard one at start,
+		// and execve (unlike syscall.Exec) does not put it back: give the
+		// target the conventional soft limit.
+		var cur syscall.Rlimit
+		if err := syscall.Getrlimit(unix.RLIMIT_NOFILE, &cur); err == nil && cur.Cur > defaultOpenFiles {
+			cur.Cur = defaultOpenFiles
+			syscall.Setrlimit(unix.RLIMIT_NOFILE, &cur)
+		}
 	}
 	if l.CPUSeconds > 0 {
 		// SIGXCPU at the soft limit, SIGKILL a second later.
