@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,7 +41,7 @@ type Sandboxed struct {
 	ServeIPC func(conn *os.File, uid int, g manifests.IPCGrants) error
 
 	mu     sync.Mutex
-	inUse  map[int]bool
+	inUse  map[int]*os.File // the uids given out, and their locks
 	next   int
 	launch atomic.Uint64
 }
@@ -165,13 +166,23 @@ func (l *Sandboxed) uidFor(work string, made bool) (uid int, allocated bool, err
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inUse == nil {
-		l.inUse = map[int]bool{}
+		l.inUse = map[int]*os.File{}
 	}
 	for range UIDCount {
 		u := UIDBase + l.next
 		l.next = (l.next + 1) % UIDCount
-		if !l.inUse[u] {
-			l.inUse[u] = true
+		if l.inUse[u] != nil {
+			continue
+		}
+		lock, err := lockUID(u)
+		if err != nil {
+			return 0, false, err
+		}
+		if lock != nil {
+			// A kernel that died may have left processes of u behind;
+			// they must not share the uid with a new tree.
+			KillUID(u)
+			l.inUse[u] = lock
 			return u, true, nil
 		}
 	}
@@ -180,48 +191,113 @@ func (l *Sandboxed) uidFor(work string, made bool) (uid int, allocated bool, err
 
 func (l *Sandboxed) free(uid int) {
 	l.mu.Lock()
+	if lock := l.inUse[uid]; lock != nil {
+		lock.Close()
+	}
 	delete(l.inUse, uid)
 	l.mu.Unlock()
 }
 
-// KillUID kills every process running as uid, until none is left (a tree
-// that forks while it is being killed needs more than one pass).
-func KillUID(uid int) {
-	killWhere(func(u int) bool { return u == uid })
-}
+// Every kernel on the machine gives out uids of the same range. A kernel
+// holds each uid it gave out by an flock on a file named after it, so that
+// another kernel skips that uid — else the cleanup of one tree would kill
+// another kernel's tree of the same uid — and a starting kernel's sweep
+// leaves it alone. The locks go with the process: the uids of a kernel that
+// died are free again.
+var uidLockDir = "/run/kairo/sandbox-uids"
 
-// SweepSandboxUIDs kills every process running as a sandbox uid: what a
-// kernel that died without cleaning up left behind.
-func SweepSandboxUIDs() int {
-	return killWhere(func(u int) bool { return u >= UIDBase && u < UIDBase+UIDCount })
-}
-
-func killWhere(match func(uid int) bool) int {
-	killed := 0
-	for range 100 {
-		found := 0
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			fi, err := os.Stat("/proc/" + e.Name())
-			if err != nil {
-				continue
-			}
-			st, ok := fi.Sys().(*syscall.Stat_t)
-			if !ok || !match(int(st.Uid)) {
-				continue
-			}
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				found++
-			}
+// lockUID takes the lock of uid; nil when another kernel holds it.
+func lockUID(uid int) (*os.File, error) {
+	if err := os.MkdirAll(uidLockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox uid locks: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(uidLockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox uid lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if err == unix.EWOULDBLOCK {
+			return nil, nil
 		}
-		killed += found
-		if found == 0 {
-			return killed
+		return nil, fmt.Errorf("lock sandbox uid %d: %w", uid, os.NewSyscallError("flock", err))
+	}
+	return f, nil
+}
+
+// KillUID kills every process running as uid, until none is left (a tree
+// that forks while it is being killed needs more than one pass), and
+// returns how many it killed.
+func KillUID(uid int) int {
+	return killWhere(func(u int) bool { return u == uid })
+}
+
+// SweepSandboxUIDs kills every process running as a sandbox uid that no
+// live kernel holds: what a kernel that died without cleaning up left
+// behind. It returns how many it killed.
+func SweepSandboxUIDs() int {
+	left := map[int]bool{}
+	eachProcess(func(pid, uid int) {
+		if uid >= UIDBase && uid < UIDBase+UIDCount {
+			left[uid] = true
+		}
+	})
+	killed := 0
+	for u := range left {
+		if lock, err := lockUID(u); err == nil && lock != nil {
+			killed += KillUID(u)
+			lock.Close()
 		}
 	}
 	return killed
+}
+
+// killWhere kills the processes whose uid match accepts, pass after pass
+// until none is left but zombies (dead already, waiting to be reaped), and
+// returns how many it killed.
+func killWhere(match func(uid int) bool) int {
+	killed := map[int]bool{}
+	for range 100 {
+		found := 0
+		eachProcess(func(pid, uid int) {
+			if match(uid) && !zombie(pid) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed[pid] = true
+				found++
+			}
+		})
+		if found == 0 {
+			break
+		}
+	}
+	return len(killed)
+}
+
+// eachProcess calls fn with the pid and uid of every process.
+func eachProcess(fn func(pid, uid int)) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat("/proc/" + e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			fn(pid, int(st.Uid))
+		}
+	}
+}
+
+// zombie reports whether pid has exited and waits to be reaped (or is
+// gone).
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised command name.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
