@@ -35,7 +35,7 @@ func Unenforced(p *Policy, abi int) []string {
 		out = append(out, "ipc: signals to the kernel's other processes of the same uid (Landlock ABI 6)")
 	}
 	if len(p.Unix) > 0 && abi < resolveUnixABI {
-		out = append(out, fmt.Sprintf("network: connect to every pathname unix socket the uid can reach, not only %s (Landlock ABI %d)", strings.Join(p.Unix, ", "), resolveUnixABI))
+		out = append(out, fmt.Sprintf("net.unix: connect to every pathname unix socket the uid can reach, not only %s (Landlock ABI %d)", strings.Join(p.Unix, ", "), resolveUnixABI))
 	}
 	if p.MinLandlockABI > abi {
 		out = append(out, fmt.Sprintf("the policy asks for Landlock ABI %d; this kernel has %d", p.MinLandlockABI, abi))

@@ -27,7 +27,7 @@ func (p *Policy) withLoaders(target string) *Policy {
 		if real, err := filepath.EvalSymlinks(interp); err == nil {
 			interp = real
 		}
-		if !under(interp, q.Exec) {
+		if !Under(interp, q.Exec) {
 			q.Exec = append(q.Exec, interp)
 		}
 	}

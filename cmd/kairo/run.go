@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel"
@@ -81,6 +83,7 @@ for the run and removed after it.`)
 		}
 		return nil
 	}
+	warnUnwritableWork(skill, work)
 	spawn := abi.SpawnParams{
 		Manifest: path, Params: params, Argv: appended, Cwd: work, Env: os.Environ(), PTY: skill.Sandbox.PTY,
 	}
@@ -101,6 +104,22 @@ for the run and removed after it.`)
 	}
 	defer c.Close()
 	return spawnAttached(ctx, c, spawn)
+}
+
+// warnUnwritableWork says so when skill writes its workspace and the
+// sandbox, which a root kernel runs as a uid of its own, will not be able
+// to: the workspace belongs to root.
+func warnUnwritableWork(skill *manifests.Skill, work string) {
+	if os.Geteuid() != 0 || !slices.ContainsFunc(skill.FS.Write, func(p string) bool { return strings.HasPrefix(p, "$WORK") }) {
+		return
+	}
+	fi, err := os.Stat(work)
+	if err != nil {
+		return
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && fi.Mode().Perm()&0o002 == 0 {
+		fmt.Fprintf(os.Stderr, "kairo: note: %s belongs to root, and the skill runs as an unprivileged uid of its own: its writes to $WORK will be refused. Run it in a folder an ordinary user owns (--work DIR).\n", work)
+	}
 }
 
 // privateKernel starts a kernel in this process, with a memory bus and a

@@ -249,8 +249,12 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 		return nil, fmt.Errorf("spawn %q: %w", spec.Argv[0], err)
 	}
 	s.pgid = cmd.Process.Pid
+	cwd := spec.Cwd
+	if cwd == "" {
+		cwd = l.Work // the workspace the launcher made
+	}
 	s.info = abi.ProcessInfo{
-		ID: s.id, PID: cmd.Process.Pid, Argv: spec.Argv, Cwd: spec.Cwd, PTY: spec.PTY,
+		ID: s.id, PID: cmd.Process.Pid, Argv: spec.Argv, Cwd: cwd, PTY: spec.PTY,
 		StartedAt: time.Now(), Status: abi.ProcessRunning,
 		CorrelationID: spec.CorrelationID, CausationID: spec.CausationID,
 	}
@@ -258,7 +262,7 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	m.sessions[s.id] = s
 	m.mu.Unlock()
 	m.publish(s, "kairo.process.spawned", map[string]any{
-		"processId": s.id, "pid": s.info.PID, "argv": spec.Argv, "cwd": spec.Cwd, "pty": spec.PTY,
+		"processId": s.id, "pid": s.info.PID, "argv": spec.Argv, "cwd": cwd, "pty": spec.PTY,
 	})
 	var pumps sync.WaitGroup
 	for _, p := range outs {

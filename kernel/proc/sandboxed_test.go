@@ -575,7 +575,7 @@ exec = ["$SKILL_DIR/bin"]
 				}
 				continue
 			}
-			if err == nil || !strings.Contains(err.Error(), "bin/link is not granted execute") || !strings.Contains(err.Error(), "fs.exec") {
+			if err == nil || !strings.Contains(err.Error(), "bin/link (which is /usr/bin/id) is not granted execute") || !strings.Contains(err.Error(), "fs.exec") {
 				t.Errorf("a link out of the granted folder: %v, want refused naming the program and fs.exec", err)
 			}
 		}
