@@ -3,9 +3,13 @@ package ipc_test
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,6 +249,216 @@ func TestManyProcessesOverIPC(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// binaryStream checks the chunks of one stream as they arrive: seq up by
+// one, labelled binary, bytes equal to want from where the stream started.
+type binaryStream struct {
+	mu      sync.Mutex
+	want    []byte
+	off     int // where the next chunk's bytes belong in want
+	lastSeq uint64
+	chunks  int
+	err     error
+}
+
+func (s *binaryStream) take(ch *abi.StreamChunk) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.err != nil:
+	case ch.Encoding != "binary":
+		s.err = fmt.Errorf("chunk %d is labelled %q", ch.Seq, ch.Encoding)
+	case s.lastSeq != 0 && ch.Seq != s.lastSeq+1:
+		s.err = fmt.Errorf("chunk seq %d after %d", ch.Seq, s.lastSeq)
+	case s.off+len(ch.Chunk) > len(s.want):
+		s.err = fmt.Errorf("chunk %d runs %d bytes past the end", ch.Seq, s.off+len(ch.Chunk)-len(s.want))
+	case !bytes.Equal(ch.Chunk, s.want[s.off:s.off+len(ch.Chunk)]):
+		s.err = fmt.Errorf("chunk %d differs from the data at offset %d", ch.Seq, s.off)
+	default:
+		s.off += len(ch.Chunk)
+		s.lastSeq = ch.Seq
+		s.chunks++
+	}
+}
+
+func (s *binaryStream) received() (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.off, s.err
+}
+
+// waitFor waits until n bytes arrived in good order.
+func (s *binaryStream) waitFor(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		got, err := s.received()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == n {
+			return
+		}
+		if got > n || time.Now().After(deadline) {
+			t.Fatalf("received %d bytes, want %d", got, n)
+		}
+	}
+}
+
+// onStdout routes a client's stdout chunks of process *id to s. The tests'
+// children wait for stdin before they write, so the ID is known before the
+// first chunk.
+func onStdout(c *ipc.Client, id *atomic.Pointer[string], s *binaryStream) {
+	c.OnChunk(func(ch *abi.StreamChunk) {
+		if ch.Stream != "stdout" {
+			return
+		}
+		if p := id.Load(); p != nil && ch.ProcessID == *p {
+			s.take(ch)
+			return
+		}
+		s.mu.Lock()
+		s.err = fmt.Errorf("chunk %d of %s came before its spawn returned", ch.Seq, ch.ProcessID)
+		s.mu.Unlock()
+	})
+}
+
+// randomFile writes size pseudo-random bytes to a file and returns its path
+// and the bytes.
+func randomFile(t *testing.T, size int, seed byte) (string, []byte) {
+	t.Helper()
+	data := make([]byte, size)
+	rand.NewChaCha8([32]byte{seed}).Read(data)
+	path := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, data
+}
+
+// 64 MiB of binary output goes to the client by the splice path, every
+// byte in order, in chunks labelled binary with seq going up by one.
+func TestBinaryOutputOverIPC(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	c := e.dial(t)
+	path, data := randomFile(t, 64<<20, 1)
+	out := &binaryStream{want: data}
+	var id atomic.Pointer[string]
+	onStdout(c, &id, out)
+	info := spawn(t, c, abi.SpawnParams{Argv: []string{"sh", "-c", "read go && exec cat " + path}, Encoding: "binary", MaxChunkBytes: 256 << 10})
+	id.Store(&info.ID)
+	if err := c.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: []byte("go\n")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if done := waitExit(t, c, info.ID); done.ExitCode == nil || *done.ExitCode != 0 {
+		t.Fatalf("cat: %+v", done)
+	}
+	out.waitFor(t, len(data))
+}
+
+// A second client that attaches midway, and leaves, sees a consistent
+// stream of its own while the owner's stays whole: splicing stops while
+// two clients watch and resumes after.
+func TestBinaryOutputSecondClient(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	owner, other := e.dial(t), e.dial(t)
+	const phase = 4 << 20
+	_, data := randomFile(t, 3*phase, 2)
+	mine, theirs := &binaryStream{want: data}, &binaryStream{want: data[phase : 2*phase]}
+	var id atomic.Pointer[string]
+	onStdout(owner, &id, mine)
+	onStdout(other, &id, theirs)
+	info := spawn(t, owner, abi.SpawnParams{Argv: []string{"cat"}, Encoding: "binary", MaxChunkBytes: 256 << 10})
+	id.Store(&info.ID)
+	write := func(b []byte) {
+		t.Helper()
+		if err := owner.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: b}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(data[:phase])
+	mine.waitFor(t, phase)
+	if err := other.Call(ctx(t), "process.attach", abi.ProcessRef{ProcessID: info.ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	write(data[phase : 2*phase])
+	mine.waitFor(t, 2*phase)
+	theirs.waitFor(t, phase)
+	other.Close()
+	write(data[2*phase:])
+	if err := owner.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Close: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, owner, info.ID)
+	mine.waitFor(t, len(data))
+	if got, err := theirs.received(); got != phase || err != nil {
+		t.Fatalf("the attached client received %d bytes (%v), want %d", got, err, phase)
+	}
+}
+
+// A client that reads binary output slowly holds the process back, and
+// still gets all of it.
+func TestBinaryOutputSlowClient(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	c := e.dial(t)
+	const size = 16 << 20
+	out := &binaryStream{want: make([]byte, size)}
+	var id atomic.Pointer[string]
+	c.OnChunk(func(ch *abi.StreamChunk) {
+		if p := id.Load(); p != nil && ch.ProcessID == *p && ch.Stream == "stdout" {
+			time.Sleep(5 * time.Millisecond)
+			out.take(ch)
+		}
+	})
+	info := spawn(t, c, abi.SpawnParams{Argv: []string{"sh", "-c", "read go && exec head -c " + strconv.Itoa(size) + " /dev/zero"}, Encoding: "binary", MaxChunkBytes: 64 << 10})
+	id.Store(&info.ID)
+	if err := c.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: []byte("go\n")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	var st abi.ProcessInfo
+	if err := c.Call(ctx(t), "process.status", abi.ProcessRef{ProcessID: info.ID}, &st); err != nil || st.Status != abi.ProcessRunning {
+		t.Fatalf("status while the client reads slowly: %+v, %v: the output did not hold the process back", st, err)
+	}
+	waitExit(t, c, info.ID)
+	out.waitFor(t, size)
+}
+
+// A client that hangs up in the middle of binary output costs the kernel
+// nothing: the splice fails, the connection is dropped, the output is
+// drained and the process finishes.
+func TestBinaryOutputClientLeaves(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	c, watcher := e.dial(t), e.dial(t)
+	first := make(chan struct{})
+	var once sync.Once
+	c.OnChunk(func(*abi.StreamChunk) { once.Do(func() { close(first) }) })
+	const size = 256 << 20
+	info := spawn(t, c, abi.SpawnParams{Argv: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}, Encoding: "binary", MaxChunkBytes: 256 << 10})
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no output in 10 s")
+	}
+	c.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var list []abi.ProcessInfo
+		if err := watcher.Call(ctx(t), "process.status", nil, &list); err != nil {
+			t.Fatal(err)
+		}
+		if len(list) == 1 && list[0].ID == info.ID && list[0].Status == abi.ProcessExited {
+			if list[0].ExitCode == nil || *list[0].ExitCode != 0 {
+				t.Fatalf("head after its client left: %+v", list[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes 20 s after the client left: %+v", list)
+		}
+	}
+	if _, err := watcher.Ping(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 }

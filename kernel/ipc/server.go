@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
@@ -188,10 +189,12 @@ func lockFile(path string) (*os.File, error) {
 type conn struct {
 	s      *Server
 	nc     *net.UnixConn
+	raw    syscall.RawConn // nc's descriptor, for SpliceChunk, under wmu
 	caller kernel.Caller
 	ctx    context.Context
 	cancel context.CancelFunc
 	wmu    sync.Mutex
+	head   []byte // SpliceChunk's frame head, under wmu
 	reqs   sync.WaitGroup
 	sem    chan struct{}
 }

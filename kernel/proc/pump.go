@@ -41,12 +41,17 @@ type pump struct {
 	dropped    int64 // since the last throttled event
 	lastReport time.Time
 	reason     string // why the last bytes were dropped
+	gap        bool   // the last chunk sent was marked truncated
 
 	// Progress: the unfinished last line, and the newest match not yet
 	// published.
 	line         []byte
 	pending      map[string]string
 	lastProgress time.Time
+
+	// splice is set when the spec lets output go from the pipe to a sink
+	// without passing through the kernel's memory.
+	splice *spliceState
 }
 
 // maxProgressLine bounds the line the progress rules look at.
@@ -59,9 +64,27 @@ func (p *pump) run(done *sync.WaitGroup) {
 	defer done.Done()
 	defer p.r.Close()
 	spec := &p.s.spec
-	buf := make([]byte, readChunks*spec.MaxChunkBytes)
-	carry := 0 // line mode: bytes of an unfinished line at the front of buf
+	// Output nobody needs to look at may go from the pipe to a lone sink
+	// that can splice; each round decides again, as sinks come and go.
+	if spec.spliceable() {
+		p.splice = newSpliceState(p.r, spec.MaxChunkBytes)
+	}
+	var buf []byte // made at the first read: spliced output needs none
+	carry := 0     // line mode: bytes of an unfinished line at the front of buf
 	for {
+		if p.splice != nil && p.s.spliceSink() != nil {
+			spliced, err := p.spliceOnce()
+			if err != nil {
+				p.end(err)
+				return
+			}
+			if spliced {
+				continue
+			}
+		}
+		if buf == nil {
+			buf = make([]byte, readChunks*spec.MaxChunkBytes)
+		}
 		n, err := p.r.Read(buf[carry:])
 		n += carry
 		carry = 0
@@ -87,14 +110,19 @@ func (p *pump) run(done *sync.WaitGroup) {
 			if carry > 0 {
 				p.emit(buf[:carry])
 			}
-			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) && !isEIO(err) {
-				p.s.m.log("read %s of %s: %v", p.stream, p.s.id, err)
-			}
-			p.progressFlush(true)
-			p.report(true)
+			p.end(err)
 			return
 		}
 	}
+}
+
+// end finishes the stream that err ended: what is pending is published.
+func (p *pump) end(err error) {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) && !isEIO(err) {
+		p.s.m.log("read %s of %s: %v", p.stream, p.s.id, err)
+	}
+	p.progressFlush(true)
+	p.report(true)
 }
 
 // emit cuts b into chunks of at most MaxChunkBytes (at line ends in line
@@ -114,9 +142,13 @@ func (p *pump) emit(b []byte) {
 		}
 		b = b[len(piece):]
 		kept, truncated := p.limit(piece)
-		if len(kept) == 0 {
+		if len(kept) == 0 && (!truncated || p.gap) {
 			continue
 		}
+		// A chunk dropped whole still tells the reader, once per gap, by
+		// an empty chunk marked truncated: output cut at a chunk boundary
+		// must not look complete.
+		p.gap = truncated
 		p.seq++
 		c := abi.StreamChunk{
 			ProcessID:     p.s.id,

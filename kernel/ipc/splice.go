@@ -1,0 +1,117 @@
+package ipc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"syscall"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
+	"golang.org/x/sys/unix"
+)
+
+var _ kernel.ChunkSplicer = (*conn)(nil)
+
+// SpliceChunk writes ch as a STREAM_CHUNK frame whose output is the next n
+// bytes of the pipe from, spliced into the socket: from Linux 6.5 a Unix
+// socket takes the pipe's pages by reference (MSG_SPLICE_PAGES), so the
+// bytes are never copied on their way through the kernel process. It
+// blocks while the peer does not read, like PushChunks. A failure may leave
+// a frame cut short, after which the peer cannot find the next one: the
+// connection is closed.
+func (c *conn) SpliceChunk(ch *abi.StreamChunk, from syscall.RawConn, n int) error {
+	if len(ch.Chunk) != 0 {
+		return fmt.Errorf("splice chunk %d of %s: it carries %d bytes of its own", ch.Seq, ch.ProcessID, len(ch.Chunk))
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.raw == nil {
+		raw, err := c.nc.SyscallConn()
+		if err != nil {
+			return err
+		}
+		c.raw = raw
+	}
+	h := append(c.head[:0], make([]byte, abi.HeaderSize)...)
+	h = abi.AppendStreamChunkHead(h, ch)
+	// The head ends with the header of the chunk's empty bin; the frame
+	// carries n bytes instead.
+	empty := []byte{0xc4, 0}
+	if !bytes.HasSuffix(h, empty) {
+		return errors.New("splice chunk: the stream chunk head does not end with its bin header")
+	}
+	h = appendBinHeader(h[:len(h)-len(empty)], n)
+	abi.PutHeader(h, abi.Header{Type: abi.PacketStreamChunk, Length: uint32(len(h) - abi.HeaderSize + n)})
+	c.head = h
+	if _, err := c.nc.Write(h); err != nil {
+		c.nc.Close()
+		return err
+	}
+	if err := spliceAll(c.raw, from, n); err != nil {
+		c.nc.Close()
+		return fmt.Errorf("splice output of %s to %s: %w", ch.ProcessID, c.caller, err)
+	}
+	return nil
+}
+
+// spliceAll moves exactly n bytes from the pipe behind from, which holds
+// them, to the socket behind to, waiting for room in the socket.
+func spliceAll(to, from syscall.RawConn, n int) error {
+	var err error
+	werr := to.Write(func(sock uintptr) bool {
+		for n > 0 {
+			var m int64
+			if cerr := from.Control(func(pipe uintptr) {
+				m, err = unix.Splice(int(pipe), nil, int(sock), nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				if err == unix.EAGAIN {
+					// The socket is full, or (never, if the pump keeps
+					// its word) the pipe is empty: waiting for room
+					// would then wait for the peer forever.
+					if left, ierr := unix.IoctlGetInt(int(pipe), unix.TIOCINQ); ierr == nil && left == 0 {
+						err = io.ErrUnexpectedEOF
+					}
+				}
+			}); cerr != nil {
+				err = cerr
+				return true
+			}
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				err = nil
+				return false // wait for room in the socket
+			case err != nil:
+				return true
+			case m == 0:
+				err = io.ErrUnexpectedEOF // the pipe held fewer than n bytes
+				return true
+			}
+			n -= int(m)
+		}
+		return true
+	})
+	if werr != nil {
+		return werr
+	}
+	if err != nil {
+		return fmt.Errorf("splice: %w", err)
+	}
+	return nil
+}
+
+// appendBinHeader appends the MsgPack header of a bin of n bytes, in the
+// shortest form, as abi encodes it.
+func appendBinHeader(dst []byte, n int) []byte {
+	switch {
+	case n <= math.MaxUint8:
+		return append(dst, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		return append(dst, 0xc5, byte(n>>8), byte(n))
+	}
+	return binary.BigEndian.AppendUint32(append(dst, 0xc6), uint32(n))
+}
