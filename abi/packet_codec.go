@@ -125,6 +125,13 @@ func AppendStreamChunk(dst []byte, c *StreamChunk) []byte {
 // which come last: a writer can send them from where they are (writev)
 // instead of copying them behind the head.
 func AppendStreamChunkHead(dst []byte, c *StreamChunk) []byte {
+	return AppendStreamChunkHeadLen(dst, c, len(c.Chunk))
+}
+
+// AppendStreamChunkHeadLen is AppendStreamChunkHead for output of size
+// bytes that c does not hold: the kernel sends them from elsewhere (a pipe
+// spliced to the socket) right after the head.
+func AppendStreamChunkHeadLen(dst []byte, c *StreamChunk, size int) []byte {
 	n := 5
 	if c.Truncated {
 		n++
@@ -143,7 +150,7 @@ func AppendStreamChunkHead(dst []byte, c *StreamChunk) []byte {
 	if c.CorrelationID != "" {
 		dst = appendStr(appendStr(dst, "correlationId"), c.CorrelationID)
 	}
-	return appendBinHeader(appendStr(dst, "chunk"), len(c.Chunk))
+	return appendBinHeader(appendStr(dst, "chunk"), size)
 }
 
 // DecodeStreamChunk decodes a STREAM_CHUNK payload.

@@ -26,27 +26,24 @@ var daemonBin struct {
 // benchmark.
 func startDaemon(b *testing.B) (string, int) {
 	b.Helper()
-	daemonBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kairo-bench-bin-")
-		if err != nil {
-			daemonBin.err = err
-			return
-		}
-		daemonBin.path = filepath.Join(dir, "kairo")
-		// go test puts the toolchain's GOROOT/bin first in PATH.
-		out, err := exec.Command("go", "build", "-o", daemonBin.path, "../../cmd/kairo").CombinedOutput()
-		if err != nil {
-			daemonBin.err = &buildError{err, out}
-		}
-	})
-	if daemonBin.err != nil {
-		b.Fatal(daemonBin.err)
-	}
+	return startDaemonConfig(b, "")
+}
+
+// startDaemonConfig is startDaemon with config, when not empty, as the
+// home's kairo.toml.
+func startDaemonConfig(b *testing.B, config string) (string, int) {
+	b.Helper()
+	bin := kairoBinary(b)
 	home, err := os.MkdirTemp("", "kairo-bench-home-")
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(daemonBin.path, "up", "--home", home)
+	if config != "" {
+		if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(config), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "up", "--home", home)
 	cmd.Env = append(os.Environ(), "KAIRO_HOME="+home, "KAIRO_SOCKET=")
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -75,6 +72,32 @@ func startDaemon(b *testing.B) (string, int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return sock, cmd.Process.Pid
+}
+
+// kairoBinary builds kairo once for the benchmarks and returns its path.
+func kairoBinary(b *testing.B) string {
+	b.Helper()
+	daemonBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "kairo-bench-bin-")
+		if err != nil {
+			daemonBin.err = err
+			return
+		}
+		daemonBin.path = filepath.Join(dir, "kairo")
+		// go test puts the toolchain's GOROOT/bin first in PATH. Static,
+		// as the Makefile builds it: the binary is also the sandbox helper,
+		// whose start is part of every spawn.
+		build := exec.Command("go", "build", "-o", daemonBin.path, "../../cmd/kairo")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
+		if err != nil {
+			daemonBin.err = &buildError{err, out}
+		}
+	})
+	if daemonBin.err != nil {
+		b.Fatal(daemonBin.err)
+	}
+	return daemonBin.path
 }
 
 type buildError struct {

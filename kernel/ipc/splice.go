@@ -1,12 +1,8 @@
 package ipc
 
 import (
-	"bytes"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"syscall"
 
 	"github.com/kairo-os/kairo/abi"
@@ -37,14 +33,7 @@ func (c *conn) SpliceChunk(ch *abi.StreamChunk, from syscall.RawConn, n int) err
 		c.raw = raw
 	}
 	h := append(c.head[:0], make([]byte, abi.HeaderSize)...)
-	h = abi.AppendStreamChunkHead(h, ch)
-	// The head ends with the header of the chunk's empty bin; the frame
-	// carries n bytes instead.
-	empty := []byte{0xc4, 0}
-	if !bytes.HasSuffix(h, empty) {
-		return errors.New("splice chunk: the stream chunk head does not end with its bin header")
-	}
-	h = appendBinHeader(h[:len(h)-len(empty)], n)
+	h = abi.AppendStreamChunkHeadLen(h, ch, n)
 	abi.PutHeader(h, abi.Header{Type: abi.PacketStreamChunk, Length: uint32(len(h) - abi.HeaderSize + n)})
 	c.head = h
 	if _, err := c.nc.Write(h); err != nil {
@@ -102,16 +91,4 @@ func spliceAll(to, from syscall.RawConn, n int) error {
 		return fmt.Errorf("splice: %w", err)
 	}
 	return nil
-}
-
-// appendBinHeader appends the MsgPack header of a bin of n bytes, in the
-// shortest form, as abi encodes it.
-func appendBinHeader(dst []byte, n int) []byte {
-	switch {
-	case n <= math.MaxUint8:
-		return append(dst, 0xc4, byte(n))
-	case n <= math.MaxUint16:
-		return append(dst, 0xc5, byte(n>>8), byte(n))
-	}
-	return binary.BigEndian.AppendUint32(append(dst, 0xc6), uint32(n))
 }

@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sandbox"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// BenchmarkSandboxSpawn is the time from process.spawn of /bin/true to its
+// kairo.process.exited event at a subscribed client, p50, through a `kairo
+// up` that sandboxes it (p50-ms) and, spawn for spawn in the same run, one
+// with sandbox.mode = "off" (bare-p50-ms); ratio is the first over the
+// second.
+func BenchmarkSandboxSpawn(b *testing.B) {
+	sandboxed := newSpawner(b, "")
+	bare := newSpawner(b, "[sandbox]\nmode = \"off\"\n")
+	lat, bareLat := make([]time.Duration, b.N), make([]time.Duration, b.N)
+	b.ResetTimer()
+	// Interleaved, so that whatever else the machine does weighs on both.
+	for i := range b.N {
+		lat[i] = sandboxed.spawnExit(b, "/bin/true")
+		bareLat[i] = bare.spawnExit(b, "/bin/true")
+	}
+	b.StopTimer()
+	p50, bareP50 := median(lat).Seconds()*1e3, median(bareLat).Seconds()*1e3
+	b.ReportMetric(0, "ns/op") // an iteration is two spawns: p50-ms is the figure
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(bareP50, "bare-p50-ms")
+	b.ReportMetric(p50/bareP50, "ratio")
+}
+
+// spawner is a client of one daemon, subscribed to its exits.
+type spawner struct {
+	c     *ipc.Client
+	exits *ipc.Subscription
+}
+
+// newSpawner starts a daemon with config as its kairo.toml.
+func newSpawner(b *testing.B, config string) *spawner {
+	b.Helper()
+	path, _ := startDaemonConfig(b, config)
+	c := dial(b, path)
+	exits, err := c.Subscribe(context.Background(), "kairo.process.exited", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &spawner{c, exits}
+}
+
+// spawnExit spawns argv and returns the time until its exit event arrives.
+func (s *spawner) spawnExit(b *testing.B, argv ...string) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	var info abi.ProcessInfo
+	if err := s.c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: argv}, &info); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		ev, err := s.exits.Next(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var data struct {
+			ProcessID string `msgpack:"processId"`
+		}
+		msgpack.Unmarshal(ev.Data, &data)
+		if data.ProcessID == info.ID {
+			return time.Since(start)
+		}
+	}
+}
+
+// BenchmarkSandboxSyscall is what the seccomp filter adds to a system call
+// inside a running child, timed by the child itself (testdata/sysloop). The
+// call is ioctl(-1, TCGETS): the filter reads ioctl's request argument, so
+// the kernel's seccomp cache cannot allow it unseen and every call runs the
+// filter's dispatch. ns/syscall is the sandboxed figure, bare-ns/syscall
+// the same probe exec'd plainly as the same uid, overhead-ns/syscall the
+// difference; cached-overhead-ns/syscall is the difference for getppid, a
+// call the cache allows without running the filter. Each figure is the
+// median over b.N runs of the probe.
+func BenchmarkSandboxSyscall(b *testing.B) {
+	const calls = 10000
+	p := newProbe(b)
+	sandboxed, bare := p.compare(b, "syscall", strconv.Itoa(calls))
+	ns, bareNS := sandboxed["ioctl"], bare["ioctl"]
+	b.ReportMetric(0, "ns/op") // an iteration is two runs of the probe
+	b.ReportMetric(ns, "ns/syscall")
+	b.ReportMetric(bareNS, "bare-ns/syscall")
+	b.ReportMetric(ns-bareNS, "overhead-ns/syscall")
+	b.ReportMetric(sandboxed["getppid"]-bare["getppid"], "cached-overhead-ns/syscall")
+}
+
+// BenchmarkSandboxOpen is what the Landlock ruleset (and the filter) add
+// to an open and close of a file in a granted folder inside a running
+// child: ns/open sandboxed, bare-ns/open exec'd plainly as the same uid,
+// overhead-ns/open the difference; medians over b.N runs of the probe.
+// The file is three folders below the root, and Landlock's walk up the
+// path is what grows with depth.
+func BenchmarkSandboxOpen(b *testing.B) {
+	const opens = 1000
+	p := newProbe(b)
+	sandboxed, bare := p.compare(b, "open", strconv.Itoa(opens), p.data)
+	ns, bareNS := sandboxed["open"], bare["open"]
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(ns, "ns/open")
+	b.ReportMetric(bareNS, "bare-ns/open")
+	b.ReportMetric(ns-bareNS, "overhead-ns/open")
+}
+
+// sandboxUID is the uid the probe runs as when the benchmark is root: the
+// helper refuses to keep root, and the bare run takes the same uid so that
+// the difference is the sandbox's alone.
+const sandboxUID = 2000000200
+
+// probe is testdata/sysloop built static into a folder the sandbox's uid
+// can reach, with a file to open beside it.
+type probe struct {
+	helper string // kairo, the sandbox helper
+	bin    string
+	data   string
+	policy *sandbox.Policy
+}
+
+func newProbe(b *testing.B) *probe {
+	b.Helper()
+	helper := kairoBinary(b)
+	dir, err := os.MkdirTemp("", "kairo-bench-sysloop-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	p := &probe{helper: helper, bin: filepath.Join(dir, "sysloop"), data: filepath.Join(dir, "data")}
+	build := exec.Command("go", "build", "-o", p.bin, "./testdata/sysloop")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build sysloop: %v\n%s", err, out)
+	}
+	work, tmp := filepath.Join(dir, "work"), filepath.Join(dir, "tmp")
+	for _, d := range []string{work, tmp} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(p.data, []byte("sysloop\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	// Whatever the umask: the sandbox's uid must reach all of it.
+	for f, mode := range map[string]os.FileMode{dir: 0o755, work: 0o755, tmp: 0o755, p.bin: 0o755, p.data: 0o644} {
+		if err := os.Chmod(f, mode); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p.policy = sandbox.Default(work, tmp, nil)
+	p.policy.Exec = append(p.policy.Exec, dir)
+	p.policy.Read = append(p.policy.Read, dir)
+	if os.Geteuid() == 0 {
+		p.policy.UID, p.policy.GID = sandboxUID, sandboxUID
+	}
+	return p
+}
+
+// compare runs the probe with args b.N times sandboxed and b.N times bare,
+// interleaved, and returns the median of each figure it printed.
+func (p *probe) compare(b *testing.B, args ...string) (sandboxed, bare map[string]float64) {
+	b.Helper()
+	var runs, bareRuns []map[string]float64
+	b.ResetTimer()
+	for range b.N {
+		runs = append(runs, p.run(b, true, args))
+		bareRuns = append(bareRuns, p.run(b, false, args))
+	}
+	b.StopTimer()
+	return medians(runs), medians(bareRuns)
+}
+
+// run runs the probe once and parses its "name ns" lines.
+func (p *probe) run(b *testing.B, sandboxed bool, args []string) map[string]float64 {
+	b.Helper()
+	var out, errOut bytes.Buffer
+	var err error
+	if sandboxed {
+		err = p.runSandboxed(args, &out, &errOut)
+	} else {
+		cmd := exec.Command(p.bin, args...)
+		cmd.Env = p.policy.Env
+		cmd.Dir = p.policy.Dir
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if os.Geteuid() == 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID}}
+		}
+		err = cmd.Run()
+	}
+	if err != nil {
+		b.Fatalf("sysloop %s (sandboxed %v): %v\n%s", strings.Join(args, " "), sandboxed, err, errOut.Bytes())
+	}
+	figures := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		f, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil {
+			b.Fatalf("sysloop printed %q, not \"name ns\"", line)
+		}
+		figures[name] = f
+	}
+	return figures
+}
+
+func (p *probe) runSandboxed(args []string, stdout, stderr *bytes.Buffer) error {
+	c, err := sandbox.Command(p.helper, p.policy, append([]string{p.bin}, args...))
+	if err != nil {
+		return err
+	}
+	c.Stdout, c.Stderr = stdout, stderr
+	startErr := c.Start()
+	if err := c.Started(); err != nil {
+		if startErr == nil {
+			c.Wait()
+		}
+		return err
+	}
+	if startErr != nil {
+		return startErr
+	}
+	return c.Wait()
+}
+
+// medians is, for each name, the median of its figures over runs.
+func medians(runs []map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for name := range runs[0] {
+		var vs []float64
+		for _, r := range runs {
+			vs = append(vs, r[name])
+		}
+		slices.Sort(vs)
+		out[name] = vs[len(vs)/2]
+	}
+	return out
+}
+
+// median is the median of ds; it sorts ds.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
