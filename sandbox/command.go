@@ -97,7 +97,7 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 	cmd := &exec.Cmd{
 		Path:       helper,
 		Args:       args,
-		Env:        []string{},
+		Env:        []string{"GOMAXPROCS=1", "GOGC=off"},
 		Dir:        p.Dir,
 		ExtraFiles: []*os.File{pr, sw},
 		SysProcAttr: &syscall.SysProcAttr{

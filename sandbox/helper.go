@@ -229,14 +229,16 @@ func dropPrivileges(uid, gid int) error {
 				return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 			}
 		}
-		if err := syscall.Setgroups(nil); err != nil {
-			return fmt.Errorf("clear supplementary groups: %w", err)
+		// The raw calls change this thread alone, the one that execs:
+		// Go's own Setresuid signals every thread of the runtime.
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+			return fmt.Errorf("clear supplementary groups: %w", e)
 		}
-		if err := syscall.Setresgid(gid, gid, gid); err != nil {
-			return fmt.Errorf("setresgid %d: %w", gid, err)
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
+			return fmt.Errorf("setresgid %d: %w", gid, e)
 		}
-		if err := syscall.Setresuid(uid, uid, uid); err != nil {
-			return fmt.Errorf("setresuid %d: %w", uid, err)
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+			return fmt.Errorf("setresuid %d: %w", uid, e)
 		}
 	} else if uid >= 0 && uid != os.Getuid() {
 		return fmt.Errorf("only root can run a sandbox as uid %d; this kernel runs as uid %d", uid, os.Getuid())
@@ -257,7 +259,9 @@ func dropPrivileges(uid, gid int) error {
 			return fmt.Errorf("capabilities remain after the drop (effective %#x, permitted %#x, inheritable %#x): refusing to run", d.Effective, d.Permitted, d.Inheritable)
 		}
 	}
-	if os.Getuid() == 0 || os.Geteuid() == 0 {
+	// This thread's ids, from the kernel: the process-wide ones Go
+	// reports may be another thread's.
+	if ruid, euid, suid := unix.Getresuid(); ruid == 0 || euid == 0 || suid == 0 {
 		return fmt.Errorf("still root after the drop: refusing to run")
 	}
 	return nil

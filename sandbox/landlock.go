@@ -6,8 +6,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // Filesystem rights by the Landlock ABI that introduced them.
@@ -58,45 +58,40 @@ var abiOnce = sync.OnceValue(func() int {
 // Landlock is missing or disabled.
 func LandlockABI() int { return abiOnce() }
 
-// handled is the Landlock configuration that handles every right the
-// kernel at abi knows: whatever a rule does not grant is denied.
-func handled(abi int) (landlock.Config, error) {
-	var fs landlock.AccessFSSet
+// handled is what a ruleset on a kernel at abi handles: every right that
+// kernel knows, so that whatever a rule does not grant is denied.
+func handled(abi int) ll.RulesetAttr {
+	var a ll.RulesetAttr
 	switch {
 	case abi >= 5:
-		fs = fsV5
+		a.HandledAccessFS = fsV5
 	case abi >= 3:
-		fs = fsV3
+		a.HandledAccessFS = fsV3
 	case abi >= 2:
-		fs = fsV2
+		a.HandledAccessFS = fsV2
 	case abi >= 1:
-		fs = fsV1
+		a.HandledAccessFS = fsV1
 	}
-	args := []any{fs}
 	if abi >= 4 {
-		args = append(args, landlock.AccessNetSet(netTCP))
+		a.HandledAccessNet = netTCP
 	}
 	if abi >= 6 {
-		args = append(args, landlock.ScopedSet(scopes))
+		a.Scoped = scopes
 	}
-	c, err := landlock.NewConfig(args...)
-	if err != nil {
-		return landlock.Config{}, err
-	}
-	return *c, nil
+	return a
 }
 
 // grant is one Landlock path rule, for the explanation and the ruleset.
 type grant struct {
 	path   string
-	rights landlock.AccessFSSet
+	rights uint64
 	kind   string // read, write, exec, device
 }
 
 // grants lists p's path rules. A path that does not exist grants nothing
 // and is reported in missing.
 func grants(p *Policy) (gs []grant, missing []string) {
-	add := func(kind string, paths []string, dir, file landlock.AccessFSSet) {
+	add := func(kind string, paths []string, dir, file uint64) {
 		for _, path := range paths {
 			if strings.HasPrefix(path, "$") { // a folder made at run time (explain)
 				gs = append(gs, grant{path, dir, kind})
@@ -122,33 +117,11 @@ func grants(p *Policy) (gs []grant, missing []string) {
 	return gs, missing
 }
 
-// ruleset is the Landlock configuration and rules for p on a kernel at abi.
-func ruleset(p *Policy, abi int) (landlock.Config, []landlock.Rule, error) {
-	cfg, err := handled(abi)
-	if err != nil {
-		return cfg, nil, err
-	}
-	gs, _ := grants(p)
-	rules := make([]landlock.Rule, 0, len(gs)+len(p.ConnectTCP)+len(p.BindTCP))
-	for _, g := range gs {
-		r := g.rights & cfg.HandledAccessFS
-		if r == 0 {
-			continue
-		}
-		rules = append(rules, landlock.PathAccess(r, g.path))
-	}
-	if abi >= 4 {
-		for _, port := range p.ConnectTCP {
-			rules = append(rules, landlock.ConnectTCP(port))
-		}
-		for _, port := range p.BindTCP {
-			rules = append(rules, landlock.BindTCP(port))
-		}
-	}
-	return cfg, rules, nil
-}
-
-// applyLandlock confines the calling process (every thread) to p.
+// applyLandlock confines the calling thread — the one that will exec —
+// to p, in one ruleset: the paths, the TCP ports and the scopes. The
+// helper's other threads stay as they are and end with the exec; one
+// thread is much cheaper to confine than all of them, which takes a signal
+// to each.
 func applyLandlock(p *Policy) error {
 	if err := checkEnforceable(p); err != nil {
 		return err
@@ -157,12 +130,42 @@ func applyLandlock(p *Policy) error {
 	if abi == 0 {
 		return nil // best effort, as checkEnforceable allowed
 	}
-	cfg, rules, err := ruleset(p, abi)
+	attr := handled(abi)
+	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("landlock: create ruleset: %w", err)
 	}
-	if err := cfg.Restrict(rules...); err != nil {
-		return fmt.Errorf("landlock: %w", err)
+	defer unix.Close(fd)
+	gs, _ := grants(p)
+	for _, g := range gs {
+		rights := uint64(g.rights) & attr.HandledAccessFS
+		if rights == 0 {
+			continue
+		}
+		pfd, err := unix.Open(g.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // gone since the policy was made: it grants nothing
+		}
+		err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: rights, ParentFd: pfd}, 0)
+		unix.Close(pfd)
+		if err != nil {
+			return fmt.Errorf("landlock: grant %s %s: %w", g.kind, g.path, err)
+		}
+	}
+	if attr.HandledAccessNet != 0 {
+		for _, r := range []struct {
+			ports  []uint16
+			access uint64
+		}{{p.ConnectTCP, ll.AccessNetConnectTCP}, {p.BindTCP, ll.AccessNetBindTCP}} {
+			for _, port := range r.ports {
+				if err := ll.LandlockAddNetPortRule(fd, &ll.NetPortAttr{AllowedAccess: r.access, Port: uint64(port)}, 0); err != nil {
+					return fmt.Errorf("landlock: grant tcp port %d: %w", port, err)
+				}
+			}
+		}
+	}
+	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
+		return fmt.Errorf("landlock: restrict: %w", err)
 	}
 	return nil
 }

@@ -403,10 +403,10 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 	if s.spec.PTY {
 		s.stdin.Close()
 	}
-	if s.l.Cleanup != nil {
-		s.l.Cleanup() // exited means the whole tree is gone
-	}
 	s.m.publish(s, "kairo.process.exited", data)
+	if s.l.Cleanup != nil {
+		s.l.Cleanup() // the rest of the tree, before Wait returns
+	}
 	close(s.done)
 }
 

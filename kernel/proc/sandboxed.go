@@ -2,7 +2,9 @@ package proc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -119,6 +121,11 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 // mkdirReachable makes dir (mode 0700, for the sandbox uid it is given to)
 // in a parent the sandbox uids may pass through but not list.
 func mkdirReachable(dir string) error {
+	err := os.Mkdir(dir, 0o700)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	// The first in its parent: make the parent, passable but not listable.
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o711); err != nil {
 		return err
@@ -179,9 +186,13 @@ func (l *Sandboxed) uidFor(work string, made bool) (uid int, allocated bool, err
 			return 0, false, err
 		}
 		if lock != nil {
-			// A kernel that died may have left processes of u behind;
-			// they must not share the uid with a new tree.
-			KillUID(u)
+			// A kernel that died holding u may have left processes of it
+			// behind; they must not share the uid with a new tree. A uid
+			// released cleanly has none, and needs no scan of /proc.
+			if !released(lock) {
+				KillUID(u)
+			}
+			lock.WriteAt([]byte{uidBusy}, 0)
 			l.inUse[u] = lock
 			return u, true, nil
 		}
@@ -189,9 +200,11 @@ func (l *Sandboxed) uidFor(work string, made bool) (uid int, allocated bool, err
 	return 0, false, fmt.Errorf("all %d sandbox uids are in use", UIDCount)
 }
 
+// free releases uid, whose processes are all gone.
 func (l *Sandboxed) free(uid int) {
 	l.mu.Lock()
 	if lock := l.inUse[uid]; lock != nil {
+		lock.WriteAt([]byte{uidReleased}, 0)
 		lock.Close()
 	}
 	delete(l.inUse, uid)
@@ -205,6 +218,20 @@ func (l *Sandboxed) free(uid int) {
 // leaves it alone. The locks go with the process: the uids of a kernel that
 // died are free again.
 var uidLockDir = "/run/kairo/sandbox-uids"
+
+// A uid's lock file says whether the uid was released cleanly — every
+// process of it killed — or is (or was, by a kernel that died) in use.
+const (
+	uidBusy     = 'b'
+	uidReleased = 'r'
+)
+
+// released reports whether the uid of lock was released cleanly.
+func released(lock *os.File) bool {
+	var b [1]byte
+	n, _ := lock.ReadAt(b[:], 0)
+	return n == 1 && b[0] == uidReleased
+}
 
 // lockUID takes the lock of uid; nil when another kernel holds it.
 func lockUID(uid int) (*os.File, error) {
@@ -246,6 +273,7 @@ func SweepSandboxUIDs() int {
 	for u := range left {
 		if lock, err := lockUID(u); err == nil && lock != nil {
 			killed += KillUID(u)
+			lock.WriteAt([]byte{uidReleased}, 0)
 			lock.Close()
 		}
 	}
