@@ -10,8 +10,10 @@ FUZZTIME ?= 10s
 run: build
 	./bin/kairo up
 
+# kairo, and beside it kairo-sandbox: the sandbox helper alone, which starts
+# faster than kairo in its helper mode (kairo works without it).
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kairo ./cmd/kairo
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kairo ./cmd/kairo-sandbox
 
 # Everything CI runs: format and vet checks, the whole suite under the race
 # detector, and a short run of every fuzz target.

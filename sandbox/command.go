@@ -66,7 +66,7 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 	}
 	p = p.withLoaders(target)
 	if p.IPC {
-		p.Env = mergeEnv(p.Env, []string{"KAIRO_IPC_FD=" + strconv.Itoa(ipcTargetFD)})
+		p.Env = MergeEnv(p.Env, []string{"KAIRO_IPC_FD=" + strconv.Itoa(ipcTargetFD)})
 	}
 	if err := checkEnforceable(p); err != nil {
 		return nil, err

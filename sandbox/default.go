@@ -33,7 +33,7 @@ func Default(work, tmp string, env []string) *Policy {
 		UID:   -1,
 		GID:   -1,
 	}
-	p.Env = mergeEnv([]string{
+	p.Env = MergeEnv([]string{
 		"PATH=" + DefaultPath,
 		"HOME=" + work,
 		"TMPDIR=" + tmp,
@@ -42,8 +42,8 @@ func Default(work, tmp string, env []string) *Policy {
 	return p
 }
 
-// mergeEnv is base with the variables of over set on top.
-func mergeEnv(base, over []string) []string {
+// MergeEnv is base with the variables of over set on top.
+func MergeEnv(base, over []string) []string {
 	out := append([]string(nil), base...)
 	for _, kv := range over {
 		name, _, _ := strings.Cut(kv, "=")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -70,7 +71,7 @@ for the run and removed after it.`)
 		return err
 	}
 	if *explain {
-		p := sandbox.FromSkill(skill, work, "$TMP", os.Environ())
+		p := proc.SkillPolicy(skill, work, "$TMP", os.Environ())
 		p.BestEffort = *bestEffort
 		fmt.Printf("skill      %s %s (%s)\n", skill.Skill.Name, skill.Skill.Version, path)
 		fmt.Printf("command    %s\n", strings.Join(argv, " "))
@@ -125,17 +126,12 @@ func warnUnwritableWork(skill *manifests.Skill, work string) {
 // privateKernel starts a kernel in this process, with a memory bus and a
 // socket in a temp folder of its own, and returns a client of it.
 func privateKernel(bestEffort bool) (*ipc.Client, func(), error) {
-	helper, err := os.Executable()
-	if err != nil {
-		return nil, nil, fmt.Errorf("find the kairo binary, the sandbox helper: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "kairo-run-")
+	helper, err := sandboxHelper()
 	if err != nil {
 		return nil, nil, err
 	}
-	// Sandbox uids must reach their temp folders inside.
-	if err := os.Chmod(dir, 0o711); err != nil {
-		os.RemoveAll(dir)
+	dir, err := proc.ScratchRoot("run-" + strconv.Itoa(os.Getpid()))
+	if err != nil {
 		return nil, nil, err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

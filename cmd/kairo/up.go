@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/kairo-os/kairo/sandbox"
@@ -71,7 +73,7 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 	}
 	level, _ := cfg.Log.SlogLevel() // validated by Load
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm()&0o066 != 0 {
+	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the data folder is open to other users; chmod 700 it", "home", home, "mode", fi.Mode().Perm())
 	}
 
@@ -121,6 +123,8 @@ type daemon struct {
 	bus    *bus.Bus
 	srv    *ipc.Server
 	served chan error // Serve's result
+
+	launcher proc.Launcher
 }
 
 func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, error) {
@@ -152,7 +156,7 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 		return nil, err
 	}
 	serveSkills(launcher, srv)
-	d := &daemon{log: log, kernel: k, bus: b, srv: srv, served: make(chan error, 1)}
+	d := &daemon{log: log, kernel: k, bus: b, srv: srv, served: make(chan error, 1), launcher: launcher}
 	go func() { d.served <- srv.Serve() }()
 
 	seq, err := d.publishSystem("kairo.system.started", systemData{Version: version, PID: os.Getpid()})
@@ -171,22 +175,18 @@ func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.
 		log.Warn("the sandbox is off: spawned binaries run with the kernel's rights (sandbox.mode = \"off\")")
 		return proc.Exec{}, nil
 	}
-	helper, err := os.Executable()
+	helper, err := sandboxHelper()
 	if err != nil {
-		return nil, fmt.Errorf("find the kairo binary, the sandbox helper: %w", err)
+		return nil, err
 	}
-	root := filepath.Join(home, "sandbox")
-	if err := os.MkdirAll(root, 0o711); err != nil {
-		return nil, fmt.Errorf("create the sandbox folder: %w", err)
+	// Temp folders and scratch workspaces, one set per home (a home has
+	// one kernel at a time): what a previous kernel left is removed.
+	sum := sha256.Sum256([]byte(home))
+	root, err := proc.ScratchRoot(hex.EncodeToString(sum[:8]))
+	if err != nil {
+		return nil, err
 	}
 	if os.Geteuid() == 0 {
-		// The sandboxes run as uids of their own, which must reach their
-		// workspaces: they may pass through the data folder, not list it.
-		for _, dir := range []string{home, root} {
-			if err := os.Chmod(dir, 0o711); err != nil {
-				return nil, err
-			}
-		}
 		if n := proc.SweepSandboxUIDs(); n > 0 {
 			log.Warn("killed processes a previous kernel left running in sandboxes", "count", n)
 		}
@@ -197,6 +197,21 @@ func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.
 	}
 	log.Info("sandbox on", "landlockABI", abi, "bestEffort", cfg.Sandbox.BestEffort)
 	return &proc.Sandboxed{Helper: helper, Root: root, BestEffort: cfg.Sandbox.BestEffort}, nil
+}
+
+// sandboxHelper is the binary that confines and execs each spawn:
+// kairo-sandbox beside kairo when it is there (it links the helper alone,
+// so it starts faster), else kairo itself.
+func sandboxHelper() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the kairo binary, the sandbox helper: %w", err)
+	}
+	small := filepath.Join(filepath.Dir(exe), "kairo-sandbox")
+	if fi, err := os.Stat(small); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return small, nil
+	}
+	return exe, nil
 }
 
 // serveSkills lets l hand skills whose manifests grant [ipc] scopes a
@@ -245,6 +260,9 @@ func (d *daemon) stop() error {
 		errs = append(errs, fmt.Errorf("close the socket server: %w", err))
 	}
 	d.kernel.Close() // no process outlives the daemon; their exits are stored
+	if sl, ok := d.launcher.(*proc.Sandboxed); ok {
+		os.RemoveAll(sl.Root) // the sandboxes' temp folders and scratch workspaces
+	}
 	if _, err := d.publishSystem("kairo.system.stopping", systemData{Version: version, PID: os.Getpid()}); err != nil {
 		errs = append(errs, err)
 	}

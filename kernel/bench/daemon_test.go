@@ -87,7 +87,9 @@ func kairoBinary(b *testing.B) string {
 		// go test puts the toolchain's GOROOT/bin first in PATH. Static,
 		// as the Makefile builds it: the binary is also the sandbox helper,
 		// whose start is part of every spawn.
-		build := exec.Command("go", "build", "-o", daemonBin.path, "../../cmd/kairo")
+		// kairo-sandbox beside it is the helper kairo up uses, as the
+		// Makefile builds them.
+		build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/kairo", "../../cmd/kairo-sandbox")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := build.CombinedOutput()
 		if err != nil {

@@ -329,3 +329,41 @@ func zombie(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
+
+// ScratchRoot makes (afresh) the folder a Sandboxed launcher keeps its temp
+// folders and scratch workspaces in: name, under a folder of this user's in
+// /dev/shm when that is a tmpfs — making a folder on a disk filesystem costs
+// a quarter of a millisecond per spawn on a virtual disk, on tmpfs a few
+// microseconds — else in the system's temp folder. The path up to it may be
+// passed through by the sandboxes' uids, not listed.
+func ScratchRoot(name string) (string, error) {
+	base := os.TempDir()
+	var st unix.Statfs_t
+	if unix.Statfs("/dev/shm", &st) == nil && st.Type == unix.TMPFS_MAGIC {
+		base = "/dev/shm"
+	}
+	mine := filepath.Join(base, "kairo-"+strconv.Itoa(os.Geteuid()))
+	if err := os.Mkdir(mine, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("sandbox scratch folder: %w", err)
+	}
+	// base is open to every user: the folder must be ours, not a link or a
+	// folder someone else made there first.
+	fi, err := os.Lstat(mine)
+	if err != nil {
+		return "", fmt.Errorf("sandbox scratch folder: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !fi.IsDir() || int(st.Uid) != os.Geteuid() {
+		return "", fmt.Errorf("sandbox scratch folder %s is not a folder of this user's: remove it", mine)
+	}
+	if err := os.Chmod(mine, 0o711); err != nil {
+		return "", err
+	}
+	root := filepath.Join(mine, name)
+	if err := os.RemoveAll(root); err != nil {
+		return "", fmt.Errorf("sandbox scratch folder: %w", err)
+	}
+	if err := os.Mkdir(root, 0o711); err != nil {
+		return "", fmt.Errorf("sandbox scratch folder: %w", err)
+	}
+	return root, nil
+}

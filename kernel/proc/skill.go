@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"strings"
 	"time"
 
 	"github.com/kairo-os/kairo/manifests"
@@ -24,7 +25,7 @@ func SkillSpec(s *manifests.Skill, params map[string]string, extra []string, cwd
 		OutputLimit:       int64(s.Limits.OutputBytes),
 		MaxBytesPerSecond: int64(s.Limits.OutputRate),
 		Policy: func(work, tmp string) (*sandbox.Policy, error) {
-			return sandbox.FromSkill(s, work, tmp, callerEnv), nil
+			return SkillPolicy(s, work, tmp, callerEnv), nil
 		},
 	}
 	if g := s.IPC; len(g.Call) > 0 {
@@ -34,4 +35,56 @@ func SkillSpec(s *manifests.Skill, params map[string]string, extra []string, cwd
 		spec.Progress = append(spec.Progress, r.Regexp())
 	}
 	return spec, nil
+}
+
+// SkillPolicy is the sandbox policy of skill s for a run with workspace work and temp
+// folder tmp: its grants with $SKILL_DIR, $WORK and $TMP expanded, its
+// limits, and an environment of PATH, HOME=work and TMPDIR=tmp, the
+// variables of env.pass found in callerEnv, then env.set. The temp folder
+// is always writable: it is the run's own.
+func SkillPolicy(s *manifests.Skill, work, tmp string, callerEnv []string) *sandbox.Policy {
+	vars := map[string]string{manifests.VarSkillDir: s.Dir, manifests.VarWork: work, manifests.VarTmp: tmp}
+	expand := func(ps []string) []string {
+		out := make([]string, 0, len(ps))
+		for _, p := range ps {
+			out = append(out, s.ExpandPath(p, vars))
+		}
+		return out
+	}
+	p := &sandbox.Policy{
+		Read:           expand(s.FS.Read),
+		Write:          append(expand(s.FS.Write), tmp),
+		Exec:           expand(s.FS.Exec),
+		ConnectTCP:     s.Net.ConnectTCP,
+		BindTCP:        s.Net.BindTCP,
+		UDP:            s.Net.UDP,
+		Unix:           expand(s.Net.Unix),
+		Dir:            work,
+		UID:            -1,
+		GID:            -1,
+		MinLandlockABI: s.Sandbox.MinLandlockABI,
+		Limits: sandbox.Limits{
+			CPUSeconds:  uint64(s.Limits.CPUSeconds),
+			Memory:      uint64(s.Limits.Memory),
+			Processes:   uint64(s.Limits.Processes),
+			FileSize:    uint64(s.Limits.FileSize),
+			OpenFiles:   uint64(s.Limits.OpenFiles),
+			Wall:        time.Duration(s.Limits.WallSeconds) * time.Second,
+			OutputBytes: uint64(s.Limits.OutputBytes),
+			OutputRate:  uint64(s.Limits.OutputRate),
+		},
+	}
+	env := []string{"PATH=" + sandbox.DefaultPath, "HOME=" + work, "TMPDIR=" + tmp}
+	for _, name := range s.Env.Pass {
+		for _, kv := range callerEnv {
+			if strings.HasPrefix(kv, name+"=") {
+				env = sandbox.MergeEnv(env, []string{kv})
+			}
+		}
+	}
+	for name, v := range s.Env.Set {
+		env = sandbox.MergeEnv(env, []string{name + "=" + s.ExpandPath(v, vars)})
+	}
+	p.Env = env
+	return p
 }
