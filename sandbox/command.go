@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,10 +70,11 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 	if err := checkEnforceable(p); err != nil {
 		return nil, err
 	}
-	enc, err := json.Marshal(p)
+	pl, err := makePlan(p)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: encode policy: %w", err)
+		return nil, err
 	}
+	enc := pl.encode()
 	if len(enc) > maxPolicy {
 		return nil, fmt.Errorf("sandbox: policy is %d bytes encoded, over the limit of %d: grant folders, not every file in them", len(enc), maxPolicy)
 	}

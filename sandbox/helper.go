@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -47,15 +46,15 @@ func confineAndExec(argv []string) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("no target to run")
 	}
-	var p Policy
 	f := os.NewFile(policyFD, "policy")
 	raw, err := io.ReadAll(io.LimitReader(f, maxPolicy+1))
 	f.Close()
 	if err != nil {
 		return fmt.Errorf("read policy: %w", err)
 	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("decode policy: %w", err)
+	p, err := decodePlan(raw)
+	if err != nil {
+		return err
 	}
 	ppid := os.Getppid()
 
@@ -66,7 +65,7 @@ func confineAndExec(argv []string) error {
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("close inherited descriptors: %w", err)
 	}
-	if p.IPC {
+	if p.ipc {
 		// The kernel connection, moved to where KAIRO_IPC_FD says, kept
 		// open across the exec.
 		if err := unix.Dup3(ipcFD, ipcTargetFD, 0); err != nil {
@@ -79,11 +78,11 @@ func confineAndExec(argv []string) error {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
 	// 3. One Landlock ruleset: filesystem, TCP ports, scopes.
-	if err := applyLandlock(&p); err != nil {
+	if err := applyRuleset(p); err != nil {
 		return err
 	}
 	// 4. An unprivileged uid, no groups, no capabilities.
-	if err := dropPrivileges(p.UID, p.GID); err != nil {
+	if err := dropPrivileges(p.uid, p.gid); err != nil {
 		return err
 	}
 	// A change of credentials clears the parent-death signal: set it again,
@@ -94,26 +93,20 @@ func confineAndExec(argv []string) error {
 	if os.Getppid() != ppid {
 		return fmt.Errorf("the kernel exited")
 	}
-	x, err := prepareExec(argv, p.Env)
+	x, err := prepareExec(argv, p.env)
 	if err != nil {
 		return err
-	}
-	var prog []unix.SockFilter
-	if !p.SkipSeccomp {
-		if prog, err = BuildFilter(p.filterPolicy()); err != nil {
-			return err
-		}
 	}
 	// Resource limits, as late as they can be: the helper is a Go program
 	// too, and a tight memory or process limit must not catch the runtime
 	// in the middle of the steps above.
-	if err := setLimits(&p.Limits); err != nil {
+	if err := setLimits(&p.limits); err != nil {
 		return err
 	}
 	// The seccomp filter, last: after it, the calls the steps above
 	// needed may be gone.
-	if prog != nil {
-		if err := InstallFilter(prog); err != nil {
+	if p.filter != nil {
+		if err := InstallFilter(p.filter); err != nil {
 			return err
 		}
 	}

@@ -117,50 +117,39 @@ func grants(p *Policy) (gs []grant, missing []string) {
 	return gs, missing
 }
 
-// applyLandlock confines the calling thread — the one that will exec —
-// to p, in one ruleset: the paths, the TCP ports and the scopes. The
-// helper's other threads stay as they are and end with the exec; one
-// thread is much cheaper to confine than all of them, which takes a signal
-// to each.
-func applyLandlock(p *Policy) error {
-	if err := checkEnforceable(p); err != nil {
-		return err
+// applyRuleset confines the calling thread — the one that will exec — to
+// the plan's Landlock rules, in one ruleset: the paths, the TCP ports and
+// the scopes. The helper's other threads stay as they are and end with the
+// exec; one thread is much cheaper to confine than all of them, which
+// takes a signal to each.
+func applyRuleset(p *plan) error {
+	attr := p.ruleset
+	if attr.HandledAccessFS == 0 {
+		return nil // no Landlock here: the kernel ran the policy as best effort
 	}
-	abi := LandlockABI()
-	if abi == 0 {
-		return nil // best effort, as checkEnforceable allowed
-	}
-	attr := handled(abi)
 	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
 		return fmt.Errorf("landlock: create ruleset: %w", err)
 	}
 	defer unix.Close(fd)
-	gs, _ := grants(p)
-	for _, g := range gs {
-		rights := uint64(g.rights) & attr.HandledAccessFS
-		if rights == 0 {
-			continue
-		}
-		pfd, err := unix.Open(g.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	for _, r := range p.rules {
+		pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue // gone since the policy was made: it grants nothing
 		}
-		err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: rights, ParentFd: pfd}, 0)
+		err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: r.rights, ParentFd: pfd}, 0)
 		unix.Close(pfd)
 		if err != nil {
-			return fmt.Errorf("landlock: grant %s %s: %w", g.kind, g.path, err)
+			return fmt.Errorf("landlock: grant %s: %w", r.path, err)
 		}
 	}
-	if attr.HandledAccessNet != 0 {
-		for _, r := range []struct {
-			ports  []uint16
-			access uint64
-		}{{p.ConnectTCP, ll.AccessNetConnectTCP}, {p.BindTCP, ll.AccessNetBindTCP}} {
-			for _, port := range r.ports {
-				if err := ll.LandlockAddNetPortRule(fd, &ll.NetPortAttr{AllowedAccess: r.access, Port: uint64(port)}, 0); err != nil {
-					return fmt.Errorf("landlock: grant tcp port %d: %w", port, err)
-				}
+	for _, g := range []struct {
+		ports  []uint16
+		access uint64
+	}{{p.connect, ll.AccessNetConnectTCP}, {p.bind, ll.AccessNetBindTCP}} {
+		for _, port := range g.ports {
+			if err := ll.LandlockAddNetPortRule(fd, &ll.NetPortAttr{AllowedAccess: g.access, Port: uint64(port)}, 0); err != nil {
+				return fmt.Errorf("landlock: grant tcp port %d: %w", port, err)
 			}
 		}
 	}

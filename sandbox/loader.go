@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"debug/elf"
+	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 )
 
 // A dynamically linked binary is started by its ELF interpreter, which the
@@ -39,9 +41,33 @@ func (p *Policy) withLoaders(target string) *Policy {
 	return &q
 }
 
+// interpreters caches interpreter by file, as a spawn asks for the same
+// few binaries again and again; a file that changed is read again.
+var interpreters sync.Map // interpKey → string
+
+type interpKey struct {
+	path  string
+	size  int64
+	mtime int64
+}
+
 // interpreter is the PT_INTERP of the ELF file at path; "" when it is not a
 // dynamically linked ELF file (or not a file).
 func interpreter(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	key := interpKey{path, fi.Size(), fi.ModTime().UnixNano()}
+	if v, ok := interpreters.Load(key); ok {
+		return v.(string)
+	}
+	interp := readInterpreter(path)
+	interpreters.Store(key, interp)
+	return interp
+}
+
+func readInterpreter(path string) string {
 	f, err := elf.Open(path)
 	if err != nil {
 		return ""
