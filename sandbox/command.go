@@ -40,7 +40,15 @@ type Cmd struct {
 	// Target is the absolute path of the binary the helper execs.
 	Target string
 	status *os.File // read end of the helper's failure report
+
+	plan      []byte   // for a warm helper (Handoff)
+	argv      []string // the target's, argv[0] its path
+	handedOff bool
 }
+
+// helperEnv is a helper's environment: one P and no collector, so that its
+// runtime starts and leaves with the fewest threads.
+var helperEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 
 // Command returns a command that runs argv under p: helper (the path of a
 // binary that calls HelperMain) started in a new session with the
@@ -97,7 +105,7 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 	cmd := &exec.Cmd{
 		Path:       helper,
 		Args:       args,
-		Env:        []string{"GOMAXPROCS=1", "GOGC=off"},
+		Env:        helperEnv,
 		Dir:        p.Dir,
 		ExtraFiles: []*os.File{pr, sw},
 		SysProcAttr: &syscall.SysProcAttr{
@@ -105,7 +113,7 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	return &Cmd{Cmd: cmd, Target: target, status: sr}, nil
+	return &Cmd{Cmd: cmd, Target: target, status: sr, plan: enc, argv: args[2:]}, nil
 }
 
 // SetIPC gives the target f, a connection to the kernel, as descriptor 3
@@ -127,7 +135,7 @@ func (c *Cmd) Started() error {
 		f.Close()
 	}
 	defer c.status.Close()
-	if c.Process == nil {
+	if c.Process == nil && !c.handedOff {
 		return nil
 	}
 	c.status.SetReadDeadline(time.Now().Add(startTimeout))

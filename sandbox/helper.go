@@ -23,7 +23,16 @@ const (
 // and exits 126 (127 when the target does not exist), having run nothing.
 func HelperMain() {
 	runtime.LockOSThread() // the thread that execs carries every per-thread setting
-	err := confineAndExec(os.Args[2:])
+	var err error
+	if len(os.Args) > 2 && os.Args[2] == WarmArg {
+		var p *plan
+		var argv []string
+		if p, argv, err = receive(); err == nil {
+			err = confine(p, argv)
+		}
+	} else {
+		err = confineAndExec(os.Args[2:])
+	}
 	code := exitSetup
 	if errno, ok := err.(*execError); ok && errno.err == syscall.ENOENT {
 		code = exitNotFound
@@ -56,6 +65,11 @@ func confineAndExec(argv []string) error {
 	if err != nil {
 		return err
 	}
+	return confine(p, argv)
+}
+
+// confine applies plan p to this thread and execs argv.
+func confine(p *plan, argv []string) error {
 	ppid := os.Getppid()
 
 	// 1. Nothing inherited beyond stdio survives the exec; the status

@@ -196,7 +196,8 @@ func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.
 		log.Warn("this kernel has no Landlock: every spawn will be refused (set sandbox.best_effort to run them with seccomp and rlimits only)")
 	}
 	log.Info("sandbox on", "landlockABI", abi, "bestEffort", cfg.Sandbox.BestEffort)
-	return &proc.Sandboxed{Helper: helper, Root: root, BestEffort: cfg.Sandbox.BestEffort}, nil
+	// Two helpers wait, started ahead of time, for the next spawns.
+	return &proc.Sandboxed{Helper: helper, Root: root, BestEffort: cfg.Sandbox.BestEffort, Warm: 2}, nil
 }
 
 // sandboxHelper is the binary that confines and execs each spawn:
@@ -261,6 +262,7 @@ func (d *daemon) stop() error {
 	}
 	d.kernel.Close() // no process outlives the daemon; their exits are stored
 	if sl, ok := d.launcher.(*proc.Sandboxed); ok {
+		sl.Close()            // the helpers waiting for spawns
 		os.RemoveAll(sl.Root) // the sandboxes' temp folders and scratch workspaces
 	}
 	if _, err := d.publishSystem("kairo.system.stopping", systemData{Version: version, PID: os.Getpid()}); err != nil {

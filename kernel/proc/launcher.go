@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -20,6 +21,10 @@ type Launch struct {
 	// run its program: the manager kills and reaps it and the spawn fails
 	// with that error.
 	Started func() error
+	// Handoff, when set, means Cmd is running already — a helper started
+	// ahead of time — and gives it the process's stdio instead of a
+	// Start (all three the terminal when ctty).
+	Handoff func(stdin, stdout, stderr *os.File, ctty bool) error
 	// Cleanup, when set, runs once after the process has exited and its
 	// exit was published: it sweeps what is left of the tree and frees
 	// what the launch took.

@@ -320,8 +320,12 @@ func (s *Session) startPipes() ([]*pump, error) {
 	// 64 KiB, so each read takes several chunks at once.
 	unix.FcntlInt(outW.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 	unix.FcntlInt(errW.Fd(), unix.F_SETPIPE_SZ, pipeSize)
-	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = inR, outW, errW
-	err = s.cmd.Start()
+	if s.l.Handoff != nil {
+		err = s.l.Handoff(inR, outW, errW, false)
+	} else {
+		s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = inR, outW, errW
+		err = s.cmd.Start()
+	}
 	inR.Close() // the child has its copies now
 	outW.Close()
 	errW.Close()
@@ -338,6 +342,27 @@ func (s *Session) startPipes() ([]*pump, error) {
 // startPTY starts the command on a fresh pseudo-terminal as the leader of a
 // new session, never on the kernel's own terminal.
 func (s *Session) startPTY() ([]*pump, error) {
+	size := &pty.Winsize{Cols: s.spec.Cols, Rows: s.spec.Rows}
+	if size.Cols == 0 || size.Rows == 0 {
+		size.Cols, size.Rows = 80, 24
+	}
+	if s.l.Handoff != nil {
+		// A process already running in a session of its own: it takes
+		// the terminal as its controlling one.
+		master, slave, err := pty.Open()
+		if err != nil {
+			return nil, err
+		}
+		pty.Setsize(master, size)
+		err = s.l.Handoff(slave, slave, slave, true)
+		slave.Close()
+		if err != nil {
+			master.Close()
+			return nil, err
+		}
+		s.stdin = master
+		return []*pump{{s: s, stream: "stdout", r: master}}, nil
+	}
 	attrs := s.cmd.SysProcAttr
 	if attrs == nil {
 		attrs = &syscall.SysProcAttr{}
@@ -345,10 +370,6 @@ func (s *Session) startPTY() ([]*pump, error) {
 	attrs.Setpgid = false // Setsid makes it a group leader already
 	attrs.Setsid, attrs.Setctty = true, true
 	s.cmd.SysProcAttr = attrs
-	size := &pty.Winsize{Cols: s.spec.Cols, Rows: s.spec.Rows}
-	if size.Cols == 0 || size.Rows == 0 {
-		size.Cols, size.Rows = 80, 24
-	}
 	f, err := pty.StartWithAttrs(s.cmd, size, attrs)
 	if err != nil {
 		return nil, err

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
@@ -41,6 +43,16 @@ type Sandboxed struct {
 	// process running as uid with grants g. Without it, a spec that asks
 	// for IPC is refused.
 	ServeIPC func(conn *os.File, uid int, g manifests.IPCGrants) error
+	// Warm is how many helpers wait, started ahead of time, for the next
+	// spawns: the start of a helper's Go runtime is then off the spawn's
+	// path. 0 starts a helper for each spawn.
+	Warm int
+
+	poolOnce sync.Once
+	pool     chan *warmHelper
+	taken    chan struct{}
+	stop     chan struct{}
+	poolDone chan struct{}
 
 	mu     sync.Mutex
 	inUse  map[int]*os.File // the uids given out, and their locks
@@ -105,9 +117,23 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		}
 		return nil, err
 	}
-	cleanup := func() {
-		if c.Process != nil {
-			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	launch := &Launch{Cmd: c.Cmd, Started: c.Started, Work: work}
+	if w := l.takeWarm(); w != nil {
+		launch.Cmd = w.cmd
+		launch.Handoff = func(stdin, stdout, stderr *os.File, ctty bool) error {
+			err := c.Handoff(w.ctl, stdin, stdout, stderr, ctty)
+			w.ctl.Close()
+			if err != nil {
+				w.cmd.Process.Kill()
+				w.cmd.Wait()
+				forgetLeader(w.cmd.Process.Pid)
+			}
+			return err
+		}
+	}
+	launch.Cleanup = func() {
+		if launch.Cmd.Process != nil {
+			syscall.Kill(-launch.Cmd.Process.Pid, syscall.SIGKILL)
 		}
 		if allocated {
 			KillUID(uid)
@@ -115,7 +141,92 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		}
 		os.RemoveAll(tmp)
 	}
-	return &Launch{Cmd: c.Cmd, Started: c.Started, Cleanup: cleanup, Work: work}, nil
+	return launch, nil
+}
+
+// warmHelper is a helper started ahead of time, waiting on ctl.
+type warmHelper struct {
+	cmd *exec.Cmd
+	ctl *os.File
+}
+
+// takeWarm returns a waiting helper, or nil when none waits (the spawn
+// then starts its own).
+func (l *Sandboxed) takeWarm() *warmHelper {
+	if l.Warm <= 0 {
+		return nil
+	}
+	l.poolOnce.Do(l.startPool)
+	select {
+	case w := <-l.pool:
+		select {
+		case l.taken <- struct{}{}:
+		default:
+		}
+		return w
+	default:
+		return nil
+	}
+}
+
+// startPool starts the goroutine that keeps Warm helpers waiting; Close
+// stops it.
+func (l *Sandboxed) startPool() {
+	l.pool = make(chan *warmHelper, l.Warm)
+	l.taken = make(chan struct{}, 1)
+	l.stop = make(chan struct{})
+	l.poolDone = make(chan struct{})
+	go func() {
+		defer close(l.poolDone)
+		for {
+			for len(l.pool) < cap(l.pool) {
+				w, err := l.startWarm()
+				if err != nil {
+					break // spawns start their own until the next try
+				}
+				l.pool <- w
+			}
+			select {
+			case <-l.taken:
+			case <-time.After(time.Second):
+			case <-l.stop:
+				return
+			}
+		}
+	}()
+}
+
+// startWarm starts one waiting helper, registered as a leader so that the
+// orphan reaper leaves its exit to its exec.Cmd.
+func (l *Sandboxed) startWarm() (*warmHelper, error) {
+	leaders.mu.Lock()
+	defer leaders.mu.Unlock()
+	cmd, ctl, err := sandbox.StartWarm(l.Helper)
+	if err != nil {
+		return nil, err
+	}
+	leaders.pids[cmd.Process.Pid] = true
+	return &warmHelper{cmd, ctl}, nil
+}
+
+// Close ends the waiting helpers. Spawns after Close start their own.
+func (l *Sandboxed) Close() {
+	l.poolOnce.Do(func() {}) // no pool starts after this
+	if l.stop == nil {
+		return
+	}
+	close(l.stop)
+	<-l.poolDone
+	for {
+		select {
+		case w := <-l.pool:
+			w.ctl.Close() // the helper exits when its control socket closes
+			w.cmd.Wait()
+			forgetLeader(w.cmd.Process.Pid)
+		default:
+			return
+		}
+	}
 }
 
 // mkdirReachable makes dir (mode 0700, for the sandbox uid it is given to)
