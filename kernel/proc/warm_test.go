@@ -1,0 +1,80 @@
+package proc
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSandboxedWarmHelpers: spawns handed to helpers started ahead of time
+// behave as spawns that start their own — output on pipes and on a
+// terminal the process controls, exit codes, stdin — the pool refills as
+// it is used, and Close ends the helpers still waiting, leaving no process.
+func TestSandboxedWarmHelpers(t *testing.T) {
+	needRoot(t)
+	e, l := newSandboxEnv(t)
+	l.Warm = 2
+	if l.takeWarm() != nil {
+		t.Fatal("a helper was waiting before the pool had time to start one")
+	}
+	// The pool starts on first use; wait until it is full.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(l.pool) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool did not fill in 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	warmPids := map[int]bool{}
+	for i := range 6 {
+		before := len(l.pool)
+		_, info, out := e.run(Spec{Argv: []string{"sh", "-c", "echo $$; exit 3"}})
+		if !exitedWith(info, 3) || out.text("stdout") != fmt.Sprintf("%d\n", info.PID) {
+			t.Fatalf("spawn %d: %+v, output %q", i, info, out.text("stdout"))
+		}
+		if before > 0 {
+			warmPids[info.PID] = true
+		}
+	}
+	if len(warmPids) == 0 {
+		t.Fatal("no spawn went to a waiting helper")
+	}
+	// Stdin and both streams through a warm helper.
+	for len(l.pool) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	out := &collect{}
+	s := e.spawn(Spec{Argv: []string{"sh", "-c", "read x; echo got $x; echo err >&2; exit 3"}}, out)
+	if err := s.WriteStdin([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	if info := wait(t, s); !exitedWith(info, 3) {
+		t.Fatalf("%+v", info)
+	}
+	if got := out.text("stdout"); got != "got hello\n" || out.text("stderr") != "err\n" {
+		t.Fatalf("stdout %q stderr %q", got, out.text("stderr"))
+	}
+	// A terminal, which the process controls.
+	for len(l.pool) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, info, tty := e.run(Spec{Argv: []string{"sh", "-c", "test -t 0 && tty && ps -o tty= -p $$"}, PTY: true})
+	if !exitedWith(info, 0) || !strings.Contains(tty.text("stdout"), "/dev/pts/") {
+		t.Fatalf("on a terminal: %+v %q", info, tty.text("stdout"))
+	}
+	waiting := []int{}
+	for len(l.pool) < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, w := range []*warmHelper{<-l.pool, <-l.pool} {
+		waiting = append(waiting, w.cmd.Process.Pid)
+		l.pool <- w
+	}
+	l.Close()
+	for _, pid := range waiting {
+		if !gone(pid) {
+			t.Errorf("waiting helper %d outlived Close", pid)
+		}
+	}
+}
