@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -18,7 +19,9 @@ import (
 // whose peak resident memory (VmHWM) is peak-rss-MiB. -benchtime 4096x
 // makes it 4 GiB. The spawn asks for encoding binary and chunks of up to
 // 256 KiB (the output pipe's size), so the kernel may splice the output
-// from pipe to socket without reading it.
+// from pipe to socket without reading it. pipe-MB/s is the same bytes
+// through a bare pipe (`head -c N /dev/zero | cat >/dev/null`) in the same
+// run, the machine's limit, and pipe-ratio the first figure over it.
 func BenchmarkStdoutThroughput(b *testing.B) {
 	path, pid := startDaemon(b)
 	c := dial(b, path)
@@ -37,8 +40,17 @@ func BenchmarkStdoutThroughput(b *testing.B) {
 	if got.Load() != size {
 		b.Fatalf("received %d of %d bytes", got.Load(), size)
 	}
-	b.ReportMetric(float64(size)/1e6/elapsed.Seconds(), "MB/s")
+	mbs := float64(size) / 1e6 / elapsed.Seconds()
+	b.ReportMetric(mbs, "MB/s")
 	b.ReportMetric(float64(peakRSS(b, pid))/(1<<20), "peak-rss-MiB")
+	start = time.Now()
+	pipe := exec.Command("sh", "-c", "head -c "+strconv.FormatInt(size, 10)+" /dev/zero | cat >/dev/null")
+	if out, err := pipe.CombinedOutput(); err != nil {
+		b.Fatalf("bare pipe: %v %s", err, out)
+	}
+	pipeMBs := float64(size) / 1e6 / time.Since(start).Seconds()
+	b.ReportMetric(pipeMBs, "pipe-MB/s")
+	b.ReportMetric(mbs/pipeMBs, "pipe-ratio")
 }
 
 // runToEnd spawns p, waits for its exit, then for counter to reach want:
