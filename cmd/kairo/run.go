@@ -85,6 +85,12 @@ for the run and removed after it.`)
 		return nil
 	}
 	warnUnwritableWork(skill, work)
+	if *bestEffort {
+		p := proc.SkillPolicy(skill, work, "$TMP", nil)
+		for _, miss := range sandbox.Unenforced(p, sandbox.LandlockABI()) {
+			fmt.Fprintf(os.Stderr, "kairo: best effort: not enforced on this kernel: %s\n", miss)
+		}
+	}
 	spawn := abi.SpawnParams{
 		Manifest: path, Params: params, Argv: appended, Cwd: work, Env: os.Environ(), PTY: skill.Sandbox.PTY,
 	}

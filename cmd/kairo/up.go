@@ -196,6 +196,13 @@ func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.
 		log.Warn("this kernel has no Landlock: every spawn will be refused (set sandbox.best_effort to run them with seccomp and rlimits only)")
 	}
 	log.Info("sandbox on", "landlockABI", abi, "bestEffort", cfg.Sandbox.BestEffort)
+	if cfg.Sandbox.BestEffort {
+		// What the default profile loses here; a skill's own grants may
+		// lose more, and `kairo run --explain` says what.
+		for _, miss := range sandbox.Unenforced(sandbox.Default(root, root, nil), abi) {
+			log.Warn("best effort: not enforced on this kernel", "what", miss)
+		}
+	}
 	// Two helpers wait, started ahead of time, for the next spawns.
 	return &proc.Sandboxed{Helper: helper, Root: root, BestEffort: cfg.Sandbox.BestEffort, Warm: 2}, nil
 }
