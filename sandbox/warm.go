@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,13 +25,20 @@ const WarmArg = "--wait"
 // maxRequest bounds a warm helper's request: the plan and the command line.
 const maxRequest = maxPolicy + 256<<10
 
+// warmReady is what a warm helper sends on its control socket once its
+// runtime has started and it waits for a spawn.
+const warmReady = 'r'
+
 // StartWarm starts a warm helper: in a new session, with the parent-death
-// signal set, waiting on the returned control socket.
+// signal set, waiting on the returned control socket. It returns once the
+// helper says it is ready, so that a spawn handed to it never waits for
+// its runtime to start.
 func StartWarm(helper string) (*exec.Cmd, *os.File, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: control socket: %w", err)
 	}
+	unix.SetNonblock(fds[0], true) // in the poller, so that waiting for ready has a deadline
 	ctl, child := os.NewFile(uintptr(fds[0]), "warm-ctl"), os.NewFile(uintptr(fds[1]), "warm-ctl-child")
 	defer child.Close()
 	cmd := &exec.Cmd{
@@ -44,6 +52,15 @@ func StartWarm(helper string) (*exec.Cmd, *os.File, error) {
 		ctl.Close()
 		return nil, nil, err
 	}
+	var b [1]byte
+	ctl.SetReadDeadline(time.Now().Add(startTimeout))
+	if n, err := ctl.Read(b[:]); err != nil || n != 1 || b[0] != warmReady {
+		ctl.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, nil, fmt.Errorf("sandbox: a warm helper did not get ready: %v", err)
+	}
+	ctl.SetReadDeadline(time.Time{})
 	return cmd, ctl, nil
 }
 
@@ -83,6 +100,9 @@ func (c *Cmd) Handoff(ctl *os.File, stdin, stdout, stderr *os.File, ctty bool) e
 // helper started for the spawn has them, enters the working folder, takes
 // the terminal, and returns the plan and argv.
 func receive() (*plan, []string, error) {
+	if _, err := unix.Write(policyFD, []byte{warmReady}); err != nil {
+		return nil, nil, fmt.Errorf("say ready: %w", err)
+	}
 	buf := make([]byte, maxRequest)
 	oob := make([]byte, unix.CmsgSpace(5*4))
 	n, oobn, _, _, err := unix.Recvmsg(policyFD, buf, oob, unix.MSG_CMSG_CLOEXEC)

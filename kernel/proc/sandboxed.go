@@ -144,6 +144,10 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	return launch, nil
 }
 
+// refillDelay is how long the pool waits after a helper was taken before
+// it starts the next.
+const refillDelay = 5 * time.Millisecond
+
 // warmHelper is a helper started ahead of time, waiting on ctl.
 type warmHelper struct {
 	cmd *exec.Cmd
@@ -188,6 +192,15 @@ func (l *Sandboxed) startPool() {
 			}
 			select {
 			case <-l.taken:
+				// Not at once: a helper being started holds copies of the
+				// kernel's descriptors until its exec, the output pipes
+				// of the spawn just handed off among them, whose end of
+				// output would wait for it.
+				select {
+				case <-time.After(refillDelay):
+				case <-l.stop:
+					return
+				}
 			case <-time.After(time.Second):
 			case <-l.stop:
 				return
