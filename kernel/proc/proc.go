@@ -180,7 +180,8 @@ type Session struct {
 	owner any // who spawned it; opaque to the manager
 	stdin *os.File
 
-	output atomic.Int64 // bytes of output seen, for the output limit
+	output  atomic.Int64 // bytes of output seen, for the output limit
+	spawned *bus.Ack     // of kairo.process.spawned
 
 	mu    sync.Mutex
 	info  abi.ProcessInfo
@@ -261,7 +262,9 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	m.mu.Lock()
 	m.sessions[s.id] = s
 	m.mu.Unlock()
-	m.publish(s, "kairo.process.spawned", map[string]any{
+	// Not waited for here: the spawn's answer is not its acknowledgement,
+	// and the exited event, published after it, waits for both.
+	s.spawned = m.publishAsync(s, "kairo.process.spawned", map[string]any{
 		"processId": s.id, "pid": s.info.PID, "argv": spec.Argv, "cwd": cwd, "pty": spec.PTY,
 	})
 	var pumps sync.WaitGroup
@@ -423,6 +426,13 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 	// the leader is, so past the grace close our side and end the pump.
 	if s.spec.PTY {
 		s.stdin.Close()
+	}
+	if s.spawned != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := s.spawned.Wait(ctx); err != nil {
+			s.m.log("publish kairo.process.spawned for %s: %v", s.id, err)
+		}
+		cancel()
 	}
 	s.m.publish(s, "kairo.process.exited", data)
 	if s.l.Cleanup != nil {
@@ -632,16 +642,31 @@ func (m *Manager) Close() {
 
 // publish puts a process event on the bus with the session's correlation.
 func (m *Manager) publish(s *Session, subject string, data map[string]any) {
-	raw, err := msgpack.Marshal(data)
-	if err != nil {
-		m.log("encode %s: %v", subject, err)
+	ack := m.publishAsync(s, subject, data)
+	if ack == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ev := &abi.Event{Type: subject, Source: "kernel/proc", Data: raw,
-		CorrelationID: s.spec.CorrelationID, CausationID: s.spec.CausationID}
-	if _, err := m.bus.Publish(ctx, ev); err != nil {
+	if _, err := ack.Wait(ctx); err != nil {
 		m.log("publish %s for %s: %v", subject, s.id, err)
 	}
+}
+
+// publishAsync puts a process event on the bus and returns its
+// acknowledgement to wait for; nil when it could not be published.
+func (m *Manager) publishAsync(s *Session, subject string, data map[string]any) *bus.Ack {
+	raw, err := msgpack.Marshal(data)
+	if err != nil {
+		m.log("encode %s: %v", subject, err)
+		return nil
+	}
+	ev := &abi.Event{Type: subject, Source: "kernel/proc", Data: raw,
+		CorrelationID: s.spec.CorrelationID, CausationID: s.spec.CausationID}
+	ack, err := m.bus.PublishAsync(ev)
+	if err != nil {
+		m.log("publish %s for %s: %v", subject, s.id, err)
+		return nil
+	}
+	return ack
 }
