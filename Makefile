@@ -4,16 +4,25 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: run build test lint fuzz bench clean
+.PHONY: run build plugins test lint fuzz bench clean
 
 # Start Kairo in the foreground on its embedded defaults (data in ./.kairo).
-run: build
+run: build plugins
 	./bin/kairo up
 
 # kairo, and beside it kairo-sandbox: the sandbox helper alone, which starts
 # faster than kairo in its helper mode (kairo works without it).
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kairo ./cmd/kairo-sandbox
+
+# Every plugin under plugins/ (a folder with a main package) to
+# bin/plugins/NAME.wasm, a WASI reactor built by the standard Go toolchain.
+plugins:
+	@mkdir -p bin/plugins
+	@for d in plugins/*/; do n=$$(basename $$d); \
+	  echo "plugin $$n"; \
+	  GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o bin/plugins/$$n.wasm ./$$d || exit 1; \
+	done
 
 # Everything CI runs: format and vet checks, the whole suite under the race
 # detector, and a short run of every fuzz target.

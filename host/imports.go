@@ -1,0 +1,125 @@
+package host
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// The host module, "kairo": the functions a plugin imports. Each reads its
+// arguments from the guest's memory, checking every range, and a range
+// outside the memory stops the plugin.
+
+const (
+	maxMethodLen = 256
+	maxLogLen    = 4 << 10
+	maxLogLines  = 100 // per call; the rest are dropped
+)
+
+var (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+)
+
+// hostFuncs are the host functions by name, with their signatures.
+var hostFuncs = map[string]struct {
+	fn              func(p *Plugin, ctx context.Context, m api.Module, stack []uint64)
+	params, results []api.ValueType
+}{
+	abi.ImportCall:    {(*Plugin).hostCall, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i64}},
+	abi.ImportPublish: {(*Plugin).hostPublish, []api.ValueType{i32, i32}, []api.ValueType{i32}},
+	abi.ImportLog:     {(*Plugin).hostLog, []api.ValueType{i32, i32, i32}, nil},
+	abi.ImportNow:     {(*Plugin).hostNow, nil, []api.ValueType{i64}},
+}
+
+func hostFuncNames() string {
+	names := make([]string, 0, len(hostFuncs))
+	for n := range hostFuncs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+func (p *Plugin) instantiateImports(ctx context.Context) error {
+	b := p.rt.NewHostModuleBuilder(abi.HostModule)
+	for name, f := range hostFuncs {
+		b.NewFunctionBuilder().
+			WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+				f.fn(p, ctx, m, stack)
+			}), f.params, f.results).
+			Export(name)
+	}
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// read returns a view of the guest's memory, or stops the guest: wazero
+// turns the panic into the error of the export that is running, and
+// importErr tells callRaw why.
+func (p *Plugin) read(m api.Module, what string, ptr, n uint32) []byte {
+	b, ok := m.Memory().Read(ptr, n)
+	if !ok {
+		err := &boundsError{what, ptr, n, m.Memory().Size()}
+		p.importErr = err
+		panic(err)
+	}
+	return b
+}
+
+func (p *Plugin) hostCall(_ context.Context, m api.Module, stack []uint64) {
+	mptr, mlen, aptr, alen := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
+	method := p.read(m, abi.HostModule+".call method", mptr, mlen)
+	args := p.read(m, abi.HostModule+".call args", aptr, alen)
+	switch {
+	case p.out == nil || len(p.out.Calls) >= p.opts.MaxCalls:
+		stack[0] = api.EncodeI64(int64(abi.ErrnoBusy))
+	case len(method) == 0 || len(method) > maxMethodLen || !utf8.Valid(method):
+		stack[0] = api.EncodeI64(int64(abi.ErrnoInvalid))
+	default:
+		p.nextToken++
+		p.out.Calls = append(p.out.Calls, Call{Token: p.nextToken, Method: string(method), Args: slices.Clone(args)})
+		stack[0] = uint64(p.nextToken)
+	}
+}
+
+func (p *Plugin) hostPublish(_ context.Context, m api.Module, stack []uint64) {
+	raw := p.read(m, abi.HostModule+".publish event", uint32(stack[0]), uint32(stack[1]))
+	if p.out == nil || len(p.out.Published) >= p.opts.MaxPublishes {
+		stack[0] = api.EncodeI32(int32(abi.ErrnoBusy))
+		return
+	}
+	var ev abi.Event
+	// DecodeEvent aliases its input, and guest memory changes under it.
+	rest, err := abi.DecodeEvent(slices.Clone(raw), &ev)
+	if err != nil || len(rest) != 0 || ev.Type == "" {
+		stack[0] = api.EncodeI32(int32(abi.ErrnoInvalid))
+		return
+	}
+	ev.Source = "plugin/" + p.opts.Name
+	ev.Seq = 0
+	p.out.Published = append(p.out.Published, ev)
+	stack[0] = 0
+}
+
+func (p *Plugin) hostLog(ctx context.Context, m api.Module, stack []uint64) {
+	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	msg := p.read(m, abi.HostModule+".log message", ptr, n)
+	if p.logLines++; p.logLines > maxLogLines {
+		return
+	}
+	if len(msg) > maxLogLen {
+		msg = msg[:maxLogLen]
+	}
+	p.logger.Log(ctx, slog.Level(level), strings.ToValidUTF8(string(msg), "\uFFFD"))
+}
+
+func (p *Plugin) hostNow(_ context.Context, _ api.Module, stack []uint64) {
+	stack[0] = uint64(p.now)
+}

@@ -1,0 +1,147 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// The guests the tests load: real modules, built from Go sources once per
+// test binary by the standard toolchain (its build cache keeps a rebuild
+// to well under a second).
+var guestSources = map[string]string{
+	"echo":    "./plugins/echo",
+	"hostile": "./host/testdata/hostile",
+}
+
+var (
+	guestDir string
+	guests   = map[string][]byte{}
+	// testHost is shared, so every guest is compiled once per test binary.
+	testHost *Host
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	guestDir, err = os.MkdirTemp("", "kairo-host-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(guestDir)
+	if err := buildGuests(guestDir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	testHost, err = New(Config{
+		CacheDir: filepath.Join(guestDir, "cache"),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer testHost.Close(context.Background())
+	if err := warmCache(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// warmCache compiles the Go guests into the shared cache, in parallel: the
+// compiler is what makes the suite slow under the race detector.
+func warmCache() error {
+	ctx := context.Background()
+	jobs := []struct {
+		guest   string
+		trusted bool
+	}{{"echo", false}, {"hostile", false}, {"echo", true}}
+	errs := make(chan error, len(jobs))
+	for _, j := range jobs {
+		go func() {
+			cfg := wazero.NewRuntimeConfig().WithCompilationCache(testHost.cache).WithCloseOnContextDone(!j.trusted)
+			rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+			defer rt.Close(ctx)
+			_, err := rt.CompileModule(ctx, guests[j.guest])
+			errs <- err
+		}()
+	}
+	for range jobs {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("compile guests: %w", err)
+		}
+	}
+	return nil
+}
+
+// buildGuests builds every guest into dir, two at a time.
+func buildGuests(dir string) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, 2)
+	)
+	for name, src := range guestSources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out := filepath.Join(dir, name+".wasm")
+			// go test puts the toolchain's GOROOT/bin first in PATH.
+			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, src)
+			cmd.Dir = ".." // the module root
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+			msg, err := cmd.CombinedOutput()
+			var bin []byte
+			if err == nil {
+				bin, err = os.ReadFile(out)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("build guest %s (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared %s): %v\n%s", name, src, err, msg))
+				return
+			}
+			guests[name] = bin
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("%v", errs)
+	}
+	return nil
+}
+
+// load loads a guest and closes it when the test ends.
+func load(tb testing.TB, name string, opts Options) *Plugin {
+	tb.Helper()
+	return loadBytes(tb, name, guests[name], opts)
+}
+
+func loadBytes(tb testing.TB, name string, wasm []byte, opts Options) *Plugin {
+	tb.Helper()
+	if opts.Name == "" {
+		opts.Name = name
+	}
+	p, err := testHost.Load(context.Background(), wasm, opts)
+	if err != nil {
+		tb.Fatalf("load %s: %v", name, err)
+	}
+	tb.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}

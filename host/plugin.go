@@ -1,0 +1,481 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// Config configures a Host. The zero value works: modules are compiled in
+// memory only and the host logs to slog.Default.
+type Config struct {
+	// CacheDir keeps compiled modules on disk, so a restart does not pay
+	// compilation again. Empty keeps them in memory only.
+	CacheDir string
+	Logger   *slog.Logger
+}
+
+// Host loads and runs WebAssembly plugins. Each plugin instance runs in a
+// wazero runtime of its own, so its memory limit and deadline enforcement
+// are its own; the runtimes share one compilation cache.
+type Host struct {
+	cache  wazero.CompilationCache
+	logger *slog.Logger
+}
+
+// New returns a Host. Close it to release the compilation cache.
+func New(cfg Config) (*Host, error) {
+	h := &Host{logger: cfg.Logger}
+	if h.logger == nil {
+		h.logger = slog.Default()
+	}
+	if cfg.CacheDir == "" {
+		h.cache = wazero.NewCompilationCache()
+	} else {
+		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("plugin host: compilation cache in %s: %w", cfg.CacheDir, err)
+		}
+		h.cache = c
+	}
+	return h, nil
+}
+
+// Close releases the compilation cache. Close the plugins first.
+func (h *Host) Close(ctx context.Context) error { return h.cache.Close(ctx) }
+
+// Options configure one plugin instance. Zero fields take the defaults below.
+type Options struct {
+	// Name names the plugin in errors and logs until Init says its name.
+	Name string
+	// Trusted runs the plugin without deadline enforcement: faster, but a
+	// plugin that loops hangs its caller. For built-ins, or by the
+	// operator's explicit choice.
+	Trusted bool
+	// Deadline bounds each Handle; default 1 s.
+	Deadline time.Duration
+	// StartDeadline bounds _initialize and Init; default 5 s.
+	StartDeadline time.Duration
+	// MemoryPages caps the guest memory, in 64 KiB pages; default 1024
+	// (64 MiB).
+	MemoryPages uint32
+	// MaxOutput caps the bytes of one init or handle output; default 4 MiB.
+	MaxOutput uint32
+	// MaxCalls and MaxPublishes cap the call and publish imports per batch;
+	// default 256 and 1024. Past them the import returns abi.ErrnoBusy.
+	MaxCalls, MaxPublishes int
+}
+
+func (o *Options) defaults() {
+	if o.Name == "" {
+		o.Name = "unnamed"
+	}
+	if o.Deadline <= 0 {
+		o.Deadline = time.Second
+	}
+	if o.StartDeadline <= 0 {
+		o.StartDeadline = 5 * time.Second
+	}
+	if o.MemoryPages == 0 {
+		o.MemoryPages = 1024
+	}
+	if o.MaxOutput == 0 {
+		o.MaxOutput = 4 << 20
+	}
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = 256
+	}
+	if o.MaxPublishes <= 0 {
+		o.MaxPublishes = 1024
+	}
+}
+
+// Output is what one Handle produced: the plugin's reply, and what it
+// published and called through the host imports while it ran.
+type Output struct {
+	Reply     abi.Reply
+	Published []abi.Event
+	Calls     []Call
+}
+
+// Call is one call import: the method and args the plugin asked for, and the
+// token its abi.CallResult must carry in a later batch.
+type Call struct {
+	Token  int64
+	Method string
+	Args   msgpack.RawMessage
+}
+
+// Plugin is one loaded instance of a plugin module. Its methods may be
+// called from several goroutines; calls run one at a time. Once a call
+// fails the instance is stopped and every later call returns its Failure.
+type Plugin struct {
+	opts   Options
+	logger *slog.Logger
+	rt     wazero.Runtime
+	mod    api.Module
+	input  api.Function
+	init   api.Function
+	handle api.Function
+	stderr stderrBuffer
+
+	mu     sync.Mutex
+	failed *Failure
+	stack  [1]uint64
+	enc    *msgpack.Encoder
+	encBuf bytes.Buffer
+	rd     bytes.Reader
+	dec    *msgpack.Decoder
+
+	// State of the call in progress, read by the host imports.
+	now       int64
+	out       *Output
+	nextToken int64
+	logLines  int
+	importErr error
+}
+
+// Load compiles the module (or takes it from the compilation cache),
+// checks that it speaks the plugin ABI, instantiates it with WASI (no
+// files, no environment) and the host module, and runs _initialize.
+func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, error) {
+	opts.defaults()
+	p := &Plugin{opts: opts, logger: h.logger.With("plugin", opts.Name)}
+	p.enc = msgpack.NewEncoder(&p.encBuf)
+	p.dec = msgpack.NewDecoder(&p.rd)
+
+	refuse := func(err error) error {
+		return &Failure{Plugin: opts.Name, Op: "load", Reason: ReasonRefused, Err: err}
+	}
+	cfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(h.cache).
+		WithCloseOnContextDone(!opts.Trusted).
+		WithMemoryLimitPages(opts.MemoryPages)
+	p.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
+	ok := false
+	defer func() {
+		if !ok {
+			_ = p.rt.Close(context.Background())
+		}
+	}()
+
+	compiled, err := p.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, refuse(fmt.Errorf("not a valid WebAssembly module: %w", err))
+	}
+	if err := checkImports(compiled); err != nil {
+		return nil, refuse(err)
+	}
+	if err := checkExports(compiled); err != nil {
+		return nil, refuse(err)
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, p.rt); err != nil {
+		return nil, fmt.Errorf("plugin %s: WASI: %w", opts.Name, err)
+	}
+	if err := p.instantiateImports(ctx); err != nil {
+		return nil, fmt.Errorf("plugin %s: host module: %w", opts.Name, err)
+	}
+	// No start functions: _initialize runs below, under the start deadline.
+	mcfg := wazero.NewModuleConfig().WithName(opts.Name).WithStartFunctions().
+		WithStderr(&p.stderr).WithStdout(&p.stderr)
+	p.mod, err = p.rt.InstantiateModule(ctx, compiled, mcfg)
+	if err != nil {
+		return nil, refuse(err)
+	}
+	p.input = p.mod.ExportedFunction(abi.ExportInput)
+	p.init = p.mod.ExportedFunction(abi.ExportInit)
+	p.handle = p.mod.ExportedFunction(abi.ExportHandle)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.callRaw(ctx, abi.ExportInitialize, p.mod.ExportedFunction(abi.ExportInitialize), opts.StartDeadline); err != nil {
+		return nil, err
+	}
+	if err := p.callRaw(ctx, abi.ExportABIVersion, p.mod.ExportedFunction(abi.ExportABIVersion), opts.StartDeadline); err != nil {
+		return nil, err
+	}
+	if v := int32(p.stack[0]); v != abi.PluginABIVersion {
+		return nil, refuse(fmt.Errorf("the module speaks plugin ABI version %d; this host speaks version %d: rebuild the plugin with a matching SDK", v, abi.PluginABIVersion))
+	}
+	ok = true
+	return p, nil
+}
+
+// Init passes the plugin its config and returns what the plugin says it is.
+func (p *Plugin) Init(ctx context.Context, config abi.PluginConfig) (abi.PluginInfo, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var res abi.InitResult
+	if err := p.roundTrip(ctx, "init", p.init, p.opts.StartDeadline, &config, &res, nil); err != nil {
+		return abi.PluginInfo{}, err
+	}
+	if res.Error != "" {
+		return res.Info, p.stop(ctx, "init", ReasonInit, errors.New(res.Error))
+	}
+	return res.Info, nil
+}
+
+// Handle passes the plugin one batch and returns its reply and what it
+// published and called meanwhile. The imports see batch.Time as now.
+func (p *Plugin) Handle(ctx context.Context, batch *abi.Batch) (Output, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out Output
+	p.now = batch.Time.UnixNano()
+	err := p.roundTrip(ctx, "handle", p.handle, p.opts.Deadline, batch, &out.Reply, &out)
+	return out, err
+}
+
+// Err returns the Failure that stopped the instance, or nil while it serves.
+func (p *Plugin) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed == nil {
+		return nil
+	}
+	return p.failed
+}
+
+// Close stops the instance and releases its runtime.
+func (p *Plugin) Close(ctx context.Context) error { return p.rt.Close(ctx) }
+
+// roundTrip writes in to the guest's input buffer, calls fn and decodes its
+// output into res. out, when set, collects the imports' work.
+func (p *Plugin) roundTrip(ctx context.Context, op string, fn api.Function, deadline time.Duration, in, res any, out *Output) error {
+	if p.failed != nil {
+		return fmt.Errorf("%w: %w", ErrStopped, p.failed)
+	}
+	p.encBuf.Reset()
+	if err := p.enc.Encode(in); err != nil {
+		return fmt.Errorf("plugin %s: %s: encode input: %w", p.opts.Name, op, err)
+	}
+	data := p.encBuf.Bytes()
+	n := uint32(len(data))
+
+	p.stack[0] = uint64(n)
+	if err := p.callRaw(ctx, abi.ExportInput, p.input, deadline); err != nil {
+		return err
+	}
+	ptr := uint32(p.stack[0])
+	if !p.mod.Memory().Write(ptr, data) {
+		return p.stop(ctx, op, ReasonBadPointer, &boundsError{abi.ExportInput + " returned a buffer that", ptr, n, p.mod.Memory().Size()})
+	}
+
+	p.out, p.importErr, p.logLines = out, nil, 0
+	p.stack[0] = uint64(n)
+	err := p.callRaw(ctx, op, fn, deadline)
+	p.out = nil
+	if err != nil {
+		return err
+	}
+
+	optr, on := abi.UnpackPtrLen(p.stack[0])
+	if on > p.opts.MaxOutput {
+		return p.stop(ctx, op, ReasonBadPointer, fmt.Errorf("output of %d bytes exceeds the limit of %d bytes", on, p.opts.MaxOutput))
+	}
+	view, ok := p.mod.Memory().Read(optr, on)
+	if !ok {
+		return p.stop(ctx, op, ReasonBadPointer, &boundsError{"output", optr, on, p.mod.Memory().Size()})
+	}
+	p.rd.Reset(view)
+	p.dec.Reset(&p.rd)
+	if err := p.dec.Decode(res); err != nil {
+		return p.stop(ctx, op, ReasonBadOutput, fmt.Errorf("output is not a valid MsgPack %T: %w", res, err))
+	}
+	if p.rd.Len() != 0 {
+		return p.stop(ctx, op, ReasonBadOutput, fmt.Errorf("output has %d bytes after its MsgPack value", p.rd.Len()))
+	}
+	return nil
+}
+
+// callRaw calls fn with p.stack, under deadline unless the plugin is
+// trusted, and stops the instance when the call fails.
+func (p *Plugin) callRaw(ctx context.Context, op string, fn api.Function, deadline time.Duration) error {
+	if !p.opts.Trusted {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, deadline)
+		defer cancel()
+	}
+	p.stderr.Reset()
+	err := fn.CallWithStack(ctx, p.stack[:])
+	if err == nil {
+		return nil
+	}
+	reason := ReasonTrap
+	var exit *sys.ExitError
+	var bounds *boundsError
+	switch {
+	case p.importErr != nil:
+		reason, err = ReasonBadPointer, p.importErr
+	case errors.As(err, &bounds):
+		reason = ReasonBadPointer
+	case errors.As(err, &exit):
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			reason, err = ReasonDeadline, fmt.Errorf("stopped after its deadline of %v", deadline)
+		case sys.ExitCodeContextCanceled:
+			reason, err = ReasonDeadline, fmt.Errorf("stopped: %w", context.Cause(ctx))
+		default:
+			reason = ReasonExit
+		}
+	}
+	// A Go guest that cannot grow its memory says so on stderr, then traps
+	// (or exits, as a command).
+	if (reason == ReasonTrap || reason == ReasonExit) && strings.Contains(p.stderr.String(), "out of memory") {
+		reason = ReasonMemory
+		err = fmt.Errorf("the guest ran out of its %d memory pages: %w", p.opts.MemoryPages, err)
+	}
+	return p.stop(ctx, op, reason, err)
+}
+
+// stop records the failure and closes the instance; its memory may be in any
+// state, so it is never called again.
+func (p *Plugin) stop(ctx context.Context, op string, reason Reason, err error) error {
+	p.failed = &Failure{Plugin: p.opts.Name, Op: op, Reason: reason, Err: err, Stderr: p.stderr.String()}
+	_ = p.mod.CloseWithExitCode(context.WithoutCancel(ctx), 1)
+	p.logger.Warn("plugin stopped", "op", op, "reason", reason, "err", err)
+	return p.failed
+}
+
+// checkImports refuses a module that imports anything but WASI functions and
+// the host module's functions.
+func checkImports(m wazero.CompiledModule) error {
+	for _, f := range m.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		switch mod {
+		case wasi_snapshot_preview1.ModuleName:
+			// wazero implements all of preview1; what a module may reach
+			// through it is set by the module config.
+		case abi.HostModule:
+			if _, ok := hostFuncs[name]; !ok {
+				return fmt.Errorf("the module imports %s.%s, which this host does not provide (it provides %s)", mod, name, hostFuncNames())
+			}
+		default:
+			return fmt.Errorf("the module imports %s.%s from module %q, which this host does not provide (only %q and %q)", mod, name, mod, abi.HostModule, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	for _, m := range m.ImportedMemories() {
+		mod, name, _ := m.Import()
+		return fmt.Errorf("the module imports memory %s.%s; a plugin must define its own", mod, name)
+	}
+	return nil
+}
+
+// exportSigs are the guest exports the ABI requires.
+var exportSigs = []struct {
+	name            string
+	params, results []api.ValueType
+}{
+	{abi.ExportInitialize, nil, nil},
+	{abi.ExportABIVersion, nil, []api.ValueType{api.ValueTypeI32}},
+	{abi.ExportInput, []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
+	{abi.ExportInit, []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}},
+	{abi.ExportHandle, []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}},
+}
+
+func checkExports(m wazero.CompiledModule) error {
+	exports := m.ExportedFunctions()
+	for _, want := range exportSigs {
+		f, ok := exports[want.name]
+		if !ok {
+			return fmt.Errorf("the module does not export %s; a plugin exports %s (a Go plugin gets them from sdk/plugin, built with -buildmode=c-shared)", want.name, exportNames())
+		}
+		if !sameTypes(f.ParamTypes(), want.params) || !sameTypes(f.ResultTypes(), want.results) {
+			return fmt.Errorf("the module exports %s with signature %s; the ABI wants %s", want.name, sig(f.ParamTypes(), f.ResultTypes()), sig(want.params, want.results))
+		}
+	}
+	if len(m.ExportedMemories()) == 0 {
+		return errors.New("the module exports no memory")
+	}
+	return nil
+}
+
+func exportNames() string {
+	names := make([]string, len(exportSigs))
+	for i, e := range exportSigs {
+		names[i] = e.name
+	}
+	return strings.Join(names, ", ")
+}
+
+func sameTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sig(params, results []api.ValueType) string {
+	name := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return strings.Join(s, ", ")
+	}
+	return "(" + name(params) + ") -> (" + name(results) + ")"
+}
+
+// stderrBuffer keeps the start and the end of what the guest wrote to its
+// stderr during one call, 2 KiB of each: a Go guest's panic message comes
+// first and its goroutine dump after.
+type stderrBuffer struct {
+	mu   sync.Mutex
+	head []byte
+	tail []byte
+	cut  bool // bytes were dropped between head and tail
+}
+
+const stderrKeep = 2 << 10
+
+func (t *stderrBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(b)
+	if room := stderrKeep - len(t.head); room > 0 {
+		k := min(room, len(b))
+		t.head = append(t.head, b[:k]...)
+		b = b[k:]
+	}
+	if len(b) > stderrKeep {
+		b, t.cut = b[len(b)-stderrKeep:], true
+	}
+	if over := len(t.tail) + len(b) - stderrKeep; over > 0 {
+		t.tail, t.cut = append(t.tail[:0], t.tail[over:]...), true
+	}
+	t.tail = append(t.tail, b...)
+	return n, nil
+}
+
+func (t *stderrBuffer) Reset() {
+	t.mu.Lock()
+	t.head, t.tail, t.cut = t.head[:0], t.tail[:0], false
+	t.mu.Unlock()
+}
+
+func (t *stderrBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cut {
+		return string(t.head) + "\n[...]\n" + string(t.tail)
+	}
+	return string(t.head) + string(t.tail)
+}
