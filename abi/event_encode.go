@@ -22,7 +22,7 @@ func AppendEvent(dst []byte, ev *Event) []byte {
 	if ev.Source != "" {
 		dst = appendStr(appendStr(dst, "source"), ev.Source)
 	}
-	dst = appendTime(appendStr(dst, "time"), ev)
+	dst = appendTime(appendStr(dst, "time"), ev.Time)
 	if len(ev.Data) > 0 {
 		dst = append(appendStr(dst, "data"), ev.Data...)
 	}

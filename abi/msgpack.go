@@ -379,8 +379,8 @@ func appendUint(dst []byte, v uint64) []byte {
 
 // appendTime writes the MsgPack timestamp extension in its smallest form,
 // as msgpack libraries do (the zero time, year 1, takes the 96-bit form).
-func appendTime(dst []byte, ev *Event) []byte {
-	sec, nsec := ev.Time.Unix(), uint64(ev.Time.Nanosecond())
+func appendTime(dst []byte, t time.Time) []byte {
+	sec, nsec := t.Unix(), uint64(t.Nanosecond())
 	if uint64(sec)>>34 == 0 {
 		v := nsec<<34 | uint64(sec)
 		if v>>32 == 0 {
@@ -449,4 +449,116 @@ func readBool(b []byte) (bool, []byte, error) {
 		return true, b[1:], nil
 	}
 	return false, nil, fmt.Errorf("want a boolean, got MsgPack code %#x", b[0])
+}
+
+// appendInt writes v in its smallest form, as msgpack's compact ints do.
+func appendInt(dst []byte, v int64) []byte {
+	switch {
+	case v >= 0:
+		return appendUint(dst, uint64(v))
+	case v >= -32:
+		return append(dst, byte(v))
+	case v >= math.MinInt8:
+		return append(dst, 0xd0, byte(v))
+	case v >= math.MinInt16:
+		return binary.BigEndian.AppendUint16(append(dst, 0xd1), uint16(v))
+	case v >= math.MinInt32:
+		return binary.BigEndian.AppendUint32(append(dst, 0xd2), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, 0xd3), uint64(v))
+}
+
+// appendMapLen and appendArrayLen append the head of a map of n pairs and
+// of an array of n values.
+func appendMapLen(dst []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(dst, 0x80|byte(n))
+	case n <= math.MaxUint16:
+		return append(dst, 0xde, byte(n>>8), byte(n))
+	}
+	return binary.BigEndian.AppendUint32(append(dst, 0xdf), uint32(n))
+}
+
+func appendArrayLen(dst []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(dst, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return append(dst, 0xdc, byte(n>>8), byte(n))
+	}
+	return binary.BigEndian.AppendUint32(append(dst, 0xdd), uint32(n))
+}
+
+// readArrayLen reads the head of an array (nil as -1). The length is checked
+// against the input: every value takes at least one byte, so a caller may
+// allocate n elements without trusting a forged length.
+func readArrayLen(b []byte) (int, []byte, error) {
+	if len(b) == 0 {
+		return 0, nil, errShort
+	}
+	var n int
+	switch c := b[0]; {
+	case c&0xf0 == 0x90:
+		n, b = int(c&0x0f), b[1:]
+	case c == 0xdc:
+		if err := need(b, 3); err != nil {
+			return 0, nil, err
+		}
+		n, b = int(binary.BigEndian.Uint16(b[1:])), b[3:]
+	case c == 0xdd:
+		if err := need(b, 5); err != nil {
+			return 0, nil, err
+		}
+		n, b = int(binary.BigEndian.Uint32(b[1:])), b[5:]
+	case c == 0xc0:
+		return -1, b[1:], nil
+	default:
+		return 0, nil, fmt.Errorf("want an array, got MsgPack code %#x", c)
+	}
+	if n > len(b) {
+		return 0, nil, errShort
+	}
+	return n, b, nil
+}
+
+// readInt reads a signed or unsigned integer that fits an int64 (or nil, as
+// 0).
+func readInt(b []byte) (int64, []byte, error) {
+	if len(b) == 0 {
+		return 0, nil, errShort
+	}
+	c := b[0]
+	switch {
+	case c >= 0xe0:
+		return int64(int8(c)), b[1:], nil
+	case c == 0xd0:
+		if err := need(b, 2); err != nil {
+			return 0, nil, err
+		}
+		return int64(int8(b[1])), b[2:], nil
+	case c == 0xd1:
+		if err := need(b, 3); err != nil {
+			return 0, nil, err
+		}
+		return int64(int16(binary.BigEndian.Uint16(b[1:]))), b[3:], nil
+	case c == 0xd2:
+		if err := need(b, 5); err != nil {
+			return 0, nil, err
+		}
+		return int64(int32(binary.BigEndian.Uint32(b[1:]))), b[5:], nil
+	case c == 0xd3:
+		if err := need(b, 9); err != nil {
+			return 0, nil, err
+		}
+		return int64(binary.BigEndian.Uint64(b[1:])), b[9:], nil
+	}
+	v, rest, err := readUint(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	if v > math.MaxInt64 {
+		return 0, nil, fmt.Errorf("integer %d overflows int64", v)
+	}
+	return int64(v), rest, nil
 }

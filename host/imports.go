@@ -10,11 +10,13 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
 )
 
 // The host module, "kairo": the functions a plugin imports. Each reads its
 // arguments from the guest's memory, checking every range, and a range
-// outside the memory stops the plugin.
+// outside the memory stops the plugin. call and publish refuse what the
+// plugin's Grants do not grant with abi.ErrnoNotGranted (grants.go).
 
 const (
 	maxMethodLen = 256
@@ -82,6 +84,9 @@ func (p *Plugin) hostCall(_ context.Context, m api.Module, stack []uint64) {
 		stack[0] = api.EncodeI64(int64(abi.ErrnoBusy))
 	case len(method) == 0 || len(method) > maxMethodLen || !utf8.Valid(method):
 		stack[0] = api.EncodeI64(int64(abi.ErrnoInvalid))
+	case !p.opts.Grants.allowCall(string(method)):
+		stack[0] = api.EncodeI64(int64(abi.ErrnoNotGranted))
+		p.deny(abi.ImportCall, string(method))
 	default:
 		p.nextToken++
 		p.out.Calls = append(p.out.Calls, Call{Token: p.nextToken, Method: string(method), Args: slices.Clone(args)})
@@ -98,8 +103,13 @@ func (p *Plugin) hostPublish(_ context.Context, m api.Module, stack []uint64) {
 	var ev abi.Event
 	// DecodeEvent aliases its input, and guest memory changes under it.
 	rest, err := abi.DecodeEvent(slices.Clone(raw), &ev)
-	if err != nil || len(rest) != 0 || ev.Type == "" {
+	if err != nil || len(rest) != 0 || bus.ValidateSubject(ev.Type) != nil {
 		stack[0] = api.EncodeI32(int32(abi.ErrnoInvalid))
+		return
+	}
+	if !p.opts.Grants.allowPublish(ev.Type) {
+		stack[0] = api.EncodeI32(int32(abi.ErrnoNotGranted))
+		p.deny(abi.ImportPublish, ev.Type)
 		return
 	}
 	ev.Source = "plugin/" + p.opts.Name

@@ -77,6 +77,9 @@ type Options struct {
 	// MaxCalls and MaxPublishes cap the call and publish imports per batch;
 	// default 256 and 1024. Past them the import returns abi.ErrnoBusy.
 	MaxCalls, MaxPublishes int
+	// Grants are the methods the plugin may call and the subjects it may
+	// publish on; nil grants everything (see Grants).
+	Grants *Grants
 }
 
 func (o *Options) defaults() {
@@ -135,10 +138,15 @@ type Plugin struct {
 	mu     sync.Mutex
 	failed *Failure
 	stack  [1]uint64
-	enc    *msgpack.Encoder
-	encBuf bytes.Buffer
-	rd     bytes.Reader
-	dec    *msgpack.Decoder
+	inBuf  []byte // the encoded batch, reused from call to call
+
+	// The deadline of an untrusted instance's calls: one timer, armed
+	// around each call, closes expired, which is what dctx reports as Done.
+	// No context, timer or goroutine of the host's is made per call.
+	timer       *time.Timer
+	expired     chan struct{}
+	expiredOnce sync.Once
+	dctx        deadlineCtx
 
 	// State of the call in progress, read by the host imports.
 	now       int64
@@ -154,8 +162,12 @@ type Plugin struct {
 func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, error) {
 	opts.defaults()
 	p := &Plugin{opts: opts, logger: h.logger.With("plugin", opts.Name)}
-	p.enc = msgpack.NewEncoder(&p.encBuf)
-	p.dec = msgpack.NewDecoder(&p.rd)
+	if !opts.Trusted {
+		p.expired = make(chan struct{})
+		p.dctx.done = p.expired
+		p.timer = time.AfterFunc(time.Hour, func() { p.expiredOnce.Do(func() { close(p.expired) }) })
+		p.timer.Stop()
+	}
 
 	refuse := func(err error) error {
 		return &Failure{Plugin: opts.Name, Op: "load", Reason: ReasonRefused, Err: err}
@@ -177,6 +189,9 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 		return nil, refuse(fmt.Errorf("not a valid WebAssembly module: %w", err))
 	}
 	if err := checkImports(compiled); err != nil {
+		return nil, refuse(err)
+	}
+	if err := opts.Grants.checkImports(compiled); err != nil {
 		return nil, refuse(err)
 	}
 	if err := checkExports(compiled); err != nil {
@@ -218,9 +233,25 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 func (p *Plugin) Init(ctx context.Context, config abi.PluginConfig) (abi.PluginInfo, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var res abi.InitResult
-	if err := p.roundTrip(ctx, "init", p.init, p.opts.StartDeadline, &config, &res, nil); err != nil {
+	if p.failed != nil {
+		return abi.PluginInfo{}, fmt.Errorf("%w: %w", ErrStopped, p.failed)
+	}
+	in, err := msgpack.Marshal(&config)
+	if err != nil {
+		return abi.PluginInfo{}, fmt.Errorf("plugin %s: init: encode config: %w", p.opts.Name, err)
+	}
+	raw, err := p.roundTrip(ctx, "init", p.init, p.opts.StartDeadline, in, nil)
+	if err != nil {
 		return abi.PluginInfo{}, err
+	}
+	// The config and the result cross once, so they keep the reflection
+	// codec; CheckMsgpack first, so a forged length cannot make it allocate.
+	var res abi.InitResult
+	if err := abi.CheckMsgpack(raw); err != nil {
+		return abi.PluginInfo{}, p.stop(ctx, "init", ReasonBadOutput, fmt.Errorf("output is not a valid MsgPack %T: %w", res, err))
+	}
+	if err := msgpack.Unmarshal(raw, &res); err != nil {
+		return abi.PluginInfo{}, p.stop(ctx, "init", ReasonBadOutput, fmt.Errorf("output is not a valid MsgPack %T: %w", res, err))
 	}
 	if res.Error != "" {
 		return res.Info, p.stop(ctx, "init", ReasonInit, errors.New(res.Error))
@@ -234,9 +265,19 @@ func (p *Plugin) Handle(ctx context.Context, batch *abi.Batch) (Output, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out Output
+	if p.failed != nil {
+		return out, fmt.Errorf("%w: %w", ErrStopped, p.failed)
+	}
 	p.now = batch.Time.UnixNano()
-	err := p.roundTrip(ctx, "handle", p.handle, p.opts.Deadline, batch, &out.Reply, &out)
-	return out, err
+	p.inBuf = abi.AppendBatch(p.inBuf[:0], batch)
+	raw, err := p.roundTrip(ctx, "handle", p.handle, p.opts.Deadline, p.inBuf, &out)
+	if err != nil {
+		return out, err
+	}
+	if err := abi.DecodeReply(raw, &out.Reply); err != nil {
+		return out, p.stop(ctx, "handle", ReasonBadOutput, fmt.Errorf("output is not a valid MsgPack reply: %w", err))
+	}
+	return out, nil
 }
 
 // Err returns the Failure that stopped the instance, or nil while it serves.
@@ -250,28 +291,27 @@ func (p *Plugin) Err() error {
 }
 
 // Close stops the instance and releases its runtime.
-func (p *Plugin) Close(ctx context.Context) error { return p.rt.Close(ctx) }
+func (p *Plugin) Close(ctx context.Context) error {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	return p.rt.Close(ctx)
+}
 
-// roundTrip writes in to the guest's input buffer, calls fn and decodes its
-// output into res. out, when set, collects the imports' work.
-func (p *Plugin) roundTrip(ctx context.Context, op string, fn api.Function, deadline time.Duration, in, res any, out *Output) error {
-	if p.failed != nil {
-		return fmt.Errorf("%w: %w", ErrStopped, p.failed)
-	}
-	p.encBuf.Reset()
-	if err := p.enc.Encode(in); err != nil {
-		return fmt.Errorf("plugin %s: %s: encode input: %w", p.opts.Name, op, err)
-	}
-	data := p.encBuf.Bytes()
+// roundTrip writes data to the guest's input buffer, calls fn and returns a
+// copy of its output: what is decoded from it aliases it, and the guest's
+// memory changes with the next call. out, when set, collects the imports'
+// work.
+func (p *Plugin) roundTrip(ctx context.Context, op string, fn api.Function, deadline time.Duration, data []byte, out *Output) ([]byte, error) {
 	n := uint32(len(data))
 
 	p.stack[0] = uint64(n)
 	if err := p.callRaw(ctx, abi.ExportInput, p.input, deadline); err != nil {
-		return err
+		return nil, err
 	}
 	ptr := uint32(p.stack[0])
 	if !p.mod.Memory().Write(ptr, data) {
-		return p.stop(ctx, op, ReasonBadPointer, &boundsError{abi.ExportInput + " returned a buffer that", ptr, n, p.mod.Memory().Size()})
+		return nil, p.stop(ctx, op, ReasonBadPointer, &boundsError{abi.ExportInput + " returned a buffer that", ptr, n, p.mod.Memory().Size()})
 	}
 
 	p.out, p.importErr, p.logLines = out, nil, 0
@@ -279,38 +319,44 @@ func (p *Plugin) roundTrip(ctx context.Context, op string, fn api.Function, dead
 	err := p.callRaw(ctx, op, fn, deadline)
 	p.out = nil
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	optr, on := abi.UnpackPtrLen(p.stack[0])
 	if on > p.opts.MaxOutput {
-		return p.stop(ctx, op, ReasonBadPointer, fmt.Errorf("output of %d bytes exceeds the limit of %d bytes", on, p.opts.MaxOutput))
+		return nil, p.stop(ctx, op, ReasonBadPointer, fmt.Errorf("output of %d bytes exceeds the limit of %d bytes", on, p.opts.MaxOutput))
 	}
 	view, ok := p.mod.Memory().Read(optr, on)
 	if !ok {
-		return p.stop(ctx, op, ReasonBadPointer, &boundsError{"output", optr, on, p.mod.Memory().Size()})
+		return nil, p.stop(ctx, op, ReasonBadPointer, &boundsError{"output", optr, on, p.mod.Memory().Size()})
 	}
-	p.rd.Reset(view)
-	p.dec.Reset(&p.rd)
-	if err := p.dec.Decode(res); err != nil {
-		return p.stop(ctx, op, ReasonBadOutput, fmt.Errorf("output is not a valid MsgPack %T: %w", res, err))
-	}
-	if p.rd.Len() != 0 {
-		return p.stop(ctx, op, ReasonBadOutput, fmt.Errorf("output has %d bytes after its MsgPack value", p.rd.Len()))
-	}
-	return nil
+	return bytes.Clone(view), nil
 }
 
 // callRaw calls fn with p.stack, under deadline unless the plugin is
 // trusted, and stops the instance when the call fails.
 func (p *Plugin) callRaw(ctx context.Context, op string, fn api.Function, deadline time.Duration) error {
-	if !p.opts.Trusted {
+	armed := false
+	switch {
+	case p.opts.Trusted:
+	case ctx.Done() == nil:
+		// The caller cannot cancel: the instance's timer is the only
+		// thing that can end the call.
+		p.dctx.Context = ctx
+		ctx, armed = &p.dctx, true
+		p.timer.Reset(deadline)
+	default:
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, deadline)
 		defer cancel()
 	}
 	p.stderr.Reset()
 	err := fn.CallWithStack(ctx, p.stack[:])
+	if armed && !p.timer.Stop() && err == nil {
+		// The call returned as its deadline fired: wazero may be closing
+		// the module already, so the instance cannot serve again.
+		err = sys.NewExitError(sys.ExitCodeDeadlineExceeded)
+	}
 	if err == nil {
 		return nil
 	}
@@ -478,4 +524,23 @@ func (t *stderrBuffer) String() string {
 		return string(t.head) + "\n[...]\n" + string(t.tail)
 	}
 	return string(t.head) + string(t.tail)
+}
+
+// deadlineCtx is the context of a call to an untrusted guest whose caller
+// cannot cancel: the caller's values, and Done when the instance's timer
+// fires. wazero closes the module when Done closes; Err tells it why.
+type deadlineCtx struct {
+	context.Context
+	done <-chan struct{}
+}
+
+func (c *deadlineCtx) Done() <-chan struct{} { return c.done }
+
+func (c *deadlineCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }

@@ -1,5 +1,6 @@
-// Package manifests holds Kairo's TOML schemas — kairo.toml and binary skill
-// manifests (skill.toml; see examples/) — and reads them with errors a person can
+// Package manifests holds Kairo's TOML schemas — kairo.toml, binary skill
+// manifests (skill.toml; see examples/) and Wasm plugin manifests (NAME.toml
+// beside NAME.wasm; see Plugin) — and reads them with errors a person can
 // act on: each names the file, the line and the key, and says what to do.
 //
 // A schema is a Go struct whose fields carry toml tags. Loading starts from

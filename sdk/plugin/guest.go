@@ -14,13 +14,16 @@ import (
 
 // The guest side of the plugin ABI. One call runs at a time, so the buffers
 // are package state, reused from call to call: the host writes into input,
-// and output stays valid until the next call.
+// and output stays valid until the next call. Batches and replies, which
+// cross on every call, take abi's hand-written codecs; the config and the
+// init result, which cross once, the reflection codec.
 var (
 	input  []byte
 	output bytes.Buffer
 	enc    = msgpack.NewEncoder(&output)
 	rd     bytes.Reader
 	dec    = msgpack.NewDecoder(&rd)
+	outBuf []byte
 	pubBuf []byte
 	argBuf bytes.Buffer
 	argEnc = msgpack.NewEncoder(&argBuf)
@@ -59,14 +62,19 @@ func kairoInit(n uint32) uint64 {
 func kairoHandle(n uint32) uint64 {
 	var b abi.Batch
 	var reply abi.Reply
-	if err := decode(n, &b); err != nil {
+	// The batch decodes from a copy of its own, since its strings alias
+	// what they decode from and the handler may keep them past this call.
+	if int(n) > len(input) {
+		reply.Error = fmt.Sprintf("batch: input of %d bytes is longer than the buffer (%d)", n, len(input))
+	} else if err := abi.DecodeBatch(bytes.Clone(input[:n]), &b); err != nil {
 		reply.Error = "batch: " + err.Error()
 	} else if registered.Handle == nil {
 		reply.Error = "the plugin registered no Handle"
 	} else if reply, err = registered.Handle(&b); err != nil {
 		reply.Error = err.Error()
 	}
-	return encode(&reply)
+	outBuf = abi.AppendReply(outBuf[:0], &reply)
+	return abi.PackPtrLen(uint32(uintptr(unsafe.Pointer(&outBuf[0]))), uint32(len(outBuf)))
 }
 
 func decode(n uint32, v any) error {

@@ -1,0 +1,314 @@
+package abi
+
+import (
+	"fmt"
+	"time"
+)
+
+// Hand-written codecs of the values that cross the plugin boundary on every
+// batch, with the keys of their tags: the same bytes as the reflection codec
+// with compact ints. Both sides are untrusted by the other, so the decoders
+// check every length against their input; what they return aliases it.
+// PluginConfig and InitResult, which cross once, keep the reflection codec.
+
+// AppendBatch appends b's MsgPack encoding to dst.
+func AppendBatch(dst []byte, b *Batch) []byte {
+	n := 1
+	for _, set := range [...]bool{b.Tick != 0, len(b.Events) > 0, len(b.ToolCalls) > 0, len(b.CallResults) > 0} {
+		if set {
+			n++
+		}
+	}
+	dst = appendTime(appendStr(append(dst, 0x80|byte(n)), "time"), b.Time)
+	if b.Tick != 0 {
+		dst = appendUint(appendStr(dst, "tick"), b.Tick)
+	}
+	if len(b.Events) > 0 {
+		dst = appendArrayLen(appendStr(dst, "events"), len(b.Events))
+		for i := range b.Events {
+			dst = AppendEvent(dst, &b.Events[i])
+		}
+	}
+	if len(b.ToolCalls) > 0 {
+		dst = appendArrayLen(appendStr(dst, "toolCalls"), len(b.ToolCalls))
+		for i := range b.ToolCalls {
+			dst = appendToolCall(dst, &b.ToolCalls[i])
+		}
+	}
+	if len(b.CallResults) > 0 {
+		dst = appendArrayLen(appendStr(dst, "callResults"), len(b.CallResults))
+		for i := range b.CallResults {
+			dst = appendCallResult(dst, &b.CallResults[i])
+		}
+	}
+	return dst
+}
+
+func appendToolCall(dst []byte, c *ToolCall) []byte {
+	n := 2
+	if c.Arguments != "" {
+		n++
+	}
+	if c.CorrelationID != "" {
+		n++
+	}
+	dst = appendStr(appendStr(append(dst, 0x80|byte(n)), "id"), c.ID)
+	dst = appendStr(appendStr(dst, "name"), c.Name)
+	if c.Arguments != "" {
+		dst = appendStr(appendStr(dst, "arguments"), c.Arguments)
+	}
+	if c.CorrelationID != "" {
+		dst = appendStr(appendStr(dst, "correlationId"), c.CorrelationID)
+	}
+	return dst
+}
+
+func appendCallResult(dst []byte, r *CallResult) []byte {
+	n := 1
+	if len(r.Result) > 0 {
+		n++
+	}
+	if r.Error != nil {
+		n++
+	}
+	dst = appendInt(appendStr(append(dst, 0x80|byte(n)), "token"), r.Token)
+	if len(r.Result) > 0 {
+		dst = append(appendStr(dst, "result"), r.Result...)
+	}
+	if r.Error != nil {
+		dst = append(appendStr(dst, "error"), 0x82)
+		dst = appendStr(appendStr(dst, "code"), r.Error.Code)
+		dst = appendStr(appendStr(dst, "message"), r.Error.Message)
+	}
+	return dst
+}
+
+// DecodeBatch decodes a Batch that fills all of in. Strings and raw values
+// alias in, so in must not change while b is in use.
+func DecodeBatch(in []byte, b *Batch) error {
+	*b = Batch{}
+	rest, err := readMap(in, "batch", func(key string, in []byte) (rest []byte, err error) {
+		switch key {
+		case "time":
+			b.Time, rest, err = readTime(in)
+			if b.Time.IsZero() {
+				b.Time = time.Time{}
+			}
+		case "tick":
+			b.Tick, rest, err = readUint(in)
+		case "events":
+			b.Events, rest, err = readSlice(in, DecodeEvent)
+		case "toolCalls":
+			b.ToolCalls, rest, err = readSlice(in, decodeToolCall)
+		case "callResults":
+			b.CallResults, rest, err = readSlice(in, decodeCallResult)
+		default:
+			_, rest, err = skip(in, 0)
+		}
+		return rest, err
+	})
+	return whole("batch", rest, err)
+}
+
+func decodeToolCall(in []byte, c *ToolCall) ([]byte, error) {
+	*c = ToolCall{}
+	return readMap(in, "tool call", func(key string, in []byte) (rest []byte, err error) {
+		switch key {
+		case "id":
+			c.ID, rest, err = readStr(in)
+		case "name":
+			c.Name, rest, err = readStr(in)
+		case "arguments":
+			c.Arguments, rest, err = readStr(in)
+		case "correlationId":
+			c.CorrelationID, rest, err = readStr(in)
+		default:
+			_, rest, err = skip(in, 0)
+		}
+		return rest, err
+	})
+}
+
+func decodeCallResult(in []byte, r *CallResult) ([]byte, error) {
+	*r = CallResult{}
+	return readMap(in, "call result", func(key string, in []byte) (rest []byte, err error) {
+		switch key {
+		case "token":
+			r.Token, rest, err = readInt(in)
+		case "result":
+			r.Result, rest, err = readRaw(in)
+		case "error":
+			if len(in) > 0 && in[0] == 0xc0 {
+				r.Error = nil
+				return in[1:], nil
+			}
+			r.Error, rest, err = readError(in)
+		default:
+			_, rest, err = skip(in, 0)
+		}
+		return rest, err
+	})
+}
+
+func readError(in []byte) (*Error, []byte, error) {
+	e := new(Error)
+	rest, err := readMap(in, "error", func(key string, in []byte) (rest []byte, err error) {
+		switch key {
+		case "code":
+			e.Code, rest, err = readStr(in)
+		case "message":
+			e.Message, rest, err = readStr(in)
+		default:
+			_, rest, err = skip(in, 0)
+		}
+		return rest, err
+	})
+	return e, rest, err
+}
+
+// AppendReply appends r's MsgPack encoding to dst.
+func AppendReply(dst []byte, r *Reply) []byte {
+	n := 0
+	for _, set := range [...]bool{r.Thought != "", len(r.Actions) > 0, len(r.ToolResults) > 0, r.Error != ""} {
+		if set {
+			n++
+		}
+	}
+	dst = append(dst, 0x80|byte(n))
+	if r.Thought != "" {
+		dst = appendStr(appendStr(dst, "thought"), r.Thought)
+	}
+	if len(r.Actions) > 0 {
+		dst = appendArrayLen(appendStr(dst, "actions"), len(r.Actions))
+		for i := range r.Actions {
+			dst = appendAction(dst, &r.Actions[i])
+		}
+	}
+	if len(r.ToolResults) > 0 {
+		dst = appendArrayLen(appendStr(dst, "toolResults"), len(r.ToolResults))
+		for i := range r.ToolResults {
+			dst = appendToolResult(dst, &r.ToolResults[i])
+		}
+	}
+	if r.Error != "" {
+		dst = appendStr(appendStr(dst, "error"), r.Error)
+	}
+	return dst
+}
+
+func appendAction(dst []byte, a *Action) []byte {
+	n := 1
+	for _, set := range [...]bool{a.ID != "", a.CorrelationID != "", len(a.Data) > 0} {
+		if set {
+			n++
+		}
+	}
+	dst = append(dst, 0x80|byte(n))
+	if a.ID != "" {
+		dst = appendStr(appendStr(dst, "id"), a.ID)
+	}
+	dst = appendStr(appendStr(dst, "type"), a.Type)
+	if a.CorrelationID != "" {
+		dst = appendStr(appendStr(dst, "correlationId"), a.CorrelationID)
+	}
+	if len(a.Data) > 0 {
+		dst = append(appendStr(dst, "data"), a.Data...)
+	}
+	return dst
+}
+
+func appendToolResult(dst []byte, r *ToolResult) []byte {
+	n := 2
+	if r.IsError {
+		n++
+	}
+	dst = appendStr(appendStr(append(dst, 0x80|byte(n)), "id"), r.ID)
+	dst = appendStr(appendStr(dst, "content"), r.Content)
+	if r.IsError {
+		dst = append(appendStr(dst, "isError"), 0xc3)
+	}
+	return dst
+}
+
+// DecodeReply decodes a Reply that fills all of in. Strings and raw values
+// alias in, so in must not change while r is in use.
+func DecodeReply(in []byte, r *Reply) error {
+	*r = Reply{}
+	rest, err := readMap(in, "reply", func(key string, in []byte) (rest []byte, err error) {
+		switch key {
+		case "thought":
+			r.Thought, rest, err = readStr(in)
+		case "actions":
+			r.Actions, rest, err = readSlice(in, decodeAction)
+		case "toolResults":
+			r.ToolResults, rest, err = readSlice(in, decodeToolResult)
+		case "error":
+			r.Error, rest, err = readStr(in)
+		default:
+			_, rest, err = skip(in, 0)
+		}
+		return rest, err
+	})
+	return whole("reply", rest, err)
+}
+
+func decodeAction(in []byte, a *Action) ([]byte, error) {
+	*a = Action{}
+	return readMap(in, "action", func(key string, in []byte) (rest []byte, err error) {
+		switch key {
+		case "id":
+			a.ID, rest, err = readStr(in)
+		case "type":
+			a.Type, rest, err = readStr(in)
+		case "correlationId":
+			a.CorrelationID, rest, err = readStr(in)
+		case "data":
+			a.Data, rest, err = readRaw(in)
+		default:
+			_, rest, err = skip(in, 0)
+		}
+		return rest, err
+	})
+}
+
+func decodeToolResult(in []byte, r *ToolResult) ([]byte, error) {
+	*r = ToolResult{}
+	return readMap(in, "tool result", func(key string, in []byte) (rest []byte, err error) {
+		switch key {
+		case "id":
+			r.ID, rest, err = readStr(in)
+		case "content":
+			r.Content, rest, err = readStr(in)
+		case "isError":
+			r.IsError, rest, err = readBool(in)
+		default:
+			_, rest, err = skip(in, 0)
+		}
+		return rest, err
+	})
+}
+
+// readSlice reads an array of values with decode, into a new slice (nil for
+// a MsgPack nil). A repeated key replaces the earlier slice, as the
+// reflection codec does.
+func readSlice[T any](in []byte, decode func([]byte, *T) ([]byte, error)) ([]T, []byte, error) {
+	n, in, err := readArrayLen(in)
+	if err != nil || n < 0 {
+		return nil, in, err
+	}
+	s := make([]T, n)
+	for i := range s {
+		if in, err = decode(in, &s[i]); err != nil {
+			return nil, nil, fmt.Errorf("element %d: %w", i, err)
+		}
+	}
+	return s, in, nil
+}
+
+// whole turns bytes left after a decoded value into an error.
+func whole(what string, rest []byte, err error) error {
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("%s: %d bytes after its MsgPack value", what, len(rest))
+	}
+	return err
+}

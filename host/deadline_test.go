@@ -1,0 +1,46 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// The instance's deadline timer is re-armed for every call: many calls, each
+// well within the deadline, together far past it, all succeed.
+func TestDeadlineIsPerCall(t *testing.T) {
+	p := load(t, "echo", Options{Deadline: 50 * time.Millisecond})
+	initPlugin(t, p, map[string]any{"publish": false})
+	start := time.Now()
+	for time.Since(start) < 250*time.Millisecond {
+		if out, err := p.Handle(context.Background(), testBatch(3, 64)); err != nil || len(out.Reply.Actions) != 3 {
+			t.Fatalf("after %v: %v, %d actions", time.Since(start), err, len(out.Reply.Actions))
+		}
+	}
+}
+
+// A caller that can cancel stops a looping plugin by cancelling, long
+// before the plugin's own deadline, and the failure says why.
+func TestCallerCancelStopsPlugin(t *testing.T) {
+	p := load(t, "hostile", Options{Deadline: time.Minute})
+	initPlugin(t, p, map[string]any{"mode": "loop"})
+	cause := errors.New("the operator stopped the run")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(50*time.Millisecond, func() { cancel(cause) })
+	start := time.Now()
+	_, err := p.Handle(ctx, testBatch(1, 8))
+	var f *Failure
+	if !errors.As(err, &f) || f.Reason != ReasonDeadline || !strings.Contains(err.Error(), cause.Error()) {
+		t.Fatalf("err = %v; want a deadline Failure naming the cause", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("stopping it took %v", took)
+	}
+	if _, err := p.Handle(context.Background(), &abi.Batch{}); !errors.Is(err, ErrStopped) {
+		t.Fatalf("a call after the failure: %v; want ErrStopped", err)
+	}
+}
