@@ -108,11 +108,15 @@ func AppendResponse(dst []byte, r *Response) []byte {
 		dst = append(appendStr(dst, "result"), r.Result...)
 	}
 	if r.Error != nil {
-		dst = append(appendStr(dst, "error"), 0x82)
-		dst = appendStr(appendStr(dst, "code"), r.Error.Code)
-		dst = appendStr(appendStr(dst, "message"), r.Error.Message)
+		dst = appendError(appendStr(dst, "error"), r.Error)
 	}
 	return dst
+}
+
+// appendError appends e as the map {code, message}.
+func appendError(dst []byte, e *Error) []byte {
+	dst = appendStr(appendStr(append(dst, 0x82), "code"), e.Code)
+	return appendStr(appendStr(dst, "message"), e.Message)
 }
 
 // AppendStreamChunk appends c's MsgPack encoding to dst, with the keys of

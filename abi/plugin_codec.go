@@ -76,9 +76,7 @@ func appendCallResult(dst []byte, r *CallResult) []byte {
 		dst = append(appendStr(dst, "result"), r.Result...)
 	}
 	if r.Error != nil {
-		dst = append(appendStr(dst, "error"), 0x82)
-		dst = appendStr(appendStr(dst, "code"), r.Error.Code)
-		dst = appendStr(appendStr(dst, "message"), r.Error.Message)
+		dst = appendError(appendStr(dst, "error"), r.Error)
 	}
 	return dst
 }

@@ -145,7 +145,7 @@ func (g *Grants) CheckSubscriptions(subs []string) error {
 		if ok {
 			ok = false
 			for _, grant := range g.Subscribe {
-				if bus.ValidatePattern(grant) == nil && manifests.PatternCovers(grant, s) {
+				if bus.ValidatePattern(grant) == nil && bus.Covers(grant, s) {
 					ok = true
 					break
 				}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -46,29 +47,12 @@ func (g *Grants) allow(method string, params msgpack.RawMessage) error {
 // coveredBy reports whether every subject pattern p matches is matched by
 // one of grants.
 func coveredBy(p string, grants []string) bool {
-	want := strings.Split(orAll(p), ".")
 	for _, g := range grants {
-		if covers(strings.Split(g, "."), want) {
+		if bus.Covers(g, p) {
 			return true
 		}
 	}
 	return false
-}
-
-// covers reports whether pattern g matches every subject pattern p does.
-func covers(g, p []string) bool {
-	for i, t := range g {
-		if t == ">" {
-			return i < len(p)
-		}
-		if i >= len(p) || p[i] == ">" {
-			return false
-		}
-		if t != "*" && t != p[i] {
-			return false
-		}
-	}
-	return len(g) == len(p)
 }
 
 func orAll(p string) string {

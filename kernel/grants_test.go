@@ -8,35 +8,6 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-func TestCovers(t *testing.T) {
-	for _, c := range []struct {
-		grant, want string
-		ok          bool
-	}{
-		{"a.b.c", "a.b.c", true},
-		{"a.b.c", "a.b.d", false},
-		{"a.b.c", "a.b", false},
-		{"a.b", "a.b.c", false},
-		{"a.*.c", "a.x.c", true},
-		{"a.*.c", "a.*.c", true},
-		{"a.*.c", "a.>", false},
-		{"a.*", "a.x.y", false},
-		{"a.>", "a.x", true},
-		{"a.>", "a.x.y.z", true},
-		{"a.>", "a.*", true},
-		{"a.>", "a.>", true},
-		{"a.>", "a", false},
-		{"a.>", ">", false},
-		{">", ">", true},
-		{">", "anything.at.all", true},
-		{"a.b.>", "a.*.c", false}, // a.x.c is not under a.b
-	} {
-		if got := covers(strings.Split(c.grant, "."), strings.Split(c.want, ".")); got != c.ok {
-			t.Errorf("covers(%q, %q) = %v, want %v", c.grant, c.want, got, c.ok)
-		}
-	}
-}
-
 func TestGrantsAllow(t *testing.T) {
 	g := &Grants{
 		Call:      []string{"events.publish", "events.subscribe", "kernel.ping"},

@@ -253,7 +253,7 @@ func (m *Plugin) Narrow(op PluginOverride) (*Plugin, error) {
 		}
 		return slices.Clone(want)
 	}
-	covers := func(g, p string) bool { return bus.ValidatePattern(p) == nil && PatternCovers(g, p) }
+	covers := func(g, p string) bool { return bus.ValidatePattern(p) == nil && bus.Covers(g, p) }
 	same := func(g, e string) bool { return g == e }
 	under := func(g, e string) bool {
 		rel, err := filepath.Rel(g, e)
@@ -284,24 +284,4 @@ func listOrNone(l []string) string {
 		return "none"
 	}
 	return fmt.Sprintf("%q", l)
-}
-
-// PatternCovers reports whether every subject that pattern matches is also
-// matched by grant: "kairo.>" covers "kairo.user.*", "a.*" covers "a.b",
-// and nothing but ">" at the same place covers a ">". Both are assumed
-// valid patterns (bus.ValidatePattern).
-func PatternCovers(grant, pattern string) bool {
-	g, p := strings.Split(grant, "."), strings.Split(pattern, ".")
-	for i, gt := range g {
-		if gt == ">" {
-			return i < len(p)
-		}
-		if i >= len(p) || p[i] == ">" {
-			return false
-		}
-		if gt != "*" && gt != p[i] {
-			return false
-		}
-	}
-	return len(g) == len(p)
 }

@@ -111,35 +111,6 @@ func TestParsePluginErrors(t *testing.T) {
 	}
 }
 
-func TestPatternCovers(t *testing.T) {
-	cases := []struct {
-		grant, pattern string
-		want           bool
-	}{
-		{">", "a", true},
-		{">", "a.b.>", true},
-		{"a.>", "a.b", true},
-		{"a.>", "a.*.c", true},
-		{"a.>", "a.>", true},
-		{"a.>", "a", false},
-		{"a.>", ">", false},
-		{"a.*", "a.b", true},
-		{"a.*", "a.*", true},
-		{"a.*", "a.>", false},
-		{"a.*", "a.b.c", false},
-		{"a.b", "a.*", false},
-		{"a.b", "a.b", true},
-		{"a.b", "a.c", false},
-		{"*.b", "a.b", true},
-		{"a.b.c", "a.b", false},
-	}
-	for _, c := range cases {
-		if got := PatternCovers(c.grant, c.pattern); got != c.want {
-			t.Errorf("PatternCovers(%q, %q) = %v, want %v", c.grant, c.pattern, got, c.want)
-		}
-	}
-}
-
 func TestNarrow(t *testing.T) {
 	m, err := ParsePlugin("echo.toml", []byte(echoManifest))
 	if err != nil {

@@ -173,3 +173,29 @@ func (p *Pattern) Match(s string) bool {
 	}
 	return false
 }
+
+// Covers reports whether every subject that pattern matches is also
+// matched by grant: "kairo.>" covers "kairo.user.*", "a.*" covers "a.b",
+// and nothing but ">" at the same place covers a ">". Both are assumed
+// valid patterns (ValidatePattern); the empty pattern is ">".
+func Covers(grant, pattern string) bool {
+	if grant == "" {
+		grant = ">"
+	}
+	if pattern == "" {
+		pattern = ">"
+	}
+	g, p := strings.Split(grant, "."), strings.Split(pattern, ".")
+	for i, gt := range g {
+		if gt == ">" {
+			return i < len(p)
+		}
+		if i >= len(p) || p[i] == ">" {
+			return false
+		}
+		if gt != "*" && gt != p[i] {
+			return false
+		}
+	}
+	return len(g) == len(p)
+}

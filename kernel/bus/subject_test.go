@@ -174,3 +174,46 @@ func TestCompilePattern(t *testing.T) {
 	}()
 	MustCompilePattern("a..b")
 }
+
+func TestCovers(t *testing.T) {
+	for _, c := range []struct {
+		grant, pattern string
+		want           bool
+	}{
+		{">", "a", true},
+		{">", "a.b.>", true},
+		{"a.>", "a.b", true},
+		{"a.>", "a.*.c", true},
+		{"a.>", "a.>", true},
+		{"a.>", "a", false},
+		{"a.>", ">", false},
+		{"a.*", "a.b", true},
+		{"a.*", "a.*", true},
+		{"a.*", "a.>", false},
+		{"a.*", "a.b.c", false},
+		{"a.b", "a.*", false},
+		{"a.b", "a.b", true},
+		{"a.b", "a.c", false},
+		{"*.b", "a.b", true},
+		{"a.b.c", "a.b", false},
+		{"a.b.c", "a.b.c", true},
+		{"a.b.c", "a.b.d", false},
+		{"a.b", "a.b.c", false},
+		{"a.*.c", "a.x.c", true},
+		{"a.*.c", "a.*.c", true},
+		{"a.*.c", "a.>", false},
+		{"a.*", "a.x.y", false},
+		{"a.>", "a.x", true},
+		{"a.>", "a.x.y.z", true},
+		{"a.>", "a.*", true},
+		{">", ">", true},
+		{">", "anything.at.all", true},
+		{"a.b.>", "a.*.c", false},
+		{"", "a.b", true}, // the empty pattern is ">"
+		{"a.>", "", false},
+	} {
+		if got := Covers(c.grant, c.pattern); got != c.want {
+			t.Errorf("Covers(%q, %q) = %v, want %v", c.grant, c.pattern, got, c.want)
+		}
+	}
+}
