@@ -89,16 +89,22 @@ func peakRSS(b *testing.B, pid int) int64 {
 // BenchmarkSpawnExit is the time from process.spawn of /bin/true to its
 // kairo.process.exited event at a subscribed client: the process session
 // path alone, through a kernel whose sandbox is off. BenchmarkSandboxSpawn
-// is the same path with the sandbox, as kairo up runs by default.
+// is the same path with the sandbox, as kairo up runs by default. In the
+// same run, exec-p50-ms is a plain fork and exec of /bin/true from the
+// benchmark, and exec-ratio the first figure over it: what the kernel adds.
 func BenchmarkSpawnExit(b *testing.B) {
 	bare := newSpawner(b, "[sandbox]\nmode = \"off\"\n")
-	lat := make([]time.Duration, b.N)
+	lat, execLat := make([]time.Duration, b.N), make([]time.Duration, b.N)
 	b.ResetTimer()
 	for i := range lat {
 		lat[i] = bare.spawnExit(b, "/bin/true")
+		execLat[i] = timeRun(b, exec.Command("/bin/true"))
 	}
 	b.StopTimer()
-	b.ReportMetric(median(lat).Seconds()*1e3, "p50-ms")
+	p50, execP50 := median(lat).Seconds()*1e3, median(execLat).Seconds()*1e3
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(execP50, "exec-p50-ms")
+	b.ReportMetric(p50/execP50, "exec-ratio")
 }
 
 // BenchmarkLineMode is b.N lines of `yes` in line mode, counted at an IPC
