@@ -1,6 +1,10 @@
 package sandbox
 
-import "strings"
+import (
+	"slices"
+	"strings"
+	"sync"
+)
 
 // System folders every profile may read: programs, libraries, and the few
 // files of /etc that the C library and common tools read at start. Not /etc
@@ -17,6 +21,12 @@ var systemRead = []string{
 // systemExec are the folders of installed programs.
 var systemExec = []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/lib", "/usr/libexec", "/usr/local/bin"}
 
+// systemFolders are the system folders this machine has, looked up once:
+// every spawn without a manifest needs them.
+var systemFolders = sync.OnceValue(func() struct{ read, exec []string } {
+	return struct{ read, exec []string }{existing(systemRead), existing(systemExec)}
+})
+
 // DefaultPath is the PATH of a sandboxed binary that was not given one.
 const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
@@ -26,8 +36,8 @@ const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 // TMPDIR=tmp, LANG).
 func Default(work, tmp string, env []string) *Policy {
 	p := &Policy{
-		Read:  existing(systemRead),
-		Exec:  existing(systemExec),
+		Read:  slices.Clone(systemFolders().read), // the caller may add to them
+		Exec:  slices.Clone(systemFolders().exec),
 		Write: []string{work, tmp},
 		Dir:   work,
 		UID:   -1,

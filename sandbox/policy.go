@@ -6,65 +6,66 @@ import (
 
 // Policy is a resolved sandbox: what one native binary may touch. Paths are
 // absolute and free of variables; an empty list grants nothing. The kernel
-// builds a Policy from a skill manifest (FromSkill) or the default profile
-// (Default) and hands it to the helper, which enforces it before execve.
+// builds a Policy from a skill manifest (proc.SkillPolicy) or the default
+// profile (Default); Command works it out into the plan the helper
+// enforces before execve.
 type Policy struct {
 	// Filesystem (Landlock). Read grants reading files and listing
 	// folders under each path; Write grants creating, writing, truncating,
 	// renaming and removing under each path (and reading it); Exec grants
 	// executing the files under each path (and reading them).
-	Read  []string `json:"read,omitempty"`
-	Write []string `json:"write,omitempty"`
-	Exec  []string `json:"exec,omitempty"`
+	Read  []string
+	Write []string
+	Exec  []string
 
 	// Network. TCP connect and bind are allowed to the listed ports only
 	// (Landlock); UDP and unix sockets are refused unless granted (seccomp).
-	ConnectTCP []uint16 `json:"connectTcp,omitempty"`
-	BindTCP    []uint16 `json:"bindTcp,omitempty"`
-	UDP        bool     `json:"udp,omitempty"`
+	ConnectTCP []uint16
+	BindTCP    []uint16
+	UDP        bool
 	// Unix lists the pathname unix sockets the binary may connect to; any
 	// entry lets it create AF_UNIX sockets.
-	Unix []string `json:"unix,omitempty"`
+	Unix []string
 
 	// IPC hands the binary a connection to the kernel (Cmd.SetIPC) as
 	// descriptor 3, named by KAIRO_IPC_FD: the only way out of the
 	// sandbox to the kernel, served with the skill's [ipc] scopes only.
-	IPC bool `json:"ipc,omitempty"`
+	IPC bool
 
 	// Env is the binary's whole environment: nothing else is inherited.
-	Env []string `json:"env,omitempty"`
+	Env []string
 	// Dir is its working directory.
-	Dir string `json:"dir,omitempty"`
+	Dir string
 
-	Limits Limits `json:"limits"`
+	Limits Limits
 
 	// UID and GID the binary runs as; -1 keeps the kernel's (only when the
 	// kernel is not root: root always drops).
-	UID int `json:"uid"`
-	GID int `json:"gid"`
+	UID int
+	GID int
 
 	// MinLandlockABI refuses to run on a kernel whose Landlock is older.
-	MinLandlockABI int `json:"minLandlockAbi,omitempty"`
+	MinLandlockABI int
 	// BestEffort runs even when this kernel cannot enforce every grant
 	// exactly, enforcing what it can; Check says what is not enforced.
 	// It is the operator's explicit choice, never a default.
-	BestEffort bool `json:"bestEffort,omitempty"`
+	BestEffort bool
 
 	// SkipSeccomp leaves the seccomp filter off. It exists for the
 	// ablation tests that show each rule of the filter is load-bearing;
 	// nothing outside tests sets it.
-	SkipSeccomp bool `json:"skipSeccomp,omitempty"`
+	SkipSeccomp bool
 }
 
 // Limits are the resource limits of a sandboxed binary; zero is no limit
 // (except CoreBytes, which is always 0).
 type Limits struct {
-	CPUSeconds  uint64        `json:"cpuSeconds,omitempty"`  // RLIMIT_CPU: SIGXCPU, then SIGKILL
-	Memory      uint64        `json:"memory,omitempty"`      // RLIMIT_AS, bytes
-	Processes   uint64        `json:"processes,omitempty"`   // RLIMIT_NPROC
-	FileSize    uint64        `json:"fileSize,omitempty"`    // RLIMIT_FSIZE, bytes: SIGXFSZ
-	OpenFiles   uint64        `json:"openFiles,omitempty"`   // RLIMIT_NOFILE
-	Wall        time.Duration `json:"wall,omitempty"`        // killed by the kernel after this long
-	OutputBytes uint64        `json:"outputBytes,omitempty"` // output beyond this is dropped
-	OutputRate  uint64        `json:"outputRate,omitempty"`  // bytes per second per stream
+	CPUSeconds  uint64        // RLIMIT_CPU: SIGXCPU, then SIGKILL
+	Memory      uint64        // RLIMIT_AS, bytes
+	Processes   uint64        // RLIMIT_NPROC
+	FileSize    uint64        // RLIMIT_FSIZE, bytes: SIGXFSZ
+	OpenFiles   uint64        // RLIMIT_NOFILE
+	Wall        time.Duration // killed by the kernel after this long
+	OutputBytes uint64        // output beyond this is dropped
+	OutputRate  uint64        // bytes per second per stream
 }
