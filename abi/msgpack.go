@@ -468,18 +468,7 @@ func appendInt(dst []byte, v int64) []byte {
 	return binary.BigEndian.AppendUint64(append(dst, 0xd3), uint64(v))
 }
 
-// appendMapLen and appendArrayLen append the head of a map of n pairs and
-// of an array of n values.
-func appendMapLen(dst []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(dst, 0x80|byte(n))
-	case n <= math.MaxUint16:
-		return append(dst, 0xde, byte(n>>8), byte(n))
-	}
-	return binary.BigEndian.AppendUint32(append(dst, 0xdf), uint32(n))
-}
-
+// appendArrayLen appends the head of an array of n values.
 func appendArrayLen(dst []byte, n int) []byte {
 	switch {
 	case n < 16:

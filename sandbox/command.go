@@ -65,7 +65,7 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	if real := realPath(target); !Under(real, realPaths(p.Exec)) {
+	if real := realPath(target); !under(real, realPaths(p.Exec)) {
 		if real != target {
 			return nil, fmt.Errorf("%s (which is %s) is not granted execute: add %s (or its folder) to fs.exec", target, real, real)
 		}
@@ -201,8 +201,8 @@ func realPaths(ps []string) []string {
 	return out
 }
 
-// Under reports whether path is one of roots or inside one.
-func Under(path string, roots []string) bool {
+// under reports whether path is one of roots or inside one.
+func under(path string, roots []string) bool {
 	for _, r := range roots {
 		if path == r || strings.HasPrefix(path, strings.TrimSuffix(r, "/")+"/") {
 			return true

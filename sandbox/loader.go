@@ -29,7 +29,7 @@ func (p *Policy) withLoaders(target string) *Policy {
 		if real, err := filepath.EvalSymlinks(interp); err == nil {
 			interp = real
 		}
-		if !Under(interp, q.Exec) {
+		if !under(interp, q.Exec) {
 			q.Exec = append(q.Exec, interp)
 		}
 	}
