@@ -253,8 +253,17 @@ exec = ["/usr/bin/true"]
 // TestRunExamples runs each example skill of manifests/examples as its
 // README shows, in a workspace of an ordinary user.
 func TestRunExamples(t *testing.T) {
-	examples, err := filepath.Abs("../../manifests/examples")
+	// A copy in a folder the sandbox uids may pass through: the clone may
+	// be anywhere, under a 0700 folder of root's too.
+	examples, err := os.MkdirTemp("", "kairo-examples-")
 	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(examples) })
+	if err := os.Chmod(examples, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(examples, os.DirFS("../../manifests/examples")); err != nil {
 		t.Fatal(err)
 	}
 	home := noKernel(t)

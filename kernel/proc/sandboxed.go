@@ -105,6 +105,15 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	}
 	p.IPC = spec.IPC != nil
 	c, err := sandbox.Command(l.Helper, p, spec.Argv)
+	if err == nil && uid > 0 {
+		// The exec is the sandbox uid's: a folder on the way to the
+		// program that it may not pass makes a bare "permission denied".
+		if dir := unpassable(c.Target, uid); dir != "" {
+			c.Started() // closes what Command opened
+			err = fmt.Errorf("the sandbox runs %s as uid %d, which may not pass through %s (mode %v, owner %d): make the folders on the way passable (chmod o+x) or put the program elsewhere",
+				c.Target, uid, dir, modeOf(dir), ownerOf(dir))
+		}
+	}
 	if err == nil && spec.IPC != nil {
 		if err = l.connect(c, uid, *spec.IPC); err != nil {
 			c.Started() // closes what Command opened
@@ -240,6 +249,50 @@ func (l *Sandboxed) Close() {
 			return
 		}
 	}
+}
+
+// unpassable is the first folder on the way to path that uid (with gid uid
+// and no groups) may not search, by its mode; "" when there is none.
+func unpassable(path string, uid int) string {
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return ""
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return ""
+		}
+		var bit os.FileMode = 0o001
+		switch {
+		case int(st.Uid) == uid:
+			bit = 0o100
+		case int(st.Gid) == uid:
+			bit = 0o010
+		}
+		if fi.Mode().Perm()&bit == 0 {
+			return dir
+		}
+		if dir == "/" {
+			return ""
+		}
+	}
+}
+
+func modeOf(path string) os.FileMode {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Mode().Perm()
+}
+
+func ownerOf(path string) int {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return int(fi.Sys().(*syscall.Stat_t).Uid)
 }
 
 // mkdirReachable makes dir (mode 0700, for the sandbox uid it is given to)

@@ -657,3 +657,39 @@ func TestSandboxedUIDsAcrossKernels(t *testing.T) {
 	a.m.Cancel("long", "test")
 	b.m.Cancel("long", "test")
 }
+
+// TestSandboxedUnpassableFolder: a program under a folder the sandbox's uid
+// may not pass (a clone in a root-owned 0700 temp folder, say) is refused
+// at spawn with an error naming that folder, not a bare "permission
+// denied" from the exec; the same folder made passable runs it.
+func TestSandboxedUnpassableFolder(t *testing.T) {
+	needRoot(t)
+	e, _ := newSandboxEnv(t)
+	outer := reachableDir(t, 0o700)
+	dir := filepath.Join(outer, "skill")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "run.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := func() Spec {
+		return Spec{Argv: []string{script}, Policy: func(work, tmp string) (*sandbox.Policy, error) {
+			p := sandbox.Default(work, tmp, nil)
+			p.Exec = append(p.Exec, dir)
+			return p, nil
+		}}
+	}
+	_, err := e.m.Spawn(spec(), "owner")
+	if err == nil || !strings.Contains(err.Error(), "may not pass through "+outer) {
+		t.Fatalf("spawn under a 0700 folder: %v, want an error naming %s", err, outer)
+	}
+	if err := os.Chmod(outer, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	_, info, out := e.run(spec())
+	if !exitedWith(info, 0) || out.text("stdout") != "ran\n" {
+		t.Fatalf("under a passable folder: %+v, output %q", info, out.text("stdout"))
+	}
+}
