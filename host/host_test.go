@@ -138,7 +138,9 @@ func TestHostilePlugins(t *testing.T) {
 		{"loop in handle", "hostile", asmGuest{}, Options{Deadline: 100 * time.Millisecond}, map[string]any{"mode": "loop"}, "handle", ReasonDeadline, "deadline of 100ms"},
 		{"loop in init", "hostile", asmGuest{}, Options{StartDeadline: 200 * time.Millisecond}, map[string]any{"mode": "loopinit"}, "init", ReasonDeadline, "deadline of 200ms"},
 		{"panic", "hostile", asmGuest{}, Options{}, map[string]any{"mode": "panic"}, "handle", ReasonTrap, "hostile plugin panics in handle"},
-		{"memory exhausted", "hostile", asmGuest{}, Options{MemoryPages: 512}, map[string]any{"mode": "grow"}, "handle", ReasonMemory, "512 memory pages"},
+		// Filling 32 MiB takes the guest over a second on a loaded machine:
+		// a deadline that must not be what stops it.
+		{"memory exhausted", "hostile", asmGuest{}, Options{MemoryPages: 512, Deadline: 30 * time.Second}, map[string]any{"mode": "grow"}, "handle", ReasonMemory, "512 memory pages"},
 		{"out-of-bounds output pointer", "asm", asmGuest{version: 1, handle: returns(0xfff0_0000, 16)}, Options{}, nil, "handle", ReasonBadPointer, "outside the guest memory"},
 		{"output running past memory", "asm", asmGuest{version: 1, handle: returns(65536-8, 16)}, Options{}, nil, "handle", ReasonBadPointer, "outside the guest memory"},
 		{"enormous output length", "asm", asmGuest{version: 1, handle: returns(asmInput, 0xffff_fff0)}, Options{}, nil, "handle", ReasonBadPointer, "exceeds the limit"},
