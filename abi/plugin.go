@@ -111,6 +111,11 @@ type PluginInfo struct {
 	Subscriptions []string `msgpack:"subscriptions,omitempty"`
 	// Tools are the tools a tool plugin provides.
 	Tools []Tool `msgpack:"tools,omitempty"`
+	// Services are the methods the plugin serves to other plugins, each
+	// named "NAME.method" after the plugin. Another plugin reaches one
+	// through the call import, if its manifest grants the method; the
+	// host delivers it as a ServiceCall.
+	Services []string `msgpack:"services,omitempty"`
 }
 
 // Tool is a tool definition in the OpenAI function format.
@@ -130,6 +135,18 @@ type Batch struct {
 	Events      []Event      `msgpack:"events,omitempty"`
 	ToolCalls   []ToolCall   `msgpack:"toolCalls,omitempty"`
 	CallResults []CallResult `msgpack:"callResults,omitempty"`
+	// ServiceCalls are calls of the plugin's Services by other plugins.
+	// The plugin answers each with a CallResult whose Token is the call's
+	// ID, in Reply.ServiceResults of this reply or a later one.
+	ServiceCalls []ServiceCall `msgpack:"serviceCalls,omitempty"`
+}
+
+// ServiceCall is one call of a plugin's service by another plugin.
+type ServiceCall struct {
+	ID     int64              `msgpack:"id"`
+	Method string             `msgpack:"method"`
+	Args   msgpack.RawMessage `msgpack:"args,omitempty"`
+	From   string             `msgpack:"from,omitempty"` // the calling plugin
 }
 
 // ToolCall asks a tool plugin to run one of its tools. The plugin answers
@@ -156,6 +173,8 @@ type Reply struct {
 	Thought     string       `msgpack:"thought,omitempty"`
 	Actions     []Action     `msgpack:"actions,omitempty"`
 	ToolResults []ToolResult `msgpack:"toolResults,omitempty"`
+	// ServiceResults answer ServiceCalls: Token is the ServiceCall's ID.
+	ServiceResults []CallResult `msgpack:"serviceResults,omitempty"`
 	// Error reports a batch the plugin could not handle; the plugin keeps
 	// running.
 	Error string `msgpack:"error,omitempty"`

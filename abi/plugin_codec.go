@@ -14,7 +14,7 @@ import (
 // AppendBatch appends b's MsgPack encoding to dst.
 func AppendBatch(dst []byte, b *Batch) []byte {
 	n := 1
-	for _, set := range [...]bool{b.Tick != 0, len(b.Events) > 0, len(b.ToolCalls) > 0, len(b.CallResults) > 0} {
+	for _, set := range [...]bool{b.Tick != 0, len(b.Events) > 0, len(b.ToolCalls) > 0, len(b.CallResults) > 0, len(b.ServiceCalls) > 0} {
 		if set {
 			n++
 		}
@@ -40,6 +40,31 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 		for i := range b.CallResults {
 			dst = appendCallResult(dst, &b.CallResults[i])
 		}
+	}
+	if len(b.ServiceCalls) > 0 {
+		dst = appendArrayLen(appendStr(dst, "serviceCalls"), len(b.ServiceCalls))
+		for i := range b.ServiceCalls {
+			dst = appendServiceCall(dst, &b.ServiceCalls[i])
+		}
+	}
+	return dst
+}
+
+func appendServiceCall(dst []byte, c *ServiceCall) []byte {
+	n := 2
+	if len(c.Args) > 0 {
+		n++
+	}
+	if c.From != "" {
+		n++
+	}
+	dst = appendInt(appendStr(append(dst, 0x80|byte(n)), "id"), c.ID)
+	dst = appendStr(appendStr(dst, "method"), c.Method)
+	if len(c.Args) > 0 {
+		dst = append(appendStr(dst, "args"), c.Args...)
+	}
+	if c.From != "" {
+		dst = appendStr(appendStr(dst, "from"), c.From)
 	}
 	return dst
 }
@@ -100,6 +125,8 @@ func DecodeBatch(in []byte, b *Batch) error {
 			b.ToolCalls, rest, err = readSlice(in, decodeToolCall)
 		case "callResults":
 			b.CallResults, rest, err = readSlice(in, decodeCallResult)
+		case "serviceCalls":
+			b.ServiceCalls, rest, err = readSlice(in, decodeServiceCall)
 		default:
 			_, rest, err = skip(in, 0)
 		}
@@ -120,6 +147,25 @@ func decodeToolCall(in []byte, c *ToolCall) ([]byte, error) {
 			c.Arguments, rest, err = readStr(in)
 		case "correlationId":
 			c.CorrelationID, rest, err = readStr(in)
+		default:
+			_, rest, err = skip(in, 0)
+		}
+		return rest, err
+	})
+}
+
+func decodeServiceCall(in []byte, c *ServiceCall) ([]byte, error) {
+	*c = ServiceCall{}
+	return readMap(in, "service call", func(key string, in []byte) (rest []byte, err error) {
+		switch key {
+		case "id":
+			c.ID, rest, err = readInt(in)
+		case "method":
+			c.Method, rest, err = readStr(in)
+		case "args":
+			c.Args, rest, err = readRaw(in)
+		case "from":
+			c.From, rest, err = readStr(in)
 		default:
 			_, rest, err = skip(in, 0)
 		}
@@ -167,7 +213,7 @@ func readError(in []byte) (*Error, []byte, error) {
 // AppendReply appends r's MsgPack encoding to dst.
 func AppendReply(dst []byte, r *Reply) []byte {
 	n := 0
-	for _, set := range [...]bool{r.Thought != "", len(r.Actions) > 0, len(r.ToolResults) > 0, r.Error != ""} {
+	for _, set := range [...]bool{r.Thought != "", len(r.Actions) > 0, len(r.ToolResults) > 0, len(r.ServiceResults) > 0, r.Error != ""} {
 		if set {
 			n++
 		}
@@ -186,6 +232,12 @@ func AppendReply(dst []byte, r *Reply) []byte {
 		dst = appendArrayLen(appendStr(dst, "toolResults"), len(r.ToolResults))
 		for i := range r.ToolResults {
 			dst = appendToolResult(dst, &r.ToolResults[i])
+		}
+	}
+	if len(r.ServiceResults) > 0 {
+		dst = appendArrayLen(appendStr(dst, "serviceResults"), len(r.ServiceResults))
+		for i := range r.ServiceResults {
+			dst = appendCallResult(dst, &r.ServiceResults[i])
 		}
 	}
 	if r.Error != "" {
@@ -240,6 +292,8 @@ func DecodeReply(in []byte, r *Reply) error {
 			r.Actions, rest, err = readSlice(in, decodeAction)
 		case "toolResults":
 			r.ToolResults, rest, err = readSlice(in, decodeToolResult)
+		case "serviceResults":
+			r.ServiceResults, rest, err = readSlice(in, decodeCallResult)
 		case "error":
 			r.Error, rest, err = readStr(in)
 		default:

@@ -36,6 +36,10 @@ func pluginBatches(t testing.TB) []Batch {
 			{Token: 1 << 50},
 			{Token: -1 << 40},
 		}},
+		{Time: at, ServiceCalls: []ServiceCall{
+			{ID: 3, Method: "echo.upper", Args: data, From: "other"},
+			{ID: 1 << 33, Method: "echo.ping"},
+		}},
 	}
 }
 
@@ -51,6 +55,10 @@ func pluginReplies(t testing.TB) []Reply {
 		{ToolResults: []ToolResult{
 			{ID: "a2", Content: ""},
 			{ID: "a3", Content: strings.Repeat("z", 70000), IsError: true},
+		}},
+		{ServiceResults: []CallResult{
+			{Token: 3, Result: data},
+			{Token: 4, Error: &Error{Code: CodeNotFound, Message: "no such thing"}},
 		}},
 	}
 }
