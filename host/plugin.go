@@ -80,6 +80,9 @@ type Options struct {
 	// Grants are the methods the plugin may call and the subjects it may
 	// publish on; nil grants everything (see Grants).
 	Grants *Grants
+	// WASI is what the plugin reaches through WASI: no files and no
+	// environment unless it lists them.
+	WASI WASI
 }
 
 func (o *Options) defaults() {
@@ -206,6 +209,7 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 	// No start functions: _initialize runs below, under the start deadline.
 	mcfg := wazero.NewModuleConfig().WithName(opts.Name).WithStartFunctions().
 		WithStderr(&p.stderr).WithStdout(&p.stderr)
+	mcfg = opts.WASI.apply(mcfg)
 	p.mod, err = p.rt.InstantiateModule(ctx, compiled, mcfg)
 	if err != nil {
 		return nil, refuse(err)

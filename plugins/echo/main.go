@@ -17,18 +17,23 @@ func init() {
 func main() {}
 
 // publish is off when the config says {"publish": false}, so a benchmark can
-// measure the round trip alone.
+// measure the round trip alone; {"subscribe": "demo.>"} narrows what the
+// plugin asks to receive (default everything).
 var publish = true
 
 func setup(cfg abi.PluginConfig) (abi.PluginInfo, error) {
 	if v, ok := cfg.Config["publish"].(bool); ok {
 		publish = v
 	}
+	sub := ">"
+	if v, ok := cfg.Config["subscribe"].(string); ok {
+		sub = v
+	}
 	return abi.PluginInfo{
 		Name:          "echo",
 		Version:       "0.1.0",
 		Kinds:         []string{abi.KindPolicy},
-		Subscriptions: []string{">"},
+		Subscriptions: []string{sub},
 	}, nil
 }
 
