@@ -198,3 +198,77 @@ type Device struct {
 	// or "" (present but not accessible).
 	Access string `msgpack:"access"`
 }
+
+// PluginStatus is one plugin as plugins.list reports it.
+type PluginStatus struct {
+	Name    string    `msgpack:"name"`
+	Version string    `msgpack:"version,omitempty"`
+	Kinds   []string  `msgpack:"kinds,omitempty"`
+	File    string    `msgpack:"file"`              // the .wasm
+	Builtin bool      `msgpack:"builtin,omitempty"` // from the folder beside the kairo binary
+	Trusted bool      `msgpack:"trusted,omitempty"` // runs without a deadline
+	State   string    `msgpack:"state"`             // one of the Plugin* states
+	Error   string    `msgpack:"error,omitempty"`   // why it is failed, stopped or refused
+	Since   time.Time `msgpack:"since"`             // when it entered State
+	// Failures counts the failures in the current window; Restarts the
+	// times it was started again after one.
+	Failures int `msgpack:"failures"`
+	Restarts int `msgpack:"restarts"`
+	Denied   int `msgpack:"denied,omitempty"` // calls and publishes refused as not granted
+	// Grants, as the operator narrowed them.
+	Subscribe []string `msgpack:"subscribe,omitempty"`
+	Publish   []string `msgpack:"publish,omitempty"`
+	Call      []string `msgpack:"call,omitempty"`
+	WASIFS    []string `msgpack:"wasiFs,omitempty"`
+	WASIEnv   []string `msgpack:"wasiEnv,omitempty"`
+	Services  []string `msgpack:"services,omitempty"`
+	Tools     []string `msgpack:"tools,omitempty"`
+}
+
+// Plugin states.
+const (
+	PluginStarting = "starting" // loading and initializing
+	PluginRunning  = "running"
+	PluginBackoff  = "backoff"  // failed; restarts after a pause
+	PluginStopped  = "stopped"  // failed too often in the window; stays stopped until changed or restarted
+	PluginRefused  = "refused"  // its manifest or module cannot run here; fixed by changing the files
+	PluginDisabled = "disabled" // turned off in kairo.toml
+)
+
+// PluginsListResult answers plugins.list.
+type PluginsListResult struct {
+	Plugins []PluginStatus `msgpack:"plugins"`
+}
+
+// PluginRef names a plugin: plugins.restart.
+type PluginRef struct {
+	Name string `msgpack:"name"`
+}
+
+// PluginFailed is the data of kairo.plugin.failed: an instance was stopped.
+// RestartIn is 0 when it stays stopped.
+type PluginFailed struct {
+	Plugin    string        `msgpack:"plugin"`
+	Op        string        `msgpack:"op"`
+	Reason    string        `msgpack:"reason"`
+	Error     string        `msgpack:"error"`
+	Stderr    string        `msgpack:"stderr,omitempty"`
+	Failures  int           `msgpack:"failures"`
+	RestartIn time.Duration `msgpack:"restartIn,omitempty"`
+}
+
+// PluginDenied is the data of kairo.plugin.denied: a call or publish the
+// plugin's grants refused.
+type PluginDenied struct {
+	Plugin string `msgpack:"plugin"`
+	Import string `msgpack:"import"` // "call" or "publish"
+	Target string `msgpack:"target"` // the method or the subject
+}
+
+// PluginState is the data of kairo.plugin.started, .stopped and .unloaded.
+type PluginState struct {
+	Plugin  string `msgpack:"plugin"`
+	Version string `msgpack:"version,omitempty"`
+	File    string `msgpack:"file,omitempty"`
+	Reason  string `msgpack:"reason,omitempty"`
+}

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 )
 
 // DefaultsTOML is the embedded kairo.toml with every key at its default,
@@ -23,7 +26,51 @@ type Config struct {
 	Store   StoreConfig   `toml:"store"`
 	Log     LogConfig     `toml:"log"`
 	Sandbox SandboxConfig `toml:"sandbox"`
+	Host    HostConfig    `toml:"host"`
+	// Plugins are the operator's word on each plugin, [plugins.NAME]: it
+	// may turn one off, trust it, narrow its grants, change its limits.
+	Plugins map[string]PluginOverride `toml:"plugins"`
 }
+
+// HostConfig is the [host] table: the plugin host.
+type HostConfig struct {
+	// PluginsDir is the drop-in folder, relative to KAIRO_HOME.
+	PluginsDir string `toml:"plugins_dir"`
+	// Builtins loads the plugins in the folder "plugins" beside the kairo
+	// binary (where make puts the built-in plugins), trusted.
+	Builtins bool `toml:"builtins"`
+	// CacheDir keeps compiled plugins, relative to KAIRO_HOME.
+	CacheDir string `toml:"cache_dir"`
+	// Deadline bounds each call into an untrusted plugin, unless its
+	// manifest or [plugins.NAME] says otherwise.
+	Deadline string `toml:"deadline"`
+	// Memory caps each plugin's memory, unless its manifest or
+	// [plugins.NAME] says otherwise.
+	Memory Size `toml:"memory"`
+	// MaxFailures failures of a plugin within FailureWindow leave it
+	// stopped; before that, each failure restarts it after a pause that
+	// doubles from 100ms up to 30s.
+	MaxFailures   int    `toml:"max_failures"`
+	FailureWindow string `toml:"failure_window"`
+}
+
+// DeadlineDuration is Deadline parsed; valid once Validate passed.
+func (h HostConfig) DeadlineDuration() time.Duration {
+	d, _ := time.ParseDuration(h.Deadline)
+	return d
+}
+
+// FailureWindowDuration is FailureWindow parsed; valid once Validate passed.
+func (h HostConfig) FailureWindowDuration() time.Duration {
+	d, _ := time.ParseDuration(h.FailureWindow)
+	return d
+}
+
+// PluginsPath is the drop-in folder of a daemon whose data folder is home.
+func (c *Config) PluginsPath(home string) string { return underHome(home, c.Host.PluginsDir) }
+
+// CachePath is the compilation cache of a daemon whose data folder is home.
+func (c *Config) CachePath(home string) string { return underHome(home, c.Host.CacheDir) }
 
 // SandboxConfig is the [sandbox] table.
 type SandboxConfig struct {
@@ -141,6 +188,39 @@ func (c *Config) validate() []*Error {
 	}
 	if _, err := c.Log.SlogLevel(); err != nil {
 		bad("log.level", "%v", err)
+	}
+	if c.Host.PluginsDir == "" {
+		bad("host.plugins_dir", "is empty; name the drop-in folder, such as \"plugins\" (relative to KAIRO_HOME)")
+	}
+	if c.Host.CacheDir == "" {
+		bad("host.cache_dir", "is empty; name the folder of compiled plugins, such as \"cache\" (relative to KAIRO_HOME)")
+	}
+	if msg := checkPluginLimits(c.Host.Memory, c.Host.Deadline); msg != "" {
+		key := "host.memory"
+		if strings.HasPrefix(msg, "deadline") {
+			key = "host.deadline"
+		}
+		bad(key, "%s", msg)
+	}
+	if c.Host.MaxFailures < 1 {
+		bad("host.max_failures", "%d: a plugin must be allowed at least 1 failure before it stays stopped", c.Host.MaxFailures)
+	}
+	if d, err := time.ParseDuration(c.Host.FailureWindow); err != nil || d <= 0 {
+		bad("host.failure_window", "%q is not a positive duration; write it as \"1m\", \"30s\"", c.Host.FailureWindow)
+	}
+	names := slices.Sorted(maps.Keys(c.Plugins))
+	for _, name := range names {
+		op := c.Plugins[name]
+		if len(name) > maxSkillName || !skillNameRE.MatchString(name) {
+			bad("plugins."+name, "%q is not a plugin name: use lower-case letters, digits, \"_\" and \"-\"", name)
+		}
+		if msg := checkPluginLimits(op.Memory, op.Deadline); msg != "" {
+			key := "plugins." + name + ".memory"
+			if strings.HasPrefix(msg, "deadline") {
+				key = "plugins." + name + ".deadline"
+			}
+			bad(key, "%s", msg)
+		}
 	}
 	return errs
 }

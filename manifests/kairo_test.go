@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -28,13 +29,15 @@ func TestDefaults(t *testing.T) {
 		Store:   StoreConfig{Kind: "sqlite", Path: "events.db", Synchronous: "normal", RingSize: 1 << 20},
 		Log:     LogConfig{Level: "info"},
 		Sandbox: SandboxConfig{Mode: SandboxEnforce},
+		Host: HostConfig{PluginsDir: "plugins", Builtins: true, CacheDir: "cache", Deadline: "1s", Memory: 64 * MiB,
+			MaxFailures: 5, FailureWindow: "1m"},
 	}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() = %+v\nwant %+v", c, want)
 	}
 	for _, path := range []string{"", filepath.Join(t.TempDir(), "missing.toml")} {
 		got, err := Load(path)
-		if err != nil || got != want {
+		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("Load(%q) = %+v, %v; want the defaults", path, got, err)
 		}
 	}
@@ -45,8 +48,8 @@ func TestLoadOverlays(t *testing.T) {
 		name, text string
 		check      func(Config) bool
 	}{
-		{"empty file", "", func(c Config) bool { return c == Default() }},
-		{"comments only", "# nothing here\n\n", func(c Config) bool { return c == Default() }},
+		{"empty file", "", func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
+		{"comments only", "# nothing here\n\n", func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
 		{"max_frame string", "[kernel]\nmax_frame = \"512KiB\"\n", func(c Config) bool {
 			return c.Kernel.MaxFrame == 512*KiB && c.Store == Default().Store
 		}},
@@ -60,7 +63,11 @@ func TestLoadOverlays(t *testing.T) {
 		{"inline table", "kernel = { socket = \"/run/k.sock\" }\n", func(c Config) bool {
 			return c.Kernel.Socket == "/run/k.sock" && c.Kernel.MaxFrame == 16*MiB
 		}},
-		{"the defaults file itself", string(DefaultsTOML), func(c Config) bool { return c == Default() }},
+		{"a plugin override", "[plugins.echo]\nenabled = false\ncall = []\ndeadline = \"50ms\"\n", func(c Config) bool {
+			op, ok := c.Plugins["echo"]
+			return ok && op.Disabled() && op.Call != nil && len(op.Call) == 0 && op.Publish == nil && op.Deadline == "50ms"
+		}},
+		{"the defaults file itself", string(DefaultsTOML), func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Load(writeConfig(t, tc.text))
@@ -100,6 +107,11 @@ func TestLoadErrors(t *testing.T) {
 		{"empty path", "[store]\npath = \"\"\n", 2, "store.path", `is empty`},
 		{"zero ring", "store.ring_size = 0\n", 1, "store.ring_size", `at least 1 event`},
 		{"bad level", "[log]\nlevel = \"loud\"\n", 2, "log.level", `"loud" is not a log level`},
+		{"bad failure window", "[host]\nfailure_window = \"soon\"\n", 2, "host.failure_window", `"soon" is not a positive duration`},
+		{"no failures allowed", "[host]\nmax_failures = 0\n", 2, "host.max_failures", `at least 1 failure`},
+		{"bad plugin deadline", "[plugins.echo]\ndeadline = \"-1s\"\n", 2, "plugins.echo.deadline", `deadline "-1s" is not a positive duration`},
+		{"bad plugin name", "[plugins.Echo]\ntrusted = true\n", 1, "plugins.Echo", `"Echo" is not a plugin name`},
+		{"unknown plugin key", "[plugins.echo]\ntrust = true\n", 2, "plugins.echo.trust", `unknown key`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeConfig(t, tc.text)
