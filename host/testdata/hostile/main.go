@@ -3,11 +3,22 @@
 // panics in Handle, "grow" allocates until memory runs out, "flood"
 // publishes until the host says no, "imports" calls, logs and reads the
 // clock; any other mode answers with one noop.
+//
+// Under the plugin manager, three more modes answer events: "ping" calls
+// the method named by the config's "method" (default kernel.ping) for each
+// event and publishes each result as "ping.result"; "recurse" serves
+// hostile.recurse and, for each event and each service call, calls
+// hostile.recurse again, publishing "recurse.result" with each answer;
+// "readfile" reads the file named by the config's "path" for each event and
+// publishes "file.read" saying what it got.
 package main
 
 import (
 	"fmt"
+	"os"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/sdk/plugin"
@@ -18,19 +29,56 @@ func init() { plugin.Register(plugin.Plugin{Init: setup, Handle: handle}) }
 func main() {}
 
 var (
-	mode string
-	sink [][]byte
-	spin int
+	mode   string
+	config map[string]any
+	sink   [][]byte
+	spin   int
 )
 
 func setup(cfg abi.PluginConfig) (abi.PluginInfo, error) {
+	config = cfg.Config
 	mode, _ = cfg.Config["mode"].(string)
-	if mode == "loopinit" {
+	info := abi.PluginInfo{Name: "hostile", Kinds: []string{abi.KindPolicy}}
+	if sub, ok := cfg.Config["subscribe"].(string); ok {
+		info.Subscriptions = []string{sub}
+	}
+	switch mode {
+	case "loopinit":
 		for {
 			spin++
 		}
+	case "recurse":
+		info.Services = []string{"hostile.recurse"}
 	}
-	return abi.PluginInfo{Name: "hostile", Kinds: []string{abi.KindPolicy}}, nil
+	return info, nil
+}
+
+// result is what the manager modes publish.
+type result struct {
+	OK    bool   `msgpack:"ok"`
+	Error string `msgpack:"error,omitempty"`
+	Text  string `msgpack:"text,omitempty"`
+}
+
+func emit(subject string, r result) error {
+	data, err := msgpack.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return plugin.Publish(&abi.Event{Type: subject, Data: data})
+}
+
+func emitResults(subject string, b *abi.Batch) error {
+	for _, r := range b.CallResults {
+		res := result{OK: r.Error == nil}
+		if r.Error != nil {
+			res.Error = r.Error.Code + ": " + r.Error.Message
+		}
+		if err := emit(subject, res); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func handle(b *abi.Batch) (abi.Reply, error) {
@@ -58,6 +106,43 @@ func handle(b *abi.Batch) (abi.Reply, error) {
 		}
 		plugin.Log(0, fmt.Sprintf("called kernel.ping, token %d", tok))
 		return abi.Reply{Thought: plugin.Now().UTC().Format(time.RFC3339Nano), Actions: []abi.Action{{ID: fmt.Sprint(tok), Type: abi.ActionNoop}}}, nil
+	case "ping":
+		method, _ := config["method"].(string)
+		if method == "" {
+			method = "kernel.ping"
+		}
+		for range b.Events {
+			if _, err := plugin.Call(method, map[string]any{}); err != nil {
+				if err := emit("ping.result", result{Error: err.Error()}); err != nil {
+					return abi.Reply{}, err
+				}
+			}
+		}
+		return abi.Reply{}, emitResults("ping.result", b)
+	case "recurse":
+		var reply abi.Reply
+		for range len(b.Events) + len(b.ServiceCalls) {
+			if _, err := plugin.Call("hostile.recurse", nil); err != nil {
+				return reply, err
+			}
+		}
+		for _, c := range b.ServiceCalls {
+			reply.ServiceResults = append(reply.ServiceResults, abi.CallResult{Token: c.ID, Result: msgpack.RawMessage{0xc3}})
+		}
+		return reply, emitResults("recurse.result", b)
+	case "readfile":
+		path, _ := config["path"].(string)
+		for range b.Events {
+			text, err := os.ReadFile(path)
+			r := result{OK: err == nil, Text: string(text)}
+			if err != nil {
+				r.Error = err.Error()
+			}
+			if err := emit("file.read", r); err != nil {
+				return abi.Reply{}, err
+			}
+		}
+		return abi.Reply{}, nil
 	}
 	return abi.Reply{Thought: "fine", Actions: []abi.Action{{Type: abi.ActionNoop}}}, nil
 }

@@ -1,0 +1,334 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/manifests"
+)
+
+// Folder is a folder of plugins: every NAME.wasm in it, with its manifest.
+type Folder struct {
+	Path string
+	// Builtin plugins ship with Kairo and run trusted.
+	Builtin bool
+}
+
+// ManagerConfig configures a Manager. Host and Kernel are required; zero
+// values of the rest take the defaults the fields name.
+type ManagerConfig struct {
+	Host   *Host
+	Kernel *kernel.Kernel
+	// Folders are scanned in order; a plugin name found again in a later
+	// folder is refused.
+	Folders []Folder
+	// Overrides are kairo.toml's [plugins.NAME].
+	Overrides map[string]manifests.PluginOverride
+	// Deadline and MemoryPages apply to a plugin whose manifest and
+	// override leave them out; default 1 s and 1024 pages (64 MiB).
+	Deadline    time.Duration
+	MemoryPages uint32
+	// MaxFailures failures within FailureWindow leave a plugin stopped;
+	// default 5 in 1 minute. Before that, a failed plugin restarts after
+	// a pause that doubles from BackoffMin up to BackoffMax (default
+	// 100 ms and 30 s).
+	MaxFailures            int
+	FailureWindow          time.Duration
+	BackoffMin, BackoffMax time.Duration
+	// Watch reloads a plugin whose files change, loads new ones and
+	// unloads removed ones, without restarting the host.
+	Watch bool
+	// LookupEnv reads the environment a plugin's wasi env grant copies
+	// from; default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// OnReply, when set, is given every reply of every plugin with what it
+	// decided (the agent runtime reads policies' actions there). It runs
+	// on the plugin's goroutine.
+	OnReply func(plugin string, reply *abi.Reply)
+	Logger  *slog.Logger
+}
+
+func (c *ManagerConfig) defaults() {
+	if c.Deadline <= 0 {
+		c.Deadline = time.Second
+	}
+	if c.MemoryPages == 0 {
+		c.MemoryPages = 1024
+	}
+	if c.MaxFailures <= 0 {
+		c.MaxFailures = 5
+	}
+	if c.FailureWindow <= 0 {
+		c.FailureWindow = time.Minute
+	}
+	if c.BackoffMin <= 0 {
+		c.BackoffMin = 100 * time.Millisecond
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 30 * time.Second
+	}
+	if c.LookupEnv == nil {
+		c.LookupEnv = os.LookupEnv
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Manager runs the plugins of its folders: each one loaded with the grants
+// its manifest asks for and the operator allows, set up (init, services,
+// subscriptions), fed batches of the events it subscribed to and the
+// results of its calls, and supervised — a plugin that fails is reported
+// as kairo.plugin.failed and restarted with backoff, and one that fails
+// too often stays stopped. Every plugin runs on a goroutine of its own;
+// none can stop the others.
+type Manager struct {
+	cfg ManagerConfig
+	log *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the units' goroutines and the watcher
+
+	scanMu sync.Mutex // one scan at a time
+
+	mu       sync.Mutex
+	units    map[string]*unit
+	services map[string]*unit // method → the running plugin serving it
+	svc      serviceCalls
+}
+
+// NewManager returns a Manager; Start loads the plugins.
+func NewManager(cfg ManagerConfig) *Manager {
+	cfg.defaults()
+	m := &Manager{cfg: cfg, log: cfg.Logger, units: map[string]*unit{}, services: map[string]*unit{}}
+	m.svc.pending = map[int64]*pendingService{}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	return m
+}
+
+// Start registers the plugins.* methods in the kernel's table, loads every
+// plugin of the folders and, with Watch, follows the folders. It returns
+// once each plugin has started or failed its first start; a plugin that
+// fails does not make Start fail.
+func (m *Manager) Start() error {
+	m.cfg.Kernel.Register(kernel.Method{Name: "plugins.list", Summary: "the plugins: state, grants, failures", Handler: m.listMethod})
+	m.cfg.Kernel.Register(kernel.Method{Name: "plugins.restart", Summary: "start a stopped or failed plugin again", Handler: m.restartMethod})
+	var watchErr error
+	if m.cfg.Watch {
+		watchErr = m.watch()
+	}
+	started := m.Rescan()
+	for _, u := range started {
+		u.waitStarted(m.ctx)
+	}
+	return watchErr
+}
+
+// Stop stops every plugin and waits for their goroutines.
+func (m *Manager) Stop() {
+	m.cancel()
+	// A rescan under way finishes first, so no unit starts after this.
+	m.scanMu.Lock()
+	m.scanMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+	m.mu.Lock()
+	units := make([]*unit, 0, len(m.units))
+	for _, u := range m.units {
+		units = append(units, u)
+	}
+	m.mu.Unlock()
+	for _, u := range units {
+		u.stop()
+	}
+	m.wg.Wait()
+}
+
+// Rescan compares the folders with the plugins loaded: it loads new ones,
+// reloads changed ones and unloads removed ones. It returns the units it
+// started. The watcher calls it; so may a test.
+func (m *Manager) Rescan() []*unit {
+	m.scanMu.Lock()
+	defer m.scanMu.Unlock()
+	if m.ctx.Err() != nil {
+		return nil
+	}
+	found := map[string]pluginFiles{}
+	for _, f := range m.cfg.Folders {
+		entries, err := os.ReadDir(f.Path)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				m.log.Warn("cannot read a plugin folder", "folder", f.Path, "err", err)
+			}
+			continue
+		}
+		for _, e := range entries {
+			name, ok := strings.CutSuffix(e.Name(), ".wasm")
+			if !ok || e.IsDir() {
+				continue
+			}
+			path := filepath.Join(f.Path, e.Name())
+			if prev, dup := found[name]; dup {
+				m.log.Warn("two plugins have one name; the first is loaded", "plugin", name, "loaded", prev.wasm, "ignored", path)
+				continue
+			}
+			found[name] = pluginFiles{folder: f, wasm: path, stamp: stampOf(path)}
+		}
+	}
+
+	// The units to replace stop first, outside m.mu: a stopping unit
+	// withdraws its services under it.
+	var gone []*unit
+	m.mu.Lock()
+	for name, u := range m.units {
+		if f, ok := found[name]; !ok || f.wasm != u.files.wasm || f.stamp != u.files.stamp {
+			delete(m.units, name)
+			gone = append(gone, u)
+		}
+	}
+	m.mu.Unlock()
+	for _, u := range gone {
+		u.stop()
+		if _, ok := found[u.name]; !ok {
+			u.publishState("kairo.plugin.unloaded", "its file was removed")
+		}
+	}
+
+	var started []*unit
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(found)) {
+		if _, ok := m.units[name]; ok {
+			continue
+		}
+		u := m.newUnit(name, found[name])
+		m.units[name] = u
+		started = append(started, u)
+	}
+	return started
+}
+
+// pluginFiles is where a plugin comes from and what its files looked like
+// when it was loaded.
+type pluginFiles struct {
+	folder Folder
+	wasm   string
+	stamp  fileStamp
+}
+
+// fileStamp tells a changed file: the module's and the manifest's size and
+// modification time.
+type fileStamp struct {
+	wasmSize, tomlSize int64
+	wasmTime, tomlTime time.Time
+}
+
+func stampOf(wasm string) fileStamp {
+	var s fileStamp
+	if fi, err := os.Stat(wasm); err == nil {
+		s.wasmSize, s.wasmTime = fi.Size(), fi.ModTime()
+	}
+	if fi, err := os.Stat(strings.TrimSuffix(wasm, ".wasm") + ".toml"); err == nil {
+		s.tomlSize, s.tomlTime = fi.Size(), fi.ModTime()
+	}
+	return s
+}
+
+// List reports every plugin, sorted by name.
+func (m *Manager) List() []abi.PluginStatus {
+	m.mu.Lock()
+	units := make([]*unit, 0, len(m.units))
+	for _, u := range m.units {
+		units = append(units, u)
+	}
+	m.mu.Unlock()
+	out := make([]abi.PluginStatus, 0, len(units))
+	for _, u := range units {
+		out = append(out, u.status())
+	}
+	slices.SortFunc(out, func(a, b abi.PluginStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Restart starts a stopped, refused or failing plugin again at once, its
+// failure count cleared.
+func (m *Manager) Restart(name string) error {
+	m.mu.Lock()
+	u, ok := m.units[name]
+	m.mu.Unlock()
+	if !ok {
+		return abi.Errorf(abi.CodeNotFound, "no plugin %q; plugins.list lists them", name)
+	}
+	u.restart()
+	return nil
+}
+
+func (m *Manager) listMethod(ctx context.Context, c *kernel.Call) (any, error) {
+	return abi.PluginsListResult{Plugins: m.List()}, nil
+}
+
+func (m *Manager) restartMethod(ctx context.Context, c *kernel.Call) (any, error) {
+	var p abi.PluginRef
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	if err := m.Restart(p.Name); err != nil {
+		return nil, err
+	}
+	return struct{}{}, nil
+}
+
+// publish appends a kairo.plugin.* event without waiting for it to be
+// durable: the events report what happened and must never hold a plugin up.
+func (m *Manager) publish(subject string, data any) {
+	raw, err := msgpack.Marshal(data)
+	if err != nil {
+		m.log.Error("encode event", "subject", subject, "err", err)
+		return
+	}
+	if _, err := m.cfg.Kernel.Bus.PublishAsync(&abi.Event{Type: subject, Source: "host", Data: raw}); err != nil && m.ctx.Err() == nil {
+		m.log.Warn("publish", "subject", subject, "err", err)
+	}
+}
+
+// options are the load options of a plugin whose narrowed manifest is n.
+func (m *Manager) options(n *manifests.Plugin, builtin bool, grants *Grants) Options {
+	o := Options{
+		Name:        n.Plugin.Name,
+		Trusted:     builtin || n.Trusted,
+		Deadline:    n.Limits.DeadlineDuration(),
+		MemoryPages: n.Limits.MemoryPages(),
+		Grants:      grants,
+		WASI:        WASI{FS: n.Grants.WASI.FS, Env: n.Grants.WASI.Env, LookupEnv: m.cfg.LookupEnv},
+	}
+	if o.Deadline == 0 {
+		o.Deadline = m.cfg.Deadline
+	}
+	if o.MemoryPages == 0 {
+		o.MemoryPages = m.cfg.MemoryPages
+	}
+	// init may do more than one batch's work, but not unboundedly more.
+	o.StartDeadline = max(5*time.Second, o.Deadline)
+	return o
+}
+
+// errRefused marks a plugin that cannot run as its files are: restarting
+// it would fail the same way.
+type errRefused struct{ err error }
+
+func (e errRefused) Error() string { return e.err.Error() }
+func (e errRefused) Unwrap() error { return e.err }
+
+func refused(format string, args ...any) error { return errRefused{fmt.Errorf(format, args...)} }

@@ -1,0 +1,506 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/manifests"
+)
+
+// The bounds of a plugin's inbox: events wait for the plugin's next batch
+// here, and a full inbox holds its subscription back (the bus then catches
+// it up from the store), so a slow plugin costs memory only up to these.
+const (
+	maxInboxEvents = 1024
+	maxBatchEvents = 256
+	// maxInFlight bounds the kernel calls of one plugin that have not
+	// answered yet; past it, a call is answered at once with an error.
+	maxInFlight = 256
+)
+
+// unit is one plugin under supervision: its files, its state, and the
+// goroutine that loads, serves and restarts it. A reload replaces the unit.
+type unit struct {
+	m     *Manager
+	name  string
+	files pluginFiles
+
+	ctx     context.Context // the unit's life; cancelled by stop
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started chan struct{} // closed once the first start succeeded or failed
+	kick    chan struct{} // restart now
+
+	mu       sync.Mutex
+	state    string
+	since    time.Time
+	lastErr  string
+	failures []time.Time // within the window
+	restarts int
+	denied   int
+	manifest *manifests.Plugin // as narrowed
+	trusted  bool
+	info     abi.PluginInfo
+
+	// The inbox, filled by the subscription, the kernel calls and other
+	// plugins' service calls; the serving goroutine drains it.
+	inMu     sync.Mutex
+	gen      int // the instance generation; results for an older one are dropped
+	events   []abi.Event
+	results  []abi.CallResult
+	calls    []queuedService
+	inFlight int
+	wake     chan struct{}
+	room     chan struct{} // signalled when the inbox has room for events
+	// nextSeq is where a restarted instance's subscription starts: after
+	// the last batch handed to the plugin, so the events that were waiting
+	// in the inbox when it failed are read again from the store.
+	nextSeq uint64
+}
+
+func (m *Manager) newUnit(name string, files pluginFiles) *unit {
+	u := &unit{
+		m: m, name: name, files: files,
+		done: make(chan struct{}), started: make(chan struct{}), kick: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1),
+		state: abi.PluginStarting, since: time.Now(),
+	}
+	u.ctx, u.cancel = context.WithCancel(m.ctx)
+	m.wg.Add(1)
+	go u.run()
+	return u
+}
+
+func (u *unit) stop() {
+	u.cancel()
+	<-u.done
+}
+
+func (u *unit) restart() {
+	select {
+	case u.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (u *unit) waitStarted(ctx context.Context) {
+	select {
+	case <-u.started:
+	case <-ctx.Done():
+	}
+}
+
+func (u *unit) setState(state, msg string) {
+	u.mu.Lock()
+	u.state, u.since, u.lastErr = state, time.Now(), msg
+	u.mu.Unlock()
+}
+
+func (u *unit) status() abi.PluginStatus {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := abi.PluginStatus{
+		Name: u.name, File: u.files.wasm, Builtin: u.files.folder.Builtin, Trusted: u.trusted,
+		State: u.state, Error: u.lastErr, Since: u.since,
+		Failures: len(u.failures), Restarts: u.restarts, Denied: u.denied,
+		Version: u.info.Version, Kinds: u.info.Kinds, Services: u.info.Services,
+	}
+	for _, t := range u.info.Tools {
+		s.Tools = append(s.Tools, t.Name)
+	}
+	if n := u.manifest; n != nil {
+		if s.Version == "" {
+			s.Version = n.Plugin.Version
+		}
+		if len(s.Kinds) == 0 {
+			s.Kinds = n.Plugin.Kinds
+		}
+		g := n.Grants
+		s.Subscribe, s.Publish, s.Call, s.WASIFS, s.WASIEnv = g.Subscribe, g.Publish, g.Call, g.WASI.FS, g.WASI.Env
+	}
+	return s
+}
+
+// run is the unit's goroutine: start, serve until the instance fails, then
+// restart it after a pause, until the unit is stopped.
+func (u *unit) run() {
+	defer u.m.wg.Done()
+	defer close(u.done)
+	startedOnce := sync.OnceFunc(func() { close(u.started) })
+	defer startedOnce()
+	for {
+		err := u.serve(startedOnce)
+		if u.ctx.Err() != nil {
+			return
+		}
+		startedOnce()
+		var pause time.Duration
+		var rf errRefused
+		switch {
+		case errors.As(err, &rf):
+			u.setState(abi.PluginRefused, err.Error())
+			u.m.log.Error("plugin refused", "plugin", u.name, "err", err)
+			u.publishState("kairo.plugin.refused", err.Error())
+		default:
+			pause = u.recordFailure(err)
+		}
+		if pause == 0 {
+			// Stays as it is until its files change (a new unit) or an
+			// operator restarts it.
+			select {
+			case <-u.ctx.Done():
+				return
+			case <-u.kick:
+				u.mu.Lock()
+				u.failures = nil
+				u.mu.Unlock()
+				continue
+			}
+		}
+		select {
+		case <-u.ctx.Done():
+			return
+		case <-u.kick:
+		case <-time.After(pause):
+		}
+		u.mu.Lock()
+		u.restarts++
+		u.mu.Unlock()
+	}
+}
+
+// recordFailure counts a failure, reports it and returns the pause before
+// the restart, or 0 when the plugin failed too often and stays stopped.
+func (u *unit) recordFailure(err error) time.Duration {
+	cfg := &u.m.cfg
+	now := time.Now()
+	u.mu.Lock()
+	u.failures = slices.DeleteFunc(u.failures, func(t time.Time) bool { return now.Sub(t) > cfg.FailureWindow })
+	u.failures = append(u.failures, now)
+	n := len(u.failures)
+	u.mu.Unlock()
+
+	ev := abi.PluginFailed{Plugin: u.name, Op: "start", Reason: "error", Error: err.Error(), Failures: n}
+	var f *Failure
+	if errors.As(err, &f) {
+		ev.Op, ev.Reason, ev.Error, ev.Stderr = f.Op, string(f.Reason), f.Err.Error(), f.Stderr
+	}
+	var pause time.Duration
+	if n < cfg.MaxFailures {
+		pause = cfg.BackoffMin << (n - 1)
+		if pause > cfg.BackoffMax || pause <= 0 {
+			pause = cfg.BackoffMax
+		}
+		ev.RestartIn = pause
+		u.setState(abi.PluginBackoff, err.Error())
+		u.m.log.Warn("plugin failed; restarting", "plugin", u.name, "op", ev.Op, "reason", ev.Reason, "err", ev.Error, "failures", n, "in", pause)
+	} else {
+		u.setState(abi.PluginStopped, fmt.Sprintf("failed %d times within %v; last: %v", n, cfg.FailureWindow, err))
+		u.m.log.Error("plugin failed too often; it stays stopped", "plugin", u.name, "failures", n, "window", cfg.FailureWindow, "err", ev.Error)
+	}
+	u.m.publish("kairo.plugin.failed", ev)
+	if pause == 0 {
+		u.publishState("kairo.plugin.stopped", fmt.Sprintf("failed %d times within %v", n, cfg.FailureWindow))
+	}
+	return pause
+}
+
+func (u *unit) publishState(subject, reason string) {
+	u.mu.Lock()
+	ev := abi.PluginState{Plugin: u.name, Version: u.info.Version, File: u.files.wasm, Reason: reason}
+	u.mu.Unlock()
+	u.m.publish(subject, ev)
+}
+
+// onDenied counts and reports a call or publish the grants refused. It runs
+// inside the plugin's call, so it only queues the event.
+func (u *unit) onDenied(d Denial) {
+	u.mu.Lock()
+	u.denied++
+	u.mu.Unlock()
+	u.m.publish("kairo.plugin.denied", abi.PluginDenied{Plugin: d.Plugin, Import: d.Import, Target: d.Target})
+}
+
+// serve runs one instance: load, init, register its services, subscribe,
+// then handle batches until the instance fails or the unit stops.
+func (u *unit) serve(started func()) error {
+	m := u.m
+	man, wasm, err := ReadPlugin(u.files.wasm)
+	if err != nil {
+		return errRefused{err}
+	}
+	n, err := man.Narrow(m.cfg.Overrides[u.name])
+	if err != nil {
+		return errRefused{err}
+	}
+	if m.cfg.Overrides[u.name].Disabled() {
+		u.mu.Lock()
+		u.manifest = n
+		u.mu.Unlock()
+		u.setState(abi.PluginDisabled, "")
+		started()
+		<-u.ctx.Done()
+		return nil
+	}
+	grants := GrantsFor(n, u.onDenied)
+	opts := m.options(n, u.files.folder.Builtin, grants)
+	u.mu.Lock()
+	u.manifest, u.trusted = n, opts.Trusted
+	u.state, u.since = abi.PluginStarting, time.Now()
+	u.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(u.ctx)
+	defer cancel()
+	p, err := m.cfg.Host.Load(ctx, wasm, opts)
+	if err != nil {
+		var f *Failure
+		if errors.As(err, &f) && f.Reason == ReasonRefused {
+			return errRefused{err}
+		}
+		return err
+	}
+	defer p.Close(context.Background())
+	info, err := p.Init(ctx, abi.PluginConfig{Config: n.Config})
+	if err != nil {
+		return err
+	}
+	if err := checkInfo(n, &info); err != nil {
+		return errRefused{err}
+	}
+	if err := grants.CheckSubscriptions(info.Subscriptions); err != nil {
+		return errRefused{fmt.Errorf("plugin %s asks for events its manifest does not grant: %w", u.name, err)}
+	}
+	u.mu.Lock()
+	u.info = info
+	u.mu.Unlock()
+
+	u.inMu.Lock()
+	u.gen++
+	gen := u.gen
+	u.events, u.results, u.inFlight = nil, nil, 0
+	u.inMu.Unlock()
+
+	if err := m.registerServices(u, info.Services); err != nil {
+		return errRefused{err}
+	}
+	defer m.unregisterServices(u, gen)
+
+	sess := newPluginSession(ctx, u.name)
+	if len(info.Subscriptions) > 0 {
+		sub, err := u.subscribe(ctx, info.Subscriptions)
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+	}
+	u.setState(abi.PluginRunning, "")
+	u.publishState("kairo.plugin.started", "")
+	u.m.log.Info("plugin started", "plugin", u.name, "version", info.Version, "trusted", opts.Trusted, "file", u.files.wasm)
+	started()
+	return u.loop(ctx, p, gen, sess)
+}
+
+// checkInfo refuses a plugin whose init describes something its manifest
+// does not: another name, a kind it does not declare, a service outside
+// its name.
+func checkInfo(n *manifests.Plugin, info *abi.PluginInfo) error {
+	name := n.Plugin.Name
+	if info.Name != name {
+		return fmt.Errorf("plugin %s: its init says it is %q; the module and its manifest must agree on the name", name, info.Name)
+	}
+	if info.Version == "" {
+		info.Version = n.Plugin.Version
+	}
+	if len(info.Kinds) == 0 {
+		info.Kinds = n.Plugin.Kinds
+	}
+	for _, k := range info.Kinds {
+		if !slices.Contains(n.Plugin.Kinds, k) {
+			return fmt.Errorf("plugin %s: its init says it is of kind %q, which its manifest does not declare (%q)", name, k, n.Plugin.Kinds)
+		}
+	}
+	for _, s := range info.Services {
+		if rest, ok := strings.CutPrefix(s, name+"."); !ok || rest == "" || len(s) > maxMethodLen {
+			return fmt.Errorf("plugin %s: service %q must be named %s.METHOD, after the plugin", name, s, name)
+		}
+	}
+	return nil
+}
+
+// subscribe delivers the events matching pats into the inbox, from where
+// the last instance stopped (or from now). One bus subscription serves
+// every pattern, so events arrive once each and in order.
+func (u *unit) subscribe(ctx context.Context, pats []string) (*bus.Subscription, error) {
+	compiled := make([]*bus.Pattern, len(pats))
+	for i, s := range pats {
+		p, err := bus.CompilePattern(s)
+		if err != nil {
+			return nil, errRefused{err}
+		}
+		compiled[i] = p
+	}
+	pattern := pats[0]
+	if len(pats) > 1 {
+		pattern = ">"
+	}
+	self := "plugin/" + u.name
+	u.inMu.Lock()
+	from := u.nextSeq
+	if from == 0 {
+		// From now on; a restart takes up from here.
+		u.nextSeq = u.m.cfg.Kernel.Bus.LastSeq() + 1
+	}
+	u.inMu.Unlock()
+	return u.m.cfg.Kernel.Bus.Subscribe(ctx, pattern, bus.SubscribeOptions{FromSeq: from}, func(evs []abi.Event) error {
+		for i := range evs {
+			ev := &evs[i]
+			// A plugin does not get back what it published: an echo of
+			// its own events would loop.
+			if ev.Source == self || !slices.ContainsFunc(compiled, func(p *bus.Pattern) bool { return p.Match(ev.Type) }) {
+				continue
+			}
+			if err := u.pushEvent(ctx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// pushEvent queues a copy of ev, waiting while the inbox is full.
+func (u *unit) pushEvent(ctx context.Context, ev *abi.Event) error {
+	for {
+		u.inMu.Lock()
+		if len(u.events) < maxInboxEvents {
+			u.events = append(u.events, cloneEvent(ev))
+			u.inMu.Unlock()
+			u.signal()
+			return nil
+		}
+		u.inMu.Unlock()
+		select {
+		case <-u.room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (u *unit) signal() {
+	select {
+	case u.wake <- struct{}{}:
+	default:
+	}
+}
+
+// cloneEvent copies what a bus handler may only borrow.
+func cloneEvent(ev *abi.Event) abi.Event {
+	c := *ev
+	c.Data = slices.Clone(ev.Data)
+	return c
+}
+
+// pushResult queues the answer to a call of instance gen.
+func (u *unit) pushResult(gen int, r abi.CallResult, kernelCall bool) {
+	u.inMu.Lock()
+	if kernelCall && gen == u.gen {
+		u.inFlight--
+	}
+	if gen != u.gen {
+		u.inMu.Unlock()
+		return
+	}
+	u.results = append(u.results, r)
+	u.inMu.Unlock()
+	u.signal()
+}
+
+// loop hands the inbox to the plugin, a batch at a time, until the
+// instance fails or ctx ends.
+func (u *unit) loop(ctx context.Context, p *Plugin, gen int, sess *pluginSession) error {
+	var batch abi.Batch
+	var depths []serviceDepth
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-u.wake:
+		}
+		for {
+			u.inMu.Lock()
+			k := min(len(u.events), maxBatchEvents)
+			batch = abi.Batch{
+				Time:        time.Now(),
+				Events:      slices.Clone(u.events[:k]),
+				CallResults: u.results,
+			}
+			u.events = append(u.events[:0], u.events[k:]...)
+			u.results = nil
+			depths = depths[:0]
+			for _, c := range u.calls {
+				batch.ServiceCalls = append(batch.ServiceCalls, c.call)
+				depths = append(depths, c.depth)
+			}
+			u.calls = nil
+			u.inMu.Unlock()
+			if k > 0 {
+				select {
+				case u.room <- struct{}{}:
+				default:
+				}
+			}
+			if len(batch.Events) == 0 && len(batch.CallResults) == 0 && len(batch.ServiceCalls) == 0 {
+				break
+			}
+			if n := len(batch.Events); n > 0 {
+				u.inMu.Lock()
+				u.nextSeq = batch.Events[n-1].Seq + 1
+				u.inMu.Unlock()
+			}
+			out, err := p.Handle(ctx, &batch)
+			if err != nil {
+				u.m.failServices(batch.ServiceCalls, u.name, err)
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			u.dispatch(ctx, gen, sess, &out, maxDepth(depths))
+		}
+	}
+}
+
+// dispatch carries out what one batch produced: the events it published,
+// durable before the next batch; its calls; its answers to service calls;
+// and its reply for whoever reads replies.
+func (u *unit) dispatch(ctx context.Context, gen int, sess *pluginSession, out *Output, depth serviceDepth) {
+	m := u.m
+	if len(out.Published) > 0 {
+		evs := make([]*abi.Event, len(out.Published))
+		for i := range out.Published {
+			evs[i] = &out.Published[i]
+		}
+		if _, err := m.cfg.Kernel.Bus.PublishBatch(ctx, evs); err != nil && ctx.Err() == nil {
+			m.log.Warn("publish a plugin's events", "plugin", u.name, "err", err)
+		}
+	}
+	for _, c := range out.Calls {
+		u.call(ctx, gen, sess, c, depth)
+	}
+	for _, r := range out.Reply.ServiceResults {
+		m.answerService(u, r)
+	}
+	if out.Reply.Error != "" {
+		m.log.Warn("plugin could not handle a batch", "plugin", u.name, "err", out.Reply.Error)
+	}
+	if m.cfg.OnReply != nil {
+		m.cfg.OnReply(u.name, &out.Reply)
+	}
+}
