@@ -16,12 +16,16 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kairo ./cmd/kairo-sandbox
 
 # Every plugin under plugins/ (a folder with a main package) to
-# bin/plugins/NAME.wasm, a WASI reactor built by the standard Go toolchain.
+# bin/plugins/NAME.wasm, a WASI reactor built by the standard Go toolchain,
+# with its manifest NAME.toml beside it. The module is written under a temp
+# name and renamed, so a running kairo reloads it whole.
 plugins:
 	@mkdir -p bin/plugins
 	@for d in plugins/*/; do n=$$(basename $$d); \
 	  echo "plugin $$n"; \
-	  GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o bin/plugins/$$n.wasm ./$$d || exit 1; \
+	  GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o bin/plugins/.$$n.wasm.tmp ./$$d || exit 1; \
+	  if [ -f $$d/$$n.toml ]; then cp $$d/$$n.toml bin/plugins/$$n.toml; fi; \
+	  mv bin/plugins/.$$n.wasm.tmp bin/plugins/$$n.wasm; \
 	done
 
 # Everything CI runs: format and vet checks, the whole suite under the race

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
@@ -124,6 +125,9 @@ type daemon struct {
 	srv    *ipc.Server
 	served chan error // Serve's result
 
+	host    *host.Host
+	plugins *host.Manager
+
 	launcher proc.Launcher
 }
 
@@ -164,8 +168,57 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 		d.stop()
 		return nil, err
 	}
+	if err := d.startPlugins(home, cfg); err != nil {
+		d.stop()
+		return nil, err
+	}
 	log.Info("kairo is up", "version", version, "pid", os.Getpid(), "socket", sock, "store", store.Describe(), "lastSeq", seq)
 	return d, nil
+}
+
+// startPlugins loads the plugins: the built-ins beside the kairo binary, then
+// the drop-in folder, and follows the drop-in folder for changes.
+func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
+	h, err := host.New(host.Config{CacheDir: cfg.CachePath(home), Logger: d.log})
+	if err != nil {
+		return err
+	}
+	var folders []host.Folder
+	if cfg.Host.Builtins {
+		if exe, err := os.Executable(); err == nil {
+			folders = append(folders, host.Folder{Path: filepath.Join(filepath.Dir(exe), "plugins"), Builtin: true})
+		}
+	}
+	folders = append(folders, host.Folder{Path: cfg.PluginsPath(home)})
+	d.host = h
+	d.plugins = host.NewManager(host.ManagerConfig{
+		Host: h, Kernel: d.kernel, Folders: folders, Overrides: cfg.Plugins,
+		Deadline: cfg.Host.DeadlineDuration(), MemoryPages: uint32(cfg.Host.Memory / manifests.WasmPageSize),
+		MaxFailures: cfg.Host.MaxFailures, FailureWindow: cfg.Host.FailureWindowDuration(),
+		Watch: true, Logger: d.log,
+	})
+	for name := range cfg.Plugins {
+		found := false
+		for _, f := range folders {
+			if _, err := os.Stat(filepath.Join(f.Path, name+".wasm")); err == nil {
+				found = true
+			}
+		}
+		if !found {
+			d.log.Warn("kairo.toml has [plugins."+name+"], but no plugin of that name is installed", "folders", folders)
+		}
+	}
+	if err := d.plugins.Start(); err != nil {
+		d.log.Warn("plugins load, but changes to their files need a restart", "err", err)
+	}
+	n := 0
+	for _, p := range d.plugins.List() {
+		if p.State == abi.PluginRunning {
+			n++
+		}
+	}
+	d.log.Info("plugins loaded", "running", n, "of", len(d.plugins.List()))
+	return nil
 }
 
 // sandboxLauncher is how the kernel starts binaries: confined, unless the
@@ -266,6 +319,10 @@ func (d *daemon) stop() error {
 	var errs []error
 	if err := d.srv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close the socket server: %w", err))
+	}
+	if d.plugins != nil {
+		d.plugins.Stop() // before the kernel: their calls and processes end first
+		d.host.Close(context.Background())
 	}
 	d.kernel.Close() // no process outlives the daemon; their exits are stored
 	if sl, ok := d.launcher.(*proc.Sandboxed); ok {

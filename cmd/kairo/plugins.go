@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host"
+)
+
+func runPlugins(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "restart" {
+		return runPluginRestart(ctx, args[1:])
+	}
+	f := newFlags("plugins", "kairo plugins [--json] | kairo plugins restart NAME", `
+List the running daemon's plugins: state, whether trusted, failures in the
+current window, restarts, calls and publishes refused, and grants.
+
+States: running; starting; backoff (failed, restarts after a pause);
+stopped (failed too often; "kairo plugins restart NAME" starts it again);
+refused (its files cannot run: the error says why; fix them and it reloads);
+disabled (turned off in kairo.toml).`)
+	asJSON := f.Bool("json", false, "print one JSON object per plugin")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var res abi.PluginsListResult
+	if err := c.Call(ctx, "plugins.list", nil, &res); err != nil {
+		return callError("plugins.list", err)
+	}
+	if *asJSON {
+		for _, p := range res.Plugins {
+			fmt.Printf("%s\n", marshalJSON(p))
+		}
+		return nil
+	}
+	if len(res.Plugins) == 0 {
+		fmt.Println("no plugins: put NAME.wasm and NAME.toml in the plugins folder ([host] plugins_dir)")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tVERSION\tKINDS\tSTATE\tSINCE\tTRUSTED\tFAILURES\tRESTARTS\tDENIED\tGRANTS")
+	for _, p := range res.Plugins {
+		trusted := "no"
+		if p.Trusted {
+			trusted = "yes"
+		}
+		if p.Builtin {
+			trusted += " (built-in)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", p.Name, orDash(p.Version), orDash(strings.Join(p.Kinds, ",")),
+			p.State, time.Since(p.Since).Round(time.Second), trusted, p.Failures, p.Restarts, p.Denied, grantsLine(p))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, p := range res.Plugins {
+		if p.Error != "" {
+			fmt.Printf("\n%s: %s\n", p.Name, p.Error)
+		}
+	}
+	return nil
+}
+
+func grantsLine(p abi.PluginStatus) string {
+	var parts []string
+	add := func(what string, l []string) {
+		if len(l) > 0 {
+			parts = append(parts, what+" "+strings.Join(l, ","))
+		}
+	}
+	add("subscribe", p.Subscribe)
+	add("publish", p.Publish)
+	add("call", p.Call)
+	add("fs", p.WASIFS)
+	add("env", p.WASIEnv)
+	add("serves", p.Services)
+	add("tools", p.Tools)
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func runPluginRestart(ctx context.Context, args []string) error {
+	f := newFlags("plugins restart", "kairo plugins restart NAME", "Start a stopped, refused or failing plugin again now, with its failure count cleared.")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Call(ctx, "plugins.restart", abi.PluginRef{Name: pos[0]}, nil); err != nil {
+		return callError("plugins.restart", err)
+	}
+	fmt.Printf("restarting %s; `kairo plugins` shows its state\n", pos[0])
+	return nil
+}
+
+func runPlugin(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "inspect" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Println("usage: kairo plugin inspect [--json] FILE.wasm\n\nkairo plugins lists the running daemon's plugins.")
+			return nil
+		}
+		return &usageError{msg: "kairo plugin takes one command: inspect", synopsis: "kairo plugin inspect [--json] FILE.wasm"}
+	}
+	f := newFlags("plugin inspect", "kairo plugin inspect [--json] FILE.wasm", `
+Print what a plugin module is: the plugin ABI version it speaks, its exports
+and imports with their signatures, its manifest (NAME.toml beside it, or the
+custom section "kairo.manifest"), and anything that keeps the host from
+loading it. The module's _initialize and kairo_abi_version run, under a
+deadline, with every host function refusing; nothing else of it runs.`)
+	asJSON := f.Bool("json", false, "print one JSON object")
+	pos, err := f.parse(args[1:], 1, 1)
+	if err != nil {
+		return err
+	}
+	in, err := host.Inspect(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		fmt.Printf("%s\n", marshalJSON(in))
+		return nil
+	}
+	fmt.Printf("file\t%s (%d bytes)\n", in.File, in.Size)
+	if in.ABIVersion != 0 {
+		fmt.Printf("abi\tversion %d (this host speaks %d)\n", in.ABIVersion, abi.PluginABIVersion)
+	} else {
+		fmt.Printf("abi\tunknown: %s\n", in.VersionError)
+	}
+	fmt.Println("exports:")
+	for _, s := range in.Exports {
+		fmt.Printf("  %-20s %s %s\n", s.Name, s.Kind, s.Type)
+	}
+	fmt.Println("imports:")
+	for _, s := range in.Imports {
+		fmt.Printf("  %-36s %s %s\n", s.Module+"."+s.Name, s.Kind, s.Type)
+	}
+	if m := in.Manifest; m != nil {
+		fmt.Printf("manifest (%s):\n", m.File)
+		fmt.Printf("  name %s, version %s, kinds %s\n", m.Plugin.Name, orDash(m.Plugin.Version), strings.Join(m.Plugin.Kinds, ","))
+		fmt.Printf("  grants: %s\n", grantsLine(abi.PluginStatus{Subscribe: m.Grants.Subscribe, Publish: m.Grants.Publish, Call: m.Grants.Call,
+			WASIFS: m.Grants.WASI.FS, WASIEnv: m.Grants.WASI.Env}))
+		if m.Limits.Memory != 0 || m.Limits.Deadline != "" {
+			fmt.Printf("  limits: memory %s, deadline %s\n", m.Limits.Memory, orDash(m.Limits.Deadline))
+		}
+		if len(m.Config) > 0 {
+			fmt.Printf("  config: %v\n", m.Config)
+		}
+	} else {
+		fmt.Printf("manifest: none: %s\n", in.ManifestError)
+	}
+	if len(in.Problems) == 0 {
+		fmt.Println("ok: the host can load it")
+		return nil
+	}
+	fmt.Println("the host would refuse it:")
+	for _, p := range in.Problems {
+		fmt.Printf("  - %s\n", p)
+	}
+	return exitCode(1)
+}
