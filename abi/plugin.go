@@ -139,6 +139,9 @@ type Batch struct {
 	// The plugin answers each with a CallResult whose Token is the call's
 	// ID, in Reply.ServiceResults of this reply or a later one.
 	ServiceCalls []ServiceCall `msgpack:"serviceCalls,omitempty"`
+	// Agent is set in the batches of a policy's ticks: what the agent
+	// runtime composed for this tick beside the observations in Events.
+	Agent *AgentInput `msgpack:"agent,omitempty"`
 }
 
 // ServiceCall is one call of a plugin's service by another plugin.

@@ -1,8 +1,11 @@
 package abi
 
 import (
+	"bytes"
 	"fmt"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Hand-written codecs of the values that cross the plugin boundary on every
@@ -14,7 +17,7 @@ import (
 // AppendBatch appends b's MsgPack encoding to dst.
 func AppendBatch(dst []byte, b *Batch) []byte {
 	n := 1
-	for _, set := range [...]bool{b.Tick != 0, len(b.Events) > 0, len(b.ToolCalls) > 0, len(b.CallResults) > 0, len(b.ServiceCalls) > 0} {
+	for _, set := range [...]bool{b.Tick != 0, len(b.Events) > 0, len(b.ToolCalls) > 0, len(b.CallResults) > 0, len(b.ServiceCalls) > 0, b.Agent != nil} {
 		if set {
 			n++
 		}
@@ -47,7 +50,23 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 			dst = appendServiceCall(dst, &b.ServiceCalls[i])
 		}
 	}
+	if b.Agent != nil {
+		// Once a tick, for a policy: the reflection codec is fast enough.
+		dst = appendReflected(appendStr(dst, "agent"), b.Agent)
+	}
 	return dst
+}
+
+// appendReflected appends v as the reflection codec writes it, with compact
+// ints as the hand-written codecs do.
+func appendReflected(dst []byte, v any) []byte {
+	w := bytes.NewBuffer(dst)
+	enc := msgpack.NewEncoder(w)
+	enc.UseCompactInts(true)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("abi: encode %T: %v", v, err)) // plain data: cannot fail
+	}
+	return w.Bytes()
 }
 
 func appendServiceCall(dst []byte, c *ServiceCall) []byte {
@@ -127,6 +146,12 @@ func DecodeBatch(in []byte, b *Batch) error {
 			b.CallResults, rest, err = readSlice(in, decodeCallResult)
 		case "serviceCalls":
 			b.ServiceCalls, rest, err = readSlice(in, decodeServiceCall)
+		case "agent":
+			var raw []byte
+			if raw, rest, err = readRaw(in); err == nil && !(len(raw) == 1 && raw[0] == 0xc0) {
+				b.Agent = new(AgentInput)
+				err = msgpack.Unmarshal(raw, b.Agent)
+			}
 		default:
 			_, rest, err = skip(in, 0)
 		}

@@ -40,6 +40,10 @@ func pluginBatches(t testing.TB) []Batch {
 			{ID: 3, Method: "echo.upper", Args: data, From: "other"},
 			{ID: 1 << 33, Method: "echo.ping"},
 		}},
+		{Time: at, Tick: 9, Agent: &AgentInput{Agent: "default", Hz: 2.5, Memory: "m", RunLoops: []RunLoopView{
+			{ID: "run-1", Goal: "build", StartedAt: at, Iterations: 2, Messages: []string{"run make"},
+				Actions: []ActionView{{ID: "a1", Type: ActionToolCall, Tool: "process.spawn", Args: `{"argv":["make"]}`, Status: StatusInProgress, StartedAt: at}}},
+		}}},
 	}
 }
 

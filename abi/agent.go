@@ -1,0 +1,163 @@
+package abi
+
+import (
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// The agent runtime's values: what a policy plugin is given each tick
+// (Batch.Agent), what its actions carry, and the data of the events a run
+// loop is made of. A run loop — a user's goal and everything done for it —
+// is one correlation chain: its id is the correlationId of every event in it.
+
+// The subjects of the agent runtime.
+const (
+	SubjectUserMessage   = "kairo.user.message"
+	SubjectAgentThought  = "kairo.agent.thought"
+	SubjectAgentAction   = "kairo.agent.action"
+	SubjectAgentNote     = "kairo.agent.note"
+	SubjectToolInvoke    = "kairo.tool.invoke"
+	SubjectToolResult    = "kairo.tool.result"
+	SubjectIntentStarted = "kairo.intent.started"
+	SubjectIntentEnded   = "kairo.intent.ended"
+	SubjectIntentCancel  = "kairo.intent.cancel"
+)
+
+// AgentMessageSubject is where the runtime routes user messages for agent id.
+func AgentMessageSubject(id string) string { return "kairo.agent." + id + ".message" }
+
+// UserMessage is the data of kairo.user.message and kairo.agent.{id}.message.
+type UserMessage struct {
+	Text string `msgpack:"text"`
+	// MessageID deduplicates: a message whose id was seen is dropped.
+	MessageID string `msgpack:"messageId"`
+	// RunLoopID joins the message to an open run loop explicitly.
+	RunLoopID string `msgpack:"runLoopId,omitempty"`
+	Agent     string `msgpack:"agent,omitempty"` // default "default"
+}
+
+// AgentInput is what a policy is given each tick beside the tick's
+// observations (Batch.Events): Compose(x_t, m_{t-1}, t, Hz).
+type AgentInput struct {
+	Agent string  `msgpack:"agent"`
+	Hz    float64 `msgpack:"hz"`
+	// Memory is the agent's memory of what happened before, as text.
+	Memory string `msgpack:"memory,omitempty"`
+	// RunLoops are the open run loops, oldest first.
+	RunLoops []RunLoopView `msgpack:"runLoops,omitempty"`
+	// Skills are the binary skills the agent may run by name.
+	Skills []string `msgpack:"skills,omitempty"`
+}
+
+// RunLoopView is a run loop as a policy sees it: derived from the event log.
+type RunLoopView struct {
+	ID         string       `msgpack:"id"`
+	Goal       string       `msgpack:"goal"`
+	StartedAt  time.Time    `msgpack:"startedAt"`
+	Iterations int          `msgpack:"iterations"`
+	Actions    []ActionView `msgpack:"actions,omitempty"`
+	// Messages are the user's messages in this run loop, oldest first.
+	Messages []string `msgpack:"messages,omitempty"`
+}
+
+// ActionView is one action of a run loop and what became of it.
+type ActionView struct {
+	ID     string `msgpack:"id"`
+	Type   string `msgpack:"type"`
+	Tool   string `msgpack:"tool,omitempty"`
+	Args   string `msgpack:"args,omitempty"` // JSON
+	Text   string `msgpack:"text,omitempty"`
+	Status string `msgpack:"status"` // an Action* status
+	// ProcessID is the process the action spawned, if any.
+	ProcessID string    `msgpack:"processId,omitempty"`
+	Progress  string    `msgpack:"progress,omitempty"` // the last progress event's text
+	Result    string    `msgpack:"result,omitempty"`   // a short form of the result or the error
+	StartedAt time.Time `msgpack:"startedAt"`
+	EndedAt   time.Time `msgpack:"endedAt,omitempty"`
+}
+
+// Action statuses, derived from events: an action without its result is in
+// progress.
+const (
+	StatusInProgress  = "in_progress"
+	StatusDone        = "done"
+	StatusFailed      = "failed"
+	StatusCanceled    = "canceled"
+	StatusInterrupted = "interrupted" // the daemon died while it ran
+)
+
+// ActionData is the data of a policy's Action by type: Text for say and
+// query, Tool and Args for tool_call, RunLoopID and Reason for cancel.
+type ActionData struct {
+	Text      string `msgpack:"text,omitempty"`
+	Tool      string `msgpack:"tool,omitempty"`
+	Args      string `msgpack:"args,omitempty"` // JSON object, as in OpenAI's format
+	RunLoopID string `msgpack:"runLoopId,omitempty"`
+	Reason    string `msgpack:"reason,omitempty"`
+}
+
+// ActionEvent is the data of kairo.agent.action. The event's id is the
+// actionId.
+type ActionEvent struct {
+	Type string `msgpack:"type"`
+	ActionData
+	Tick uint64 `msgpack:"tick,omitempty"`
+}
+
+// Thought is the data of kairo.agent.thought.
+type Thought struct {
+	Text string `msgpack:"text"`
+	Tick uint64 `msgpack:"tick,omitempty"`
+}
+
+// ToolInvoke is the data of kairo.tool.invoke; causationId is the action.
+type ToolInvoke struct {
+	ActionID string `msgpack:"actionId"`
+	Tool     string `msgpack:"tool"`
+	Args     string `msgpack:"args,omitempty"`
+}
+
+// ToolResultEvent is the data of kairo.tool.result: every tool call gets one,
+// a canceled or interrupted one too.
+type ToolResultEvent struct {
+	ActionID string             `msgpack:"actionId"`
+	Tool     string             `msgpack:"tool"`
+	Status   string             `msgpack:"status"` // done, failed, canceled, interrupted
+	Result   msgpack.RawMessage `msgpack:"result,omitempty"`
+	Error    string             `msgpack:"error,omitempty"`
+	Duration time.Duration      `msgpack:"duration"`
+	// ProcessID is set when the tool started a process; the action is in
+	// progress until that process's exit.
+	ProcessID string `msgpack:"processId,omitempty"`
+}
+
+// IntentStarted is the data of kairo.intent.started: a run loop opens.
+type IntentStarted struct {
+	RunLoopID     string `msgpack:"runLoopId"`
+	Agent         string `msgpack:"agent"`
+	Goal          string `msgpack:"goal"`
+	MessageID     string `msgpack:"messageId,omitempty"`
+	MaxIterations int    `msgpack:"maxIterations,omitempty"`
+}
+
+// IntentEnded is the data of kairo.intent.ended.
+type IntentEnded struct {
+	RunLoopID string `msgpack:"runLoopId"`
+	Status    string `msgpack:"status"` // done, canceled, max_iterations, failed
+	Summary   string `msgpack:"summary,omitempty"`
+}
+
+// Note is the data of kairo.agent.note: a milestone of a run loop, such as a
+// finished process — how process output reaches memory.
+type Note struct {
+	RunLoopID string        `msgpack:"runLoopId"`
+	ProcessID string        `msgpack:"processId,omitempty"`
+	Argv      []string      `msgpack:"argv,omitempty"`
+	Status    string        `msgpack:"status"`
+	ExitCode  *int          `msgpack:"exitCode,omitempty"`
+	Duration  time.Duration `msgpack:"duration,omitempty"`
+	LastLines []string      `msgpack:"lastLines,omitempty"`
+	Artifacts []string      `msgpack:"artifacts,omitempty"`
+	Text      string        `msgpack:"text,omitempty"`
+}

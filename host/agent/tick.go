@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Overrun says what the ticker does when a tick's work ran past the next
+// tick's time.
+type Overrun string
+
+const (
+	// OverrunSkip drops the ticks that are already late and runs the
+	// latest one due: the agent stays in step with wall time and never
+	// runs ticks back to back.
+	OverrunSkip Overrun = "skip"
+	// OverrunCatchUp runs every late tick, back to back, until it is in
+	// step again: no tick number is ever missed.
+	OverrunCatchUp Overrun = "catch_up"
+)
+
+// Tick is one tick as the ticker hands it over.
+type Tick struct {
+	N  uint64    // the tick number: ticks since the ticker started, at the rates it ran at
+	At time.Time // when it was due
+	// Woke is when the ticker woke for it; Woke - At is the jitter.
+	Woke time.Time
+	Hz   float64
+	// Skipped counts the ticks dropped just before this one (OverrunSkip).
+	Skipped uint64
+}
+
+// Ticker runs a function at a fixed rate, self-driven: it computes each
+// tick's time from the start and the rate — never by adding periods, so
+// sleeping late never accumulates into drift — sleeps until then, and runs
+// the function; a tick never starts while the previous one runs.
+type Ticker struct {
+	overrun Overrun
+
+	mu         sync.Mutex
+	hz         float64
+	period     time.Duration
+	origin     time.Time // when tick originTick was due
+	originTick uint64
+	changed    chan struct{} // SetHz wakes a sleeping Run
+}
+
+// NewTicker returns a ticker at hz ticks a second.
+func NewTicker(hz float64, overrun Overrun) (*Ticker, error) {
+	if err := checkHz(hz); err != nil {
+		return nil, err
+	}
+	switch overrun {
+	case OverrunSkip, OverrunCatchUp:
+	case "":
+		overrun = OverrunSkip
+	default:
+		return nil, fmt.Errorf("overrun policy %q: want %q or %q", overrun, OverrunSkip, OverrunCatchUp)
+	}
+	return &Ticker{overrun: overrun, hz: hz, period: periodOf(hz), changed: make(chan struct{}, 1)}, nil
+}
+
+// MaxHz bounds the rate: past it a tick's own overhead is the period.
+const MaxHz = 10000
+
+func checkHz(hz float64) error {
+	if !(hz > 0 && hz <= MaxHz) {
+		return fmt.Errorf("rate %v Hz: want more than 0 and at most %d", hz, MaxHz)
+	}
+	return nil
+}
+
+func periodOf(hz float64) time.Duration { return time.Duration(float64(time.Second) / hz) }
+
+// Hz is the current rate.
+func (k *Ticker) Hz() float64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.hz
+}
+
+// SetHz changes the rate from the next tick on. The tick numbers go on
+// counting; the next tick is due one new period after the last one was.
+func (k *Ticker) SetHz(hz float64) error {
+	if err := checkHz(hz); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	if !k.origin.IsZero() {
+		// Re-anchor at the tick that is due next under the old rate
+		// minus one period: the last one that was due.
+		n := k.originTick + uint64(max(0, time.Since(k.origin))/k.period)
+		k.origin = k.origin.Add(time.Duration(n-k.originTick) * k.period)
+		k.originTick = n
+	}
+	k.hz, k.period = hz, periodOf(hz)
+	k.mu.Unlock()
+	select {
+	case k.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// due returns when tick n is due.
+func (k *Ticker) due(n uint64) time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.origin.Add(time.Duration(n-k.originTick) * k.period)
+}
+
+// latest is the number of the last tick due at now.
+func (k *Ticker) latest(now time.Time) uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.originTick + uint64(max(0, now.Sub(k.origin))/k.period)
+}
+
+// Run runs fn for tick 0 at once, then for each tick as it falls due,
+// until ctx ends. fn runs on Run's goroutine.
+func (k *Ticker) Run(ctx context.Context, fn func(Tick)) {
+	k.mu.Lock()
+	k.origin, k.originTick = time.Now(), 0
+	k.mu.Unlock()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var n uint64
+	for {
+		at := k.due(n)
+		if wait := time.Until(at); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-k.changed:
+				// The rate changed while asleep: work out the due time
+				// again.
+				if !timer.Stop() {
+					<-timer.C
+				}
+				n = k.latest(time.Now()) + 1
+				continue
+			case <-timer.C:
+			}
+		} else if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		var skipped uint64
+		if k.overrun == OverrunSkip {
+			if last := k.latest(now); last > n {
+				skipped, n = last-n, last
+				at = k.due(n)
+			}
+		}
+		fn(Tick{N: n, At: at, Woke: now, Hz: k.Hz(), Skipped: skipped})
+		n++
+	}
+}

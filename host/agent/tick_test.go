@@ -1,0 +1,108 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// collect runs k until n ticks ran, with work(t) inside each, and returns
+// them.
+func collect(t *testing.T, k *Ticker, n int, work func(Tick)) []Tick {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var ticks []Tick
+	k.Run(ctx, func(tk Tick) {
+		ticks = append(ticks, tk)
+		if work != nil {
+			work(tk)
+		}
+		if len(ticks) == n {
+			cancel()
+		}
+	})
+	if len(ticks) < n {
+		t.Fatalf("%d ticks ran, want %d", len(ticks), n)
+	}
+	return ticks
+}
+
+func TestTickerKeepsTheRate(t *testing.T) {
+	k, err := NewTicker(200, OverrunSkip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks := collect(t, k, 40, nil)
+	for i, tk := range ticks {
+		if tk.N != uint64(i) || tk.Skipped != 0 {
+			t.Fatalf("tick %d = %+v", i, tk)
+		}
+		if tk.Woke.Before(tk.At) {
+			t.Fatalf("tick %d ran %v before it was due", i, tk.At.Sub(tk.Woke))
+		}
+		if want := ticks[0].At.Add(time.Duration(i) * 5 * time.Millisecond); !tk.At.Equal(want) {
+			t.Fatalf("tick %d due at +%v, want +%v: the schedule drifts", i, tk.At.Sub(ticks[0].At), want.Sub(ticks[0].At))
+		}
+	}
+}
+
+// A tick that overruns: skip drops the late ticks, catch-up runs them all.
+func TestTickerOverrun(t *testing.T) {
+	slow := func(tk Tick) {
+		if tk.N == 2 {
+			time.Sleep(35 * time.Millisecond) // 3.5 periods
+		}
+	}
+	k, _ := NewTicker(100, OverrunSkip)
+	ticks := collect(t, k, 6, slow)
+	if ticks[3].Skipped < 2 || ticks[3].N != 3+ticks[3].Skipped {
+		t.Fatalf("after the overrun: %+v; want ticks skipped and the number caught up", ticks[3])
+	}
+	for i := 4; i < len(ticks); i++ {
+		if ticks[i].N != ticks[i-1].N+1 {
+			t.Fatalf("tick %d follows %d", ticks[i].N, ticks[i-1].N)
+		}
+	}
+
+	k, _ = NewTicker(100, OverrunCatchUp)
+	ticks = collect(t, k, 8, slow)
+	for i, tk := range ticks {
+		if tk.N != uint64(i) || tk.Skipped != 0 {
+			t.Fatalf("catch-up tick %d = %+v", i, tk)
+		}
+	}
+	if late := ticks[3].Woke.Sub(ticks[3].At); late < 15*time.Millisecond {
+		t.Fatalf("tick 3 ran %v late; catch-up should run it late, back to back", late)
+	}
+}
+
+// The rate changes at run time, and the numbers go on.
+func TestTickerSetHz(t *testing.T) {
+	k, _ := NewTicker(1000, OverrunSkip)
+	var once sync.Once
+	ticks := collect(t, k, 15, func(tk Tick) {
+		if tk.N == 9 {
+			once.Do(func() {
+				if err := k.SetHz(50); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	})
+	for i := 1; i < len(ticks); i++ {
+		if ticks[i].N != ticks[i-1].N+1 && ticks[i].Skipped == 0 {
+			t.Fatalf("tick %d follows %d", ticks[i].N, ticks[i-1].N)
+		}
+	}
+	if gap := ticks[13].At.Sub(ticks[12].At); gap != 20*time.Millisecond || ticks[13].Hz != 50 {
+		t.Fatalf("after SetHz(50) ticks are %v apart at %v Hz; want 20ms", gap, ticks[13].Hz)
+	}
+	if err := k.SetHz(0); err == nil {
+		t.Fatal("SetHz(0) succeeded")
+	}
+	if _, err := NewTicker(100, "sometimes"); err == nil {
+		t.Fatal("an unknown overrun policy was accepted")
+	}
+}
