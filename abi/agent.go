@@ -95,6 +95,8 @@ type ActionData struct {
 	Args      string `msgpack:"args,omitempty"` // JSON object, as in OpenAI's format
 	RunLoopID string `msgpack:"runLoopId,omitempty"`
 	Reason    string `msgpack:"reason,omitempty"`
+	// Done on a say closes its run loop once nothing in it runs.
+	Done bool `msgpack:"done,omitempty"`
 }
 
 // ActionEvent is the data of kairo.agent.action. The event's id is the

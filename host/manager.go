@@ -275,6 +275,45 @@ func (m *Manager) Restart(name string) error {
 	return nil
 }
 
+// Decide runs one tick of the policy plugin name: it hands the plugin batch
+// (with the results of its earlier calls added) and returns its reply, once
+// what it published is durable and its calls have started. From its first
+// tick on, the plugin is driven by ticks alone.
+func (m *Manager) Decide(ctx context.Context, name string, batch *abi.Batch) (*abi.Reply, error) {
+	m.mu.Lock()
+	u, ok := m.units[name]
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("no policy plugin %q is installed; `kairo plugins` lists the plugins", name)
+	}
+	reply := make(chan decideResp, 1)
+	select {
+	case u.decide <- decideReq{batch: batch, reply: reply}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(decideWait):
+		s := u.status()
+		return nil, fmt.Errorf("policy plugin %s is not serving (%s%s)", name, s.State, suffix(s.Error))
+	}
+	select {
+	case r := <-reply:
+		return &r.reply, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// decideWait is how long a tick waits for a policy that is busy or
+// restarting before it gives up on this tick.
+const decideWait = 100 * time.Millisecond
+
+func suffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
 func (m *Manager) listMethod(ctx context.Context, c *kernel.Call) (any, error) {
 	return abi.PluginsListResult{Plugins: m.List()}, nil
 }

@@ -59,6 +59,11 @@ type unit struct {
 	inFlight int
 	wake     chan struct{}
 	room     chan struct{} // signalled when the inbox has room for events
+	// decide carries the agent runtime's ticks to a policy plugin. Once it
+	// has had one, the plugin is tick-driven: its inbox waits for the next
+	// tick instead of waking it, so every reply it makes is a tick's.
+	decide     chan decideReq
+	tickDriven bool
 	// nextSeq is where a restarted instance's subscription starts: after
 	// the last batch handed to the plugin, so the events that were waiting
 	// in the inbox when it failed are read again from the store.
@@ -69,7 +74,7 @@ func (m *Manager) newUnit(name string, files pluginFiles) *unit {
 	u := &unit{
 		m: m, name: name, files: files,
 		done: make(chan struct{}), started: make(chan struct{}), kick: make(chan struct{}, 1),
-		wake: make(chan struct{}, 1), room: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), decide: make(chan decideReq),
 		state: abi.PluginStarting, since: time.Now(),
 	}
 	u.ctx, u.cancel = context.WithCancel(m.ctx)
@@ -431,9 +436,21 @@ func (u *unit) loop(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 		select {
 		case <-ctx.Done():
 			return nil
+		case req := <-u.decide:
+			err := u.tick(ctx, p, gen, sess, req)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			continue
 		case <-u.wake:
 		}
-		for {
+		u.inMu.Lock()
+		tickDriven := u.tickDriven
+		u.inMu.Unlock()
+		for !tickDriven {
 			u.inMu.Lock()
 			k := min(len(u.events), maxBatchEvents)
 			batch = abi.Batch{
@@ -472,15 +489,55 @@ func (u *unit) loop(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 				}
 				return err
 			}
-			u.dispatch(ctx, gen, sess, &out, maxDepth(depths))
+			u.dispatch(ctx, gen, sess, &out, maxDepth(depths), true)
 		}
 	}
+}
+
+// decideReq is one tick for a policy plugin.
+type decideReq struct {
+	batch *abi.Batch
+	reply chan<- decideResp
+}
+
+type decideResp struct {
+	reply abi.Reply
+	err   error
+}
+
+// tick hands a policy one tick: the runtime's batch with what waits in the
+// inbox added (the results of its calls, services called), and answers
+// with its reply.
+func (u *unit) tick(ctx context.Context, p *Plugin, gen int, sess *pluginSession, req decideReq) error {
+	b := req.batch
+	u.inMu.Lock()
+	u.tickDriven = true
+	b.CallResults = append(b.CallResults, u.results...)
+	u.results = nil
+	b.Events = append(b.Events, u.events...)
+	u.events = u.events[:0]
+	var depths []serviceDepth
+	for _, c := range u.calls {
+		b.ServiceCalls = append(b.ServiceCalls, c.call)
+		depths = append(depths, c.depth)
+	}
+	u.calls = nil
+	u.inMu.Unlock()
+	out, err := p.Handle(ctx, b)
+	if err != nil {
+		u.m.failServices(b.ServiceCalls, u.name, err)
+		req.reply <- decideResp{err: err}
+		return err
+	}
+	u.dispatch(ctx, gen, sess, &out, maxDepth(depths), false)
+	req.reply <- decideResp{reply: out.Reply}
+	return nil
 }
 
 // dispatch carries out what one batch produced: the events it published,
 // durable before the next batch; its calls; its answers to service calls;
 // and its reply for whoever reads replies.
-func (u *unit) dispatch(ctx context.Context, gen int, sess *pluginSession, out *Output, depth serviceDepth) {
+func (u *unit) dispatch(ctx context.Context, gen int, sess *pluginSession, out *Output, depth serviceDepth, notify bool) {
 	m := u.m
 	if len(out.Published) > 0 {
 		evs := make([]*abi.Event, len(out.Published))
@@ -500,7 +557,7 @@ func (u *unit) dispatch(ctx context.Context, gen int, sess *pluginSession, out *
 	if out.Reply.Error != "" {
 		m.log.Warn("plugin could not handle a batch", "plugin", u.name, "err", out.Reply.Error)
 	}
-	if m.cfg.OnReply != nil {
+	if notify && m.cfg.OnReply != nil {
 		m.cfg.OnReply(u.name, &out.Reply)
 	}
 }

@@ -1,0 +1,430 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// SubjectAgentError reports a tick whose policy failed or answered what the
+// runtime cannot carry out; the tick is then a noop.
+const SubjectAgentError = "kairo.agent.error"
+
+// AgentError is the data of kairo.agent.error.
+type AgentError struct {
+	Tick  uint64 `msgpack:"tick"`
+	Error string `msgpack:"error"`
+}
+
+// emit publishes one of the agent's own events and applies it to the state
+// at once, so the next tick sees it even before the bus brings it back.
+func (r *Runtime) emit(ev *abi.Event, data any) *abi.Event {
+	raw, err := msgpack.Marshal(data)
+	if err != nil {
+		r.log.Error("encode event", "type", ev.Type, "err", err)
+		return ev
+	}
+	ev.Data, ev.Source = raw, "agent/"+r.cfg.Agent
+	if ev.ID == "" {
+		ev.ID = bus.NewID()
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	r.mu.Lock()
+	r.st.apply(ev)
+	r.st.own[ev.ID] = struct{}{}
+	r.mu.Unlock()
+	if _, err := r.k.Bus.PublishAsync(ev); err != nil && r.ctx.Err() == nil {
+		r.log.Warn("publish", "type", ev.Type, "err", err)
+	}
+	return ev
+}
+
+// tick is one step: x_t is what was observed since the last tick; with
+// nothing observed and no run loop open, it is a noop without asking the
+// policy (the rule layer before the policy).
+func (r *Runtime) tick(tk Tick) {
+	r.mu.Lock()
+	x := r.obs
+	r.obs = nil
+	due := len(x) > 0 || (len(r.st.open) > 0 && time.Since(r.lastCall) >= r.cfg.Heartbeat)
+	if !due {
+		r.mu.Unlock()
+		r.ticked(tk, false)
+		return
+	}
+	r.lastCall = time.Now()
+	in := &abi.AgentInput{Agent: r.cfg.Agent, Hz: tk.Hz}
+	for _, l := range r.st.open {
+		in.RunLoops = append(in.RunLoops, l.view())
+	}
+	r.mu.Unlock()
+
+	batch := &abi.Batch{Time: tk.At, Tick: tk.N, Events: x, Agent: in}
+	reply, err := r.cfg.Policy.Decide(r.ctx, batch)
+	switch {
+	case r.ctx.Err() != nil:
+		return
+	case err != nil:
+		r.report(tk.N, fmt.Sprintf("the policy failed: %v", firstLine(err.Error())))
+		// Nothing observed is lost: the next tick sees it again.
+		r.mu.Lock()
+		if len(x)+len(r.obs) <= maxRequeue {
+			r.obs = append(x, r.obs...)
+		}
+		r.mu.Unlock()
+	case reply.Error != "":
+		r.report(tk.N, "the policy could not decide: "+reply.Error)
+	default:
+		r.carryOut(tk, x, reply)
+	}
+	r.ticked(tk, true)
+}
+
+// maxRequeue bounds the observations kept for a policy that keeps failing.
+const maxRequeue = 1024
+
+func (r *Runtime) ticked(tk Tick, decided bool) {
+	if r.OnTick != nil {
+		r.OnTick(tk, decided)
+	}
+}
+
+func (r *Runtime) report(tick uint64, msg string) {
+	r.log.Warn("tick", "tick", tick, "err", msg)
+	r.publish(&abi.Event{Type: SubjectAgentError}, AgentError{Tick: tick, Error: msg})
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// carryOut publishes the tick's thought and actions, each in its run loop,
+// and starts what they ask for.
+func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
+	// The message the tick answers: the last one routed to the agent.
+	var trigger *abi.Event
+	var msg abi.UserMessage
+	for i := len(x) - 1; i >= 0; i-- {
+		if x[i].Type == abi.AgentMessageSubject(r.cfg.Agent) && msgpack.Unmarshal(x[i].Data, &msg) == nil {
+			trigger = &x[i]
+			break
+		}
+	}
+	opened := ""
+	touched := map[string]bool{}
+	var thoughtLoop string
+	for _, a := range reply.Actions {
+		if a.Type == abi.ActionNoop {
+			continue
+		}
+		var d abi.ActionData
+		if len(a.Data) > 0 {
+			if err := msgpack.Unmarshal(a.Data, &d); err != nil {
+				r.report(tk.N, fmt.Sprintf("action %s: its data is not an ActionData: %v", a.Type, err))
+				continue
+			}
+		}
+		switch a.Type {
+		case abi.ActionSay, abi.ActionQuery, abi.ActionToolCall, abi.ActionCancel:
+		default:
+			r.report(tk.N, fmt.Sprintf("unknown action %q: want noop, say, query, tool_call or cancel", a.Type))
+			continue
+		}
+		loop, err := r.loopFor(a, &d, trigger, &msg, &opened)
+		if err != nil {
+			r.report(tk.N, err.Error())
+			continue
+		}
+		cause := ""
+		if trigger != nil {
+			cause = trigger.ID
+		}
+		if a.Type == abi.ActionCancel {
+			r.emit(&abi.Event{Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
+				abi.ActionEvent{Type: a.Type, ActionData: d, Tick: tk.N})
+			r.wg.Add(1)
+			go func() { defer r.wg.Done(); r.cancelLoop(loop, d.Reason, cause) }()
+			continue
+		}
+		ev := r.emit(&abi.Event{ID: a.ID, Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
+			abi.ActionEvent{Type: a.Type, ActionData: d, Tick: tk.N})
+		if loop != "" {
+			touched[loop] = true
+			thoughtLoop = loop
+		}
+		switch {
+		case a.Type == abi.ActionToolCall:
+			r.wg.Add(1)
+			go func() { defer r.wg.Done(); r.runTool(loop, ev.ID, d) }()
+		case a.Type == abi.ActionSay && d.Done && loop != "":
+			r.endIfIdle(loop, "done", d.Text)
+		}
+	}
+	if reply.Thought != "" {
+		r.emit(&abi.Event{Type: abi.SubjectAgentThought, CorrelationID: thoughtLoop}, abi.Thought{Text: reply.Thought, Tick: tk.N})
+	}
+	r.bound(touched)
+}
+
+// loopFor is the run loop an action belongs to: the one it names, else the
+// one its message joined, else a new one for its message (opened once per
+// tick), else the only one open.
+func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, msg *abi.UserMessage, opened *string) (string, error) {
+	id := a.CorrelationID
+	if a.Type == abi.ActionCancel && d.RunLoopID != "" {
+		id = d.RunLoopID
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id != "" {
+		if l := r.st.loops[id]; l == nil || l.status != "" {
+			return "", fmt.Errorf("action %s names run loop %s, which is not open", a.Type, id)
+		}
+		return id, nil
+	}
+	switch {
+	case trigger != nil && trigger.CorrelationID != "":
+		return trigger.CorrelationID, nil
+	case *opened != "":
+		return *opened, nil
+	case trigger != nil && a.Type != abi.ActionCancel:
+		id = bus.NewID()
+		*opened = id
+		r.mu.Unlock()
+		r.emit(&abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: id, CausationID: trigger.ID},
+			abi.IntentStarted{RunLoopID: id, Agent: r.cfg.Agent, Goal: msg.Text, MessageID: msg.MessageID, MaxIterations: r.cfg.MaxIterations})
+		r.mu.Lock()
+		return id, nil
+	case len(r.st.open) == 1:
+		return r.st.open[0].id, nil
+	case a.Type == abi.ActionCancel:
+		return "", fmt.Errorf("cancel names no run loop and %d are open: say which", len(r.st.open))
+	}
+	return "", nil
+}
+
+// bound ends the run loops that reached their iteration limit, with a say
+// of what was done, and lowers the rate while queries go unanswered.
+func (r *Runtime) bound(touched map[string]bool) {
+	var over []*runLoop
+	queries := 0
+	r.mu.Lock()
+	for id := range touched {
+		if l := r.st.loops[id]; l != nil && l.status == "" && l.iterations >= max(l.maxIter, 1) {
+			over = append(over, l)
+		}
+	}
+	for _, l := range r.st.open {
+		queries = max(queries, l.queries)
+	}
+	lower := queries >= r.cfg.QueryBackoff && !r.backoff
+	if lower {
+		r.backoff = true
+	}
+	r.mu.Unlock()
+	if lower {
+		hz := max(r.cfg.MinHz, r.ticker.Hz()/2)
+		r.ticker.SetHz(hz)
+		r.log.Info("queries unanswered; ticking slower until the user answers", "queries", queries, "hz", hz)
+	}
+	for _, l := range over {
+		r.mu.Lock()
+		summary := summarize(l)
+		r.mu.Unlock()
+		text := fmt.Sprintf("I stopped after %d steps, the limit for one task. Done so far: %s", l.iterations, summary)
+		r.emit(&abi.Event{Type: abi.SubjectAgentAction, CorrelationID: l.id}, abi.ActionEvent{Type: abi.ActionSay, ActionData: abi.ActionData{Text: text}})
+		r.stopProcesses(l.id, "the run loop reached its iteration limit")
+		r.emit(&abi.Event{Type: abi.SubjectIntentEnded, CorrelationID: l.id}, abi.IntentEnded{RunLoopID: l.id, Status: "max_iterations", Summary: summary})
+	}
+}
+
+// summarize says what a run loop did, in a line. Called under r.mu.
+func summarize(l *runLoop) string {
+	var parts []string
+	for _, a := range l.actions {
+		if a.typ != abi.ActionToolCall {
+			continue
+		}
+		what := a.tool
+		if len(a.argv) > 0 {
+			what = strings.Join(a.argv, " ")
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", what, strings.ReplaceAll(a.status, "_", " ")))
+	}
+	if len(parts) == 0 {
+		return "nothing was run"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// endIfIdle ends a run loop whose policy said it is done, unless something
+// in it still runs.
+func (r *Runtime) endIfIdle(id, status, summary string) {
+	r.mu.Lock()
+	l := r.st.loops[id]
+	idle := l != nil && l.status == "" && len(l.inProgress()) == 0
+	r.mu.Unlock()
+	if idle {
+		r.emit(&abi.Event{Type: abi.SubjectIntentEnded, CorrelationID: id}, abi.IntentEnded{RunLoopID: id, Status: status, Summary: summary})
+	}
+}
+
+// spawnArgs are the arguments of the process.spawn tool.
+type spawnArgs struct {
+	Argv    []string `json:"argv"`
+	Command string   `json:"command"` // run by /bin/sh -c
+	Cwd     string   `json:"cwd"`
+	Skill   string   `json:"skill"` // the path of a skill.toml
+}
+
+// runTool carries out one tool call: kairo.tool.invoke, the call, then
+// kairo.tool.result — one of each for every call, whatever happens.
+func (r *Runtime) runTool(loop, actionID string, d abi.ActionData) {
+	r.emit(&abi.Event{Type: abi.SubjectToolInvoke, CorrelationID: loop, CausationID: actionID},
+		abi.ToolInvoke{ActionID: actionID, Tool: d.Tool, Args: d.Args})
+	start := time.Now()
+	res := abi.ToolResultEvent{ActionID: actionID, Tool: d.Tool}
+	switch d.Tool {
+	case "process.spawn":
+		var args spawnArgs
+		if d.Args != "" {
+			if err := json.Unmarshal([]byte(d.Args), &args); err != nil {
+				res.Status, res.Error = abi.StatusFailed, fmt.Sprintf("process.spawn: arguments are not a JSON object {argv|command, cwd}: %v", err)
+				break
+			}
+		}
+		if args.Command != "" {
+			args.Argv = []string{"/bin/sh", "-c", args.Command}
+		}
+		if len(args.Argv) == 0 && args.Skill == "" {
+			res.Status, res.Error = abi.StatusFailed, "process.spawn: give argv (a list) or command (a shell line)"
+			break
+		}
+		p := abi.SpawnParams{Argv: args.Argv, Cwd: args.Cwd, Mode: "line", Manifest: args.Skill, CorrelationID: loop, CausationID: actionID}
+		out, aerr := r.invoke("process.spawn", p)
+		if aerr != nil {
+			res.Status, res.Error = abi.StatusFailed, aerr.Message
+			break
+		}
+		var info abi.ProcessInfo
+		if err := msgpack.Unmarshal(out, &info); err != nil {
+			res.Status, res.Error = abi.StatusFailed, err.Error()
+			break
+		}
+		res.Status, res.ProcessID, res.Result = abi.StatusDone, info.ID, out
+	default:
+		res.Status, res.Error = abi.StatusFailed, fmt.Sprintf("unknown tool %q; the agent's tools are: process.spawn", d.Tool)
+	}
+	res.Duration = time.Since(start)
+	r.emit(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: actionID}, res)
+}
+
+// invoke calls a kernel method as the agent.
+func (r *Runtime) invoke(method string, params any) (msgpack.RawMessage, *abi.Error) {
+	raw, err := msgpack.Marshal(params)
+	if err != nil {
+		return nil, abi.Errorf(abi.CodeInternal, "encode %s params: %v", method, err)
+	}
+	return r.k.Invoke(r.ctx, method, &kernel.Call{Session: r.sess, Params: raw})
+}
+
+// stopProcesses ends every process of a run loop and gives every tool call
+// of it still without a result a canceled one, so none is left open.
+func (r *Runtime) stopProcesses(loop, reason string) int {
+	out, aerr := r.invoke("intent.cancel", abi.CancelParams{CorrelationID: loop, Reason: reason})
+	var res abi.CancelResult
+	if aerr == nil {
+		msgpack.Unmarshal(out, &res)
+	} else {
+		r.log.Warn("intent.cancel", "runLoop", loop, "err", aerr.Message)
+	}
+	// Processes end on their own events; wait for them a little, so the
+	// chain reads canceled, exited, then the closing words.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.mu.Lock()
+		var open []*action
+		if l := r.st.loops[loop]; l != nil {
+			open = l.inProgress()
+		}
+		r.mu.Unlock()
+		waiting := false
+		for _, a := range open {
+			if a.processID == "" || time.Now().After(deadline) {
+				r.emit(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: a.id},
+					abi.ToolResultEvent{ActionID: a.id, Tool: a.tool, Status: abi.StatusCanceled, Error: reason, ProcessID: ""})
+				r.mu.Lock()
+				if a.status == abi.StatusInProgress {
+					a.status, a.ended, a.result = abi.StatusCanceled, time.Now(), reason
+				}
+				r.mu.Unlock()
+			} else {
+				waiting = true
+			}
+		}
+		if !waiting || r.ctx.Err() != nil {
+			return len(res.ProcessIDs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// cancelLoop cancels a run loop: its processes die, every cut-off tool call
+// gets a canceled result, and a closing say and kairo.intent.ended end it.
+func (r *Runtime) cancelLoop(loop, reason, cause string) {
+	r.mu.Lock()
+	l := r.st.loops[loop]
+	open := l != nil && l.status == ""
+	r.mu.Unlock()
+	if !open {
+		return
+	}
+	if reason == "" {
+		reason = "canceled by the user"
+	}
+	n := r.stopProcesses(loop, reason)
+	r.mu.Lock()
+	summary := summarize(l)
+	goal := l.goal
+	r.mu.Unlock()
+	text := fmt.Sprintf("Stopped %q (%s): %d process(es) ended. %s.", goal, reason, n, summary)
+	r.emit(&abi.Event{Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
+		abi.ActionEvent{Type: abi.ActionSay, ActionData: abi.ActionData{Text: text}})
+	r.emit(&abi.Event{Type: abi.SubjectIntentEnded, CorrelationID: loop, CausationID: cause},
+		abi.IntentEnded{RunLoopID: loop, Status: "canceled", Summary: summary})
+}
+
+// noteExit turns a finished process of a run loop into a milestone: a
+// kairo.agent.note with its exit, duration and last lines.
+func (r *Runtime) noteExit(ev *abi.Event) {
+	var d processEvent
+	if msgpack.Unmarshal(ev.Data, &d) != nil {
+		return
+	}
+	r.mu.Lock()
+	a := r.st.procs[d.ProcessID]
+	var argv []string
+	status := ""
+	if a != nil {
+		argv, status = a.argv, a.status
+	}
+	r.mu.Unlock()
+	if a == nil || a.loop == nil {
+		return
+	}
+	n := abi.Note{RunLoopID: a.loop.id, ProcessID: d.ProcessID, Argv: argv, Status: status, ExitCode: d.ExitCode,
+		Duration: time.Duration(d.DurationMs) * time.Millisecond, LastLines: r.sess.lastLines(d.ProcessID)}
+	r.publish(&abi.Event{Type: abi.SubjectAgentNote, CorrelationID: a.loop.id, CausationID: ev.ID}, n)
+}

@@ -1,0 +1,315 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// Policy decides a tick: given the tick's batch — the observations in
+// Events, the composed input in Agent — it returns a thought and actions.
+type Policy interface {
+	Decide(ctx context.Context, batch *abi.Batch) (*abi.Reply, error)
+}
+
+// PolicyFunc is a Policy in Go, for tests and benchmarks.
+type PolicyFunc func(ctx context.Context, batch *abi.Batch) (*abi.Reply, error)
+
+// Decide calls f.
+func (f PolicyFunc) Decide(ctx context.Context, b *abi.Batch) (*abi.Reply, error) { return f(ctx, b) }
+
+// Config configures a Runtime. Kernel and Policy are required.
+type Config struct {
+	Kernel *kernel.Kernel
+	Policy Policy
+	// Agent is the agent's id; default "default".
+	Agent string
+	// Hz is the tick rate; default 10. Overrun is what a late tick does;
+	// default OverrunSkip.
+	Hz      float64
+	Overrun Overrun
+	// MaxIterations bounds the decisions in one run loop; default 25.
+	MaxIterations int
+	// QueryBackoff: after this many queries in a row that no user message
+	// answered, the rate halves (down to MinHz) until one does; default 3
+	// and 1 Hz.
+	QueryBackoff int
+	MinHz        float64
+	// Heartbeat: with run loops open and nothing observed, the policy is
+	// still asked this often, so it can act on time; default 1 s.
+	Heartbeat time.Duration
+	Logger    *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Agent == "" {
+		c.Agent = "default"
+	}
+	if c.Hz == 0 {
+		c.Hz = 10
+	}
+	if c.MaxIterations <= 0 {
+		c.MaxIterations = 25
+	}
+	if c.QueryBackoff <= 0 {
+		c.QueryBackoff = 3
+	}
+	if c.MinHz <= 0 {
+		c.MinHz = 1
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Runtime is one agent: it routes user messages to itself, turns what it
+// observes into ticks for its policy, and carries out the policy's actions
+// through the kernel, every step an event of the run loop it belongs to.
+type Runtime struct {
+	cfg    Config
+	k      *kernel.Kernel
+	log    *slog.Logger
+	ticker *Ticker
+	sess   *session
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	sub    *bus.Subscription
+
+	mu       sync.Mutex
+	st       *state
+	obs      []abi.Event // observed since the last tick: x_t
+	lastCall time.Time   // of the policy
+	backoff  bool        // the rate is lowered for unanswered queries
+
+	// OnTick, when set before Start, is told of every tick after it ran,
+	// with whether the policy was asked.
+	OnTick func(tk Tick, decided bool)
+}
+
+// New returns a runtime; Start runs it.
+func New(cfg Config) (*Runtime, error) {
+	cfg.defaults()
+	if cfg.Kernel == nil || cfg.Policy == nil {
+		return nil, errors.New("agent: Config.Kernel and Config.Policy are required")
+	}
+	t, err := NewTicker(cfg.Hz, cfg.Overrun)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", cfg.Agent, err)
+	}
+	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent)}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.sess = newSession(r.ctx, r)
+	return r, nil
+}
+
+// Start rebuilds the agent's state from the event log, marks what died with
+// the last daemon as interrupted, routes the user messages stored but not
+// yet routed, then follows the bus and starts ticking.
+func (r *Runtime) Start() error {
+	start := time.Now()
+	n := 0
+	err := r.k.Bus.Replay(r.ctx, bus.Query{}, func(ev *abi.Event) error {
+		n++
+		r.st.apply(ev)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("agent %s: rebuild from the event log: %w", r.cfg.Agent, err)
+	}
+	r.log.Info("agent state rebuilt", "events", n, "runLoops", len(r.st.loops), "open", len(r.st.open), "took", time.Since(start).Round(time.Millisecond))
+
+	sub, err := r.k.Bus.Subscribe(r.ctx, ">", bus.SubscribeOptions{FromSeq: r.st.lastSeq + 1}, r.observe)
+	if err != nil {
+		return fmt.Errorf("agent %s: follow the bus: %w", r.cfg.Agent, err)
+	}
+	r.sub = sub
+	r.markInterrupted()
+	r.mu.Lock()
+	pending := make([]*abi.Event, 0, len(r.st.unrouted))
+	for _, ev := range r.st.unrouted {
+		pending = append(pending, ev)
+	}
+	r.mu.Unlock()
+	for _, ev := range pending {
+		r.route(ev)
+	}
+	r.wg.Add(1)
+	go func() { // owned by the runtime: ends with Stop
+		defer r.wg.Done()
+		r.ticker.Run(r.ctx, r.tick)
+	}()
+	return nil
+}
+
+// Stop stops ticking and following the bus. Processes the agent started
+// keep running until the kernel ends them.
+func (r *Runtime) Stop() {
+	r.cancel()
+	r.wg.Wait()
+	if r.sub != nil {
+		<-r.sub.Done()
+	}
+}
+
+// Hz is the current tick rate.
+func (r *Runtime) Hz() float64 { return r.ticker.Hz() }
+
+// markInterrupted reports each action the log shows in progress whose
+// process this kernel does not run: it died with the daemon before.
+func (r *Runtime) markInterrupted() {
+	r.mu.Lock()
+	var lost []*action
+	for _, l := range r.st.open {
+		for _, a := range l.inProgress() {
+			if a.processID == "" {
+				lost = append(lost, a)
+			} else if _, ok := r.k.Proc.Get(a.processID); !ok {
+				lost = append(lost, a)
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, a := range lost {
+		const why = "the daemon stopped while it ran"
+		if a.processID != "" {
+			r.publish(&abi.Event{Type: "kairo.process.interrupted", CorrelationID: a.loop.id, CausationID: a.id},
+				map[string]any{"processId": a.processID, "reason": why})
+		} else {
+			r.publish(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: a.loop.id, CausationID: a.id},
+				abi.ToolResultEvent{ActionID: a.id, Tool: a.tool, Status: abi.StatusInterrupted, Error: why})
+		}
+	}
+}
+
+// observe is the bus subscription: every event updates the state, and what
+// concerns the agent is buffered for the next tick.
+func (r *Runtime) observe(evs []abi.Event) error {
+	for i := range evs {
+		ev := &evs[i]
+		r.mu.Lock()
+		r.st.apply(ev)
+		keep := r.concerns(ev)
+		if keep {
+			c := *ev
+			c.Data = append([]byte(nil), ev.Data...)
+			r.obs = append(r.obs, c)
+		}
+		r.mu.Unlock()
+		switch {
+		case ev.Type == abi.SubjectUserMessage:
+			r.route(ev)
+		case ev.Type == "kairo.process.exited":
+			r.noteExit(ev)
+		case ev.Type == abi.SubjectIntentCancel:
+			var d abi.CancelParams
+			if msgpack.Unmarshal(ev.Data, &d) == nil && d.CorrelationID != "" {
+				r.wg.Add(1)
+				go func() { defer r.wg.Done(); r.cancelLoop(d.CorrelationID, d.Reason, ev.ID) }()
+			}
+		}
+	}
+	return nil
+}
+
+// concerns reports whether ev is an observation of this agent: a message
+// routed to it, or an event of one of its run loops. Called under r.mu.
+func (r *Runtime) concerns(ev *abi.Event) bool {
+	switch {
+	case ev.Type == abi.AgentMessageSubject(r.cfg.Agent):
+		return true
+	case ev.Source == "agent/"+r.cfg.Agent:
+		return false // its own actions and thoughts
+	case ev.Type == abi.SubjectToolResult, ev.Type == abi.SubjectAgentNote, strings.HasPrefix(ev.Type, "kairo.process."):
+		l := r.st.loops[ev.CorrelationID]
+		return l != nil && l.status == ""
+	}
+	return false
+}
+
+// route delivers a user message to the agent, once per messageId.
+func (r *Runtime) route(ev *abi.Event) {
+	var m abi.UserMessage
+	if err := msgpack.Unmarshal(ev.Data, &m); err != nil || strings.TrimSpace(m.Text) == "" {
+		return
+	}
+	if m.Agent != "" && m.Agent != r.cfg.Agent {
+		return
+	}
+	if m.MessageID == "" {
+		m.MessageID = ev.ID
+	}
+	r.mu.Lock()
+	_, dup := r.st.seen[m.MessageID]
+	r.st.seen[m.MessageID] = struct{}{}
+	corr := ""
+	if l := r.st.loops[m.RunLoopID]; l != nil && l.status == "" {
+		corr = l.id
+	}
+	if r.backoff {
+		r.backoff = false
+		r.ticker.SetHz(r.cfg.Hz)
+	}
+	r.mu.Unlock()
+	if dup {
+		return
+	}
+	m.Agent = r.cfg.Agent
+	r.publish(&abi.Event{Type: abi.AgentMessageSubject(r.cfg.Agent), CorrelationID: corr, CausationID: ev.ID}, m)
+}
+
+// publish appends an event of the agent's, queued; the bus keeps the
+// order of what one goroutine publishes.
+func (r *Runtime) publish(ev *abi.Event, data any) *abi.Event {
+	raw, err := msgpack.Marshal(data)
+	if err != nil {
+		r.log.Error("encode event", "type", ev.Type, "err", err)
+		return ev
+	}
+	ev.Data, ev.Source = raw, "agent/"+r.cfg.Agent
+	if ev.ID == "" {
+		ev.ID = bus.NewID()
+	}
+	if _, err := r.k.Bus.PublishAsync(ev); err != nil && r.ctx.Err() == nil {
+		r.log.Warn("publish", "type", ev.Type, "err", err)
+	}
+	return ev
+}
+
+// publishDurable is publish that waits until the event is stored.
+func (r *Runtime) publishDurable(ev *abi.Event, data any) {
+	raw, err := msgpack.Marshal(data)
+	if err != nil {
+		r.log.Error("encode event", "type", ev.Type, "err", err)
+		return
+	}
+	ev.Data, ev.Source = raw, "agent/"+r.cfg.Agent
+	if ev.ID == "" {
+		ev.ID = bus.NewID()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := r.k.Bus.Publish(ctx, ev); err != nil && r.ctx.Err() == nil {
+		r.log.Warn("publish", "type", ev.Type, "err", err)
+	}
+}
+
+// PluginPolicy is the policy plugin name that m runs.
+func PluginPolicy(m *host.Manager, name string) Policy {
+	return PolicyFunc(func(ctx context.Context, b *abi.Batch) (*abi.Reply, error) { return m.Decide(ctx, name, b) })
+}

@@ -1,0 +1,247 @@
+package agent
+
+import (
+	"strings"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// state is what the event log says about the agent: its run loops, the
+// actions in them and what became of each, and the user messages already
+// routed. It is a fold of the log — built by replaying it at start and kept
+// by applying each new event — so whatever it says, the log says: an action
+// is in progress because its result is missing from the log, not because a
+// flag says so.
+type state struct {
+	agent    string
+	loops    map[string]*runLoop
+	open     []*runLoop            // oldest first
+	actions  map[string]*action    // by actionId
+	procs    map[string]*action    // by processId
+	seen     map[string]struct{}   // messageIds routed
+	unrouted map[string]*abi.Event // user messages stored but not routed yet (replay only)
+	// own are the events the runtime applied as it published them; the
+	// subscription, which brings them again, skips them once.
+	own     map[string]struct{}
+	lastSeq uint64
+}
+
+type runLoop struct {
+	id, goal   string
+	started    time.Time
+	ended      time.Time
+	status     string // "" while open, then an IntentEnded status
+	iterations int
+	lastTick   uint64
+	maxIter    int
+	actions    []*action
+	messages   []string
+	queries    int // queries in a row without a user message since
+}
+
+type action struct {
+	id, typ, tool, args, text string
+	loop                      *runLoop
+	status                    string
+	processID                 string
+	argv                      []string
+	progress                  string
+	result                    string
+	started, ended            time.Time
+	exitCode                  *int
+}
+
+func newState(agent string) *state {
+	return &state{
+		agent: agent, loops: map[string]*runLoop{}, actions: map[string]*action{}, procs: map[string]*action{},
+		seen: map[string]struct{}{}, unrouted: map[string]*abi.Event{}, own: map[string]struct{}{},
+	}
+}
+
+// processEvent is the data of the kernel's kairo.process.* events.
+type processEvent struct {
+	ProcessID  string         `msgpack:"processId"`
+	Argv       []string       `msgpack:"argv"`
+	Status     string         `msgpack:"status"`
+	ExitCode   *int           `msgpack:"exitCode"`
+	Signal     string         `msgpack:"signal"`
+	DurationMs int64          `msgpack:"durationMs"`
+	Reason     string         `msgpack:"reason"`
+	Values     map[string]any `msgpack:"values"`
+}
+
+// apply folds one event into the state.
+func (s *state) apply(ev *abi.Event) {
+	if ev.Seq > s.lastSeq {
+		s.lastSeq = ev.Seq
+	}
+	if _, ok := s.own[ev.ID]; ok && ev.Seq != 0 {
+		delete(s.own, ev.ID)
+		return
+	}
+	switch {
+	case ev.Type == abi.SubjectUserMessage:
+		var m abi.UserMessage
+		if msgpack.Unmarshal(ev.Data, &m) == nil && m.MessageID != "" && (m.Agent == "" || m.Agent == s.agent) {
+			if _, ok := s.seen[m.MessageID]; !ok {
+				s.unrouted[m.MessageID] = ev
+			}
+		}
+	case ev.Type == abi.AgentMessageSubject(s.agent):
+		var m abi.UserMessage
+		if msgpack.Unmarshal(ev.Data, &m) == nil {
+			s.seen[m.MessageID] = struct{}{}
+			delete(s.unrouted, m.MessageID)
+			if l := s.loops[ev.CorrelationID]; l != nil {
+				l.messages = append(l.messages, m.Text)
+				l.queries = 0
+			}
+		}
+	case ev.Type == abi.SubjectIntentStarted:
+		var d abi.IntentStarted
+		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Agent == s.agent && s.loops[d.RunLoopID] == nil {
+			l := &runLoop{id: d.RunLoopID, goal: d.Goal, started: ev.Time, maxIter: d.MaxIterations}
+			if d.Goal != "" {
+				l.messages = []string{d.Goal}
+			}
+			s.loops[l.id] = l
+			s.open = append(s.open, l)
+		}
+	case ev.Type == abi.SubjectIntentEnded:
+		var d abi.IntentEnded
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			if l := s.loops[d.RunLoopID]; l != nil && l.status == "" {
+				l.status, l.ended = d.Status, ev.Time
+				for i, o := range s.open {
+					if o == l {
+						s.open = append(s.open[:i:i], s.open[i+1:]...)
+						break
+					}
+				}
+			}
+		}
+	case ev.Type == abi.SubjectAgentAction:
+		var d abi.ActionEvent
+		l := s.loops[ev.CorrelationID]
+		if msgpack.Unmarshal(ev.Data, &d) != nil || s.actions[ev.ID] != nil {
+			return
+		}
+		a := &action{id: ev.ID, typ: d.Type, tool: d.Tool, args: d.Args, text: d.Text, loop: l, started: ev.Time, status: abi.StatusDone}
+		if d.Type == abi.ActionToolCall {
+			a.status = abi.StatusInProgress
+		}
+		s.actions[a.id] = a
+		if l != nil {
+			l.actions = append(l.actions, a)
+			if d.Tick != l.lastTick || l.iterations == 0 {
+				l.iterations++
+				l.lastTick = d.Tick
+			}
+			if d.Type == abi.ActionQuery {
+				l.queries++
+			}
+		}
+	case ev.Type == abi.SubjectToolResult:
+		var d abi.ToolResultEvent
+		if msgpack.Unmarshal(ev.Data, &d) != nil {
+			return
+		}
+		a := s.actions[d.ActionID]
+		if a == nil || a.status != abi.StatusInProgress {
+			return
+		}
+		if d.ProcessID != "" && d.Status == abi.StatusDone {
+			// Started: in progress until the process ends.
+			a.processID = d.ProcessID
+			s.procs[d.ProcessID] = a
+			return
+		}
+		a.status, a.ended = d.Status, ev.Time
+		a.result = d.Error
+		if a.result == "" && len(d.Result) > 0 {
+			a.result = shortResult(d.Result)
+		}
+	case strings.HasPrefix(ev.Type, "kairo.process."):
+		var d processEvent
+		if msgpack.Unmarshal(ev.Data, &d) != nil {
+			return
+		}
+		a := s.procs[d.ProcessID]
+		if a == nil {
+			if a = s.actions[ev.CausationID]; a == nil || d.ProcessID == "" {
+				return
+			}
+			a.processID = d.ProcessID
+			s.procs[d.ProcessID] = a
+		}
+		switch strings.TrimPrefix(ev.Type, "kairo.process.") {
+		case "spawned":
+			a.argv = d.Argv
+		case "progress":
+			a.progress = progressText(d.Values)
+		case "canceled":
+			if a.status == abi.StatusInProgress {
+				a.status = abi.StatusCanceled
+				a.result = d.Reason
+			}
+		case "interrupted":
+			if a.status == abi.StatusInProgress {
+				a.status, a.ended, a.result = abi.StatusInterrupted, ev.Time, d.Reason
+			}
+		case "exited":
+			a.ended, a.exitCode = ev.Time, d.ExitCode
+			switch {
+			case a.status == abi.StatusCanceled:
+			case d.ExitCode != nil && *d.ExitCode == 0:
+				a.status, a.result = abi.StatusDone, "exit code 0"
+			case d.ExitCode != nil:
+				a.status, a.result = abi.StatusFailed, "exit code "+itoa(*d.ExitCode)
+			default:
+				a.status, a.result = abi.StatusFailed, "killed by "+d.Signal
+			}
+		}
+	}
+}
+
+// inProgress lists the actions of l still running.
+func (l *runLoop) inProgress() []*action {
+	var out []*action
+	for _, a := range l.actions {
+		if a.status == abi.StatusInProgress {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// view is l as a policy sees it: its latest actions.
+func (l *runLoop) view() abi.RunLoopView {
+	v := abi.RunLoopView{ID: l.id, Goal: l.goal, StartedAt: l.started, Iterations: l.iterations, Messages: l.messages}
+	const keep = 16
+	acts := l.actions
+	if len(acts) > keep {
+		acts = acts[len(acts)-keep:]
+	}
+	for _, a := range acts {
+		v.Actions = append(v.Actions, abi.ActionView{
+			ID: a.id, Type: a.typ, Tool: a.tool, Args: a.args, Text: a.text, Status: a.status,
+			ProcessID: a.processID, Progress: a.progress, Result: a.result, StartedAt: a.started, EndedAt: a.ended,
+		})
+	}
+	return v
+}
+
+func shortResult(raw msgpack.RawMessage) string {
+	var v any
+	if msgpack.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	s := strings.TrimSpace(strings.ReplaceAll(fmtValue(v), "\n", " "))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
