@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-
-	"github.com/tetratelabs/wazero"
 )
 
 // The guests the tests load: real modules, built from Go sources once per
@@ -72,10 +70,13 @@ func warmCache() error {
 	errs := make(chan error, len(jobs))
 	for _, j := range jobs {
 		go func() {
-			cfg := wazero.NewRuntimeConfig().WithCompilationCache(testHost.cache).WithCloseOnContextDone(!j.trusted)
-			rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-			defer rt.Close(ctx)
-			_, err := rt.CompileModule(ctx, guests[j.guest])
+			// What Load compiles: the metered rewrite of an untrusted guest.
+			opts := Options{Name: j.guest, Trusted: j.trusted}
+			opts.defaults()
+			rt, _, _, err := testHost.compile(ctx, guests[j.guest], &opts)
+			if err == nil {
+				rt.Close(ctx)
+			}
 			errs <- err
 		}()
 	}

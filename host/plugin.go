@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -17,6 +18,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host/internal/meter"
 )
 
 // Config configures a Host. The zero value works: modules are compiled in
@@ -143,13 +145,18 @@ type Plugin struct {
 	stack  [1]uint64
 	inBuf  []byte // the encoded batch, reused from call to call
 
-	// The deadline of an untrusted instance's calls: one timer, armed
-	// around each call, closes expired, which is what dctx reports as Done.
-	// No context, timer or goroutine of the host's is made per call.
-	timer       *time.Timer
-	expired     chan struct{}
-	expiredOnce sync.Once
-	dctx        deadlineCtx
+	// The deadline of an untrusted instance's calls (meter.go): one timer,
+	// armed around each call, calls expire, which records the cause in
+	// stopped, zeroes the fuel of a metered guest and closes expired, which
+	// is what dctx reports as Done. No context, timer or goroutine of the
+	// host's is made per call. stopped is set once and never cleared: an
+	// instance whose call was stopped never serves again.
+	metered bool
+	fuel    api.MutableGlobal
+	timer   *time.Timer
+	expired chan struct{}
+	stopped atomic.Pointer[error]
+	dctx    deadlineCtx
 
 	// State of the call in progress, read by the host imports.
 	now       int64
@@ -168,30 +175,25 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 	if !opts.Trusted {
 		p.expired = make(chan struct{})
 		p.dctx.done = p.expired
-		p.timer = time.AfterFunc(time.Hour, func() { p.expiredOnce.Do(func() { close(p.expired) }) })
+		p.timer = time.AfterFunc(time.Hour, func() { p.expire(errDeadlinePassed) })
 		p.timer.Stop()
 	}
 
 	refuse := func(err error) error {
 		return &Failure{Plugin: opts.Name, Op: "load", Reason: ReasonRefused, Err: err}
 	}
-	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(h.cache).
-		WithCloseOnContextDone(!opts.Trusted).
-		WithMemoryLimitPages(opts.MemoryPages)
-	p.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
+	rt, compiled, metered, err := h.compile(ctx, wasm, &opts)
+	if err != nil {
+		return nil, refuse(fmt.Errorf("not a valid WebAssembly module: %w", err))
+	}
+	p.rt, p.metered = rt, metered
 	ok := false
 	defer func() {
 		if !ok {
 			_ = p.rt.Close(context.Background())
 		}
 	}()
-
-	compiled, err := p.rt.CompileModule(ctx, wasm)
-	if err != nil {
-		return nil, refuse(fmt.Errorf("not a valid WebAssembly module: %w", err))
-	}
-	if err := checkImports(compiled); err != nil {
+	if err := checkImports(compiled, metered); err != nil {
 		return nil, refuse(err)
 	}
 	if err := opts.Grants.checkImports(compiled); err != nil {
@@ -206,6 +208,11 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 	if err := p.instantiateImports(ctx); err != nil {
 		return nil, fmt.Errorf("plugin %s: host module: %w", opts.Name, err)
 	}
+	if metered {
+		if err := p.instantiateMeter(ctx); err != nil {
+			return nil, fmt.Errorf("plugin %s: meter module: %w", opts.Name, err)
+		}
+	}
 	// No start functions: _initialize runs below, under the start deadline.
 	mcfg := wazero.NewModuleConfig().WithName(opts.Name).WithStartFunctions().
 		WithStderr(&p.stderr).WithStdout(&p.stderr)
@@ -213,6 +220,13 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 	p.mod, err = p.rt.InstantiateModule(ctx, compiled, mcfg)
 	if err != nil {
 		return nil, refuse(err)
+	}
+	if metered {
+		fuel, ok := p.mod.ExportedGlobal(meter.ExportFuel).(api.MutableGlobal)
+		if !ok {
+			return nil, fmt.Errorf("plugin %s: the metered module exports no mutable %s", opts.Name, meter.ExportFuel)
+		}
+		p.fuel = fuel
 	}
 	p.input = p.mod.ExportedFunction(abi.ExportInput)
 	p.init = p.mod.ExportedFunction(abi.ExportInit)
@@ -340,47 +354,44 @@ func (p *Plugin) roundTrip(ctx context.Context, op string, fn api.Function, dead
 // callRaw calls fn with p.stack, under deadline unless the plugin is
 // trusted, and stops the instance when the call fails.
 func (p *Plugin) callRaw(ctx context.Context, op string, fn api.Function, deadline time.Duration) error {
-	armed := false
-	switch {
-	case p.opts.Trusted:
-	case ctx.Done() == nil:
-		// The caller cannot cancel: the instance's timer is the only
-		// thing that can end the call.
+	caller := ctx
+	var unwatch func() bool
+	if !p.opts.Trusted {
+		if ctx.Done() != nil {
+			unwatch = context.AfterFunc(ctx, func() { p.expire(context.Cause(caller)) })
+		}
 		p.dctx.Context = ctx
-		ctx, armed = &p.dctx, true
+		ctx = &p.dctx
 		p.timer.Reset(deadline)
-	default:
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, deadline)
-		defer cancel()
 	}
 	p.stderr.Reset()
 	err := fn.CallWithStack(ctx, p.stack[:])
-	if armed && !p.timer.Stop() && err == nil {
-		// The call returned as its deadline fired: wazero may be closing
-		// the module already, so the instance cannot serve again.
-		err = sys.NewExitError(sys.ExitCodeDeadlineExceeded)
+	stopped := false
+	if !p.opts.Trusted {
+		// A timer or watch that fired as the call returned may be zeroing
+		// the fuel, or wazero closing the module, already: the instance
+		// cannot serve again.
+		stopped = !p.timer.Stop()
+		if unwatch != nil && !unwatch() {
+			stopped = true
+		}
+		stopped = stopped || p.stopped.Load() != nil
 	}
-	if err == nil {
+	if err == nil && !stopped {
 		return nil
 	}
 	reason := ReasonTrap
 	var exit *sys.ExitError
 	var bounds *boundsError
 	switch {
+	case stopped:
+		reason, err = ReasonDeadline, p.stopCause(deadline, caller)
 	case p.importErr != nil:
 		reason, err = ReasonBadPointer, p.importErr
 	case errors.As(err, &bounds):
 		reason = ReasonBadPointer
 	case errors.As(err, &exit):
-		switch exit.ExitCode() {
-		case sys.ExitCodeDeadlineExceeded:
-			reason, err = ReasonDeadline, fmt.Errorf("stopped after its deadline of %v", deadline)
-		case sys.ExitCodeContextCanceled:
-			reason, err = ReasonDeadline, fmt.Errorf("stopped: %w", context.Cause(ctx))
-		default:
-			reason = ReasonExit
-		}
+		reason = ReasonExit
 	}
 	// A Go guest that cannot grow its memory says so on stderr, then traps
 	// (or exits, as a command).
@@ -401,11 +412,17 @@ func (p *Plugin) stop(ctx context.Context, op string, reason Reason, err error) 
 }
 
 // checkImports refuses a module that imports anything but WASI functions and
-// the host module's functions.
-func checkImports(m wazero.CompiledModule) error {
+// the host module's functions, and, when metered, the meter's yield.
+func checkImports(m wazero.CompiledModule, metered bool) error {
 	for _, f := range m.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		switch mod {
+		case meter.ImportModule:
+			// The rewriter refuses a module that imports from this name,
+			// so only its own import is here.
+			if !metered || name != meter.ImportYield {
+				return fmt.Errorf("the module imports %s.%s, from a module name the host reserves", mod, name)
+			}
 		case wasi_snapshot_preview1.ModuleName:
 			// wazero implements all of preview1; what a module may reach
 			// through it is set by the module config.
@@ -528,23 +545,4 @@ func (t *stderrBuffer) String() string {
 		return string(t.head) + "\n[...]\n" + string(t.tail)
 	}
 	return string(t.head) + string(t.tail)
-}
-
-// deadlineCtx is the context of a call to an untrusted guest whose caller
-// cannot cancel: the caller's values, and Done when the instance's timer
-// fires. wazero closes the module when Done closes; Err tells it why.
-type deadlineCtx struct {
-	context.Context
-	done <-chan struct{}
-}
-
-func (c *deadlineCtx) Done() <-chan struct{} { return c.done }
-
-func (c *deadlineCtx) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
 }
