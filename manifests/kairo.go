@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,7 @@ type Config struct {
 	Log     LogConfig     `toml:"log"`
 	Sandbox SandboxConfig `toml:"sandbox"`
 	Host    HostConfig    `toml:"host"`
+	LLM     LLMConfig     `toml:"llm"`
 	// Plugins are the operator's word on each plugin, [plugins.NAME]: it
 	// may turn one off, trust it, narrow its grants, change its limits.
 	Plugins map[string]PluginOverride `toml:"plugins"`
@@ -71,6 +73,36 @@ func (c *Config) PluginsPath(home string) string { return underHome(home, c.Host
 
 // CachePath is the compilation cache of a daemon whose data folder is home.
 func (c *Config) CachePath(home string) string { return underHome(home, c.Host.CacheDir) }
+
+// LLMConfig is the [llm] table: the OpenAI-compatible endpoint behind the
+// host method llm.chat.
+type LLMConfig struct {
+	// BaseURL is the endpoint's API root, such as "https://api.openai.com/v1"
+	// or "http://localhost:11434/v1" (Ollama). Empty: no LLM is configured,
+	// and llm.chat says how to configure one.
+	BaseURL string `toml:"base_url"`
+	// Model is asked for when a request names none.
+	Model string `toml:"model"`
+	// APIKeyEnv names the environment variable that holds the API key; the
+	// key itself never goes in the file.
+	APIKeyEnv string `toml:"api_key_env"`
+	// Timeout bounds each HTTP request, from sending it to the last token.
+	Timeout string `toml:"timeout"`
+	// MaxRetries is how many times a request that met a rate limit (429), a
+	// server error (5xx) or a dropped connection is sent again.
+	MaxRetries int `toml:"max_retries"`
+	// Stream asks for the answer as server-sent events.
+	Stream bool `toml:"stream"`
+}
+
+// TimeoutDuration is Timeout parsed; valid once Validate passed.
+func (l LLMConfig) TimeoutDuration() time.Duration {
+	d, _ := time.ParseDuration(l.Timeout)
+	return d
+}
+
+// Configured reports whether an endpoint is set.
+func (l LLMConfig) Configured() bool { return l.BaseURL != "" }
 
 // SandboxConfig is the [sandbox] table.
 type SandboxConfig struct {
@@ -208,6 +240,7 @@ func (c *Config) validate() []*Error {
 	if d, err := time.ParseDuration(c.Host.FailureWindow); err != nil || d <= 0 {
 		bad("host.failure_window", "%q is not a positive duration; write it as \"1m\", \"30s\"", c.Host.FailureWindow)
 	}
+	errs = append(errs, c.LLM.validate()...)
 	names := slices.Sorted(maps.Keys(c.Plugins))
 	for _, name := range names {
 		op := c.Plugins[name]
@@ -221,6 +254,39 @@ func (c *Config) validate() []*Error {
 			}
 			bad(key, "%s", msg)
 		}
+	}
+	return errs
+}
+
+// maxLLMRetries bounds llm.max_retries: with backoff doubling each time,
+// more would keep a run loop waiting for minutes on an endpoint that is down.
+const maxLLMRetries = 10
+
+func (l *LLMConfig) validate() []*Error {
+	var errs []*Error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	if l.BaseURL != "" {
+		u, err := url.Parse(l.BaseURL)
+		switch {
+		case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+			bad("llm.base_url", "%q is not an http(s) URL; give the API root of an OpenAI-compatible endpoint, such as \"https://api.openai.com/v1\" or \"http://localhost:11434/v1\"", l.BaseURL)
+		case u.User != nil:
+			bad("llm.base_url", "holds credentials; put the API key in the environment variable named by llm.api_key_env instead")
+		}
+		if l.Model == "" {
+			bad("llm.model", "is empty; name the model to ask for, such as \"gpt-4o-mini\" or \"llama3.2\"")
+		}
+	}
+	if l.APIKeyEnv != "" && !identRE.MatchString(l.APIKeyEnv) {
+		bad("llm.api_key_env", "%q is not an environment variable name; give the NAME of the variable that holds the key, such as \"OPENAI_API_KEY\", never the key itself", l.APIKeyEnv)
+	}
+	if d, err := time.ParseDuration(l.Timeout); err != nil || d <= 0 {
+		bad("llm.timeout", "%q is not a positive duration; write it as \"60s\", \"2m\"", l.Timeout)
+	}
+	if l.MaxRetries < 0 || l.MaxRetries > maxLLMRetries {
+		bad("llm.max_retries", "%d is out of range; want 0 (no retry) to %d", l.MaxRetries, maxLLMRetries)
 	}
 	return errs
 }

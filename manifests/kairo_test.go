@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -31,6 +32,7 @@ func TestDefaults(t *testing.T) {
 		Sandbox: SandboxConfig{Mode: SandboxEnforce},
 		Host: HostConfig{PluginsDir: "plugins", Builtins: true, CacheDir: "cache", Deadline: "1s", Memory: 64 * MiB,
 			MaxFailures: 5, FailureWindow: "1m"},
+		LLM: LLMConfig{BaseURL: "", Model: "", APIKeyEnv: "OPENAI_API_KEY", Timeout: "60s", MaxRetries: 3, Stream: true},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() = %+v\nwant %+v", c, want)
@@ -66,6 +68,13 @@ func TestLoadOverlays(t *testing.T) {
 		{"a plugin override", "[plugins.echo]\nenabled = false\ncall = []\ndeadline = \"50ms\"\n", func(c Config) bool {
 			op, ok := c.Plugins["echo"]
 			return ok && op.Disabled() && op.Call != nil && len(op.Call) == 0 && op.Publish == nil && op.Deadline == "50ms"
+		}},
+		{"an llm endpoint", "[llm]\nbase_url = \"http://localhost:11434/v1\"\nmodel = \"llama3.2\"\napi_key_env = \"\"\nstream = false\n", func(c Config) bool {
+			return c.LLM == LLMConfig{BaseURL: "http://localhost:11434/v1", Model: "llama3.2", Timeout: "60s", MaxRetries: 3} &&
+				c.LLM.Configured() && c.LLM.TimeoutDuration() == time.Minute
+		}},
+		{"llm retries and timeout", "llm.max_retries = 0\nllm.timeout = \"2m30s\"\n", func(c Config) bool {
+			return c.LLM.MaxRetries == 0 && c.LLM.TimeoutDuration() == 150*time.Second && !c.LLM.Configured() && c.LLM.APIKeyEnv == "OPENAI_API_KEY"
 		}},
 		{"the defaults file itself", string(DefaultsTOML), func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
 	} {
@@ -112,6 +121,16 @@ func TestLoadErrors(t *testing.T) {
 		{"bad plugin deadline", "[plugins.echo]\ndeadline = \"-1s\"\n", 2, "plugins.echo.deadline", `deadline "-1s" is not a positive duration`},
 		{"bad plugin name", "[plugins.Echo]\ntrusted = true\n", 1, "plugins.Echo", `"Echo" is not a plugin name`},
 		{"unknown plugin key", "[plugins.echo]\ntrust = true\n", 2, "plugins.echo.trust", `unknown key`},
+		{"llm api key in the file", "[llm]\napi_key = \"sk-123\"\n", 2, "llm.api_key",
+			`unknown key; .*\(\[llm\] takes base_url, model, api_key_env, timeout, max_retries, stream\)`},
+		{"llm key for its name", "[llm]\nbase_url = \"https://api.openai.com/v1\"\nmodel = \"m\"\napi_key_env = \"sk-proj-abc\"\n", 4, "llm.api_key_env",
+			`"sk-proj-abc" is not an environment variable name; give the NAME`},
+		{"llm url without scheme", "[llm]\nbase_url = \"localhost:11434\"\nmodel = \"m\"\n", 2, "llm.base_url", `is not an http\(s\) URL`},
+		{"llm url with credentials", "[llm]\nmodel = \"m\"\nbase_url = \"https://me:secret@example.com/v1\"\n", 3, "llm.base_url", `holds credentials`},
+		{"llm without model", "[llm]\nbase_url = \"http://localhost:8000/v1\"\n", 1, "llm.model", `is empty; name the model`},
+		{"llm bad timeout", "[llm]\ntimeout = \"0s\"\n", 2, "llm.timeout", `"0s" is not a positive duration`},
+		{"llm retries out of range", "[llm]\nmax_retries = -1\n", 2, "llm.max_retries", `-1 is out of range; want 0 \(no retry\) to 10`},
+		{"llm stream as string", "[llm]\nstream = \"yes\"\n", 2, "llm.stream", `"yes" is a string, want true or false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeConfig(t, tc.text)
