@@ -16,8 +16,9 @@ import (
 // test binary by the standard toolchain (its build cache keeps a rebuild
 // to well under a second).
 var guestSources = map[string]string{
-	"echo":    "./plugins/echo",
-	"hostile": "./host/testdata/hostile",
+	"echo":        "./plugins/echo",
+	"hostile":     "./host/testdata/hostile",
+	"meter_sleep": "./host/testdata/meter_sleep",
 }
 
 var (
@@ -66,7 +67,7 @@ func warmCache() error {
 	jobs := []struct {
 		guest   string
 		trusted bool
-	}{{"echo", false}, {"hostile", false}, {"echo", true}}
+	}{{"echo", false}, {"hostile", false}, {"echo", true}, {"meter_sleep", false}}
 	errs := make(chan error, len(jobs))
 	for _, j := range jobs {
 		go func() {

@@ -53,7 +53,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt waze
 		rewritten, rerr := meter.Rewrite(wasm)
 		if rerr == nil {
 			rt = h.newRuntime(ctx, false, opts.MemoryPages)
-			if compiled, err = rt.CompileModule(ctx, rewritten); err == nil {
+			if compiled, err = compileModule(ctx, rt, rewritten); err == nil {
 				return rt, compiled, true, nil
 			}
 			_ = rt.Close(ctx)
@@ -63,11 +63,24 @@ func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt waze
 			"plugin", opts.Name, "err", rerr)
 	}
 	rt = h.newRuntime(ctx, !opts.Trusted, opts.MemoryPages)
-	if compiled, err = rt.CompileModule(ctx, wasm); err != nil {
+	if compiled, err = compileModule(ctx, rt, wasm); err != nil {
 		_ = rt.Close(ctx)
 		return nil, nil, false, err
 	}
 	return rt, compiled, false, nil
+}
+
+// compileModule is rt.CompileModule, with a panic of wazero's turned into an
+// error: its validator (v1.12) panics on some invalid modules, such as one
+// declaring a function of a type it does not have, and a plugin file must not
+// take the host down.
+func compileModule(ctx context.Context, rt wazero.Runtime, wasm []byte) (compiled wazero.CompiledModule, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			compiled, err = nil, fmt.Errorf("wazero panicked compiling it: %v", v)
+		}
+	}()
+	return rt.CompileModule(ctx, wasm)
 }
 
 // instantiateMeter instantiates the kairo_meter host module of a metered

@@ -39,7 +39,7 @@ func (w *rewriter) function(out, body []byte) ([]byte, error) {
 			depth++
 			if op == 0x03 {
 				b = append(b, body[from:i]...)
-				b = append(b, w.check...)
+				b = append(b, w.checkSeq...)
 				from = i
 				if prefix {
 					loopFirst = true
@@ -58,7 +58,7 @@ func (w *rewriter) function(out, body []byte) ([]byte, error) {
 				size := uint64(len(locals)) + uint64(len(b))
 				entry := calls && !loopFirst
 				if entry {
-					size += uint64(len(w.check))
+					size += uint64(len(w.checkSeq))
 				}
 				if size > 1<<32-1 {
 					return nil, fmt.Errorf("the body grows past 4 GiB")
@@ -66,7 +66,7 @@ func (w *rewriter) function(out, body []byte) ([]byte, error) {
 				out = appendU32(out, uint32(size))
 				out = append(out, locals...)
 				if entry {
-					out = append(out, w.check...)
+					out = append(out, w.checkSeq...)
 				}
 				return append(out, b...), nil
 			}

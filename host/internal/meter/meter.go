@@ -97,8 +97,8 @@ type rewriter struct {
 	definedGlobals uint32
 	definedFuncs   uint32
 
-	check []byte // the check sequence, with the module's indices
-	body  []byte // scratch: one function body, rewritten
+	checkSeq []byte // the check sequence, with the module's indices
+	body     []byte // scratch: one function body, rewritten
 }
 
 // Rewrite returns a copy of the WebAssembly module wasm with the checks the
@@ -165,8 +165,10 @@ func (w *rewriter) sections() error {
 			err = w.elements(content)
 		case secCode:
 			err = w.code(content)
-		default: // tables, memories, data count and data hold no function or global index to move
-			w.out = appendSection(w.out, id, content)
+		default: // tables, memories, data count and data hold no index to move
+			if err = w.check(id, content); err == nil {
+				w.out = appendSection(w.out, id, content)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("section %d at byte %#x: %w", id, start, err)
@@ -246,7 +248,9 @@ func (w *rewriter) imports(content []byte) error {
 		}
 		switch kind := r.byte(); kind {
 		case 0x00: // function
-			r.u32()
+			if t := r.u32(); t >= w.numTypes && r.err == nil {
+				return fmt.Errorf("import %s.%s has type %d; the module has %d types", mod, name, t, w.numTypes)
+			}
 			w.importedFuncs++
 		case 0x01: // table
 			r.refType()
@@ -280,7 +284,11 @@ func (w *rewriter) functions(content []byte) error {
 	r := reader{b: content}
 	n := r.u32()
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		r.u32()
+		// wazero v1.12 does not check this before it validates the code,
+		// and panics.
+		if t := r.u32(); t >= w.numTypes && r.err == nil {
+			return fmt.Errorf("function %d has type %d; the module has %d types", w.importedFuncs+i, t, w.numTypes)
+		}
 	}
 	if err := r.done(); err != nil {
 		return err
@@ -401,8 +409,11 @@ func (w *rewriter) elements(content []byte) error {
 			if r.err != nil {
 				return nil, r.err
 			}
+			if uint64(count) > uint64(len(content)-r.off) { // every item takes a byte at least
+				return nil, fmt.Errorf("element segment %d claims %d items: %w", i, count, errShort)
+			}
 			out = appendU32(out, count)
-			for k := uint32(0); k < count; k++ {
+			for k := uint32(0); k < count && r.err == nil; k++ {
 				if exprs {
 					if out, err = w.constExpr(&r, out); err != nil {
 						return nil, fmt.Errorf("element segment %d item %d: %w", i, k, err)
@@ -412,8 +423,49 @@ func (w *rewriter) elements(content []byte) error {
 				}
 			}
 		}
+		if r.err != nil {
+			return nil, r.err
+		}
 		return out, r.done()
 	})
+}
+
+// check reads a section the rewrite copies as it is, so that what follows is
+// not read from garbage.
+func (w *rewriter) check(id byte, content []byte) error {
+	r := reader{b: content}
+	if id == secDataCount {
+		r.u32()
+		return r.done()
+	}
+	n := r.u32()
+	if uint64(n) > uint64(len(content)) { // every entry takes a byte at least
+		return fmt.Errorf("%d entries in %d bytes: %w", n, len(content), errShort)
+	}
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		switch id {
+		case secTable:
+			r.refType()
+			r.limits()
+		case secMemory:
+			r.limits()
+		case secData:
+			flags := r.u32()
+			if flags > 2 && r.err == nil {
+				return fmt.Errorf("data segment %d has flags %d: %w", i, flags, ErrUnsupported)
+			}
+			if flags == 2 {
+				r.u32()
+			}
+			if flags != 1 && r.err == nil {
+				if _, err := w.constExpr(&r, nil); err != nil {
+					return fmt.Errorf("data segment %d offset: %w", i, err)
+				}
+			}
+			r.bytes(r.u32())
+		}
+	}
+	return r.done()
 }
 
 // code rewrites every function body.
@@ -426,7 +478,7 @@ func (w *rewriter) code(content []byte) error {
 	if n != w.definedFuncs {
 		return fmt.Errorf("%d function bodies for %d declared functions", n, w.definedFuncs)
 	}
-	w.check = w.checkSequence()
+	w.checkSeq = w.checkSequence()
 	return w.sectionErr(secCode, func(out []byte) ([]byte, error) {
 		out = appendU32(out, n)
 		for i := uint32(0); i < n; i++ {
