@@ -68,14 +68,14 @@ func run(m *testing.M) int {
 
 // env is a kernel over a SQLite file, and what the test watches on its bus.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	path   string
 	bus    *bus.Bus
 	kernel *kernel.Kernel
 	events *watcher
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, path: filepath.Join(t.TempDir(), "events.db")}
 	e.open()
@@ -149,7 +149,7 @@ type watcher struct {
 	wake chan struct{}
 }
 
-func watch(t *testing.T, b *bus.Bus) *watcher {
+func watch(t testing.TB, b *bus.Bus) *watcher {
 	w := &watcher{wake: make(chan struct{}, 1)}
 	sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{FromSeq: b.LastSeq() + 1}, func(evs []abi.Event) error {
 		w.mu.Lock()
@@ -172,7 +172,7 @@ func watch(t *testing.T, b *bus.Bus) *watcher {
 }
 
 // until waits for an event that match accepts and returns it.
-func (w *watcher) until(t *testing.T, what string, match func(*abi.Event) bool) *abi.Event {
+func (w *watcher) until(t testing.TB, what string, match func(*abi.Event) bool) *abi.Event {
 	t.Helper()
 	timeout := time.After(20 * time.Second)
 	seen := 0

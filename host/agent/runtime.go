@@ -203,8 +203,9 @@ func (r *Runtime) observe(evs []abi.Event) error {
 	for i := range evs {
 		ev := &evs[i]
 		r.mu.Lock()
+		_, own := r.st.own[ev.ID]
 		r.st.apply(ev)
-		keep := r.concerns(ev)
+		keep := !own && r.concerns(ev)
 		if keep {
 			c := *ev
 			c.Data = append([]byte(nil), ev.Data...)
@@ -270,7 +271,12 @@ func (r *Runtime) route(ev *abi.Event) {
 		return
 	}
 	m.Agent = r.cfg.Agent
-	r.publish(&abi.Event{Type: abi.AgentMessageSubject(r.cfg.Agent), CorrelationID: corr, CausationID: ev.ID}, m)
+	// Observed at once, not when the bus brings it back: the next tick
+	// answers it.
+	routed := r.emit(&abi.Event{Type: abi.AgentMessageSubject(r.cfg.Agent), CorrelationID: corr, CausationID: ev.ID}, m)
+	r.mu.Lock()
+	r.obs = append(r.obs, *routed)
+	r.mu.Unlock()
 }
 
 // publish appends an event of the agent's, queued; the bus keeps the

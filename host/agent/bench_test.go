@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// benchSeconds is how long a tick benchmark runs: KAIRO_TICK_SECONDS, else
+// def.
+func benchSeconds(def int) time.Duration {
+	if s, err := strconv.Atoi(os.Getenv("KAIRO_TICK_SECONDS")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return time.Duration(def) * time.Second
+}
+
+var noop = PolicyFunc(func(context.Context, *abi.Batch) (*abi.Reply, error) { return &abi.Reply{}, nil })
+
+// BenchmarkTickJitter runs the runtime with a no-op policy, 100 Hz for 60 s
+// and 1 kHz for 10 s (KAIRO_TICK_SECONDS shortens both), and reports the
+// 99th percentile of how late a tick woke (p99-us) and how far the tick
+// number is from wall time at the end (drift-ticks).
+func BenchmarkTickJitter(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		hz   float64
+		secs int
+	}{{"100Hz", 100, 60}, {"1kHz", 1000, 10}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := newEnv(b)
+			var mu sync.Mutex
+			var late []time.Duration
+			var first, last Tick
+			done := make(chan struct{})
+			dur := benchSeconds(c.secs)
+			r, err := New(Config{Kernel: e.kernel, Policy: noop, Hz: c.hz, Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.OnTick = func(tk Tick, _ bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				if tk.N == 0 {
+					first = tk
+				}
+				last = tk
+				late = append(late, tk.Woke.Sub(tk.At))
+				if tk.Woke.Sub(first.At) >= dur {
+					select {
+					case <-done:
+					default:
+						close(done)
+					}
+				}
+			}
+			b.ResetTimer()
+			if err := r.Start(); err != nil {
+				b.Fatal(err)
+			}
+			<-done
+			r.Stop()
+			b.StopTimer()
+			mu.Lock()
+			defer mu.Unlock()
+			slices.Sort(late)
+			period := time.Duration(float64(time.Second) / c.hz)
+			want := int64(last.Woke.Sub(first.At) / period)
+			drift := int64(last.N) - want
+			if drift < 0 {
+				drift = -drift
+			}
+			b.ReportMetric(float64(late[len(late)*99/100].Nanoseconds())/1e3, "p99-us")
+			b.ReportMetric(float64(drift), "drift-ticks")
+			b.ReportMetric(float64(len(late)), "ticks")
+		})
+	}
+}
+
+// BenchmarkMessageToAction is the time from publishing a user message to
+// the agent's first action event for it, through the durable store, the
+// router and a tick at 1 kHz, with a scripted policy that answers at once.
+func BenchmarkMessageToAction(b *testing.B) {
+	e := newEnv(b)
+	policy := PolicyFunc(func(_ context.Context, batch *abi.Batch) (*abi.Reply, error) {
+		var reply abi.Reply
+		for _, ev := range batch.Events {
+			if ev.Type == abi.AgentMessageSubject("default") {
+				data, _ := msgpack.Marshal(abi.ActionData{Text: "ok", Done: true})
+				reply.Actions = append(reply.Actions, abi.Action{Type: abi.ActionSay, Data: data})
+			}
+		}
+		return &reply, nil
+	})
+	e.start(Config{Policy: policy, Hz: 1000})
+	actions := make(chan struct{}, 16)
+	sub, err := e.bus.Subscribe(context.Background(), abi.SubjectAgentAction, bus.SubscribeOptions{}, func(evs []abi.Event) error {
+		for range evs {
+			actions <- struct{}{}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Close()
+	took := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		e.say("ping", fmt.Sprintf("m-%d", i))
+		select {
+		case <-actions:
+		case <-time.After(10 * time.Second):
+			b.Fatal("no action within 10s")
+		}
+		took = append(took, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "p50-us")
+}
+
+// BenchmarkRebuildState is the start of an agent over a log of 100,000
+// events — run loops with their messages, actions, tool calls, processes
+// and notes — in a SQLite store: the replay and the fold.
+func BenchmarkRebuildState(b *testing.B) {
+	e := newEnv(b)
+	const total = 100_000
+	evs := make([]*abi.Event, 0, 1000)
+	enc := func(v any) []byte { raw, _ := msgpack.Marshal(v); return raw }
+	n := 0
+	for loop := 0; n < total; loop++ {
+		id := fmt.Sprintf("loop-%d", loop)
+		act := fmt.Sprintf("act-%d", loop)
+		pid := fmt.Sprintf("p%d", loop)
+		code := 0
+		chain := []abi.Event{
+			{Type: abi.SubjectUserMessage, Data: enc(abi.UserMessage{Text: "run make", MessageID: "m" + id})},
+			{Type: abi.AgentMessageSubject("default"), Data: enc(abi.UserMessage{Text: "run make", MessageID: "m" + id})},
+			{Type: abi.SubjectIntentStarted, CorrelationID: id, Data: enc(abi.IntentStarted{RunLoopID: id, Agent: "default", Goal: "run make"})},
+			{ID: act, Type: abi.SubjectAgentAction, CorrelationID: id, Data: enc(abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: "process.spawn", Args: `{"command":"make"}`}})},
+			{Type: abi.SubjectToolInvoke, CorrelationID: id, CausationID: act, Data: enc(abi.ToolInvoke{ActionID: act, Tool: "process.spawn"})},
+			{Type: abi.SubjectToolResult, CorrelationID: id, CausationID: act, Data: enc(abi.ToolResultEvent{ActionID: act, Tool: "process.spawn", Status: abi.StatusDone, ProcessID: pid})},
+			{Type: "kairo.process.spawned", CorrelationID: id, CausationID: act, Data: enc(map[string]any{"processId": pid, "argv": []string{"make"}})},
+			{Type: "kairo.process.progress", CorrelationID: id, CausationID: act, Data: enc(map[string]any{"processId": pid, "values": map[string]any{"percent": 50}})},
+			{Type: "kairo.process.exited", CorrelationID: id, CausationID: act, Data: enc(map[string]any{"processId": pid, "exitCode": code, "durationMs": 1200})},
+			{Type: abi.SubjectAgentNote, CorrelationID: id, Data: enc(abi.Note{RunLoopID: id, ProcessID: pid, Status: abi.StatusDone, LastLines: []string{"ok"}})},
+			{Type: abi.SubjectAgentAction, CorrelationID: id, Data: enc(abi.ActionEvent{Type: abi.ActionSay, ActionData: abi.ActionData{Text: "make finished", Done: true}})},
+			{Type: abi.SubjectIntentEnded, CorrelationID: id, Data: enc(abi.IntentEnded{RunLoopID: id, Status: "done"})},
+		}
+		for i := range chain {
+			if n == total {
+				break
+			}
+			ev := chain[i]
+			ev.Source = "bench"
+			evs = append(evs, &ev)
+			n++
+		}
+		if len(evs) >= 1000 || n == total {
+			if _, err := e.bus.PublishBatch(context.Background(), evs); err != nil {
+				b.Fatal(err)
+			}
+			evs = evs[:0]
+		}
+	}
+	var took time.Duration
+	b.ResetTimer()
+	for range b.N {
+		r, err := New(Config{Kernel: e.kernel, Policy: noop, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := r.Start(); err != nil {
+			b.Fatal(err)
+		}
+		took += time.Since(t0)
+		r.Stop()
+		if len(r.st.loops) != total/12+1 {
+			b.Fatalf("%d run loops rebuilt, want %d", len(r.st.loops), total/12+1)
+		}
+	}
+	b.ReportMetric(float64(took.Microseconds())/1e3/float64(b.N), "ms")
+}
