@@ -37,8 +37,13 @@ func setup(cfg abi.PluginConfig) (abi.PluginInfo, error) {
 	}, nil
 }
 
+// actions is the reply's slice, reused: the SDK encodes each reply before
+// the next batch.
+var actions []abi.Action
+
 func handle(b *abi.Batch) (abi.Reply, error) {
-	reply := abi.Reply{Actions: make([]abi.Action, 0, len(b.Events))}
+	reply := abi.Reply{Actions: actions[:0]}
+	defer func() { actions = reply.Actions }()
 	for i := range b.Events {
 		ev := &b.Events[i]
 		if publish {

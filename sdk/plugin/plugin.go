@@ -33,6 +33,13 @@ type Plugin struct {
 	Init func(config abi.PluginConfig) (abi.PluginInfo, error)
 	// Handle answers one batch. An error is reported in Reply.Error and
 	// the plugin keeps running; a panic stops the plugin.
+	//
+	// The batch, its slices and the events in them are the SDK's, and the
+	// next batch is decoded into them: to keep an event past the call,
+	// keep a copy of the abi.Event value, not a pointer into the batch or
+	// the slice. Strings and raw values (such as Event.Data) stay valid
+	// for good. The reply is encoded before Handle's next call, so its
+	// slices may be reused from call to call.
 	Handle func(batch *abi.Batch) (abi.Reply, error)
 }
 
