@@ -163,3 +163,28 @@ type Note struct {
 	Artifacts []string      `msgpack:"artifacts,omitempty"`
 	Text      string        `msgpack:"text,omitempty"`
 }
+
+// RunSummary is one run loop as agent.runs lists it.
+type RunSummary struct {
+	ID         string    `msgpack:"id"`
+	Agent      string    `msgpack:"agent"`
+	Goal       string    `msgpack:"goal"`
+	Status     string    `msgpack:"status"` // "open", or how it ended
+	StartedAt  time.Time `msgpack:"startedAt"`
+	EndedAt    time.Time `msgpack:"endedAt,omitempty"`
+	Iterations int       `msgpack:"iterations"`
+	Actions    int       `msgpack:"actions"`
+	InProgress int       `msgpack:"inProgress"`
+}
+
+// RunsParams is agent.runs: the newest Limit run loops (0: 50), open ones
+// only with Open.
+type RunsParams struct {
+	Limit int  `msgpack:"limit,omitempty"`
+	Open  bool `msgpack:"open,omitempty"`
+}
+
+// RunsResult answers agent.runs, newest first.
+type RunsResult struct {
+	Runs []RunSummary `msgpack:"runs"`
+}

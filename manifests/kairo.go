@@ -29,6 +29,7 @@ type Config struct {
 	Sandbox SandboxConfig `toml:"sandbox"`
 	Host    HostConfig    `toml:"host"`
 	LLM     LLMConfig     `toml:"llm"`
+	Agent   AgentConfig   `toml:"agent"`
 	// Plugins are the operator's word on each plugin, [plugins.NAME]: it
 	// may turn one off, trust it, narrow its grants, change its limits.
 	Plugins map[string]PluginOverride `toml:"plugins"`
@@ -73,6 +74,18 @@ func (c *Config) PluginsPath(home string) string { return underHome(home, c.Host
 
 // CachePath is the compilation cache of a daemon whose data folder is home.
 func (c *Config) CachePath(home string) string { return underHome(home, c.Host.CacheDir) }
+
+// AgentConfig is the [agent] table: the agent kairo up runs.
+type AgentConfig struct {
+	ID     string  `toml:"id"`     // routes kairo.agent.{id}.message
+	Policy string  `toml:"policy"` // the policy plugin's name
+	Hz     float64 `toml:"hz"`
+	// Overrun is "skip" (drop late ticks) or "catch_up" (run them all).
+	Overrun       string  `toml:"overrun"`
+	MaxIterations int     `toml:"max_iterations"`
+	QueryBackoff  int     `toml:"query_backoff"`
+	MinHz         float64 `toml:"min_hz"`
+}
 
 // LLMConfig is the [llm] table: the OpenAI-compatible endpoint behind the
 // host method llm.chat.
@@ -241,6 +254,7 @@ func (c *Config) validate() []*Error {
 		bad("host.failure_window", "%q is not a positive duration; write it as \"1m\", \"30s\"", c.Host.FailureWindow)
 	}
 	errs = append(errs, c.LLM.validate()...)
+	errs = append(errs, c.Agent.validate()...)
 	names := slices.Sorted(maps.Keys(c.Plugins))
 	for _, name := range names {
 		op := c.Plugins[name]
@@ -254,6 +268,35 @@ func (c *Config) validate() []*Error {
 			}
 			bad(key, "%s", msg)
 		}
+	}
+	return errs
+}
+
+func (a *AgentConfig) validate() []*Error {
+	var errs []*Error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	if a.ID == "" || len(a.ID) > maxSkillName || !skillNameRE.MatchString(a.ID) {
+		bad("agent.id", "%q is not an agent id: use lower-case letters, digits, \"_\" and \"-\", such as \"default\"", a.ID)
+	}
+	if a.Policy == "" || !skillNameRE.MatchString(a.Policy) {
+		bad("agent.policy", "%q is not a plugin name; name the policy plugin, such as \"rules\"", a.Policy)
+	}
+	if !(a.Hz > 0 && a.Hz <= 10000) {
+		bad("agent.hz", "%v: want a rate above 0 and at most 10000 ticks a second", a.Hz)
+	}
+	if !(a.MinHz > 0 && a.MinHz <= a.Hz) {
+		bad("agent.min_hz", "%v: want a rate above 0 and at most agent.hz (%v)", a.MinHz, a.Hz)
+	}
+	if a.Overrun != "skip" && a.Overrun != "catch_up" {
+		bad("agent.overrun", "%q: want \"skip\" (drop late ticks) or \"catch_up\" (run every late tick)", a.Overrun)
+	}
+	if a.MaxIterations < 1 {
+		bad("agent.max_iterations", "%d: a run loop needs at least 1 decision", a.MaxIterations)
+	}
+	if a.QueryBackoff < 1 {
+		bad("agent.query_backoff", "%d: want at least 1 unanswered query before the agent slows down", a.QueryBackoff)
 	}
 	return errs
 }

@@ -32,7 +32,8 @@ func TestDefaults(t *testing.T) {
 		Sandbox: SandboxConfig{Mode: SandboxEnforce},
 		Host: HostConfig{PluginsDir: "plugins", Builtins: true, CacheDir: "cache", Deadline: "1s", Memory: 64 * MiB,
 			MaxFailures: 5, FailureWindow: "1m"},
-		LLM: LLMConfig{BaseURL: "", Model: "", APIKeyEnv: "OPENAI_API_KEY", Timeout: "60s", MaxRetries: 3, Stream: true},
+		LLM:   LLMConfig{BaseURL: "", Model: "", APIKeyEnv: "OPENAI_API_KEY", Timeout: "60s", MaxRetries: 3, Stream: true},
+		Agent: AgentConfig{ID: "default", Policy: "rules", Hz: 10, Overrun: "skip", MaxIterations: 25, QueryBackoff: 3, MinHz: 1},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() = %+v\nwant %+v", c, want)
@@ -116,6 +117,8 @@ func TestLoadErrors(t *testing.T) {
 		{"empty path", "[store]\npath = \"\"\n", 2, "store.path", `is empty`},
 		{"zero ring", "store.ring_size = 0\n", 1, "store.ring_size", `at least 1 event`},
 		{"bad level", "[log]\nlevel = \"loud\"\n", 2, "log.level", `"loud" is not a log level`},
+		{"bad agent rate", "[agent]\nhz = 0\n", 2, "agent.hz", `0: want a rate above 0`},
+		{"bad overrun", "[agent]\noverrun = \"later\"\n", 2, "agent.overrun", `"later": want "skip"`},
 		{"bad failure window", "[host]\nfailure_window = \"soon\"\n", 2, "host.failure_window", `"soon" is not a positive duration`},
 		{"no failures allowed", "[host]\nmax_failures = 0\n", 2, "host.max_failures", `at least 1 failure`},
 		{"bad plugin deadline", "[plugins.echo]\ndeadline = \"-1s\"\n", 2, "plugins.echo.deadline", `deadline "-1s" is not a positive duration`},

@@ -2,6 +2,8 @@
 // to a running one over its Unix socket.
 //
 //	kairo up [--config FILE] [--home DIR]      run the kernel in the foreground
+//	kairo send "TEXT" | chat                   talk to the agent
+//	kairo runs [show ID]                       the agent's run loops
 //	kairo events publish SUBJECT [JSON]        append an event
 //	kairo events tail [PATTERN]                follow events live
 //	kairo events replay [PATTERN]              print stored events
@@ -54,6 +56,9 @@ func init() {
 	// Set here, not in the declaration: help refers to commands.
 	commands = []command{
 		{"up", "run the kernel in the foreground until SIGINT or SIGTERM", runUp},
+		{"send", "send the agent a message and print its replies", runSend},
+		{"chat", "talk to the agent, a line at a time", runChat},
+		{"runs", "list the agent's run loops, or show one (kairo runs show ID)", runRuns},
 		{"events", "publish, tail and replay events (kairo events help)", runEvents},
 		{"spawn", "run a process in the kernel, attached to this terminal", runSpawn},
 		{"run", "run a binary skill under its manifest's sandbox", runRun},

@@ -17,6 +17,8 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/host/agent"
+	"github.com/kairo-os/kairo/host/llm"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
@@ -127,6 +129,8 @@ type daemon struct {
 
 	host    *host.Host
 	plugins *host.Manager
+	llm     *llm.Mux
+	agent   *agent.Runtime
 
 	launcher proc.Launcher
 }
@@ -168,7 +172,19 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 		d.stop()
 		return nil, err
 	}
+	chat, err := llm.Open(cfg.LLM, b)
+	if err != nil {
+		d.stop()
+		return nil, err
+	}
+	// One run loop at a time can be switched to its recorded answers.
+	d.llm = llm.NewMux(chat)
+	llm.Register(k, d.llm)
 	if err := d.startPlugins(home, cfg); err != nil {
+		d.stop()
+		return nil, err
+	}
+	if err := d.startAgent(cfg); err != nil {
 		d.stop()
 		return nil, err
 	}
@@ -218,6 +234,26 @@ func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
 		}
 	}
 	d.log.Info("plugins loaded", "running", n, "of", len(d.plugins.List()))
+	return nil
+}
+
+// startAgent starts the agent: it rebuilds what it knows from the event log
+// and starts ticking.
+func (d *daemon) startAgent(cfg manifests.Config) error {
+	a := cfg.Agent
+	r, err := agent.New(agent.Config{
+		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
+		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
+		QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, Logger: d.log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.Start(); err != nil {
+		return err
+	}
+	d.agent = r
+	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz)
 	return nil
 }
 
@@ -319,6 +355,9 @@ func (d *daemon) stop() error {
 	var errs []error
 	if err := d.srv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close the socket server: %w", err))
+	}
+	if d.agent != nil {
+		d.agent.Stop()
 	}
 	if d.plugins != nil {
 		d.plugins.Stop() // before the kernel: their calls and processes end first

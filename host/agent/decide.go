@@ -258,7 +258,11 @@ func summarize(l *runLoop) string {
 			continue
 		}
 		what := a.tool
-		if len(a.argv) > 0 {
+		var args spawnArgs
+		switch {
+		case json.Unmarshal([]byte(a.args), &args) == nil && args.Command != "":
+			what = args.Command
+		case len(a.argv) > 0:
 			what = strings.Join(a.argv, " ")
 		}
 		parts = append(parts, fmt.Sprintf("%s (%s)", what, strings.ReplaceAll(a.status, "_", " ")))

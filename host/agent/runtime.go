@@ -139,6 +139,7 @@ func (r *Runtime) Start() error {
 		return fmt.Errorf("agent %s: follow the bus: %w", r.cfg.Agent, err)
 	}
 	r.sub = sub
+	r.register()
 	r.markInterrupted()
 	r.mu.Lock()
 	pending := make([]*abi.Event, 0, len(r.st.unrouted))
@@ -261,6 +262,15 @@ func (r *Runtime) route(ev *abi.Event) {
 	corr := ""
 	if l := r.st.loops[m.RunLoopID]; l != nil && l.status == "" {
 		corr = l.id
+	} else if m.RunLoopID == "" {
+		// A message after the agent's question answers it.
+		for i := len(r.st.open) - 1; i >= 0; i-- {
+			l := r.st.open[i]
+			if n := len(l.actions); n > 0 && l.actions[n-1].typ == abi.ActionQuery {
+				corr = l.id
+				break
+			}
+		}
 	}
 	if r.backoff {
 		r.backoff = false

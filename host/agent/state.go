@@ -87,7 +87,10 @@ func (s *state) apply(ev *abi.Event) {
 		var m abi.UserMessage
 		if msgpack.Unmarshal(ev.Data, &m) == nil && m.MessageID != "" && (m.Agent == "" || m.Agent == s.agent) {
 			if _, ok := s.seen[m.MessageID]; !ok {
-				s.unrouted[m.MessageID] = ev
+				// A copy: a replay lends each event only for its call.
+				c := *ev
+				c.Data = append([]byte(nil), ev.Data...)
+				s.unrouted[m.MessageID] = &c
 			}
 		}
 	case ev.Type == abi.AgentMessageSubject(s.agent):

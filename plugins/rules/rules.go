@@ -64,7 +64,7 @@ func decide(b *abi.Batch) abi.Reply {
 			if msgpack.Unmarshal(ev.Data, &m) != nil {
 				continue
 			}
-			reply.Actions = append(reply.Actions, onMessage(m, ev.CorrelationID, loops)...)
+			reply.Actions = append(reply.Actions, onMessage(m, ev.CorrelationID, loops, b.Time)...)
 		case ev.Type == "kairo.process.exited":
 			if a, ok := onExit(ev, loops); ok {
 				reply.Actions = append(reply.Actions, a)
@@ -82,7 +82,9 @@ func decide(b *abi.Batch) abi.Reply {
 	return reply
 }
 
-func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView) []abi.Action {
+// onMessage answers one message; now is the tick's time (a guest's own
+// clock is not the wall clock, and a replay must see the same times).
+func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, now time.Time) []abi.Action {
 	text := normalize(m.Text)
 	raw := strings.TrimSpace(m.Text)
 	target := targetLoop(corr, loops)
@@ -119,7 +121,7 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView) []abi.Ac
 		if target == nil {
 			return []abi.Action{say(corr, "Nothing is running.", corr == "")}
 		}
-		return []abi.Action{say(target.ID, progressOf(target), false)}
+		return []abi.Action{say(target.ID, progressOf(target, now), false)}
 	case reStop.MatchString(text):
 		if target == nil {
 			return []abi.Action{say(corr, "Nothing is running to stop.", corr == "")}
@@ -127,8 +129,17 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView) []abi.Ac
 		return []abi.Action{{Type: abi.ActionCancel, CorrelationID: target.ID, Data: data(abi.ActionData{RunLoopID: target.ID, Reason: "the user asked to stop"})}}
 	case reRunning.MatchString(text):
 		return []abi.Action{say(corr, running(loops), corr == "")}
+	case target != nil && target.ID == corr && asked(target):
+		// The answer to "run what?".
+		return []abi.Action{spawn(corr, raw)}
 	}
 	return []abi.Action{say(corr, fmt.Sprintf("I don't understand %q. Say `help` for what I can do.", raw), corr == "")}
+}
+
+// asked reports whether the loop's last action asked what to run.
+func asked(l *abi.RunLoopView) bool {
+	n := len(l.Actions)
+	return n > 0 && l.Actions[n-1].Type == abi.ActionQuery && strings.HasPrefix(l.Actions[n-1].Text, "Run what?")
 }
 
 // targetLoop is the run loop a message is about: the one it was sent into,
@@ -179,7 +190,7 @@ func lastCommand(l *abi.RunLoopView) string {
 	return ""
 }
 
-func progressOf(l *abi.RunLoopView) string {
+func progressOf(l *abi.RunLoopView, now time.Time) string {
 	var b strings.Builder
 	for _, a := range l.Actions {
 		if a.Type != abi.ActionToolCall {
@@ -192,8 +203,8 @@ func progressOf(l *abi.RunLoopView) string {
 			if a.ProcessID != "" {
 				fmt.Fprintf(&b, " (%s)", a.ProcessID)
 			}
-			if !a.StartedAt.IsZero() {
-				fmt.Fprintf(&b, ", for %s", time.Since(a.StartedAt).Round(time.Second))
+			if !a.StartedAt.IsZero() && !now.IsZero() {
+				fmt.Fprintf(&b, ", for %s", now.Sub(a.StartedAt).Round(time.Second))
 			}
 			if a.Progress != "" {
 				fmt.Fprintf(&b, "; last progress: %s", a.Progress)

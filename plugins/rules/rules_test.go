@@ -56,7 +56,7 @@ func TestCommands(t *testing.T) {
 		{"make me a sandwich", nil, []string{"say", `I don't understand "make me a sandwich"`}},
 	} {
 		t.Run(c.text, func(t *testing.T) {
-			reply := decide(&abi.Batch{Events: []abi.Event{message(t, c.text, "")}, Agent: &abi.AgentInput{RunLoops: c.loops}})
+			reply := decide(&abi.Batch{Time: time.Now(), Events: []abi.Event{message(t, c.text, "")}, Agent: &abi.AgentInput{RunLoops: c.loops}})
 			if len(reply.Actions)*2 != len(c.want) {
 				t.Fatalf("actions %+v; want %q", reply.Actions, c.want)
 			}
@@ -68,6 +68,16 @@ func TestCommands(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The message after "run what?" is the command.
+func TestAnswerToQuestion(t *testing.T) {
+	loops := []abi.RunLoopView{{ID: "run-2", Goal: "run", Actions: []abi.ActionView{{ID: "q", Type: abi.ActionQuery, Text: "Run what? For example: run make test", Status: abi.StatusDone}}}}
+	reply := decide(&abi.Batch{Events: []abi.Event{message(t, "ls -l", "run-2")}, Agent: &abi.AgentInput{RunLoops: loops}})
+	if len(reply.Actions) != 1 || reply.Actions[0].Type != abi.ActionToolCall || reply.Actions[0].CorrelationID != "run-2" ||
+		actionData(t, reply.Actions[0]).Args != `{"command":"ls -l"}` {
+		t.Fatalf("actions = %+v", reply.Actions)
 	}
 }
 

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/ipc"
+)
+
+// conversation follows the agent's answers to the messages one client
+// sends, over one subscription.
+type conversation struct {
+	c   *ipc.Client
+	sub *ipc.Subscription
+	out io.Writer
+}
+
+func openConversation(ctx context.Context, out io.Writer) (*conversation, error) {
+	c, err := dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := c.Subscribe(ctx, "kairo.>", 0)
+	if err != nil {
+		c.Close()
+		return nil, callError("subscribe", err)
+	}
+	return &conversation{c: c, sub: sub, out: out}, nil
+}
+
+func (v *conversation) close() { v.c.Close() }
+
+// send publishes text as a user message and prints the agent's replies to
+// it: every say and query of the run loop the message opened, until that
+// run loop ends (with follow; else the first reply), or the first reply
+// caused by the message when it opened none.
+func (v *conversation) send(ctx context.Context, text, runLoop string, follow bool, wait time.Duration) error {
+	id := bus.NewID()
+	data, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: id, RunLoopID: runLoop})
+	res, err := v.c.Publish(ctx, abi.Event{Type: abi.SubjectUserMessage, Source: "cli", Data: data})
+	if err != nil {
+		return callError("publish", err)
+	}
+	var routed, loop string
+	replies := 0
+	deadline := time.Now().Add(wait)
+	for {
+		nctx, cancel := ctx, context.CancelFunc(func() {})
+		if replies == 0 {
+			// The wait bounds the first reply only; a task then runs as
+			// long as it runs.
+			nctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		ev, err := v.sub.Next(nctx)
+		timedOut := nctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		switch {
+		case timedOut:
+			return fmt.Errorf("no reply from the agent within %v; is it running? `kairo plugins` shows its policy, `kairo events tail` what happens", wait)
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			if errors.Is(err, ipc.ErrClientClosed) {
+				return errors.New("the kernel closed the connection (it stopped?)")
+			}
+			return callError("follow", err)
+		}
+		if ev.Seq <= res.Seq {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(ev.Type, "kairo.agent.") && strings.HasSuffix(ev.Type, ".message") && ev.CausationID == res.ID:
+			routed = ev.ID
+		case ev.Type == abi.SubjectIntentStarted:
+			var d abi.IntentStarted
+			if msgpack.Unmarshal(ev.Data, &d) == nil && d.MessageID == id {
+				loop = d.RunLoopID
+				fmt.Fprintf(v.out, "· task %s\n", shortID(loop))
+			}
+		case ev.Type == abi.SubjectAgentAction && (ev.CausationID == routed && routed != "" || ev.CorrelationID == loop && loop != ""):
+			var d abi.ActionEvent
+			if msgpack.Unmarshal(ev.Data, &d) != nil {
+				continue
+			}
+			switch d.Type {
+			case abi.ActionSay, abi.ActionQuery:
+				fmt.Fprintf(v.out, "%s\n", d.Text)
+				replies++
+				// A question waits for the user's next message.
+				if loop == "" || !follow || d.Type == abi.ActionQuery {
+					return nil
+				}
+			case abi.ActionToolCall:
+				fmt.Fprintf(v.out, "· %s %s\n", d.Tool, d.Args)
+				if !follow {
+					return nil
+				}
+			}
+		case ev.Type == "kairo.process.progress" && ev.CorrelationID == loop && loop != "":
+			var d struct {
+				Values map[string]any `msgpack:"values"`
+			}
+			if msgpack.Unmarshal(ev.Data, &d) == nil {
+				fmt.Fprintf(v.out, "· progress: %v\n", d.Values)
+			}
+		case ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == loop && loop != "":
+			return nil
+		case ev.Type == "kairo.agent.error" && ev.CausationID == "" && replies == 0 && routed != "":
+			var d struct {
+				Error string `msgpack:"error"`
+			}
+			if msgpack.Unmarshal(ev.Data, &d) == nil {
+				fmt.Fprintf(v.out, "· the agent: %s\n", d.Error)
+			}
+		}
+	}
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[len(id)-8:]
+	}
+	return id
+}
+
+func runSend(ctx context.Context, args []string) error {
+	f := newFlags("send", `kairo send [--run ID] [--no-follow] [--wait DURATION] "TEXT"`, `
+Send TEXT to the agent of the running daemon as the user, and print its
+replies: for a message that starts a task, every reply until the task ends
+(Ctrl-C stops following; the task goes on); otherwise the first reply.
+With --run the message goes into that task (kairo runs lists them).`)
+	run := f.String("run", "", "send into the run loop `ID`")
+	noFollow := f.Bool("no-follow", false, "return after the first reply, even for a new task")
+	wait := f.Duration("wait", 30*time.Second, "give up when no reply comes within `DURATION`")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(pos[0]) == "" {
+		return &usageError{msg: "the message is empty", synopsis: f.synopsis}
+	}
+	v, err := openConversation(ctx, os.Stdout)
+	if err != nil {
+		return err
+	}
+	defer v.close()
+	return v.send(ctx, pos[0], *run, !*noFollow, *wait)
+}
+
+func runChat(ctx context.Context, args []string) error {
+	f := newFlags("chat", "kairo chat", `
+Talk to the agent of the running daemon: each line you type is a message;
+its replies print as they come. Ctrl-D or Ctrl-C ends the chat; tasks go
+on running. Type "help" for what the agent understands.`)
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	return chat(ctx, os.Stdin, os.Stdout)
+}
+
+// chat reads lines from in and sends each, printing replies to out.
+func chat(ctx context.Context, in io.Reader, out io.Writer) error {
+	v, err := openConversation(ctx, out)
+	if err != nil {
+		return err
+	}
+	defer v.close()
+	lines := make(chan string)
+	go func() { // ends with in: Ctrl-D, or the process
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	fmt.Fprint(out, "you> ")
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out)
+			return nil
+		case line, ok := <-lines:
+			if !ok {
+				fmt.Fprintln(out)
+				return nil
+			}
+			if strings.TrimSpace(line) != "" {
+				// Long tasks report when they end; the chat goes on at once.
+				if err := v.send(ctx, line, "", false, 30*time.Second); err != nil {
+					fmt.Fprintf(out, "kairo: %v\n", err)
+				}
+			}
+			fmt.Fprint(out, "you> ")
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+func runRuns(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "show" {
+		return runRunsShow(ctx, args[1:])
+	}
+	f := newFlags("runs", "kairo runs [--open] [--limit N] | kairo runs show ID", `
+List the agent's run loops — a task each: what the user asked, how it ended
+or what is still running — newest first. "kairo runs show ID" prints one
+as a timeline (ID may be the last 8 characters the list shows).`)
+	open := f.Bool("open", false, "only the run loops still open")
+	limit := f.Int("limit", 20, "at most `N` run loops")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	res, err := listRuns(ctx, abi.RunsParams{Limit: *limit, Open: *open})
+	if err != nil {
+		return err
+	}
+	if len(res.Runs) == 0 {
+		fmt.Println(`no run loops yet: send the agent a message, e.g. kairo send "run sleep 5"`)
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tSTARTED\tSTATUS\tSTEPS\tRUNNING\tGOAL")
+	for _, r := range res.Runs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", shortID(r.ID), r.StartedAt.Local().Format("01-02 15:04:05"),
+			r.Status, r.Iterations, r.InProgress, clip(r.Goal, 60))
+	}
+	return w.Flush()
+}
+
+func listRuns(ctx context.Context, p abi.RunsParams) (abi.RunsResult, error) {
+	var res abi.RunsResult
+	c, err := dial(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer c.Close()
+	if err := c.Call(ctx, "agent.runs", p, &res); err != nil {
+		return res, callError("agent.runs", err)
+	}
+	return res, nil
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+func runRunsShow(ctx context.Context, args []string) error {
+	f := newFlags("runs show", "kairo runs show [--json] ID", "Print a run loop's events as a timeline: who did what, when, caused by what.")
+	asJSON := f.Bool("json", false, "print one JSON object per event")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	all, err := listRuns(ctx, abi.RunsParams{Limit: 1 << 20})
+	if err != nil {
+		return err
+	}
+	var match []string
+	for _, r := range all.Runs {
+		if r.ID == id || strings.HasSuffix(r.ID, id) {
+			match = append(match, r.ID)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return fmt.Errorf("no run loop %q; `kairo runs` lists them", id)
+	case 1:
+		id = match[0]
+	default:
+		return fmt.Errorf("%q names %d run loops; give more of the ID", id, len(match))
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var evs []abi.Event
+	_, err = c.Replay(ctx, abi.ReplayParams{Pattern: "kairo.>"}, func(ev *abi.Event) error {
+		if ev.CorrelationID == id {
+			e := *ev
+			e.Data = append([]byte(nil), ev.Data...)
+			evs = append(evs, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return callError("events.replay", err)
+	}
+	if *asJSON {
+		p := newPrinter(true)
+		for i := range evs {
+			if err := p.print(&evs[i]); err != nil {
+				return err
+			}
+		}
+		return p.w.Flush()
+	}
+	fmt.Printf("run loop %s\n", id)
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	var t0 time.Time
+	for i := range evs {
+		ev := &evs[i]
+		if t0.IsZero() {
+			t0 = ev.Time
+		}
+		fmt.Fprintf(w, "%s\t+%s\t%s\t%s\n", ev.Time.Local().Format("15:04:05.000"), ev.Time.Sub(t0).Round(time.Millisecond), ev.Type, describeRunEvent(ev))
+	}
+	return w.Flush()
+}
+
+// describe says what an event of a run loop means, in a line.
+func describeRunEvent(ev *abi.Event) string {
+	var m map[string]any
+	msgpack.Unmarshal(ev.Data, &m)
+	str := func(k string) string {
+		if v, ok := m[k]; ok && v != nil {
+			return fmt.Sprint(v)
+		}
+		return ""
+	}
+	switch ev.Type {
+	case abi.SubjectIntentStarted:
+		return fmt.Sprintf("task opened: %q", str("goal"))
+	case abi.SubjectIntentEnded:
+		return fmt.Sprintf("task %s: %s", str("status"), str("summary"))
+	case abi.SubjectAgentAction:
+		switch str("type") {
+		case abi.ActionSay:
+			return "says: " + str("text")
+		case abi.ActionQuery:
+			return "asks: " + str("text")
+		case abi.ActionToolCall:
+			return fmt.Sprintf("calls %s %s", str("tool"), str("args"))
+		case abi.ActionCancel:
+			return "cancels: " + str("reason")
+		}
+	case abi.SubjectAgentThought:
+		return "thinks: " + str("text")
+	case abi.SubjectToolInvoke:
+		return "invoke " + str("tool")
+	case abi.SubjectToolResult:
+		s := fmt.Sprintf("%s: %s", str("tool"), str("status"))
+		if e := str("error"); e != "" {
+			s += " (" + e + ")"
+		}
+		if p := str("processId"); p != "" {
+			s += " process " + p
+		}
+		return s
+	case abi.SubjectAgentNote:
+		s := fmt.Sprintf("note: %s %s", str("processId"), str("status"))
+		if c := str("exitCode"); c != "" {
+			s += " exit " + c
+		}
+		if l, ok := m["lastLines"].([]any); ok && len(l) > 0 {
+			s += fmt.Sprintf(", last: %q", fmt.Sprint(l[len(l)-1]))
+		}
+		return s
+	case "kairo.process.spawned":
+		return fmt.Sprintf("%s started: %v", str("processId"), m["argv"])
+	case "kairo.process.exited":
+		s := str("processId") + " exited"
+		if c := str("exitCode"); c != "" {
+			s += " with code " + c
+		}
+		if sig := str("signal"); sig != "" {
+			s += " by " + sig
+		}
+		return s
+	case "kairo.process.canceled", "kairo.process.interrupted":
+		return fmt.Sprintf("%s: %s", str("processId"), str("reason"))
+	case "kairo.process.progress":
+		return fmt.Sprintf("%s progress %v", str("processId"), m["values"])
+	}
+	if strings.HasSuffix(ev.Type, ".message") {
+		return "user: " + str("text")
+	}
+	return string(marshalJSON(m))
+}

@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"context"
+	"slices"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
+)
+
+// register adds the agent's methods to the kernel's table.
+func (r *Runtime) register() {
+	r.k.Register(kernel.Method{Name: "agent.runs", Summary: "the agent's run loops, newest first, with their state", Handler: r.runsMethod})
+}
+
+func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
+	var p abi.RunsParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	if p.Limit <= 0 {
+		p.Limit = 50
+	}
+	r.mu.Lock()
+	out := make([]abi.RunSummary, 0, len(r.st.loops))
+	for _, l := range r.st.loops {
+		if p.Open && l.status != "" {
+			continue
+		}
+		s := abi.RunSummary{ID: l.id, Agent: r.cfg.Agent, Goal: l.goal, Status: l.status, StartedAt: l.started, EndedAt: l.ended,
+			Iterations: l.iterations, Actions: len(l.actions), InProgress: len(l.inProgress())}
+		if s.Status == "" {
+			s.Status = "open"
+		}
+		out = append(out, s)
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b abi.RunSummary) int { return b.StartedAt.Compare(a.StartedAt) })
+	if len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return abi.RunsResult{Runs: out}, nil
+}
