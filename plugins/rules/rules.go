@@ -118,6 +118,10 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, now time
 		}
 		return []abi.Action{spawn(corr, cmd)}
 	case reProgress.MatchString(text):
+		if target == nil && len(loops) > 0 {
+			// Nothing runs: report on the newest task, interrupted say.
+			target = &loops[len(loops)-1]
+		}
 		if target == nil {
 			return []abi.Action{say(corr, "Nothing is running.", corr == "")}
 		}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// buildPlugin builds plugins/NAME into dir with its manifest beside it.
+func buildPlugin(t *testing.T, dir, name string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-o", filepath.Join(dir, name+".wasm"), "../../plugins/"+name)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	manifest, err := os.ReadFile("../../plugins/" + name + "/" + name + ".toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".toml"), manifest, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A person talks to the agent of a running daemon: a task runs to its end;
+// a long one is asked about; the daemon is killed with SIGKILL mid-task and
+// started again; the agent then knows the task was interrupted and says so,
+// and the run loop's timeline shows it.
+func TestAgentSurvivesAKill(t *testing.T) {
+	home := t.TempDir()
+	buildPlugin(t, filepath.Join(home, "plugins"), "rules")
+	d := startUp(t, home)
+
+	r := kairo(t, home, "send", "run echo hello")
+	if r.code != 0 || !strings.Contains(r.stdout, `· process.spawn {"command":"echo hello"}`) || !strings.Contains(r.stdout, "`echo hello` finished in") {
+		t.Fatalf("send run echo hello:\n%s", r)
+	}
+	if r := kairo(t, home, "send", "--no-follow", "run sleep 30"); r.code != 0 || !strings.Contains(r.stdout, `{"command":"sleep 30"}`) {
+		t.Fatalf("send run sleep 30:\n%s", r)
+	}
+	if r := kairo(t, home, "send", "how far along is it?"); r.code != 0 || !strings.Contains(r.stdout, "`sleep 30` is running (") {
+		t.Fatalf("progress:\n%s", r)
+	}
+	d.kill()
+
+	startUp(t, home)
+	r = kairo(t, home, "send", "how far along is it?")
+	if r.code != 0 || !strings.Contains(r.stdout, "`sleep 30`: interrupted (the daemon stopped while it ran)") {
+		t.Fatalf("progress after the restart:\n%s", r)
+	}
+	r = kairo(t, home, "runs")
+	if r.code != 0 || !regexpMatch(`(?m)^\S+\s+.*\s+open\s+\d+\s+0\s+run sleep 30$`, r.stdout) || !regexpMatch(`(?m)\sdone\s+\d+\s+0\s+run echo hello$`, r.stdout) {
+		t.Fatalf("kairo runs:\n%s", r)
+	}
+	var id string
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.HasSuffix(line, "run sleep 30") {
+			id = strings.Fields(line)[0]
+		}
+	}
+	r = kairo(t, home, "runs", "show", id)
+	for _, want := range []string{`task opened: "run sleep 30"`, `calls process.spawn {"command":"sleep 30"}`, "kairo.process.spawned", "kairo.process.interrupted", "the daemon stopped while it ran"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("runs show lacks %q:\n%s", want, r)
+		}
+	}
+}
