@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -25,8 +27,15 @@ type conversation struct {
 	out io.Writer
 }
 
-func openConversation(ctx context.Context, out io.Writer) (*conversation, error) {
-	c, err := dial(ctx)
+// openConversation dials socket, or the usual socket when it is "".
+func openConversation(ctx context.Context, out io.Writer, socket string) (*conversation, error) {
+	var c *ipc.Client
+	var err error
+	if socket == "" {
+		c, err = dial(ctx)
+	} else {
+		c, err = dialPath(ctx, socket)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +158,7 @@ With --run the message goes into that task (kairo runs lists them).`)
 	if strings.TrimSpace(pos[0]) == "" {
 		return &usageError{msg: "the message is empty", synopsis: f.synopsis}
 	}
-	v, err := openConversation(ctx, os.Stdout)
+	v, err := openConversation(ctx, os.Stdout, "")
 	if err != nil {
 		return err
 	}
@@ -165,16 +174,35 @@ on running. Type "help" for what the agent understands.`)
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	return chat(ctx, os.Stdin, os.Stdout)
+	return chat(ctx, os.Stdin, os.Stdout, "")
 }
 
-// chat reads lines from in and sends each, printing replies to out.
-func chat(ctx context.Context, in io.Reader, out io.Writer) error {
-	v, err := openConversation(ctx, out)
+// chat reads lines from in and sends each as a message, while every reply
+// of the agent — to any message, in any task, as it comes — prints to out,
+// with a line for each process a task starts and each progress it reports.
+func chat(ctx context.Context, in io.Reader, out io.Writer, socket string) error {
+	v, err := openConversation(ctx, out, socket)
 	if err != nil {
 		return err
 	}
 	defer v.close()
+	var mu sync.Mutex // out is shared by the two halves
+	printf := func(format string, args ...any) {
+		mu.Lock()
+		fmt.Fprintf(out, format, args...)
+		mu.Unlock()
+	}
+	go func() { // ends when the connection closes (v.close)
+		for {
+			ev, err := v.sub.Next(context.Background())
+			if err != nil {
+				return
+			}
+			if line := chatLine(ev); line != "" {
+				printf("\r%s\nyou> ", line)
+			}
+		}
+	}()
 	lines := make(chan string)
 	go func() { // ends with in: Ctrl-D, or the process
 		defer close(lines)
@@ -183,24 +211,90 @@ func chat(ctx context.Context, in io.Reader, out io.Writer) error {
 			lines <- sc.Text()
 		}
 	}()
-	fmt.Fprint(out, "you> ")
+	printf("you> ")
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(out)
+			printf("\n")
 			return nil
 		case line, ok := <-lines:
 			if !ok {
-				fmt.Fprintln(out)
+				printf("\n")
 				return nil
 			}
-			if strings.TrimSpace(line) != "" {
-				// Long tasks report when they end; the chat goes on at once.
-				if err := v.send(ctx, line, "", false, 30*time.Second); err != nil {
-					fmt.Fprintf(out, "kairo: %v\n", err)
-				}
+			if strings.TrimSpace(line) == "" {
+				printf("you> ")
+				continue
 			}
-			fmt.Fprint(out, "you> ")
+			data, _ := msgpack.Marshal(abi.UserMessage{Text: line, MessageID: bus.NewID()})
+			if _, err := v.c.Publish(ctx, abi.Event{Type: abi.SubjectUserMessage, Source: "chat", Data: data}); err != nil {
+				printf("kairo: %v\nyou> ", callError("send", err))
+			}
 		}
 	}
+}
+
+// chatLine is what the chat shows of an event, or "".
+func chatLine(ev *abi.Event) string {
+	switch ev.Type {
+	case abi.SubjectAgentAction:
+		var d abi.ActionEvent
+		if msgpack.Unmarshal(ev.Data, &d) != nil {
+			return ""
+		}
+		switch d.Type {
+		case abi.ActionSay:
+			return "agent> " + d.Text
+		case abi.ActionQuery:
+			return "agent? " + d.Text
+		case abi.ActionToolCall:
+			return fmt.Sprintf("· [%s] %s %s", shortID(ev.CorrelationID), d.Tool, d.Args)
+		}
+	case "kairo.process.progress":
+		if ev.CorrelationID == "" {
+			return ""
+		}
+		var d struct {
+			Values map[string]any `msgpack:"values"`
+		}
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			return fmt.Sprintf("· [%s] progress %s", shortID(ev.CorrelationID), progressBar(d.Values))
+		}
+	case "kairo.agent.error":
+		var d struct {
+			Error string `msgpack:"error"`
+		}
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			return "· the agent: " + d.Error
+		}
+	}
+	return ""
+}
+
+// progressBar draws a bar for a "percent" value, and the other values after.
+func progressBar(values map[string]any) string {
+	var rest []string
+	bar := ""
+	for k, v := range values {
+		if k == "percent" {
+			var p float64
+			switch x := v.(type) {
+			case int64:
+				p = float64(x)
+			case uint64:
+				p = float64(x)
+			case float64:
+				p = x
+			case string:
+				fmt.Sscan(x, &p)
+			}
+			p = max(0, min(100, p))
+			n := int(p / 5)
+			bar = fmt.Sprintf("[%s%s] %3.0f%%", strings.Repeat("#", n), strings.Repeat(".", 20-n), p)
+			continue
+		}
+		rest = append(rest, fmt.Sprintf("%s=%v", k, v))
+	}
+	slices.Sort(rest)
+	return strings.TrimSpace(bar + " " + strings.Join(rest, " "))
 }

@@ -32,8 +32,10 @@ const maxSocketPath = 107
 
 func runUp(ctx context.Context, args []string) error {
 	f := newFlags("up", "kairo up [--config FILE] [--home DIR]", `
-Run the kernel in the foreground: open the event store, listen on the Unix
-socket, and serve until SIGINT or SIGTERM, then stop cleanly (exit 0).
+Run Kairo in the foreground: open the event store, listen on the Unix
+socket, load the plugins, start the agent, and serve until SIGINT or
+SIGTERM, then stop cleanly (exit 0). With a terminal on stdin, a chat with
+the agent opens there (as kairo chat).
 
 The data folder is --home, else $KAIRO_HOME, else ./.kairo; it is created
 with mode 0700 and holds events.db, kernel.sock, kairo.lock and, optionally,
@@ -103,6 +105,15 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 	if err != nil {
 		return err
 	}
+	// With a terminal on stdin, the person at it talks to the agent there.
+	if isTerminal(int(os.Stdin.Fd())) {
+		fmt.Fprintln(os.Stderr, "kairo: up. Talk to the agent here (\"help\" lists what it understands); Ctrl-D ends the chat, Ctrl-C stops kairo.")
+		go func() { // ends with stdin or ctx; the daemon serves on after Ctrl-D
+			if err := chat(ctx, os.Stdin, os.Stdout, d.sock); err != nil {
+				log.Warn("the terminal chat ended", "err", err)
+			}
+		}()
+	}
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -126,6 +137,7 @@ type daemon struct {
 	bus    *bus.Bus
 	srv    *ipc.Server
 	served chan error // Serve's result
+	sock   string
 
 	host    *host.Host
 	plugins *host.Manager
@@ -164,7 +176,7 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 		return nil, err
 	}
 	serveSkills(launcher, srv)
-	d := &daemon{log: log, kernel: k, bus: b, srv: srv, served: make(chan error, 1), launcher: launcher}
+	d := &daemon{log: log, kernel: k, bus: b, srv: srv, served: make(chan error, 1), launcher: launcher, sock: sock}
 	go func() { d.served <- srv.Serve() }()
 
 	seq, err := d.publishSystem("kairo.system.started", systemData{Version: version, PID: os.Getpid()})
