@@ -195,10 +195,15 @@ const (
 // Action is one decision of a policy.
 type Action struct {
 	// ID is the actionId, the idempotency key of what the action starts.
-	ID            string             `msgpack:"id,omitempty"`
-	Type          string             `msgpack:"type"`
-	CorrelationID string             `msgpack:"correlationId,omitempty"`
-	Data          msgpack.RawMessage `msgpack:"data,omitempty"`
+	ID            string `msgpack:"id,omitempty"`
+	Type          string `msgpack:"type"`
+	CorrelationID string `msgpack:"correlationId,omitempty"`
+	// CausationID is the event the action answers, when that was not in
+	// this tick's batch (a policy that decided over several ticks, as one
+	// waiting for a model does): a routed message's id opens or joins that
+	// message's run loop.
+	CausationID string             `msgpack:"causationId,omitempty"`
+	Data        msgpack.RawMessage `msgpack:"data,omitempty"`
 }
 
 // ToolResult answers a ToolCall.

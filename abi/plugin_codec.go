@@ -289,6 +289,9 @@ func appendAction(dst []byte, a *Action) []byte {
 	if a.CorrelationID != "" {
 		n++
 	}
+	if a.CausationID != "" {
+		n++
+	}
 	if len(a.Data) > 0 {
 		n++
 	}
@@ -299,6 +302,9 @@ func appendAction(dst []byte, a *Action) []byte {
 	dst = appendStr(append(dst, "\xa4type"...), a.Type)
 	if a.CorrelationID != "" {
 		dst = appendStr(append(dst, "\xadcorrelationId"...), a.CorrelationID)
+	}
+	if a.CausationID != "" {
+		dst = appendStr(append(dst, "\xabcausationId"...), a.CausationID)
 	}
 	if len(a.Data) > 0 {
 		dst = append(append(dst, "\xa4data"...), a.Data...)
@@ -353,6 +359,8 @@ func decodeAction(in []byte, a *Action) ([]byte, error) {
 			a.Type, rest, err = readStr(in)
 		case "correlationId":
 			a.CorrelationID, rest, err = readStr(in)
+		case "causationId":
+			a.CausationID, rest, err = readStr(in)
 		case "data":
 			a.Data, rest, err = readRaw(in)
 		default:

@@ -55,6 +55,7 @@ func pluginReplies(t testing.TB) []Reply {
 		{Thought: "think", Actions: []Action{
 			{Type: ActionNoop},
 			{ID: "a1", Type: ActionSay, CorrelationID: "run-1", Data: data},
+			{Type: ActionQuery, CausationID: "ev-9", Data: data},
 		}},
 		{ToolResults: []ToolResult{
 			{ID: "a2", Content: ""},

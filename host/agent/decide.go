@@ -122,7 +122,6 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 			break
 		}
 	}
-	opened := ""
 	touched := map[string]bool{}
 	var thoughtLoop string
 	for _, a := range reply.Actions {
@@ -142,14 +141,27 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 			r.report(tk.N, fmt.Sprintf("unknown action %q: want noop, say, query, tool_call or cancel", a.Type))
 			continue
 		}
-		loop, err := r.loopFor(a, &d, trigger, &msg, &opened)
+		trig, tmsg := trigger, msg
+		if a.CausationID != "" {
+			r.mu.Lock()
+			ev := r.st.routed[a.CausationID]
+			r.mu.Unlock()
+			if ev == nil {
+				r.report(tk.N, fmt.Sprintf("action %s answers %s, which is no message routed to the agent", a.Type, a.CausationID))
+				continue
+			}
+			trig = ev
+			tmsg = abi.UserMessage{}
+			msgpack.Unmarshal(ev.Data, &tmsg)
+		}
+		loop, err := r.loopFor(a, &d, trig, &tmsg)
 		if err != nil {
 			r.report(tk.N, err.Error())
 			continue
 		}
 		cause := ""
-		if trigger != nil {
-			cause = trigger.ID
+		if trig != nil {
+			cause = trig.ID
 		}
 		if a.Type == abi.ActionCancel {
 			r.emit(&abi.Event{Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
@@ -181,7 +193,7 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 // loopFor is the run loop an action belongs to: the one it names, else the
 // one its message joined, else a new one for its message (opened once per
 // tick), else the only one open.
-func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, msg *abi.UserMessage, opened *string) (string, error) {
+func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, msg *abi.UserMessage) (string, error) {
 	id := a.CorrelationID
 	if a.Type == abi.ActionCancel && d.RunLoopID != "" {
 		id = d.RunLoopID
@@ -197,11 +209,14 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 	switch {
 	case trigger != nil && trigger.CorrelationID != "":
 		return trigger.CorrelationID, nil
-	case *opened != "":
-		return *opened, nil
+	case trigger != nil && r.st.opened[trigger.ID] != "":
+		id = r.st.opened[trigger.ID]
+		if l := r.st.loops[id]; l == nil || l.status != "" {
+			return "", fmt.Errorf("action %s answers a message whose run loop %s has ended", a.Type, id)
+		}
+		return id, nil
 	case trigger != nil && a.Type != abi.ActionCancel:
 		id = bus.NewID()
-		*opened = id
 		r.mu.Unlock()
 		r.emit(&abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: id, CausationID: trigger.ID},
 			abi.IntentStarted{RunLoopID: id, Agent: r.cfg.Agent, Goal: msg.Text, MessageID: msg.MessageID, MaxIterations: r.cfg.MaxIterations})

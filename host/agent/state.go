@@ -27,6 +27,11 @@ type state struct {
 	// subscription, which brings them again, skips them once.
 	own     map[string]struct{}
 	lastSeq uint64
+	// routed are the messages routed to the agent, by event id, so a
+	// policy that answers a message ticks later can name it.
+	routed map[string]*abi.Event
+	// opened is the run loop each routed message opened, by its event id.
+	opened map[string]string
 }
 
 type runLoop struct {
@@ -58,6 +63,7 @@ func newState(agent string) *state {
 	return &state{
 		agent: agent, loops: map[string]*runLoop{}, actions: map[string]*action{}, procs: map[string]*action{},
 		seen: map[string]struct{}{}, unrouted: map[string]*abi.Event{}, own: map[string]struct{}{},
+		routed: map[string]*abi.Event{}, opened: map[string]string{},
 	}
 }
 
@@ -96,6 +102,9 @@ func (s *state) apply(ev *abi.Event) {
 	case ev.Type == abi.AgentMessageSubject(s.agent):
 		var m abi.UserMessage
 		if msgpack.Unmarshal(ev.Data, &m) == nil {
+			c := *ev
+			c.Data = append([]byte(nil), ev.Data...)
+			s.routed[ev.ID] = &c
 			s.seen[m.MessageID] = struct{}{}
 			delete(s.unrouted, m.MessageID)
 			if l := s.loops[ev.CorrelationID]; l != nil {
@@ -107,6 +116,9 @@ func (s *state) apply(ev *abi.Event) {
 		var d abi.IntentStarted
 		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Agent == s.agent && s.loops[d.RunLoopID] == nil {
 			l := &runLoop{id: d.RunLoopID, goal: d.Goal, started: ev.Time, maxIter: d.MaxIterations}
+			if ev.CausationID != "" {
+				s.opened[ev.CausationID] = l.id
+			}
 			if d.Goal != "" {
 				l.messages = []string{d.Goal}
 			}

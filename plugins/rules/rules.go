@@ -64,7 +64,10 @@ func decide(b *abi.Batch) abi.Reply {
 			if msgpack.Unmarshal(ev.Data, &m) != nil {
 				continue
 			}
-			reply.Actions = append(reply.Actions, onMessage(m, ev.CorrelationID, loops, b.Time)...)
+			for _, a := range onMessage(m, ev.CorrelationID, loops, b.Time) {
+				a.CausationID = ev.ID // each answer belongs to its own message
+				reply.Actions = append(reply.Actions, a)
+			}
 		case ev.Type == "kairo.process.exited":
 			if a, ok := onExit(ev, loops); ok {
 				reply.Actions = append(reply.Actions, a)
