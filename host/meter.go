@@ -46,8 +46,9 @@ func (h *Host) newRuntime(ctx context.Context, closeOnDone bool, pages uint32) w
 
 // compile returns a runtime and the module compiled in it: for an untrusted
 // plugin the metered rewrite when the rewriter and wazero take it, else the
-// module as given, under WithCloseOnContextDone. metered says which. The
-// error is the original module's, as wazero words it.
+// module as given, under WithCloseOnContextDone; for a trusted one the module
+// with its data segments merged. metered says which. The error is the
+// original module's, as wazero words it.
 func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
 	if !opts.Trusted {
 		rewritten, rerr := meter.Rewrite(wasm)
@@ -63,6 +64,15 @@ func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt waze
 			"plugin", opts.Name, "err", rerr)
 	}
 	rt = h.newRuntime(ctx, !opts.Trusted, opts.MemoryPages)
+	if opts.Trusted {
+		// Merging the data segments of a Go module saves the host a few
+		// MiB of heap per instance and the load a few milliseconds.
+		if compact, err := meter.Compact(wasm); err == nil {
+			if compiled, err = compileModule(ctx, rt, compact); err == nil {
+				return rt, compiled, false, nil
+			}
+		}
+	}
 	if compiled, err = compileModule(ctx, rt, wasm); err != nil {
 		_ = rt.Close(ctx)
 		return nil, nil, false, err

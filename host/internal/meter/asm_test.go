@@ -102,9 +102,6 @@ func (m asmModule) bytes() []byte {
 		}
 		out = sect(out, secElement, sec)
 	}
-	if len(m.data) > 0 {
-		out = sect(out, secDataCount, uleb(nil, uint64(len(m.data))))
-	}
 	if len(m.funcs) > 0 {
 		sec := uleb(nil, uint64(len(m.funcs)))
 		for _, f := range m.funcs {

@@ -2,12 +2,77 @@ package meter
 
 import "fmt"
 
+// The immediates of the one-byte opcodes, and what the walker does at them.
+const (
+	opUnknown      = iota // not an opcode the walker knows
+	opNone                // no immediate
+	opLEB                 // one LEB128 of up to 5 bytes: an index or an i32
+	opI64                 // i64.const
+	opF32                 // f32.const
+	opF64                 // f64.const
+	opMem                 // a memory argument
+	opBlock               // block
+	opLoop                // loop
+	opIf                  // if
+	opEnd                 // end
+	opJump                // else, return: no immediate, not straight on
+	opBr                  // br, br_if
+	opBrTable             // br_table
+	opCall                // call, return_call: a function index
+	opRefFunc             // ref.func: a function index
+	opCallIndirect        // call_indirect, return_call_indirect
+	opGlobal              // global.get, global.set
+	opSelectT             // select t*
+	opRefNull             // ref.null
+	opMisc                // the 0xfc prefix
+	opVector              // the 0xfd prefix
+	opAtomic              // the 0xfe prefix
+)
+
+var opKinds = func() (k [256]uint8) {
+	set := func(kind uint8, ops ...int) {
+		for _, op := range ops {
+			k[op] = kind
+		}
+	}
+	for op := 0x45; op <= 0xc4; op++ { // numeric, sign extension
+		k[op] = opNone
+	}
+	for op := 0x28; op <= 0x3e; op++ { // loads and stores
+		k[op] = opMem
+	}
+	set(opNone, 0x00, 0x01, 0x1a, 0x1b, 0xd1)
+	set(opLEB, 0x20, 0x21, 0x22, 0x25, 0x26, 0x3f, 0x40, 0x41) // locals, tables, memory.size and grow, i32.const
+	set(opI64, 0x42)
+	set(opF32, 0x43)
+	set(opF64, 0x44)
+	set(opBlock, 0x02)
+	set(opLoop, 0x03)
+	set(opIf, 0x04)
+	set(opEnd, 0x0b)
+	set(opJump, 0x05, 0x0f)
+	set(opBr, 0x0c, 0x0d)
+	set(opBrTable, 0x0e)
+	set(opCall, 0x10, 0x12)
+	set(opRefFunc, 0xd2)
+	set(opCallIndirect, 0x11, 0x13)
+	set(opGlobal, 0x23, 0x24)
+	set(opSelectT, 0x1c)
+	set(opRefNull, 0xd0)
+	set(opMisc, 0xfc)
+	set(opVector, 0xfd)
+	set(opAtomic, 0xfe)
+	return k
+}()
+
 // function appends the body of one function to out, with checks inserted at
 // the head of every loop and, if the function calls and reaches no loop
 // first, on entry.
 //
 // Instructions are copied in runs; only a loop (after which the check goes)
-// and a function index (which moves past the yield import) break a run.
+// and a function index (which moves past the yield import) break a run. A Go
+// module holds megabytes of code, and the host rewrites it on every load:
+// the walk looks each opcode up in a table and skips one-byte LEB128s inline.
 func (w *rewriter) function(out, body []byte) ([]byte, error) {
 	i, err := w.locals(body)
 	if err != nil {
@@ -17,6 +82,7 @@ func (w *rewriter) function(out, body []byte) ([]byte, error) {
 	b := w.body[:0]
 	from := i // start of the run not yet copied to b
 	depth := 0
+	globals := w.fuelGlobal()
 	// prefix holds while every instruction so far runs straight on: if a
 	// loop comes first, its check runs before any call, so the function
 	// needs none on entry.
@@ -31,9 +97,42 @@ func (w *rewriter) function(out, body []byte) ([]byte, error) {
 		at := i
 		op := body[i]
 		i++
-		switch {
-		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
-			if i, err = blockType(body, i); err != nil {
+		switch opKinds[op] {
+		case opNone:
+		case opLEB:
+			if i < len(body) && body[i] < 0x80 {
+				i++
+			} else {
+				i, err = skipLEB(body, i, 5)
+			}
+		case opMem:
+			if i+1 < len(body) && body[i] < 0x40 && body[i+1] < 0x80 { // small alignment and offset
+				i += 2
+			} else {
+				i, err = memArg(body, i)
+			}
+		case opGlobal:
+			var idx uint32
+			if i < len(body) && body[i] < 0x80 {
+				idx = uint32(body[i])
+				i++
+			} else {
+				idx, i, err = readU32(body, i)
+			}
+			if err == nil && idx >= globals {
+				err = fmt.Errorf("global %d does not exist (the module has %d)", idx, globals)
+			}
+		case opBr:
+			if i < len(body) && body[i] < 0x80 {
+				i++
+			} else {
+				i, err = skipLEB(body, i, 5)
+			}
+			prefix = false
+		case opBlock, opLoop, opIf:
+			if i < len(body) && (body[i] == 0x40 || isValType(body[i])) {
+				i++
+			} else if i, err = blockType(body, i); err != nil {
 				return fail(at, err)
 			}
 			depth++
@@ -48,7 +147,7 @@ func (w *rewriter) function(out, body []byte) ([]byte, error) {
 			if op != 0x02 {
 				prefix = false
 			}
-		case op == 0x0b: // end
+		case opEnd:
 			if depth == 0 {
 				if i != len(body) {
 					return fail(at, fmt.Errorf("%d bytes after the function's end", len(body)-i))
@@ -72,20 +171,9 @@ func (w *rewriter) function(out, body []byte) ([]byte, error) {
 			}
 			depth--
 			prefix = false
-		case op == 0x05 || op == 0x0f: // else, return
+		case opJump:
 			prefix = false
-		case op == 0x0c || op == 0x0d: // br, br_if
-			i, err = skipLEB(body, i, 5)
-			prefix = false
-		case op == 0x0e: // br_table
-			var n uint32
-			if n, i, err = readU32(body, i); err == nil {
-				for k := uint64(0); k <= uint64(n) && err == nil; k++ {
-					i, err = skipLEB(body, i, 5)
-				}
-			}
-			prefix = false
-		case op == 0x10 || op == 0x12 || op == 0xd2: // call, return_call, ref.func
+		case opCall, opRefFunc:
 			var idx uint32
 			if idx, i, err = readU32(body, i); err != nil {
 				return fail(at, err)
@@ -96,31 +184,26 @@ func (w *rewriter) function(out, body []byte) ([]byte, error) {
 			if op != 0xd2 {
 				calls, prefix = true, false
 			}
-		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
+		case opCallIndirect:
 			if i, err = skipLEB(body, i, 5); err == nil {
 				i, err = skipLEB(body, i, 5)
 			}
 			calls, prefix = true, false
-		case op == 0x23 || op == 0x24: // global.get, global.set
-			var idx uint32
-			if idx, i, err = readU32(body, i); err == nil && idx >= w.fuelGlobal() {
-				err = fmt.Errorf("global %d does not exist (the module has %d)", idx, w.fuelGlobal())
+		case opBrTable:
+			var n uint32
+			if n, i, err = readU32(body, i); err == nil {
+				for k := uint64(0); k <= uint64(n) && err == nil; k++ {
+					i, err = skipLEB(body, i, 5)
+				}
 			}
-		case op >= 0x20 && op <= 0x26, op == 0x3f || op == 0x40: // locals, tables, memory.size, memory.grow
-			i, err = skipLEB(body, i, 5)
-		case op >= 0x28 && op <= 0x3e: // loads and stores
-			i, err = memArg(body, i)
-		case op == 0x41: // i32.const
-			i, err = skipLEB(body, i, 5)
-		case op == 0x42: // i64.const
+			prefix = false
+		case opI64:
 			i, err = skipLEB(body, i, 10)
-		case op == 0x43:
+		case opF32:
 			i, err = skipBytes(body, i, 4)
-		case op == 0x44:
+		case opF64:
 			i, err = skipBytes(body, i, 8)
-		case op == 0x00 || op == 0x01 || op == 0x1a || op == 0x1b ||
-			(op >= 0x45 && op <= 0xc4) || op == 0xd1: // no immediate
-		case op == 0x1c: // select t*
+		case opSelectT:
 			var n uint32
 			if n, i, err = readU32(body, i); err == nil {
 				for k := uint32(0); k < n && err == nil; k++ {
@@ -132,18 +215,18 @@ func (w *rewriter) function(out, body []byte) ([]byte, error) {
 					i++
 				}
 			}
-		case op == 0xd0: // ref.null
+		case opRefNull:
 			if i >= len(body) {
 				err = errShort
 			} else if body[i] != 0x70 && body[i] != 0x6f {
 				err = fmt.Errorf("heap type %#x: %w", body[i], ErrUnsupported)
 			}
 			i++
-		case op == 0xfc:
+		case opMisc:
 			i, err = miscOp(body, i)
-		case op == 0xfd:
+		case opVector:
 			i, err = vectorOp(body, i)
-		case op == 0xfe:
+		case opAtomic:
 			i, err = atomicOp(body, i)
 		default:
 			err = ErrUnsupported

@@ -26,6 +26,9 @@
 // hands out, also gives the Go runtime the thread back, which native wasm
 // code otherwise never does.
 //
+// The rewrite also merges the module's data segments where it can (see
+// Compact).
+//
 // The rewriter decodes every instruction of WebAssembly 2.0 (MVP,
 // sign-extension, saturating conversions, bulk memory, reference types,
 // multi-value, SIMD) and of the threads, tail-call and typed
@@ -96,6 +99,7 @@ type rewriter struct {
 	importedGlobal uint32
 	definedGlobals uint32
 	definedFuncs   uint32
+	dataCount      bool // the module has a data count section
 
 	checkSeq []byte // the check sequence, with the module's indices
 	body     []byte // scratch: one function body, rewritten
@@ -165,7 +169,14 @@ func (w *rewriter) sections() error {
 			err = w.elements(content)
 		case secCode:
 			err = w.code(content)
-		default: // tables, memories, data count and data hold no index to move
+		case secData:
+			if merged, ok := mergeData(content, w.dataCount); ok {
+				w.out = appendSection(w.out, id, merged)
+			} else if err = w.check(id, content); err == nil {
+				w.out = appendSection(w.out, id, content)
+			}
+		default: // tables, memories and the data count hold no index to move
+			w.dataCount = w.dataCount || id == secDataCount
 			if err = w.check(id, content); err == nil {
 				w.out = appendSection(w.out, id, content)
 			}

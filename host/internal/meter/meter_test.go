@@ -458,3 +458,99 @@ func compiles(ctx context.Context, rt wazero.Runtime, wasm []byte) (ok bool) {
 	compiled.Close(ctx)
 	return true
 }
+
+// dataModule has data segments to merge and segments that must not be:
+// one whose gap an earlier segment wrote, overlapping ones, far ones.
+func dataModule() []byte {
+	seg := func(at int32, s string) []byte {
+		b := append([]byte{0x00}, i32c(at)...)
+		b = append(b, 0x0b)
+		return append(uleb(b, uint64(len(s))), s...)
+	}
+	return asmModule{
+		types:  [][2][]byte{{nil, nil}},
+		funcs:  []asmFunc{{typ: 0, export: "nop"}},
+		memory: true,
+		data: [][]byte{
+			seg(205, "ZZ"), // written first, in the gap between DD and EE
+			seg(100, "AAAA"),
+			seg(110, "BBBB"),
+			seg(50, strings.Repeat("C", 72)), // over AAAA and BBBB, after them
+			seg(200, "DD"),
+			seg(210, "EE"),
+			seg(400, "F"),
+			seg(500, "G"),
+			seg(502, "H"),
+			seg(504, "I"),
+		},
+	}.bytes()
+}
+
+// countData returns the number of data segments of wasm.
+func countData(t *testing.T, wasm []byte) int {
+	r := reader{b: wasm, off: len(header)}
+	for r.off < len(wasm) {
+		id := r.byte()
+		content := r.bytes(r.u32())
+		if id == secData {
+			c := reader{b: content}
+			return int(c.u32())
+		}
+	}
+	t.Fatal("no data section")
+	return 0
+}
+
+// Merged data segments leave the memory as the original's leave it.
+func TestDataMerge(t *testing.T) {
+	ctx := context.Background()
+	orig := dataModule()
+	compacted, err := Compact(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewritten, err := Rewrite(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := countData(t, compacted); got != 8 {
+		t.Errorf("%d segments after Compact; want 8 (AAAA with BBBB, G with H and I)", got)
+	}
+	want, _ := instantiate(ctx, t, orig, nil).Memory().Read(0, 1024)
+	for name, wasm := range map[string][]byte{"compacted": compacted, "rewritten": rewritten} {
+		got, _ := instantiate(ctx, t, wasm, &meterHost{}).Memory().Read(0, 1024)
+		if string(got) != string(want) {
+			t.Errorf("%s: memory differs:\n got  %q\n want %q", name, got[:600], want[:600])
+		}
+	}
+	// A data count section means the code may name segments by index:
+	// they stay as they are.
+	withCount := insertSection(orig, secDataCount, uleb(nil, 10))
+	compacted, err = Compact(withCount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := countData(t, compacted); got != 10 {
+		t.Errorf("%d segments with a data count section; want the 10 there were", got)
+	}
+}
+
+// Compact never panics, and what wazero takes before it takes after.
+func FuzzCompact(f *testing.F) {
+	f.Add(dataModule())
+	f.Add(kitchen().bytes())
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(features))
+	defer rt.Close(ctx)
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		compacted, err := Compact(wasm)
+		if err != nil || !compiles(ctx, rt, wasm) {
+			return
+		}
+		compiled, err := rt.CompileModule(ctx, compacted)
+		if err != nil {
+			t.Fatalf("wazero takes the module but not its compaction: %v", err)
+		}
+		compiled.Close(ctx)
+	})
+}
