@@ -303,6 +303,21 @@ func (m *Manager) Decide(ctx context.Context, name string, batch *abi.Batch) (*a
 	}
 }
 
+// Waiting reports whether the plugin name has call results or service
+// calls waiting for its next batch: a tick-driven policy whose model has
+// answered needs a tick even when nothing else happened.
+func (m *Manager) Waiting(name string) bool {
+	m.mu.Lock()
+	u, ok := m.units[name]
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	u.inMu.Lock()
+	defer u.inMu.Unlock()
+	return len(u.results) > 0 || len(u.calls) > 0
+}
+
 // decideWait is how long a tick waits for a policy that is busy or
 // restarting before it gives up on this tick.
 const decideWait = 100 * time.Millisecond

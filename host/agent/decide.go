@@ -24,7 +24,8 @@ type AgentError struct {
 }
 
 // emit publishes one of the agent's own events and applies it to the state
-// at once, so the next tick sees it even before the bus brings it back.
+// at once, so the next tick sees it even before the bus brings it back. It
+// returns a copy: the bus writes the sequence number into ev.
 func (r *Runtime) emit(ev *abi.Event, data any) *abi.Event {
 	raw, err := msgpack.Marshal(data)
 	if err != nil {
@@ -42,10 +43,11 @@ func (r *Runtime) emit(ev *abi.Event, data any) *abi.Event {
 	r.st.apply(ev)
 	r.st.own[ev.ID] = struct{}{}
 	r.mu.Unlock()
+	c := *ev
 	if _, err := r.k.Bus.PublishAsync(ev); err != nil && r.ctx.Err() == nil {
 		r.log.Warn("publish", "type", ev.Type, "err", err)
 	}
-	return ev
+	return &c
 }
 
 // tick is one step: x_t is what was observed since the last tick; with
@@ -56,6 +58,9 @@ func (r *Runtime) tick(tk Tick) {
 	x := r.obs
 	r.obs = nil
 	due := len(x) > 0 || (len(r.st.open) > 0 && time.Since(r.lastCall) >= r.cfg.Heartbeat)
+	if w, ok := r.cfg.Policy.(Waiter); ok && !due {
+		due = w.Waiting()
+	}
 	if !due {
 		r.mu.Unlock()
 		r.ticked(tk, false)

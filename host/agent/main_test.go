@@ -42,20 +42,22 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	pluginDir = filepath.Join(dir, "plugins")
 	os.Mkdir(pluginDir, 0o700)
-	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(pluginDir, "rules.wasm"), "./plugins/rules")
-	build.Dir = "../.."
-	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the rules plugin: %v\n%s", err, out)
-		return 1
-	}
-	manifest, err := os.ReadFile("../../plugins/rules/rules.toml")
-	if err == nil {
-		err = os.WriteFile(filepath.Join(pluginDir, "rules.toml"), manifest, 0o600)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	for _, name := range []string{"rules", "llm"} {
+		build := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(pluginDir, name+".wasm"), "./plugins/"+name)
+		build.Dir = "../.."
+		build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build the %s plugin: %v\n%s", name, err, out)
+			return 1
+		}
+		manifest, err := os.ReadFile("../../plugins/" + name + "/" + name + ".toml")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(pluginDir, name+".toml"), manifest, 0o600)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	wasmHost, err = host.New(host.Config{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
 	if err != nil {
@@ -97,15 +99,18 @@ func (e *env) open() {
 	e.t.Cleanup(func() { k.Close(); b.Close() })
 }
 
-// rules starts the rule policy plugin and returns it as a Policy.
-func (e *env) rules() Policy {
+// rules starts the policy plugins and returns the rule policy.
+func (e *env) rules() Policy { return e.policy("rules") }
+
+// policy starts the policy plugins and returns the one named.
+func (e *env) policy(name string) Policy {
 	e.t.Helper()
 	m := host.NewManager(host.ManagerConfig{Host: wasmHost, Kernel: e.kernel, Folders: []host.Folder{{Path: pluginDir, Builtin: true}}, Logger: quiet})
 	if err := m.Start(); err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(m.Stop)
-	return PluginPolicy(m, "rules")
+	return PluginPolicy(m, name)
 }
 
 func (e *env) start(cfg Config) *Runtime {

@@ -325,7 +325,22 @@ func (r *Runtime) publishDurable(ev *abi.Event, data any) {
 	}
 }
 
-// PluginPolicy is the policy plugin name that m runs.
-func PluginPolicy(m *host.Manager, name string) Policy {
-	return PolicyFunc(func(ctx context.Context, b *abi.Batch) (*abi.Reply, error) { return m.Decide(ctx, name, b) })
+// Waiter is a Policy that can have work of its own waiting, such as a
+// model's answer: it is asked on the next tick even with nothing observed.
+type Waiter interface {
+	Waiting() bool
 }
+
+// PluginPolicy is the policy plugin name that m runs.
+func PluginPolicy(m *host.Manager, name string) Policy { return pluginPolicy{m, name} }
+
+type pluginPolicy struct {
+	m    *host.Manager
+	name string
+}
+
+func (p pluginPolicy) Decide(ctx context.Context, b *abi.Batch) (*abi.Reply, error) {
+	return p.m.Decide(ctx, p.name, b)
+}
+
+func (p pluginPolicy) Waiting() bool { return p.m.Waiting(p.name) }
