@@ -39,8 +39,8 @@ You may also call the process_spawn tool instead of answering JSON.`
 // since the last one.
 type state struct {
 	config  map[string]any
-	pending int64     // the llm.chat call out, 0 for none
-	cause   string    // the routed message it answers
+	pending int64  // the llm.chat call out, 0 for none
+	cause   string // the routed message it answers
 	backlog []abi.Event
 }
 
