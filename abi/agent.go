@@ -48,7 +48,26 @@ type AgentInput struct {
 	RunLoops []RunLoopView `msgpack:"runLoops,omitempty"`
 	// Skills are the binary skills the agent may run by name.
 	Skills []string `msgpack:"skills,omitempty"`
+	// BargeIn is how a message that arrives while the policy decides is
+	// handled: BargeInBoundary, BargeInQueue or BargeInPreempt.
+	BargeIn string `msgpack:"bargeIn,omitempty"`
 }
+
+// Barge-in settings: what happens to a user message that arrives while the
+// policy is deciding (for a policy that waits for a model, until it has
+// answered). It is never dropped and never answered "busy".
+const (
+	// BargeInBoundary delivers it at the next tick boundary, with
+	// everything else observed since the last tick: the default.
+	BargeInBoundary = "boundary"
+	// BargeInQueue delivers messages one a tick, in order, each after the
+	// policy has answered the one before.
+	BargeInQueue = "queue"
+	// BargeInPreempt makes a policy drop the decision in progress (a
+	// model's answer still to come is ignored) and decide again with the
+	// new message.
+	BargeInPreempt = "preempt"
+)
 
 // RunLoopView is a run loop as a policy sees it: derived from the event log.
 type RunLoopView struct {

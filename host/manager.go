@@ -318,6 +318,20 @@ func (m *Manager) Waiting(name string) bool {
 	return len(u.results) > 0 || len(u.calls) > 0
 }
 
+// Busy reports whether the plugin name has calls out that have not
+// answered, or answers it has not been given yet: a policy still deciding.
+func (m *Manager) Busy(name string) bool {
+	m.mu.Lock()
+	u, ok := m.units[name]
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	u.inMu.Lock()
+	defer u.inMu.Unlock()
+	return u.inFlight > 0 || len(u.results) > 0
+}
+
 // decideWait is how long a tick waits for a policy that is busy or
 // restarting before it gives up on this tick.
 const decideWait = 100 * time.Millisecond

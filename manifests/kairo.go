@@ -85,6 +85,8 @@ type AgentConfig struct {
 	MaxIterations int     `toml:"max_iterations"`
 	QueryBackoff  int     `toml:"query_backoff"`
 	MinHz         float64 `toml:"min_hz"`
+	// BargeIn is "boundary", "queue" or "preempt": see the defaults file.
+	BargeIn string `toml:"barge_in"`
 }
 
 // LLMConfig is the [llm] table: the OpenAI-compatible endpoint behind the
@@ -291,6 +293,11 @@ func (a *AgentConfig) validate() []*Error {
 	}
 	if a.Overrun != "skip" && a.Overrun != "catch_up" {
 		bad("agent.overrun", "%q: want \"skip\" (drop late ticks) or \"catch_up\" (run every late tick)", a.Overrun)
+	}
+	switch a.BargeIn {
+	case "boundary", "queue", "preempt":
+	default:
+		bad("agent.barge_in", "%q: want \"boundary\", \"queue\" or \"preempt\"", a.BargeIn)
 	}
 	if a.MaxIterations < 1 {
 		bad("agent.max_iterations", "%d: a run loop needs at least 1 decision", a.MaxIterations)

@@ -256,7 +256,7 @@ func (d *daemon) startAgent(cfg manifests.Config) error {
 	r, err := agent.New(agent.Config{
 		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
 		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
-		QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, Logger: d.log,
+		QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Logger: d.log,
 	})
 	if err != nil {
 		return err

@@ -55,8 +55,7 @@ func (r *Runtime) emit(ev *abi.Event, data any) *abi.Event {
 // policy (the rule layer before the policy).
 func (r *Runtime) tick(tk Tick) {
 	r.mu.Lock()
-	x := r.obs
-	r.obs = nil
+	x := r.takeObservations()
 	due := len(x) > 0 || (len(r.st.open) > 0 && time.Since(r.lastCall) >= r.cfg.Heartbeat)
 	if w, ok := r.cfg.Policy.(Waiter); ok && !due {
 		due = w.Waiting()
@@ -67,7 +66,7 @@ func (r *Runtime) tick(tk Tick) {
 		return
 	}
 	r.lastCall = time.Now()
-	in := &abi.AgentInput{Agent: r.cfg.Agent, Hz: tk.Hz}
+	in := &abi.AgentInput{Agent: r.cfg.Agent, Hz: tk.Hz, BargeIn: r.cfg.BargeIn}
 	for _, l := range r.st.open {
 		in.RunLoops = append(in.RunLoops, l.view())
 	}
@@ -92,6 +91,36 @@ func (r *Runtime) tick(tk Tick) {
 		r.carryOut(tk, x, reply)
 	}
 	r.ticked(tk, true)
+}
+
+// takeObservations is x_t: what was observed since the last tick — with
+// BargeInQueue, up to and including the first user message, the rest
+// waiting for later ticks; and while the policy has a decision of its own
+// in progress, no user message at all. Called under r.mu.
+func (r *Runtime) takeObservations() []abi.Event {
+	x := r.obs
+	if r.cfg.BargeIn != abi.BargeInQueue {
+		r.obs = nil
+		return x
+	}
+	busy := false
+	if w, ok := r.cfg.Policy.(Waiter); ok {
+		busy = w.Busy()
+	}
+	var now, later []abi.Event
+	msgs := 0
+	for _, ev := range x {
+		if ev.Type == abi.AgentMessageSubject(r.cfg.Agent) {
+			if busy || msgs > 0 {
+				later = append(later, ev)
+				continue
+			}
+			msgs++
+		}
+		now = append(now, ev)
+	}
+	r.obs = later
+	return now
 }
 
 // maxRequeue bounds the observations kept for a policy that keeps failing.

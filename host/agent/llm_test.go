@@ -126,3 +126,49 @@ func TestLLMPolicy(t *testing.T) {
 		t.Fatalf("%d requests and %d responses recorded", len(reqs), len(resps))
 	}
 }
+
+// With barge-in "preempt", a message that arrives while the model thinks
+// makes the policy ask again with both messages; the stale answer is never
+// acted on.
+func TestLLMPreempt(t *testing.T) {
+	release := make(chan struct{})
+	model := &openAI{answers: []map[string]any{
+		content(`{"action": {"type": "say", "text": "stale answer"}}`),
+		content(`{"action": {"type": "say", "text": "fresh answer", "done": true}}`),
+	}}
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		model.mu.Lock()
+		first := len(model.requests) == 0
+		model.mu.Unlock()
+		if first {
+			defer func() { <-release }() // answered only after the second request
+		}
+		model.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(slow)
+	defer srv.Close()
+	e := newEnv(t)
+	p, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "scripted", Bus: e.bus, MaxRetries: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm.Register(e.kernel, p)
+	e.start(Config{Policy: e.policy("llm"), BargeIn: abi.BargeInPreempt})
+
+	e.say("build the site", "")
+	e.events.until(t, "the first request", typed(abi.SubjectLLMRequest))
+	e.say("actually, only the blog", "")
+	e.events.until(t, "the fresh answer", sayIn("", "fresh answer"))
+	close(release)
+	e.events.until(t, "the stale response", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectLLMResponse && strings.Contains(decodeAny(ev.Data), "stale answer")
+	})
+	time.Sleep(300 * time.Millisecond) // ticks that could act on it
+	if n := len(e.events.all(sayIn("", "stale answer"))); n != 0 {
+		t.Fatalf("the stale answer was acted on %d times", n)
+	}
+	second := model.request(1)
+	if !strings.Contains(second, `"build the site"`) || !strings.Contains(second, `"actually, only the blog"`) {
+		t.Fatalf("the second prompt lacks a message:\n%s", second)
+	}
+}

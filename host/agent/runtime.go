@@ -46,6 +46,9 @@ type Config struct {
 	// and 1 Hz.
 	QueryBackoff int
 	MinHz        float64
+	// BargeIn is abi.BargeInBoundary (the default), BargeInQueue or
+	// BargeInPreempt.
+	BargeIn string
 	// Heartbeat: with run loops open and nothing observed, the policy is
 	// still asked this often, so it can act on time; default 1 s.
 	Heartbeat time.Duration
@@ -67,6 +70,9 @@ func (c *Config) defaults() {
 	}
 	if c.MinHz <= 0 {
 		c.MinHz = 1
+	}
+	if c.BargeIn == "" {
+		c.BargeIn = abi.BargeInBoundary
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = time.Second
@@ -107,6 +113,11 @@ func New(cfg Config) (*Runtime, error) {
 	cfg.defaults()
 	if cfg.Kernel == nil || cfg.Policy == nil {
 		return nil, errors.New("agent: Config.Kernel and Config.Policy are required")
+	}
+	switch cfg.BargeIn {
+	case abi.BargeInBoundary, abi.BargeInQueue, abi.BargeInPreempt:
+	default:
+		return nil, fmt.Errorf("agent %s: barge-in %q: want %q, %q or %q", cfg.Agent, cfg.BargeIn, abi.BargeInBoundary, abi.BargeInQueue, abi.BargeInPreempt)
 	}
 	t, err := NewTicker(cfg.Hz, cfg.Overrun)
 	if err != nil {
@@ -328,7 +339,10 @@ func (r *Runtime) publishDurable(ev *abi.Event, data any) {
 // Waiter is a Policy that can have work of its own waiting, such as a
 // model's answer: it is asked on the next tick even with nothing observed.
 type Waiter interface {
+	// Waiting: something waits for the policy's next tick.
 	Waiting() bool
+	// Busy: a decision of the policy's is still in progress.
+	Busy() bool
 }
 
 // PluginPolicy is the policy plugin name that m runs.
@@ -344,3 +358,4 @@ func (p pluginPolicy) Decide(ctx context.Context, b *abi.Batch) (*abi.Reply, err
 }
 
 func (p pluginPolicy) Waiting() bool { return p.m.Waiting(p.name) }
+func (p pluginPolicy) Busy() bool    { return p.m.Busy(p.name) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -253,5 +254,49 @@ func TestQueryBackoff(t *testing.T) {
 			t.Fatalf("Hz = %v after an answer, want 100", r.Hz())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// With barge-in "queue", messages reach the policy one a tick, in order,
+// each answered before the next is shown.
+func TestBargeInQueue(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var shown [][]string
+	policy := PolicyFunc(func(ctx context.Context, b *abi.Batch) (*abi.Reply, error) {
+		var texts []string
+		var reply abi.Reply
+		for _, ev := range b.Events {
+			var m abi.UserMessage
+			if ev.Type == abi.AgentMessageSubject("default") && msgpack.Unmarshal(ev.Data, &m) == nil {
+				texts = append(texts, m.Text)
+				data, _ := msgpack.Marshal(abi.ActionData{Text: "re: " + m.Text, Done: true})
+				reply.Actions = append(reply.Actions, abi.Action{Type: abi.ActionSay, CausationID: ev.ID, Data: data})
+			}
+		}
+		if len(texts) > 0 {
+			mu.Lock()
+			shown = append(shown, texts)
+			mu.Unlock()
+		}
+		return &reply, nil
+	})
+	e.start(Config{Policy: policy, BargeIn: abi.BargeInQueue, Hz: 20})
+	var evs []*abi.Event
+	for _, text := range []string{"one", "two", "three"} {
+		raw, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: text})
+		evs = append(evs, &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw})
+	}
+	if _, err := e.bus.PublishBatch(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	e.events.until(t, "the last answer", sayIn("", "re: three"))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(shown) != 3 || shown[0][0] != "one" || shown[1][0] != "two" || shown[2][0] != "three" {
+		t.Fatalf("the policy was shown %q; want one message a tick, in order", shown)
+	}
+	if _, err := New(Config{Kernel: e.kernel, Policy: policy, BargeIn: "sometimes"}); err == nil || !strings.Contains(err.Error(), `barge-in "sometimes"`) {
+		t.Fatalf("an unknown barge-in setting: %v", err)
 	}
 }

@@ -38,10 +38,11 @@ You may also call the process_spawn tool instead of answering JSON.`
 // state is the policy's: one request out at a time, and what was observed
 // since the last one.
 type state struct {
-	config  map[string]any
-	pending int64  // the llm.chat call out, 0 for none
-	cause   string // the routed message it answers
-	backlog []abi.Event
+	config   map[string]any
+	pending  int64       // the llm.chat call out, 0 for none
+	cause    string      // the routed message it answers
+	inflight []abi.Event // what that call was shown
+	backlog  []abi.Event // observed since
 }
 
 var st state
@@ -62,10 +63,18 @@ var tools = []abi.Tool{{
 
 func decide(b *abi.Batch, call func(method string, args any) (int64, error)) abi.Reply {
 	var reply abi.Reply
+	message := false
 	for _, ev := range b.Events {
 		if observed(&ev) {
 			st.backlog = append(st.backlog, ev)
+			message = message || strings.HasSuffix(ev.Type, ".message")
 		}
+	}
+	if message && st.pending != 0 && b.Agent != nil && b.Agent.BargeIn == abi.BargeInPreempt {
+		// The user spoke while the model thinks: its answer is for a
+		// question no longer asked. Ask again with everything.
+		st.pending = 0
+		st.backlog = append(st.inflight, st.backlog...)
 	}
 	for _, r := range b.CallResults {
 		if r.Token != st.pending {
@@ -97,7 +106,7 @@ func decide(b *abi.Batch, call func(method string, args any) (int64, error)) abi
 			return reply
 		}
 		st.pending, st.cause = tok, params.CausationID
-		st.backlog = st.backlog[:0]
+		st.inflight, st.backlog = st.backlog, nil
 	}
 	return reply
 }
