@@ -37,10 +37,13 @@ var errDeadlinePassed = errors.New("deadline passed")
 
 // newRuntime returns the runtime of one instance.
 func (h *Host) newRuntime(ctx context.Context, closeOnDone bool, pages uint32) wazero.Runtime {
+	// No DWARF: Go modules carry none, and with it on wazero keeps a copy
+	// of every custom section of every module it compiles.
 	cfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(h.cache).
 		WithCloseOnContextDone(closeOnDone).
-		WithMemoryLimitPages(pages)
+		WithMemoryLimitPages(pages).
+		WithDebugInfoEnabled(false)
 	return wazero.NewRuntimeWithConfig(ctx, cfg)
 }
 

@@ -3,7 +3,6 @@ package meter
 import (
 	"errors"
 	"fmt"
-	"sort"
 )
 
 // Data segments. The Go linker writes its data as one active segment per
@@ -19,6 +18,10 @@ const maxDataGap = 64
 
 var zeros [maxDataGap]byte
 
+// maxDataRuns bounds the runs of rising addresses the merge looks through;
+// past it, the segments stay as they are.
+const maxDataRuns = 16
+
 // Compact returns a copy of wasm with its data segments merged as above and
 // nothing else changed. It refuses what it cannot read; the host then keeps
 // the module as it is.
@@ -26,7 +29,7 @@ func Compact(wasm []byte) ([]byte, error) {
 	if len(wasm) < len(header) || string(wasm[:len(header)]) != string(header) {
 		return nil, errors.New("meter: not a WebAssembly 1.0 binary (wrong magic or version)")
 	}
-	out := make([]byte, 0, len(wasm)+len(wasm)/8)
+	out := make([]byte, 0, len(wasm)+len(wasm)/4)
 	out = append(out, header...)
 	r := reader{b: wasm, off: len(header)}
 	dataCount := false
@@ -41,8 +44,8 @@ func Compact(wasm []byte) ([]byte, error) {
 		case secDataCount:
 			dataCount = true
 		case secData:
-			if merged, ok := mergeData(content, dataCount); ok {
-				out = appendSection(out, secData, merged)
+			if merged, ok := mergeData(out, content, dataCount); ok {
+				out = merged
 				continue
 			}
 		}
@@ -57,11 +60,11 @@ type segment struct {
 	data []byte
 }
 
-// mergeData returns the data section content with close segments merged,
-// or false when it holds anything but active segments of memory 0 at i32
-// constants, or a data count section says the code may name segments by
-// index (memory.init and data.drop need it).
-func mergeData(content []byte, dataCount bool) ([]byte, bool) {
+// mergeData appends to dst the data section whose content is given, with
+// close segments merged, or returns false when it holds anything but active
+// segments of memory 0 at i32 constants, or a data count section says the
+// code may name segments by index (memory.init and data.drop need it).
+func mergeData(dst, content []byte, dataCount bool) ([]byte, bool) {
 	if dataCount {
 		return nil, false
 	}
@@ -90,33 +93,58 @@ func mergeData(content []byte, dataCount bool) ([]byte, bool) {
 	}
 
 	// The zeros of a merge must not land where an earlier segment wrote;
-	// to keep it simple, a gap is filled only where no segment writes.
-	// reach[k] is the furthest end of the k+1 segments that start first.
-	byStart := make([]segment, n)
-	copy(byStart, segs)
-	sort.Slice(byStart, func(i, j int) bool { return byStart[i].at < byStart[j].at })
-	reach := make([]uint64, n)
-	for k, s := range byStart {
-		reach[k] = s.at + uint64(len(s.data))
-		if k > 0 {
-			reach[k] = max(reach[k], reach[k-1])
+	// to keep it simple, a gap is filled only where no segment writes. The
+	// segments come in a few runs, each at rising, disjoint addresses (two
+	// for a Go module): a gap between neighbours of one run is looked up
+	// in the others.
+	var runs [][]segment
+	for i := 0; i < len(segs); {
+		j := i + 1
+		for j < len(segs) && segs[j].at >= segs[j-1].at+uint64(len(segs[j-1].data)) {
+			j++
 		}
+		if runs = append(runs, segs[i:j]); len(runs) > maxDataRuns {
+			return nil, false
+		}
+		i = j
 	}
-	written := func(from, to uint64) bool { // does a segment write in [from, to)?
-		k := sort.Search(len(byStart), func(i int) bool { return byStart[i].at >= to })
-		return k > 0 && reach[k-1] > from
+	written := func(from, to uint64, own int) bool { // does a segment of another run write in [from, to)?
+		for k, run := range runs {
+			if k == own {
+				continue
+			}
+			// The first segment of the run that ends after from.
+			lo, hi := 0, len(run)
+			for lo < hi {
+				m := int(uint(lo+hi) >> 1)
+				if run[m].at+uint64(len(run[m].data)) <= from {
+					lo = m + 1
+				} else {
+					hi = m
+				}
+			}
+			if lo < len(run) && run[lo].at < to {
+				return true
+			}
+		}
+		return false
 	}
 
-	out := make([]byte, 0, len(content)+len(content)/4)
+	out := append(dst, secData, 0x80, 0x80, 0x80, 0x80, 0x00) // the size, patched below
 	merged := 0
 	countAt := len(out)
 	out = append(out, 0x80, 0x80, 0x80, 0x80, 0x00) // the count, patched below
+	run, runEnd := -1, 0
 	for i := 0; i < len(segs); {
+		if i == runEnd {
+			run++
+			runEnd += len(runs[run])
+		}
 		first, end := segs[i].at, segs[i].at+uint64(len(segs[i].data))
 		j := i + 1
-		for ; j < len(segs); j++ {
+		for ; j < runEnd; j++ {
 			next := segs[j].at
-			if next < end || next-end > maxDataGap || (next > end && written(end, next)) {
+			if next-end > maxDataGap || (next > end && written(end, next, run)) {
 				break
 			}
 			end = next + uint64(len(segs[j].data))
@@ -136,6 +164,10 @@ func mergeData(content []byte, dataCount bool) ([]byte, bool) {
 		i = j
 	}
 	putPaddedU32(out[countAt:], uint32(merged))
+	if uint64(len(out)-countAt) > 1<<32-1 {
+		return nil, false
+	}
+	putPaddedU32(out[countAt-5:], uint32(len(out)-countAt))
 	return out, true
 }
 

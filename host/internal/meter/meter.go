@@ -111,7 +111,8 @@ func Rewrite(wasm []byte) ([]byte, error) {
 	if len(wasm) < len(header) || string(wasm[:len(header)]) != string(header) {
 		return nil, errors.New("meter: not a WebAssembly 1.0 binary (wrong magic or version)")
 	}
-	w := &rewriter{in: wasm, out: make([]byte, 0, len(wasm)+len(wasm)/16+256)}
+	// Room for the checks and for the zeros merged data segments take.
+	w := &rewriter{in: wasm, out: make([]byte, 0, len(wasm)+len(wasm)/4+256)}
 	w.out = append(w.out, header...)
 	if err := w.sections(); err != nil {
 		return nil, fmt.Errorf("meter: %w", err)
@@ -170,8 +171,8 @@ func (w *rewriter) sections() error {
 		case secCode:
 			err = w.code(content)
 		case secData:
-			if merged, ok := mergeData(content, w.dataCount); ok {
-				w.out = appendSection(w.out, id, merged)
+			if out, ok := mergeData(w.out, content, w.dataCount); ok {
+				w.out = out
 			} else if err = w.check(id, content); err == nil {
 				w.out = appendSection(w.out, id, content)
 			}
