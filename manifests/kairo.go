@@ -87,6 +87,15 @@ type AgentConfig struct {
 	MinHz         float64 `toml:"min_hz"`
 	// BargeIn is "boundary", "queue" or "preempt": see the defaults file.
 	BargeIn string `toml:"barge_in"`
+	// TickSpin is how long before each tick the loop spins instead of
+	// sleeping; "0s" for never.
+	TickSpin string `toml:"tick_spin"`
+}
+
+// TickSpinDuration is TickSpin parsed; valid once Validate passed.
+func (a AgentConfig) TickSpinDuration() time.Duration {
+	d, _ := time.ParseDuration(a.TickSpin)
+	return d
 }
 
 // LLMConfig is the [llm] table: the OpenAI-compatible endpoint behind the
@@ -293,6 +302,9 @@ func (a *AgentConfig) validate() []*Error {
 	}
 	if a.Overrun != "skip" && a.Overrun != "catch_up" {
 		bad("agent.overrun", "%q: want \"skip\" (drop late ticks) or \"catch_up\" (run every late tick)", a.Overrun)
+	}
+	if d, err := time.ParseDuration(a.TickSpin); err != nil || d < 0 || d > time.Second {
+		bad("agent.tick_spin", "%q: want a duration from \"0s\" (never spin) to \"1s\", such as \"2ms\"", a.TickSpin)
 	}
 	switch a.BargeIn {
 	case "boundary", "queue", "preempt":

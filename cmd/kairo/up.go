@@ -256,7 +256,7 @@ func (d *daemon) startAgent(cfg manifests.Config) error {
 	r, err := agent.New(agent.Config{
 		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
 		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
-		QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Logger: d.log,
+		QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
 	})
 	if err != nil {
 		return err
@@ -267,6 +267,14 @@ func (d *daemon) startAgent(cfg manifests.Config) error {
 	d.agent = r
 	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz)
 	return nil
+}
+
+// spinOf is the runtime's Spin for a configured duration: 0 means none.
+func spinOf(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // sandboxLauncher is how the kernel starts binaries: confined, unless the

@@ -39,6 +39,10 @@ type Config struct {
 	// default OverrunSkip.
 	Hz      float64
 	Overrun Overrun
+	// Spin is how long before each tick the loop waits by spinning rather
+	// than sleeping, for sub-millisecond precision (see Ticker.Spin);
+	// default 2 ms, -1 for none.
+	Spin time.Duration
 	// MaxIterations bounds the decisions in one run loop; default 25.
 	MaxIterations int
 	// QueryBackoff: after this many queries in a row that no user message
@@ -70,6 +74,12 @@ func (c *Config) defaults() {
 	}
 	if c.MinHz <= 0 {
 		c.MinHz = 1
+	}
+	if c.Spin == 0 {
+		c.Spin = 2 * time.Millisecond
+	}
+	if c.Spin < 0 {
+		c.Spin = 0
 	}
 	if c.BargeIn == "" {
 		c.BargeIn = abi.BargeInBoundary
@@ -123,6 +133,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Agent, err)
 	}
+	t.Spin = cfg.Spin
 	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.sess = newSession(r.ctx, r)
