@@ -27,14 +27,8 @@ type AgentError struct {
 // at once, so the next tick sees it even before the bus brings it back. It
 // returns a copy: the bus writes the sequence number into ev.
 func (r *Runtime) emit(ev *abi.Event, data any) *abi.Event {
-	raw, err := msgpack.Marshal(data)
-	if err != nil {
-		r.log.Error("encode event", "type", ev.Type, "err", err)
+	if !r.prepare(ev, data) {
 		return ev
-	}
-	ev.Data, ev.Source = raw, "agent/"+r.cfg.Agent
-	if ev.ID == "" {
-		ev.ID = bus.NewID()
 	}
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()

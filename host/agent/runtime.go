@@ -311,38 +311,28 @@ func (r *Runtime) route(ev *abi.Event) {
 	r.mu.Unlock()
 }
 
-// publish appends an event of the agent's, queued; the bus keeps the
-// order of what one goroutine publishes.
-func (r *Runtime) publish(ev *abi.Event, data any) *abi.Event {
+// prepare encodes data into ev and fills what the agent sets; false when
+// data cannot be encoded (logged).
+func (r *Runtime) prepare(ev *abi.Event, data any) bool {
 	raw, err := msgpack.Marshal(data)
 	if err != nil {
 		r.log.Error("encode event", "type", ev.Type, "err", err)
-		return ev
+		return false
 	}
 	ev.Data, ev.Source = raw, "agent/"+r.cfg.Agent
 	if ev.ID == "" {
 		ev.ID = bus.NewID()
 	}
-	if _, err := r.k.Bus.PublishAsync(ev); err != nil && r.ctx.Err() == nil {
-		r.log.Warn("publish", "type", ev.Type, "err", err)
-	}
-	return ev
+	return true
 }
 
-// publishDurable is publish that waits until the event is stored.
-func (r *Runtime) publishDurable(ev *abi.Event, data any) {
-	raw, err := msgpack.Marshal(data)
-	if err != nil {
-		r.log.Error("encode event", "type", ev.Type, "err", err)
+// publish appends an event of the agent's, queued; the bus keeps the
+// order of what one goroutine publishes.
+func (r *Runtime) publish(ev *abi.Event, data any) {
+	if !r.prepare(ev, data) {
 		return
 	}
-	ev.Data, ev.Source = raw, "agent/"+r.cfg.Agent
-	if ev.ID == "" {
-		ev.ID = bus.NewID()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := r.k.Bus.Publish(ctx, ev); err != nil && r.ctx.Err() == nil {
+	if _, err := r.k.Bus.PublishAsync(ev); err != nil && r.ctx.Err() == nil {
 		r.log.Warn("publish", "type", ev.Type, "err", err)
 	}
 }
