@@ -91,6 +91,20 @@ func (w *rewriter) function(out, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("instruction %#x at byte %#x of the body: %w", body[at], at, err)
 	}
 	for {
+		// Most instructions are one byte, or an opcode and a one-byte
+		// index: skip them in a loop of their own.
+		for i+2 < len(body) {
+			k, c := opKinds[body[i]], body[i+1]
+			if k == opNone {
+				i++
+			} else if c < 0x80 && (k == opLEB || (k == opGlobal && uint32(c) < globals)) {
+				i += 2
+			} else if k == opMem && c < 0x40 && body[i+2] < 0x80 { // small alignment and offset
+				i += 3
+			} else {
+				break
+			}
+		}
 		if i >= len(body) {
 			return nil, fmt.Errorf("the body ends before its last end: %w", errShort)
 		}
