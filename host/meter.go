@@ -53,9 +53,10 @@ func (h *Host) newRuntime(ctx context.Context, closeOnDone bool, pages uint32) w
 // with its data segments merged. metered says which. The error is the
 // original module's, as wazero words it.
 func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
+	var rerr error
 	if !opts.Trusted {
-		rewritten, rerr := meter.Rewrite(wasm)
-		if rerr == nil {
+		var rewritten []byte
+		if rewritten, rerr = meter.Rewrite(wasm); rerr == nil {
 			rt = h.newRuntime(ctx, false, opts.MemoryPages)
 			if compiled, err = compileModule(ctx, rt, rewritten); err == nil {
 				return rt, compiled, true, nil
@@ -63,8 +64,12 @@ func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt waze
 			_ = rt.Close(ctx)
 			rerr = fmt.Errorf("wazero refused the rewritten module: %w", err)
 		}
-		h.logger.Info("plugin deadline enforced by wazero's close-on-context-done, which is slower: the meter cannot rewrite the module",
-			"plugin", opts.Name, "err", rerr)
+		defer func() {
+			if err == nil {
+				h.logger.Info("plugin deadline enforced by wazero's close-on-context-done, which is slower: the meter cannot rewrite the module",
+					"plugin", opts.Name, "err", rerr)
+			}
+		}()
 	}
 	rt = h.newRuntime(ctx, !opts.Trusted, opts.MemoryPages)
 	if opts.Trusted {
