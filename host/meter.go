@@ -136,6 +136,37 @@ func (p *Plugin) expire(cause error) {
 	close(p.expired)
 }
 
+// arm starts the deadline of a call to an untrusted guest and returns the
+// call's context; a trusted guest's call keeps ctx. unwatch, when not nil,
+// ends the watch on a caller's context that can be cancelled.
+func (p *Plugin) arm(ctx context.Context, deadline time.Duration) (_ context.Context, unwatch func() bool) {
+	if p.opts.Trusted {
+		return ctx, nil
+	}
+	if ctx.Done() != nil {
+		caller := ctx
+		unwatch = context.AfterFunc(ctx, func() { p.expire(context.Cause(caller)) })
+	}
+	p.dctx.Context = ctx
+	p.timer.Reset(deadline)
+	return &p.dctx, unwatch
+}
+
+// disarm ends what arm started and reports whether the call was stopped. A
+// timer or watch that fired as the call returned may be zeroing the fuel, or
+// wazero closing the module, already: that instance cannot serve again
+// either.
+func (p *Plugin) disarm(unwatch func() bool) (stopped bool) {
+	if p.opts.Trusted {
+		return false
+	}
+	stopped = !p.timer.Stop()
+	if unwatch != nil && !unwatch() {
+		stopped = true
+	}
+	return stopped || p.stopped.Load() != nil
+}
+
 // stopCause words why a stopped call was stopped.
 func (p *Plugin) stopCause(deadline time.Duration, caller context.Context) error {
 	cause := errDeadlinePassed

@@ -11,6 +11,9 @@ type loopGuest struct {
 	initialize []byte
 	handle     []byte // before the return of the empty reply
 	work       []byte
+	// start, when set, is the body of function 6, the module's start
+	// function (its start section), with the i64 locals 0 and 1.
+	start []byte
 	// exportName, when set, exports kairo_handle a second time under this
 	// name.
 	exportName string
@@ -40,6 +43,14 @@ func (g loopGuest) bytes() []byte {
 	}
 	if funcs[5].body == nil {
 		funcs[5].body = []byte{0x20, 0x00} // local.get 0
+	}
+	if g.start != nil {
+		funcs = append(funcs, struct {
+			export string
+			typ    byte
+			locals []byte
+			body   []byte
+		}{"start", 0, twoI64, g.start})
 	}
 
 	m := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
@@ -71,6 +82,9 @@ func (g loopGuest) bytes() []byte {
 		sec = append(name(sec, g.exportName), 0x00, 4)
 	}
 	m = section(m, 7, sec)
+	if g.start != nil {
+		m = section(m, 8, []byte{6})
+	}
 
 	sec = uleb(nil, uint64(len(funcs)))
 	for _, f := range funcs {

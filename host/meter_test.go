@@ -42,6 +42,8 @@ func TestMeterStopsRunaways(t *testing.T) {
 		{"loop in a loop", loopGuest{handle: nestedLoops(1, 2, forever, 1000)}, loopGuest{handle: nestedLoops(1, 2, 10, 1000)}, "handle"},
 		{"recursion without a loop", loopGuest{handle: callWork(62), work: doubling}, loopGuest{handle: callWork(10), work: doubling}, "handle"},
 		{"loop in _initialize", loopGuest{initialize: countTo(0, forever)}, loopGuest{initialize: countTo(0, 1000)}, abi.ExportInitialize},
+		// The start section's function runs as the module is instantiated.
+		{"loop in the start function", loopGuest{start: countTo(0, forever)}, loopGuest{start: countTo(0, 1000)}, "load"},
 	}
 	opts := Options{Deadline: deadline, StartDeadline: deadline}
 	for _, c := range cases {
@@ -59,7 +61,7 @@ func TestMeterStopsRunaways(t *testing.T) {
 
 			start := time.Now()
 			p, err := testHost.Load(context.Background(), c.runaway.bytes(), opts)
-			if c.op == abi.ExportInitialize {
+			if c.op != "handle" {
 				wantDeadline(t, err, c.op, deadline, time.Since(start))
 				return
 			}

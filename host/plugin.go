@@ -219,7 +219,17 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 	mcfg := wazero.NewModuleConfig().WithName(opts.Name).WithStartFunctions().
 		WithStderr(&p.stderr).WithStdout(&p.stderr)
 	mcfg = opts.WASI.apply(mcfg)
-	p.mod, err = p.rt.InstantiateModule(ctx, compiled, mcfg)
+	// A module's start function (its start section, unlike _initialize)
+	// runs within InstantiateModule: under the start deadline too.
+	ictx, unwatch := p.arm(ctx, opts.StartDeadline)
+	p.mod, err = p.rt.InstantiateModule(ictx, compiled, mcfg)
+	if p.disarm(unwatch) {
+		if p.mod != nil {
+			_ = p.mod.Close(context.Background())
+		}
+		return nil, &Failure{Plugin: opts.Name, Op: "load", Reason: ReasonDeadline,
+			Err: fmt.Errorf("its start function %w", p.stopCause(opts.StartDeadline, ctx))}
+	}
 	if err != nil {
 		return nil, refuse(err)
 	}
@@ -357,28 +367,10 @@ func (p *Plugin) roundTrip(ctx context.Context, op string, fn api.Function, dead
 // trusted, and stops the instance when the call fails.
 func (p *Plugin) callRaw(ctx context.Context, op string, fn api.Function, deadline time.Duration) error {
 	caller := ctx
-	var unwatch func() bool
-	if !p.opts.Trusted {
-		if ctx.Done() != nil {
-			unwatch = context.AfterFunc(ctx, func() { p.expire(context.Cause(caller)) })
-		}
-		p.dctx.Context = ctx
-		ctx = &p.dctx
-		p.timer.Reset(deadline)
-	}
+	ctx, unwatch := p.arm(ctx, deadline)
 	p.stderr.Reset()
 	err := fn.CallWithStack(ctx, p.stack[:])
-	stopped := false
-	if !p.opts.Trusted {
-		// A timer or watch that fired as the call returned may be zeroing
-		// the fuel, or wazero closing the module, already: the instance
-		// cannot serve again.
-		stopped = !p.timer.Stop()
-		if unwatch != nil && !unwatch() {
-			stopped = true
-		}
-		stopped = stopped || p.stopped.Load() != nil
-	}
+	stopped := p.disarm(unwatch)
 	if err == nil && !stopped {
 		return nil
 	}
