@@ -1,5 +1,7 @@
 package meter
 
+// LEB128 integers and sections, read and written.
+
 import (
 	"errors"
 	"fmt"
@@ -172,4 +174,46 @@ func (r *reader) done() error {
 		return fmt.Errorf("%d bytes after the last entry", len(r.b)-r.off)
 	}
 	return nil
+}
+
+// section appends a section whose content fill writes.
+func (w *rewriter) section(id byte, fill func([]byte) []byte) error {
+	return w.sectionErr(id, func(out []byte) ([]byte, error) { return fill(out), nil })
+}
+
+func (w *rewriter) sectionErr(id byte, fill func([]byte) ([]byte, error)) error {
+	out, err := w.sectionErrTo(w.out, id, fill)
+	if err != nil {
+		return err
+	}
+	w.out = out
+	return nil
+}
+
+// sectionErrTo appends to out a section whose size, unknown until fill is
+// done, is written as a 5-byte LEB128, which the format allows.
+func (w *rewriter) sectionErrTo(out []byte, id byte, fill func([]byte) ([]byte, error)) ([]byte, error) {
+	mark := len(out)
+	out = append(out, id, 0x80, 0x80, 0x80, 0x80, 0x00)
+	out, err := fill(out)
+	if err != nil {
+		return nil, err
+	}
+	size := len(out) - mark - 6
+	if uint64(size) > 1<<32-1 {
+		return nil, fmt.Errorf("section %d grows past 4 GiB", id)
+	}
+	putPaddedU32(out[mark+1:], uint32(size))
+	return out, nil
+}
+
+func appendSection(out []byte, id byte, content []byte) []byte {
+	out = append(out, id)
+	out = appendU32(out, uint32(len(content)))
+	return append(out, content...)
+}
+
+func appendName(out []byte, s string) []byte {
+	out = appendU32(out, uint32(len(s)))
+	return append(out, s...)
 }
