@@ -457,3 +457,24 @@ func writeFixture(t *testing.T, path string, mode os.FileMode, data string) {
 	noErr(t, os.WriteFile(path, []byte(data), mode))
 	noErr(t, os.Chmod(path, mode))
 }
+
+// ia32 reports whether this kernel runs i386 code: with ia32_emulation off,
+// int 0x80 faults before any filter is asked, and the Int80 escapes have
+// nothing to show.
+var ia32 = sync.OnceValue(func() bool {
+	bin, err := probeBinary()
+	if err != nil {
+		return true // the escape tests report the build failure
+	}
+	dir, err := os.MkdirTemp("", "kairo-probe-ia32-")
+	if err != nil {
+		return true
+	}
+	defer os.RemoveAll(dir)
+	f := filepath.Join(dir, "probe")
+	if err := os.WriteFile(f, bin, 0o700); err != nil {
+		return true
+	}
+	out, _ := exec.Command(f, "int80").CombinedOutput()
+	return !strings.Contains(string(out), "SIGSEGV")
+})
