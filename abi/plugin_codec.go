@@ -57,6 +57,18 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 	return dst
 }
 
+// unmarshalReflected decodes raw into v with the reflection codec, which
+// panics on some malformed inputs (nil for a struct-valued field): a panic
+// is an error like any other bad input.
+func unmarshalReflected(raw []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed %T: %v", v, r)
+		}
+	}()
+	return msgpack.Unmarshal(raw, v)
+}
+
 // appendReflected appends v as the reflection codec writes it, with compact
 // ints as the hand-written codecs do.
 func appendReflected(dst []byte, v any) []byte {
@@ -158,7 +170,7 @@ func decodeBatch(in []byte, b *Batch) error {
 			var raw []byte
 			if raw, rest, err = readRaw(in); err == nil && !(len(raw) == 1 && raw[0] == 0xc0) {
 				b.Agent = new(AgentInput)
-				err = msgpack.Unmarshal(raw, b.Agent)
+				err = unmarshalReflected(raw, b.Agent)
 			}
 		default:
 			_, rest, err = skip(in, 0)

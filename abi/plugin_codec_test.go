@@ -195,3 +195,19 @@ func FuzzPluginDecode(f *testing.F) {
 		}
 	})
 }
+
+// A batch whose agent input the reflection codec cannot take (nil where a
+// struct goes) is an error, never a panic inside the guest.
+func TestDecodeBatchMalformedAgent(t *testing.T) {
+	in := mustMarshal(t, map[string]any{"time": time.Unix(1, 0), "agent": map[string]any{
+		"runLoops": []any{map[string]any{"id": "r", "startedAt": nil, "actions": []any{map[string]any{"startedAt": nil}}}},
+	}})
+	var b Batch
+	if err := DecodeBatch(in, &b); err == nil || !strings.Contains(err.Error(), "malformed *abi.AgentInput") {
+		t.Fatalf("err = %v; want the malformed agent input named", err)
+	}
+	in = mustMarshal(t, map[string]any{"time": time.Unix(1, 0), "agent": map[string]any{"runLoops": "not a list"}})
+	if err := DecodeBatch(in, &b); err == nil {
+		t.Fatal("a malformed agent input decoded")
+	}
+}
