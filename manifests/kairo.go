@@ -72,6 +72,10 @@ func (h HostConfig) FailureWindowDuration() time.Duration {
 // PluginsPath is the drop-in folder of a daemon whose data folder is home.
 func (c *Config) PluginsPath(home string) string { return underHome(home, c.Host.PluginsDir) }
 
+// SkillsPath is the agent's skills folder for a daemon whose data folder is
+// home.
+func (c *Config) SkillsPath(home string) string { return underHome(home, c.Agent.SkillsDir) }
+
 // CachePath is the compilation cache of a daemon whose data folder is home.
 func (c *Config) CachePath(home string) string { return underHome(home, c.Host.CacheDir) }
 
@@ -87,6 +91,9 @@ type AgentConfig struct {
 	MinHz         float64 `toml:"min_hz"`
 	// BargeIn is "boundary", "queue" or "preempt": see the defaults file.
 	BargeIn string `toml:"barge_in"`
+	// SkillsDir holds binary skills, each a folder with a skill.toml, that
+	// the agent runs by name; relative to KAIRO_HOME.
+	SkillsDir string `toml:"skills_dir"`
 	// TickSpin is how long before each tick the loop spins instead of
 	// sleeping; "0s" for never.
 	TickSpin string `toml:"tick_spin"`

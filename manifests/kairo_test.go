@@ -33,7 +33,7 @@ func TestDefaults(t *testing.T) {
 		Host: HostConfig{PluginsDir: "plugins", Builtins: true, CacheDir: "cache", Deadline: "1s", Memory: 64 * MiB,
 			MaxFailures: 5, FailureWindow: "1m"},
 		LLM:   LLMConfig{BaseURL: "", Model: "", APIKeyEnv: "OPENAI_API_KEY", Timeout: "60s", MaxRetries: 3, Stream: true},
-		Agent: AgentConfig{ID: "default", Policy: "rules", Hz: 10, Overrun: "skip", MaxIterations: 25, QueryBackoff: 3, MinHz: 1, BargeIn: "boundary", TickSpin: "2ms"},
+		Agent: AgentConfig{ID: "default", Policy: "rules", Hz: 10, Overrun: "skip", MaxIterations: 25, QueryBackoff: 3, MinHz: 1, BargeIn: "boundary", TickSpin: "2ms", SkillsDir: "skills"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() = %+v\nwant %+v", c, want)

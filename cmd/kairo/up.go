@@ -196,7 +196,7 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 		d.stop()
 		return nil, err
 	}
-	if err := d.startAgent(cfg); err != nil {
+	if err := d.startAgent(home, cfg); err != nil {
 		d.stop()
 		return nil, err
 	}
@@ -251,9 +251,11 @@ func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
 
 // startAgent starts the agent: it rebuilds what it knows from the event log
 // and starts ticking.
-func (d *daemon) startAgent(cfg manifests.Config) error {
+func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 	a := cfg.Agent
+	skills := d.findSkills(cfg.SkillsPath(home))
 	r, err := agent.New(agent.Config{
+		Skills: skills,
 		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
 		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
 		QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
@@ -265,8 +267,36 @@ func (d *daemon) startAgent(cfg manifests.Config) error {
 		return err
 	}
 	d.agent = r
-	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz)
+	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz, "skills", len(skills))
 	return nil
+}
+
+// findSkills lists the skills of dir: each folder with a valid skill.toml,
+// by the name its manifest gives. A broken one is logged and left out.
+func (d *daemon) findSkills(dir string) map[string]string {
+	skills := map[string]string{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("cannot read the skills folder", "dir", dir, "err", err)
+		}
+		return skills
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name(), "skill.toml")
+		if !e.IsDir() {
+			continue
+		}
+		sk, err := manifests.LoadSkill(path)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				d.log.Warn("a skill the agent cannot run", "manifest", path, "err", err)
+			}
+			continue
+		}
+		skills[sk.Skill.Name] = path
+	}
+	return skills
 }
 
 // spinOf is the runtime's Spin for a configured duration: 0 means none.

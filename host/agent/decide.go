@@ -11,6 +11,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/manifests"
 )
 
 // SubjectAgentError reports a tick whose policy failed or answered what the
@@ -60,7 +61,7 @@ func (r *Runtime) tick(tk Tick) {
 		return
 	}
 	r.lastCall = time.Now()
-	in := &abi.AgentInput{Agent: r.cfg.Agent, Hz: tk.Hz, BargeIn: r.cfg.BargeIn}
+	in := &abi.AgentInput{Agent: r.cfg.Agent, Hz: tk.Hz, BargeIn: r.cfg.BargeIn, Skills: r.skills}
 	for _, l := range r.st.open {
 		in.RunLoops = append(in.RunLoops, l.view())
 	}
@@ -305,6 +306,8 @@ func summarize(l *runLoop) string {
 		switch {
 		case json.Unmarshal([]byte(a.args), &args) == nil && args.Command != "":
 			what = args.Command
+		case args.Skill != "":
+			what = strings.TrimSpace(args.Skill + " " + strings.Join(args.Args, " "))
 		case len(a.argv) > 0:
 			what = strings.Join(a.argv, " ")
 		}
@@ -333,7 +336,10 @@ type spawnArgs struct {
 	Argv    []string `json:"argv"`
 	Command string   `json:"command"` // run by /bin/sh -c
 	Cwd     string   `json:"cwd"`
-	Skill   string   `json:"skill"` // the path of a skill.toml
+	// Skill runs a binary skill by name instead: Args are its ARGS as
+	// `kairo run` takes them (NAME=VALUE for a param, the rest appended).
+	Skill string   `json:"skill"`
+	Args  []string `json:"args"`
 }
 
 // runTool carries out one tool call: kairo.tool.invoke, the call, then
@@ -356,10 +362,16 @@ func (r *Runtime) runTool(loop, actionID string, d abi.ActionData) {
 			args.Argv = []string{"/bin/sh", "-c", args.Command}
 		}
 		if len(args.Argv) == 0 && args.Skill == "" {
-			res.Status, res.Error = abi.StatusFailed, "process.spawn: give argv (a list) or command (a shell line)"
+			res.Status, res.Error = abi.StatusFailed, "process.spawn: give argv (a list), command (a shell line) or skill (a name)"
 			break
 		}
-		p := abi.SpawnParams{Argv: args.Argv, Cwd: args.Cwd, Mode: "line", Manifest: args.Skill, CorrelationID: loop, CausationID: actionID}
+		p := abi.SpawnParams{Argv: args.Argv, Cwd: args.Cwd, Mode: "line", CorrelationID: loop, CausationID: actionID}
+		if args.Skill != "" {
+			if err := r.skillParams(&p, args.Skill, args.Args); err != nil {
+				res.Status, res.Error = abi.StatusFailed, err.Error()
+				break
+			}
+		}
 		out, aerr := r.invoke("process.spawn", p)
 		if aerr != nil {
 			res.Status, res.Error = abi.StatusFailed, aerr.Message
@@ -376,6 +388,25 @@ func (r *Runtime) runTool(loop, actionID string, d abi.ActionData) {
 	}
 	res.Duration = time.Since(start)
 	r.emit(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: actionID}, res)
+}
+
+// skillParams makes p run the skill name with ARGS args, as `kairo run`
+// does.
+func (r *Runtime) skillParams(p *abi.SpawnParams, name string, args []string) error {
+	path, ok := r.cfg.Skills[name]
+	if !ok {
+		return fmt.Errorf("process.spawn: no skill %q; the skills are %s", name, strings.Join(r.skills, ", "))
+	}
+	sk, err := manifests.LoadSkill(path)
+	if err != nil {
+		return fmt.Errorf("process.spawn: skill %s: %v", name, err)
+	}
+	params, extra := sk.ParamsFromArgs(args)
+	if _, err := sk.Argv(params, extra); err != nil {
+		return fmt.Errorf("process.spawn: skill %s: %v", name, err)
+	}
+	p.Manifest, p.Params, p.Argv = path, params, extra
+	return nil
 }
 
 // invoke calls a kernel method as the agent.

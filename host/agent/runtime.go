@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +52,9 @@ type Config struct {
 	// and 1 Hz.
 	QueryBackoff int
 	MinHz        float64
+	// Skills are the binary skills the agent may run by name: name → the
+	// absolute path of its skill.toml.
+	Skills map[string]string
 	// BargeIn is abi.BargeInBoundary (the default), BargeInQueue or
 	// BargeInPreempt.
 	BargeIn string
@@ -107,6 +112,8 @@ type Runtime struct {
 	wg     sync.WaitGroup
 	sub    *bus.Subscription
 
+	skills []string // the names of cfg.Skills, sorted
+
 	mu       sync.Mutex
 	st       *state
 	obs      []abi.Event // observed since the last tick: x_t
@@ -134,7 +141,8 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Agent, err)
 	}
 	t.Spin = cfg.Spin
-	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent)}
+	skills := slices.Sorted(maps.Keys(cfg.Skills))
+	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.sess = newSession(r.ctx, r)
 	return r, nil

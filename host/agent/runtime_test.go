@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,4 +300,25 @@ func TestBargeInQueue(t *testing.T) {
 	if _, err := New(Config{Kernel: e.kernel, Policy: policy, BargeIn: "sometimes"}); err == nil || !strings.Contains(err.Error(), `barge-in "sometimes"`) {
 		t.Fatalf("an unknown barge-in setting: %v", err)
 	}
+}
+
+// A binary skill runs by name with its ARGS; its progress reaches the
+// agent, which reports it when asked; a skill it does not know is an error
+// result that names the ones it knows.
+func TestRunSkill(t *testing.T) {
+	e := newEnv(t)
+	skill, err := filepath.Abs("../../manifests/examples/progress-demo/skill.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(Config{Policy: e.rules(), Skills: map[string]string{"progress-demo": skill}})
+	e.say("run progress-demo steps=5 delay=0.3", "")
+	loop := e.events.until(t, "intent.started", typed(abi.SubjectIntentStarted)).CorrelationID
+	e.events.until(t, "a progress event", func(ev *abi.Event) bool { return ev.Type == "kairo.process.progress" && ev.CorrelationID == loop })
+	e.say("how far along is it?", "")
+	e.events.until(t, "the progress answer", sayIn(loop, "last progress: percent="))
+	e.events.until(t, "the end", sayIn(loop, "`progress-demo steps=5 delay=0.3` finished in"))
+
+	e.say("run nosuchskill now", "")
+	e.events.until(t, "a shell's answer", sayIn("", "`nosuchskill now` failed"))
 }

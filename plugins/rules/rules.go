@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 // The command language, one command a message, case and surrounding
 // punctuation ignored:
 //
+//	run <skill> <args>              run a binary skill by name, ARGS as kairo run takes them
 //	run <command line>              run it (with /bin/sh -c) as a new task
 //	progress | how far along is it?  what the task is doing
 //	stop | cancel | stop it          stop the task and its processes
@@ -28,6 +30,7 @@ import (
 
 const helpText = `I understand:
   run <command line>        start it as a task, e.g. "run make test"
+  run <skill> <args>        run a binary skill, e.g. "run progress-demo steps=5"
   progress                  how far along the task is ("how far along is it?")
   stop | cancel             stop the task and its processes
   restart with <args>       run the task's command again with other arguments ("use <args> instead")
@@ -53,8 +56,9 @@ func normalize(s string) string {
 func decide(b *abi.Batch) abi.Reply {
 	var reply abi.Reply
 	var loops []abi.RunLoopView
+	var skills []string
 	if b.Agent != nil {
-		loops = b.Agent.RunLoops
+		loops, skills = b.Agent.RunLoops, b.Agent.Skills
 	}
 	for i := range b.Events {
 		ev := &b.Events[i]
@@ -64,7 +68,7 @@ func decide(b *abi.Batch) abi.Reply {
 			if msgpack.Unmarshal(ev.Data, &m) != nil {
 				continue
 			}
-			for _, a := range onMessage(m, ev.CorrelationID, loops, b.Time) {
+			for _, a := range onMessage(m, ev.CorrelationID, loops, skills, b.Time) {
 				a.CausationID = ev.ID // each answer belongs to its own message
 				reply.Actions = append(reply.Actions, a)
 			}
@@ -87,7 +91,7 @@ func decide(b *abi.Batch) abi.Reply {
 
 // onMessage answers one message; now is the tick's time (a guest's own
 // clock is not the wall clock, and a replay must see the same times).
-func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, now time.Time) []abi.Action {
+func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, skills []string, now time.Time) []abi.Action {
 	text := normalize(m.Text)
 	raw := strings.TrimSpace(m.Text)
 	target := targetLoop(corr, loops)
@@ -104,10 +108,9 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, now time
 			return []abi.Action{say(corr, "That task ran no command I can run again.", false)}
 		}
 		prog := strings.Fields(cmd)[0]
-		next := prog + " " + args
 		return []abi.Action{
 			{Type: abi.ActionCancel, CorrelationID: target.ID, Data: data(abi.ActionData{RunLoopID: target.ID, Reason: "restarted with " + args})},
-			spawn("", next),
+			run("", prog+" "+args, skills),
 		}
 	case reRun.MatchString(text):
 		// The command keeps its punctuation: only the space around it goes.
@@ -119,7 +122,7 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, now time
 		if cmd == "" {
 			return []abi.Action{{Type: abi.ActionQuery, CorrelationID: corr, Data: data(abi.ActionData{Text: "Run what? For example: run make test"})}}
 		}
-		return []abi.Action{spawn(corr, cmd)}
+		return []abi.Action{run(corr, cmd, skills)}
 	case reProgress.MatchString(text):
 		if target == nil && len(loops) > 0 {
 			// Nothing runs: report on the newest task, interrupted say.
@@ -138,7 +141,7 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, now time
 		return []abi.Action{say(corr, running(loops), corr == "")}
 	case target != nil && target.ID == corr && asked(target):
 		// The answer to "run what?".
-		return []abi.Action{spawn(corr, raw)}
+		return []abi.Action{run(corr, raw, skills)}
 	}
 	return []abi.Action{say(corr, fmt.Sprintf("I don't understand %q. Say `help` for what I can do.", raw), corr == "")}
 }
@@ -186,10 +189,15 @@ func lastCommand(l *abi.RunLoopView) string {
 		var args struct {
 			Command string   `json:"command"`
 			Argv    []string `json:"argv"`
+			Skill   string   `json:"skill"`
+			Args    []string `json:"args"`
 		}
 		if json.Unmarshal([]byte(a.Args), &args) == nil {
-			if args.Command != "" {
+			switch {
+			case args.Command != "":
 				return args.Command
+			case args.Skill != "":
+				return strings.Join(append([]string{args.Skill}, args.Args...), " ")
 			}
 			return strings.Join(args.Argv, " ")
 		}
@@ -300,6 +308,16 @@ func onExit(ev *abi.Event, loops []abi.RunLoopView) (abi.Action, bool) {
 
 func say(corr, text string, done bool) abi.Action {
 	return abi.Action{Type: abi.ActionSay, CorrelationID: corr, Data: data(abi.ActionData{Text: text, Done: done})}
+}
+
+// run runs a command line: a skill by its name ("run progress-demo
+// steps=5"), else a shell line.
+func run(corr, cmd string, skills []string) abi.Action {
+	if f := strings.Fields(cmd); len(f) > 0 && slices.Contains(skills, f[0]) {
+		args, _ := json.Marshal(map[string]any{"skill": f[0], "args": append([]string{}, f[1:]...)})
+		return abi.Action{Type: abi.ActionToolCall, CorrelationID: corr, Data: data(abi.ActionData{Tool: "process.spawn", Args: string(args)})}
+	}
+	return spawn(corr, cmd)
 }
 
 func spawn(corr, cmd string) abi.Action {

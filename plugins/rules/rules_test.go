@@ -53,10 +53,11 @@ func TestCommands(t *testing.T) {
 		{"use 10 instead", busyTask, []string{"cancel", "restarted with 10", "tool_call", `{"command":"sleep 10"}`}},
 		{"restart with 5", busyTask, []string{"cancel", "run-1", "tool_call", `{"command":"sleep 5"}`}},
 		{"what is running?", busyTask, []string{"say", "Running: `sleep 30` in task \"run sleep 30\"."}},
+		{"run progress-demo steps=5 -v", nil, []string{"tool_call", `{"args":["steps=5","-v"],"skill":"progress-demo"}`}},
 		{"make me a sandwich", nil, []string{"say", `I don't understand "make me a sandwich"`}},
 	} {
 		t.Run(c.text, func(t *testing.T) {
-			reply := decide(&abi.Batch{Time: time.Now(), Events: []abi.Event{message(t, c.text, "")}, Agent: &abi.AgentInput{RunLoops: c.loops}})
+			reply := decide(&abi.Batch{Time: time.Now(), Events: []abi.Event{message(t, c.text, "")}, Agent: &abi.AgentInput{RunLoops: c.loops, Skills: []string{"progress-demo"}}})
 			if len(reply.Actions)*2 != len(c.want) {
 				t.Fatalf("actions %+v; want %q", reply.Actions, c.want)
 			}
