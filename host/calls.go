@@ -28,16 +28,6 @@ type serviceDepth struct {
 	chain string // "a → b → c", for the error that cuts it off
 }
 
-func maxDepth(ds []serviceDepth) serviceDepth {
-	var d serviceDepth
-	for _, x := range ds {
-		if x.n > d.n {
-			d = x
-		}
-	}
-	return d
-}
-
 // serviceCalls are the service calls delivered and not yet answered.
 type serviceCalls struct {
 	next    int64

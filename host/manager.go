@@ -144,12 +144,7 @@ func (m *Manager) Stop() {
 	// A rescan under way finishes first, so no unit starts after this.
 	m.scanMu.Lock()
 	m.scanMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
-	m.mu.Lock()
-	units := make([]*unit, 0, len(m.units))
-	for _, u := range m.units {
-		units = append(units, u)
-	}
-	m.mu.Unlock()
+	units := m.all()
 	for _, u := range units {
 		u.stop()
 	}
@@ -248,12 +243,7 @@ func stampOf(wasm string) fileStamp {
 
 // List reports every plugin, sorted by name.
 func (m *Manager) List() []abi.PluginStatus {
-	m.mu.Lock()
-	units := make([]*unit, 0, len(m.units))
-	for _, u := range m.units {
-		units = append(units, u)
-	}
-	m.mu.Unlock()
+	units := m.all()
 	out := make([]abi.PluginStatus, 0, len(units))
 	for _, u := range units {
 		out = append(out, u.status())
@@ -265,9 +255,7 @@ func (m *Manager) List() []abi.PluginStatus {
 // Restart starts a stopped, refused or failing plugin again at once, its
 // failure count cleared.
 func (m *Manager) Restart(name string) error {
-	m.mu.Lock()
-	u, ok := m.units[name]
-	m.mu.Unlock()
+	u, ok := m.unit(name)
 	if !ok {
 		return abi.Errorf(abi.CodeNotFound, "no plugin %q; plugins.list lists them", name)
 	}
@@ -280,9 +268,7 @@ func (m *Manager) Restart(name string) error {
 // what it published is durable and its calls have started. From its first
 // tick on, the plugin is driven by ticks alone.
 func (m *Manager) Decide(ctx context.Context, name string, batch *abi.Batch) (*abi.Reply, error) {
-	m.mu.Lock()
-	u, ok := m.units[name]
-	m.mu.Unlock()
+	u, ok := m.unit(name)
 	if !ok {
 		return nil, fmt.Errorf("no policy plugin %q is installed; `kairo plugins` lists the plugins", name)
 	}
@@ -307,9 +293,7 @@ func (m *Manager) Decide(ctx context.Context, name string, batch *abi.Batch) (*a
 // calls waiting for its next batch: a tick-driven policy whose model has
 // answered needs a tick even when nothing else happened.
 func (m *Manager) Waiting(name string) bool {
-	m.mu.Lock()
-	u, ok := m.units[name]
-	m.mu.Unlock()
+	u, ok := m.unit(name)
 	if !ok {
 		return false
 	}
@@ -321,15 +305,32 @@ func (m *Manager) Waiting(name string) bool {
 // Busy reports whether the plugin name has calls out that have not
 // answered, or answers it has not been given yet: a policy still deciding.
 func (m *Manager) Busy(name string) bool {
-	m.mu.Lock()
-	u, ok := m.units[name]
-	m.mu.Unlock()
+	u, ok := m.unit(name)
 	if !ok {
 		return false
 	}
 	u.inMu.Lock()
 	defer u.inMu.Unlock()
 	return u.inFlight > 0 || len(u.results) > 0
+}
+
+// unit returns the plugin name's unit.
+func (m *Manager) unit(name string) (*unit, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u, ok := m.units[name]
+	return u, ok
+}
+
+// all returns every unit, as they are now.
+func (m *Manager) all() []*unit {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	units := make([]*unit, 0, len(m.units))
+	for _, u := range m.units {
+		units = append(units, u)
+	}
+	return units
 }
 
 // decideWait is how long a tick waits for a policy that is busy or

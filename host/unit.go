@@ -431,7 +431,6 @@ func (u *unit) pushResult(gen int, r abi.CallResult, kernelCall bool) {
 // instance fails or ctx ends.
 func (u *unit) loop(ctx context.Context, p *Plugin, gen int, sess *pluginSession) error {
 	var batch abi.Batch
-	var depths []serviceDepth
 	for {
 		select {
 		case <-ctx.Done():
@@ -451,35 +450,10 @@ func (u *unit) loop(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 		tickDriven := u.tickDriven
 		u.inMu.Unlock()
 		for !tickDriven {
-			u.inMu.Lock()
-			k := min(len(u.events), maxBatchEvents)
-			batch = abi.Batch{
-				Time:        time.Now(),
-				Events:      slices.Clone(u.events[:k]),
-				CallResults: u.results,
-			}
-			u.events = append(u.events[:0], u.events[k:]...)
-			u.results = nil
-			depths = depths[:0]
-			for _, c := range u.calls {
-				batch.ServiceCalls = append(batch.ServiceCalls, c.call)
-				depths = append(depths, c.depth)
-			}
-			u.calls = nil
-			u.inMu.Unlock()
-			if k > 0 {
-				select {
-				case u.room <- struct{}{}:
-				default:
-				}
-			}
+			batch = abi.Batch{Time: time.Now()}
+			depth := u.take(&batch)
 			if len(batch.Events) == 0 && len(batch.CallResults) == 0 && len(batch.ServiceCalls) == 0 {
 				break
-			}
-			if n := len(batch.Events); n > 0 {
-				u.inMu.Lock()
-				u.nextSeq = batch.Events[n-1].Seq + 1
-				u.inMu.Unlock()
 			}
 			out, err := p.Handle(ctx, &batch)
 			if err != nil {
@@ -489,9 +463,41 @@ func (u *unit) loop(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 				}
 				return err
 			}
-			u.dispatch(ctx, gen, sess, &out, maxDepth(depths), true)
+			u.dispatch(ctx, gen, sess, &out, depth, true)
 		}
 	}
+}
+
+// take moves what waits in the inbox into b — up to maxBatchEvents events,
+// every call result and service call — and returns the depth of the
+// deepest service call taken. The events taken are where a restarted
+// instance's subscription takes up after.
+func (u *unit) take(b *abi.Batch) serviceDepth {
+	var depth serviceDepth
+	u.inMu.Lock()
+	k := min(len(u.events), maxBatchEvents)
+	b.Events = append(b.Events, u.events[:k]...)
+	u.events = append(u.events[:0], u.events[k:]...)
+	if k > 0 {
+		u.nextSeq = b.Events[len(b.Events)-1].Seq + 1
+	}
+	b.CallResults = append(b.CallResults, u.results...)
+	u.results = nil
+	for _, c := range u.calls {
+		b.ServiceCalls = append(b.ServiceCalls, c.call)
+		if c.depth.n > depth.n {
+			depth = c.depth
+		}
+	}
+	u.calls = nil
+	u.inMu.Unlock()
+	if k > 0 {
+		select {
+		case u.room <- struct{}{}:
+		default:
+		}
+	}
+	return depth
 }
 
 // decideReq is one tick for a policy plugin.
@@ -512,24 +518,15 @@ func (u *unit) tick(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 	b := req.batch
 	u.inMu.Lock()
 	u.tickDriven = true
-	b.CallResults = append(b.CallResults, u.results...)
-	u.results = nil
-	b.Events = append(b.Events, u.events...)
-	u.events = u.events[:0]
-	var depths []serviceDepth
-	for _, c := range u.calls {
-		b.ServiceCalls = append(b.ServiceCalls, c.call)
-		depths = append(depths, c.depth)
-	}
-	u.calls = nil
 	u.inMu.Unlock()
+	depth := u.take(b)
 	out, err := p.Handle(ctx, b)
 	if err != nil {
 		u.m.failServices(b.ServiceCalls, u.name, err)
 		req.reply <- decideResp{err: err}
 		return err
 	}
-	u.dispatch(ctx, gen, sess, &out, maxDepth(depths), false)
+	u.dispatch(ctx, gen, sess, &out, depth, false)
 	req.reply <- decideResp{reply: out.Reply}
 	return nil
 }
