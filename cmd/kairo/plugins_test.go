@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -10,33 +9,13 @@ import (
 	"time"
 )
 
-// buildEcho builds the echo plugin into dir with its manifest beside it.
-func buildEcho(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "echo.wasm"), "../../plugins/echo")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build echo: %v\n%s", err, out)
-	}
-	manifest, err := os.ReadFile("../../plugins/echo/echo.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "echo.toml"), manifest, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // kairo up loads a drop-in plugin, which serves events; kairo plugins lists
 // it; kairo plugin inspect reads a module; a module without a manifest is
 // listed as refused, saying what to do.
 func TestPluginsCommands(t *testing.T) {
 	home := t.TempDir()
 	plugins := filepath.Join(home, "plugins")
-	buildEcho(t, plugins)
+	buildPlugin(t, plugins, "echo")
 	if err := os.WriteFile(filepath.Join(plugins, "bare.wasm"), []byte("\x00asm\x01\x00\x00\x00"), 0o600); err != nil {
 		t.Fatal(err)
 	}
