@@ -48,6 +48,9 @@ type ManagerConfig struct {
 	MaxFailures            int
 	FailureWindow          time.Duration
 	BackoffMin, BackoffMax time.Duration
+	// Only, when set, names the plugins to load; the folders' others are
+	// left alone (a replay loads its policy alone).
+	Only []string
 	// Watch reloads a plugin whose files change, loads new ones and
 	// unloads removed ones, without restarting the host.
 	Watch bool
@@ -172,6 +175,9 @@ func (m *Manager) Rescan() []*unit {
 		for _, e := range entries {
 			name, ok := strings.CutSuffix(e.Name(), ".wasm")
 			if !ok || e.IsDir() {
+				continue
+			}
+			if len(m.cfg.Only) > 0 && !slices.Contains(m.cfg.Only, name) {
 				continue
 			}
 			path := filepath.Join(f.Path, e.Name())
@@ -312,6 +318,18 @@ func (m *Manager) Busy(name string) bool {
 	u.inMu.Lock()
 	defer u.inMu.Unlock()
 	return u.inFlight > 0 || len(u.results) > 0
+}
+
+// InFlight reports how many calls of the plugin name have not answered
+// yet.
+func (m *Manager) InFlight(name string) int {
+	u, ok := m.unit(name)
+	if !ok {
+		return 0
+	}
+	u.inMu.Lock()
+	defer u.inMu.Unlock()
+	return u.inFlight
 }
 
 // unit returns the plugin name's unit.

@@ -11,7 +11,6 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/manifests"
 )
 
 // SubjectAgentError reports a tick whose policy failed or answered what the
@@ -331,82 +330,23 @@ func (r *Runtime) endIfIdle(id, status, summary string) {
 	}
 }
 
-// spawnArgs are the arguments of the process.spawn tool.
-type spawnArgs struct {
-	Argv    []string `json:"argv"`
-	Command string   `json:"command"` // run by /bin/sh -c
-	Cwd     string   `json:"cwd"`
-	// Skill runs a binary skill by name instead: Args are its ARGS as
-	// `kairo run` takes them (NAME=VALUE for a param, the rest appended).
-	Skill string   `json:"skill"`
-	Args  []string `json:"args"`
-}
-
-// runTool carries out one tool call: kairo.tool.invoke, the call, then
-// kairo.tool.result — one of each for every call, whatever happens.
+// runTool carries out one tool call: kairo.tool.invoke, the call through
+// the agent's Tools, then kairo.tool.result — one of each for every call,
+// whatever happens.
 func (r *Runtime) runTool(loop, actionID string, d abi.ActionData) {
 	r.emit(&abi.Event{Type: abi.SubjectToolInvoke, CorrelationID: loop, CausationID: actionID},
 		abi.ToolInvoke{ActionID: actionID, Tool: d.Tool, Args: d.Args})
 	start := time.Now()
-	res := abi.ToolResultEvent{ActionID: actionID, Tool: d.Tool}
-	switch d.Tool {
-	case "process.spawn":
-		var args spawnArgs
-		if d.Args != "" {
-			if err := json.Unmarshal([]byte(d.Args), &args); err != nil {
-				res.Status, res.Error = abi.StatusFailed, fmt.Sprintf("process.spawn: arguments are not a JSON object {argv|command, cwd}: %v", err)
-				break
-			}
+	res := r.cfg.Tools.Call(r.ctx, ToolCall{ActionID: actionID, CorrelationID: loop, Tool: d.Tool, Args: d.Args, Session: r.sess})
+	res.ActionID, res.Tool = actionID, d.Tool
+	if res.Status == "" {
+		res.Status = abi.StatusDone
+		if res.Error != "" {
+			res.Status = abi.StatusFailed
 		}
-		if args.Command != "" {
-			args.Argv = []string{"/bin/sh", "-c", args.Command}
-		}
-		if len(args.Argv) == 0 && args.Skill == "" {
-			res.Status, res.Error = abi.StatusFailed, "process.spawn: give argv (a list), command (a shell line) or skill (a name)"
-			break
-		}
-		p := abi.SpawnParams{Argv: args.Argv, Cwd: args.Cwd, Mode: "line", CorrelationID: loop, CausationID: actionID}
-		if args.Skill != "" {
-			if err := r.skillParams(&p, args.Skill, args.Args); err != nil {
-				res.Status, res.Error = abi.StatusFailed, err.Error()
-				break
-			}
-		}
-		out, aerr := r.invoke("process.spawn", p)
-		if aerr != nil {
-			res.Status, res.Error = abi.StatusFailed, aerr.Message
-			break
-		}
-		var info abi.ProcessInfo
-		if err := msgpack.Unmarshal(out, &info); err != nil {
-			res.Status, res.Error = abi.StatusFailed, err.Error()
-			break
-		}
-		res.Status, res.ProcessID, res.Result = abi.StatusDone, info.ID, out
-	default:
-		res.Status, res.Error = abi.StatusFailed, fmt.Sprintf("unknown tool %q; the agent's tools are: process.spawn", d.Tool)
 	}
 	res.Duration = time.Since(start)
 	r.emit(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: actionID}, res)
-}
-
-// skillParams makes p run the skill name with ARGS args, as `kairo run`
-// does.
-func (r *Runtime) skillParams(p *abi.SpawnParams, name string, args []string) error {
-	path, ok := r.cfg.Skills[name]
-	if !ok {
-		return fmt.Errorf("process.spawn: no skill %q; the skills are %s", name, strings.Join(r.skills, ", "))
-	}
-	sk, err := manifests.LoadSkill(path)
-	if err != nil {
-		return fmt.Errorf("process.spawn: skill %s: %v", name, err)
-	}
-	params, extra := sk.ParamsFromArgs(args)
-	if _, err := sk.Argv(params, extra); err != nil {
-		return fmt.Errorf("process.spawn: skill %s: %v", name, err)
-	}
-	p.Manifest, p.Params, p.Argv = path, params, extra
-	return nil
 }
 
 // invoke calls a kernel method as the agent.

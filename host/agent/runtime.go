@@ -55,6 +55,9 @@ type Config struct {
 	// Skills are the binary skills the agent may run by name: name → the
 	// absolute path of its skill.toml.
 	Skills map[string]string
+	// Tools carries out the policy's tool calls; default KernelTools over
+	// Kernel and Skills.
+	Tools Tools
 	// BargeIn is abi.BargeInBoundary (the default), BargeInQueue or
 	// BargeInPreempt.
 	BargeIn string
@@ -94,6 +97,9 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Tools == nil {
+		c.Tools = KernelTools{Kernel: c.Kernel, Skills: c.Skills}
 	}
 }
 
