@@ -22,6 +22,9 @@ const (
 	SubjectIntentStarted = "kairo.intent.started"
 	SubjectIntentEnded   = "kairo.intent.ended"
 	SubjectIntentCancel  = "kairo.intent.cancel"
+	// SubjectAgentTick records a tick whose batch held something or whose
+	// reply did: what a replay hands the policy again.
+	SubjectAgentTick = "kairo.agent.tick"
 )
 
 // AgentMessageSubject is where the runtime routes user messages for agent id.
@@ -124,6 +127,28 @@ type ActionEvent struct {
 	Type string `msgpack:"type"`
 	ActionData
 	Tick uint64 `msgpack:"tick,omitempty"`
+}
+
+// TickRecord is the data of kairo.agent.tick: enough of a policy's tick to
+// hand it the same batch again. The runtime records a tick whose batch held
+// observations or call results, or whose reply said something; a tick with
+// none of these (a heartbeat answered with a noop) changes nothing and is
+// not recorded.
+type TickRecord struct {
+	Tick uint64    `msgpack:"tick"`
+	At   time.Time `msgpack:"at"`
+	Hz   float64   `msgpack:"hz"`
+	// Seq is the last event the agent's state held when the tick began:
+	// folding the log up to it gives the run loops the policy saw.
+	Seq uint64 `msgpack:"seq"`
+	// Pending are the agent's own events the state held beyond Seq: applied
+	// as they were published, not yet back from the bus.
+	Pending []string `msgpack:"pending,omitempty"`
+	// Observed are the ids of the events of x_t, in order.
+	Observed []string `msgpack:"observed,omitempty"`
+	// Results counts the answers to the policy's earlier calls that the
+	// batch carried.
+	Results int `msgpack:"results,omitempty"`
 }
 
 // Thought is the data of kairo.agent.thought.

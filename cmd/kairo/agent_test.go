@@ -49,7 +49,7 @@ func TestAgentSurvivesAKill(t *testing.T) {
 	}
 	d.kill()
 
-	startUp(t, home)
+	d = startUp(t, home)
 	r = kairo(t, home, "send", "how far along is it?")
 	if r.code != 0 || !strings.Contains(r.stdout, "`sleep 30`: interrupted (the daemon stopped while it ran)") {
 		t.Fatalf("progress after the restart:\n%s", r)
@@ -58,10 +58,13 @@ func TestAgentSurvivesAKill(t *testing.T) {
 	if r.code != 0 || !regexpMatch(`(?m)^\S+\s+.*\s+open\s+\d+\s+0\s+run sleep 30$`, r.stdout) || !regexpMatch(`(?m)\sdone\s+\d+\s+0\s+run echo hello$`, r.stdout) {
 		t.Fatalf("kairo runs:\n%s", r)
 	}
-	var id string
+	var id, echo string
 	for _, line := range strings.Split(r.stdout, "\n") {
 		if strings.HasSuffix(line, "run sleep 30") {
 			id = strings.Fields(line)[0]
+		}
+		if strings.HasSuffix(line, "run echo hello") {
+			echo = strings.Fields(line)[0]
 		}
 	}
 	r = kairo(t, home, "runs", "show", id)
@@ -69,5 +72,24 @@ func TestAgentSurvivesAKill(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("runs show lacks %q:\n%s", want, r)
 		}
+	}
+
+	// Each run loop replays as it ran — the second across the restart —
+	// through the daemon, and from the data folder once it has stopped.
+	for _, run := range []string{echo, id} {
+		r = kairo(t, home, "replay", "--run", run)
+		if r.code != 0 || !strings.Contains(r.stdout, "the policy decided as recorded") || !regexpMatch(`replayed [1-9]\d* decisions`, r.stdout) {
+			t.Fatalf("replay %s:\n%s", run, r)
+		}
+	}
+	if code := d.stop(); code != 0 {
+		t.Fatalf("kairo up exited %d", code)
+	}
+	r = kairo(t, home, "replay", "--run", echo)
+	if r.code != 0 || !strings.Contains(r.stdout, "the policy decided as recorded") || !strings.Contains(r.stdout, `"run echo hello"`) {
+		t.Fatalf("replay with no daemon:\n%s", r)
+	}
+	if r := kairo(t, home, "replay", "--run", "nosuchrun"); r.code != 1 || !strings.Contains(r.stderr, "no run loop") {
+		t.Fatalf("replay of an unknown run:\n%s", r)
 	}
 }

@@ -4,6 +4,7 @@
 //	kairo up [--config FILE] [--home DIR]      run the kernel in the foreground
 //	kairo send "TEXT" | chat                   talk to the agent
 //	kairo runs [show ID]                       the agent's run loops
+//	kairo replay --run ID                      re-run a run loop's decisions
 //	kairo events publish SUBJECT [JSON]        append an event
 //	kairo events tail [PATTERN]                follow events live
 //	kairo events replay [PATTERN]              print stored events
@@ -59,6 +60,7 @@ func init() {
 		{"send", "send the agent a message and print its replies", runSend},
 		{"chat", "talk to the agent, a line at a time", runChat},
 		{"runs", "list the agent's run loops, or show one (kairo runs show ID)", runRuns},
+		{"replay", "re-run a run loop's decisions against its recording (kairo replay --run ID)", runReplayRun},
 		{"events", "publish, tail and replay events (kairo events help)", runEvents},
 		{"spawn", "run a process in the kernel, attached to this terminal", runSpawn},
 		{"run", "run a binary skill under its manifest's sandbox", runRun},

@@ -211,13 +211,7 @@ func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
 	if err != nil {
 		return err
 	}
-	var folders []host.Folder
-	if cfg.Host.Builtins {
-		if exe, err := os.Executable(); err == nil {
-			folders = append(folders, host.Folder{Path: filepath.Join(filepath.Dir(exe), "plugins"), Builtin: true})
-		}
-	}
-	folders = append(folders, host.Folder{Path: cfg.PluginsPath(home)})
+	folders := pluginFolders(home, cfg)
 	d.host = h
 	d.plugins = host.NewManager(host.ManagerConfig{
 		Host: h, Kernel: d.kernel, Folders: folders, Overrides: cfg.Plugins,
@@ -249,11 +243,23 @@ func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
 	return nil
 }
 
+// pluginFolders are where the plugins are: the built-ins beside the kairo
+// binary, then the drop-in folder.
+func pluginFolders(home string, cfg manifests.Config) []host.Folder {
+	var folders []host.Folder
+	if cfg.Host.Builtins {
+		if exe, err := os.Executable(); err == nil {
+			folders = append(folders, host.Folder{Path: filepath.Join(filepath.Dir(exe), "plugins"), Builtin: true})
+		}
+	}
+	return append(folders, host.Folder{Path: cfg.PluginsPath(home)})
+}
+
 // startAgent starts the agent: it rebuilds what it knows from the event log
 // and starts ticking.
 func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 	a := cfg.Agent
-	skills := d.findSkills(cfg.SkillsPath(home))
+	skills := findSkills(cfg.SkillsPath(home), d.log)
 	r, err := agent.New(agent.Config{
 		Skills: skills,
 		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
@@ -267,18 +273,19 @@ func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 		return err
 	}
 	d.agent = r
+	d.registerReplay(home, cfg)
 	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz, "skills", len(skills))
 	return nil
 }
 
 // findSkills lists the skills of dir: each folder with a valid skill.toml,
 // by the name its manifest gives. A broken one is logged and left out.
-func (d *daemon) findSkills(dir string) map[string]string {
+func findSkills(dir string, log *slog.Logger) map[string]string {
 	skills := map[string]string{}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("cannot read the skills folder", "dir", dir, "err", err)
+			log.Warn("cannot read the skills folder", "dir", dir, "err", err)
 		}
 		return skills
 	}
@@ -290,7 +297,7 @@ func (d *daemon) findSkills(dir string) map[string]string {
 		sk, err := manifests.LoadSkill(path)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
-				d.log.Warn("a skill the agent cannot run", "manifest", path, "err", err)
+				log.Warn("a skill the agent cannot run", "manifest", path, "err", err)
 			}
 			continue
 		}

@@ -3,6 +3,8 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +62,7 @@ func (r *Runtime) tick(tk Tick) {
 		return
 	}
 	r.lastCall = time.Now()
+	seq, pending := r.st.lastSeq, slices.Collect(maps.Keys(r.st.own))
 	in := &abi.AgentInput{Agent: r.cfg.Agent, Hz: tk.Hz, BargeIn: r.cfg.BargeIn, Skills: r.skills}
 	for _, l := range r.st.open {
 		in.RunLoops = append(in.RunLoops, l.view())
@@ -80,11 +83,27 @@ func (r *Runtime) tick(tk Tick) {
 		}
 		r.mu.Unlock()
 	case reply.Error != "":
+		r.record(tk, seq, pending, batch, reply)
 		r.report(tk.N, "the policy could not decide: "+reply.Error)
 	default:
 		r.carryOut(tk, x, reply)
+		r.record(tk, seq, pending, batch, reply)
 	}
 	r.ticked(tk, true)
+}
+
+// record publishes the tick's kairo.agent.tick, unless the tick was a
+// heartbeat that changed nothing.
+func (r *Runtime) record(tk Tick, seq uint64, pending []string, b *abi.Batch, reply *abi.Reply) {
+	said := reply.Thought != "" || reply.Error != "" || slices.ContainsFunc(reply.Actions, func(a abi.Action) bool { return a.Type != abi.ActionNoop })
+	if len(b.Events) == 0 && len(b.CallResults) == 0 && !said {
+		return
+	}
+	rec := abi.TickRecord{Tick: tk.N, At: tk.At, Hz: tk.Hz, Seq: seq, Pending: pending, Results: len(b.CallResults)}
+	for i := range b.Events {
+		rec.Observed = append(rec.Observed, b.Events[i].ID)
+	}
+	r.publish(&abi.Event{Type: abi.SubjectAgentTick}, rec)
 }
 
 // takeObservations is x_t: what was observed since the last tick — with

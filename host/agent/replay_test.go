@@ -1,0 +1,166 @@
+package agent
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/host/llm"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// logOf reads the whole log of e's store.
+func (e *env) logOf() []abi.Event {
+	e.t.Helper()
+	var evs []abi.Event
+	err := e.bus.Replay(context.Background(), bus.Query{}, func(ev *abi.Event) error {
+		c := *ev
+		c.Data = append([]byte(nil), ev.Data...)
+		evs = append(evs, c)
+		return nil
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return evs
+}
+
+// logAfter reads the log once the tick that ended a run loop is recorded.
+func (e *env) logAfter(ended *abi.Event) []abi.Event {
+	e.events.until(e.t, "the last tick's record", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectAgentTick && ev.Seq > ended.Seq
+	})
+	return e.logOf()
+}
+
+func replaySetup(evs []abi.Event, loop, policy string) ReplaySetup {
+	return ReplaySetup{Events: evs, RunLoop: loop, Host: wasmHost, Folders: []host.Folder{{Path: pluginDir, Builtin: true}}, Policy: policy, Logger: quiet}
+}
+
+// rewrite changes the data of the events match accepts.
+func rewrite[T any](t *testing.T, evs []abi.Event, match func(*abi.Event) bool, change func(*T)) int {
+	t.Helper()
+	n := 0
+	for i := range evs {
+		if !match(&evs[i]) {
+			continue
+		}
+		var v T
+		if err := msgpack.Unmarshal(evs[i].Data, &v); err != nil {
+			t.Fatal(err)
+		}
+		change(&v)
+		raw, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs[i].Data = raw
+		n++
+	}
+	return n
+}
+
+// A run loop of the LLM policy — a tool call, a process, a closing say —
+// replays against its recorded answers with the model's server gone, and
+// decides as it did; a recording whose answer says otherwise makes the
+// replay name the tick and both decisions.
+func TestReplayLLM(t *testing.T) {
+	model := &openAI{answers: []map[string]any{
+		{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{
+			"id": "call_1", "type": "function",
+			"function": map[string]any{"name": "process_spawn", "arguments": `{"command":"echo tests ok"}`},
+		}}},
+		content(`{"thought": "the process exited 0", "action": {"type": "say", "text": "The tests passed.", "done": true}}`),
+	}}
+	srv := httptest.NewServer(model)
+	e := newEnv(t)
+	p, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "scripted", Bus: e.bus, MaxRetries: 1, Backoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm.Register(e.kernel, p)
+	e.start(Config{Policy: e.policy("llm")})
+	e.say("run the tests please", "")
+	ended := e.events.until(t, "intent.ended", typed(abi.SubjectIntentEnded))
+	loop := ended.CorrelationID
+	srv.Close() // the replay asks no model
+
+	evs := e.logAfter(ended)
+	rep, err := Replay(context.Background(), replaySetup(evs, loop[len(loop)-8:], "llm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Divergence != nil {
+		t.Fatalf("the replay diverged: %+v\n%s", rep.Divergence, e.events.dump())
+	}
+	if rep.RunLoop != loop || rep.Answers != 2 || rep.Actions != 2 || rep.Thoughts != 1 || rep.Decisions < 3 || rep.Goal != "run the tests please" {
+		t.Fatalf("report = %+v; want run loop %s, 2 answers, 2 actions, 1 thought, 3 or more decisions", rep, loop)
+	}
+
+	// The same run, had the model answered otherwise.
+	if n := rewrite(t, evs, typed(abi.SubjectLLMResponse), func(r *abi.LLMResponse) {
+		r.Result.Message.Content = strings.Replace(r.Result.Message.Content, "The tests passed.", "The tests failed.", 1)
+	}); n != 2 {
+		t.Fatalf("%d responses", n)
+	}
+	rep, err = Replay(context.Background(), replaySetup(evs, loop, "llm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rep.Divergence; d == nil || !strings.Contains(d.What, `"The tests failed."`) || !strings.Contains(d.What, `"The tests passed."`) || d.Tick == 0 {
+		t.Fatalf("divergence = %+v; want the say that changed, at its tick", d)
+	}
+}
+
+// A barge-in run of the rule policy replays as it ran; a log whose message
+// asked for something else diverges at the first decision. Bad ids are
+// errors that say what to do.
+func TestReplayRules(t *testing.T) {
+	e := newEnv(t)
+	e.start(Config{Policy: e.rules()})
+	e.say("run sleep 0.5", "")
+	started := e.events.until(t, "intent.started", typed(abi.SubjectIntentStarted))
+	loop := started.CorrelationID
+	e.events.until(t, "the process", typed("kairo.process.spawned"))
+	e.say("how far along is it?", "")
+	evs := e.logAfter(e.events.until(t, "intent.ended", typed(abi.SubjectIntentEnded)))
+
+	rep, err := Replay(context.Background(), replaySetup(evs, loop, "rules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Divergence != nil || rep.Actions < 3 || rep.Answers != 0 {
+		t.Fatalf("report = %+v; want no divergence, 3 or more actions", rep)
+	}
+
+	rewrite(t, evs, typed(abi.AgentMessageSubject("default")), func(m *abi.UserMessage) {
+		if m.Text == "run sleep 0.5" {
+			m.Text = "run sleep 9"
+		}
+	})
+	rep, err = Replay(context.Background(), replaySetup(evs, loop, "rules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rep.Divergence; d == nil || d.Decision != 1 || !strings.Contains(d.What, "sleep 9") {
+		t.Fatalf("divergence = %+v; want decision 1, naming the changed command", d)
+	}
+
+	for _, c := range []struct{ id, want string }{
+		{"nosuchloop", "no run loop"},
+		{"", "no run loop"},
+	} {
+		if _, err := Replay(context.Background(), replaySetup(evs, c.id, "rules")); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Replay(%q) = %v; want %q", c.id, err, c.want)
+		}
+	}
+	if _, err := Replay(context.Background(), replaySetup(evs, loop, "nosuchpolicy")); err == nil || !strings.Contains(err.Error(), "kairo plugins") {
+		t.Errorf("an unknown policy: %v", err)
+	}
+}
