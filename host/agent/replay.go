@@ -188,8 +188,8 @@ func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
 type recording struct {
 	loop, goal string
 	ticks      []abi.TickRecord // of the span, in order
-	outputs    [][]string // by tick of ticks
-	llm        []abi.Event // the model's exchanges within the span
+	outputs    [][]string       // by tick of ticks
+	llm        []abi.Event      // the model's exchanges within the span
 	unrecorded int
 	byID       map[string]*abi.Event
 }
