@@ -25,6 +25,12 @@ const (
 	// SubjectAgentTick records a tick whose batch held something or whose
 	// reply did: what a replay hands the policy again.
 	SubjectAgentTick = "kairo.agent.tick"
+	// SubjectObservation is something an input source wants the agent to
+	// notice that is not a user's message: a timer, a system event.
+	SubjectObservation = "kairo.observation"
+	// SubjectTerminalInput is a line typed at a terminal chat, before the
+	// terminal input plugin turns it into a user message.
+	SubjectTerminalInput = "kairo.input.terminal"
 )
 
 // AgentMessageSubject is where the runtime routes user messages for agent id.
@@ -127,6 +133,35 @@ type ActionEvent struct {
 	Type string `msgpack:"type"`
 	ActionData
 	Tick uint64 `msgpack:"tick,omitempty"`
+}
+
+// Observation is the data of kairo.observation.
+type Observation struct {
+	Kind string `msgpack:"kind"` // "system_event", "timer"
+	Name string `msgpack:"name"` // what happened: the subject, the timer
+	Text string `msgpack:"text,omitempty"`
+	// Agent is the agent it is for; empty for every agent.
+	Agent string `msgpack:"agent,omitempty"`
+}
+
+// TerminalInput is the data of kairo.input.terminal: one line as typed.
+type TerminalInput struct {
+	Text      string `msgpack:"text"`
+	MessageID string `msgpack:"messageId"`
+	Agent     string `msgpack:"agent,omitempty"`
+}
+
+// MethodClockWait answers at a time to come: how a plugin sets a timer.
+const MethodClockWait = "clock.wait"
+
+// ClockWaitParams are the params of clock.wait.
+type ClockWaitParams struct {
+	Until time.Time `msgpack:"until"`
+}
+
+// ClockWaitResult is its result.
+type ClockWaitResult struct {
+	Now time.Time `msgpack:"now"`
 }
 
 // TickRecord is the data of kairo.agent.tick: enough of a policy's tick to

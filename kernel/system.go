@@ -15,9 +15,37 @@ func (k *Kernel) registerSystem() {
 	k.Register(Method{Name: "kernel.introspect", Summary: "list the methods and the ABI version", Quick: true, Handler: func(context.Context, *Call) (any, error) {
 		return abi.IntrospectResult{ABIVersion: abi.Version, Version: k.opts.Version, Methods: k.Methods()}, nil
 	}})
+	k.Register(Method{Name: abi.MethodClockWait, Summary: "answer at a time to come (a timer for plugins, whose call answers asynchronously)", Handler: clockWait})
 	k.Register(Method{Name: "system.get_metrics", Summary: "the kernel's counters", Handler: func(context.Context, *Call) (any, error) {
 		return k.Metrics(), nil
 	}})
+}
+
+// maxClockWait bounds one clock.wait; a caller waiting longer asks again.
+const maxClockWait = 24 * time.Hour
+
+func clockWait(ctx context.Context, c *Call) (any, error) {
+	var p abi.ClockWaitParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	if p.Until.IsZero() {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "%s: give until, the time to answer at", abi.MethodClockWait)
+	}
+	d := time.Until(p.Until)
+	if d > maxClockWait {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "%s: %s is more than %v away; wait in steps", abi.MethodClockWait, p.Until.Format(time.RFC3339), maxClockWait)
+	}
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return abi.ClockWaitResult{Now: time.Now()}, nil
 }
 
 // Metrics gathers the kernel's counters.

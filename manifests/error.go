@@ -80,9 +80,10 @@ func decode(file string, text []byte, v any) (toml.MetaData, error) {
 		}
 		return md, &Error{File: file, Msg: err.Error()}
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		k := und[0]
-		return md, &Error{File: file, Line: keyLine(text, k), Key: k.String(), Msg: unknownKeyMsg(k, root)}
+	for _, k := range md.Undecoded() {
+		if !freeForm(root, k) {
+			return md, &Error{File: file, Line: keyLine(text, k), Key: k.String(), Msg: unknownKeyMsg(k, root)}
+		}
 	}
 	return md, nil
 }
@@ -159,6 +160,11 @@ func walk(root reflect.Type, raw map[string]any, k toml.Key, opened map[string]i
 		if !isMap {
 			return nil, nil, nil, false
 		}
+		if t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Interface {
+			// A free-form table, such as a plugin's config: any value
+			// goes, at any depth.
+			return nil, nil, nil, false
+		}
 		next, known := childType(t, name)
 		if !known {
 			return nil, nil, nil, false
@@ -167,6 +173,25 @@ func walk(root reflect.Type, raw map[string]any, k toml.Key, opened map[string]i
 		at = append(at, name)
 	}
 	return t, val, at, true
+}
+
+// freeForm reports whether key k lies inside a free-form table (a map of
+// any value, such as a plugin's config), where every key is known.
+func freeForm(t reflect.Type, k toml.Key) bool {
+	for _, name := range k {
+		if t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+		if t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Interface {
+			return true
+		}
+		next, ok := childType(t, name)
+		if !ok {
+			return false
+		}
+		t = next
+	}
+	return false
 }
 
 // childType is the type the key name decodes into inside a table decoded

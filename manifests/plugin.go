@@ -3,6 +3,7 @@ package manifests
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,6 +110,9 @@ type PluginOverride struct {
 	// Memory and Deadline replace the manifest's limits when set.
 	Memory   Size   `toml:"memory"`
 	Deadline string `toml:"deadline"`
+	// Config is laid over the manifest's [config]: a key here replaces
+	// the manifest's.
+	Config map[string]any `toml:"config"`
 }
 
 // Disabled reports whether the operator turned the plugin off.
@@ -240,6 +244,13 @@ func (m *Plugin) Narrow(op PluginOverride) (*Plugin, error) {
 	n := *m
 	n.Trusted = op.Trusted
 	n.Config = m.Config // shared: the host never changes it
+	if len(op.Config) > 0 {
+		n.Config = maps.Clone(m.Config)
+		if n.Config == nil {
+			n.Config = map[string]any{}
+		}
+		maps.Copy(n.Config, op.Config)
+	}
 	var errs []error
 	narrow := func(key string, have []string, want []string, covers func(grant, entry string) bool) []string {
 		if want == nil {

@@ -97,7 +97,6 @@ func TestParsePluginErrors(t *testing.T) {
 		{"bad size", head + "[limits]\nmemory = \"16M\"\n", "p.toml:5: limits.memory"},
 		{"memory too small", head + "[limits]\nmemory = \"1KiB\"\n", "p.toml:5: limits.memory: 1024 bytes is out of range"},
 		{"bad deadline", head + "[limits]\ndeadline = \"50\"\n", `p.toml:5: limits.deadline: deadline "50" is not a positive duration`},
-		{"nested config", head + "[config]\nx = 1\n[config.sub]\ny = 2\n", "p.toml:6: config.sub: the value is a table"},
 		{"syntax", head + "[grants\n", "p.toml:5:8: plugin: TOML syntax"},
 	}
 	for _, c := range cases {
@@ -108,6 +107,27 @@ func TestParsePluginErrors(t *testing.T) {
 				t.Fatalf("err = %v\nwant an *Error starting %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A plugin's config is free-form: tables and arrays of tables at any depth,
+// in the manifest and in kairo.toml's override, which replaces its keys.
+func TestNestedConfig(t *testing.T) {
+	m, err := ParsePlugin("p.toml", []byte("[plugin]\nname = \"p\"\nkinds = [\"input\"]\n[config]\nx = 1\nkeep = true\n[config.sub]\ny = [1, 2]\n[[config.timers]]\nname = \"a\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := m.Config["sub"].(map[string]any)
+	timers, _ := m.Config["timers"].([]map[string]any)
+	if sub == nil || len(timers) != 1 || timers[0]["name"] != "a" {
+		t.Fatalf("config = %#v", m.Config)
+	}
+	n, err := m.Narrow(PluginOverride{Config: map[string]any{"x": int64(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Config["x"] != int64(2) || n.Config["keep"] != true || m.Config["x"] != int64(1) {
+		t.Fatalf("narrowed config = %#v, manifest's = %#v", n.Config, m.Config)
 	}
 }
 

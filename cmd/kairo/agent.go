@@ -186,6 +186,12 @@ func chat(ctx context.Context, in io.Reader, out io.Writer, socket string) error
 		return err
 	}
 	defer v.close()
+	// The lines go to the terminal input plugin, which makes them user
+	// messages; without it running, they are sent as user messages here.
+	viaPlugin := terminalPlugin(ctx, v)
+	if !viaPlugin {
+		fmt.Fprintln(out, "kairo: the terminal plugin does not run (kairo plugins): lines go to the agent as they are")
+	}
 	var mu sync.Mutex // out is shared by the two halves
 	printf := func(format string, args ...any) {
 		mu.Lock()
@@ -226,8 +232,13 @@ func chat(ctx context.Context, in io.Reader, out io.Writer, socket string) error
 				printf("you> ")
 				continue
 			}
-			data, _ := msgpack.Marshal(abi.UserMessage{Text: line, MessageID: bus.NewID()})
-			if _, err := v.c.Publish(ctx, abi.Event{Type: abi.SubjectUserMessage, Source: "chat", Data: data}); err != nil {
+			ev := abi.Event{Type: abi.SubjectTerminalInput, Source: "chat"}
+			ev.Data, _ = msgpack.Marshal(abi.TerminalInput{Text: line, MessageID: bus.NewID()})
+			if !viaPlugin {
+				ev.Type = abi.SubjectUserMessage
+				ev.Data, _ = msgpack.Marshal(abi.UserMessage{Text: line, MessageID: bus.NewID()})
+			}
+			if _, err := v.c.Publish(ctx, ev); err != nil {
 				printf("kairo: %v\nyou> ", callError("send", err))
 			}
 		}
@@ -235,6 +246,20 @@ func chat(ctx context.Context, in io.Reader, out io.Writer, socket string) error
 }
 
 // chatLine is what the chat shows of an event, or "".
+// terminalPlugin reports whether the terminal input plugin runs.
+func terminalPlugin(ctx context.Context, v *conversation) bool {
+	var res abi.PluginsListResult
+	if err := v.c.Call(ctx, "plugins.list", nil, &res); err != nil {
+		return false
+	}
+	for _, p := range res.Plugins {
+		if p.Name == "terminal" && p.State == abi.PluginRunning {
+			return true
+		}
+	}
+	return false
+}
+
 func chatLine(ev *abi.Event) string {
 	switch ev.Type {
 	case abi.SubjectAgentAction:

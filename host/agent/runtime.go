@@ -273,6 +273,9 @@ func (r *Runtime) concerns(ev *abi.Event) bool {
 		return true
 	case ev.Source == "agent/"+r.cfg.Agent:
 		return false // its own actions and thoughts
+	case ev.Type == abi.SubjectObservation:
+		var o abi.Observation
+		return msgpack.Unmarshal(ev.Data, &o) == nil && (o.Agent == "" || o.Agent == r.cfg.Agent)
 	case ev.Type == abi.SubjectToolResult, ev.Type == abi.SubjectAgentNote, strings.HasPrefix(ev.Type, "kairo.process."):
 		l := r.st.loops[ev.CorrelationID]
 		return l != nil && l.status == ""
@@ -296,7 +299,7 @@ func (r *Runtime) route(ev *abi.Event) {
 	_, dup := r.st.seen[m.MessageID]
 	r.st.seen[m.MessageID] = struct{}{}
 	corr := ""
-	if l := r.st.loops[m.RunLoopID]; l != nil && l.status == "" {
+	if l := r.st.loopNamed(m.RunLoopID); l != nil && l.status == "" {
 		corr = l.id
 	} else if m.RunLoopID == "" {
 		// A message after the agent's question answers it.

@@ -222,6 +222,24 @@ func (s *state) apply(ev *abi.Event) {
 }
 
 // inProgress lists the actions of l still running.
+// loopNamed is the run loop id names: its whole id, or the end of it (four
+// characters or more) when one open run loop's id ends so.
+func (s *state) loopNamed(id string) *runLoop {
+	if l := s.loops[id]; l != nil || len(id) < 4 {
+		return l
+	}
+	var found *runLoop
+	for _, l := range s.open {
+		if strings.HasSuffix(l.id, id) {
+			if found != nil {
+				return nil
+			}
+			found = l
+		}
+	}
+	return found
+}
+
 func (l *runLoop) inProgress() []*action {
 	var out []*action
 	for _, a := range l.actions {
