@@ -436,7 +436,7 @@ type gate struct {
 	tokens  chan struct{}
 
 	mu      sync.Mutex
-	blocked int
+	blocked int   // calls waiting for their answer to be released
 	first   error // the first divergence of a request
 }
 
@@ -444,17 +444,13 @@ func (g *gate) Chat(ctx context.Context, p abi.ChatParams) (abi.ChatResult, erro
 	g.mu.Lock()
 	g.blocked++
 	g.mu.Unlock()
-	var err error
 	select {
-	case <-g.tokens:
+	case <-g.tokens: // release counted it off
 	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	g.mu.Lock()
-	g.blocked--
-	g.mu.Unlock()
-	if err != nil {
-		return abi.ChatResult{}, err
+		g.mu.Lock()
+		g.blocked--
+		g.mu.Unlock()
+		return abi.ChatResult{}, ctx.Err()
 	}
 	res, err := g.answers.Chat(ctx, p)
 	var de *llm.DivergenceError
@@ -480,6 +476,9 @@ func (g *gate) release(ctx context.Context, m *host.Manager, policy string, n in
 	for i := range n {
 		select {
 		case g.tokens <- struct{}{}:
+			g.mu.Lock()
+			g.blocked--
+			g.mu.Unlock()
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(replayWait):
