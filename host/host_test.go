@@ -173,7 +173,9 @@ func TestHostilePlugins(t *testing.T) {
 			if f.Op != c.op || f.Reason != c.reason || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("failure = op %q reason %q; want %q %q saying %q; error:\n%v", f.Op, f.Reason, c.op, c.reason, c.says, err)
 			}
-			if took > 5*time.Second {
+			// Well inside the 30 s deadline: stopped by the fault, not by
+			// the deadline; loose, for a loaded machine.
+			if took > 15*time.Second {
 				t.Errorf("stopping it took %v", took)
 			}
 			t.Logf("%v (%v)", strings.SplitN(err.Error(), "\n", 2)[0], took.Round(time.Millisecond))
