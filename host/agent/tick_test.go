@@ -84,7 +84,7 @@ func TestTickerSetHz(t *testing.T) {
 	k, _ := NewTicker(1000, OverrunSkip)
 	var once sync.Once
 	ticks := collect(t, k, 15, func(tk Tick) {
-		if tk.N == 9 {
+		if tk.N >= 9 { // tick 9 itself may be skipped on a loaded machine
 			once.Do(func() {
 				if err := k.SetHz(50); err != nil {
 					t.Error(err)
@@ -97,8 +97,9 @@ func TestTickerSetHz(t *testing.T) {
 			t.Fatalf("tick %d follows %d", ticks[i].N, ticks[i-1].N)
 		}
 	}
-	if gap := ticks[13].At.Sub(ticks[12].At); gap != 20*time.Millisecond || ticks[13].Hz != 50 {
-		t.Fatalf("after SetHz(50) ticks are %v apart at %v Hz; want 20ms", gap, ticks[13].Hz)
+	a, b := ticks[len(ticks)-2], ticks[len(ticks)-1]
+	if gap := b.At.Sub(a.At); a.Hz != 50 || b.Hz != 50 || gap != time.Duration(b.N-a.N)*20*time.Millisecond {
+		t.Fatalf("after SetHz(50) ticks %d and %d are %v apart at %v Hz; want 20ms a tick", a.N, b.N, gap, b.Hz)
 	}
 	if err := k.SetHz(0); err == nil {
 		t.Fatal("SetHz(0) succeeded")
