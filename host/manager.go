@@ -295,9 +295,9 @@ func (m *Manager) Decide(ctx context.Context, name string, batch *abi.Batch) (*a
 	}
 }
 
-// Waiting reports whether the plugin name has call results or service
-// calls waiting for its next batch: a tick-driven policy whose model has
-// answered needs a tick even when nothing else happened.
+// Waiting reports whether the plugin name has call results, service calls
+// or tool calls waiting for its next batch: a tick-driven policy whose
+// model has answered needs a tick even when nothing else happened.
 func (m *Manager) Waiting(name string) bool {
 	u, ok := m.unit(name)
 	if !ok {
@@ -305,7 +305,7 @@ func (m *Manager) Waiting(name string) bool {
 	}
 	u.inMu.Lock()
 	defer u.inMu.Unlock()
-	return len(u.results) > 0 || len(u.calls) > 0
+	return len(u.results) > 0 || len(u.calls) > 0 || len(u.toolQueue) > 0
 }
 
 // Busy reports whether the plugin name has calls out that have not

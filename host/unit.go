@@ -68,6 +68,11 @@ type unit struct {
 	// the last batch handed to the plugin, so the events that were waiting
 	// in the inbox when it failed are read again from the store.
 	nextSeq uint64
+	// Tool calls (toolcalls.go): queued for the next batch, and waiting
+	// for their results by ID while an instance takes them (toolsOpen).
+	toolQueue []abi.ToolCall
+	toolWait  map[string]*toolWait
+	toolsOpen bool
 }
 
 func (m *Manager) newUnit(name string, files pluginFiles) *unit {
@@ -305,11 +310,14 @@ func (u *unit) serve(started func()) error {
 		}
 		defer sub.Close()
 	}
+	u.openTools()
 	u.setState(abi.PluginRunning, "")
 	u.publishState("kairo.plugin.started", "")
 	u.m.log.Info("plugin started", "plugin", u.name, "version", info.Version, "trusted", opts.Trusted, "file", u.files.wasm)
 	started()
-	return u.loop(ctx, p, gen, sess)
+	err = u.loop(ctx, p, gen, sess)
+	u.closeTools(err)
+	return err
 }
 
 // checkInfo refuses a plugin whose init describes something its manifest
@@ -452,7 +460,7 @@ func (u *unit) loop(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 		for !tickDriven {
 			batch = abi.Batch{Time: time.Now()}
 			depth := u.take(&batch)
-			if len(batch.Events) == 0 && len(batch.CallResults) == 0 && len(batch.ServiceCalls) == 0 {
+			if len(batch.Events) == 0 && len(batch.CallResults) == 0 && len(batch.ServiceCalls) == 0 && len(batch.ToolCalls) == 0 {
 				break
 			}
 			out, err := p.Handle(ctx, &batch)
@@ -469,8 +477,8 @@ func (u *unit) loop(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 }
 
 // take moves what waits in the inbox into b — up to maxBatchEvents events,
-// every call result and service call — and returns the depth of the
-// deepest service call taken. The events taken are where a restarted
+// every call result, service call and tool call — and returns the depth of
+// the deepest service call taken. The events taken are where a restarted
 // instance's subscription takes up after.
 func (u *unit) take(b *abi.Batch) serviceDepth {
 	var depth serviceDepth
@@ -490,6 +498,8 @@ func (u *unit) take(b *abi.Batch) serviceDepth {
 		}
 	}
 	u.calls = nil
+	b.ToolCalls = append(b.ToolCalls, u.toolQueue...)
+	u.toolQueue = nil
 	u.inMu.Unlock()
 	if k > 0 {
 		select {
@@ -550,6 +560,9 @@ func (u *unit) dispatch(ctx context.Context, gen int, sess *pluginSession, out *
 	}
 	for _, r := range out.Reply.ServiceResults {
 		m.answerService(u, r)
+	}
+	if len(out.Reply.ToolResults) > 0 {
+		u.answerTools(out.Reply.ToolResults)
 	}
 	if out.Reply.Error != "" {
 		m.log.Warn("plugin could not handle a batch", "plugin", u.name, "err", out.Reply.Error)

@@ -27,6 +27,9 @@ say = "run echo from-timer"
 		t.Fatal(err)
 	}
 	startUp(t, home)
+	if r := kairo(t, home, "tools"); r.code != 0 || !strings.Contains(r.stdout, "process.spawn") || !strings.Contains(r.stdout, "process.wait") {
+		t.Fatalf("kairo tools on the daemon:\n%s", r)
+	}
 
 	r := kairoStdin(t, home, strings.NewReader("run echo chat-ok\n"), "chat")
 	if r.code != 0 || strings.Contains(r.stdout, "does not run") {

@@ -5,6 +5,7 @@
 //	kairo send "TEXT" | chat                   talk to the agent
 //	kairo runs [show ID]                       the agent's run loops
 //	kairo replay --run ID                      re-run a run loop's decisions
+//	kairo tools [NAME...]                      list the agent's tools
 //	kairo events publish SUBJECT [JSON]        append an event
 //	kairo events tail [PATTERN]                follow events live
 //	kairo events replay [PATTERN]              print stored events
@@ -60,6 +61,7 @@ func init() {
 		{"send", "send the agent a message and print its replies", runSend},
 		{"chat", "talk to the agent, a line at a time", runChat},
 		{"runs", "list the agent's run loops, or show one (kairo runs show ID)", runRuns},
+		{"tools", "list the agent's tools with their sources and grants", runTools},
 		{"replay", "re-run a run loop's decisions against its recording (kairo replay --run ID)", runReplayRun},
 		{"events", "publish, tail and replay events (kairo events help)", runEvents},
 		{"spawn", "run a process in the kernel, attached to this terminal", runSpawn},

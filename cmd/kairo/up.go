@@ -19,6 +19,7 @@ import (
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/agent"
 	"github.com/kairo-os/kairo/host/llm"
+	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
@@ -143,6 +144,7 @@ type daemon struct {
 	plugins *host.Manager
 	llm     *llm.Mux
 	agent   *agent.Runtime
+	tools   *tools.Registry
 
 	launcher proc.Launcher
 }
@@ -260,8 +262,17 @@ func pluginFolders(home string, cfg manifests.Config) []host.Folder {
 func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 	a := cfg.Agent
 	skills := findSkills(cfg.SkillsPath(home), d.log)
+	reg, err := tools.New(tools.Config{
+		Kernel: d.kernel, Plugins: d.plugins, Skills: skills,
+		ResultDir: filepath.Join(home, "results"), Logger: d.log,
+	})
+	if err != nil {
+		return err
+	}
+	reg.Register()
+	d.tools = reg
 	r, err := agent.New(agent.Config{
-		Skills: skills,
+		Skills: skills, Tools: reg,
 		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
 		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
 		QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
@@ -415,6 +426,9 @@ func (d *daemon) stop() error {
 	}
 	if d.agent != nil {
 		d.agent.Stop()
+	}
+	if d.tools != nil {
+		d.tools.Close()
 	}
 	if d.plugins != nil {
 		d.plugins.Stop() // before the kernel: their calls and processes end first

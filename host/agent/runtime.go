@@ -15,6 +15,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
@@ -55,8 +56,8 @@ type Config struct {
 	// Skills are the binary skills the agent may run by name: name → the
 	// absolute path of its skill.toml.
 	Skills map[string]string
-	// Tools carries out the policy's tool calls; default KernelTools over
-	// Kernel and Skills.
+	// Tools carries out the policy's tool calls; default a tools.Registry
+	// over Kernel and Skills, which the runtime closes on Stop.
 	Tools Tools
 	// BargeIn is abi.BargeInBoundary (the default), BargeInQueue or
 	// BargeInPreempt.
@@ -98,9 +99,6 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Tools == nil {
-		c.Tools = KernelTools{Kernel: c.Kernel, Skills: c.Skills}
-	}
 }
 
 // Runtime is one agent: it routes user messages to itself, turns what it
@@ -118,7 +116,8 @@ type Runtime struct {
 	wg     sync.WaitGroup
 	sub    *bus.Subscription
 
-	skills []string // the names of cfg.Skills, sorted
+	skills   []string        // the names of cfg.Skills, sorted
+	ownTools *tools.Registry // the default Tools, closed by Stop
 
 	mu       sync.Mutex
 	st       *state
@@ -147,8 +146,15 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Agent, err)
 	}
 	t.Spin = cfg.Spin
+	var owned *tools.Registry
+	if cfg.Tools == nil {
+		if owned, err = tools.New(tools.Config{Kernel: cfg.Kernel, Skills: cfg.Skills, Logger: cfg.Logger}); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", cfg.Agent, err)
+		}
+		cfg.Tools = owned
+	}
 	skills := slices.Sorted(maps.Keys(cfg.Skills))
-	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills}
+	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills, ownTools: owned}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.sess = newSession(r.ctx, r)
 	return r, nil
@@ -201,6 +207,9 @@ func (r *Runtime) Stop() {
 	r.wg.Wait()
 	if r.sub != nil {
 		<-r.sub.Done()
+	}
+	if r.ownTools != nil {
+		r.ownTools.Close()
 	}
 }
 

@@ -1,6 +1,9 @@
 package plugin_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -50,5 +53,35 @@ func Example() {
 			}
 			return reply, nil
 		},
+	})
+}
+
+// A tool plugin: its tools' definitions and the functions that run them.
+// The SDK describes them in the plugin's info and answers each call; the
+// manifest declares kinds = ["tool"]. The agent sees the tool as
+// "words.count" (the plugin's name, then the tool's).
+func ExampleTool() {
+	plugin.Register(plugin.Plugin{
+		Init: func(abi.PluginConfig) (abi.PluginInfo, error) {
+			return abi.PluginInfo{Name: "words", Kinds: []string{abi.KindTool}}, nil
+		},
+		Tools: []plugin.Tool{{
+			Tool: abi.Tool{
+				Name:        "count",
+				Description: "Count the words of a text",
+				Parameters: map[string]any{
+					"type":       "object",
+					"properties": map[string]any{"text": map[string]any{"type": "string"}},
+					"required":   []string{"text"},
+				},
+			},
+			Run: func(call *abi.ToolCall) (string, error) {
+				var args struct{ Text string }
+				if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
+					return "", fmt.Errorf("arguments: %w", err)
+				}
+				return strconv.Itoa(len(strings.Fields(args.Text))), nil
+			},
+		}},
 	})
 }

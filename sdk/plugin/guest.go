@@ -59,6 +59,8 @@ func kairoInit(n uint32) uint64 {
 		res.Error = "the plugin registered no Init (call plugin.Register from an init function)"
 	} else if res.Info, err = registered.Init(cfg); err != nil {
 		res.Error = err.Error()
+	} else {
+		describe(&res.Info)
 	}
 	return encode(&res)
 }
@@ -72,9 +74,7 @@ func kairoHandle(n uint32) uint64 {
 		reply.Error = fmt.Sprintf("batch: input of %d bytes is longer than the buffer (%d)", n, len(input))
 	} else if err := abi.DecodeBatchReusing(bytes.Clone(input[:n]), &batch); err != nil {
 		reply.Error = "batch: " + err.Error()
-	} else if registered.Handle == nil {
-		reply.Error = "the plugin registered no Handle"
-	} else if reply, err = registered.Handle(&batch); err != nil {
+	} else if reply, err = handle(&batch); err != nil {
 		reply.Error = err.Error()
 	}
 	outBuf = abi.AppendReply(outBuf[:0], &reply)

@@ -20,6 +20,8 @@ package plugin
 import (
 	"errors"
 	"log/slog"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
@@ -41,6 +43,24 @@ type Plugin struct {
 	// for good. The reply is encoded before Handle's next call, so its
 	// slices may be reused from call to call.
 	Handle func(batch *abi.Batch) (abi.Reply, error)
+	// Tools are the plugin's tools, for a plugin of kind tool. The SDK
+	// adds their definitions to the PluginInfo that Init returns, and
+	// runs each tool call of a batch with the tool of its name before
+	// Handle sees the batch. A call of a tool not here stays in the batch
+	// for Handle, which answers it in Reply.ToolResults, in this reply or
+	// a later one; without a Handle it gets an error result. Handle may be
+	// nil in a plugin that only serves Tools.
+	Tools []Tool
+}
+
+// Tool is one tool of a plugin: its definition in the OpenAI function
+// format, and Run, which carries out a call. Run's string is the result's
+// content; an error makes an error result of its text (the call failed,
+// the plugin keeps running); a panic stops the plugin, as in Handle.
+// call.Arguments is the JSON object of the arguments.
+type Tool struct {
+	abi.Tool
+	Run func(call *abi.ToolCall) (string, error)
 }
 
 // ErrNotWasm is returned by the host functions outside a wasm guest.
@@ -51,6 +71,58 @@ var registered Plugin
 // Register sets the plugin's handlers. Call it from an init function of the
 // main package; a later call replaces the handlers.
 func Register(p Plugin) { registered = p }
+
+// describe adds the definitions of the registered tools to info, except
+// those Init described itself.
+func describe(info *abi.PluginInfo) {
+	for _, t := range registered.Tools {
+		if !slices.ContainsFunc(info.Tools, func(d abi.Tool) bool { return d.Name == t.Name }) {
+			info.Tools = append(info.Tools, t.Tool)
+		}
+	}
+}
+
+// toolResults is the slice of the replies' tool results, reused: a reply
+// is encoded before the next call.
+var toolResults []abi.ToolResult
+
+// handle runs the registered tools on b's tool calls, then Handle on what
+// is left, and answers with both.
+func handle(b *abi.Batch) (abi.Reply, error) {
+	results := toolResults[:0]
+	left := b.ToolCalls[:0]
+	for i := range b.ToolCalls {
+		c := &b.ToolCalls[i]
+		j := slices.IndexFunc(registered.Tools, func(t Tool) bool { return t.Name == c.Name })
+		switch {
+		case j >= 0:
+			res := abi.ToolResult{ID: c.ID}
+			var err error
+			if res.Content, err = registered.Tools[j].Run(c); err != nil {
+				res.Content, res.IsError = err.Error(), true
+			}
+			results = append(results, res)
+		case registered.Handle == nil:
+			results = append(results, abi.ToolResult{ID: c.ID, IsError: true, Content: "this plugin has no tool " + strconv.Quote(c.Name)})
+		default:
+			left = append(left, *c)
+		}
+	}
+	b.ToolCalls = left
+	var reply abi.Reply
+	var err error
+	switch {
+	case registered.Handle != nil:
+		reply, err = registered.Handle(b)
+	case len(registered.Tools) == 0:
+		err = errors.New("the plugin registered no Handle and no Tools")
+	}
+	if len(results) > 0 {
+		reply.ToolResults = append(results, reply.ToolResults...)
+		toolResults = reply.ToolResults
+	}
+	return reply, err
+}
 
 // Publish publishes ev on the bus, if the plugin's manifest grants its
 // subject. The host sets Source to the plugin when it is empty.

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+func runTools(ctx context.Context, args []string) error {
+	f := newFlags("tools", "kairo tools [--json] [NAME...]", `
+List the agent's tools in the running daemon: each tool's name, where it
+comes from and what it may reach. Sources: kernel (the process methods, in
+the agent's session), skill (a binary skill, under its manifest's
+sandbox), plugin (a wasm tool plugin, within its manifest's grants), mcp
+(a tool of an MCP server). With NAMEs, show those tools whole: description
+and parameters (the JSON schema a model fills in).`)
+	asJSON := f.Bool("json", false, "print one JSON object per tool")
+	names, err := f.parse(args, 0, -1)
+	if err != nil {
+		return err
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var res abi.ToolsListResult
+	if err := c.Call(ctx, "tools.list", nil, &res); err != nil {
+		return callError("tools.list", err)
+	}
+	list := res.Tools
+	if len(names) > 0 {
+		list = nil
+		for _, n := range names {
+			i := slices.IndexFunc(res.Tools, func(t abi.ToolInfo) bool { return t.Name == n })
+			if i < 0 {
+				return fmt.Errorf("no tool %q; `kairo tools` lists them", n)
+			}
+			list = append(list, res.Tools[i])
+		}
+	}
+	switch {
+	case *asJSON:
+		for _, t := range list {
+			fmt.Printf("%s\n", marshalJSON(t))
+		}
+		return nil
+	case len(names) > 0:
+		for i, t := range list {
+			if i > 0 {
+				fmt.Println()
+			}
+			printTool(t)
+		}
+		return nil
+	case len(list) == 0:
+		fmt.Println("no tools")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tSOURCE\tGRANTS")
+	for _, t := range list {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", t.Name, t.Source, toolGrants(t))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, t := range list {
+		if t.Error != "" {
+			fmt.Printf("\n%s: %s\n", t.Name, t.Error)
+		}
+	}
+	return nil
+}
+
+func printTool(t abi.ToolInfo) {
+	fmt.Printf("name\t%s\n", t.Name)
+	fmt.Printf("source\t%s%s\n", t.Source, wrap(" (", t.Origin, ")"))
+	fmt.Printf("grants\t%s\n", toolGrants(t))
+	if t.Error != "" {
+		fmt.Printf("error\t%s\n", t.Error)
+	}
+	fmt.Printf("about\t%s\n", orDash(t.Description))
+	fmt.Printf("params\t%s\n", marshalJSON(t.Parameters))
+}
+
+func toolGrants(t abi.ToolInfo) string {
+	if len(t.Grants) == 0 {
+		return "none"
+	}
+	return strings.Join(t.Grants, "; ")
+}
+
+func wrap(before, s, after string) string {
+	if s == "" {
+		return ""
+	}
+	return before + s + after
+}
