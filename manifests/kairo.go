@@ -33,6 +33,35 @@ type Config struct {
 	// Plugins are the operator's word on each plugin, [plugins.NAME]: it
 	// may turn one off, trust it, narrow its grants, change its limits.
 	Plugins map[string]PluginOverride `toml:"plugins"`
+	// MCP are the MCP servers whose tools the agent gets, [mcp.NAME].
+	MCP map[string]MCPServer `toml:"mcp"`
+}
+
+// MCPServer is a [mcp.NAME] table: an MCP server the daemon starts (Command,
+// over stdio) or reaches (URL, streamable HTTP), whose tools become the
+// agent's tools mcp.NAME.TOOL.
+type MCPServer struct {
+	Command []string          `toml:"command"`
+	URL     string            `toml:"url"`
+	Env     map[string]string `toml:"env"`
+	Cwd     string            `toml:"cwd"`
+	// Sandbox confines a stdio server: a skill manifest's path, or grants
+	// in a skill manifest's vocabulary; left out, the sandbox's default
+	// profile.
+	Sandbox *MCPSandbox `toml:"sandbox"`
+	// ConnectTimeout and ShutdownGrace are durations such as "10s";
+	// default 30s and 2s.
+	ConnectTimeout string `toml:"connect_timeout"`
+	ShutdownGrace  string `toml:"shutdown_grace"`
+}
+
+// MCPSandbox is [mcp.NAME.sandbox].
+type MCPSandbox struct {
+	Manifest string      `toml:"manifest"`
+	FS       FSGrants    `toml:"fs"`
+	Net      NetGrants   `toml:"net"`
+	Env      EnvGrants   `toml:"env"`
+	Limits   SkillLimits `toml:"limits"`
 }
 
 // HostConfig is the [host] table: the plugin host.
@@ -285,6 +314,24 @@ func (c *Config) validate() []*Error {
 				key = "plugins." + name + ".deadline"
 			}
 			bad(key, "%s", msg)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.MCP)) {
+		m := c.MCP[name]
+		key := "mcp." + name
+		if len(name) > maxSkillName || !skillNameRE.MatchString(name) {
+			bad(key, "%q is not a server name: use lower-case letters, digits, \"_\" and \"-\" (it prefixes the tools, mcp.%s.TOOL)", name, name)
+		}
+		if (len(m.Command) == 0) == (m.URL == "") && (m.Sandbox == nil || m.Sandbox.Manifest == "") {
+			bad(key, "give command (a server on stdin and stdout) or url (streamable HTTP), one of the two")
+		}
+		for _, d := range []struct{ k, v string }{{"connect_timeout", m.ConnectTimeout}, {"shutdown_grace", m.ShutdownGrace}} {
+			if d.v == "" {
+				continue
+			}
+			if v, err := time.ParseDuration(d.v); err != nil || v <= 0 {
+				bad(key+"."+d.k, "%q is not a positive duration; write it as \"10s\"", d.v)
+			}
 		}
 	}
 	return errs

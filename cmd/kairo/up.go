@@ -145,6 +145,7 @@ type daemon struct {
 	llm     *llm.Mux
 	agent   *agent.Runtime
 	tools   *tools.Registry
+	mcp     *mcpServers
 
 	launcher proc.Launcher
 }
@@ -271,6 +272,7 @@ func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 	}
 	reg.Register()
 	d.tools = reg
+	d.startMCP(cfg)
 	r, err := agent.New(agent.Config{
 		Skills: skills, Tools: reg,
 		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
@@ -400,7 +402,7 @@ type systemData struct {
 	PID     int    `msgpack:"pid"`
 }
 
-func (d *daemon) publishSystem(subject string, data systemData) (uint64, error) {
+func (d *daemon) publishSystem(subject string, data any) (uint64, error) {
 	raw, err := msgpack.Marshal(data)
 	if err != nil {
 		return 0, err
@@ -426,6 +428,9 @@ func (d *daemon) stop() error {
 	}
 	if d.agent != nil {
 		d.agent.Stop()
+	}
+	if d.mcp != nil {
+		d.mcp.stop() // before the kernel: stdin, SIGTERM, then SIGKILL
 	}
 	if d.tools != nil {
 		d.tools.Close()
