@@ -57,6 +57,10 @@ type AgentInput struct {
 	RunLoops []RunLoopView `msgpack:"runLoops,omitempty"`
 	// Skills are the binary skills the agent may run by name.
 	Skills []string `msgpack:"skills,omitempty"`
+	// Tools are the tools a tool_call action may name, in the OpenAI
+	// function format: the kernel's, the skills', the tool plugins', the
+	// MCP servers'.
+	Tools []Tool `msgpack:"tools,omitempty"`
 	// BargeIn is how a message that arrives while the policy decides is
 	// handled: BargeInBoundary, BargeInQueue or BargeInPreempt.
 	BargeIn string `msgpack:"bargeIn,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/agent"
+	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
@@ -109,11 +110,22 @@ func replayOffline(ctx context.Context, home, cfgPath, run string) (*agent.Repla
 		return nil, err
 	}
 	defer h.Close(context.Background())
-	return replayRun(ctx, b, h, home, cfg, run, log)
+	// The tools the agent would have without its plugins and MCP servers,
+	// which run only with the daemon.
+	scratch := bus.New(bus.NewMemoryStore(16), bus.Options{})
+	defer scratch.Close()
+	k := kernel.New(scratch, kernel.Options{Logger: log})
+	defer k.Close()
+	reg, err := tools.New(tools.Config{Kernel: k, Skills: findSkills(cfg.SkillsPath(home), log), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	defer reg.Close()
+	return replayRun(ctx, b, h, home, cfg, run, reg.Definitions(), log)
 }
 
 // replayRun replays run from the log of b with the policy plugin cfg names.
-func replayRun(ctx context.Context, b *bus.Bus, h *host.Host, home string, cfg manifests.Config, run string, log *slog.Logger) (*agent.ReplayReport, error) {
+func replayRun(ctx context.Context, b *bus.Bus, h *host.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
 	var evs []abi.Event
 	err := b.Replay(ctx, bus.Query{}, func(ev *abi.Event) error {
 		c := *ev
@@ -127,8 +139,8 @@ func replayRun(ctx context.Context, b *bus.Bus, h *host.Host, home string, cfg m
 	a := cfg.Agent
 	return agent.Replay(ctx, agent.ReplaySetup{
 		Events: evs, RunLoop: run, Agent: a.ID, BargeIn: a.BargeIn,
-		Skills: slices.Sorted(maps.Keys(findSkills(cfg.SkillsPath(home), log))),
-		Host:   h, Folders: pluginFolders(home, cfg), Overrides: cfg.Plugins, Policy: a.Policy, Logger: log,
+		Skills: slices.Sorted(maps.Keys(findSkills(cfg.SkillsPath(home), log))), Tools: defs,
+		Host: h, Folders: pluginFolders(home, cfg), Overrides: cfg.Plugins, Policy: a.Policy, Logger: log,
 	})
 }
 
@@ -142,7 +154,7 @@ func (d *daemon) registerReplay(home string, cfg manifests.Config) {
 			if err := c.Decode(&p); err != nil {
 				return nil, err
 			}
-			rep, err := replayRun(ctx, d.bus, d.host, home, cfg, p.RunLoop, d.log)
+			rep, err := replayRun(ctx, d.bus, d.host, home, cfg, p.RunLoop, d.tools.Definitions(), d.log)
 			if err != nil {
 				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
 			}

@@ -68,6 +68,9 @@ func (r *Runtime) tick(tk Tick) {
 		in.RunLoops = append(in.RunLoops, l.view())
 	}
 	r.mu.Unlock()
+	if d, ok := r.cfg.Tools.(Definer); ok {
+		in.Tools = d.Definitions()
+	}
 
 	batch := &abi.Batch{Time: tk.At, Tick: tk.N, Events: x, Agent: in}
 	reply, err := r.cfg.Policy.Decide(r.ctx, batch)
@@ -365,7 +368,14 @@ func (r *Runtime) runTool(loop, actionID string, d abi.ActionData) {
 		}
 	}
 	res.Duration = time.Since(start)
-	r.emit(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: actionID}, res)
+	ev := r.emit(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: actionID}, res)
+	// A tool that answered or failed is news for the policy, observed at
+	// once as a routed message is; a process's start is not (its exit is).
+	if res.Status != abi.StatusDone || res.ProcessID == "" {
+		r.mu.Lock()
+		r.obs = append(r.obs, *ev)
+		r.mu.Unlock()
+	}
 }
 
 // invoke calls a kernel method as the agent.

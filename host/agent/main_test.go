@@ -17,6 +17,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
@@ -28,7 +29,9 @@ import (
 var (
 	pluginDir string // holds rules.wasm and rules.toml
 	wasmHost  *host.Host
-	quiet     = slog.New(slog.NewTextHandler(io.Discard, nil))
+	// kernelTools are the definitions of the default Tools.
+	kernelTools []abi.Tool
+	quiet       = slog.New(slog.NewTextHandler(io.Discard, nil))
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -65,6 +68,18 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer wasmHost.Close(context.Background())
+	// The tools a runtime with no Tools of its own shows its policy.
+	scratch := bus.New(bus.NewMemoryStore(16), bus.Options{})
+	k := kernel.New(scratch, kernel.Options{Logger: quiet})
+	reg, err := tools.New(tools.Config{Kernel: k, Logger: quiet})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	kernelTools = reg.Definitions()
+	reg.Close()
+	k.Close()
+	scratch.Close()
 	return m.Run()
 }
 

@@ -44,6 +44,9 @@ type ReplaySetup struct {
 	Agent   string
 	BargeIn string
 	Skills  []string
+	// Tools are the agent's tools as the policy is shown them: today's,
+	// so a tool added since the run can make a model's prompt differ.
+	Tools []abi.Tool
 	// Host, Folders and Overrides find and load the policy plugin Policy.
 	Host      *host.Host
 	Folders   []host.Folder
@@ -144,7 +147,7 @@ func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
 			rep.Divergence = &Divergence{Tick: tr.Tick, Decision: i + 1, What: fmt.Sprintf(format, args...)}
 			return rep, nil
 		}
-		in := &abi.AgentInput{Agent: s.Agent, Hz: tr.Hz, BargeIn: s.BargeIn, Skills: s.Skills}
+		in := &abi.AgentInput{Agent: s.Agent, Hz: tr.Hz, BargeIn: s.BargeIn, Skills: s.Skills, Tools: s.Tools}
 		for _, l := range st.open {
 			in.RunLoops = append(in.RunLoops, l.view())
 		}

@@ -40,7 +40,7 @@ func (e *env) logAfter(ended *abi.Event) []abi.Event {
 }
 
 func replaySetup(evs []abi.Event, loop, policy string) ReplaySetup {
-	return ReplaySetup{Events: evs, RunLoop: loop, Host: wasmHost, Folders: []host.Folder{{Path: pluginDir, Builtin: true}}, Policy: policy, Logger: quiet}
+	return ReplaySetup{Events: evs, RunLoop: loop, Host: wasmHost, Folders: []host.Folder{{Path: pluginDir, Builtin: true}}, Policy: policy, Tools: kernelTools, Logger: quiet}
 }
 
 // rewrite changes the data of the events match accepts.

@@ -20,7 +20,16 @@ type Tools interface {
 	Call(ctx context.Context, c ToolCall) abi.ToolResultEvent
 }
 
-var _ Tools = (*tools.Registry)(nil)
+// Definer is Tools that can list its tools; the runtime shows them to the
+// policy each tick.
+type Definer interface {
+	Definitions() []abi.Tool
+}
+
+var (
+	_ Tools   = (*tools.Registry)(nil)
+	_ Definer = (*tools.Registry)(nil)
+)
 
 // spawnArgs are the arguments of the process.spawn tool.
 type spawnArgs struct {

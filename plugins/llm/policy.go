@@ -33,7 +33,8 @@ Rules:
 1. If information needed to act is missing, prefer query over guessing.
 2. If nothing new needs doing, answer noop.
 3. Report progress from the open tasks below, never invent it.
-You may also call the process_spawn tool instead of answering JSON.`
+You may also call one of the tools offered instead of answering JSON: process_spawn runs a
+command line; the others are the tools of this computer's skills, plugins and MCP servers.`
 
 // state is the policy's: one request out at a time, and what was observed
 // since the last one.
@@ -43,6 +44,9 @@ type state struct {
 	cause    string      // the routed message it answers
 	inflight []abi.Event // what that call was shown
 	backlog  []abi.Event // observed since
+	// offered maps the tool names the model was offered to the agent's:
+	// OpenAI's names allow no dots.
+	offered map[string]string
 }
 
 var st state
@@ -117,15 +121,18 @@ func observed(ev *abi.Event) bool {
 	case strings.HasPrefix(ev.Type, "kairo.agent.") && strings.HasSuffix(ev.Type, ".message"):
 		return true
 	case ev.Type == "kairo.process.exited", ev.Type == "kairo.process.progress", ev.Type == "kairo.process.canceled",
-		ev.Type == abi.SubjectToolResult && toolFailed(ev):
+		ev.Type == abi.SubjectToolResult && toolAnswered(ev):
 		return true
 	}
 	return false
 }
 
-func toolFailed(ev *abi.Event) bool {
+// toolAnswered reports whether a tool result is news for the model: a tool
+// that failed, or one that answered (a process's result only says it
+// started; its exit is the news).
+func toolAnswered(ev *abi.Event) bool {
 	var r abi.ToolResultEvent
-	return msgpack.Unmarshal(ev.Data, &r) == nil && r.Status != abi.StatusDone
+	return msgpack.Unmarshal(ev.Data, &r) == nil && (r.Status != abi.StatusDone || r.ProcessID == "")
 }
 
 // compose builds the prompt: Compose(x_t, m_{t-1}, t, Hz).
@@ -176,7 +183,7 @@ func compose(b *abi.Batch, x []abi.Event) abi.ChatParams {
 	}
 	p := abi.ChatParams{
 		Messages: []abi.ChatMessage{{Role: abi.RoleSystem, Content: systemPrompt}, {Role: abi.RoleUser, Content: u.String()}},
-		Tools:    tools, CausationID: cause, CorrelationID: corr,
+		Tools:    offer(in), CausationID: cause, CorrelationID: corr,
 	}
 	if t, ok := st.config["temperature"].(float64); ok {
 		p.Temperature = &t
@@ -185,6 +192,43 @@ func compose(b *abi.Batch, x []abi.Event) abi.ChatParams {
 		p.Model = m
 	}
 	return p
+}
+
+// offer is the tools the model is offered: process_spawn, then every other
+// tool of the agent under a name OpenAI accepts.
+func offer(in *abi.AgentInput) []abi.Tool {
+	out := append([]abi.Tool(nil), tools...)
+	st.offered = map[string]string{}
+	if in == nil {
+		return out
+	}
+	for _, t := range in.Tools {
+		if t.Name == "process.spawn" {
+			continue // offered as process_spawn, with its run loop
+		}
+		name := modelName(t.Name)
+		for i := 2; st.offered[name] != "" || name == "process_spawn"; i++ {
+			name = modelName(fmt.Sprintf("%s_%d", t.Name, i))
+		}
+		st.offered[name] = t.Name
+		t.Name = name
+		out = append(out, t)
+	}
+	return out
+}
+
+// modelName turns a tool name into one OpenAI accepts: ^[a-zA-Z0-9_-]{1,64}$.
+func modelName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
 }
 
 func orNone(s string) string {
@@ -214,7 +258,10 @@ func describe(ev *abi.Event) string {
 	case ev.Type == "kairo.process.canceled":
 		return fmt.Sprintf("process %v%s was canceled: %v", m["processId"], task, m["reason"])
 	case ev.Type == abi.SubjectToolResult:
-		return fmt.Sprintf("tool %v%s %v: %v", m["tool"], task, m["status"], m["error"])
+		if e, _ := m["error"].(string); e != "" || m["status"] != abi.StatusDone {
+			return fmt.Sprintf("tool %v%s %v: %v", m["tool"], task, m["status"], e)
+		}
+		return fmt.Sprintf("tool %v%s answered: %s", m["tool"], task, clip(fmt.Sprint(m["result"]), 4000))
 	}
 	return ev.Type
 }
@@ -247,6 +294,13 @@ func parse(m *abi.ChatMessage, cause string) (string, []abi.Action, error) {
 			var args struct {
 				Command   string `json:"command"`
 				RunLoopID string `json:"runLoopId"`
+			}
+			if tool := st.offered[tc.Name]; tool != "" {
+				if !json.Valid([]byte(tc.Arguments)) {
+					return "", nil, fmt.Errorf("the model called %s with arguments that are not JSON: %q", tool, clip(tc.Arguments, 80))
+				}
+				out = append(out, action(abi.ActionToolCall, "", cause, abi.ActionData{Tool: tool, Args: tc.Arguments}))
+				continue
 			}
 			if tc.Name != "process_spawn" || json.Unmarshal([]byte(tc.Arguments), &args) != nil || args.Command == "" {
 				return "", nil, fmt.Errorf("the model called %s(%s), which is not a tool it was offered with valid arguments", tc.Name, tc.Arguments)

@@ -46,3 +46,33 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// The agent's tools are offered under names OpenAI accepts, distinct from
+// one another and from process_spawn; a call of one comes back as a
+// tool_call of the agent's name, its JSON arguments as they are.
+func TestOfferedTools(t *testing.T) {
+	in := &abi.AgentInput{Tools: []abi.Tool{
+		{Name: "process.spawn"}, {Name: "mcp.files.read_file"}, {Name: "mcp_files_read_file"}, {Name: "skill.progress-demo"},
+		{Name: "process_spawn"}, {Name: strings.Repeat("x", 70)},
+	}}
+	var names []string
+	for _, tool := range offer(in) {
+		names = append(names, tool.Name)
+	}
+	want := []string{"process_spawn", "mcp_files_read_file", "mcp_files_read_file_2", "skill_progress-demo", "process_spawn_2", strings.Repeat("x", 64)}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Fatalf("offered %q; want %q", names, want)
+	}
+	_, acts, err := parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{ID: "c", Name: "mcp_files_read_file", Arguments: `{"path":"/srv/a"}`}}}, "cause-1")
+	if err != nil || len(acts) != 1 {
+		t.Fatalf("actions %+v, err %v", acts, err)
+	}
+	var d abi.ActionData
+	msgpack.Unmarshal(acts[0].Data, &d)
+	if acts[0].Type != abi.ActionToolCall || d.Tool != "mcp.files.read_file" || d.Args != `{"path":"/srv/a"}` {
+		t.Fatalf("action %s %+v", acts[0].Type, d)
+	}
+	if _, _, err := parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{Name: "skill_progress-demo", Arguments: `{oops`}}}, "c"); err == nil || !strings.Contains(err.Error(), "not JSON") {
+		t.Fatalf("bad arguments: %v", err)
+	}
+}

@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host/llm"
+	"github.com/kairo-os/kairo/host/tools"
+)
+
+// The LLM policy is offered every tool of the registry under a name OpenAI
+// accepts; the model calls one, the registry runs it, and its answer comes
+// back to the model, which closes the task.
+func TestLLMCallsRegistryTool(t *testing.T) {
+	model := &openAI{answers: []map[string]any{
+		{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{
+			"id": "call_1", "type": "function",
+			"function": map[string]any{"name": "demo_greet", "arguments": `{"name":"Ada"}`},
+		}}},
+		content(`{"thought": "greeted", "action": {"type": "say", "text": "Ada is greeted.", "done": true}}`),
+	}}
+	srv := httptest.NewServer(model)
+	defer srv.Close()
+	e := newEnv(t)
+	p, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "scripted", Bus: e.bus, MaxRetries: 1, Backoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm.Register(e.kernel, p)
+	reg, err := tools.New(tools.Config{Kernel: e.kernel, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	greet := func(ctx context.Context, c *tools.Call) abi.ToolResultEvent {
+		var args struct{ Name string }
+		if err := json.Unmarshal([]byte(c.Args), &args); err != nil || args.Name == "" {
+			return abi.ToolResultEvent{Error: "give a name"}
+		}
+		raw, _ := msgpack.Marshal("hello, " + args.Name)
+		return abi.ToolResultEvent{Result: raw}
+	}
+	if err := reg.Add(abi.ToolInfo{Tool: abi.Tool{Name: "demo.greet", Description: "Greets someone."}, Source: "test"}, greet); err != nil {
+		t.Fatal(err)
+	}
+	e.start(Config{Policy: e.policy("llm"), Tools: reg})
+
+	e.say("greet Ada", "")
+	res := e.events.until(t, "the tool's result", typed(abi.SubjectToolResult))
+	if d := decodeAs[abi.ToolResultEvent](t, res); d.Tool != "demo.greet" || d.Status != abi.StatusDone || !strings.Contains(decodeAny(d.Result), "hello, Ada") {
+		t.Fatalf("tool result %+v", d)
+	}
+	e.events.until(t, "the closing say", sayIn(res.CorrelationID, "Ada is greeted."))
+	if second := model.request(1); !strings.Contains(second, "tool demo.greet in task "+res.CorrelationID+" answered: hello, Ada") {
+		t.Fatalf("the second prompt lacks the tool's answer:\n%s", second)
+	}
+}
