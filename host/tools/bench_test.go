@@ -24,7 +24,7 @@ import (
 func BenchmarkToolDispatch(b *testing.B) {
 	e := newEnv(b, tools.Config{}, map[string]string{"toolbox": ""})
 	ctx := context.Background()
-	one := func(id string) (call, durable time.Duration) {
+	one := func(id string) (call, published, durable time.Duration) {
 		start := time.Now()
 		res := e.reg.Call(ctx, tools.Call{ActionID: id, CorrelationID: "loop-1", Tool: "toolbox.echo", Args: `{"text":"hi"}`, Session: e.sess})
 		call = time.Since(start)
@@ -33,13 +33,20 @@ func BenchmarkToolDispatch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := e.bus.Publish(ctx, &abi.Event{Type: abi.SubjectToolResult, CorrelationID: "loop-1", CausationID: id, Data: data}); err != nil {
+		// As the agent runtime publishes it: handed to the bus, which
+		// orders it and commits it in its next group.
+		ack, err := e.bus.PublishAsync(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: "loop-1", CausationID: id, Data: data})
+		if err != nil {
+			b.Fatal(err)
+		}
+		published = time.Since(start)
+		if _, err := ack.Wait(ctx); err != nil {
 			b.Fatal(err)
 		}
 		if res.Status != abi.StatusDone {
 			b.Fatalf("toolbox.echo: %+v", res)
 		}
-		return call, time.Since(start)
+		return call, published, time.Since(start)
 	}
 	for range 100 { // warm: the first calls grow the guest's buffers
 		one(bus.NewID())
@@ -50,16 +57,21 @@ func BenchmarkToolDispatch(b *testing.B) {
 	}
 	calls := make([]time.Duration, 0, b.N)
 	took := make([]time.Duration, 0, b.N)
+	durable := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {
-		c, d := one(ids[i])
-		calls, took = append(calls, c), append(took, d)
+		c, p, d := one(ids[i])
+		calls, took, durable = append(calls, c), append(took, p), append(durable, d)
 	}
 	b.StopTimer()
-	slices.Sort(calls)
-	slices.Sort(took)
+	for _, s := range [][]time.Duration{calls, took, durable} {
+		slices.Sort(s)
+	}
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	// p50-us: the dispatch, to the result event on the bus; durable-p50-us
+	// adds the event store's commit, which the bus's own benchmarks follow.
 	b.ReportMetric(us(took[len(took)/2]), "p50-us")
 	b.ReportMetric(us(took[len(took)*99/100]), "p99-us")
 	b.ReportMetric(us(calls[len(calls)/2]), "call-p50-us")
+	b.ReportMetric(us(durable[len(durable)/2]), "durable-p50-us")
 }
