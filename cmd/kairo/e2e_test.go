@@ -171,6 +171,17 @@ func TestEndToEnd(t *testing.T) {
 // Then it interrupts tail and checks it exits 0.
 func tailOne(t *testing.T, d *upProc, subject, data string) string {
 	t.Helper()
+	c := d.dial()
+	defer c.Close()
+	subscriptions := func() int {
+		var m abi.Metrics
+		if err := c.Call(context.Background(), "system.get_metrics", nil, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m.Subscriptions
+	}
+	// The agent and the plugins hold subscriptions of their own.
+	before := subscriptions()
 	cmd := exec.Command(kairoBin, "events", "tail", "test.>")
 	cmd.Env = childEnv(d.home)
 	stderr := &syncBuffer{}
@@ -193,15 +204,9 @@ func tailOne(t *testing.T, d *upProc, subject, data string) string {
 	}()
 
 	// The subscription is open once the kernel counts it.
-	c := d.dial()
-	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var m abi.Metrics
-		if err := c.Call(context.Background(), "system.get_metrics", nil, &m); err != nil {
-			t.Fatal(err)
-		}
-		if m.Subscriptions > 0 {
+		if subscriptions() > before {
 			break
 		}
 		if time.Now().After(deadline) {
