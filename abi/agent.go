@@ -188,6 +188,10 @@ type TickRecord struct {
 	// Results counts the answers to the policy's earlier calls that the
 	// batch carried.
 	Results int `msgpack:"results,omitempty"`
+	// Memory is the memory the policy was shown, recorded when it differs
+	// from the last recorded tick's (MemoryChanged).
+	Memory        string `msgpack:"memory,omitempty"`
+	MemoryChanged bool   `msgpack:"memoryChanged,omitempty"`
 }
 
 // Thought is the data of kairo.agent.thought.

@@ -30,6 +30,7 @@ type Config struct {
 	Host    HostConfig    `toml:"host"`
 	LLM     LLMConfig     `toml:"llm"`
 	Agent   AgentConfig   `toml:"agent"`
+	Memory  MemoryConfig  `toml:"memory"`
 	// Plugins are the operator's word on each plugin, [plugins.NAME]: it
 	// may turn one off, trust it, narrow its grants, change its limits.
 	Plugins map[string]PluginOverride `toml:"plugins"`
@@ -107,6 +108,34 @@ func (c *Config) SkillsPath(home string) string { return underHome(home, c.Agent
 
 // CachePath is the compilation cache of a daemon whose data folder is home.
 func (c *Config) CachePath(home string) string { return underHome(home, c.Host.CacheDir) }
+
+// MemoryPath is the long-term memory's SQLite file.
+func (c *Config) MemoryPath(home string) string { return underHome(home, c.Memory.Path) }
+
+// MemoryConfig is the [memory] table: what the agent remembers.
+type MemoryConfig struct {
+	// Enabled keeps a long-term memory of the run loops that ended.
+	Enabled bool `toml:"enabled"`
+	// Path is its SQLite file, relative to KAIRO_HOME.
+	Path string `toml:"path"`
+	// KeepReasoning stores the policy's thoughts too; off, only public
+	// actions, results and summaries (seed 000 §4.2).
+	KeepReasoning bool `toml:"keep_reasoning"`
+	// Recall is how many chunks of earlier run loops a new one is given.
+	Recall int `toml:"recall"`
+	// Embeddings, when BaseURL is set, adds vector similarity to full-text
+	// search.
+	Embeddings EmbeddingsConfig `toml:"embeddings"`
+}
+
+// EmbeddingsConfig is [memory.embeddings]: an OpenAI-compatible
+// /v1/embeddings endpoint.
+type EmbeddingsConfig struct {
+	BaseURL    string `toml:"base_url"`
+	Model      string `toml:"model"`
+	APIKeyEnv  string `toml:"api_key_env"`
+	Dimensions int    `toml:"dimensions"`
+}
 
 // AgentConfig is the [agent] table: the agent kairo up runs.
 type AgentConfig struct {
@@ -315,6 +344,15 @@ func (c *Config) validate() []*Error {
 			}
 			bad(key, "%s", msg)
 		}
+	}
+	if c.Memory.Enabled && c.Memory.Path == "" {
+		bad("memory.path", "is empty; name the SQLite file, such as \"memory.db\" (relative to KAIRO_HOME)")
+	}
+	if c.Memory.Recall < 0 || c.Memory.Recall > 50 {
+		bad("memory.recall", "%d: give how many chunks a new task recalls, from 0 to 50", c.Memory.Recall)
+	}
+	if e := c.Memory.Embeddings; e.BaseURL != "" && e.Model == "" {
+		bad("memory.embeddings.model", "is empty; name the embeddings model, such as \"text-embedding-3-small\"")
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.MCP)) {
 		m := c.MCP[name]

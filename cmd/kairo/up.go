@@ -19,6 +19,7 @@ import (
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/agent"
 	"github.com/kairo-os/kairo/host/llm"
+	"github.com/kairo-os/kairo/host/memory"
 	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
@@ -146,6 +147,7 @@ type daemon struct {
 	agent   *agent.Runtime
 	tools   *tools.Registry
 	mcp     *mcpServers
+	memory  *memory.Store
 
 	launcher proc.Launcher
 }
@@ -246,6 +248,33 @@ func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
 	return nil
 }
 
+// openMemory opens the long-term memory [memory] describes; nil when it is
+// off.
+func (d *daemon) openMemory(home string, cfg manifests.Config) (*agent.MemoryConfig, error) {
+	m := cfg.Memory
+	if !m.Enabled {
+		return nil, nil
+	}
+	opts := memory.Options{KeepReasoning: m.KeepReasoning, Logger: d.log}
+	if e := m.Embeddings; e.BaseURL != "" {
+		emb, err := memory.NewOpenAIEmbedder(memory.OpenAIConfig{BaseURL: e.BaseURL, Model: e.Model, APIKey: os.Getenv(e.APIKeyEnv), Dimensions: e.Dimensions})
+		if err != nil {
+			return nil, fmt.Errorf("[memory.embeddings]: %w", err)
+		}
+		opts.Embedder = emb
+	}
+	store, err := memory.Open(cfg.MemoryPath(home), opts)
+	if err != nil {
+		return nil, fmt.Errorf("open the memory: %w", err)
+	}
+	d.memory = store
+	recall := m.Recall
+	if recall == 0 {
+		recall = -1 // [memory] recall = 0: none
+	}
+	return &agent.MemoryConfig{Store: store, KeepReasoning: m.KeepReasoning, Recall: recall}, nil
+}
+
 // pluginFolders are where the plugins are: the built-ins beside the kairo
 // binary, then the drop-in folder.
 func pluginFolders(home string, cfg manifests.Config) []host.Folder {
@@ -273,8 +302,12 @@ func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 	reg.Register()
 	d.tools = reg
 	d.startMCP(cfg)
+	mem, err := d.openMemory(home, cfg)
+	if err != nil {
+		return err
+	}
 	r, err := agent.New(agent.Config{
-		Skills: skills, Tools: reg,
+		Skills: skills, Tools: reg, Memory: mem,
 		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
 		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
 		QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
@@ -428,6 +461,11 @@ func (d *daemon) stop() error {
 	}
 	if d.agent != nil {
 		d.agent.Stop()
+	}
+	if d.memory != nil {
+		if err := d.memory.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the memory: %w", err))
+		}
 	}
 	if d.mcp != nil {
 		d.mcp.stop() // before the kernel: stdin, SIGTERM, then SIGKILL

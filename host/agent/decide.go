@@ -67,6 +67,7 @@ func (r *Runtime) tick(tk Tick) {
 	for _, l := range r.st.open {
 		in.RunLoops = append(in.RunLoops, l.view())
 	}
+	in.Memory = r.mem.text(r.st.open)
 	r.mu.Unlock()
 	if d, ok := r.cfg.Tools.(Definer); ok {
 		in.Tools = d.Definitions()
@@ -103,6 +104,9 @@ func (r *Runtime) record(tk Tick, seq uint64, pending []string, b *abi.Batch, re
 		return
 	}
 	rec := abi.TickRecord{Tick: tk.N, At: tk.At, Hz: tk.Hz, Seq: seq, Pending: pending, Results: len(b.CallResults)}
+	if m := b.Agent.Memory; m != r.recorded {
+		rec.Memory, rec.MemoryChanged, r.recorded = m, true, m
+	}
 	for i := range b.Events {
 		rec.Observed = append(rec.Observed, b.Events[i].ID)
 	}

@@ -130,6 +130,7 @@ func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
 
 	st := newState(s.Agent)
 	next := 0 // the next event of the log to fold
+	mem := "" // the memory shown, as last recorded
 	for i, tr := range rec.ticks {
 		for next < len(s.Events) && s.Events[next].Seq <= tr.Seq {
 			st.apply(&s.Events[next])
@@ -147,7 +148,10 @@ func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
 			rep.Divergence = &Divergence{Tick: tr.Tick, Decision: i + 1, What: fmt.Sprintf(format, args...)}
 			return rep, nil
 		}
-		in := &abi.AgentInput{Agent: s.Agent, Hz: tr.Hz, BargeIn: s.BargeIn, Skills: s.Skills, Tools: s.Tools}
+		if tr.MemoryChanged {
+			mem = tr.Memory
+		}
+		in := &abi.AgentInput{Agent: s.Agent, Hz: tr.Hz, BargeIn: s.BargeIn, Skills: s.Skills, Tools: s.Tools, Memory: mem}
 		for _, l := range st.open {
 			in.RunLoops = append(in.RunLoops, l.view())
 		}
@@ -194,6 +198,7 @@ type recording struct {
 	outputs    [][]string       // by tick of ticks
 	llm        []abi.Event      // the model's exchanges within the span
 	unrecorded int
+	memory     string // the memory recorded last before the span
 	byID       map[string]*abi.Event
 }
 
@@ -252,6 +257,9 @@ func readRecording(events []abi.Event, id, agent string) (*recording, error) {
 		from := prev
 		prev = ev.Seq
 		if len(span) == 0 && !slices.Contains(tr.Observed, trigger) {
+			if tr.MemoryChanged {
+				rec.memory = tr.Memory // what the span's first tick may carry on
+			}
 			continue
 		}
 		span = append(span, placed{tr, from, ev.Seq})

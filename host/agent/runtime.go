@@ -56,6 +56,9 @@ type Config struct {
 	// Skills are the binary skills the agent may run by name: name → the
 	// absolute path of its skill.toml.
 	Skills map[string]string
+	// Memory is what the agent remembers beyond its run loops' state; nil:
+	// short-term memory only.
+	Memory *MemoryConfig
 	// Tools carries out the policy's tool calls; default a tools.Registry
 	// over Kernel and Skills, which the runtime closes on Stop.
 	Tools Tools
@@ -118,6 +121,9 @@ type Runtime struct {
 
 	skills   []string        // the names of cfg.Skills, sorted
 	ownTools *tools.Registry // the default Tools, closed by Stop
+	mem      *keeper
+	// recorded is the memory the last recorded tick showed the policy.
+	recorded string
 
 	mu       sync.Mutex
 	st       *state
@@ -157,6 +163,12 @@ func New(cfg Config) (*Runtime, error) {
 	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills, ownTools: owned}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.sess = newSession(r.ctx, r)
+	mc := MemoryConfig{}
+	if cfg.Memory != nil {
+		mc = *cfg.Memory
+	}
+	r.mem = newKeeper(r, mc)
+	r.recorded = "\x00" // nothing recorded yet: the first record says the memory
 	return r, nil
 }
 
@@ -169,6 +181,7 @@ func (r *Runtime) Start() error {
 	err := r.k.Bus.Replay(r.ctx, bus.Query{}, func(ev *abi.Event) error {
 		n++
 		r.st.apply(ev)
+		r.mem.rebuild(ev)
 		return nil
 	})
 	if err != nil {
@@ -182,6 +195,12 @@ func (r *Runtime) Start() error {
 	}
 	r.sub = sub
 	r.register()
+	open := make([]string, len(r.st.open))
+	for i, l := range r.st.open {
+		open[i] = l.id
+	}
+	r.mem.start(r.ctx, open, r.st.lastSeq)
+	r.mem.register()
 	r.markInterrupted()
 	r.mu.Lock()
 	pending := make([]*abi.Event, 0, len(r.st.unrouted))
@@ -258,6 +277,7 @@ func (r *Runtime) observe(evs []abi.Event) error {
 			r.obs = append(r.obs, c)
 		}
 		r.mu.Unlock()
+		r.mem.observe(r.ctx, ev)
 		switch {
 		case ev.Type == abi.SubjectUserMessage:
 			r.route(ev)

@@ -1,0 +1,339 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host/memory"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// MemoryConfig is what the agent remembers beyond the state of its run
+// loops.
+type MemoryConfig struct {
+	// Store is the long-term memory: each run loop is indexed into it when
+	// it ends, and a new run loop is given what it recalls of earlier ones.
+	// Nil: none.
+	Store *memory.Store
+	// KeepReasoning lets the policy's thoughts into long-term memory; off,
+	// only the public actions, results and summaries of a run loop reach
+	// the disk (seed 000 §4.2).
+	KeepReasoning bool
+	// Recall is how many chunks of earlier run loops a new run loop is
+	// given; default 3, negative for none.
+	Recall int
+	// ShortTerm sizes the short-term memory of each open run loop.
+	ShortTerm memory.ShortTermOptions
+}
+
+// SubjectMemoryIndexed says a run loop is in long-term memory: a run loop
+// that ended without one is indexed at the next start.
+const SubjectMemoryIndexed = "kairo.memory.indexed"
+
+// MemoryIndexed is its data.
+type MemoryIndexed struct {
+	RunLoopID string `msgpack:"runLoopId"`
+	Segments  int    `msgpack:"segments"`
+}
+
+// The kernel methods of long-term memory, for plugins (granted in their
+// manifests) and clients.
+const (
+	MethodMemoryRetrieve = "memory.retrieve"
+	MethodMemoryExpand   = "memory.expand"
+)
+
+// RetrieveParams are memory.retrieve's params; it answers []memory.Chunk.
+type RetrieveParams struct {
+	Query string `msgpack:"query"`
+	K     int    `msgpack:"k,omitempty"`
+}
+
+// ExpandParams are memory.expand's params; it answers memory.Expanded.
+type ExpandParams struct {
+	Anchor memory.Anchor `msgpack:"anchor"`
+	Window int           `msgpack:"window,omitempty"`
+}
+
+// keeper is the runtime's memory: the short-term memory of the open run
+// loops, fed by every event the runtime observes, and the long-term store,
+// fed with each run loop as it ends. Indexing and recall run on the
+// keeper's goroutine, one job at a time, never on a tick.
+type keeper struct {
+	r     *Runtime
+	cfg   MemoryConfig
+	short *memory.ShortTerm
+
+	mu      sync.Mutex
+	events  map[string][]abi.Event // of the open run loops, as observed
+	recall  map[string]string      // what each open run loop recalled
+	indexed map[string]bool        // run loops in the store (from the log)
+	ended   []string               // run loops that ended, in order (from the log)
+
+	jobs chan func(context.Context)
+}
+
+func newKeeper(r *Runtime, cfg MemoryConfig) *keeper {
+	if cfg.Recall == 0 {
+		cfg.Recall = 3
+	}
+	return &keeper{r: r, cfg: cfg, short: memory.NewShortTerm(cfg.ShortTerm),
+		events: map[string][]abi.Event{}, recall: map[string]string{}, indexed: map[string]bool{},
+		jobs: make(chan func(context.Context), 256)}
+}
+
+// rebuild folds one stored event at start.
+func (k *keeper) rebuild(ev *abi.Event) {
+	switch ev.Type {
+	case abi.SubjectIntentEnded:
+		k.ended = append(k.ended, ev.CorrelationID)
+	case SubjectMemoryIndexed:
+		var d MemoryIndexed
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			k.indexed[d.RunLoopID] = true
+		}
+	}
+}
+
+// start runs the keeper's goroutine, first bringing memory up to the log:
+// the short-term memory and events of the run loops still open, and the
+// run loops that ended but were never indexed (the daemon stopped first).
+func (k *keeper) start(ctx context.Context, open []string, upTo uint64) {
+	var missing []string
+	if k.cfg.Store != nil {
+		for _, id := range k.ended {
+			if !k.indexed[id] {
+				missing = append(missing, id)
+			}
+		}
+	}
+	k.ended, k.indexed = nil, nil
+	k.mu.Lock()
+	for _, id := range open {
+		k.events[id] = nil // buffered from now on; catchUp adds what came before
+	}
+	k.mu.Unlock()
+	want := map[string]bool{}
+	for _, id := range append(append([]string(nil), open...), missing...) {
+		want[id] = true
+	}
+	k.r.wg.Add(1)
+	go func() { // owned by the runtime: ends with its context
+		defer k.r.wg.Done()
+		if len(want) > 0 {
+			k.catchUp(ctx, want, upTo, missing)
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case job := <-k.jobs:
+				job(ctx)
+			}
+		}
+	}()
+}
+
+// catchUp reads the log once for the events of the run loops in want.
+func (k *keeper) catchUp(ctx context.Context, want map[string]bool, upTo uint64, missing []string) {
+	byLoop := map[string][]abi.Event{}
+	err := k.r.k.Bus.Replay(ctx, bus.Query{ToSeq: upTo}, func(ev *abi.Event) error {
+		id := loopOf(ev)
+		if !want[id] {
+			return nil
+		}
+		c := *ev
+		c.Data = append([]byte(nil), ev.Data...)
+		byLoop[id] = append(byLoop[id], c)
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			k.r.log.Warn("memory: read the log", "err", err)
+		}
+		return
+	}
+	for _, id := range missing {
+		k.index(ctx, id, byLoop[id])
+		delete(byLoop, id)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for id, evs := range byLoop {
+		for i := range evs {
+			k.short.Observe(ctx, &evs[i])
+		}
+		k.events[id] = append(evs, k.events[id]...)
+	}
+}
+
+// loopOf is the run loop an event belongs to.
+func loopOf(ev *abi.Event) string {
+	if ev.Type == abi.SubjectIntentStarted {
+		var d abi.IntentStarted
+		if msgpack.Unmarshal(ev.Data, &d) == nil && d.RunLoopID != "" {
+			return d.RunLoopID
+		}
+	}
+	return ev.CorrelationID
+}
+
+// observe takes one event as the runtime observed it from the bus.
+func (k *keeper) observe(ctx context.Context, ev *abi.Event) {
+	id := loopOf(ev)
+	if id == "" {
+		return
+	}
+	k.mu.Lock()
+	_, open := k.events[id]
+	if ev.Type == abi.SubjectIntentStarted {
+		open = true
+	}
+	if !open {
+		k.mu.Unlock()
+		return
+	}
+	c := *ev
+	c.Data = append([]byte(nil), ev.Data...)
+	k.events[id] = append(k.events[id], c)
+	if err := k.short.Observe(ctx, &c); err != nil {
+		k.r.log.Warn("memory: short-term", "runLoop", id, "err", err)
+	}
+	var evs []abi.Event
+	if ev.Type == abi.SubjectIntentEnded {
+		evs = k.events[id]
+		delete(k.events, id)
+		delete(k.recall, id)
+	}
+	k.mu.Unlock()
+
+	switch {
+	case k.cfg.Store == nil:
+	case ev.Type == abi.SubjectIntentStarted:
+		var d abi.IntentStarted
+		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Goal != "" && k.cfg.Recall > 0 {
+			k.queue(func(ctx context.Context) { k.recallFor(ctx, id, d.Goal) })
+		}
+	case ev.Type == abi.SubjectIntentEnded:
+		k.queue(func(ctx context.Context) { k.index(ctx, id, evs) })
+	}
+}
+
+func (k *keeper) queue(job func(context.Context)) {
+	select {
+	case k.jobs <- job:
+	default:
+		k.r.log.Warn("memory: too much to index at once; a run loop is indexed at the next start")
+	}
+}
+
+// index cuts a run loop that ended into segments, stores them and says so
+// on the bus.
+func (k *keeper) index(ctx context.Context, id string, evs []abi.Event) {
+	segs := memory.Segments(evs, memory.SegmentOptions{KeepReasoning: k.cfg.KeepReasoning})
+	if err := k.cfg.Store.Index(ctx, id, segs); err != nil {
+		if ctx.Err() == nil {
+			k.r.log.Warn("memory: index a run loop; it is tried again at the next start", "runLoop", id, "err", err)
+		}
+		return
+	}
+	k.r.publish(&abi.Event{Type: SubjectMemoryIndexed, CorrelationID: id}, MemoryIndexed{RunLoopID: id, Segments: len(segs)})
+}
+
+// recallFor retrieves what earlier run loops say about a new one's goal.
+func (k *keeper) recallFor(ctx context.Context, id, goal string) {
+	chunks, err := k.cfg.Store.Retrieve(ctx, goal, k.cfg.Recall+2)
+	if err != nil {
+		k.r.log.Warn("memory: recall", "runLoop", id, "err", err)
+		return
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range chunks {
+		if c.Anchor.RunLoopID == id || n == k.cfg.Recall {
+			continue
+		}
+		n++
+		fmt.Fprintf(&b, "- (task %s, %s) %s\n", shortLoop(c.Anchor.RunLoopID), c.Anchor.SegmentType, oneLine(c.Text, 300))
+	}
+	if n == 0 {
+		return
+	}
+	k.mu.Lock()
+	if _, open := k.events[id]; open {
+		k.recall[id] = b.String()
+	}
+	k.mu.Unlock()
+}
+
+// text is the memory the policy is shown: for each open run loop, its
+// short-term memory and what it recalled of earlier run loops.
+func (k *keeper) text(open []*runLoop) string {
+	var b strings.Builder
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, l := range open {
+		short, recalled := k.short.Context(l.id), k.recall[l.id]
+		if short == "" && recalled == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "Task %s (%q):\n%s", l.id, oneLine(l.goal, 120), short)
+		if recalled != "" {
+			b.WriteString("Recalled from earlier tasks:\n" + recalled)
+		}
+	}
+	return b.String()
+}
+
+// register serves memory.retrieve and memory.expand.
+func (k *keeper) register() {
+	if k.cfg.Store == nil {
+		return
+	}
+	store := k.cfg.Store
+	k.r.k.Register(kernel.Method{Name: MethodMemoryRetrieve, Summary: "the chunks of earlier run loops that best answer a query, with their anchors",
+		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
+			var p RetrieveParams
+			if err := c.Decode(&p); err != nil {
+				return nil, err
+			}
+			chunks, err := store.Retrieve(ctx, p.Query, p.K)
+			if err != nil {
+				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+			}
+			return chunks, nil
+		}})
+	k.r.k.Register(kernel.Method{Name: MethodMemoryExpand, Summary: "a remembered chunk with the chunks of its run loop around it",
+		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
+			var p ExpandParams
+			if err := c.Decode(&p); err != nil {
+				return nil, err
+			}
+			x, err := store.Expand(ctx, p.Anchor, p.Window)
+			if err != nil {
+				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+			}
+			return x, nil
+		}})
+}
+
+func shortLoop(id string) string {
+	if len(id) > 8 {
+		return id[len(id)-8:]
+	}
+	return id
+}
+
+func oneLine(s string, most int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > most {
+		s = s[:most] + "…"
+	}
+	return s
+}
