@@ -58,7 +58,14 @@ type ChatParams struct {
 	// event that prompted it; the recorded events carry both.
 	CorrelationID string `msgpack:"correlationId,omitempty"`
 	CausationID   string `msgpack:"causationId,omitempty"`
+	// Purpose says what asks when it is not a policy deciding, such as
+	// PurposeSummary; a replay of the policy passes such exchanges by.
+	Purpose string `msgpack:"purpose,omitempty"`
 }
+
+// PurposeSummary marks the requests that rewrite a run loop's short-term
+// memory summary.
+const PurposeSummary = "memory.summary"
 
 // ChatResult answers llm.chat.
 type ChatResult struct {

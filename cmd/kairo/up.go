@@ -253,7 +253,11 @@ func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
 func (d *daemon) openMemory(home string, cfg manifests.Config) (*agent.MemoryConfig, error) {
 	m := cfg.Memory
 	if !m.Enabled {
-		return nil, nil
+		mc := &agent.MemoryConfig{Recall: -1}
+		if cfg.LLM.Configured() {
+			mc.ShortTerm.Summarizer = agent.LLMSummarizer{Chat: d.llm}
+		}
+		return mc, nil
 	}
 	opts := memory.Options{KeepReasoning: m.KeepReasoning, Logger: d.log}
 	if e := m.Embeddings; e.BaseURL != "" {
@@ -272,7 +276,11 @@ func (d *daemon) openMemory(home string, cfg manifests.Config) (*agent.MemoryCon
 	if recall == 0 {
 		recall = -1 // [memory] recall = 0: none
 	}
-	return &agent.MemoryConfig{Store: store, KeepReasoning: m.KeepReasoning, Recall: recall}, nil
+	mc := &agent.MemoryConfig{Store: store, KeepReasoning: m.KeepReasoning, Recall: recall}
+	if cfg.LLM.Configured() {
+		mc.ShortTerm.Summarizer = agent.LLMSummarizer{Chat: d.llm}
+	}
+	return mc, nil
 }
 
 // pluginFolders are where the plugins are: the built-ins beside the kairo

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -28,8 +30,55 @@ type MemoryConfig struct {
 	// Recall is how many chunks of earlier run loops a new run loop is
 	// given; default 3, negative for none.
 	Recall int
-	// ShortTerm sizes the short-term memory of each open run loop.
+	// ShortTerm sizes the short-term memory of each open run loop; its
+	// Summarizer rewrites a run loop's summary when the ring overflows
+	// (default extractive; LLMSummarizer with a model configured).
 	ShortTerm memory.ShortTermOptions
+}
+
+// LLMSummarizer rewrites a run loop's short-term summary with a language
+// model, through llm.chat's Chatter. Its requests are marked
+// abi.PurposeSummary, so a replay of the policy passes them by.
+type LLMSummarizer struct {
+	Chat interface {
+		Chat(ctx context.Context, p abi.ChatParams) (abi.ChatResult, error)
+	}
+}
+
+const summaryPrompt = `You keep the running summary of one task of an assistant that runs commands on a computer.
+Rewrite the summary so it also covers the new lines below. Keep the facts that matter later:
+what the user asked, what ran and how it ended (exit codes, durations, files), what is still
+running, decisions and open questions. Drop chatter. Plain text, no preamble, at most %d bytes.`
+
+// Summarize folds evicted into summary.
+func (s LLMSummarizer) Summarize(ctx context.Context, summary string, evicted []string, maxBytes int) (string, error) {
+	var u strings.Builder
+	fmt.Fprintf(&u, "Summary so far:\n%s\n\nNew lines:\n", orNothing(summary))
+	for _, l := range evicted {
+		u.WriteString("- " + l + "\n")
+	}
+	res, err := s.Chat.Chat(ctx, abi.ChatParams{Purpose: abi.PurposeSummary, MaxTokens: maxBytes/3 + 16, Messages: []abi.ChatMessage{
+		{Role: abi.RoleSystem, Content: fmt.Sprintf(summaryPrompt, maxBytes)},
+		{Role: abi.RoleUser, Content: u.String()},
+	}})
+	if err != nil {
+		return "", err
+	}
+	text := strings.TrimSpace(res.Message.Content)
+	if text == "" {
+		return "", fmt.Errorf("the model answered no summary (finish reason %q)", res.FinishReason)
+	}
+	if len(text) > maxBytes {
+		text = text[:maxBytes]
+	}
+	return text, nil
+}
+
+func orNothing(s string) string {
+	if s == "" {
+		return "(nothing yet)"
+	}
+	return s
 }
 
 // SubjectMemoryIndexed says a run loop is in long-term memory: a run loop
@@ -77,6 +126,10 @@ type keeper struct {
 	ended   []string               // run loops that ended, in order (from the log)
 
 	jobs chan func(context.Context)
+	// shortQ are the events the short-term memory has yet to take: it may
+	// ask a model, so it never runs on the bus's delivery.
+	shortQ    []abi.Event
+	shortWake chan struct{}
 }
 
 func newKeeper(r *Runtime, cfg MemoryConfig) *keeper {
@@ -85,7 +138,7 @@ func newKeeper(r *Runtime, cfg MemoryConfig) *keeper {
 	}
 	return &keeper{r: r, cfg: cfg, short: memory.NewShortTerm(cfg.ShortTerm),
 		events: map[string][]abi.Event{}, recall: map[string]string{}, indexed: map[string]bool{},
-		jobs: make(chan func(context.Context), 256)}
+		jobs: make(chan func(context.Context), 256), shortWake: make(chan struct{}, 1)}
 }
 
 // rebuild folds one stored event at start.
@@ -135,9 +188,24 @@ func (k *keeper) start(ctx context.Context, open []string, upTo uint64) {
 				return
 			case job := <-k.jobs:
 				job(ctx)
+			case <-k.shortWake:
+				k.feedShort(ctx)
 			}
 		}
 	}()
+}
+
+// feedShort hands the short-term memory what waits for it.
+func (k *keeper) feedShort(ctx context.Context) {
+	k.mu.Lock()
+	evs := k.shortQ
+	k.shortQ = nil
+	k.mu.Unlock()
+	for i := range evs {
+		if err := k.short.Observe(ctx, &evs[i]); err != nil && ctx.Err() == nil {
+			k.r.log.Warn("memory: short-term", "runLoop", evs[i].CorrelationID, "err", err)
+		}
+	}
 }
 
 // catchUp reads the log once for the events of the run loops in want.
@@ -165,11 +233,16 @@ func (k *keeper) catchUp(ctx context.Context, want map[string]bool, upTo uint64,
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	var stored []abi.Event
 	for id, evs := range byLoop {
-		for i := range evs {
-			k.short.Observe(ctx, &evs[i])
-		}
+		stored = append(stored, evs...)
 		k.events[id] = append(evs, k.events[id]...)
+	}
+	slices.SortFunc(stored, func(a, b abi.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	k.shortQ = append(stored, k.shortQ...) // before what was observed since
+	select {
+	case k.shortWake <- struct{}{}:
+	default:
 	}
 }
 
@@ -202,8 +275,10 @@ func (k *keeper) observe(ctx context.Context, ev *abi.Event) {
 	c := *ev
 	c.Data = append([]byte(nil), ev.Data...)
 	k.events[id] = append(k.events[id], c)
-	if err := k.short.Observe(ctx, &c); err != nil {
-		k.r.log.Warn("memory: short-term", "runLoop", id, "err", err)
+	k.shortQ = append(k.shortQ, c)
+	select {
+	case k.shortWake <- struct{}{}:
+	default:
 	}
 	var evs []abi.Event
 	if ev.Type == abi.SubjectIntentEnded {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host/llm"
 	"github.com/kairo-os/kairo/host/memory"
 	"github.com/kairo-os/kairo/kernel"
 )
@@ -95,5 +97,37 @@ func TestLongTermMemory(t *testing.T) {
 	}
 	if !loops[first] || !loops[second] {
 		t.Fatalf("memory.retrieve found run loops %v; want %s and %s", loops, first, second)
+	}
+}
+
+// With a model configured, a run loop's short-term summary is the model's:
+// asked, through a real HTTP server speaking OpenAI's protocol, once the
+// ring overflows, with the lines that fell out; its request is marked as a
+// summary's.
+func TestLLMSummarizer(t *testing.T) {
+	model := &openAI{answers: []map[string]any{content("The user asked for a build; make ran and exited 0.")}}
+	srv := httptest.NewServer(model)
+	defer srv.Close()
+	e := newEnv(t)
+	p, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "scripted", Bus: e.bus, MaxRetries: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memory.NewShortTerm(memory.ShortTermOptions{Lines: 4, Summarizer: LLMSummarizer{Chat: p}})
+	for _, l := range []string{"user: build it", "tool_call process.spawn make", "process exited 0", "say: built", "user: thanks"} {
+		if err := st.Add(context.Background(), "loop-1", l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := st.Context("loop-1")
+	if !strings.Contains(ctx, "The user asked for a build; make ran and exited 0.") || !strings.Contains(ctx, "- user: thanks") {
+		t.Fatalf("short-term memory:\n%s", ctx)
+	}
+	if asked := model.request(0); !strings.Contains(asked, "- user: build it") || !strings.Contains(asked, "- process exited 0") {
+		t.Fatalf("the model was asked:\n%s", asked)
+	}
+	req := e.events.until(t, "the recorded request", typed(abi.SubjectLLMRequest))
+	if d := decodeAs[abi.LLMRequest](t, req); d.Params.Purpose != abi.PurposeSummary {
+		t.Fatalf("the request's purpose is %q", d.Params.Purpose)
 	}
 }

@@ -290,7 +290,7 @@ func readRecording(events []abi.Event, id, agent string) (*recording, error) {
 			} else if ev.CorrelationID == rec.loop {
 				rec.unrecorded++
 			}
-		case ev.Type == abi.SubjectLLMRequest && ev.Seq > span[0].tr.Seq:
+		case ev.Type == abi.SubjectLLMRequest && ev.Seq > span[0].tr.Seq && !summaryRequest(ev):
 			requests[ev.ID] = true
 			rec.llm = append(rec.llm, *ev)
 		case ev.Type == abi.SubjectLLMResponse && requests[ev.CausationID]:
@@ -304,6 +304,13 @@ func readRecording(events []abi.Event, id, agent string) (*recording, error) {
 		rec.unrecorded++ // the last decision's tick went unrecorded
 	}
 	return rec, nil
+}
+
+// summaryRequest reports whether ev asked the model for a memory summary,
+// not for the policy's decision.
+func summaryRequest(ev *abi.Event) bool {
+	var r abi.LLMRequest
+	return msgpack.Unmarshal(ev.Data, &r) == nil && r.Params.Purpose != ""
 }
 
 // isDecision reports whether ev is an action or thought, what a policy
