@@ -154,6 +154,16 @@ func (k *keeper) rebuild(ev *abi.Event) {
 	}
 }
 
+// follow buffers the events of the run loops open at start from now on;
+// start's catch-up adds those the log held before.
+func (k *keeper) follow(open []string) {
+	k.mu.Lock()
+	for _, id := range open {
+		k.events[id] = nil
+	}
+	k.mu.Unlock()
+}
+
 // start runs the keeper's goroutine, first bringing memory up to the log:
 // the short-term memory and events of the run loops still open, and the
 // run loops that ended but were never indexed (the daemon stopped first).
@@ -167,11 +177,6 @@ func (k *keeper) start(ctx context.Context, open []string, upTo uint64) {
 		}
 	}
 	k.ended, k.indexed = nil, nil
-	k.mu.Lock()
-	for _, id := range open {
-		k.events[id] = nil // buffered from now on; catchUp adds what came before
-	}
-	k.mu.Unlock()
 	want := map[string]bool{}
 	for _, id := range append(append([]string(nil), open...), missing...) {
 		want[id] = true

@@ -189,17 +189,21 @@ func (r *Runtime) Start() error {
 	}
 	r.log.Info("agent state rebuilt", "events", n, "runLoops", len(r.st.loops), "open", len(r.st.open), "took", time.Since(start).Round(time.Millisecond))
 
-	sub, err := r.k.Bus.Subscribe(r.ctx, ">", bus.SubscribeOptions{FromSeq: r.st.lastSeq + 1}, r.observe)
+	// The memory reads what the log holds up to here itself, and takes
+	// the rest as the subscription brings it.
+	open := make([]string, len(r.st.open))
+	for i, l := range r.st.open {
+		open[i] = l.id
+	}
+	upTo := r.st.lastSeq
+	r.mem.follow(open)
+	sub, err := r.k.Bus.Subscribe(r.ctx, ">", bus.SubscribeOptions{FromSeq: upTo + 1}, r.observe)
 	if err != nil {
 		return fmt.Errorf("agent %s: follow the bus: %w", r.cfg.Agent, err)
 	}
 	r.sub = sub
 	r.register()
-	open := make([]string, len(r.st.open))
-	for i, l := range r.st.open {
-		open[i] = l.id
-	}
-	r.mem.start(r.ctx, open, r.st.lastSeq)
+	r.mem.start(r.ctx, open, upTo)
 	r.mem.register()
 	r.markInterrupted()
 	r.mu.Lock()
