@@ -1,19 +1,25 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // An MCP server of kairo.toml: the daemon starts it sandboxed, its tools
-// join the agent's (kairo tools lists them, with the grants), and when the
-// daemon stops the server goes with it — no process of it is left. A
-// server that cannot start is reported, and the daemon serves on.
+// join the agent's (kairo tools lists them, with the grants), the LLM
+// policy — against a real HTTP server speaking OpenAI's protocol — calls
+// one and reads its answer, and when the daemon stops the server goes with
+// it: no process of it is left. A server that cannot start is reported,
+// and the daemon serves on.
 func TestMCPServers(t *testing.T) {
 	home := t.TempDir()
 	// The sandbox runs the server as a uid of its own: the way to it must
@@ -30,7 +36,21 @@ func TestMCPServers(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the MCP test server: %v\n%s", err, out)
 	}
+	buildPlugin(t, filepath.Join(home, "plugins"), "llm")
+	model := &scriptedModel{answers: []string{
+		`{"tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "mcp_test_echo", "arguments": "{\"text\":\"hello from mcp\"}"}}]}`,
+		`{"content": "{\"thought\": \"it answered\", \"action\": {\"type\": \"say\", \"text\": \"The server said it.\", \"done\": true}}"}`,
+	}}
+	srv := httptest.NewServer(model)
+	defer srv.Close()
 	toml := fmt.Sprintf(`
+[agent]
+policy = "llm"
+[llm]
+base_url = %q
+model = "scripted"
+stream = false
+
 [mcp.test]
 command = [%q]
 [mcp.test.sandbox.fs]
@@ -38,7 +58,7 @@ exec = [%q]
 
 [mcp.broken]
 command = ["/nonexistent/mcp-server"]
-`, bin, bin)
+`, srv.URL+"/v1", bin, bin)
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +86,15 @@ command = ["/nonexistent/mcp-server"]
 	if !strings.Contains(r.stdout, "kairo.mcp.connected") || !strings.Contains(r.stdout, "kairo.mcp.failed") || !strings.Contains(r.stdout, "broken") {
 		t.Fatalf("the servers' events:\n%s", r)
 	}
+	// The model calls the server's tool through the agent; its answer
+	// comes back to the model, which closes the task.
+	r = kairo(t, home, "send", "say hello through the test server")
+	if r.code != 0 || !strings.Contains(r.stdout, "mcp.test.echo") || !strings.Contains(r.stdout, "The server said it.") {
+		t.Fatalf("kairo send:\n%s\n%s", r, d.stderr)
+	}
+	if asked := model.prompt(1); !strings.Contains(asked, "tool mcp.test.echo") || !strings.Contains(asked, "hello from mcp") {
+		t.Fatalf("the model's second prompt lacks the tool's answer:\n%s", asked)
+	}
 	if n := processesOf(bin); n != 1 {
 		t.Fatalf("%d processes run %s; want the one server", n, bin)
 	}
@@ -87,4 +116,53 @@ func processesOf(path string) int {
 		}
 	}
 	return n
+}
+
+// scriptedModel is a real HTTP server speaking OpenAI's chat-completions
+// protocol: each request gets the next scripted assistant message (JSON).
+type scriptedModel struct {
+	mu      sync.Mutex
+	answers []string
+	prompts []string // the last user message of each request
+}
+
+func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil || len(req.Messages) == 0 {
+		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+		return
+	}
+	m.mu.Lock()
+	m.prompts = append(m.prompts, req.Messages[len(req.Messages)-1].Content)
+	n := len(m.prompts)
+	m.mu.Unlock()
+	if n > len(m.answers) {
+		http.Error(w, `{"error":{"message":"the script ran out"}}`, http.StatusInternalServerError)
+		return
+	}
+	var msg map[string]any
+	json.Unmarshal([]byte(m.answers[n-1]), &msg)
+	msg["role"] = "assistant"
+	finish := "stop"
+	if _, ok := msg["tool_calls"]; ok {
+		finish = "tool_calls"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "model": "scripted",
+		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish}},
+	})
+}
+
+func (m *scriptedModel) prompt(i int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i < len(m.prompts) {
+		return m.prompts[i]
+	}
+	return ""
 }
