@@ -11,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
@@ -327,7 +328,7 @@ func summarize(l *runLoop) string {
 			continue
 		}
 		what := a.tool
-		var args spawnArgs
+		var args tools.SpawnArgs
 		switch {
 		case json.Unmarshal([]byte(a.args), &args) == nil && args.Command != "":
 			what = args.Command

@@ -30,14 +30,3 @@ var (
 	_ Tools   = (*tools.Registry)(nil)
 	_ Definer = (*tools.Registry)(nil)
 )
-
-// spawnArgs are the arguments of the process.spawn tool.
-type spawnArgs struct {
-	Argv    []string `json:"argv"`
-	Command string   `json:"command"` // run by /bin/sh -c
-	Cwd     string   `json:"cwd"`
-	// Skill runs a binary skill by name instead: Args are its ARGS as
-	// `kairo run` takes them (NAME=VALUE for a param, the rest appended).
-	Skill string   `json:"skill"`
-	Args  []string `json:"args"`
-}

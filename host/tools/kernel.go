@@ -133,8 +133,9 @@ func (r *Registry) kernelResult(ctx context.Context, c *Call, method string, par
 	return abi.ToolResultEvent{Result: out}
 }
 
-// spawnArgs are the arguments of process.spawn.
-type spawnArgs struct {
+// SpawnArgs are the arguments of process.spawn, as a tool call gives them
+// in JSON.
+type SpawnArgs struct {
 	Argv    []string `json:"argv"`
 	Command string   `json:"command"` // run by /bin/sh -c
 	Cwd     string   `json:"cwd"`
@@ -145,7 +146,7 @@ type spawnArgs struct {
 }
 
 func (r *Registry) spawnTool(ctx context.Context, c *Call) abi.ToolResultEvent {
-	var a spawnArgs
+	var a SpawnArgs
 	if err := args(c, &a, "{argv|command, cwd}"); err != nil {
 		return abi.ToolResultEvent{Error: err.Error()}
 	}
