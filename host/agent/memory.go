@@ -217,7 +217,7 @@ func (k *keeper) feedShort(ctx context.Context) {
 func (k *keeper) catchUp(ctx context.Context, want map[string]bool, upTo uint64, missing []string) {
 	byLoop := map[string][]abi.Event{}
 	err := k.r.k.Bus.Replay(ctx, bus.Query{ToSeq: upTo}, func(ev *abi.Event) error {
-		id := loopOf(ev)
+		id := memory.LoopOf(ev)
 		if !want[id] {
 			return nil
 		}
@@ -251,20 +251,9 @@ func (k *keeper) catchUp(ctx context.Context, want map[string]bool, upTo uint64,
 	}
 }
 
-// loopOf is the run loop an event belongs to.
-func loopOf(ev *abi.Event) string {
-	if ev.Type == abi.SubjectIntentStarted {
-		var d abi.IntentStarted
-		if msgpack.Unmarshal(ev.Data, &d) == nil && d.RunLoopID != "" {
-			return d.RunLoopID
-		}
-	}
-	return ev.CorrelationID
-}
-
 // observe takes one event as the runtime observed it from the bus.
 func (k *keeper) observe(ctx context.Context, ev *abi.Event) {
-	id := loopOf(ev)
+	id := memory.LoopOf(ev)
 	if id == "" {
 		return
 	}

@@ -136,13 +136,24 @@ func inLogOrder(events []abi.Event) []abi.Event {
 	return sorted
 }
 
+// LoopOf is the run loop an event belongs to: the one a
+// kairo.intent.started opens, else its correlation.
+func LoopOf(ev *abi.Event) string {
+	if ev.Type == abi.SubjectIntentStarted {
+		var d abi.IntentStarted
+		if msgpack.Unmarshal(ev.Data, &d) == nil && d.RunLoopID != "" {
+			return d.RunLoopID
+		}
+	}
+	return ev.CorrelationID
+}
+
 // loopOf is the run loop the events belong to.
 func loopOf(evs []abi.Event) string {
 	for i := range evs {
 		if evs[i].Type == abi.SubjectIntentStarted {
-			var d abi.IntentStarted
-			if msgpack.Unmarshal(evs[i].Data, &d) == nil && d.RunLoopID != "" {
-				return d.RunLoopID
+			if id := LoopOf(&evs[i]); id != "" {
+				return id
 			}
 		}
 	}

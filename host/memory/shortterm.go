@@ -76,13 +76,7 @@ func NewShortTerm(opts ShortTermOptions) *ShortTerm {
 // caller's goroutine; if that fails, the evicted lines are folded in
 // extractively and the error is returned, the memory whole.
 func (st *ShortTerm) Observe(ctx context.Context, ev *abi.Event) error {
-	loop := ev.CorrelationID
-	if ev.Type == abi.SubjectIntentStarted {
-		var d abi.IntentStarted
-		if msgpack.Unmarshal(ev.Data, &d) == nil && d.RunLoopID != "" {
-			loop = d.RunLoopID
-		}
-	}
+	loop := LoopOf(ev)
 	if loop == "" {
 		return nil
 	}
