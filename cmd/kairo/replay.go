@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/kairo-os/kairo/abi"
@@ -17,7 +16,6 @@ import (
 	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/kernel/ipc"
 	"github.com/kairo-os/kairo/manifests"
 )
 
@@ -46,11 +44,7 @@ log is read from the data folder directly.`)
 	if *run == "" {
 		return &usageError{msg: "replay: give the run loop: kairo replay --run ID (`kairo runs` lists them)"}
 	}
-	home := *homeFlag
-	if home == "" {
-		home = ipc.Home()
-	}
-	home, err := filepath.Abs(home)
+	home, err := dataFolder(*homeFlag)
 	if err != nil {
 		return err
 	}
@@ -84,10 +78,7 @@ func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, error) 
 
 // replayOffline reads the data folder's log itself: no daemon runs on it.
 func replayOffline(ctx context.Context, home, cfgPath, run string) (*agent.ReplayReport, error) {
-	if cfgPath == "" {
-		cfgPath = filepath.Join(home, "kairo.toml")
-	}
-	cfg, err := manifests.Load(cfgPath)
+	cfg, err := loadConfig(home, cfgPath)
 	if err != nil {
 		return nil, err
 	}

@@ -48,11 +48,7 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 		return err
 	}
 
-	home := *homeFlag
-	if home == "" {
-		home = ipc.Home()
-	}
-	home, err := filepath.Abs(home)
+	home, err := dataFolder(*homeFlag)
 	if err != nil {
 		return err
 	}
@@ -68,13 +64,7 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 	}
 	defer lock.Close()
 
-	cfgPath := *configFlag
-	if cfgPath == "" {
-		cfgPath = filepath.Join(home, "kairo.toml")
-	} else if _, err := os.Stat(cfgPath); err != nil {
-		return fmt.Errorf("--config: %w", err)
-	}
-	cfg, err := manifests.Load(cfgPath)
+	cfg, err := loadConfig(home, *configFlag)
 	if err != nil {
 		return err
 	}
@@ -130,6 +120,28 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 	}
 	fmt.Fprintln(os.Stderr, "kairo: stopped")
 	return serveErr
+}
+
+// dataFolder is the absolute path of the data folder: flag, else
+// $KAIRO_HOME, else ./.kairo.
+func dataFolder(flag string) (string, error) {
+	if flag == "" {
+		flag = ipc.Home()
+	}
+	return filepath.Abs(flag)
+}
+
+// loadConfig reads the configuration: the file --config names, which must
+// exist, else kairo.toml in the data folder, if it exists; over the
+// built-in defaults.
+func loadConfig(home, flag string) (manifests.Config, error) {
+	path := flag
+	if path == "" {
+		path = filepath.Join(home, "kairo.toml")
+	} else if _, err := os.Stat(path); err != nil {
+		return manifests.Config{}, fmt.Errorf("--config: %w", err)
+	}
+	return manifests.Load(path)
 }
 
 // daemon is a running kernel: store, bus, method table and socket server.
