@@ -66,6 +66,23 @@ func (o *openAI) request(i int) string {
 	return ""
 }
 
+// model serves h as the model's endpoint: a real HTTP server speaking
+// OpenAI's protocol, closed with the test, behind a provider that retries a
+// failed request retries times and answers the kernel's llm.chat. It
+// returns both, for a test that closes the server early or asks the
+// provider itself.
+func (e *env) model(h http.Handler, retries int) (*httptest.Server, *llm.Provider) {
+	e.t.Helper()
+	srv := httptest.NewServer(h)
+	e.t.Cleanup(srv.Close)
+	p, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "scripted", Bus: e.bus, MaxRetries: retries, Backoff: 10 * time.Millisecond})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	llm.Register(e.kernel, p)
+	return srv, p
+}
+
 func content(s string) map[string]any { return map[string]any{"role": "assistant", "content": s} }
 
 // The LLM policy, against a real HTTP server speaking OpenAI's protocol: a
@@ -83,14 +100,8 @@ func TestLLMPolicy(t *testing.T) {
 		content("```json\n{\"thought\": \"no target given\", \"action\": {\"type\": \"query\", \"text\": \"Deploy to which environment?\"}}\n```"),
 		content("Sure, I will deploy it right away!"),
 	}}
-	srv := httptest.NewServer(model)
-	defer srv.Close()
 	e := newEnv(t)
-	p, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "scripted", Bus: e.bus, MaxRetries: 1, Backoff: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	llm.Register(e.kernel, p)
+	e.model(model, 1)
 	e.start(Config{Policy: e.policy("llm")})
 
 	e.say("run the tests please", "")
@@ -145,14 +156,8 @@ func TestLLMPreempt(t *testing.T) {
 		}
 		model.ServeHTTP(w, r)
 	})
-	srv := httptest.NewServer(slow)
-	defer srv.Close()
 	e := newEnv(t)
-	p, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "scripted", Bus: e.bus, MaxRetries: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	llm.Register(e.kernel, p)
+	e.model(slow, 0)
 	e.start(Config{Policy: e.policy("llm"), BargeIn: abi.BargeInPreempt})
 
 	e.say("build the site", "")

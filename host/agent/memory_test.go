@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,7 +10,6 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/llm"
 	"github.com/kairo-os/kairo/host/memory"
 	"github.com/kairo-os/kairo/kernel"
 )
@@ -106,13 +104,8 @@ func TestLongTermMemory(t *testing.T) {
 // summary's.
 func TestLLMSummarizer(t *testing.T) {
 	model := &openAI{answers: []map[string]any{content("The user asked for a build; make ran and exited 0.")}}
-	srv := httptest.NewServer(model)
-	defer srv.Close()
 	e := newEnv(t)
-	p, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "scripted", Bus: e.bus, MaxRetries: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p := e.model(model, 0)
 	st := memory.NewShortTerm(memory.ShortTermOptions{Lines: 4, Summarizer: LLMSummarizer{Chat: p}})
 	for _, l := range []string{"user: build it", "tool_call process.spawn make", "process exited 0", "say: built", "user: thanks"} {
 		if err := st.Add(context.Background(), "loop-1", l); err != nil {

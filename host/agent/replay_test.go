@@ -2,16 +2,13 @@ package agent
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
-	"github.com/kairo-os/kairo/host/llm"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
 
@@ -78,13 +75,8 @@ func TestReplayLLM(t *testing.T) {
 		}}},
 		content(`{"thought": "the process exited 0", "action": {"type": "say", "text": "The tests passed.", "done": true}}`),
 	}}
-	srv := httptest.NewServer(model)
 	e := newEnv(t)
-	p, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "scripted", Bus: e.bus, MaxRetries: 1, Backoff: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	llm.Register(e.kernel, p)
+	srv, _ := e.model(model, 1)
 	e.start(Config{Policy: e.policy("llm")})
 	e.say("run the tests please", "")
 	ended := e.events.until(t, "intent.ended", typed(abi.SubjectIntentEnded))

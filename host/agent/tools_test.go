@@ -3,15 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/llm"
 	"github.com/kairo-os/kairo/host/tools"
 )
 
@@ -26,14 +23,8 @@ func TestLLMCallsRegistryTool(t *testing.T) {
 		}}},
 		content(`{"thought": "greeted", "action": {"type": "say", "text": "Ada is greeted.", "done": true}}`),
 	}}
-	srv := httptest.NewServer(model)
-	defer srv.Close()
 	e := newEnv(t)
-	p, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "scripted", Bus: e.bus, MaxRetries: 1, Backoff: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	llm.Register(e.kernel, p)
+	e.model(model, 1)
 	reg, err := tools.New(tools.Config{Kernel: e.kernel, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
