@@ -264,11 +264,14 @@ func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
 // off.
 func (d *daemon) openMemory(home string, cfg manifests.Config) (*agent.MemoryConfig, error) {
 	m := cfg.Memory
+	mc := &agent.MemoryConfig{KeepReasoning: m.KeepReasoning, Recall: m.Recall}
+	if m.Recall == 0 || !m.Enabled {
+		mc.Recall = -1 // none
+	}
+	if cfg.LLM.Configured() {
+		mc.ShortTerm.Summarizer = agent.LLMSummarizer{Chat: d.llm}
+	}
 	if !m.Enabled {
-		mc := &agent.MemoryConfig{Recall: -1}
-		if cfg.LLM.Configured() {
-			mc.ShortTerm.Summarizer = agent.LLMSummarizer{Chat: d.llm}
-		}
 		return mc, nil
 	}
 	opts := memory.Options{KeepReasoning: m.KeepReasoning, Logger: d.log}
@@ -283,15 +286,7 @@ func (d *daemon) openMemory(home string, cfg manifests.Config) (*agent.MemoryCon
 	if err != nil {
 		return nil, fmt.Errorf("open the memory: %w", err)
 	}
-	d.memory = store
-	recall := m.Recall
-	if recall == 0 {
-		recall = -1 // [memory] recall = 0: none
-	}
-	mc := &agent.MemoryConfig{Store: store, KeepReasoning: m.KeepReasoning, Recall: recall}
-	if cfg.LLM.Configured() {
-		mc.ShortTerm.Summarizer = agent.LLMSummarizer{Chat: d.llm}
-	}
+	d.memory, mc.Store = store, store
 	return mc, nil
 }
 
