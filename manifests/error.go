@@ -160,7 +160,7 @@ func walk(root reflect.Type, raw map[string]any, k toml.Key, opened map[string]i
 		if !isMap {
 			return nil, nil, nil, false
 		}
-		if t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Interface {
+		if freeTable(t) {
 			// A free-form table, such as a plugin's config: any value
 			// goes, at any depth.
 			return nil, nil, nil, false
@@ -182,7 +182,7 @@ func freeForm(t reflect.Type, k toml.Key) bool {
 		if t.Kind() == reflect.Slice {
 			t = t.Elem()
 		}
-		if t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Interface {
+		if freeTable(t) {
 			return true
 		}
 		next, ok := childType(t, name)
@@ -192,6 +192,12 @@ func freeForm(t reflect.Type, k toml.Key) bool {
 		t = next
 	}
 	return false
+}
+
+// freeTable reports whether a table decoded into t takes any value: a map
+// of any.
+func freeTable(t reflect.Type) bool {
+	return t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Interface
 }
 
 // childType is the type the key name decodes into inside a table decoded
