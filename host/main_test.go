@@ -6,10 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/kairo-os/kairo/internal/wasmbuild"
 )
 
 // The guests the tests load: real modules, built from Go sources once per
@@ -104,11 +105,7 @@ func buildGuests(dir string) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			out := filepath.Join(dir, name+".wasm")
-			// go test puts the toolchain's GOROOT/bin first in PATH.
-			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, src)
-			cmd.Dir = ".." // the module root
-			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-			msg, err := cmd.CombinedOutput()
+			err := wasmbuild.Build(src, out)
 			var bin []byte
 			if err == nil {
 				bin, err = os.ReadFile(out)
@@ -116,7 +113,7 @@ func buildGuests(dir string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("build guest %s (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared %s): %v\n%s", name, src, err, msg))
+				errs = append(errs, fmt.Errorf("guest %s: %w", name, err))
 				return
 			}
 			guests[name] = bin

@@ -1,29 +1,17 @@
 package main
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kairo-os/kairo/internal/wasmbuild"
 )
 
 // buildPlugin builds plugins/NAME into dir with its manifest beside it.
 func buildPlugin(t *testing.T, dir, name string) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-o", filepath.Join(dir, name+".wasm"), "../../plugins/"+name)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, out)
-	}
-	manifest, err := os.ReadFile("../../plugins/" + name + "/" + name + ".toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".toml"), manifest, 0o600); err != nil {
+	if err := wasmbuild.Plugin(name, dir); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/tools"
+	"github.com/kairo-os/kairo/internal/wasmbuild"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
@@ -44,20 +44,8 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	pluginDir = filepath.Join(dir, "plugins")
-	os.Mkdir(pluginDir, 0o700)
 	for _, name := range []string{"rules", "llm"} {
-		build := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(pluginDir, name+".wasm"), "./plugins/"+name)
-		build.Dir = "../.."
-		build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build the %s plugin: %v\n%s", name, err, out)
-			return 1
-		}
-		manifest, err := os.ReadFile("../../plugins/" + name + "/" + name + ".toml")
-		if err == nil {
-			err = os.WriteFile(filepath.Join(pluginDir, name+".toml"), manifest, 0o600)
-		}
-		if err != nil {
+		if err := wasmbuild.Plugin(name, pluginDir); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/kairo-os/kairo/host/agent"
 	"github.com/kairo-os/kairo/host/mcp"
 	"github.com/kairo-os/kairo/host/tools"
+	"github.com/kairo-os/kairo/internal/wasmbuild"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
@@ -50,11 +50,8 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	toolboxWasm = filepath.Join(dir, "toolbox.wasm")
-	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", toolboxWasm, "./host/tools/testdata/toolbox")
-	build.Dir = "../.."
-	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the toolbox plugin: %v\n%s", err, out)
+	if err := wasmbuild.Build("./host/tools/testdata/toolbox", toolboxWasm); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	wasmHost, err = host.New(host.Config{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})

@@ -1,0 +1,47 @@
+// Package wasmbuild builds this module's Go plugins for its tests, as
+// `make plugins` does: each main package a WASI reactor compiled by the
+// standard Go toolchain (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared).
+package wasmbuild
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+)
+
+// root is the module's root folder, found from this file's place in it.
+func root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Build compiles the main package at pkg, a path from the module root such
+// as "./plugins/echo", to the module out.
+func Build(pkg, out string) error {
+	// go test puts the toolchain's GOROOT/bin first in PATH.
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
+	cmd.Dir = root()
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared %s): %v\n%s", pkg, pkg, err, msg)
+	}
+	return nil
+}
+
+// Plugin builds the built-in plugin plugins/NAME into dir as NAME.wasm, with
+// its manifest NAME.toml beside it, as a plugin folder holds it.
+func Plugin(name, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := Build("./plugins/"+name, filepath.Join(dir, name+".wasm")); err != nil {
+		return err
+	}
+	manifest, err := os.ReadFile(filepath.Join(root(), "plugins", name, name+".toml"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name+".toml"), manifest, 0o600)
+}
