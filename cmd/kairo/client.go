@@ -59,6 +59,20 @@ func dialPath(ctx context.Context, path string) (*ipc.Client, error) {
 	return nil, err
 }
 
+// callKernel dials the kernel, makes one call and hangs up; its error is
+// fit for the terminal.
+func callKernel(ctx context.Context, method string, params, result any) error {
+	c, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Call(ctx, method, params, result); err != nil {
+		return callError(method, err)
+	}
+	return nil
+}
+
 // callError turns a failed call into a message for the terminal.
 func callError(what string, err error) error {
 	var ae *abi.Error

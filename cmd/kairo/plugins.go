@@ -28,14 +28,9 @@ disabled (turned off in kairo.toml).`)
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	c, err := dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var res abi.PluginsListResult
-	if err := c.Call(ctx, "plugins.list", nil, &res); err != nil {
-		return callError("plugins.list", err)
+	if err := callKernel(ctx, "plugins.list", nil, &res); err != nil {
+		return err
 	}
 	if *asJSON {
 		for _, p := range res.Plugins {
@@ -104,13 +99,8 @@ func runPluginRestart(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := dial(ctx)
-	if err != nil {
+	if err := callKernel(ctx, "plugins.restart", abi.PluginRef{Name: pos[0]}, nil); err != nil {
 		return err
-	}
-	defer c.Close()
-	if err := c.Call(ctx, "plugins.restart", abi.PluginRef{Name: pos[0]}, nil); err != nil {
-		return callError("plugins.restart", err)
 	}
 	fmt.Printf("restarting %s; `kairo plugins` shows its state\n", pos[0])
 	return nil

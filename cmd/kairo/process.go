@@ -239,14 +239,9 @@ signal, startedAt, exitedAt, correlationId, causationId.`)
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	c, err := dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var list []abi.ProcessInfo
-	if err := c.Call(ctx, "process.status", nil, &list); err != nil {
-		return callError("process.status", err)
+	if err := callKernel(ctx, "process.status", nil, &list); err != nil {
+		return err
 	}
 	if *asJSON {
 		for _, p := range list {

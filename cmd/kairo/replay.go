@@ -64,14 +64,9 @@ log is read from the data folder directly.`)
 
 // replayOnline asks the running daemon.
 func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, error) {
-	c, err := dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
 	var rep agent.ReplayReport
-	if err := c.Call(ctx, "agent.replay", replayParams{RunLoop: run}, &rep); err != nil {
-		return nil, callError("agent.replay", err)
+	if err := callKernel(ctx, "agent.replay", replayParams{RunLoop: run}, &rep); err != nil {
+		return nil, err
 	}
 	return &rep, nil
 }

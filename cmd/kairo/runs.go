@@ -45,13 +45,8 @@ as a timeline (ID may be the last 8 characters the list shows).`)
 
 func listRuns(ctx context.Context, p abi.RunsParams) (abi.RunsResult, error) {
 	var res abi.RunsResult
-	c, err := dial(ctx)
-	if err != nil {
+	if err := callKernel(ctx, "agent.runs", p, &res); err != nil {
 		return res, err
-	}
-	defer c.Close()
-	if err := c.Call(ctx, "agent.runs", p, &res); err != nil {
-		return res, callError("agent.runs", err)
 	}
 	return res, nil
 }

@@ -24,14 +24,9 @@ and parameters (the JSON schema a model fills in).`)
 	if err != nil {
 		return err
 	}
-	c, err := dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var res abi.ToolsListResult
-	if err := c.Call(ctx, "tools.list", nil, &res); err != nil {
-		return callError("tools.list", err)
+	if err := callKernel(ctx, "tools.list", nil, &res); err != nil {
+		return err
 	}
 	list := res.Tools
 	if len(names) > 0 {
