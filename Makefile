@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: run build plugins test lint fuzz bench clean
+.PHONY: run build plugins test testdata lint fuzz bench clean
 
 # Start Kairo in the foreground on its embedded defaults (data in ./.kairo).
 run: build plugins
@@ -30,9 +30,17 @@ plugins:
 
 # Everything CI runs: format and vet checks, the whole suite under the race
 # detector, and a short run of every fuzz target.
-test: lint
+test: lint testdata
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) fuzz
+
+# What the tests run besides Go: the reference MCP filesystem server, from
+# npm, at the version host/mcp/testdata/npm/package-lock.json pins.
+MCP_NPM := host/mcp/testdata/npm
+testdata: $(MCP_NPM)/node_modules/.package-lock.json
+$(MCP_NPM)/node_modules/.package-lock.json: $(MCP_NPM)/package-lock.json
+	@command -v npm >/dev/null || { echo "the tests need Node.js and npm (apt-get install nodejs npm)"; exit 1; }
+	npm ci --prefix $(MCP_NPM) --no-audit --no-fund
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
