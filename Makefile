@@ -50,7 +50,7 @@ lint:
 # Each fuzz target for FUZZTIME. The inputs the fuzzer found interesting are
 # copied into the package's testdata/fuzz, where every `go test` replays
 # them: commit them to keep the corpus.
-FUZZ_TARGETS := kernel/ipc:FuzzFrameDecode abi:FuzzEventDecode abi:FuzzPluginDecode kernel/bus:FuzzSubject kernel/bus:FuzzMatch
+FUZZ_TARGETS := kernel/ipc:FuzzFrameDecode abi:FuzzEventDecode abi:FuzzPluginDecode kernel/bus:FuzzSubject kernel/bus:FuzzMatch manifests:FuzzParseSkill
 fuzz:
 	@cache=$$($(GO) env GOCACHE)/fuzz/github.com/kairo-os/kairo; \
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -113,15 +113,15 @@ const (
 // SpawnParams is process.spawn. Output comes to the caller as STREAM_CHUNK
 // packets; Env nil means the kernel's environment.
 type SpawnParams struct {
-	Argv              []string `msgpack:"argv"`
-	Cwd               string   `msgpack:"cwd,omitempty"`
-	Env               []string `msgpack:"env,omitempty"` // "KEY=value"
-	PTY               bool     `msgpack:"pty,omitempty"`
-	Cols              uint16   `msgpack:"cols,omitempty"`
-	Rows              uint16   `msgpack:"rows,omitempty"`
-	Mode              string   `msgpack:"mode,omitempty"` // "chunk" (default) or "line"
-	MaxChunkBytes     int      `msgpack:"maxChunkBytes,omitempty"`
-	MaxBytesPerSecond int64    `msgpack:"maxBytesPerSecond,omitempty"`
+	Argv              StringList `msgpack:"argv"`
+	Cwd               string     `msgpack:"cwd,omitempty"`
+	Env               StringList `msgpack:"env,omitempty"` // "KEY=value"
+	PTY               bool       `msgpack:"pty,omitempty"`
+	Cols              uint16     `msgpack:"cols,omitempty"`
+	Rows              uint16     `msgpack:"rows,omitempty"`
+	Mode              string     `msgpack:"mode,omitempty"` // "chunk" (default) or "line"
+	MaxChunkBytes     int        `msgpack:"maxChunkBytes,omitempty"`
+	MaxBytesPerSecond int64      `msgpack:"maxBytesPerSecond,omitempty"`
 	// Encoding of the output chunks: "auto" (the default) labels each
 	// chunk "utf8" when it is valid UTF-8 and "binary" otherwise;
 	// "binary" labels every chunk "binary" without looking at it, which
@@ -133,8 +133,12 @@ type SpawnParams struct {
 	// Manifest runs a binary skill: the path of its skill.toml, whose
 	// command, grants and limits apply. Params fill the command's
 	// {placeholders}; Argv, when given, is appended to the command.
-	Manifest string            `msgpack:"manifest,omitempty"`
-	Params   map[string]string `msgpack:"params,omitempty"`
+	Manifest string `msgpack:"manifest,omitempty"`
+	// Skill runs an installed skill by name, from the kernel's skills
+	// folder: the only way a skill, plugin or the agent runs one (only the
+	// operator names a manifest file).
+	Skill  string    `msgpack:"skill,omitempty"`
+	Params StringMap `msgpack:"params,omitempty"`
 }
 
 // ProcessRef names a process: process.status, .kill, .pause, .resume,

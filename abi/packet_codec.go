@@ -183,3 +183,29 @@ func DecodeStreamChunk(b []byte, c *StreamChunk) error {
 	})
 	return err
 }
+
+// PeekRequestID reads the id of a REQUEST payload from its first bytes,
+// which may be cut short: a request refused before it was read whole can
+// still be answered by its id. ok is false when the id is not among them.
+func PeekRequestID(b []byte) (id uint64, ok bool) {
+	n, b, err := readMapLen(b)
+	if err != nil {
+		return 0, false
+	}
+	for i := 0; i < n; i++ {
+		var key string
+		if key, b, err = readStr(b); err != nil {
+			return 0, false
+		}
+		if key == "id" {
+			if id, _, err = readUint(b); err != nil {
+				return 0, false
+			}
+			return id, true
+		}
+		if _, b, err = skip(b, 0); err != nil {
+			return 0, false
+		}
+	}
+	return 0, false
+}

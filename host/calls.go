@@ -180,7 +180,12 @@ type pluginSession struct {
 }
 
 func newPluginSession(ctx context.Context, name string) *pluginSession {
-	return &pluginSession{ctx: ctx, caller: kernel.Caller{Plugin: name, UID: math.MaxUint32, GID: math.MaxUint32}}
+	return &pluginSession{ctx: ctx, caller: kernel.Caller{
+		Kind: kernel.KindPlugin, Name: name, UID: math.MaxUint32, GID: math.MaxUint32,
+		// What the operator granted the plugin: installed skills by name
+		// and commands under the default profile, in workspaces Kairo makes.
+		Spawn: &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true},
+	}}
 }
 
 func (s *pluginSession) Caller() kernel.Caller              { return s.caller }

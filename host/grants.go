@@ -124,6 +124,9 @@ func (g *Grants) allowPublish(subject string) bool {
 	if g == nil {
 		return true
 	}
+	if bus.KernelOwned(subject) {
+		return false // no grant covers a kernel subject
+	}
 	for _, pt := range g.publish {
 		if pt.Match(subject) {
 			return true

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
@@ -30,9 +31,18 @@ func (k *Kernel) publish(ctx context.Context, c *Call) (any, error) {
 	if p.Event.Type == "" {
 		return nil, abi.Errorf(abi.CodeInvalidParams, "event.type is empty: give the subject to publish on, e.g. \"app.order.created\"")
 	}
-	if p.Event.Source == "" {
-		p.Event.Source = c.Session.Caller().String()
+	if bus.KernelOwned(p.Event.Type) {
+		return nil, abi.Errorf(abi.CodePermissionDenied,
+			"permission denied: %q is a kernel subject; only the kernel and the host publish kairo.process, intent, tool, agent, plugin, sandbox, approval, system, llm, mcp and memory events (a run loop is canceled with the intent.cancel method)", p.Event.Type)
 	}
+	// The source is who publishes, as the kernel knows it: a caller
+	// cannot speak for another.
+	source := c.Session.Caller().Source()
+	if p.Event.Source != "" && p.Event.Source != source {
+		return nil, abi.Errorf(abi.CodeInvalidParams,
+			"event.source %q: the kernel sets the source from who publishes (here %q); leave it empty", p.Event.Source, source)
+	}
+	p.Event.Source = source
 	res, err := k.Bus.Publish(ctx, &p.Event)
 	if err != nil {
 		return nil, err
@@ -53,9 +63,16 @@ func (k *Kernel) subscribe(ctx context.Context, c *Call) (any, error) {
 	if taken {
 		return nil, abi.Errorf(abi.CodeInvalidParams, "request id %d already names an open subscription; use a fresh request id", id)
 	}
-	sub, err := k.Bus.Subscribe(sess.Context(), p.Pattern, bus.SubscribeOptions{FromSeq: p.FromSeq}, func(evs []abi.Event) error {
+	opts := bus.SubscribeOptions{FromSeq: p.FromSeq}
+	if b, ok := sess.(subscriptionBudgeter); ok {
+		opts.Budget = b.SubscriptionBudget()
+	}
+	sub, err := k.Bus.Subscribe(sess.Context(), p.Pattern, opts, func(evs []abi.Event) error {
 		return sess.PushEvents(id, evs)
 	})
+	if errors.Is(err, bus.ErrTooManySubscriptions) {
+		return nil, abi.Errorf(abi.CodeUnavailable, "subscribe: %v; end one with events.unsubscribe first", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +91,15 @@ func (k *Kernel) subscribe(ctx context.Context, c *Call) (any, error) {
 		}
 	}()
 	return abi.SubscribeResult{Subscription: id}, nil
+}
+
+// subscriptionBudgeter is a Session whose subscriptions share a budget:
+// how many it may open and how many bytes of events the bus may hold for
+// them, so a client that subscribes and never reads costs a bounded
+// amount. The IPC server's connections are; a subscription over its budget
+// ends with a *bus.BehindError, which reaches the client by EndStream.
+type subscriptionBudgeter interface {
+	SubscriptionBudget() *bus.Budget
 }
 
 func (k *Kernel) unsubscribe(ctx context.Context, c *Call) (any, error) {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,22 +22,44 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Caller is who is calling: a peer on the socket (its credentials from
-// SO_PEERCRED) or a plugin.
+// Caller is who is calling: the principal a request acts for. The kernel
+// decides what a request may do from its Caller alone, and stamps the
+// source of what it publishes from it (Source); a caller never names
+// itself.
 type Caller struct {
+	Kind Kind
+	// Name is the skill, plugin or agent; for the host, its part ("mcp/fs").
+	Name     string
 	UID, GID uint32
 	PID      int32
-	Plugin   string // set when the caller is a plugin
 	// Grants, when set, narrow the caller to the methods and subjects
 	// listed: a sandboxed skill on its IPC descriptor.
 	Grants *Grants
+	// Tree is the process tree a skill's connection belongs to: what the
+	// skill spawns joins it (same uid, cgroup and run loop, killed with it).
+	Tree *proc.Tree
+	// Spawn bounds what the caller may start; nil is the operator's
+	// authority (any manifest, any folder).
+	Spawn *SpawnAuthority
 }
 
 func (c Caller) String() string {
-	if c.Plugin != "" {
-		return "plugin " + c.Plugin
+	switch c.Kind {
+	case KindOperator:
+		return fmt.Sprintf("operator pid %d (uid %d)", c.PID, c.UID)
+	default:
+		return string(c.Kind) + " " + c.Name
 	}
-	return fmt.Sprintf("pid %d (uid %d)", c.PID, c.UID)
+}
+
+// Source is what the kernel writes as the source of an event the caller
+// publishes: its principal, "operator/UID", "skill/NAME", "plugin/NAME",
+// "agent/ID" or "host/PART".
+func (c Caller) Source() string {
+	if c.Kind == KindOperator {
+		return abi.PrincipalOperator + "/" + strconv.FormatUint(uint64(c.UID), 10)
+	}
+	return string(c.Kind) + "/" + c.Name
 }
 
 // Session is one caller's connection to the kernel: an IPC connection or a
@@ -93,6 +116,7 @@ type Kernel struct {
 
 	mu      sync.RWMutex
 	methods map[string]Method
+	skills  func(name string) (path string, ok bool) // SetSkills
 
 	subsMu sync.Mutex
 	subs   map[subKey]*bus.Subscription

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
+	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,16 +55,17 @@ func (k *Kernel) spawn(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&p); err != nil {
 		return nil, err
 	}
-	spec := proc.Spec{
-		Argv: p.Argv, Cwd: p.Cwd, Env: p.Env, PTY: p.PTY, Cols: p.Cols, Rows: p.Rows,
-		Mode: p.Mode, MaxChunkBytes: p.MaxChunkBytes, MaxBytesPerSecond: p.MaxBytesPerSecond,
-		Encoding: p.Encoding, CorrelationID: p.CorrelationID, CausationID: p.CausationID,
+	caller := c.Session.Caller()
+	var spec proc.Spec
+	var err error
+	switch caller.Kind {
+	case KindOperator, KindHost:
+		spec, err = k.operatorSpec(&p)
+	default:
+		spec, err = k.attenuate(caller, &p)
 	}
-	if p.Manifest != "" {
-		var err error
-		if spec, err = k.skillSpec(&p); err != nil {
-			return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
-		}
+	if err != nil {
+		return nil, err
 	}
 	s, err := k.Proc.Spawn(spec, c.Session, &sessionSink{c.Session})
 	if err != nil {
@@ -73,17 +74,52 @@ func (k *Kernel) spawn(ctx context.Context, c *Call) (any, error) {
 	return s.Info(), nil
 }
 
-// skillSpec is the spec of a spawn of the binary skill p.Manifest: the
-// manifest's command, grants and limits; the caller's stream settings; the
-// tighter of the two output rates.
-func (k *Kernel) skillSpec(p *abi.SpawnParams) (proc.Spec, error) {
-	if !filepath.IsAbs(p.Manifest) {
-		return proc.Spec{}, fmt.Errorf("manifest %q: give the skill.toml as an absolute path", p.Manifest)
+// operatorSpec is the spec of the operator's spawn p: any manifest, any
+// folder, as the operator's own configuration or command line asks.
+func (k *Kernel) operatorSpec(p *abi.SpawnParams) (proc.Spec, error) {
+	switch {
+	case p.Manifest != "" && p.Skill != "":
+		return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "give manifest (a skill.toml) or skill (an installed skill's name), not both")
+	case p.Manifest != "":
+		if !filepath.IsAbs(p.Manifest) {
+			return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "manifest %q: give the skill.toml as an absolute path", p.Manifest)
+		}
+		skill, err := manifests.LoadSkill(p.Manifest)
+		if err != nil {
+			return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+		}
+		spec, err := k.skillRun(skill, p)
+		if err != nil {
+			return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+		}
+		return spec, nil
+	case p.Skill != "":
+		skill, err := k.installedSkill(p.Skill)
+		if err != nil {
+			return proc.Spec{}, err
+		}
+		spec, err := k.skillRun(skill, p)
+		if err != nil {
+			return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+		}
+		return spec, nil
 	}
-	skill, err := manifests.LoadSkill(p.Manifest)
-	if err != nil {
-		return proc.Spec{}, err
+	return k.commandSpec(p), nil
+}
+
+// commandSpec is the spec of a spawn of p's argv under the default profile.
+func (k *Kernel) commandSpec(p *abi.SpawnParams) proc.Spec {
+	return proc.Spec{
+		Argv: p.Argv, Cwd: p.Cwd, Env: p.Env, PTY: p.PTY, Cols: p.Cols, Rows: p.Rows,
+		Mode: p.Mode, MaxChunkBytes: p.MaxChunkBytes, MaxBytesPerSecond: p.MaxBytesPerSecond,
+		Encoding: p.Encoding, CorrelationID: p.CorrelationID, CausationID: p.CausationID,
 	}
+}
+
+// skillRun is the spec of a run of skill with p: the manifest's command,
+// grants and limits; the caller's stream settings; the tighter of the two
+// output rates.
+func (k *Kernel) skillRun(skill *manifests.Skill, p *abi.SpawnParams) (proc.Spec, error) {
 	spec, err := proc.SkillSpec(skill, p.Params, p.Argv, p.Cwd, p.Env)
 	if err != nil {
 		return proc.Spec{}, err
@@ -139,7 +175,15 @@ func (k *Kernel) stdinWrite(ctx context.Context, c *Call) (any, error) {
 		return nil, abi.Errorf(abi.CodeInvalidParams, "encoding %q: want \"utf8\" or \"base64\"", p.Encoding)
 	}
 	if len(data) > 0 {
-		if err := s.WriteStdin(data); err != nil {
+		leave, ok := enterStdin(s)
+		if !ok {
+			return nil, abi.Errorf(abi.CodeUnavailable, "stdin of %s is full: the process is not reading; retry once the write in flight returns", s.ID())
+		}
+		// ctx is the caller's session: a client that hangs up abandons
+		// the write and frees what it held.
+		err := s.WriteStdinContext(ctx, data)
+		leave()
+		if err != nil {
 			return nil, abi.Errorf(abi.CodeUnavailable, "%v", err)
 		}
 	}
@@ -318,8 +362,22 @@ func (k *Kernel) cancel(ctx context.Context, c *Call) (any, error) {
 	if p.CorrelationID == "" {
 		return nil, abi.Errorf(abi.CodeInvalidParams, "correlationId is empty: name the run loop to cancel")
 	}
+	caller := c.Session.Caller()
 	if p.Reason == "" {
-		p.Reason = "intent.cancel by " + c.Session.Caller().String()
+		p.Reason = "intent.cancel by " + caller.String()
+	}
+	// The request goes on the bus first, as the kernel's word for who
+	// asked: the agent closes the run loop on it (its own cancels it
+	// records itself).
+	if caller.Kind != KindAgent {
+		raw, err := msgpack.Marshal(abi.CancelParams{CorrelationID: p.CorrelationID, Reason: p.Reason})
+		if err != nil {
+			return nil, err
+		}
+		ev := &abi.Event{Type: abi.SubjectIntentCancel, Source: caller.Source(), Data: raw, CorrelationID: p.CorrelationID}
+		if _, err := k.Bus.Publish(ctx, ev); err != nil {
+			return nil, err
+		}
 	}
 	ids := k.Proc.Cancel(p.CorrelationID, p.Reason)
 	if ids == nil {

@@ -13,6 +13,13 @@
 //		// .kairo/kairo.toml:7: store.kind: "postgres" is not a store kind; want "sqlite" or "memory"
 //	}
 //
+// Every file is bounded before the TOML parser sees it: only a regular file
+// is opened for reading (a FIFO, a device or a folder is refused at once),
+// of at most MaxManifestSize (a skill or plugin manifest) or MaxConfigSize
+// (kairo.toml) bytes, UTF-8, nested at most MaxDepth deep. A file that does
+// not parse is reported by line, column and what is wrong in words, never
+// by quoting it: it may be a file the caller could not read.
+//
 // Sizes ("16MiB", "512KiB", "1GB", plain bytes) are read by ParseSize and
 // the Size type, which TOML decodes from a string or an integer.
 package manifests

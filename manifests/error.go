@@ -17,9 +17,14 @@ type Error struct {
 	File string // "" for a config that did not come from a file
 	Line int    // 1-based; 0 when unknown
 	Col  int    // 1-based; 0 when unknown
-	Key  string // dotted key ("store.kind"); "" for a syntax error
+	Key  string // dotted key ("store.kind"); "" when no key is at fault
 	Msg  string
+	// Err is the sentinel the problem is an instance of (ErrTooLarge,
+	// ErrNotRegular, ...), or nil; errors.Is sees it.
+	Err error
 }
+
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	var b strings.Builder
@@ -53,21 +58,21 @@ func decodeFile(file string, text []byte, v any) error {
 // decode is decodeFile that also returns the metadata, for a schema that
 // must tell a key set to its zero value from a key left out.
 func decode(file string, text []byte, v any) (toml.MetaData, error) {
+	// Nothing reaches the parser that could crash it (see checkShape).
+	if e := checkShape(file, text); e != nil {
+		return toml.MetaData{}, e
+	}
+	root := reflect.TypeOf(v).Elem()
 	// First the syntax alone, into a plain map the type check walks.
 	var raw map[string]any
 	md, err := toml.Decode(string(text), &raw)
 	if err != nil {
 		var pe toml.ParseError
 		if !errors.As(err, &pe) {
-			return md, &Error{File: file, Msg: err.Error()}
+			return md, &Error{File: file, Msg: "TOML syntax: the text is not valid TOML"}
 		}
-		msg := "TOML syntax: " + pe.Message
-		if u := strings.TrimSpace(pe.Usage); u != "" {
-			msg += "\n" + u
-		}
-		return md, &Error{File: file, Line: pe.Position.Line, Col: pe.Position.Col, Key: pe.LastKey, Msg: msg}
+		return md, syntaxError(file, pe, root)
 	}
-	root := reflect.TypeOf(v).Elem()
 	if e := findTypeError(file, text, md, raw, root); e != nil {
 		return md, e
 	}

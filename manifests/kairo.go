@@ -45,7 +45,10 @@ type MCPServer struct {
 	Command []string          `toml:"command"`
 	URL     string            `toml:"url"`
 	Env     map[string]string `toml:"env"`
-	Cwd     string            `toml:"cwd"`
+	// EnvPass names variables of the daemon's environment the server is
+	// given; no other variable of the daemon's reaches it.
+	EnvPass []string `toml:"env_pass"`
+	Cwd     string   `toml:"cwd"`
 	// Sandbox confines a stdio server: a skill manifest's path, or grants
 	// in a skill manifest's vocabulary; left out, the sandbox's default
 	// profile.
@@ -155,6 +158,23 @@ type AgentConfig struct {
 	// TickSpin is how long before each tick the loop spins instead of
 	// sleeping; "0s" for never.
 	TickSpin string `toml:"tick_spin"`
+	// Grants bound what the model's tool calls may start.
+	Grants AgentGrants `toml:"grants"`
+}
+
+// AgentGrants is [agent.grants]: the agent's authority when it acts for a
+// run loop, which is the model's. What it starts holds no more.
+type AgentGrants struct {
+	// Skills are the installed skills it may run by name ("*": all), each
+	// under its own manifest's grants.
+	Skills []string `toml:"skills"`
+	// Commands lets it run programs of its choosing, under the default
+	// profile.
+	Commands bool `toml:"commands"`
+	// Folders are where its commands may work (and write, as far as the
+	// folder's owner lets the sandbox's uid) besides the workspaces Kairo
+	// makes; absolute paths.
+	Folders []string `toml:"folders"`
 }
 
 // TickSpinDuration is TickSpin parsed; valid once Validate passed.
@@ -197,6 +217,97 @@ func (l LLMConfig) Configured() bool { return l.BaseURL != "" }
 type SandboxConfig struct {
 	Mode       string `toml:"mode"`        // "enforce" or "off"
 	BestEffort bool   `toml:"best_effort"` // run what cannot be confined exactly, saying so
+	// UIDBase and UIDCount are the range of uids the trees run as when the
+	// kernel is root, one per tree, each with a primary gid of the same
+	// number: above 65535, and no account or group of the machine in it.
+	UIDBase  int64 `toml:"uid_base"`
+	UIDCount int64 `toml:"uid_count"`
+	// StopGrace is how long a clean stop lets each tree end after SIGTERM
+	// before it kills the tree's cgroup, a duration such as "5s".
+	StopGrace string `toml:"stop_grace"`
+	// KeepWorkspaces keeps the workspaces Kairo makes after their tree
+	// ends; by default they are removed.
+	KeepWorkspaces bool `toml:"keep_workspaces"`
+	// WorkspaceMax caps what a spawn's workspace and temp folder hold.
+	WorkspaceMax Size `toml:"workspace_max"`
+	// Limits replace the default profile's limits (sandbox.DefaultLimits)
+	// where set; 0 keeps the profile's.
+	Limits SkillLimits `toml:"limits"`
+}
+
+// StopGraceDuration is StopGrace parsed; valid once Validate passed.
+func (s SandboxConfig) StopGraceDuration() time.Duration {
+	d, _ := time.ParseDuration(s.StopGrace)
+	return d
+}
+
+// The bounds of the sandbox uid range: above the 16-bit uids that
+// accounts, nobody (65534) and older tools use, below (uid_t)-1.
+const (
+	MinSandboxUID = 65536
+	MaxSandboxUID = 1<<32 - 2
+)
+
+// passwdFiles are the account and group databases the uid range is
+// checked against (tests point them elsewhere).
+var passwdFiles = [2]string{"/etc/passwd", "/etc/group"}
+
+func (s *SandboxConfig) validate() []*Error {
+	var errs []*Error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	switch s.Mode {
+	case SandboxEnforce, SandboxOff:
+	default:
+		bad("sandbox.mode", "%q: want %q (every binary runs confined) or %q (binaries run as they are: development only)", s.Mode, SandboxEnforce, SandboxOff)
+	}
+	switch {
+	case s.UIDBase < MinSandboxUID || s.UIDBase > MaxSandboxUID:
+		bad("sandbox.uid_base", "%d: want a uid from %d to %d, above the accounts' range, such as 2145386496 (0x7fe00000)", s.UIDBase, MinSandboxUID, MaxSandboxUID)
+	case s.UIDCount < 1 || s.UIDBase+s.UIDCount-1 > MaxSandboxUID:
+		bad("sandbox.uid_count", "%d: want from 1 to %d uids from uid_base %d (one per process tree running at once)", s.UIDCount, MaxSandboxUID-s.UIDBase+1, s.UIDBase)
+	default:
+		for i, file := range passwdFiles {
+			if name, id := idInRange(file, s.UIDBase, s.UIDBase+s.UIDCount); name != "" {
+				what := [2]string{"account", "group"}[i]
+				bad("sandbox.uid_base", "the range %d-%d holds the %s %s (%d in %s): a tree would run with its rights; move uid_base or shrink uid_count", s.UIDBase, s.UIDBase+s.UIDCount-1, what, name, id, file)
+			}
+		}
+	}
+	if d, err := time.ParseDuration(s.StopGrace); err != nil || d < 0 {
+		bad("sandbox.stop_grace", "%q is not a duration; write it as \"5s\" (\"0s\" kills at once)", s.StopGrace)
+	}
+	l := s.Limits
+	for _, v := range []struct {
+		key string
+		n   int
+	}{{"cpu_seconds", l.CPUSeconds}, {"wall_seconds", l.WallSeconds}, {"processes", l.Processes}, {"open_files", l.OpenFiles}} {
+		if v.n < 0 {
+			bad("sandbox.limits."+v.key, "%d is negative; 0 keeps the default profile's", v.n)
+		}
+	}
+	return errs
+}
+
+// idInRange is the first entry of a passwd or group file whose id is in
+// [lo, hi): its name and id; "" when none is (or the file cannot be read).
+func idInRange(file string, lo, hi int64) (string, int64) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 3 {
+			continue
+		}
+		var id int64
+		if _, err := fmt.Sscan(f[2], &id); err == nil && id >= lo && id < hi {
+			return f[0], id
+		}
+	}
+	return "", 0
 }
 
 // Sandbox modes.
@@ -250,13 +361,14 @@ func Default() Config {
 
 // Load returns the defaults overlaid with the file at path, validated. A
 // path that does not exist (or "") gives the defaults. Every error is an
-// *Error, or several joined, naming the file, the line and the key.
+// *Error, or several joined, naming the file, the line and the key. It
+// reads only a regular file of at most MaxConfigSize bytes (see readFile).
 func Load(path string) (Config, error) {
 	c := Default()
 	if path == "" {
 		return c, c.Validate()
 	}
-	text, err := os.ReadFile(path)
+	text, err := readFile(path, MaxConfigSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, c.Validate()
 	}
@@ -267,11 +379,15 @@ func Load(path string) (Config, error) {
 		return c, err
 	}
 	errs := c.validate()
+	more := 0
+	if len(errs) > maxErrors {
+		errs, more = errs[:maxErrors], len(errs)-maxErrors
+	}
 	for _, e := range errs {
 		e.File = path
 		e.Line = keyLine(text, splitKey(e.Key))
 	}
-	return c, joinErrors(errs)
+	return c, joinErrors(append(errs, moreErrors(path, more)...))
 }
 
 // Validate checks every value; the errors name the fields.
@@ -302,11 +418,7 @@ func (c *Config) validate() []*Error {
 	if c.Store.RingSize < 1 {
 		bad("store.ring_size", "%d: the memory store needs room for at least 1 event", c.Store.RingSize)
 	}
-	switch c.Sandbox.Mode {
-	case SandboxEnforce, SandboxOff:
-	default:
-		bad("sandbox.mode", "%q: want %q (every binary runs confined) or %q (binaries run as they are: development only)", c.Sandbox.Mode, SandboxEnforce, SandboxOff)
-	}
+	errs = append(errs, c.Sandbox.validate()...)
 	if _, err := c.Log.SlogLevel(); err != nil {
 		bad("log.level", "%v", err)
 	}
@@ -397,6 +509,11 @@ func (a *AgentConfig) validate() []*Error {
 	}
 	if d, err := time.ParseDuration(a.TickSpin); err != nil || d < 0 || d > time.Second {
 		bad("agent.tick_spin", "%q: want a duration from \"0s\" (never spin) to \"1s\", such as \"2ms\"", a.TickSpin)
+	}
+	for i, f := range a.Grants.Folders {
+		if !filepath.IsAbs(f) {
+			bad(fmt.Sprintf("agent.grants.folders[%d]", i), "%q: give an absolute folder", f)
+		}
 	}
 	switch a.BargeIn {
 	case "boundary", "queue", "preempt":

@@ -29,11 +29,12 @@ func TestDefaults(t *testing.T) {
 		Kernel:  KernelConfig{Socket: "", MaxFrame: 16 * MiB},
 		Store:   StoreConfig{Kind: "sqlite", Path: "events.db", Synchronous: "normal", RingSize: 1 << 20},
 		Log:     LogConfig{Level: "info"},
-		Sandbox: SandboxConfig{Mode: SandboxEnforce},
+		Sandbox: SandboxConfig{Mode: SandboxEnforce, UIDBase: 0x7fe00000, UIDCount: 1 << 16, StopGrace: "5s", WorkspaceMax: GiB},
 		Host: HostConfig{PluginsDir: "plugins", Builtins: true, CacheDir: "cache", Deadline: "1s", Memory: 64 * MiB,
 			MaxFailures: 5, FailureWindow: "1m"},
-		LLM:    LLMConfig{BaseURL: "", Model: "", APIKeyEnv: "OPENAI_API_KEY", Timeout: "60s", MaxRetries: 3, Stream: true},
-		Agent:  AgentConfig{ID: "default", Policy: "rules", Hz: 10, Overrun: "skip", MaxIterations: 25, QueryBackoff: 3, MinHz: 1, BargeIn: "boundary", TickSpin: "2ms", SkillsDir: "skills"},
+		LLM: LLMConfig{BaseURL: "", Model: "", APIKeyEnv: "OPENAI_API_KEY", Timeout: "60s", MaxRetries: 3, Stream: true},
+		Agent: AgentConfig{ID: "default", Policy: "rules", Hz: 10, Overrun: "skip", MaxIterations: 25, QueryBackoff: 3, MinHz: 1, BargeIn: "boundary", TickSpin: "2ms", SkillsDir: "skills",
+			Grants: AgentGrants{Skills: []string{"*"}, Commands: true, Folders: []string{}}},
 		Memory: MemoryConfig{Enabled: true, Path: "memory.db", Recall: 3},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -100,7 +101,7 @@ func TestLoadErrors(t *testing.T) {
 		want       string // regexp the message must match
 	}{
 		{"syntax", "[store]\nkind = \"sqlite\nx = 1\n", 2, "store.kind", `TOML syntax: strings cannot contain newlines`},
-		{"duplicate key", "[log]\nlevel = \"info\"\nlevel = \"debug\"\n", 3, "log.level", `TOML syntax: Key .* has already been defined`},
+		{"duplicate key", "[log]\nlevel = \"info\"\nlevel = \"debug\"\n", 3, "log.level", `TOML syntax: this key is already defined; define each key once`},
 		{"unknown key", "[store]\nkind = \"memory\"\nkinds = \"sqlite\"\n", 3, "store.kinds",
 			`unknown key; check its spelling or remove it \(\[store\] takes kind, path, synchronous, ring_size\)`},
 		{"unknown table", "# a comment\n\n[bogus]\nx = 1\n", 3, "bogus",

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -125,7 +124,7 @@ const maxMethodName = 256
 // problem is an *Error, or several joined, naming the file, the line and
 // the key.
 func LoadPlugin(path string) (*Plugin, error) {
-	text, err := os.ReadFile(path)
+	text, err := readFile(path, MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("read plugin manifest: %w", err)
 	}
@@ -136,12 +135,20 @@ func LoadPlugin(path string) (*Plugin, error) {
 // When file ends in ".toml", [plugin] name must be its base name, so that
 // NAME.toml describes NAME.wasm.
 func ParsePlugin(file string, text []byte) (*Plugin, error) {
+	if err := checkSize(file, text, MaxManifestSize); err != nil {
+		return nil, err
+	}
 	p := &Plugin{File: file}
 	if err := decodeFile(file, text, p); err != nil {
 		return nil, err
 	}
 	var errs []*Error
+	more := 0
 	bad := func(key, format string, args ...any) {
+		if len(errs) == maxErrors {
+			more++
+			return
+		}
 		errs = append(errs, &Error{File: file, Line: keyLine(text, splitKey(key)), Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
 	m := p.Plugin
@@ -197,7 +204,7 @@ func ParsePlugin(file string, text []byte) (*Plugin, error) {
 	}
 	if len(errs) > 0 {
 		slices.SortStableFunc(errs, func(a, b *Error) int { return a.Line - b.Line })
-		return nil, joinErrors(errs)
+		return nil, joinErrors(append(errs, moreErrors(file, more)...))
 	}
 	return p, nil
 }

@@ -3,7 +3,6 @@ package manifests
 import (
 	"fmt"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -163,8 +162,10 @@ const maxSkillName = 64
 
 // LoadSkill reads and validates the skill manifest at path. Every problem
 // is an *Error, or several joined, naming the file, the line and the key.
+// It reads only a regular file of at most MaxManifestSize bytes, and its
+// errors quote nothing of a file that is not TOML (see readFile).
 func LoadSkill(path string) (*Skill, error) {
-	text, err := os.ReadFile(path)
+	text, err := readFile(path, MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("read skill manifest: %w", err)
 	}
@@ -174,6 +175,9 @@ func LoadSkill(path string) (*Skill, error) {
 // ParseSkill reads and validates the text of the skill manifest file; file
 // names it in errors and places $SKILL_DIR in its folder.
 func ParseSkill(file string, text []byte) (*Skill, error) {
+	if err := checkSize(file, text, MaxManifestSize); err != nil {
+		return nil, err
+	}
 	s := &Skill{File: file, Dir: filepath.Dir(file)}
 	if abs, err := filepath.Abs(s.Dir); err == nil {
 		s.Dir = abs
@@ -186,7 +190,7 @@ func ParseSkill(file string, text []byte) (*Skill, error) {
 	c.check()
 	if len(c.errs) > 0 {
 		slices.SortStableFunc(c.errs, func(a, b *Error) int { return a.Line - b.Line })
-		return nil, joinErrors(c.errs)
+		return nil, joinErrors(append(c.errs, moreErrors(file, c.more)...))
 	}
 	return s, nil
 }
@@ -198,9 +202,16 @@ type skillCheck struct {
 	md   toml.MetaData
 	text []byte
 	errs []*Error
+	more int // problems past maxErrors, counted, not reported
+
+	params string // paramList, once made
 }
 
 func (c *skillCheck) bad(k toml.Key, format string, args ...any) {
+	if len(c.errs) == maxErrors {
+		c.more++
+		return
+	}
 	c.errs = append(c.errs, &Error{
 		File: c.s.File,
 		Line: keyLine(c.text, k),
@@ -373,10 +384,15 @@ func (c *skillCheck) checkCommand() {
 }
 
 func (c *skillCheck) paramList() string {
-	if len(c.s.Params) == 0 {
-		return "the skill declares none"
+	if c.params == "" {
+		c.params = "the skill declares none"
+		if names := sortedKeys(c.s.Params); len(names) > maxErrors {
+			c.params = fmt.Sprintf("params: %s and %d more", strings.Join(names[:maxErrors], ", "), len(names)-maxErrors)
+		} else if len(names) > 0 {
+			c.params = "params: " + strings.Join(names, ", ")
+		}
 	}
-	return "params: " + strings.Join(sortedKeys(c.s.Params), ", ")
+	return c.params
 }
 
 // checkProgram says what is wrong with the program of a command, or "".

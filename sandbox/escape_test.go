@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -59,7 +60,8 @@ func TestEscapeFilesystem(t *testing.T) {
 			near: []string{"rename", w + "/move-a", e.tmp + "/move-a"}},
 		{name: "RenameWorkToOutside", try: []string{"rename", w + "/plant", out + "/planted"}, want: "errno EACCES",
 			near: []string{"mkdir", e.tmp + "/dir"}},
-		{name: "WriteProcSys", try: []string{"open-write", "/proc/sys/kernel/hostname"}, want: "errno EACCES",
+		// /proc/sys is not in the sandbox's /proc (subset=pid).
+		{name: "WriteProcSys", try: []string{"open-write", "/proc/sys/kernel/hostname"}, want: "errno ENOENT",
 			near: []string{"open-write", "/dev/null"}},
 		{name: "MakeDeviceNode", try: []string{"mknod-char", w + "/mem"}, want: "errno EACCES",
 			near: []string{"mkfifo", w + "/fifo"}},
@@ -85,11 +87,22 @@ func TestEscapeFilesystem(t *testing.T) {
 			near: []string{"exec", e.xbin + "/tool", "noop"}},
 		{name: "WriteThenExec", try: []string{"write-exec", w + "/dropped", "noop"}, want: "errno EACCES",
 			near: []string{"exec", e.probe, "noop"}},
-		// A memfd is on no path, so Landlock lets it run: no way out, since
-		// what runs keeps the uid, the Landlock domain and the filter (and
-		// a binary can map code it wrote without any exec).
-		{name: "MemfdExecStaysConfined", try: []string{"memfd-exec", "open-read", "/etc/shadow"}, want: "errno EACCES",
-			near: []string{"open-read", "/etc/passwd"}},
+		// A memfd is on no path, so Landlock's execute right does not reach
+		// it: the filter refuses a memfd that could ever be executable.
+		// (What ran would keep the uid, the domain and the filter, but it
+		// would be code the grants never named.)
+		{name: "MemfdExec", try: []string{"memfd-exec", "noop"}, want: "errno EPERM",
+			near: []string{"memfd-create", "0x9"}}, // MFD_CLOEXEC|MFD_NOEXEC_SEAL
+		{name: "MemfdSealedExecveat", try: []string{"memfd-sealed-exec", "noop"}, want: "errno EACCES",
+			near: []string{"execveat-path", e.probe, "noop"}},
+		{name: "MemfdSealedProcExec", try: []string{"memfd-sealed-proc-exec", "noop"}, want: "errno EACCES",
+			near: []string{"exec", e.probe, "noop"}},
+		{name: "MemfdSealedChmod", try: []string{"memfd-sealed-chmod"}, want: "errno EPERM",
+			near: []string{"memfd-create", "0x8"}},
+		// execveat(AT_EMPTY_PATH) on a descriptor of a file the sandbox
+		// wrote: Landlock checks the file's path, not how it is named.
+		{name: "WriteThenExecveat", try: []string{"write-execveat", w + "/dropped-at", "noop"}, want: "errno EACCES",
+			near: []string{"execveat-path", e.xbin + "/tool", "noop"}},
 		// The same through a dynamically linked program and its loader.
 		{name: "ShellReadsShadow", try: []string{"exec", "/bin/sh", "-c", "cat /etc/shadow >/dev/null 2>&1 || echo denied"}, want: "denied",
 			near: []string{"exec", "/bin/sh", "-c", `echo ok >"$HOME/sh-out" && cat "$HOME/sh-out"`}},
@@ -198,17 +211,19 @@ func TestEscapeProcesses(t *testing.T) {
 			near: []string{"open", "/proc/self/mem"}},
 		{name: "PidfdGetfdSameUIDDaemon", try: []string{"pidfd-getfd", daemon}, want: "errno EPERM",
 			near: []string{"open", "/proc/self/mem"}},
-		{name: "KernelProcessMem", try: []string{"open", "/proc/" + self + "/mem"}, want: "errno EACCES",
+		// The sandbox's /proc shows none of these processes (see
+		// TestEscapeProc): ENOENT, before any ptrace check could refuse.
+		{name: "KernelProcessMem", try: []string{"open", "/proc/" + self + "/mem"}, want: "errno ENOENT",
 			near: []string{"open", "/proc/self/mem"}},
-		{name: "SameUIDDaemonMem", try: []string{"open", "/proc/" + daemon + "/mem"}, want: "errno EACCES",
+		{name: "SameUIDDaemonMem", try: []string{"open", "/proc/" + daemon + "/mem"}, want: "errno ENOENT",
 			near: []string{"open", "/proc/self/mem"}},
-		{name: "KernelProcessEnviron", try: []string{"open-read", "/proc/" + self + "/environ"}, want: "errno EACCES",
+		{name: "KernelProcessEnviron", try: []string{"open-read", "/proc/" + self + "/environ"}, want: "errno ENOENT",
 			near: []string{"open-read", "/proc/self/environ"}},
-		{name: "SameUIDDaemonEnviron", try: []string{"open-read", "/proc/" + daemon + "/environ"}, want: "errno EACCES",
+		{name: "SameUIDDaemonEnviron", try: []string{"open-read", "/proc/" + daemon + "/environ"}, want: "errno ENOENT",
 			near: []string{"open-read", "/proc/self/environ"}},
-		{name: "KernelProcessDescriptor", try: []string{"open-read", fmt.Sprintf("/proc/%s/fd/%d", self, e.heldFD)}, want: "errno EACCES",
+		{name: "KernelProcessDescriptor", try: []string{"open-read", fmt.Sprintf("/proc/%s/fd/%d", self, e.heldFD)}, want: "errno ENOENT",
 			near: []string{"open-read", "/proc/self/fd/0"}},
-		{name: "SameUIDDaemonRoot", try: []string{"open-read", "/proc/" + daemon + "/root/etc/passwd"}, want: "errno EACCES",
+		{name: "SameUIDDaemonRoot", try: []string{"open-read", "/proc/" + daemon + "/root/etc/passwd"}, want: "errno ENOENT",
 			near: []string{"open-read", "/proc/self/root/etc/passwd"}},
 
 		// Privilege.
@@ -297,6 +312,74 @@ func TestEscapeKernel(t *testing.T) {
 	e.check(t, escapes)
 }
 
+// TestEscapeKernelObjects: System V IPC and POSIX message queues make
+// objects that belong to no process and outlive the tree (a 512 MiB shm
+// segment, a 0666 queue); the sandbox cannot make them, while a pipe and a
+// shared mapping of a file in its workspace work.
+func TestEscapeKernelObjects(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	pipe := []string{"pipe"}
+	e.check(t, []escape{
+		{name: "SysVSharedMemory", try: []string{"shmget", strconv.Itoa(512 << 20)}, want: "errno EPERM",
+			near: []string{"shm-file", e.work + "/shm", strconv.Itoa(1 << 20)}},
+		{name: "SysVMessageQueue", try: []string{"msgget"}, want: "errno EPERM", near: pipe},
+		{name: "SysVSemaphore", try: []string{"semget"}, want: "errno EPERM", near: pipe},
+		{name: "POSIXMessageQueue", try: []string{"mq-open", fmt.Sprintf("kairo-escape-%d", e.uid)}, want: "errno EPERM", near: pipe},
+	})
+}
+
+// TestEscapeProc: the sandbox's /proc holds its own processes only. The
+// host's shows every command line (the daemon's, other trees') and, in
+// /proc/net/unix, every listening socket.
+func TestEscapeProc(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	daemon, self := strconv.Itoa(e.daemon), strconv.Itoa(e.testProcess)
+	e.check(t, []escape{
+		{name: "InitCmdline", try: []string{"open-read", "/proc/1/cmdline"}, want: "errno ENOENT",
+			near: []string{"open-read", "/proc/self/cmdline"}},
+		{name: "KernelProcessCmdline", try: []string{"open-read", "/proc/" + self + "/cmdline"}, want: "errno ENOENT",
+			near: []string{"open-read", "/proc/self/status"}},
+		// Of the sandbox's own uid: Landlock keeps the sandbox from
+		// ptracing it, and hidepid hides what it may not ptrace.
+		{name: "SameUIDDaemonCmdline", try: []string{"open-read", "/proc/" + daemon + "/cmdline"}, want: "errno ENOENT",
+			near: []string{"open-read", "/proc/thread-self/status"}},
+		{name: "ListProcesses", try: []string{"proc-pids"}, want: "ok",
+			near: []string{"readdir", "/proc/self/fd"}},
+		{name: "NetUnix", try: []string{"open-read", "/proc/net/unix"}, want: "errno ENOENT",
+			near: []string{"open-read", "/proc/self/mountinfo"}},
+		{name: "ProcSys", try: []string{"open-read", "/proc/sys/kernel/hostname"}, want: "errno ENOENT",
+			near: []string{"open-read", "/proc/self/limits"}},
+		// The host's /proc lies under the sandbox's; no path leads to it.
+		{name: "HostProcThroughRoot", try: []string{"open-read", "/proc/self/root/proc/1/cmdline"}, want: "errno ENOENT",
+			near: []string{"open-read", "/proc/self/root/proc/self/cmdline"}},
+		// A process of the tree sees the others of its tree.
+		{name: "ShellSeesOnlyItself", try: []string{"exec", "/bin/sh", "-c", "set -- /proc/[0-9]*; echo $#"}, want: "1",
+			near: []string{"exec", "/bin/sh", "-c", `sleep 5 & test -r /proc/$!/cmdline && echo ok; kill $!`}},
+	})
+	if _, err := os.Stat("/proc/" + daemon + "/cmdline"); err != nil {
+		t.Fatalf("outside the sandbox the daemon's cmdline must be there for the escapes to mean anything: %v", err)
+	}
+}
+
+// TestEscapeGroups: a kernel with supplementary groups (here root's helper
+// started with groups 4 and 27, adm and sudo on Debian) passes none of them
+// to the sandbox, which runs with its primary gid alone.
+func TestEscapeGroups(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	groups := func(_ *testing.T, c *Cmd) {
+		c.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{4, 27}}
+	}
+	id := func(flag string) []string { return []string{"exec", "/usr/bin/id", flag} }
+	gid := strconv.Itoa(e.uid)
+	e.check(t, []escape{
+		{name: "SupplementaryGroups", setup: groups, try: id("-G"), want: gid,
+			near: id("-g"), nearWant: gid},
+	})
+}
+
 func TestEscapeLimits(t *testing.T) {
 	t.Parallel()
 	e := newEscapeEnv(t)
@@ -325,6 +408,25 @@ func TestEscapeLimits(t *testing.T) {
 		{name: "DescriptorExhaustion", policy: func(p *Policy) { p.Limits.OpenFiles = 64 },
 			try: []string{"open-many", "100000"}, want: "errno EMFILE",
 			near: []string{"open-many", "16"}},
+	})
+}
+
+// TestEscapeDefaultLimits: the default profile's own limits
+// (DefaultLimits), unchanged, stop the same bombs. Its file size and CPU
+// limits, 1 GiB and an hour, are read back by TestDefaultLimits rather
+// than reached. An environment of its own: the fork bomb's uid must not
+// be shared with TestEscapeLimits's.
+func TestEscapeDefaultLimits(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	e.check(t, []escape{
+		{name: "MemoryBomb", try: []string{"mmap", strconv.Itoa(8 << 30)}, want: "errno ENOMEM",
+			near: []string{"mmap", strconv.Itoa(256 << 20)}},
+		{name: "ForkBomb", policy: func(p *Policy) { p.UID, p.GID = e.forkUID, e.forkUID },
+			try: []string{"fork-many", "1000"}, want: "errno EAGAIN",
+			near: []string{"fork-many", "64"}},
+		{name: "DescriptorExhaustion", try: []string{"open-many", "100000"}, want: "errno EMFILE",
+			near: []string{"open-many", "512"}},
 	})
 }
 
@@ -413,6 +515,12 @@ func TestSeccompAblation(t *testing.T) {
 		{"Userfaultfd", nil, nil, []string{"userfaultfd"}, "errno EPERM"},
 		{"Keyring", nil, nil, []string{"keyctl"}, "errno EPERM"},
 		{"PersonalityNoASLR", nil, nil, []string{"personality", "0x0040000"}, "errno EPERM"},
+		// POSIX message queues are not here: opening one opens a file of
+		// the kernel's mqueue mount, which no Landlock rule grants, so
+		// Landlock refuses it too (EACCES) and the filter is a second lock.
+		{"SysVSharedMemory", nil, nil, []string{"shmget", strconv.Itoa(1 << 20)}, "errno EPERM"},
+		{"SysVMessageQueue", nil, nil, []string{"msgget"}, "errno EPERM"},
+		{"MemfdExec", nil, nil, []string{"memfd-exec", "noop"}, "errno EPERM"},
 	}
 	if runtime.GOARCH == "amd64" && ia32() {
 		rules = append(rules, ablation{"Int80", nil, nil, []string{"int80"}, "signal SIGSYS"})
@@ -456,4 +564,85 @@ func legacyTIOCSTI(t *testing.T) {
 		t.Fatalf("dev.tty.legacy_tiocsti is 0 and cannot be set: %v", err)
 	}
 	t.Cleanup(func() { os.WriteFile(sysctl, old, 0) })
+}
+
+// TestProcAblation shows the sandbox's own /proc load-bearing: with the
+// host's /proc (Policy.SharedProc) the default profile reads other
+// processes' command lines and /proc/net/unix, as it did before; with its
+// own, it does not.
+func TestProcAblation(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	for _, try := range [][]string{
+		{"open-read", "/proc/1/cmdline"},
+		{"open-read", "/proc/" + strconv.Itoa(e.daemon) + "/cmdline"},
+		{"open-read", "/proc/net/unix"},
+	} {
+		t.Run(strings.ReplaceAll(try[1], "/", "_"), func(t *testing.T) {
+			t.Parallel()
+			if got := e.run(t, e.policy(func(p *Policy) { p.SharedProc = true }), nil, try...); got != "ok" {
+				t.Errorf("%q with the host's /proc: %q, want ok (something else stops it: the private /proc is not what holds)", strings.Join(try, " "), got)
+			}
+			if got := e.run(t, e.policy(nil), nil, try...); got != "errno ENOENT" {
+				t.Errorf("%q with the sandbox's /proc: %q, want errno ENOENT", strings.Join(try, " "), got)
+			}
+		})
+	}
+}
+
+// TestEscapeProcWarm: a warm helper makes the sandbox's /proc before it is
+// handed a spawn (off the spawn's path, see procfs.go); what it runs sees
+// the same /proc as a helper started for the spawn.
+func TestEscapeProcWarm(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	for _, x := range []struct {
+		try  []string
+		want string
+	}{
+		{[]string{"open-read", "/proc/1/cmdline"}, "errno ENOENT"},
+		{[]string{"open-read", "/proc/" + strconv.Itoa(e.testProcess) + "/cmdline"}, "errno ENOENT"},
+		{[]string{"open-read", "/proc/net/unix"}, "errno ENOENT"},
+		{[]string{"proc-pids"}, "ok"},
+		{[]string{"open-read", "/proc/self/status"}, "ok"}, // the neighbour
+		{[]string{"open-read", "/proc/self/cmdline"}, "ok"},
+	} {
+		if got := e.runWarm(t, e.policy(nil), x.try...); got != x.want {
+			t.Errorf("%q through a warm helper: %q, want %q", strings.Join(x.try, " "), got, x.want)
+		}
+	}
+}
+
+// runWarm runs the probe under p through a warm helper and returns its
+// line.
+func (e *escapeEnv) runWarm(t *testing.T, p *Policy, args ...string) string {
+	t.Helper()
+	helper, ctl, err := StartWarm(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	c, err := Command(os.Args[0], p, append([]string{e.probe}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	noErr(t, err)
+	defer r.Close()
+	null, err := os.Open(os.DevNull)
+	noErr(t, err)
+	defer null.Close()
+	err = c.Handoff(ctl, null, w, w, false)
+	w.Close()
+	if serr := c.Started(); serr != nil {
+		helper.Process.Kill()
+		helper.Wait()
+		t.Fatalf("probe %v: the sandbox did not start: %v", args, serr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(r)
+	helper.Wait()
+	return strings.TrimSpace(string(out))
 }

@@ -57,12 +57,33 @@ func checkEnforceable(p *Policy) error {
 	return fmt.Errorf("this kernel cannot enforce the policy exactly (refusing; an operator may choose best effort):\n  %s", strings.Join(miss, "\n  "))
 }
 
+// Gaps lists what of p the sandbox leaves open on this machine though it
+// runs p anyway: not a grant it cannot enforce (Unenforced, which refuses
+// the policy), but a bound that only a root kernel can give.
+func Gaps(p *Policy) []string { return gaps(p, hidesProc()) }
+
+func gaps(p *Policy, root bool) []string {
+	if root {
+		return nil
+	}
+	out := []string{
+		"/proc: the host's, as the kernel is not root: every process's command line, /proc/net (unix sockets, connections) and /proc/sys are readable wherever /proc is granted",
+	}
+	if p.Limits.Processes > 0 && p.UID < 0 {
+		out = append(out, fmt.Sprintf("processes: the limit of %d counts every process of uid %d, the kernel's own, not this tree's alone", p.Limits.Processes, os.Getuid()))
+	}
+	return out
+}
+
 // Features is what the running kernel can enforce, for `kairo sandbox check`.
 type Features struct {
 	LandlockABI int
 	Seccomp     bool
 	NoNewPrivs  bool
-	Root        bool // the kernel can drop to a uid of the sandbox's own
+	Root        bool // the kernel can drop to a uid of the sandbox's own and give the sandbox its own /proc
+	// MemfdNoExecSeal: memfd_create takes MFD_NOEXEC_SEAL (Linux 6.3), the
+	// only memfd the filter lets a sandbox make.
+	MemfdNoExecSeal bool
 }
 
 // Probe reads the running kernel's features.
@@ -72,6 +93,10 @@ func Probe() Features {
 	f.Seccomp = err == nil
 	_, err = unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	f.NoNewPrivs = err == nil
+	if fd, err := unix.MemfdCreate("kairo-probe", unix.MFD_CLOEXEC|unix.MFD_NOEXEC_SEAL); err == nil {
+		unix.Close(fd)
+		f.MemfdNoExecSeal = true
+	}
 	return f
 }
 
@@ -94,13 +119,37 @@ func WriteCheck(w io.Writer, f Features) {
 	fmt.Fprintf(w, "  pathname unix sockets by path        %s (seccomp refuses AF_UNIX unless net.unix grants it)\n", yes(abi >= resolveUnixABI))
 	fmt.Fprintf(w, "seccomp filter                         %s\n", yes(f.Seccomp))
 	fmt.Fprintf(w, "  sockets by family/type/protocol, no ptrace, mount, namespaces, keyring, bpf, perf, io_uring, modules, kexec, TIOCSTI\n")
+	fmt.Fprintf(w, "  no System V IPC or POSIX message queues (they outlive the tree)\n")
+	if f.MemfdNoExecSeal {
+		fmt.Fprintf(w, "  memfd_create only with MFD_NOEXEC_SEAL: a memfd never runs as a program\n")
+	} else {
+		fmt.Fprintf(w, "  memfd_create refused altogether: this kernel has no MFD_NOEXEC_SEAL (Linux 6.3)\n")
+	}
 	fmt.Fprintf(w, "no_new_privs                           %s\n", yes(f.NoNewPrivs))
 	if f.Root {
 		fmt.Fprintf(w, "uid                                    a uid of its own per process tree (%d and up), no groups, no capabilities\n", 0x7fe00000)
 	} else {
 		fmt.Fprintf(w, "uid                                    the kernel's own (%d): not root, so no uid of its own per tree; no capabilities\n", os.Getuid())
 	}
-	fmt.Fprintf(w, "rlimits                                cpu, memory, processes, file size, open files, core=0\n")
+	if f.Root {
+		fmt.Fprintf(w, "/proc                                  the sandbox's own (%s): other processes, /proc/net and /proc/sys hidden\n", procOptions)
+	} else {
+		fmt.Fprintf(w, "/proc                                  NOT enforced: the host's, as the kernel is not root: every process's command line and /proc/net are readable\n")
+	}
+	l := DefaultLimits
+	fmt.Fprintf(w, "rlimits                                cpu, memory, processes, file size, open files, core=0; default profile: cpu %ds, memory %s, processes %d, file size %s, open files %d\n",
+		l.CPUSeconds, gib(l.Memory), l.Processes, gib(l.FileSize), l.OpenFiles)
+	if !f.Root {
+		fmt.Fprintf(w, "  the process limit counts every process of uid %d, the kernel's own, not one tree's\n", os.Getuid())
+	}
+}
+
+// gib is n bytes in GiB when it is a whole number of them.
+func gib(n uint64) string {
+	if n != 0 && n%(1<<30) == 0 {
+		return strconv.FormatUint(n>>30, 10) + " GiB"
+	}
+	return strconv.FormatUint(n, 10) + " bytes"
 }
 
 // Explain prints the rules p applies to target, layer by layer, in the
@@ -134,6 +183,11 @@ func Explain(w io.Writer, p *Policy, target string) {
 	fmt.Fprintf(w, "   tcp connect  %s\n", portsStr(q.ConnectTCP))
 	fmt.Fprintf(w, "   tcp bind     %s\n", portsStr(q.BindTCP))
 	fmt.Fprintf(w, "   scoped       abstract unix sockets and signals stay inside the sandbox\n")
+	if hidesProc() && !q.SharedProc {
+		fmt.Fprintf(w, "   /proc        the sandbox's own, mounted before the ruleset (%s): its own processes only\n", procOptions)
+	} else {
+		fmt.Fprintf(w, "   /proc        the host's: every process's command line and /proc/net where /proc is granted\n")
+	}
 	fmt.Fprintf(w, "\n5. credentials\n")
 	switch {
 	case q.UID > 0:
@@ -149,7 +203,7 @@ func Explain(w io.Writer, p *Policy, target string) {
 	} else {
 		fp := q.filterPolicy()
 		fmt.Fprintf(w, "   kill: foreign architectures, x32 calls\n")
-		fmt.Fprintf(w, "   deny: ptrace, process_vm_*, mount family, unshare, setns, namespace clone flags, clone3 (ENOSYS), keyctl, bpf, perf_event_open, userfaultfd, io_uring, kexec, modules, TIOCSTI, TIOCLINUX\n")
+		fmt.Fprintf(w, "   deny: ptrace, process_vm_*, mount family, unshare, setns, namespace clone flags, clone3 (ENOSYS), keyctl, bpf, perf_event_open, userfaultfd, io_uring, kexec, modules, TIOCSTI, TIOCLINUX, System V IPC, POSIX message queues, memfd_create without MFD_NOEXEC_SEAL\n")
 		fmt.Fprintf(w, "   sockets: tcp %s, udp %s, unix %s; never raw, packet, netlink, vsock, MPTCP\n", onOff(fp.TCP), onOff(fp.UDP), onOff(fp.Unix))
 	}
 	fmt.Fprintf(w, "\n7. execve with this environment only\n")
@@ -158,7 +212,7 @@ func Explain(w io.Writer, p *Policy, target string) {
 	for _, kv := range env {
 		fmt.Fprintf(w, "   %s\n", kv)
 	}
-	if miss := Unenforced(q, LandlockABI()); len(miss) > 0 {
+	if miss := slices.Concat(Unenforced(q, LandlockABI()), Gaps(q)); len(miss) > 0 {
 		fmt.Fprintf(w, "\nNOT enforced on this kernel:\n")
 		for _, m := range miss {
 			fmt.Fprintf(w, "   %s\n", m)

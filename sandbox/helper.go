@@ -27,6 +27,11 @@ func HelperMain() {
 	if len(os.Args) > 2 && os.Args[2] == WarmArg {
 		var p *plan
 		var argv []string
+		if hidesProc() {
+			// Off the spawn's path, while the helper waits. On failure
+			// confine tries again and reports why.
+			privateProc()
+		}
 		if p, argv, err = receive(); err == nil {
 			err = confine(p, argv)
 		}
@@ -84,6 +89,13 @@ func confine(p *plan, argv []string) error {
 		// open across the exec.
 		if err := unix.Dup3(ipcFD, ipcTargetFD, 0); err != nil {
 			return fmt.Errorf("hand over the kernel connection: %w", err)
+		}
+	}
+	// A /proc that shows the sandbox's own processes only, before
+	// Landlock (which forbids mounting) opens its "/proc" rule on it.
+	if p.privateProc {
+		if err := privateProc(); err != nil {
+			return err
 		}
 	}
 	// 2. no_new_privs: Landlock needs it from a process without

@@ -25,7 +25,10 @@ type plan struct {
 	uid     int
 	gid     int
 	ipc     bool
-	env     []string
+	// privateProc mounts a procfs of the sandbox's own on /proc (see
+	// procfs.go); set when the kernel, and so the helper, is root.
+	privateProc bool
+	env         []string
 }
 
 // rule is one Landlock path rule.
@@ -40,6 +43,7 @@ func makePlan(p *Policy) (*plan, error) {
 	pl := &plan{
 		connect: p.ConnectTCP, bind: p.BindTCP,
 		limits: p.Limits, uid: p.UID, gid: p.GID, ipc: p.IPC, env: p.Env,
+		privateProc: hidesProc() && !p.SharedProc,
 	}
 	if abi := LandlockABI(); abi > 0 {
 		pl.ruleset = handled(abi)
@@ -121,6 +125,7 @@ func (pl *plan) encode() []byte {
 	u(uint64(int64(pl.uid)))
 	u(uint64(int64(pl.gid)))
 	flag(pl.ipc)
+	flag(pl.privateProc)
 	u(uint64(len(pl.env)))
 	for _, kv := range pl.env {
 		str(kv)
@@ -194,6 +199,7 @@ func decodePlan(b []byte) (*plan, error) {
 	pl.uid = int(int64(u()))
 	pl.gid = int(int64(u()))
 	pl.ipc = u() == 1
+	pl.privateProc = u() == 1
 	pl.env = make([]string, count())
 	for i := range pl.env {
 		pl.env[i] = str()

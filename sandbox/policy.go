@@ -55,6 +55,11 @@ type Policy struct {
 	// ablation tests that show each rule of the filter is load-bearing;
 	// nothing outside tests sets it.
 	SkipSeccomp bool
+	// SharedProc leaves the host's /proc where a root kernel gives the
+	// sandbox one of its own (see procfs.go). Like SkipSeccomp it exists
+	// for the ablation test, and for the benchmark that measures what the
+	// private /proc costs; nothing outside tests sets it.
+	SharedProc bool
 }
 
 // Limits are the resource limits of a sandboxed binary; zero is no limit

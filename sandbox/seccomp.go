@@ -38,6 +38,13 @@ const (
 const cloneNamespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
 
+// memfdNoExecSeal is MFD_NOEXEC_SEAL (Linux 6.3): the memfd is created
+// without execute permission and sealed so that it never gets it. A memfd
+// is on no path, so Landlock's execute rights do not reach it: without the
+// seal, bytes written to it run through /proc/self/fd/N or execveat. On a
+// kernel before 6.3 the flag is unknown and every memfd_create fails.
+const memfdNoExecSeal = unix.MFD_NOEXEC_SEAL
+
 // personality(2) values a binary may pass: PER_LINUX, which every Linux
 // process already runs with, and 0xffffffff, which only reads the
 // persona. Others can turn off address randomisation for the binary's
@@ -74,8 +81,9 @@ const bpfLeafSize = 4
 //     through any ABI but the native one: i386 through int 0x80, x32;
 //   - fails with EPERM the calls that reach other processes, the mount
 //     table, namespaces, keyrings, io_uring, bpf, perf, userfaultfd, file
-//     handles or the running of the host (seccomp_syscalls.go lists them
-//     with the reason for each group); clone with a namespace flag;
+//     handles, System V IPC and POSIX message queues or the running of the
+//     host (seccomp_syscalls.go lists them with the reason for each group);
+//     clone with a namespace flag; memfd_create without MFD_NOEXEC_SEAL;
 //     personality with anything but PER_LINUX or a query; and the terminal
 //     ioctls TIOCSTI (types into the terminal as if the user did) and
 //     TIOCLINUX;
@@ -102,6 +110,7 @@ func BuildFilter(fp FilterPolicy) ([]unix.SockFilter, error) {
 
 		clone       = a.newLabel()
 		ioctl       = a.newLabel()
+		memfd       = a.newLabel()
 		personality = a.newLabel()
 		socketpair  = a.newLabel()
 		socket      = denySocket
@@ -115,6 +124,7 @@ func BuildFilter(fp FilterPolicy) ([]unix.SockFilter, error) {
 		{sc.clone, clone},
 		{sc.clone3, noClone3},
 		{sc.ioctl, ioctl},
+		{sc.memfdCreate, memfd},
 		{sc.personality, personality},
 		{sc.socket, socket},
 		{sc.socketpair, socketpair},
@@ -145,6 +155,10 @@ func BuildFilter(fp FilterPolicy) ([]unix.SockFilter, error) {
 	a.load(argLow(1))
 	a.jeq(sc.tiocsti, deny, bpfNext)
 	a.jeq(sc.tioclinux, deny, allow)
+
+	a.bind(memfd)
+	a.load(argLow(1))
+	a.jset(memfdNoExecSeal, allow, deny)
 
 	a.bind(personality)
 	a.load(argLow(0))

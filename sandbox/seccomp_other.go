@@ -13,7 +13,7 @@ var (
 	deniedSyscalls     []uint32
 	archDeniedSyscalls []uint32
 	argSyscalls        struct {
-		clone, clone3, ioctl, personality, socket, socketpair uint32
-		tiocsti, tioclinux                                    uint32
+		clone, clone3, ioctl, personality, socket, socketpair, memfdCreate uint32
+		tiocsti, tioclinux                                                 uint32
 	}
 )

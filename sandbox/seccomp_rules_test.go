@@ -121,7 +121,7 @@ func TestFilterKillsOtherABIs(t *testing.T) {
 func TestFilterLeavesPlainSyscallsToTheCache(t *testing.T) {
 	denied := slices.Concat(deniedSyscalls, archDeniedSyscalls)
 	sc := argSyscalls
-	byArgs := []uint32{sc.clone, sc.ioctl, sc.personality, sc.socket, sc.socketpair}
+	byArgs := []uint32{sc.clone, sc.ioctl, sc.personality, sc.socket, sc.socketpair, sc.memfdCreate}
 	junk := []uint64{^uint64(0), 0xdead0000beef, 0, 1, 0x80000000, 0x7fffffff}
 	for _, fp := range allPolicies() {
 		prog := buildFilter(t, fp)
@@ -188,6 +188,13 @@ func TestFilterArgumentRules(t *testing.T) {
 		{"personality ADDR_NO_RANDOMIZE", nativeCall(sc.personality, 0x0040000), verdictDeny},
 		{"personality READ_IMPLIES_EXEC", nativeCall(sc.personality, 0x0400000), verdictDeny},
 		{"personality PER_LINUX32", nativeCall(sc.personality, 0x0008), verdictDeny},
+
+		{"memfd_create MFD_NOEXEC_SEAL", nativeCall(sc.memfdCreate, 0, unix.MFD_NOEXEC_SEAL), verdictAllow},
+		{"memfd_create MFD_NOEXEC_SEAL|MFD_CLOEXEC|MFD_ALLOW_SEALING", nativeCall(sc.memfdCreate, 0, unix.MFD_NOEXEC_SEAL|unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING), verdictAllow},
+		{"memfd_create 0", nativeCall(sc.memfdCreate, 0, 0), verdictDeny},
+		{"memfd_create MFD_CLOEXEC", nativeCall(sc.memfdCreate, 0, unix.MFD_CLOEXEC), verdictDeny},
+		{"memfd_create MFD_EXEC", nativeCall(sc.memfdCreate, 0, unix.MFD_EXEC), verdictDeny},
+		{"memfd_create MFD_NOEXEC_SEAL in the high half", nativeCall(sc.memfdCreate, 0, unix.MFD_NOEXEC_SEAL<<32), verdictDeny},
 
 		{"socketpair AF_UNIX", nativeCall(sc.socketpair, unix.AF_UNIX, unix.SOCK_STREAM), verdictAllow},
 		{"socketpair AF_UNIX dgram", nativeCall(sc.socketpair, unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC), verdictAllow},

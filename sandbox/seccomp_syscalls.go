@@ -83,13 +83,39 @@ var deniedSyscalls = []uint32{
 	unix.SYS_ADJTIMEX,
 	unix.SYS_CLOCK_ADJTIME,
 	unix.SYS_LOOKUP_DCOOKIE, // profiling relic, gone since Linux 6.8
+
+	// System V IPC and POSIX message queues. Their objects belong to the
+	// IPC namespace, not to the process: a segment or a queue made in the
+	// sandbox outlives its tree (a 512 MiB shm segment, a 0666 queue any
+	// uid can read), and no path names them for Landlock to check. POSIX
+	// shared memory (shm_open) is a file under /dev/shm, which Landlock
+	// does check. (The ipc(2) multiplexer exists only for i386 here, whose
+	// ABI the filter kills.)
+	unix.SYS_SHMGET,
+	unix.SYS_SHMAT,
+	unix.SYS_SHMCTL,
+	unix.SYS_SHMDT,
+	unix.SYS_MSGGET,
+	unix.SYS_MSGSND,
+	unix.SYS_MSGRCV,
+	unix.SYS_MSGCTL,
+	unix.SYS_SEMGET,
+	unix.SYS_SEMOP,
+	unix.SYS_SEMTIMEDOP,
+	unix.SYS_SEMCTL,
+	unix.SYS_MQ_OPEN,
+	unix.SYS_MQ_UNLINK,
+	unix.SYS_MQ_TIMEDSEND,
+	unix.SYS_MQ_TIMEDRECEIVE,
+	unix.SYS_MQ_NOTIFY,
+	unix.SYS_MQ_GETSETATTR,
 }
 
 // argSyscalls are the calls the filter decides on their arguments, and the
 // two terminal ioctls it refuses.
 var argSyscalls = struct {
-	clone, clone3, ioctl, personality, socket, socketpair uint32
-	tiocsti, tioclinux                                    uint32
+	clone, clone3, ioctl, personality, socket, socketpair, memfdCreate uint32
+	tiocsti, tioclinux                                                 uint32
 }{
 	clone:       unix.SYS_CLONE,
 	clone3:      unix.SYS_CLONE3,
@@ -97,6 +123,7 @@ var argSyscalls = struct {
 	personality: unix.SYS_PERSONALITY,
 	socket:      unix.SYS_SOCKET,
 	socketpair:  unix.SYS_SOCKETPAIR,
+	memfdCreate: unix.SYS_MEMFD_CREATE,
 	tiocsti:     unix.TIOCSTI,
 	tioclinux:   unix.TIOCLINUX,
 }

@@ -131,6 +131,31 @@ var seccompProbes = map[string]seccompProbe{
 	"clock_settime": func() error {
 		return rawErr(unix.Syscall(unix.SYS_CLOCK_SETTIME, unix.CLOCK_REALTIME, 0, 0)) // EFAULT: no time given
 	},
+	"shmget": func() error {
+		id, err := unix.SysvShmGet(unix.IPC_PRIVATE, 4096, unix.IPC_CREAT|0o600)
+		if err == nil {
+			unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+		}
+		return err
+	},
+	"msgget": func() error {
+		id, _, errno := unix.RawSyscall(unix.SYS_MSGGET, unix.IPC_PRIVATE, unix.IPC_CREAT|0o600, 0)
+		if errno == 0 {
+			unix.RawSyscall(unix.SYS_MSGCTL, id, unix.IPC_RMID, 0)
+		}
+		return errnoErr(errno)
+	},
+	"semop": func() error { return rawErr(unix.RawSyscall(unix.SYS_SEMOP, ^uintptr(0), 0, 0)) }, // EINVAL: no such set
+	"mq_unlink": func() error {
+		name := []byte("kairo-seccomp-none\x00")
+		return rawErr(unix.RawSyscall(unix.SYS_MQ_UNLINK, uintptr(unsafe.Pointer(&name[0])), 0, 0)) // ENOENT
+	},
+	"memfd_create/plain": func() error {
+		return closeAfterErr(unix.MemfdCreate("kairo-seccomp", unix.MFD_CLOEXEC))
+	},
+	"memfd_create/noexec-seal": func() error {
+		return closeAfterErr(unix.MemfdCreate("kairo-seccomp", unix.MFD_CLOEXEC|unix.MFD_NOEXEC_SEAL))
+	},
 	"personality/query": func() error { return rawErr(unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)) },
 	"personality/set": func() error {
 		old, _, errno := unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
@@ -153,6 +178,14 @@ func errnoErr(errno unix.Errno) error {
 		return nil
 	}
 	return errno
+}
+
+// closeAfterErr closes fd when the call that made it succeeded.
+func closeAfterErr(fd int, err error) error {
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
 }
 
 func closeFDs(fds ...int) {
@@ -429,6 +462,12 @@ var kernelWants = []probeWant{
 	{probe: "keyctl", deny: unix.EPERM},
 	{probe: "open_by_handle_at", deny: unix.EPERM, rootOnly: true},
 	{probe: "clock_settime", deny: unix.EPERM},
+	{probe: "shmget", deny: unix.EPERM},
+	{probe: "msgget", deny: unix.EPERM},
+	{probe: "semop", deny: unix.EPERM},
+	{probe: "mq_unlink", deny: unix.EPERM},
+	{probe: "memfd_create/plain", deny: unix.EPERM},
+	{probe: "memfd_create/noexec-seal", granted: anyPolicy, ok: true},
 	{probe: "personality/query", granted: anyPolicy, ok: true},
 	{probe: "personality/set", deny: unix.EPERM},
 }

@@ -56,7 +56,7 @@ func (v *conversation) close() { v.c.Close() }
 func (v *conversation) send(ctx context.Context, text, runLoop string, follow bool, wait time.Duration) error {
 	id := bus.NewID()
 	data, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: id, RunLoopID: runLoop})
-	res, err := v.c.Publish(ctx, abi.Event{Type: abi.SubjectUserMessage, Source: "cli", Data: data})
+	res, err := v.c.Publish(ctx, abi.Event{Type: abi.SubjectUserMessage, Data: data})
 	if err != nil {
 		return callError("publish", err)
 	}
@@ -94,7 +94,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 			var d abi.IntentStarted
 			if msgpack.Unmarshal(ev.Data, &d) == nil && d.MessageID == id {
 				loop = d.RunLoopID
-				fmt.Fprintf(v.out, "· task %s\n", shortID(loop))
+				fmt.Fprintf(v.out, "· task %s\n", termLine(shortID(loop)))
 			}
 		case ev.Type == abi.SubjectAgentAction && (ev.CausationID == routed && routed != "" || ev.CorrelationID == loop && loop != ""):
 			var d abi.ActionEvent
@@ -103,14 +103,14 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 			}
 			switch d.Type {
 			case abi.ActionSay, abi.ActionQuery:
-				fmt.Fprintf(v.out, "%s\n", d.Text)
+				fmt.Fprintf(v.out, "%s\n", termText(d.Text))
 				replies++
 				// A question waits for the user's next message.
 				if loop == "" || !follow || d.Type == abi.ActionQuery {
 					return nil
 				}
 			case abi.ActionToolCall:
-				fmt.Fprintf(v.out, "· %s %s\n", d.Tool, d.Args)
+				fmt.Fprintf(v.out, "· %s %s\n", termLine(d.Tool), termLine(d.Args))
 				if !follow {
 					return nil
 				}
@@ -120,7 +120,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 				Values map[string]any `msgpack:"values"`
 			}
 			if msgpack.Unmarshal(ev.Data, &d) == nil {
-				fmt.Fprintf(v.out, "· progress: %v\n", d.Values)
+				fmt.Fprintf(v.out, "· progress: %s\n", termLine(fmt.Sprint(d.Values)))
 			}
 		case ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == loop && loop != "":
 			return nil
@@ -129,7 +129,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 				Error string `msgpack:"error"`
 			}
 			if msgpack.Unmarshal(ev.Data, &d) == nil {
-				fmt.Fprintf(v.out, "· the agent: %s\n", d.Error)
+				fmt.Fprintf(v.out, "· the agent: %s\n", termText(d.Error))
 			}
 		}
 	}
@@ -232,20 +232,19 @@ func chat(ctx context.Context, in io.Reader, out io.Writer, socket string) error
 				printf("you> ")
 				continue
 			}
-			ev := abi.Event{Type: abi.SubjectTerminalInput, Source: "chat"}
+			ev := abi.Event{Type: abi.SubjectTerminalInput}
 			ev.Data, _ = msgpack.Marshal(abi.TerminalInput{Text: line, MessageID: bus.NewID()})
 			if !viaPlugin {
 				ev.Type = abi.SubjectUserMessage
 				ev.Data, _ = msgpack.Marshal(abi.UserMessage{Text: line, MessageID: bus.NewID()})
 			}
 			if _, err := v.c.Publish(ctx, ev); err != nil {
-				printf("kairo: %v\nyou> ", callError("send", err))
+				printf("kairo: %s\nyou> ", termText(callError("send", err).Error()))
 			}
 		}
 	}
 }
 
-// chatLine is what the chat shows of an event, or "".
 // terminalPlugin reports whether the terminal input plugin runs.
 func terminalPlugin(ctx context.Context, v *conversation) bool {
 	var res abi.PluginsListResult
@@ -260,6 +259,8 @@ func terminalPlugin(ctx context.Context, v *conversation) bool {
 	return false
 }
 
+// chatLine is what the chat shows of an event, or "": every string in it
+// that the agent, a tool or a process wrote is escaped for the terminal.
 func chatLine(ev *abi.Event) string {
 	switch ev.Type {
 	case abi.SubjectAgentAction:
@@ -269,11 +270,11 @@ func chatLine(ev *abi.Event) string {
 		}
 		switch d.Type {
 		case abi.ActionSay:
-			return "agent> " + d.Text
+			return "agent> " + termText(d.Text)
 		case abi.ActionQuery:
-			return "agent? " + d.Text
+			return "agent? " + termText(d.Text)
 		case abi.ActionToolCall:
-			return fmt.Sprintf("· [%s] %s %s", shortID(ev.CorrelationID), d.Tool, d.Args)
+			return fmt.Sprintf("· [%s] %s %s", termLine(shortID(ev.CorrelationID)), termLine(d.Tool), termLine(d.Args))
 		}
 	case "kairo.process.progress":
 		if ev.CorrelationID == "" {
@@ -283,14 +284,14 @@ func chatLine(ev *abi.Event) string {
 			Values map[string]any `msgpack:"values"`
 		}
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
-			return fmt.Sprintf("· [%s] progress %s", shortID(ev.CorrelationID), progressBar(d.Values))
+			return fmt.Sprintf("· [%s] progress %s", termLine(shortID(ev.CorrelationID)), termLine(progressBar(d.Values)))
 		}
 	case "kairo.agent.error":
 		var d struct {
 			Error string `msgpack:"error"`
 		}
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
-			return "· the agent: " + d.Error
+			return "· the agent: " + termText(d.Error)
 		}
 	}
 	return ""

@@ -193,14 +193,14 @@ var signalWhy = map[string]string{
 }
 
 func describe(info abi.ProcessInfo) string {
-	who := fmt.Sprintf("%s (pid %d)", info.ID, info.PID)
+	who := fmt.Sprintf("%s (pid %d)", termLine(info.ID), info.PID)
 	switch {
 	case info.Status == abi.ProcessRunning:
 		return who + " is running"
 	case info.ExitCode != nil:
 		return fmt.Sprintf("%s exited with code %d", who, *info.ExitCode)
 	case info.Signal != "":
-		return fmt.Sprintf("%s was killed by %s%s", who, info.Signal, signalWhy[info.Signal])
+		return fmt.Sprintf("%s was killed by %s%s", who, termLine(info.Signal), signalWhy[info.Signal])
 	}
-	return fmt.Sprintf("%s ended (%s) with no exit code", who, info.Status)
+	return fmt.Sprintf("%s ended (%s) with no exit code", who, termLine(info.Status))
 }

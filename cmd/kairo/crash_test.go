@@ -54,7 +54,7 @@ func TestCrashRecovery(t *testing.T) {
 					}
 					id := fmt.Sprintf("c%d-r%d-%d", cl, round, n)
 					data, _ := msgpack.Marshal(map[string]int{"client": cl, "round": round, "n": n})
-					res, err := c.Publish(ctx, abi.Event{ID: id, Type: "test.crash", Source: "crash-test", Data: data})
+					res, err := c.Publish(ctx, abi.Event{ID: id, Type: "test.crash", Data: data})
 					if err != nil {
 						return // the daemon died under us: this one was not acknowledged
 					}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -71,7 +72,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// tail sees an event published after it subscribed.
 	tailLine := tailOne(t, d, "test.tail", `{"x":1}`)
-	if !regexp.MustCompile(`^\[\d+\] \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\S* test\.tail cli \{"x":1\}$`).MatchString(tailLine) {
+	if !regexp.MustCompile(`^\[\d+\] \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\S* test\.tail operator/\d+ \{"x":1\}$`).MatchString(tailLine) {
 		t.Errorf("tail line %q is not [seq] time type source data", tailLine)
 	}
 
@@ -93,7 +94,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	for i, p := range published {
 		ev := got[i]
-		if ev["id"] != p.id || ev["type"] != p.subject || ev["source"] != "cli" || ev["correlationId"] != "run-1" ||
+		if ev["id"] != p.id || ev["type"] != p.subject || ev["source"] != fmt.Sprintf("operator/%d", os.Getuid()) || ev["correlationId"] != "run-1" ||
 			ev["seq"] != float64(seqs[p.id]) {
 			t.Errorf("event %d = %v, want id %s type %s seq %d", i, ev, p.id, p.subject, seqs[p.id])
 		}

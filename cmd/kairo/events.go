@@ -57,7 +57,6 @@ sequence number and ID once the kernel has stored it. JSON, if given, is the
 event's data, converted to MsgPack; "-" reads it from stdin. Put flags before
 "--" when the JSON starts with '-'. Publishing an ID that is already stored
 stores nothing and prints the stored sequence number.`)
-	source := f.String("source", "cli", "the event's `SOURCE`")
 	id := f.String("id", "", "the event's `ID` (default: a new UUIDv7); makes the publish idempotent")
 	corr := f.String("correlation", "", "the correlation `ID` (the run loop it belongs to)")
 	caus := f.String("causation", "", "the `ID` of the event that caused this one")
@@ -66,7 +65,7 @@ stores nothing and prints the stored sequence number.`)
 	if err != nil {
 		return err
 	}
-	ev := abi.Event{Type: pos[0], ID: *id, Source: *source, CorrelationID: *corr, CausationID: *caus}
+	ev := abi.Event{Type: pos[0], ID: *id, CorrelationID: *corr, CausationID: *caus} // the kernel sets the source: who publishes
 	// Check here what the kernel would refuse, so the message comes even
 	// when no kernel runs.
 	if err := bus.ValidateSubject(ev.Type); err != nil {
@@ -102,9 +101,9 @@ stores nothing and prints the stored sequence number.`)
 			Duplicate bool   `json:"duplicate"`
 		}{res.Seq, res.ID, res.Duplicate}))
 	case res.Duplicate:
-		fmt.Printf("duplicate of seq=%d id=%s\n", res.Seq, res.ID)
+		fmt.Printf("duplicate of seq=%d id=%s\n", res.Seq, termLine(res.ID))
 	default:
-		fmt.Printf("published seq=%d id=%s\n", res.Seq, res.ID)
+		fmt.Printf("published seq=%d id=%s\n", res.Seq, termLine(res.ID))
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ publish = ["kairo.skill.demo.>"]
 		}
 	}
 	replay := kairo(t, home, "events", "replay", "kairo.>")
-	if !strings.Contains(replay.stdout, "Z kairo.skill.demo.done cli") || strings.Contains(replay.stdout, "Z kairo.other cli") {
+	if !strings.Contains(replay.stdout, "Z kairo.skill.demo.done skill/ipc-demo") || strings.Contains(replay.stdout, "Z kairo.other") {
 		t.Errorf("the bus should hold the granted event and not the other:\n%s", replay.stdout)
 	}
 }

@@ -106,13 +106,14 @@ func run(ctx context.Context, args []string) int {
 	case errors.Is(err, errUsageShown):
 		return 2
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "kairo: %s\n", ue.msg)
+		fmt.Fprintf(os.Stderr, "kairo: %s\n", termText(ue.msg))
 		if ue.synopsis != "" {
 			fmt.Fprintf(os.Stderr, "usage: %s\n", ue.synopsis)
 		}
 		return 2
 	}
-	fmt.Fprintf(os.Stderr, "kairo: %s\n", strings.TrimSpace(err.Error()))
+	// An error may carry what the daemon, a plugin or a tool server said.
+	fmt.Fprintf(os.Stderr, "kairo: %s\n", termText(strings.TrimSpace(err.Error())))
 	return 1
 }
 

@@ -52,15 +52,15 @@ disabled (turned off in kairo.toml).`)
 		if p.Builtin {
 			trusted += " (built-in)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", p.Name, orDash(p.Version), orDash(strings.Join(p.Kinds, ",")),
-			p.State, time.Since(p.Since).Round(time.Second), trusted, p.Failures, p.Restarts, p.Denied, grantsLine(p))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", termLine(p.Name), termLine(orDash(p.Version)), termLine(orDash(strings.Join(p.Kinds, ","))),
+			termLine(p.State), time.Since(p.Since).Round(time.Second), trusted, p.Failures, p.Restarts, p.Denied, termLine(grantsLine(p)))
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	for _, p := range res.Plugins {
 		if p.Error != "" {
-			fmt.Printf("\n%s: %s\n", p.Name, p.Error)
+			fmt.Printf("\n%s: %s\n", termLine(p.Name), termText(p.Error))
 		}
 	}
 	return nil
@@ -133,33 +133,35 @@ deadline, with every host function refusing; nothing else of it runs.`)
 		fmt.Printf("%s\n", marshalJSON(in))
 		return nil
 	}
-	fmt.Printf("file\t%s (%d bytes)\n", in.File, in.Size)
+	// Everything below but the sizes comes from the module and its
+	// manifest, which whoever wrote the plugin chose.
+	fmt.Printf("file\t%s (%d bytes)\n", termLine(in.File), in.Size)
 	if in.ABIVersion != 0 {
 		fmt.Printf("abi\tversion %d (this host speaks %d)\n", in.ABIVersion, abi.PluginABIVersion)
 	} else {
-		fmt.Printf("abi\tunknown: %s\n", in.VersionError)
+		fmt.Printf("abi\tunknown: %s\n", termText(in.VersionError))
 	}
 	fmt.Println("exports:")
 	for _, s := range in.Exports {
-		fmt.Printf("  %-20s %s %s\n", s.Name, s.Kind, s.Type)
+		fmt.Printf("  %-20s %s %s\n", termLine(s.Name), termLine(s.Kind), termLine(s.Type))
 	}
 	fmt.Println("imports:")
 	for _, s := range in.Imports {
-		fmt.Printf("  %-36s %s %s\n", s.Module+"."+s.Name, s.Kind, s.Type)
+		fmt.Printf("  %-36s %s %s\n", termLine(s.Module+"."+s.Name), termLine(s.Kind), termLine(s.Type))
 	}
 	if m := in.Manifest; m != nil {
-		fmt.Printf("manifest (%s):\n", m.File)
-		fmt.Printf("  name %s, version %s, kinds %s\n", m.Plugin.Name, orDash(m.Plugin.Version), strings.Join(m.Plugin.Kinds, ","))
-		fmt.Printf("  grants: %s\n", grantsLine(abi.PluginStatus{Subscribe: m.Grants.Subscribe, Publish: m.Grants.Publish, Call: m.Grants.Call,
-			WASIFS: m.Grants.WASI.FS, WASIEnv: m.Grants.WASI.Env}))
+		fmt.Printf("manifest (%s):\n", termLine(m.File))
+		fmt.Printf("  name %s, version %s, kinds %s\n", termLine(m.Plugin.Name), termLine(orDash(m.Plugin.Version)), termLine(strings.Join(m.Plugin.Kinds, ",")))
+		fmt.Printf("  grants: %s\n", termLine(grantsLine(abi.PluginStatus{Subscribe: m.Grants.Subscribe, Publish: m.Grants.Publish, Call: m.Grants.Call,
+			WASIFS: m.Grants.WASI.FS, WASIEnv: m.Grants.WASI.Env})))
 		if m.Limits.Memory != 0 || m.Limits.Deadline != "" {
-			fmt.Printf("  limits: memory %s, deadline %s\n", m.Limits.Memory, orDash(m.Limits.Deadline))
+			fmt.Printf("  limits: memory %s, deadline %s\n", m.Limits.Memory, termLine(orDash(m.Limits.Deadline)))
 		}
 		if len(m.Config) > 0 {
-			fmt.Printf("  config: %v\n", m.Config)
+			fmt.Printf("  config: %s\n", termLine(fmt.Sprint(m.Config)))
 		}
 	} else {
-		fmt.Printf("manifest: none: %s\n", in.ManifestError)
+		fmt.Printf("manifest: none: %s\n", termText(in.ManifestError))
 	}
 	if len(in.Problems) == 0 {
 		fmt.Println("ok: the host can load it")
@@ -167,7 +169,7 @@ deadline, with every host function refusing; nothing else of it runs.`)
 	}
 	fmt.Println("the host would refuse it:")
 	for _, p := range in.Problems {
-		fmt.Printf("  - %s\n", p)
+		fmt.Printf("  - %s\n", termText(p))
 	}
 	return exitCode(1)
 }

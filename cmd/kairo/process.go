@@ -84,7 +84,7 @@ func spawnAttached(ctx context.Context, c *ipc.Client, params abi.SpawnParams) e
 	if err := c.Call(ctx, "process.spawn", params, &info); err != nil {
 		return callError("process.spawn", err)
 	}
-	fmt.Fprintf(os.Stderr, "kairo: spawned %s (pid %d)\n", info.ID, info.PID)
+	fmt.Fprintf(os.Stderr, "kairo: spawned %s (pid %d)\n", termLine(info.ID), info.PID)
 	var tty *terminal
 	if interactive {
 		var err error
@@ -156,7 +156,7 @@ it.`)
 	tty.restore()
 	switch {
 	case errors.Is(err, errDetached):
-		fmt.Fprintf(os.Stderr, "kairo: stopped following %s; it runs on\n", id)
+		fmt.Fprintf(os.Stderr, "kairo: stopped following %s; it runs on\n", termLine(id))
 		return nil
 	case err != nil:
 		return callError("process.wait", err)
@@ -259,8 +259,8 @@ signal, startedAt, exitedAt, correlationId, causationId.`)
 		case p.Signal != "":
 			exit = p.Signal
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", p.ID, p.PID, p.Status, exit,
-			p.StartedAt.Local().Format("2006-01-02 15:04:05"), shellJoin(p.Argv))
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", termLine(p.ID), p.PID, termLine(p.Status), termLine(exit),
+			p.StartedAt.Local().Format("2006-01-02 15:04:05"), termLine(shellJoin(p.Argv)))
 	}
 	return w.Flush()
 }

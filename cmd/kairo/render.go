@@ -20,9 +20,12 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 // eventLine renders an event on one line for people:
 //
 //	[12] 2025-06-01T10:00:00.000+02:00 app.order.created cli {"id":7}
+//
+// The type and the source are the publisher's words, shown escaped; the
+// data is JSON, escaped by marshalJSON.
 func eventLine(ev *abi.Event) string {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "[%d] %s %s %s", ev.Seq, ev.Time.Local().Format(timeLayout), ev.Type, ev.Source)
+	fmt.Fprintf(&b, "[%d] %s %s %s", ev.Seq, ev.Time.Local().Format(timeLayout), termLine(ev.Type), termLine(ev.Source))
 	if len(ev.Data) > 0 {
 		b.WriteByte(' ')
 		b.Write(dataJSON(ev.Data))
@@ -69,7 +72,8 @@ func dataJSON(raw []byte) json.RawMessage {
 }
 
 // marshalJSON is json.Marshal without HTML escaping: the output is for a
-// terminal or jq, not a web page.
+// terminal or jq, not a web page. Nothing in it is raw that a terminal
+// acts on (see jsonSafe).
 func marshalJSON(v any) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -78,7 +82,7 @@ func marshalJSON(v any) []byte {
 		// Only unsupported values fail, and every caller passes plain data.
 		panic(fmt.Sprintf("marshal %T: %v", v, err))
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return jsonSafe(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
 // maxDepth bounds nesting, so hostile data cannot exhaust the stack.

@@ -150,14 +150,14 @@ func (d *daemon) registerReplay(home string, cfg manifests.Config) {
 }
 
 func printReplay(w io.Writer, rep *agent.ReplayReport) error {
-	fmt.Fprintf(w, "run loop %s %q\n", rep.RunLoop, rep.Goal)
+	fmt.Fprintf(w, "run loop %s %q\n", termLine(rep.RunLoop), rep.Goal)
 	fmt.Fprintf(w, "replayed %d decisions (ticks %d–%d): %d actions, %d thoughts, %d recorded model answers\n",
 		rep.Decisions, rep.FirstTick, rep.LastTick, rep.Actions, rep.Thoughts, rep.Answers)
 	if rep.Unrecorded > 0 {
 		fmt.Fprintf(w, "not replayed: %d decisions whose tick the log does not record (the daemon stopped as it decided)\n", rep.Unrecorded)
 	}
 	if d := rep.Divergence; d != nil {
-		fmt.Fprintf(w, "DIVERGED at tick %d (decision %d of %d): %s\n", d.Tick, d.Decision, rep.Decisions, d.What)
+		fmt.Fprintf(w, "DIVERGED at tick %d (decision %d of %d): %s\n", d.Tick, d.Decision, rep.Decisions, termText(d.What))
 		return exitCode(1)
 	}
 	fmt.Fprintln(w, "the policy decided as recorded")

@@ -73,13 +73,13 @@ for the run and removed after it.`)
 	if *explain {
 		p := proc.SkillPolicy(skill, work, "$TMP", os.Environ())
 		p.BestEffort = *bestEffort
-		fmt.Printf("skill      %s %s (%s)\n", skill.Skill.Name, skill.Skill.Version, path)
-		fmt.Printf("command    %s\n", strings.Join(argv, " "))
+		fmt.Printf("skill      %s %s (%s)\n", termLine(skill.Skill.Name), termLine(skill.Skill.Version), termLine(path))
+		fmt.Printf("command    %s\n", termLine(strings.Join(argv, " ")))
 		sandbox.Explain(os.Stdout, p, argv[0])
 		if len(skill.Progress) > 0 {
 			fmt.Println("\nprogress rules (kairo.process.progress)")
 			for _, r := range skill.Progress {
-				fmt.Printf("   %s\n", r.Pattern)
+				fmt.Printf("   %s\n", termLine(r.Pattern))
 			}
 		}
 		return nil
@@ -182,13 +182,20 @@ func runSandboxCheck(ctx context.Context, args []string) error {
 	f := newFlags("sandbox check", "kairo sandbox check", `
 Print what the sandbox enforces on this machine, layer by layer: the
 Landlock ABI and what each of its versions adds, the seccomp filter,
-no_new_privs, and the uid a sandboxed process runs as. A skill whose grants
+no_new_privs, the uid a sandboxed process runs as, and the cgroup layout
+process trees go in (or that there is none). A skill whose grants
 need more than this kernel has is refused unless best effort is chosen.`)
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
 	feat := sandbox.Probe()
 	sandbox.WriteCheck(os.Stdout, feat)
+	// Where `kairo up` puts the process trees.
+	if cgs, err := proc.FindCgroups(); err != nil {
+		fmt.Printf("process trees: no cgroups (%v): each tree is killed by its process group and uid, bounded by rlimits only, and may outlive a daemon killed with SIGKILL\n", err)
+	} else {
+		fmt.Printf("process trees: each in a cgroup of its own, under one per home: %s\n", cgs)
+	}
 	if feat.LandlockABI == 0 {
 		return errors.New("this kernel has no Landlock: skills are refused unless best effort is chosen")
 	}

@@ -38,7 +38,7 @@ as a timeline (ID may be the last 8 characters the list shows).`)
 	fmt.Fprintln(w, "ID\tSTARTED\tSTATUS\tSTEPS\tRUNNING\tGOAL")
 	for _, r := range res.Runs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", shortID(r.ID), r.StartedAt.Local().Format("01-02 15:04:05"),
-			r.Status, r.Iterations, r.InProgress, clip(r.Goal, 60))
+			termLine(r.Status), r.Iterations, r.InProgress, termLine(clip(r.Goal, 60)))
 	}
 	return w.Flush()
 }
@@ -119,7 +119,7 @@ func runRunsShow(ctx context.Context, args []string) error {
 		if t0.IsZero() {
 			t0 = ev.Time
 		}
-		fmt.Fprintf(w, "%s\t+%s\t%s\t%s\n", ev.Time.Local().Format("15:04:05.000"), ev.Time.Sub(t0).Round(time.Millisecond), ev.Type, describeRunEvent(ev))
+		fmt.Fprintf(w, "%s\t+%s\t%s\t%s\n", ev.Time.Local().Format("15:04:05.000"), ev.Time.Sub(t0).Round(time.Millisecond), termLine(ev.Type), termLine(describeRunEvent(ev)))
 	}
 	return w.Flush()
 }

@@ -109,7 +109,7 @@ func runStatus(ctx context.Context, args []string) error {
 	fmt.Fprintf(w, "events\t%d published, %d duplicates, %d delivered, %d catch-ups\n", m.Published, m.Duplicates, m.Delivered, m.CatchUps)
 	fmt.Fprintf(w, "clients\t%d connections, %d subscriptions, %d requests, %d bad frames\n", m.Connections, m.Subscriptions, m.Requests, m.BadFrames)
 	fmt.Fprintf(w, "runtime\t%d goroutines, %s heap\n", m.Goroutines, manifests.Size(m.HeapBytes/1024*1024))
-	fmt.Fprintf(w, "methods\t%s\n", strings.Join(in.Methods, ", "))
+	fmt.Fprintf(w, "methods\t%s\n", termLine(strings.Join(in.Methods, ", ")))
 	return w.Flush()
 }
 

@@ -60,27 +60,30 @@ and parameters (the JSON schema a model fills in).`)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tSOURCE\tGRANTS")
 	for _, t := range list {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", t.Name, t.Source, toolGrants(t))
+		fmt.Fprintf(w, "%s\t%s\t%s\n", termLine(t.Name), termLine(t.Source), termLine(toolGrants(t)))
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	for _, t := range list {
 		if t.Error != "" {
-			fmt.Printf("\n%s: %s\n", t.Name, t.Error)
+			fmt.Printf("\n%s: %s\n", termLine(t.Name), termText(t.Error))
 		}
 	}
 	return nil
 }
 
+// printTool shows one tool. Its name, description and error come from
+// whoever provides the tool (an MCP server, a plugin, a skill's manifest),
+// so each is escaped for the terminal.
 func printTool(t abi.ToolInfo) {
-	fmt.Printf("name\t%s\n", t.Name)
-	fmt.Printf("source\t%s%s\n", t.Source, wrap(" (", t.Origin, ")"))
-	fmt.Printf("grants\t%s\n", toolGrants(t))
+	fmt.Printf("name\t%s\n", termLine(t.Name))
+	fmt.Printf("source\t%s%s\n", termLine(t.Source), termLine(wrap(" (", t.Origin, ")")))
+	fmt.Printf("grants\t%s\n", termLine(toolGrants(t)))
 	if t.Error != "" {
-		fmt.Printf("error\t%s\n", t.Error)
+		fmt.Printf("error\t%s\n", termText(t.Error))
 	}
-	fmt.Printf("about\t%s\n", orDash(t.Description))
+	fmt.Printf("about\t%s\n", termText(orDash(t.Description)))
 	fmt.Printf("params\t%s\n", marshalJSON(t.Parameters))
 }
 

@@ -326,6 +326,7 @@ func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
 		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
 		QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
+		Spawn: &kernel.SpawnAuthority{Skills: a.Grants.Skills, Commands: a.Grants.Commands, Folders: a.Grants.Folders},
 	})
 	if err != nil {
 		return err
@@ -376,7 +377,10 @@ func spinOf(d time.Duration) time.Duration {
 }
 
 // sandboxLauncher is how the kernel starts binaries: confined, unless the
-// operator turned the sandbox off.
+// operator turned the sandbox off. As root each tree gets a uid of its own
+// and, where the host has cgroups, a cgroup under this home's; what an
+// earlier run of this home left running is killed first, and a watchdog
+// kills this home's trees should the daemon die without stopping.
 func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.Launcher, error) {
 	if cfg.Sandbox.Mode == manifests.SandboxOff {
 		log.Warn("the sandbox is off: spawned binaries run with the kernel's rights (sandbox.mode = \"off\")")
@@ -386,32 +390,71 @@ func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.
 	if err != nil {
 		return nil, err
 	}
-	// Temp folders and scratch workspaces, one set per home (a home has
-	// one kernel at a time): what a previous kernel left is removed.
+	// Temp folders and workspaces, one set per home (a home has one
+	// kernel at a time), on disk: what a workspace holds must not take
+	// memory. The home itself is 0700, which the sandboxes' uids may not
+	// pass, so the folder is named after it in /var/tmp.
 	sum := sha256.Sum256([]byte(home))
-	root, err := proc.ScratchRoot(hex.EncodeToString(sum[:8]))
+	name := hex.EncodeToString(sum[:8])
+	root, err := proc.DiskRoot(name)
 	if err != nil {
 		return nil, err
 	}
+	sc := cfg.Sandbox
+	limits := sandbox.Limits{
+		CPUSeconds: uint64(sc.Limits.CPUSeconds), Memory: uint64(sc.Limits.Memory), Processes: uint64(sc.Limits.Processes),
+		FileSize: uint64(sc.Limits.FileSize), OpenFiles: uint64(sc.Limits.OpenFiles),
+		Wall: time.Duration(sc.Limits.WallSeconds) * time.Second, OutputBytes: uint64(sc.Limits.OutputBytes), OutputRate: uint64(sc.Limits.OutputRate),
+	}
+	l := &proc.Sandboxed{
+		Helper: helper, Root: root, BestEffort: sc.BestEffort, Warm: 2, // two helpers wait for the next spawns
+		UIDBase: int(sc.UIDBase), UIDCount: int(sc.UIDCount), Home: home, Limits: limits,
+		KeepWorkspaces: sc.KeepWorkspaces, WorkspaceMax: int64(sc.WorkspaceMax), StopGrace: sc.StopGraceDuration(),
+	}
 	if os.Geteuid() == 0 {
-		if n := proc.SweepSandboxUIDs(); n > 0 {
-			log.Warn("killed processes a previous kernel left running in sandboxes", "count", n)
+		startCgroups(l, "kairo-"+name, log)
+		if n := proc.SweepSandboxUIDs(home, int(sc.UIDBase), int(sc.UIDCount)); n > 0 {
+			log.Warn("killed processes a previous run of this home left running in sandboxes", "count", n)
 		}
 	}
+	l.RemoveScratch() // what an earlier run left, but the workspaces kept
 	abi := sandbox.LandlockABI()
-	if abi == 0 && !cfg.Sandbox.BestEffort {
+	if abi == 0 && !sc.BestEffort {
 		log.Warn("this kernel has no Landlock: every spawn will be refused (set sandbox.best_effort to run them with seccomp and rlimits only)")
 	}
-	log.Info("sandbox on", "landlockABI", abi, "bestEffort", cfg.Sandbox.BestEffort)
-	if cfg.Sandbox.BestEffort {
+	log.Info("sandbox on", "landlockABI", abi, "bestEffort", sc.BestEffort, "workspaces", root)
+	if sc.BestEffort {
 		// What the default profile loses here; a skill's own grants may
 		// lose more, and `kairo run --explain` says what.
 		for _, miss := range sandbox.Unenforced(sandbox.Default(root, root, nil), abi) {
 			log.Warn("best effort: not enforced on this kernel", "what", miss)
 		}
 	}
-	// Two helpers wait, started ahead of time, for the next spawns.
-	return &proc.Sandboxed{Helper: helper, Root: root, BestEffort: cfg.Sandbox.BestEffort, Warm: 2}, nil
+	return l, nil
+}
+
+// startCgroups gives l this home's cgroups, once what an earlier run left
+// in them is dead, and their watchdog; without cgroups the trees are
+// killed by process group and uid, as `kairo sandbox check` says.
+func startCgroups(l *proc.Sandboxed, name string, log *slog.Logger) {
+	cgs, err := proc.FindCgroups()
+	if err == nil {
+		var h *proc.CgroupHome
+		if h, err = cgs.Home(name); err == nil {
+			if n := h.Sweep(); n > 0 {
+				log.Warn("killed processes a previous run of this home left in its cgroups", "count", n)
+			}
+			var exe string
+			if exe, err = os.Executable(); err == nil {
+				if l.Watchdog, err = h.StartWatchdog(exe); err == nil {
+					l.Cgroups = h
+					log.Info("process trees in cgroups", "layout", cgs.String(), "home", h.Dirs())
+					return
+				}
+			}
+		}
+	}
+	log.Warn("no cgroups for the process trees: they are killed by process group and uid, not bounded as a whole, and may outlive a daemon killed with SIGKILL", "err", err)
 }
 
 // sandboxHelper is the binary that confines and execs each spawn:
@@ -436,9 +479,9 @@ func serveSkills(l proc.Launcher, srv *ipc.Server) {
 	if !ok {
 		return
 	}
-	sl.ServeIPC = func(conn *os.File, uid int, g manifests.IPCGrants) error {
+	sl.ServeIPC = func(conn *os.File, uid int, g manifests.IPCGrants, tree *proc.Tree) error {
 		return srv.ServeFile(conn, kernel.Caller{
-			UID: uint32(uid), GID: uint32(uid),
+			UID: uint32(uid), GID: uint32(uid), Tree: tree,
 			Grants: &kernel.Grants{Call: g.Call, Publish: g.Publish, Subscribe: g.Subscribe},
 		})
 	}
@@ -492,10 +535,18 @@ func (d *daemon) stop() error {
 		d.plugins.Stop() // before the kernel: their calls and processes end first
 		d.host.Close(context.Background())
 	}
-	d.kernel.Close() // no process outlives the daemon; their exits are stored
+	// Each tree gets SIGTERM and a grace to end on its own, then its
+	// cgroup is killed: no process outlives the daemon; their exits are
+	// stored.
+	grace := proc.DefaultStopGrace
 	if sl, ok := d.launcher.(*proc.Sandboxed); ok {
-		sl.Close()            // the helpers waiting for spawns
-		os.RemoveAll(sl.Root) // the sandboxes' temp folders and scratch workspaces
+		grace = sl.StopGrace
+	}
+	d.kernel.Proc.Stop(grace)
+	d.kernel.Close()
+	if sl, ok := d.launcher.(*proc.Sandboxed); ok {
+		sl.Close()         // the helpers waiting for spawns, the watchdog
+		sl.RemoveScratch() // temp folders and workspaces, but those kept
 	}
 	if _, err := d.publishSystem("kairo.system.stopping", systemData{Version: version, PID: os.Getpid()}); err != nil {
 		errs = append(errs, err)

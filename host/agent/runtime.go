@@ -56,6 +56,10 @@ type Config struct {
 	// Skills are the binary skills the agent may run by name: name → the
 	// absolute path of its skill.toml.
 	Skills map[string]string
+	// Spawn is what the agent may start for a run loop ([agent.grants]);
+	// default: every installed skill, and commands under the default
+	// profile in workspaces Kairo makes.
+	Spawn *kernel.SpawnAuthority
 	// Memory is what the agent remembers beyond its run loops' state; nil:
 	// short-term memory only.
 	Memory *MemoryConfig
@@ -72,6 +76,9 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	if c.Spawn == nil {
+		c.Spawn = &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true}
+	}
 	if c.Agent == "" {
 		c.Agent = "default"
 	}
@@ -271,6 +278,10 @@ func (r *Runtime) markInterrupted() {
 func (r *Runtime) observe(evs []abi.Event) error {
 	for i := range evs {
 		ev := &evs[i]
+		if !trusted(ev) {
+			r.log.Warn("ignored an event of a kernel subject from an untrusted source", "type", ev.Type, "source", ev.Source, "id", ev.ID)
+			continue
+		}
 		r.mu.Lock()
 		_, own := r.st.own[ev.ID]
 		r.st.apply(ev)
@@ -287,7 +298,7 @@ func (r *Runtime) observe(evs []abi.Event) error {
 			r.route(ev)
 		case ev.Type == "kairo.process.exited":
 			r.noteExit(ev)
-		case ev.Type == abi.SubjectIntentCancel:
+		case ev.Type == abi.SubjectIntentCancel && ev.Source != "agent/"+r.cfg.Agent:
 			var d abi.CancelParams
 			if msgpack.Unmarshal(ev.Data, &d) == nil && d.CorrelationID != "" {
 				r.wg.Add(1)

@@ -27,9 +27,12 @@ type session struct {
 
 func newSession(ctx context.Context, r *Runtime) *session {
 	return &session{
-		ctx:    ctx,
-		caller: kernel.Caller{Plugin: "agent/" + r.cfg.Agent, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), PID: int32(os.Getpid())},
-		lines:  map[string][]string{}, part: map[string][]byte{},
+		ctx: ctx,
+		caller: kernel.Caller{
+			Kind: kernel.KindAgent, Name: r.cfg.Agent, Spawn: r.cfg.Spawn,
+			UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), PID: int32(os.Getpid()),
+		},
+		lines: map[string][]string{}, part: map[string][]byte{},
 	}
 }
 

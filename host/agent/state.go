@@ -88,6 +88,9 @@ func (s *state) apply(ev *abi.Event) {
 		delete(s.own, ev.ID)
 		return
 	}
+	if !trusted(ev) {
+		return
+	}
 	switch {
 	case ev.Type == abi.SubjectUserMessage:
 		var m abi.UserMessage

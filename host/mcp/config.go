@@ -38,9 +38,16 @@ type ServerConfig struct {
 	Command []string `toml:"command"`
 	// URL is a streamable HTTP endpoint, such as "http://127.0.0.1:8931/mcp".
 	URL string `toml:"url"`
-	// Env sets variables for a stdio server, over the kernel's environment
-	// or, sandboxed, over the sandbox's.
+	// Env sets variables for a stdio server. Its environment holds only
+	// what is named: the sandbox's minimal one (sandbox.BaseEnv, and HOME
+	// and TMPDIR under a sandboxing kernel), the variables of EnvPass and
+	// then Env. The kernel's own environment, its LLM API key included,
+	// never reaches a server unless passed by name.
 	Env map[string]string `toml:"env"`
+	// EnvPass names variables copied from the kernel's environment into
+	// the server's, such as ["OPENAI_API_KEY"] for a server that calls
+	// the model itself; a name the kernel does not have is left out.
+	EnvPass []string `toml:"env_pass"`
 	// Cwd is a stdio server's working folder: "" is the kernel's own, or
 	// the run's workspace under a sandboxing kernel.
 	Cwd string `toml:"cwd"`
@@ -97,8 +104,8 @@ func (c *ServerConfig) check() error {
 		if c.Sandbox != nil {
 			bad("sandbox applies to a stdio server that the kernel starts; a server at a url runs elsewhere: remove [sandbox] or give command")
 		}
-		if len(c.Env) > 0 || c.Cwd != "" {
-			bad("env and cwd apply to a stdio server that the kernel starts; remove them for a server at a url")
+		if len(c.Env) > 0 || len(c.EnvPass) > 0 || c.Cwd != "" {
+			bad("env, env_pass and cwd apply to a stdio server that the kernel starts; remove them for a server at a url")
 		}
 	case len(c.Command) == 0 && !manifest:
 		bad(`command is empty: give the program and its arguments, such as ["/usr/bin/node", "server.js"], or url for a streamable HTTP server`)
@@ -121,6 +128,11 @@ func (c *ServerConfig) check() error {
 			bad("env: %q is not a variable name", name)
 		}
 	}
+	for i, name := range c.EnvPass {
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			bad("env_pass[%d]: %q is not a variable name", i, name)
+		}
+	}
 	if c.ConnectTimeout < 0 {
 		bad("connect_timeout %s is negative; leave it out for %s", c.ConnectTimeout, DefaultConnectTimeout)
 	}
@@ -136,25 +148,37 @@ func (c *ServerConfig) check() error {
 	return errors.Join(errs...)
 }
 
-// env is Env as "NAME=value", sorted.
-func (c *ServerConfig) env() []string {
-	out := make([]string, 0, len(c.Env))
-	for k, v := range c.Env {
-		out = append(out, k+"="+v)
+// env is what the config names of the server's environment: the
+// variables of pass found in kernelEnv, then Env, sorted by name within
+// each.
+func (c *ServerConfig) env(pass []string, kernelEnv []string) []string {
+	var out []string
+	for _, name := range pass {
+		for _, kv := range kernelEnv {
+			if n, _, _ := strings.Cut(kv, "="); n == name {
+				out = sandbox.MergeEnv(out, []string{kv})
+			}
+		}
 	}
-	slices.Sort(out)
-	return out
+	set := make([]string, 0, len(c.Env))
+	for k, v := range c.Env {
+		set = append(set, k+"="+v)
+	}
+	slices.Sort(set)
+	return sandbox.MergeEnv(out, set)
 }
 
 // spec is the kernel spawn of a stdio server: its command as it is, or
-// under the grants of its sandbox.
+// under the grants of its sandbox. Its environment is always given
+// (spec.Env nil would be the kernel's whole environment under a launcher
+// that does not sandbox): the minimal one and what the config names.
 func (c *ServerConfig) spec() (proc.Spec, error) {
-	env := c.env()
+	kernelEnv := os.Environ()
+	env := c.env(c.EnvPass, kernelEnv)
 	if c.Sandbox == nil {
-		spec := proc.Spec{Argv: c.Command, Cwd: c.Cwd}
-		if len(env) > 0 {
-			spec.Env = sandbox.MergeEnv(os.Environ(), env)
-		}
+		// The default profile adds HOME and TMPDIR under a sandboxing
+		// launcher.
+		spec := proc.Spec{Argv: c.Command, Cwd: c.Cwd, Env: sandbox.MergeEnv(sandbox.BaseEnv(), env)}
 		return c.stdio(spec), nil
 	}
 	skill, extra, err := c.skill()
@@ -167,10 +191,13 @@ func (c *ServerConfig) spec() (proc.Spec, error) {
 	if skill.Limits.OutputBytes > 0 || skill.Limits.OutputRate > 0 {
 		return proc.Spec{}, fmt.Errorf("mcp server %q: %s limits output (output_bytes or output_rate), which would cut the server's JSON-RPC answers: leave them out for an MCP server", c.Name, skill.File)
 	}
-	spec, err := proc.SkillSpec(skill, nil, extra, c.Cwd, os.Environ())
+	spec, err := proc.SkillSpec(skill, nil, extra, c.Cwd, kernelEnv)
 	if err != nil {
 		return proc.Spec{}, fmt.Errorf("mcp server %q: %w", c.Name, err)
 	}
+	// Under a launcher that does not sandbox, the grants do not apply but
+	// their env.pass still names what the server may have.
+	spec.Env = sandbox.MergeEnv(sandbox.BaseEnv(), c.env(slices.Concat(skill.Env.Pass, c.EnvPass), kernelEnv))
 	if policy := spec.Policy; len(env) > 0 {
 		spec.Policy = func(work, tmp string) (*sandbox.Policy, error) {
 			p, err := policy(work, tmp)

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
+	"github.com/kairo-os/kairo/sandbox"
 )
 
 // The config reads from [mcp.NAME] tables of kairo.toml.
@@ -66,7 +69,9 @@ func TestConfigErrors(t *testing.T) {
 		{ServerConfig{Name: "a", Command: []string{"x"}, URL: "http://h/mcp"}, "not both"},
 		{ServerConfig{Name: "a", URL: "ftp://h/mcp"}, `url "ftp://h/mcp" is not an http or https URL`},
 		{ServerConfig{Name: "a", URL: "http://h/mcp", Sandbox: &Sandbox{}}, "sandbox applies to a stdio server"},
-		{ServerConfig{Name: "a", URL: "http://h/mcp", Cwd: "/tmp"}, "env and cwd apply to a stdio server"},
+		{ServerConfig{Name: "a", URL: "http://h/mcp", Cwd: "/tmp"}, "env, env_pass and cwd apply to a stdio server"},
+		{ServerConfig{Name: "a", URL: "http://h/mcp", EnvPass: []string{"HOME"}}, "env, env_pass and cwd apply to a stdio server"},
+		{ServerConfig{Name: "a", Command: []string{"x"}, EnvPass: []string{"A=b"}}, `env_pass[0]: "A=b" is not a variable name`},
 		{ServerConfig{Name: "a", Command: []string{"x"}, Sandbox: &Sandbox{Manifest: "skill.toml"}}, "give the skill.toml as an absolute path"},
 		{ServerConfig{Name: "a", Command: []string{"x"}, Sandbox: &Sandbox{Manifest: "/s.toml", FS: manifests.FSGrants{Read: []string{"/"}}}}, "give manifest or grants"},
 		{ServerConfig{Name: "a", Command: []string{"x"}, Cwd: "work"}, `cwd "work": give an absolute path`},
@@ -109,4 +114,103 @@ func TestConfigSandboxErrors(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestServerEnvironment: a stdio server's environment holds only what is
+// named (the minimal one, env_pass, env), never the kernel's own: with
+// OPENAI_API_KEY in the kernel's environment, a server configured with
+// env = {LOG_LEVEL = "debug"} and no sandbox table, or with one, does not
+// see it, while the variables named reach it. The server reads its own
+// /proc/self/environ. Not parallel: it sets the test process's environment.
+func TestServerEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-kairo-test-secret")
+	t.Setenv("KAIRO_TEST_PASSED", "passed-by-name")
+	named := func(cfg ServerConfig) ServerConfig {
+		cfg.Env = map[string]string{"LOG_LEVEL": "debug"}
+		cfg.EnvPass = []string{"KAIRO_TEST_PASSED", "KAIRO_TEST_NOT_SET"}
+		return cfg
+	}
+	environ := func(t *testing.T, s *Server) map[string]string {
+		t.Helper()
+		vars := map[string]string{}
+		for _, kv := range strings.Split(call(t, s, "read_file", `{"path":"/proc/self/environ"}`), "\x00") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				vars[k] = v
+			}
+		}
+		return vars
+	}
+	check := func(t *testing.T, vars map[string]string, want map[string]string) {
+		t.Helper()
+		if v, ok := vars["OPENAI_API_KEY"]; ok && want["OPENAI_API_KEY"] == "" {
+			t.Errorf("the server sees the kernel's OPENAI_API_KEY=%q; its environment: %v", v, vars)
+		}
+		for k, v := range want {
+			if vars[k] != v {
+				t.Errorf("%s=%q in the server's environment, want %q (all: %v)", k, vars[k], v, vars)
+			}
+		}
+		if _, ok := vars["KAIRO_TEST_NOT_SET"]; ok {
+			t.Errorf("a name in env_pass the kernel does not have was set: %v", vars)
+		}
+	}
+	base := map[string]string{"LOG_LEVEL": "debug", "KAIRO_TEST_PASSED": "passed-by-name", "PATH": sandbox.DefaultPath}
+
+	// The attack as it was found: no sandbox table, under a kernel that
+	// does not sandbox (the whole environment went through) ...
+	t.Run("NoSandboxTable", func(t *testing.T) {
+		s := newEnv(t, nil).connect(named(stdio()))
+		check(t, environ(t, s), base)
+	})
+	// ... and under `kairo up`, the default profile, which adds its own
+	// HOME and TMPDIR. The test server is not in the default profile's
+	// fs.exec, so this one checks the policy the launcher builds.
+	t.Run("NoSandboxTableDefaultProfile", func(t *testing.T) {
+		cfg := named(stdio())
+		if err := cfg.check(); err != nil {
+			t.Fatal(err)
+		}
+		spec, err := cfg.spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spec.Env == nil || spec.Policy != nil {
+			t.Fatalf("spec.Env %v, spec.Policy set %v: want an environment given and the default profile", spec.Env, spec.Policy != nil)
+		}
+		vars := map[string]string{}
+		for _, kv := range sandbox.Default("/work", "/tmp/t", spec.Env).Env {
+			k, v, _ := strings.Cut(kv, "=")
+			vars[k] = v
+		}
+		check(t, vars, map[string]string{"LOG_LEVEL": "debug", "KAIRO_TEST_PASSED": "passed-by-name", "HOME": "/work", "TMPDIR": "/tmp/t"})
+	})
+	if sandbox.LandlockABI() == 0 {
+		t.Skip("this kernel has no Landlock: no sandboxed server to try")
+	}
+	helper, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxed := newEnv(t, &proc.Sandboxed{Helper: helper, Root: reachableDir(t)})
+	grants := func(pass ...string) *Sandbox {
+		return &Sandbox{
+			FS:  manifests.FSGrants{Exec: []string{serverBin}, Read: []string{"/proc"}},
+			Env: manifests.EnvGrants{Pass: pass},
+		}
+	}
+	t.Run("SandboxTable", func(t *testing.T) {
+		cfg := named(stdio())
+		cfg.Sandbox = grants()
+		check(t, environ(t, sandboxed.connect(cfg)), base)
+	})
+	// The control: the operator passes the key by name, and it arrives.
+	t.Run("SandboxTablePassesKeyByName", func(t *testing.T) {
+		cfg := named(stdio())
+		cfg.Sandbox = grants("OPENAI_API_KEY")
+		want := map[string]string{"OPENAI_API_KEY": "sk-kairo-test-secret"}
+		for k, v := range base {
+			want[k] = v
+		}
+		check(t, environ(t, sandboxed.connect(cfg)), want)
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel"
@@ -19,6 +20,10 @@ import (
 // maxLine bounds one JSON-RPC message from a server, as the SDK's own stdio
 // transport does.
 const maxLine = sdk.DefaultMaxLineLength
+
+// exitWait is how long an error waits for the server's exit to be
+// recorded before it describes the server as it stands.
+const exitWait = 2 * time.Second
 
 // stderrTail is how much of a server's stderr is kept for error messages.
 const stderrTail = 2 << 10
@@ -33,7 +38,7 @@ type session struct {
 
 func newSession(ctx context.Context, name string) *session {
 	return &session{ctx: ctx, caller: kernel.Caller{
-		Plugin: "mcp/" + name, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), PID: int32(os.Getpid()),
+		Kind: kernel.KindHost, Name: "mcp/" + name, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), PID: int32(os.Getpid()),
 	}}
 }
 
@@ -216,6 +221,13 @@ func (c *stdioConn) SessionID() string { return "" }
 
 // exit says how the process ended and what its stderr said last.
 func (c *stdioConn) exit() string {
+	// A write that failed with a broken pipe, or a read that ended, is
+	// usually the server exiting: give its exit a moment to be recorded,
+	// so the error says how it ended rather than that it runs.
+	select {
+	case <-c.p.Done():
+	case <-time.After(exitWait):
+	}
 	info := c.p.Info()
 	var b strings.Builder
 	switch {

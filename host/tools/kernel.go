@@ -170,7 +170,7 @@ func (r *Registry) spawnTool(ctx context.Context, c *Call) abi.ToolResultEvent {
 		if _, err := sk.Argv(params, extra); err != nil {
 			return errorResult("process.spawn: skill %s: %v", a.Skill, err)
 		}
-		p.Manifest, p.Params, p.Argv = path, params, extra
+		p.Skill, p.Params, p.Argv = a.Skill, params, extra
 	}
 	return r.spawn(ctx, c, p)
 }

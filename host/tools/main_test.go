@@ -160,7 +160,7 @@ type session struct {
 }
 
 func (s *session) Caller() kernel.Caller {
-	return kernel.Caller{Plugin: "agent/test", UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), PID: int32(os.Getpid())}
+	return kernel.Caller{Kind: kernel.KindAgent, Name: "test", Spawn: &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true}, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), PID: int32(os.Getpid())}
 }
 func (s *session) Context() context.Context             { return s.ctx }
 func (s *session) PushEvents(uint64, []abi.Event) error { return nil }

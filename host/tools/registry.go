@@ -159,6 +159,13 @@ func New(cfg Config) (*Registry, error) {
 		results.close()
 		return nil, err
 	}
+	// The kernel runs skills for principals other than the operator only
+	// by name: these are the installed ones.
+	skills := maps.Clone(cfg.Skills)
+	cfg.Kernel.SetSkills(func(name string) (string, bool) {
+		path, ok := skills[name]
+		return path, ok
+	})
 	return r, nil
 }
 

@@ -65,7 +65,7 @@ func (r *Registry) runSkill(ctx context.Context, c *Call, name, path string) abi
 	if _, err := sk.Argv(params, nil); err != nil {
 		return errorResult("%s: %v", c.Tool, err)
 	}
-	return r.spawn(ctx, c, abi.SpawnParams{Manifest: path, Params: params})
+	return r.spawn(ctx, c, abi.SpawnParams{Skill: name, Params: params})
 }
 
 func jsonKind(v any) string {

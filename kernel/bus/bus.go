@@ -31,6 +31,10 @@ type Options struct {
 	MaxPending int
 	// Source is set on published events that have none. Default "kairo".
 	Source string
+	// MaxClientBytes bounds the bytes of events held, together, for every
+	// subscription opened with a Budget (the clients'): buffered, or on
+	// their way to a handler that has not returned. Default 64 MiB.
+	MaxClientBytes int64
 }
 
 func (o *Options) fill() {
@@ -42,6 +46,9 @@ func (o *Options) fill() {
 	}
 	if o.Source == "" {
 		o.Source = "kairo"
+	}
+	if o.MaxClientBytes <= 0 {
+		o.MaxClientBytes = 64 << 20
 	}
 }
 
@@ -76,6 +83,8 @@ type Bus struct {
 
 	published, duplicates, deliveredN, catchUps atomic.Uint64
 	wg                                          sync.WaitGroup // subscription goroutines
+
+	clientBytes atomic.Int64 // held for budgeted subscriptions, at most opts.MaxClientBytes
 }
 
 type batch struct {
@@ -279,6 +288,9 @@ func (b *Bus) prepareAt(ev *abi.Event, now time.Time) error {
 	if err := ValidateSubject(ev.Type); err != nil {
 		return err
 	}
+	if err := abi.CheckEventLimits(ev); err != nil {
+		return abi.Errorf(abi.CodeInvalidParams, "%v", err)
+	}
 	if ev.Time.IsZero() {
 		ev.Time = now
 	}
@@ -391,6 +403,8 @@ type Stats struct {
 	// Lagging counts subscriptions that overflowed their buffer and have
 	// not yet caught up from the store.
 	Lagging int
+	// ClientBytes is what budgeted subscriptions hold (Options.MaxClientBytes).
+	ClientBytes int64
 }
 
 // Stats returns the bus's counters.
@@ -412,6 +426,7 @@ func (b *Bus) Stats() Stats {
 		Delivered:     b.deliveredN.Load(),
 		CatchUps:      b.catchUps.Load(),
 		Subscriptions: n,
+		ClientBytes:   b.clientBytes.Load(),
 	}
 }
 

@@ -2,8 +2,10 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -19,7 +21,141 @@ type SubscribeOptions struct {
 	// FromSeq 0 starts with the next event published. Otherwise delivery
 	// starts at that sequence number: stored events first, then live ones.
 	FromSeq uint64
+	// Budget, when set, bounds the subscription with the others of the
+	// same client, and changes what falling behind does: instead of
+	// reading the store to catch up, the subscription ends with a
+	// *BehindError, its buffer freed, and the client resubscribes from the
+	// sequence number the error names. Without one (the kernel's own
+	// subscribers) a subscription is bounded by Options.SubscriberBuffer
+	// alone and never ends for being slow.
+	Budget *Budget
 }
+
+// BudgetOptions bounds the subscriptions of one client together. Zero
+// fields take the defaults.
+type BudgetOptions struct {
+	// MaxSubscriptions bounds how many are open at once. Default 64.
+	MaxSubscriptions int
+	// MaxBytes bounds the bytes of events held for them together. Default
+	// 8 MiB.
+	MaxBytes int64
+	// MaxEvents bounds the events held for any one of them. Default 1024.
+	MaxEvents int
+}
+
+// Budget is what one client's subscriptions may hold: how many are open,
+// and the events buffered for them or on their way to their handlers,
+// counted in bytes here and in the bus's Options.MaxClientBytes.
+type Budget struct {
+	bus  *Bus
+	opts BudgetOptions
+
+	mu    sync.Mutex
+	subs  int
+	bytes int64
+}
+
+// ErrTooManySubscriptions refuses a subscription past its Budget's
+// MaxSubscriptions.
+var ErrTooManySubscriptions = errors.New("too many subscriptions")
+
+// BehindError ends a budgeted subscription that fell further behind than
+// its bounds allow. Nothing was lost: the events from Next on are in the
+// store.
+type BehindError struct {
+	Bound string // what it fell past: "1024 events", "the 8388608 bytes ..."
+	Next  uint64 // the first sequence number not delivered
+}
+
+func (e *BehindError) Error() string {
+	return fmt.Sprintf("fell behind by more than %s; resubscribe from seq %d", e.Bound, e.Next)
+}
+
+// NewBudget returns a budget for one client's subscriptions.
+func (b *Bus) NewBudget(opts BudgetOptions) *Budget {
+	if opts.MaxSubscriptions <= 0 {
+		opts.MaxSubscriptions = 64
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 8 << 20
+	}
+	if opts.MaxEvents <= 0 {
+		opts.MaxEvents = 1024
+	}
+	return &Budget{bus: b, opts: opts}
+}
+
+// Subscriptions is how many subscriptions of the budget are open.
+func (g *Budget) Subscriptions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.subs
+}
+
+// Bytes is what the budget's subscriptions hold.
+func (g *Budget) Bytes() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.bytes
+}
+
+func (g *Budget) open() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.subs >= g.opts.MaxSubscriptions {
+		return fmt.Errorf("%w: %d are open, the most one client may hold", ErrTooManySubscriptions, g.subs)
+	}
+	g.subs++
+	return nil
+}
+
+func (g *Budget) closed() {
+	g.mu.Lock()
+	g.subs--
+	g.mu.Unlock()
+}
+
+// take charges n bytes to the budget and to the bus, both or neither. It
+// returns "" on success, else the bound that refused.
+func (g *Budget) take(n int64) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.bytes+n > g.opts.MaxBytes {
+		return fmt.Sprintf("the %d bytes one client's subscriptions may hold", g.opts.MaxBytes)
+	}
+	all, max := &g.bus.clientBytes, g.bus.opts.MaxClientBytes
+	for {
+		cur := all.Load()
+		if cur+n > max {
+			return fmt.Sprintf("the %d bytes the kernel holds for all clients' subscriptions", max)
+		}
+		if all.CompareAndSwap(cur, cur+n) {
+			break
+		}
+	}
+	g.bytes += n
+	return ""
+}
+
+func (g *Budget) give(n int64) {
+	if n == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.bytes -= n
+	g.mu.Unlock()
+	g.bus.clientBytes.Add(-n)
+}
+
+// eventSize is what holding a copy of ev costs, as the budgets count it.
+func eventSize(ev *abi.Event) int64 {
+	return int64(unsafe.Sizeof(*ev)) + int64(len(ev.ID)+len(ev.Type)+len(ev.Source)+len(ev.Data)+len(ev.CorrelationID)+len(ev.CausationID))
+}
+
+// behindErr is a budget's refusal inside the subscription's goroutine.
+type behindErr struct{ bound string }
+
+func (e behindErr) Error() string { return "fell behind by more than " + e.bound }
 
 // Subscription is a running subscription. Its goroutine is owned by the bus
 // and stops on Close, on an error, or when the bus closes.
@@ -41,6 +177,10 @@ type Subscription struct {
 	limit   int
 	lagging bool // buf overflowed: what follows next-1 must come from the store
 	wake    chan struct{}
+
+	budget *Budget // nil for the kernel's own subscribers
+	held   int64   // bytes of buf charged to budget, under mu
+	behind string  // the bound a budgeted subscription fell past, under mu
 }
 
 // Subscribe starts delivering events whose subject matches pattern to h.
@@ -60,6 +200,16 @@ func (b *Bus) Subscribe(ctx context.Context, pattern string, opts SubscribeOptio
 		done:    make(chan struct{}),
 		limit:   b.opts.SubscriberBuffer,
 		wake:    make(chan struct{}, 1),
+		budget:  opts.Budget,
+	}
+	if g := opts.Budget; g != nil {
+		if g.bus != b {
+			return nil, errors.New("subscribe: the budget belongs to another bus")
+		}
+		if err := g.open(); err != nil {
+			return nil, err
+		}
+		s.limit = min(s.limit, g.opts.MaxEvents)
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	b.mu.Lock()
@@ -89,7 +239,8 @@ func (s *Subscription) Pattern() string { return s.pattern.String() }
 func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // Err is why the subscription ended: nil after Close or when its context
-// ended, the handler's error, or a store error. Valid after Done.
+// ended, the handler's error, a store error, or a *BehindError for a
+// budgeted subscription that fell behind. Valid after Done.
 func (s *Subscription) Err() error {
 	<-s.done
 	return s.err
@@ -104,13 +255,21 @@ func (s *Subscription) Close() {
 // offer is called by the bus, under bus.mu, with freshly stored events.
 func (s *Subscription) offer(evs []*abi.Event, dup []bool) {
 	s.mu.Lock()
-	if s.lagging {
+	if s.lagging || s.behind != "" {
 		s.mu.Unlock()
 		return
 	}
 	added := false
 	for i, ev := range evs {
 		if dup[i] || !s.pattern.Match(ev.Type) {
+			continue
+		}
+		if s.budget != nil {
+			if !s.charge(ev) {
+				break
+			}
+			s.buf = append(s.buf, *ev)
+			added = true
 			continue
 		}
 		if len(s.buf) >= s.limit {
@@ -131,18 +290,44 @@ func (s *Subscription) offer(evs []*abi.Event, dup []bool) {
 	}
 }
 
+// charge counts ev against a budgeted subscription's bounds, under s.mu.
+// Past one, the subscription falls behind: its buffer is freed at once and
+// it ends as soon as its handler returns.
+func (s *Subscription) charge(ev *abi.Event) bool {
+	bound := ""
+	n := eventSize(ev)
+	if len(s.buf) >= s.limit {
+		bound = fmt.Sprintf("%d events", s.limit)
+	} else {
+		bound = s.budget.take(n)
+	}
+	if bound == "" {
+		s.held += n
+		return true
+	}
+	s.behind = bound
+	s.budget.give(s.held)
+	s.held, s.buf = 0, nil
+	s.cancel()
+	return false
+}
+
 func (s *Subscription) run() {
 	b := s.bus
 	defer b.wg.Done()
 	defer close(s.done)
 	defer s.remove()
 	defer s.cancel() // release the context when the handler or the store fails
+	if s.budget != nil {
+		defer s.release()
+	}
 	spare := make([]abi.Event, 0, 256)
 	for {
 		s.mu.Lock()
-		batch, lag := s.buf, s.lagging
-		s.buf = spare[:0]
+		batch, lag, held := s.buf, s.lagging, s.held
+		s.buf, s.held = spare[:0], 0
 		s.mu.Unlock()
+		var err error
 		if len(batch) > 0 {
 			// Events the store already gave us during a catch-up come again
 			// live; skip them by sequence number.
@@ -151,15 +336,27 @@ func (s *Subscription) run() {
 				i++
 			}
 			if i < len(batch) {
-				if err := s.deliver(batch[i:]); err != nil {
-					s.err = err
-					return
-				}
+				err = s.deliver(batch[i:])
 			}
+		}
+		if held > 0 {
+			clear(batch) // what the events point to is not held any longer
+			s.budget.give(held)
+		}
+		if err != nil {
+			s.err = err
+			return
 		}
 		spare = batch
 		if lag {
 			if err := s.catchUp(); err != nil {
+				var be behindErr
+				if errors.As(err, &be) {
+					s.mu.Lock()
+					s.behind = be.bound
+					s.mu.Unlock()
+					return
+				}
 				s.err = err
 				return
 			}
@@ -173,6 +370,20 @@ func (s *Subscription) run() {
 		case <-s.ctx.Done():
 			return
 		}
+	}
+}
+
+// release frees what a budgeted subscription holds when it ends, and says
+// why it ended if it fell behind.
+func (s *Subscription) release() {
+	s.mu.Lock()
+	bound := s.behind
+	s.budget.give(s.held)
+	s.held, s.buf = 0, nil
+	s.mu.Unlock()
+	s.budget.closed()
+	if bound != "" && s.err == nil {
+		s.err = &BehindError{Bound: bound, Next: s.next}
 	}
 }
 
@@ -194,16 +405,30 @@ func (s *Subscription) deliver(evs []abi.Event) error {
 func (s *Subscription) catchUp() error {
 	b := s.bus
 	b.catchUps.Add(1)
-	const page = 1024
+	page := 1024
+	if s.budget != nil {
+		page = min(page, s.budget.opts.MaxEvents)
+	}
 	evs := make([]abi.Event, 0, page)
+	var held int64 // charged for evs to a budget
 	flush := func() error {
 		if len(evs) == 0 {
 			return nil
 		}
 		err := s.deliver(evs)
+		clear(evs)
 		evs = evs[:0]
+		if held > 0 {
+			s.budget.give(held)
+			held = 0
+		}
 		return err
 	}
+	defer func() {
+		if held > 0 {
+			s.budget.give(held)
+		}
+	}()
 	for {
 		if s.ctx.Err() != nil {
 			return nil
@@ -211,6 +436,22 @@ func (s *Subscription) catchUp() error {
 		hi := b.store.LastSeq()
 		if s.next <= hi {
 			err := b.store.Scan(s.ctx, Query{FromSeq: s.next, ToSeq: hi, Pattern: s.pattern}, func(ev *abi.Event) error {
+				if s.budget != nil {
+					// A page waiting on a slow client is held like a
+					// buffer: charged, and past the bounds it ends the
+					// subscription, once the events before it are out.
+					n := eventSize(ev)
+					bound := s.budget.take(n)
+					if bound != "" {
+						if err := flush(); err != nil {
+							return err
+						}
+						if bound = s.budget.take(n); bound != "" {
+							return behindErr{bound}
+						}
+					}
+					held += n
+				}
 				evs = append(evs, *ev)
 				if len(evs) == cap(evs) {
 					return flush()
@@ -221,6 +462,10 @@ func (s *Subscription) catchUp() error {
 				err = flush()
 			}
 			if err != nil {
+				var be behindErr
+				if errors.As(err, &be) {
+					return err
+				}
 				if s.ctx.Err() != nil {
 					return nil
 				}

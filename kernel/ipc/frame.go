@@ -10,32 +10,79 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kairo-os/kairo/abi"
 )
 
-// directRead is the payload size from which the reader bypasses its buffer.
-const directRead = 8 << 10
+// bigFrame is the payload size from which the reader allocates as the
+// bytes arrive, instead of what the header claims, and charges them to the
+// reader's budget: a header alone must not make the kernel hold a frame.
+const bigFrame = 64 << 10
+
+// frameBudget bounds the bytes of large payloads held across readers: the
+// ones being read and the ones whose requests still run.
+type frameBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// take charges n bytes; false, charging nothing, past the bound.
+func (b *frameBudget) take(n int64) bool {
+	for {
+		cur := b.used.Load()
+		if cur+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+func (b *frameBudget) give(n int64) { b.used.Add(-n) }
+
+// BusyError is a large payload the reader skipped because its budget was
+// spent. The stream is still in step: the bytes were read and dropped.
+type busyError struct {
+	length uint32
+	max    int64
+	prefix []byte // the payload's first bytes, for the request id
+}
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("a %d-byte request would take the kernel past the %d bytes of large requests it holds for all clients (ServerOptions.MaxBufferedBytes); retry it when fewer are in flight", e.length, e.max)
+}
 
 // frameReader reads frames from a stream.
 type frameReader struct {
-	src io.Reader // under r: large payloads are read from it directly
-	r   *bufio.Reader
-	max uint32
-	hdr [abi.HeaderSize]byte
-	buf []byte
+	r      *bufio.Reader
+	max    uint32
+	budget *frameBudget // nil: large payloads are not charged
+	hdr    [abi.HeaderSize]byte
+	buf    []byte
+	// held is what the last payload, a large one, holds of budget. The
+	// payload is then the caller's, who gives held back when done with it.
+	held int64
 }
 
 func newFrameReader(r io.Reader, max uint32) *frameReader {
+	return newFrameReaderSize(r, max, 64<<10, nil)
+}
+
+func newFrameReaderSize(r io.Reader, max uint32, size int, budget *frameBudget) *frameReader {
 	if max == 0 {
 		max = abi.DefaultMaxFrame
 	}
-	return &frameReader{src: r, r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &frameReader{r: bufio.NewReaderSize(r, size), max: max, budget: budget}
 }
 
-// next returns the next frame. The payload is only valid until the next
-// call. A *abi.FrameError means the stream is out of step.
+// next returns the next frame. A payload under bigFrame bytes is only valid
+// until the next call; a larger one is the caller's to keep, and f.held
+// says what of the budget it holds. A *abi.FrameError means the stream is
+// out of step; a *busyError that a large payload was skipped.
 func (f *frameReader) next() (abi.PacketType, []byte, error) {
+	f.held = 0
 	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
 		if err == io.ErrUnexpectedEOF {
 			return 0, nil, &abi.FrameError{Reason: "connection closed inside a frame header"}
@@ -46,32 +93,89 @@ func (f *frameReader) next() (abi.PacketType, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if h.Length >= bigFrame {
+		p, err := f.readBig(h.Length)
+		return h.Type, p, err
+	}
 	if cap(f.buf) < int(h.Length) {
 		f.buf = make([]byte, h.Length)
 	}
 	payload := f.buf[:h.Length]
-	p := payload
-	// A large payload (process output) that is not all buffered yet: take
-	// what is, then read the rest straight into p, saving a copy through
-	// the buffer.
-	src := io.Reader(f.r)
-	if n := f.r.Buffered(); len(p) >= directRead && n < len(p) {
-		if _, err := io.ReadFull(f.r, p[:n]); err != nil {
-			return 0, nil, err
-		}
-		p, src = p[n:], f.src
-	}
-	if _, err := io.ReadFull(src, p); err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return 0, nil, &abi.FrameError{Reason: fmt.Sprintf("connection closed inside a %d-byte payload", h.Length)}
-		}
-		return 0, nil, err
-	}
-	// Do not keep a huge buffer alive for the life of the connection.
-	if cap(f.buf) > 1<<20 {
-		f.buf = nil
+	if _, err := io.ReadFull(f.r, payload); err != nil {
+		return 0, nil, cutShort(h.Length, err)
 	}
 	return h.Type, payload, nil
+}
+
+// readBig reads a payload of n bytes into a buffer that grows as they
+// arrive, doubling from what is already buffered: the allocation stays
+// within twice what the peer sent, whatever the header claimed. Each
+// growth is charged to the budget; past it the rest of the payload is read
+// and dropped, and a *busyError returned.
+func (f *frameReader) readBig(n uint32) ([]byte, error) {
+	size := min(int(n), max(f.r.Buffered(), 4<<10))
+	if !f.charge(size) {
+		return nil, f.skip(n, nil)
+	}
+	p := make([]byte, 0, size)
+	for len(p) < int(n) {
+		if len(p) == cap(p) {
+			grow := min(int(n), 2*cap(p))
+			if !f.charge(grow - cap(p)) {
+				return nil, f.skip(n, p)
+			}
+			p = append(make([]byte, 0, grow), p...)
+		}
+		m, err := f.r.Read(p[len(p):cap(p)])
+		p = p[:len(p)+m]
+		if err != nil && len(p) < int(n) {
+			f.giveBack()
+			return nil, cutShort(n, err)
+		}
+	}
+	return p, nil
+}
+
+func (f *frameReader) charge(n int) bool {
+	if f.budget == nil {
+		return true
+	}
+	if !f.budget.take(int64(n)) {
+		return false
+	}
+	f.held += int64(n)
+	return true
+}
+
+func (f *frameReader) giveBack() {
+	if f.budget != nil && f.held > 0 {
+		f.budget.give(f.held)
+	}
+	f.held = 0
+}
+
+// skip drops the rest of an n-byte payload of which have arrived, keeping
+// the stream in step, and keeps its first bytes for the request id.
+func (f *frameReader) skip(n uint32, have []byte) error {
+	f.giveBack()
+	prefix := bytes.Clone(have[:min(len(have), 256)])
+	if len(have) == 0 {
+		prefix = make([]byte, min(int(n), 256))
+		if _, err := io.ReadFull(f.r, prefix); err != nil {
+			return cutShort(n, err)
+		}
+	}
+	if _, err := io.CopyN(io.Discard, f.r, int64(n)-int64(max(len(have), len(prefix)))); err != nil {
+		return cutShort(n, err)
+	}
+	return &busyError{length: n, max: f.budget.max, prefix: prefix}
+}
+
+func cutShort(n uint32, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return &abi.FrameError{Reason: fmt.Sprintf("connection closed inside a %d-byte payload", n)}
+	}
+	return err
 }
 
 // frameBuf builds one or more frames for a single write.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/sys/unix"
 )
@@ -24,7 +25,8 @@ import (
 // caps it at net.core.wmem_max).
 const socketBuffer = 1 << 20
 
-// ServerOptions configures a Server. Path is required.
+// ServerOptions configures a Server. Path is required; zero fields take
+// the defaults. Every bound is on what a client can make the kernel hold.
 type ServerOptions struct {
 	Path string
 	// MaxFrame bounds a request's payload; default abi.DefaultMaxFrame.
@@ -32,8 +34,82 @@ type ServerOptions struct {
 	// MaxInFlight bounds the requests of one connection running at once;
 	// past it the server stops reading that connection. Default 64.
 	MaxInFlight int
-	Logger      *slog.Logger
+	// MaxBufferedBytes bounds the bytes of large requests (64 KiB and
+	// over) held for all connections together: those being read, which
+	// are allocated as their bytes arrive, and those whose handlers still
+	// run. A request past it is read, dropped and answered "unavailable".
+	// Default the larger of 64 MiB and twice MaxFrame.
+	MaxBufferedBytes int64
+	// MaxConnBytes bounds the bytes of large requests one connection's
+	// handlers hold; past it the server stops reading that connection
+	// until they finish. At least MaxFrame; default twice MaxFrame.
+	MaxConnBytes int64
+	// MaxSubscriptions bounds the subscriptions one connection has open.
+	// Default 64.
+	MaxSubscriptions int
+	// MaxSubscriptionBytes bounds the bytes of events the bus holds for one
+	// connection's subscriptions; a subscription that falls further behind
+	// is ended with an error naming the seq to resubscribe from. All
+	// connections together are bounded by the bus's MaxClientBytes.
+	// Default 8 MiB.
+	MaxSubscriptionBytes int64
+	// CloseTimeout bounds how long Close waits for running handlers once
+	// it has closed every connection; it then returns and logs what it
+	// abandoned. Default 2 s.
+	CloseTimeout time.Duration
+	Logger       *slog.Logger
 }
+
+// fill sets the defaults and checks the options; errors name the field.
+func (o *ServerOptions) fill() error {
+	if o.Path == "" {
+		return errors.New("ipc: ServerOptions.Path is empty")
+	}
+	if o.MaxFrame == 0 {
+		o.MaxFrame = abi.DefaultMaxFrame
+	}
+	if o.MaxFrame > abi.MaxFrameCeiling {
+		return fmt.Errorf("ipc: MaxFrame %d is over the ABI ceiling of %d bytes", o.MaxFrame, abi.MaxFrameCeiling)
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 64
+	}
+	if o.MaxBufferedBytes == 0 {
+		o.MaxBufferedBytes = max(64<<20, 2*int64(o.MaxFrame))
+	}
+	if o.MaxBufferedBytes < int64(o.MaxFrame) {
+		return fmt.Errorf("ipc: ServerOptions.MaxBufferedBytes %d is below MaxFrame %d: a frame of MaxFrame bytes could never be read", o.MaxBufferedBytes, o.MaxFrame)
+	}
+	if o.MaxConnBytes == 0 {
+		o.MaxConnBytes = 2 * int64(o.MaxFrame)
+	}
+	if o.MaxConnBytes < int64(o.MaxFrame) {
+		return fmt.Errorf("ipc: ServerOptions.MaxConnBytes %d is below MaxFrame %d: a frame of MaxFrame bytes could never be read", o.MaxConnBytes, o.MaxFrame)
+	}
+	if o.MaxSubscriptions <= 0 {
+		o.MaxSubscriptions = 64
+	}
+	if o.MaxSubscriptionBytes <= 0 {
+		o.MaxSubscriptionBytes = 8 << 20
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// readBufferSize is each connection's read buffer: requests are small, and
+// large payloads are read around it.
+const readBufferSize = 16 << 10
+
+// Accept back-off while the process is out of descriptors or memory.
+const (
+	minAcceptDelay = 5 * time.Millisecond
+	maxAcceptDelay = time.Second
+)
 
 // Server serves the kernel method table on a Unix socket.
 type Server struct {
@@ -50,26 +126,16 @@ type Server struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 
-	badFrames atomic.Int64
+	badFrames    atomic.Int64
+	acceptStalls atomic.Int64 // episodes of accept failing for want of descriptors or memory
+	frames       *frameBudget // large requests of every connection
 }
 
 // Listen creates the socket at opts.Path with mode 0600. A stale socket file
 // left by a crash is replaced; a live kernel on it is an error.
 func Listen(k *kernel.Kernel, opts ServerOptions) (*Server, error) {
-	if opts.Path == "" {
-		return nil, errors.New("ipc: ServerOptions.Path is empty")
-	}
-	if opts.MaxFrame == 0 {
-		opts.MaxFrame = abi.DefaultMaxFrame
-	}
-	if opts.MaxFrame > abi.MaxFrameCeiling {
-		return nil, fmt.Errorf("ipc: MaxFrame %d is over the ABI ceiling of %d bytes", opts.MaxFrame, abi.MaxFrameCeiling)
-	}
-	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = 64
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+	if err := opts.fill(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(opts.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("create socket folder: %w", err)
@@ -103,7 +169,7 @@ func Listen(k *kernel.Kernel, opts ServerOptions) (*Server, error) {
 		lock.Close()
 		return nil, fmt.Errorf("chmod socket %s: %w", opts.Path, err)
 	}
-	s := &Server{k: k, opts: opts, ln: ln, lock: lock, log: opts.Logger, conns: map[*conn]struct{}{}}
+	s := &Server{k: k, opts: opts, ln: ln, lock: lock, log: opts.Logger, conns: map[*conn]struct{}{}, frames: &frameBudget{max: opts.MaxBufferedBytes}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	k.SetGauge("connections", func() int {
 		s.mu.Lock()
@@ -111,14 +177,19 @@ func Listen(k *kernel.Kernel, opts ServerOptions) (*Server, error) {
 		return len(s.conns)
 	})
 	k.SetGauge("badFrames", func() int { return int(s.badFrames.Load()) })
+	k.SetGauge("acceptStalls", func() int { return int(s.acceptStalls.Load()) })
+	k.SetGauge("requestBytes", func() int { return int(s.frames.used.Load()) })
 	return s, nil
 }
 
 // Addr is the socket path.
 func (s *Server) Addr() string { return s.opts.Path }
 
-// Serve accepts connections until Close.
+// Serve accepts connections until Close. When the process runs out of
+// descriptors or memory it backs off and keeps serving: the connections it
+// has go on, and new ones are accepted once descriptors free up.
 func (s *Server) Serve() error {
+	var delay time.Duration // non-zero while accept is starved
 	for {
 		uc, err := s.ln.AcceptUnix()
 		if err != nil {
@@ -129,7 +200,28 @@ func (s *Server) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			return fmt.Errorf("accept on %s: %w", s.opts.Path, err)
+			if !starved(err) {
+				return fmt.Errorf("accept on %s: %w", s.opts.Path, err)
+			}
+			if delay == 0 { // once an episode, not once an accept
+				s.acceptStalls.Add(1)
+				s.log.Warn("cannot accept connections; backing off until resources free up", "socket", s.opts.Path, "err", err)
+				delay = minAcceptDelay
+			} else {
+				delay = min(2*delay, maxAcceptDelay)
+			}
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-s.ctx.Done():
+				t.Stop()
+				return nil
+			}
+			continue
+		}
+		if delay != 0 {
+			s.log.Info("accepting connections again", "socket", s.opts.Path)
+			delay = 0
 		}
 		c, err := s.newConn(uc)
 		if err != nil {
@@ -150,8 +242,20 @@ func (s *Server) Serve() error {
 	}
 }
 
-// Close stops accepting, closes every connection and waits for their
-// goroutines; it removes the socket file.
+// starved reports whether accept failed for want of descriptors or memory,
+// which other connections closing or processes ending will give back.
+func starved(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// Close stops accepting, closes every connection, ends their contexts and
+// waits for their handlers at most CloseTimeout: a stop never waits on a
+// client. It removes the socket file and releases the lock beside it.
 func (s *Server) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -163,7 +267,25 @@ func (s *Server) Close() error {
 		c.nc.Close()
 	}
 	s.mu.Unlock()
-	s.wg.Wait()
+	done := make(chan struct{})
+	go func() { // ends when the last handler does, abandoned or not
+		s.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(s.opts.CloseTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.mu.Lock()
+		var running int64
+		for c := range s.conns {
+			running += c.running.Load()
+		}
+		n := len(s.conns)
+		s.mu.Unlock()
+		s.log.Warn("closed the socket server without waiting for every handler", "waited", s.opts.CloseTimeout, "connections", n, "requests", running)
+	}
 	s.lock.Close() // releases the flock
 	return err
 }
@@ -197,6 +319,14 @@ type conn struct {
 	head   []byte // SpliceChunk's frame head, under wmu
 	reqs   sync.WaitGroup
 	sem    chan struct{}
+
+	running atomic.Int64 // requests whose handlers run, for Close's log
+	subs    *bus.Budget  // what the bus may hold for this connection's subscriptions
+
+	// held is the bytes of large requests this connection's handlers hold
+	// (ServerOptions.MaxConnBytes); freed is signalled when it drops.
+	held  atomic.Int64
+	freed chan struct{}
 }
 
 func (s *Server) newConn(uc *net.UnixConn) (*conn, error) {
@@ -222,6 +352,11 @@ func (s *Server) newConn(uc *net.UnixConn) (*conn, error) {
 		nc:     uc,
 		caller: kernel.Caller{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid},
 		sem:    make(chan struct{}, s.opts.MaxInFlight),
+		freed:  make(chan struct{}, 1),
+		subs: s.k.Bus.NewBudget(bus.BudgetOptions{
+			MaxSubscriptions: s.opts.MaxSubscriptions,
+			MaxBytes:         s.opts.MaxSubscriptionBytes,
+		}),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c, nil
@@ -229,6 +364,9 @@ func (s *Server) newConn(uc *net.UnixConn) (*conn, error) {
 
 func (c *conn) Caller() kernel.Caller    { return c.caller }
 func (c *conn) Context() context.Context { return c.ctx }
+
+// SubscriptionBudget bounds this connection's subscriptions together.
+func (c *conn) SubscriptionBudget() *bus.Budget { return c.subs }
 
 // PushEvents writes the events as EVENT frames in one write. It blocks while
 // the peer does not read; only this connection's pushes wait.
@@ -287,15 +425,27 @@ func (c *conn) serve() {
 	defer func() {
 		c.cancel()
 		c.nc.Close()
-		c.reqs.Wait()
+		// Gone for the clients that list connections at once; its
+		// handlers, their contexts ended, finish in the background.
 		c.s.mu.Lock()
 		delete(c.s.conns, c)
 		c.s.mu.Unlock()
+		c.reqs.Wait()
 	}()
-	fr := newFrameReader(c.nc, c.s.opts.MaxFrame)
+	fr := newFrameReaderSize(c.nc, c.s.opts.MaxFrame, readBufferSize, c.s.frames)
 	for {
+		if !c.roomForFrame() {
+			return
+		}
 		t, p, err := fr.next()
+		held := fr.held
 		if err != nil {
+			var be *busyError
+			if errors.As(err, &be) {
+				id, _ := abi.PeekRequestID(be.prefix)
+				c.respond(&abi.Response{ID: id, Error: abi.Errorf(abi.CodeUnavailable, "%v", be)})
+				continue
+			}
 			var fe *abi.FrameError
 			if errors.As(err, &fe) {
 				// The stream is out of step: say why, then hang up.
@@ -305,15 +455,23 @@ func (c *conn) serve() {
 			}
 			return
 		}
+		if held > 0 {
+			// A large payload is ours: no copy, and its bytes stay charged
+			// until the request is done with them.
+			c.hold(held)
+		} else {
+			p = bytes.Clone(p) // the reader reuses its buffer
+		}
 		if t != abi.PacketRequest {
+			c.release(held)
 			c.respond(&abi.Response{Error: abi.Errorf(abi.CodeBadRequest, "clients send REQUEST packets only, got %s", t)})
 			continue
 		}
 		// The request is decoded by hand: every length is checked against
-		// the payload, and params, kept raw, get their own copy since the
-		// reader reuses p.
+		// the payload; params stay raw, aliasing p.
 		var req abi.Request
-		if err := abi.DecodeRequest(bytes.Clone(p), &req); err != nil {
+		if err := abi.DecodeRequest(p, &req); err != nil {
+			c.release(held)
 			if cerr := abi.CheckMsgpack(p); cerr != nil {
 				c.respond(&abi.Response{Error: abi.Errorf(abi.CodeBadRequest, "request is not valid MsgPack: %v", cerr)})
 			} else {
@@ -322,29 +480,65 @@ func (c *conn) serve() {
 			continue
 		}
 		if req.Method == "" {
+			c.release(held)
 			c.respond(&abi.Response{ID: req.ID, Error: abi.Errorf(abi.CodeBadRequest, "request %d has no method", req.ID)})
 			continue
 		}
 		if c.s.k.Quick(req.Method) {
 			c.reply(req)
+			c.release(held)
 			continue
 		}
 		select {
 		case c.sem <- struct{}{}:
 		case <-c.ctx.Done():
+			c.release(held)
 			return
 		}
 		c.reqs.Add(1)
-		go c.handle(req)
+		c.running.Add(1)
+		go c.handle(req, held)
 	}
 }
 
 // handle runs one request. Requests run concurrently so that a long one
 // (a replay, a wait) does not hold up a ping behind it.
-func (c *conn) handle(req abi.Request) {
+func (c *conn) handle(req abi.Request, held int64) {
 	defer c.reqs.Done()
+	defer c.running.Add(-1)
 	defer func() { <-c.sem }()
+	defer c.release(held)
 	c.reply(req)
+}
+
+// hold counts n bytes of a large request against the connection.
+func (c *conn) hold(n int64) { c.held.Add(n) }
+
+// release gives back what a request held, to the connection and the server.
+func (c *conn) release(n int64) {
+	if n == 0 {
+		return
+	}
+	c.held.Add(-n)
+	c.s.frames.give(n)
+	select {
+	case c.freed <- struct{}{}:
+	default:
+	}
+}
+
+// roomForFrame waits until the connection's handlers hold little enough
+// that a frame of MaxFrame bytes fits under MaxConnBytes; false if the
+// connection ended first.
+func (c *conn) roomForFrame() bool {
+	for c.held.Load()+int64(c.s.opts.MaxFrame) > c.s.opts.MaxConnBytes {
+		select {
+		case <-c.freed:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 func (c *conn) reply(req abi.Request) {

@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"github.com/kairo-os/kairo/sandbox"
 )
 
 // Launcher turns a Spec into a command ready to start. It is the one seam
@@ -31,6 +33,12 @@ type Launch struct {
 	Cleanup func()
 	// Work is the process's workspace, when the launcher chose one.
 	Work string
+	// Policy is the sandbox the process runs in, when the launcher
+	// confines it: the ceiling of what the process may start.
+	Policy *sandbox.Policy
+
+	cg      *cgroup        // the session's cgroup: its tree's for a root
+	started func(*Session) // told the session once the spawn worked
 }
 
 // Exec is the plain launcher: the argv as given, in its own process group

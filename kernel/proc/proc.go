@@ -85,6 +85,16 @@ type Spec struct {
 	// Progress rules: each line of output that matches one publishes
 	// kairo.process.progress with the rule's named groups.
 	Progress []*regexp.Regexp
+	// Parent, when set, makes the spawn a member of the parent's tree:
+	// the same uid, a cgroup inside the tree's (counted in its limits),
+	// killed when the tree's root ends, and the parent's CorrelationID
+	// and CausationID when the spec's are empty.
+	Parent *Session
+	// KeepWorkspace keeps the workspace the launcher makes after the
+	// process ends; by default it is removed.
+	KeepWorkspace bool
+
+	tree *Tree // set by Spawn: the new tree, or Parent's
 }
 
 func (s *Spec) check() error {
@@ -138,6 +148,37 @@ type Options struct {
 	KillGrace time.Duration
 }
 
+// Stop is a clean stop: no spawn after it, and each tree gets SIGTERM and
+// up to grace to end on its own before its cgroup (or process group) is
+// killed. It returns once every tree has ended. Close does the rest.
+func (m *Manager) Stop(grace time.Duration) {
+	m.mu.Lock()
+	m.closed = true
+	var roots []*Session
+	for _, s := range m.sessions {
+		if s.tree.Root() == s {
+			roots = append(roots, s)
+		}
+	}
+	m.mu.Unlock()
+	deadline := time.Now().Add(grace)
+	var wg sync.WaitGroup
+	for _, s := range roots {
+		select {
+		case <-s.done:
+			continue
+		default:
+		}
+		s.tree.setStopDeadline(deadline)
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Terminate(grace) }()
+	}
+	wg.Wait()
+	for _, s := range roots {
+		<-s.done
+	}
+}
+
 // Manager owns the process sessions of a kernel.
 type Manager struct {
 	bus  *bus.Bus
@@ -179,6 +220,11 @@ type Session struct {
 	pgid  int
 	owner any // who spawned it; opaque to the manager
 	stdin *os.File
+	tree  *Tree
+
+	// reason is why the kernel ended the tree, when it did (a workspace
+	// over its cap), for the exited event.
+	reason atomic.Pointer[string]
 
 	output  atomic.Int64 // bytes of output seen, for the output limit
 	spawned *bus.Ack     // of kairo.process.spawned
@@ -202,21 +248,36 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	if closed {
 		return nil, errors.New("the kernel is shutting down")
 	}
-	l, err := m.opts.Launcher.Launch(&spec)
-	if err != nil {
-		return nil, err
+	tree := newTree()
+	if p := spec.Parent; p != nil {
+		tree = p.tree
+		if spec.CorrelationID == "" {
+			spec.CorrelationID = p.spec.CorrelationID
+		}
+		if spec.CausationID == "" {
+			spec.CausationID = p.spec.CausationID
+		}
 	}
-	cmd := l.Cmd
+	spec.tree = tree
 	s := &Session{
 		m:     m,
 		id:    "p" + strconv.FormatUint(m.nextID.Add(1), 10),
 		spec:  spec,
-		cmd:   cmd,
-		l:     l,
 		owner: owner,
 		sinks: sinks,
+		tree:  tree,
 		done:  make(chan struct{}),
 	}
+	if err := tree.join(s); err != nil {
+		return nil, fmt.Errorf("spawn %q: %w", spec.Argv[0], err)
+	}
+	l, err := m.opts.Launcher.Launch(&spec)
+	if err != nil {
+		s.leaveFailed()
+		return nil, err
+	}
+	cmd := l.Cmd
+	s.cmd, s.l = cmd, l
 	var outs []*pump
 	leaders.mu.Lock() // the orphan reaper must not take the leader's exit
 	if spec.PTY {
@@ -247,6 +308,7 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 		if l.Cleanup != nil {
 			l.Cleanup()
 		}
+		s.leaveFailed()
 		return nil, fmt.Errorf("spawn %q: %w", spec.Argv[0], err)
 	}
 	s.pgid = cmd.Process.Pid
@@ -278,7 +340,48 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 		m.wg.Add(1)
 		go s.wallLimit(spec.WallLimit)
 	}
+	if s.tree.Root() != s {
+		s.tree.joined(s)
+	}
+	if l.started != nil {
+		l.started(s)
+	}
 	return s, nil
+}
+
+// leaveFailed takes a session whose spawn failed out of its tree; a root
+// ends its tree.
+func (s *Session) leaveFailed() { s.tree.failed(s) }
+
+// abort ends the tree for reason, which the canceled and exited events
+// carry.
+func (s *Session) abort(reason string) {
+	if !s.reason.CompareAndSwap(nil, &reason) {
+		return // ended once already
+	}
+	s.m.publish(s, "kairo.process.canceled", map[string]any{
+		"processId": s.id, "pid": s.info.PID, "reason": reason,
+	})
+	s.kill()
+}
+
+// oomKills is how many processes of the session's tree its memory limit
+// has killed so far.
+func (s *Session) oomKills() int {
+	if s.tree.cg == nil {
+		return 0
+	}
+	return s.tree.cg.oomKills()
+}
+
+// kill kills the session's processes at once: its cgroup, else its
+// process group.
+func (s *Session) kill() {
+	if s.l.cg != nil {
+		s.l.cg.kill()
+		return
+	}
+	syscall.Kill(-s.pgid, syscall.SIGKILL)
 }
 
 // wallLimit ends the tree once it has run for limit.
@@ -422,6 +525,12 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 	if info.Signal != "" {
 		data["signal"] = info.Signal
 	}
+	if r := s.reason.Load(); r != nil {
+		data["reason"] = *r
+	} else if n := s.oomKills(); n > 0 {
+		data["reason"] = fmt.Sprintf("the tree went over its memory limit of %d bytes: %d of its processes were OOM-killed", s.tree.memory, n)
+		data["oomKills"] = n
+	}
 	// A PTY's output ends only when every holder of the terminal is gone;
 	// the leader is, so past the grace close our side and end the pump.
 	if s.spec.PTY {
@@ -435,10 +544,32 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 		cancel()
 	}
 	s.m.publish(s, "kairo.process.exited", data)
+	if s.tree.Root() == s {
+		s.endTree()
+	}
 	if s.l.Cleanup != nil {
 		s.l.Cleanup() // the rest of the tree, before Wait returns
 	}
+	if s.tree.Root() != s {
+		s.tree.leave(s)
+	}
 	close(s.done)
+}
+
+// endTree, once the root has exited, kills the rest of the tree and waits
+// for its members' exits. In a clean stop's grace the rest may first end
+// on its own.
+func (s *Session) endTree() {
+	members := s.tree.end()
+	if by := s.tree.stopDeadline(); s.tree.cg != nil && time.Now().Before(by) {
+		s.tree.cg.waitEmpty(time.Until(by))
+	}
+	for _, m := range members {
+		m.kill()
+	}
+	for _, m := range members {
+		<-m.done
+	}
 }
 
 func signalName(sig syscall.Signal) string {
@@ -507,20 +638,41 @@ func (s *Session) Wait(ctx context.Context) (abi.ProcessInfo, error) {
 }
 
 // WriteStdin writes b to the process's input. It blocks while the process
-// does not read.
+// does not read; WriteStdinContext gives up when a context ends.
 func (s *Session) WriteStdin(b []byte) error {
+	return s.WriteStdinContext(context.Background(), b)
+}
+
+// WriteStdinContext writes b to the process's input, blocking while the
+// process does not read, until ctx ends: then it gives up, and the bytes
+// not yet written are dropped. The caller must not write concurrently.
+func (s *Session) WriteStdinContext(ctx context.Context, b []byte) error {
 	select {
 	case <-s.done:
 		return fmt.Errorf("process %s has exited", s.id)
 	default:
 	}
-	if _, err := s.stdin.Write(b); err != nil {
-		if errors.Is(err, os.ErrClosed) {
-			return fmt.Errorf("stdin of process %s is closed", s.id)
-		}
-		return fmt.Errorf("write to process %s: %w", s.id, err)
+	// A deadline in the past wakes a blocked write (pipes and the PTY
+	// master are pollable); it is lifted again once the write returns.
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		s.stdin.SetWriteDeadline(time.Unix(1, 0))
+	})
+	n, err := s.stdin.Write(b)
+	if !stop() {
+		<-fired
+		s.stdin.SetWriteDeadline(time.Time{})
 	}
-	return nil
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
+		return fmt.Errorf("write to process %s gave up after %d of %d bytes: %w", s.id, n, len(b), context.Cause(ctx))
+	case errors.Is(err, os.ErrClosed):
+		return fmt.Errorf("stdin of process %s is closed", s.id)
+	}
+	return fmt.Errorf("write to process %s: %w", s.id, err)
 }
 
 // CloseStdin closes the process's input (end of file). On a PTY it sends
@@ -544,12 +696,28 @@ func (s *Session) Resize(cols, rows uint16) error {
 	return pty.Setsize(s.stdin, &pty.Winsize{Cols: cols, Rows: rows})
 }
 
-// Signal sends sig to the session's whole process group.
+// Signal sends sig to the session's processes. In a cgroup — a root's is
+// its whole tree's — SIGKILL kills the cgroup, SIGSTOP freezes it and
+// SIGCONT thaws it, other signals go to each of its processes; without
+// one, sig goes to the session's process group.
 func (s *Session) Signal(sig syscall.Signal) error {
 	select {
 	case <-s.done:
 		return fmt.Errorf("process %s has exited", s.id)
 	default:
+	}
+	if cg := s.l.cg; cg != nil {
+		switch sig {
+		case syscall.SIGKILL:
+			cg.kill()
+		case syscall.SIGSTOP:
+			return cg.freeze(true)
+		case syscall.SIGCONT:
+			return cg.freeze(false)
+		default:
+			cg.signal(sig)
+		}
+		return nil
 	}
 	if err := syscall.Kill(-s.pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("signal process group %d: %w", s.pgid, err)
@@ -558,14 +726,16 @@ func (s *Session) Signal(sig syscall.Signal) error {
 }
 
 // Terminate ends the process tree: SIGTERM, then SIGKILL after grace if it
-// is still there (SIGCONT first, so a paused tree can act on SIGTERM).
+// is still there (thawed first, so a paused tree can act on SIGTERM).
 func (s *Session) Terminate(grace time.Duration) {
 	s.Signal(syscall.SIGCONT)
 	s.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
 	select {
 	case <-s.done:
-	case <-time.After(grace):
-		syscall.Kill(-s.pgid, syscall.SIGKILL)
+	case <-t.C:
+		s.kill()
 	}
 }
 
@@ -634,9 +804,17 @@ func (m *Manager) Close() {
 		all = append(all, s)
 	}
 	m.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, s := range all {
-		syscall.Kill(-s.pgid, syscall.SIGKILL)
+		select {
+		case <-s.done:
+			continue
+		default:
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); s.kill() }()
 	}
+	wg.Wait()
 	m.wg.Wait()
 }
 

@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,10 +18,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The uids the kernel gives sandboxes when it runs as root: one of its own
-// per process tree, so that RLIMIT_NPROC counts that tree alone and every
+// The uids the kernel gives sandboxes when it runs as root, by default:
+// one of its own per process tree, with a primary gid of the same number
+// that no group has, so that RLIMIT_NPROC counts that tree alone and every
 // process of the tree — even one that left its session — can be found and
-// killed by uid. No account on the machine has them.
+// killed by uid. No account on the machine has them. [sandbox] uid_base
+// and uid_count in kairo.toml change the range.
 const (
 	UIDBase  = 0x7fe00000
 	UIDCount = 1 << 16
@@ -40,13 +41,38 @@ type Sandboxed struct {
 	// BestEffort runs what this kernel cannot confine exactly, saying so.
 	BestEffort bool
 	// ServeIPC serves conn, the kernel's end of a socket pair, to a
-	// process running as uid with grants g. Without it, a spec that asks
-	// for IPC is refused.
-	ServeIPC func(conn *os.File, uid int, g manifests.IPCGrants) error
+	// process of tree running as uid with grants g: what it spawns joins
+	// tree. Without it, a spec that asks for IPC is refused.
+	ServeIPC func(conn *os.File, uid int, g manifests.IPCGrants, tree *Tree) error
 	// Warm is how many helpers wait, started ahead of time, for the next
 	// spawns: the start of a helper's Go runtime is then off the spawn's
 	// path. 0 starts a helper for each spawn.
 	Warm int
+	// UIDBase and UIDCount are the range of the trees' uids (0: UIDBase
+	// and UIDCount).
+	UIDBase, UIDCount int
+	// Home names the kernel's home in the uid locks, so that a sweep
+	// kills what an earlier run of this home left and no other's.
+	Home string
+	// Limits replace the default profile's limits where set (non-zero).
+	Limits sandbox.Limits
+	// Cgroups, when set, puts every tree in a cgroup of its own under
+	// this home's: kill, freeze and the memory and process limits act
+	// there. Nil falls back to process groups and uids.
+	Cgroups *CgroupHome
+	// KeepWorkspaces keeps the workspaces the launcher makes after their
+	// process ends; by default they are removed (Spec.KeepWorkspace keeps
+	// one).
+	KeepWorkspaces bool
+	// WorkspaceMax caps a spawn's workspace and temp folder, in bytes (0:
+	// no cap): RLIMIT_FSIZE bounds each file at once, and a check every
+	// few seconds ends the tree of a spawn whose folders hold more.
+	WorkspaceMax int64
+	// StopGrace is how long a clean stop lets each tree end after
+	// SIGTERM (Manager.Stop).
+	StopGrace time.Duration
+	// Watchdog, when set, is stopped by Close.
+	Watchdog *Watchdog
 
 	poolOnce sync.Once
 	pool     chan *warmHelper
@@ -58,22 +84,56 @@ type Sandboxed struct {
 	inUse  map[int]*os.File // the uids given out, and their locks
 	next   int
 	launch atomic.Uint64
+
+	sizes   sizeCheck
+	janitor janitor
 }
 
-// Launch builds the policy, the folders and the uid of one spawn.
+func (l *Sandboxed) uidRange() (base, count int) {
+	base, count = l.UIDBase, l.UIDCount
+	if base <= 0 || count <= 0 {
+		return UIDBase, UIDCount
+	}
+	return base, count
+}
+
+// Launch builds the policy, the folders, the uid and the cgroup of one
+// spawn. A spawn with a Parent runs as its tree's uid, in a cgroup inside
+// its tree's.
 func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
+	tree, member := spec.tree, spec.Parent != nil
+	if tree == nil {
+		tree, member = newTree(), false
+	}
 	n := strconv.FormatUint(l.launch.Add(1), 10) + "-" + strconv.Itoa(os.Getpid())
 	tmp := filepath.Join(l.Root, "tmp", n)
 	if err := mkdirReachable(tmp); err != nil {
 		return nil, fmt.Errorf("sandbox temp folder: %w", err)
 	}
 	work, made := spec.Cwd, false
+	keep := work == "" && (spec.KeepWorkspace || l.KeepWorkspaces)
 	if work == "" {
-		work, made = filepath.Join(l.Root, "work", n), true
+		// A workspace kept is in keep/, which a start leaves alone.
+		dir := "work"
+		if keep {
+			dir = "keep"
+		}
+		work, made = filepath.Join(l.Root, dir, n), true
 		if err := mkdirReachable(work); err != nil {
 			os.RemoveAll(tmp)
 			return nil, fmt.Errorf("sandbox workspace: %w", err)
 		}
+	}
+	var undo []func() // what to give back if the launch fails
+	fail := func(err error) (*Launch, error) {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		os.RemoveAll(tmp)
+		if made && !keep {
+			os.RemoveAll(work)
+		}
+		return nil, err
 	}
 	var p *sandbox.Policy
 	var err error
@@ -81,20 +141,29 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		p, err = spec.Policy(work, tmp)
 	} else {
 		p = sandbox.Default(work, tmp, spec.Env)
+		overrideLimits(&p.Limits, l.Limits)
 	}
 	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, err
+		return fail(err)
+	}
+	if max := uint64(l.WorkspaceMax); max > 0 && (p.Limits.FileSize == 0 || p.Limits.FileSize > max) {
+		p.Limits.FileSize = max // no one file past the cap
 	}
 	p.Dir = work
 	p.BestEffort = p.BestEffort || l.BestEffort
-	uid, allocated := -1, false
+	uid := -1
 	if os.Geteuid() == 0 {
-		uid, allocated, err = l.uidFor(work, made)
-		if err != nil {
-			os.RemoveAll(tmp)
-			return nil, err
+		if member {
+			uid = tree.uid
+		} else {
+			if uid, err = l.allocUID(); err != nil {
+				return fail(err)
+			}
+			tree.uid = uid
+			undo = append(undo, func() { l.free(uid) })
 		}
+		// Its own primary gid, of the same number, which no group has;
+		// no supplementary groups.
 		p.UID, p.GID = uid, uid
 		os.Chown(tmp, uid, uid)
 		if made {
@@ -105,29 +174,61 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	}
 	p.IPC = spec.IPC != nil
 	c, err := sandbox.Command(l.Helper, p, spec.Argv)
-	if err == nil && uid > 0 {
+	if err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() { c.Started() }) // closes what Command opened
+	if uid > 0 {
 		// The exec is the sandbox uid's: a folder on the way to the
 		// program that it may not pass makes a bare "permission denied".
 		if dir := unpassable(c.Target, uid); dir != "" {
-			c.Started() // closes what Command opened
-			err = fmt.Errorf("the sandbox runs %s as uid %d, which may not pass through %s (mode %v, owner %d): make the folders on the way passable (chmod o+x) or put the program elsewhere",
-				c.Target, uid, dir, modeOf(dir), ownerOf(dir))
+			return fail(fmt.Errorf("the sandbox runs %s as uid %d, which may not pass through %s (mode %v, owner %d): make the folders on the way passable (chmod o+x) or put the program elsewhere",
+				c.Target, uid, dir, modeOf(dir), ownerOf(dir)))
 		}
 	}
-	if err == nil && spec.IPC != nil {
-		if err = l.connect(c, uid, *spec.IPC); err != nil {
-			c.Started() // closes what Command opened
+	if spec.IPC != nil {
+		if err := l.connect(c, uid, *spec.IPC, tree); err != nil {
+			return fail(err)
 		}
 	}
-	if err != nil {
-		os.RemoveAll(tmp)
-		if allocated {
-			l.free(uid)
+	w := l.takeWarm()
+	if w == nil && l.Cgroups != nil {
+		// The process must be in its cgroup before it runs anything of
+		// its own: a helper that waits for its plan is put there first.
+		if w, err = l.startWarm(); err != nil {
+			return fail(err)
 		}
-		return nil, err
 	}
-	launch := &Launch{Cmd: c.Cmd, Started: c.Started, Work: work}
-	if w := l.takeWarm(); w != nil {
+	var cg *cgroup
+	if w != nil && w.cg != nil {
+		// A waiting helper sits in a tree cgroup made for it ahead of
+		// time; a member moves to a cgroup inside its tree's.
+		cg = w.cg
+		if member {
+			cg = nil
+			if tree.cg != nil {
+				cg, err = tree.cg.join()
+				if err == nil {
+					err = cg.add(w.cmd.Process.Pid)
+				}
+			}
+			l.janitor.do(w.cg.remove) // empty now, or killed with the helper
+		} else {
+			tree.cg, tree.memory = cg, p.Limits.Memory
+		}
+		if err != nil {
+			w.ctl.Close()
+			w.cmd.Process.Kill()
+			w.cmd.Wait()
+			forgetLeader(w.cmd.Process.Pid)
+			if cg != nil {
+				cg.remove()
+			}
+			return fail(err)
+		}
+	}
+	launch := &Launch{Cmd: c.Cmd, Started: c.Started, Work: work, Policy: p, cg: cg}
+	if w != nil {
 		launch.Cmd = w.cmd
 		launch.Handoff = func(stdin, stdout, stderr *os.File, ctty bool) error {
 			err := c.Handoff(w.ctl, stdin, stdout, stderr, ctty)
@@ -140,27 +241,88 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 			return err
 		}
 	}
+	if cg != nil && !member {
+		// The limits bite from the target's exec on: the helper's own
+		// start is not charged against a small limit. Until then the
+		// target's rlimits bound it.
+		limits := p.Limits
+		launch.Started = func() error {
+			err := c.Started()
+			if err == nil {
+				err = cg.setLimits(limits.Memory, limits.Processes)
+			}
+			return err
+		}
+	}
+	var dirs []string
+	if l.WorkspaceMax > 0 {
+		dirs = []string{tmp}
+		if made {
+			dirs = append(dirs, work)
+		}
+		launch.started = func(s *Session) { l.sizes.watch(l, s, dirs) }
+	}
 	launch.Cleanup = func() {
-		if launch.Cmd.Process != nil {
+		if cg != nil {
+			if cg.populated() {
+				cg.kill()
+			}
+		} else if launch.Cmd.Process != nil {
 			syscall.Kill(-launch.Cmd.Process.Pid, syscall.SIGKILL)
 		}
-		if allocated {
-			KillUID(uid)
+		if !member && uid > 0 {
+			if cg == nil {
+				KillUID(uid) // what left the process group
+			}
 			l.free(uid)
 		}
-		os.RemoveAll(tmp)
+		if dirs != nil {
+			l.sizes.forget(dirs)
+		}
+		// Off the exit's path: removing folders on a virtual disk takes
+		// a millisecond or more. Close waits for what is queued.
+		l.janitor.do(func() {
+			if cg != nil {
+				cg.remove()
+			}
+			os.RemoveAll(tmp)
+			if made && !keep {
+				os.RemoveAll(work)
+			}
+		})
 	}
 	return launch, nil
+}
+
+// overrideLimits sets each limit of p that o sets.
+func overrideLimits(p *sandbox.Limits, o sandbox.Limits) {
+	set := func(dst *uint64, v uint64) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	set(&p.CPUSeconds, o.CPUSeconds)
+	set(&p.Memory, o.Memory)
+	set(&p.Processes, o.Processes)
+	set(&p.FileSize, o.FileSize)
+	set(&p.OpenFiles, o.OpenFiles)
+	set(&p.OutputBytes, o.OutputBytes)
+	set(&p.OutputRate, o.OutputRate)
+	if o.Wall != 0 {
+		p.Wall = o.Wall
+	}
 }
 
 // refillDelay is how long the pool waits after a helper was taken before
 // it starts the next.
 const refillDelay = 5 * time.Millisecond
 
-// warmHelper is a helper started ahead of time, waiting on ctl.
+// warmHelper is a helper started ahead of time, waiting on ctl; with
+// cgroups, in a tree cgroup made for it.
 type warmHelper struct {
 	cmd *exec.Cmd
 	ctl *os.File
+	cg  *cgroup
 }
 
 // takeWarm returns a waiting helper, or nil when none waits (the spawn
@@ -228,11 +390,42 @@ func (l *Sandboxed) startWarm() (*warmHelper, error) {
 		return nil, err
 	}
 	leaders.pids[cmd.Process.Pid] = true
-	return &warmHelper{cmd, ctl}, nil
+	w := &warmHelper{cmd: cmd, ctl: ctl}
+	if l.Cgroups != nil {
+		if w.cg, err = l.Cgroups.newTree(); err == nil {
+			if err = w.cg.add(cmd.Process.Pid); err != nil {
+				w.cg.remove()
+			}
+		}
+		if err != nil {
+			ctl.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			delete(leaders.pids, cmd.Process.Pid)
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
-// Close ends the waiting helpers. Spawns after Close start their own.
+// DefaultStopGrace is the clean stop's grace of kairo.toml's defaults.
+const DefaultStopGrace = 5 * time.Second
+
+// RemoveScratch removes the temp folders and the workspaces under Root,
+// but those kept; their processes must be gone.
+func (l *Sandboxed) RemoveScratch() {
+	os.RemoveAll(filepath.Join(l.Root, "tmp"))
+	os.RemoveAll(filepath.Join(l.Root, "work"))
+}
+
+// Close ends the waiting helpers, the workspace size check and the
+// watchdog. Spawns after Close start their own helpers.
 func (l *Sandboxed) Close() {
+	l.sizes.close()
+	defer l.janitor.close()
+	if l.Watchdog != nil {
+		defer l.Watchdog.Stop()
+	}
 	l.poolOnce.Do(func() {}) // no pool starts after this
 	if l.stop == nil {
 		return
@@ -245,6 +438,9 @@ func (l *Sandboxed) Close() {
 			w.ctl.Close() // the helper exits when its control socket closes
 			w.cmd.Wait()
 			forgetLeader(w.cmd.Process.Pid)
+			if w.cg != nil {
+				w.cg.remove()
+			}
 		default:
 			return
 		}
@@ -315,7 +511,7 @@ func mkdirReachable(dir string) error {
 
 // connect makes the socket pair of a process's kernel connection: one end
 // served with grants g, the other handed to the process.
-func (l *Sandboxed) connect(c *sandbox.Cmd, uid int, g manifests.IPCGrants) error {
+func (l *Sandboxed) connect(c *sandbox.Cmd, uid int, g manifests.IPCGrants, tree *Tree) error {
 	if l.ServeIPC == nil {
 		return fmt.Errorf("the skill asks for [ipc] scopes, and this kernel serves no connections to skills")
 	}
@@ -328,7 +524,7 @@ func (l *Sandboxed) connect(c *sandbox.Cmd, uid int, g manifests.IPCGrants) erro
 	if uid < 0 {
 		uid = os.Getuid()
 	}
-	if err := l.ServeIPC(kernelEnd, uid, g); err != nil {
+	if err := l.ServeIPC(kernelEnd, uid, g, tree); err != nil {
 		skillEnd.Close()
 		return err
 	}
@@ -336,189 +532,33 @@ func (l *Sandboxed) connect(c *sandbox.Cmd, uid int, g manifests.IPCGrants) erro
 	return nil
 }
 
-// uidFor picks the uid a spawn runs as: the owner of a workspace the caller
-// gave, when that is an ordinary user, so that the process can write what
-// its user can; else a uid of its own.
-func (l *Sandboxed) uidFor(work string, made bool) (uid int, allocated bool, err error) {
-	if !made {
-		if fi, err := os.Stat(work); err == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && (st.Uid < UIDBase || st.Uid >= UIDBase+UIDCount) {
-				return int(st.Uid), false, nil
-			}
-		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.inUse == nil {
-		l.inUse = map[int]*os.File{}
-	}
-	for range UIDCount {
-		u := UIDBase + l.next
-		l.next = (l.next + 1) % UIDCount
-		if l.inUse[u] != nil {
-			continue
-		}
-		lock, err := lockUID(u)
-		if err != nil {
-			return 0, false, err
-		}
-		if lock != nil {
-			// A kernel that died holding u may have left processes of it
-			// behind; they must not share the uid with a new tree. A uid
-			// released cleanly has none, and needs no scan of /proc.
-			if !released(lock) {
-				KillUID(u)
-			}
-			lock.WriteAt([]byte{uidBusy}, 0)
-			l.inUse[u] = lock
-			return u, true, nil
-		}
-	}
-	return 0, false, fmt.Errorf("all %d sandbox uids are in use", UIDCount)
-}
-
-// free releases uid, whose processes are all gone.
-func (l *Sandboxed) free(uid int) {
-	l.mu.Lock()
-	if lock := l.inUse[uid]; lock != nil {
-		lock.WriteAt([]byte{uidReleased}, 0)
-		lock.Close()
-	}
-	delete(l.inUse, uid)
-	l.mu.Unlock()
-}
-
-// Every kernel on the machine gives out uids of the same range. A kernel
-// holds each uid it gave out by an flock on a file named after it, so that
-// another kernel skips that uid — else the cleanup of one tree would kill
-// another kernel's tree of the same uid — and a starting kernel's sweep
-// leaves it alone. The locks go with the process: the uids of a kernel that
-// died are free again.
-var uidLockDir = "/run/kairo/sandbox-uids"
-
-// A uid's lock file says whether the uid was released cleanly — every
-// process of it killed — or is (or was, by a kernel that died) in use.
-const (
-	uidBusy     = 'b'
-	uidReleased = 'r'
-)
-
-// released reports whether the uid of lock was released cleanly.
-func released(lock *os.File) bool {
-	var b [1]byte
-	n, _ := lock.ReadAt(b[:], 0)
-	return n == 1 && b[0] == uidReleased
-}
-
-// lockUID takes the lock of uid; nil when another kernel holds it.
-func lockUID(uid int) (*os.File, error) {
-	if err := os.MkdirAll(uidLockDir, 0o700); err != nil {
-		return nil, fmt.Errorf("sandbox uid locks: %w", err)
-	}
-	f, err := os.OpenFile(filepath.Join(uidLockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox uid lock: %w", err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if err == unix.EWOULDBLOCK {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("lock sandbox uid %d: %w", uid, os.NewSyscallError("flock", err))
-	}
-	return f, nil
-}
-
-// KillUID kills every process running as uid, until none is left (a tree
-// that forks while it is being killed needs more than one pass), and
-// returns how many it killed.
-func KillUID(uid int) int {
-	return killWhere(func(u int) bool { return u == uid })
-}
-
-// SweepSandboxUIDs kills every process running as a sandbox uid that no
-// live kernel holds: what a kernel that died without cleaning up left
-// behind. It returns how many it killed.
-func SweepSandboxUIDs() int {
-	left := map[int]bool{}
-	eachProcess(func(pid, uid int) {
-		if uid >= UIDBase && uid < UIDBase+UIDCount {
-			left[uid] = true
-		}
-	})
-	killed := 0
-	for u := range left {
-		if lock, err := lockUID(u); err == nil && lock != nil {
-			killed += KillUID(u)
-			lock.WriteAt([]byte{uidReleased}, 0)
-			lock.Close()
-		}
-	}
-	return killed
-}
-
-// killWhere kills the processes whose uid match accepts, pass after pass
-// until none is left but zombies (dead already, waiting to be reaped), and
-// returns how many it killed.
-func killWhere(match func(uid int) bool) int {
-	killed := map[int]bool{}
-	for range 100 {
-		found := 0
-		eachProcess(func(pid, uid int) {
-			if match(uid) && !zombie(pid) && syscall.Kill(pid, syscall.SIGKILL) == nil {
-				killed[pid] = true
-				found++
-			}
-		})
-		if found == 0 {
-			break
-		}
-	}
-	return len(killed)
-}
-
-// eachProcess calls fn with the pid and uid of every process.
-func eachProcess(fn func(pid, uid int)) {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		fi, err := os.Stat("/proc/" + e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			fn(pid, int(st.Uid))
-		}
-	}
-}
-
-// zombie reports whether pid has exited and waits to be reaped (or is
-// gone).
-func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	// The state follows the parenthesised command name.
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
-}
-
 // ScratchRoot makes (afresh) the folder a Sandboxed launcher keeps its temp
 // folders and scratch workspaces in: name, under a folder of this user's in
 // /dev/shm when that is a tmpfs — making a folder on a disk filesystem costs
 // a quarter of a millisecond per spawn on a virtual disk, on tmpfs a few
 // microseconds — else in the system's temp folder. The path up to it may be
-// passed through by the sandboxes' uids, not listed.
+// passed through by the sandboxes' uids, not listed. It suits short-lived
+// runs (`kairo run`, benchmarks); a kernel's workspaces go on disk
+// (DiskRoot).
 func ScratchRoot(name string) (string, error) {
 	base := os.TempDir()
 	var st unix.Statfs_t
 	if unix.Statfs("/dev/shm", &st) == nil && st.Type == unix.TMPFS_MAGIC {
 		base = "/dev/shm"
 	}
+	return rootIn(base, name, true)
+}
+
+// DiskRoot is ScratchRoot on disk: name under a folder of this user's in
+// /var/tmp, so that what the workspaces hold takes disk, not memory. What
+// is in it stays: RemoveScratch removes all but the workspaces kept.
+func DiskRoot(name string) (string, error) {
+	return rootIn("/var/tmp", name, false)
+}
+
+// rootIn makes base/kairo-EUID/name (afresh when fresh), passable (0711)
+// by the sandboxes' uids.
+func rootIn(base, name string, fresh bool) (string, error) {
 	mine := filepath.Join(base, "kairo-"+strconv.Itoa(os.Geteuid()))
 	if err := os.Mkdir(mine, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("sandbox scratch folder: %w", err)
@@ -536,11 +576,16 @@ func ScratchRoot(name string) (string, error) {
 		return "", err
 	}
 	root := filepath.Join(mine, name)
-	if err := os.RemoveAll(root); err != nil {
+	if fresh {
+		if err := os.RemoveAll(root); err != nil {
+			return "", fmt.Errorf("sandbox scratch folder: %w", err)
+		}
+	}
+	if err := os.Mkdir(root, 0o711); err != nil && (fresh || !errors.Is(err, fs.ErrExist)) {
 		return "", fmt.Errorf("sandbox scratch folder: %w", err)
 	}
-	if err := os.Mkdir(root, 0o711); err != nil {
-		return "", fmt.Errorf("sandbox scratch folder: %w", err)
+	if err := os.Chmod(root, 0o711); err != nil {
+		return "", err
 	}
 	return root, nil
 }

@@ -166,7 +166,7 @@ func TestSandboxedDefaultProfile(t *testing.T) {
 		t.Cleanup(func() { os.Remove(escape) })
 		_, info, out := e.run(Spec{Argv: []string{"sh", "-c", `
 			echo work > made && echo tmp > "$TMPDIR/made" && cat made "$TMPDIR/made" && pwd
-			echo escape > ` + escape + ` || echo refused`}})
+			echo escape > ` + escape + ` || echo refused`}, KeepWorkspace: true})
 		lines := strings.Split(strings.TrimSpace(out.text("stdout")), "\n")
 		if !exitedWith(info, 0) || len(lines) != 4 || lines[0] != "work" || lines[1] != "tmp" || lines[3] != "refused" {
 			t.Fatalf("%+v\nstdout %q\nstderr %q", info, out.text("stdout"), out.text("stderr"))
@@ -403,15 +403,11 @@ func skillSpec(t *testing.T, s *manifests.Skill, work string) Spec {
 	return spec
 }
 
-// ownedWorkspace is a workspace that belongs to an ordinary user, as a
-// user's folder would: the sandbox runs as that user and may write it.
+// ownedWorkspace is a workspace of the operator's whose mode lets every
+// uid write it, as /tmp's does: the sandbox's uid may write it by DAC.
 func ownedWorkspace(t *testing.T) string {
 	t.Helper()
-	work := reachableDir(t, 0o755)
-	if err := os.Chown(work, 65534, 65534); err != nil {
-		t.Fatal(err)
-	}
-	return work
+	return reachableDir(t, 0o777)
 }
 
 // TestSandboxedCPULimit: cpu_seconds ends a busy loop by signal, and spares
@@ -632,24 +628,37 @@ func TestSandboxedUIDsAcrossKernels(t *testing.T) {
 		t.Fatalf("a tree's cleanup killed a running tree of the other kernel")
 	}
 
-	// A process of a sandbox uid no kernel holds is what a dead kernel
-	// left behind: the sweep kills it, and spares the live trees.
-	stray := exec.Command("sleep", "60")
-	strayUID := uint32(UIDBase + UIDCount - 1)
-	stray.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: strayUID, Gid: strayUID}}
-	if err := stray.Start(); err != nil {
-		t.Fatal(err)
+	// A process of a sandbox uid no kernel holds, whose lock names this
+	// home, is what a dead kernel of this home left behind: the sweep of
+	// this home kills it, and spares the live trees and what a dead kernel
+	// of another home left (that home's start ends it).
+	stray := func(uid uint32, home string) (*exec.Cmd, chan struct{}) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(uidLockDir, strconv.Itoa(int(uid))), append([]byte{uidBusy}, home...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sleep", "60")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		reaped := make(chan struct{})
+		go func() { cmd.Wait(); close(reaped) }() // ends with the kill below
+		t.Cleanup(func() { cmd.Process.Kill(); <-reaped })
+		return cmd, reaped
 	}
-	reaped := make(chan struct{})
-	go func() { stray.Wait(); close(reaped) }()
-	t.Cleanup(func() { stray.Process.Kill(); <-reaped })
-	if n := SweepSandboxUIDs(); n < 1 {
-		t.Errorf("the sweep killed %d processes, want the stray one", n)
+	_, mineReaped := stray(UIDBase+UIDCount-1, "/home/a/.kairo")
+	theirs, _ := stray(UIDBase+UIDCount-2, "/home/b/.kairo")
+	if n := SweepSandboxUIDs("/home/a/.kairo", UIDBase, UIDCount); n != 1 {
+		t.Errorf("the sweep killed %d processes, want the stray one of this home", n)
 	}
 	select {
-	case <-reaped:
+	case <-mineReaped:
 	case <-time.After(5 * time.Second):
-		t.Errorf("the sweep left the stray process of uid %d running", strayUID)
+		t.Errorf("the sweep left this home's stray process running")
+	}
+	if !running(theirs.Process.Pid) {
+		t.Errorf("the sweep of one home killed what another home's kernel left")
 	}
 	if !running(sa.Info().PID) || !running(sb.Info().PID) {
 		t.Errorf("the sweep killed a tree of a live kernel")

@@ -1,0 +1,35 @@
+package agent
+
+import (
+	"strings"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// trusted reports whether the agent may believe what ev says happened, by
+// who published it — never by its subject alone. The kernel refuses kernel
+// subjects to every caller of events.publish and stamps each event's
+// source from its principal; the checks here hold the agent to that even
+// over a log written by something else: a process event must come from
+// the process manager, the agent's own records from an agent, a cancel
+// from a principal the kernel let call intent.cancel.
+func trusted(ev *abi.Event) bool {
+	if !bus.KernelOwned(ev.Type) {
+		return true
+	}
+	src := ev.Source
+	switch {
+	case strings.HasPrefix(ev.Type, "kairo.process."):
+		// The agent records kairo.process.interrupted itself.
+		return src == procSource || strings.HasPrefix(src, abi.PrincipalAgent+"/")
+	case ev.Type == abi.SubjectIntentCancel:
+		return src != "" && !strings.HasPrefix(src, abi.PrincipalKernel)
+	case strings.HasPrefix(ev.Type, "kairo.agent."), strings.HasPrefix(ev.Type, "kairo.intent."), strings.HasPrefix(ev.Type, "kairo.tool."):
+		return strings.HasPrefix(src, abi.PrincipalAgent+"/")
+	}
+	return true
+}
+
+// procSource is the source of the process manager's events.
+const procSource = "kernel/proc"

@@ -1,0 +1,26 @@
+package bus
+
+import (
+	"sync"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+var kernelPatterns = sync.OnceValue(func() []*Pattern {
+	ps := make([]*Pattern, len(abi.KernelSubjects))
+	for i, s := range abi.KernelSubjects {
+		ps[i] = MustCompilePattern(s)
+	}
+	return ps
+})
+
+// KernelOwned reports whether subject is one of abi.KernelSubjects: only
+// the kernel and the host publish it, whatever a caller was granted.
+func KernelOwned(subject string) bool {
+	for _, p := range kernelPatterns() {
+		if p.Match(subject) {
+			return true
+		}
+	}
+	return false
+}

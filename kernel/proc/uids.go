@@ -1,0 +1,202 @@
+package proc
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// allocUID gives a new tree a uid of its own from the range, never an
+// existing account: its gid is the same number, which no group has.
+func (l *Sandboxed) allocUID() (int, error) {
+	base, count := l.uidRange()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inUse == nil {
+		l.inUse = map[int]*os.File{}
+	}
+	for range count {
+		u := base + l.next%count
+		l.next = (l.next + 1) % count
+		if l.inUse[u] != nil {
+			continue
+		}
+		lock, err := lockUID(u)
+		if err != nil {
+			return 0, err
+		}
+		if lock == nil {
+			continue // another kernel's
+		}
+		// A kernel that died holding u may have left processes of it
+		// behind; they must not share the uid with a new tree. A uid
+		// released cleanly has none, and needs no scan of /proc. Another
+		// home's leftovers are that home's to end: the uid is skipped.
+		state, home := lockState(lock)
+		if state == uidBusy && home != l.Home {
+			lock.Close()
+			continue
+		}
+		if state == uidBusy {
+			KillUID(u)
+		}
+		lock.Truncate(0)
+		lock.WriteAt(append([]byte{uidBusy}, l.Home...), 0)
+		l.inUse[u] = lock
+		return u, nil
+	}
+	return 0, fmt.Errorf("all %d sandbox uids from %d are in use: widen sandbox.uid_count", count, base)
+}
+
+// free releases uid, whose processes are all gone.
+func (l *Sandboxed) free(uid int) {
+	l.mu.Lock()
+	if lock := l.inUse[uid]; lock != nil {
+		lock.Truncate(0)
+		lock.WriteAt([]byte{uidReleased}, 0)
+		lock.Close()
+	}
+	delete(l.inUse, uid)
+	l.mu.Unlock()
+}
+
+// Every kernel on the machine may give out uids of the same range. A
+// kernel holds each uid it gave out by an flock on a file named after it,
+// so that another kernel skips that uid — else the cleanup of one tree
+// would kill another kernel's tree of the same uid — and a starting
+// kernel's sweep leaves it alone. The locks go with the process: the uids
+// of a kernel that died are free again, and their files name the home
+// whose kernel held them.
+var uidLockDir = "/run/kairo/sandbox-uids"
+
+// A uid's lock file says whether the uid was released cleanly — every
+// process of it killed — or is (or was, by a kernel that died) in use,
+// then by which home.
+const (
+	uidBusy     = 'b'
+	uidReleased = 'r'
+)
+
+// lockState reads a uid's lock file: its state and the home that used it.
+func lockState(lock *os.File) (state byte, home string) {
+	b := make([]byte, 4096)
+	n, _ := lock.ReadAt(b, 0)
+	if n == 0 {
+		return 0, ""
+	}
+	return b[0], string(b[1:n])
+}
+
+// released reports whether the uid of lock was released cleanly.
+func released(lock *os.File) bool {
+	state, _ := lockState(lock)
+	return state == uidReleased
+}
+
+// lockUID takes the lock of uid; nil when another kernel holds it.
+func lockUID(uid int) (*os.File, error) {
+	if err := os.MkdirAll(uidLockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox uid locks: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(uidLockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox uid lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if err == unix.EWOULDBLOCK {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("lock sandbox uid %d: %w", uid, os.NewSyscallError("flock", err))
+	}
+	return f, nil
+}
+
+// KillUID kills every process running as uid, until none is left (a tree
+// that forks while it is being killed needs more than one pass), and
+// returns how many it killed.
+func KillUID(uid int) int {
+	return killWhere(func(u int) bool { return u == uid })
+}
+
+// SweepSandboxUIDs kills every process running as a uid of [base,
+// base+count) that an earlier kernel of home held and no live kernel
+// holds: what a kernel of this home that died without cleaning up left
+// behind. Other homes' uids are left alone. It returns how many it killed.
+func SweepSandboxUIDs(home string, base, count int) int {
+	left := map[int]bool{}
+	eachProcess(func(pid, uid int) {
+		if uid >= base && uid < base+count {
+			left[uid] = true
+		}
+	})
+	killed := 0
+	for u := range left {
+		lock, err := lockUID(u)
+		if err != nil || lock == nil {
+			continue
+		}
+		if state, owner := lockState(lock); state == uidBusy && owner == home {
+			killed += KillUID(u)
+			lock.Truncate(0)
+			lock.WriteAt([]byte{uidReleased}, 0)
+		}
+		lock.Close()
+	}
+	return killed
+}
+
+// killWhere kills the processes whose uid match accepts, pass after pass
+// until none is left but zombies (dead already, waiting to be reaped), and
+// returns how many it killed.
+func killWhere(match func(uid int) bool) int {
+	killed := map[int]bool{}
+	for range 100 {
+		found := 0
+		eachProcess(func(pid, uid int) {
+			if match(uid) && !zombie(pid) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed[pid] = true
+				found++
+			}
+		})
+		if found == 0 {
+			break
+		}
+	}
+	return len(killed)
+}
+
+// eachProcess calls fn with the pid and uid of every process.
+func eachProcess(fn func(pid, uid int)) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat("/proc/" + e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			fn(pid, int(st.Uid))
+		}
+	}
+}
+
+// zombie reports whether pid has exited and waits to be reaped (or is
+// gone).
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised command name.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
+}
