@@ -138,6 +138,30 @@ func TestAllowPublish(t *testing.T) {
 	}
 }
 
+// No grant covers a kernel subject: a plugin granted "kairo.>" or ">" still
+// cannot publish kairo.process.exited or kairo.intent.cancel; the control is
+// that the same grants publish the subjects next to them.
+func TestKernelSubjectsNotGranted(t *testing.T) {
+	for _, grant := range []string{">", "kairo.>", "kairo.process.exited"} {
+		g := &Grants{Publish: []string{grant}}
+		if err := g.compile(); err != nil {
+			t.Fatal(err)
+		}
+		for _, subject := range []string{"kairo.process.exited", "kairo.intent.cancel", "kairo.tool.result", "kairo.agent.action", "kairo.plugin.failed", "kairo.system.stopping"} {
+			if g.allowPublish(subject) {
+				t.Errorf("grant %q allows the kernel subject %s", grant, subject)
+			}
+		}
+	}
+	g := &Grants{Publish: []string{"kairo.>", "app.>"}}
+	g.compile()
+	for _, subject := range []string{"kairo.user.message", "kairo.observation", "kairo.timer.fired", "app.order.created"} {
+		if !g.allowPublish(subject) {
+			t.Errorf("grants %v refuse %s", g.Publish, subject)
+		}
+	}
+}
+
 // A module that imports call or publish while its grants list no method or
 // no subject at all is refused at load, with a message that says which; a
 // module that does not import them loads with empty grants.

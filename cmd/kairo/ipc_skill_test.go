@@ -61,3 +61,93 @@ publish = ["kairo.skill.demo.>"]
 		t.Errorf("the bus should hold the granted event and not the other:\n%s", replay.stdout)
 	}
 }
+
+// TestSkillSpawnAttenuated is row 1 of the authority issue, as an attacker
+// tried it: a skill granted only process.spawn names a manifest of its own
+// making, and a folder of another account to run in. Both are refused by
+// name. The controls: it runs an installed skill by name, and a command in
+// its own workspace — and that command runs as the skill's own sandbox
+// uid, in its tree, never as the folder's owner.
+func TestSkillSpawnAttenuated(t *testing.T) {
+	home := t.TempDir()
+	victim, err := os.MkdirTemp("", "kairo-victim-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(victim) })
+	os.Chmod(victim, 0o777)
+	os.Chown(victim, 4242, 4242) // an account's folder
+
+	// An installed skill, which a skill may run by name.
+	hello := filepath.Join(home, "skills", "hello")
+	os.MkdirAll(hello, 0o755)
+	os.WriteFile(filepath.Join(hello, "skill.toml"), []byte(`[skill]
+name = "hello"
+command = ["/usr/bin/echo", "hello from an installed skill"]
+[fs]
+read = ["/usr", "/lib", "/lib64", "/etc/ld.so.cache"]
+exec = ["/usr/bin/echo"]
+`), 0o644)
+	startUp(t, home)
+
+	dir, err := os.MkdirTemp("", "kairo-skill-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	evil := filepath.Join(dir, "evil.toml")
+	os.WriteFile(evil, []byte("[skill]\nname = \"evil\"\ncommand = [\"/usr/bin/id\"]\n[fs]\nread = [\"/\"]\nwrite = [\"/\"]\nexec = [\"/\"]\n"), 0o644)
+	script := `K=` + kairoBin + `
+echo "me=$(id -u)"
+$K run ` + evil + ` 2>&1; echo "manifest=$?"
+$K spawn --cwd ` + victim + ` -- /usr/bin/id -u 2>&1; echo "victim=$?"
+$K spawn --skill hello 2>&1; echo "byname=$?"
+$K spawn -- /usr/bin/id -u 2>/dev/null | sed 's/^/child=/'
+exit 0`
+	manifest := filepath.Join(dir, "skill.toml")
+	text := `[skill]
+name = "spawner"
+command = ["/usr/bin/sh", "-c", '''` + script + `''']
+
+[fs]
+read = ["/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/passwd", "/etc/group", "` + filepath.Dir(kairoBin) + `", "` + dir + `"]
+exec = ["/usr/bin", "` + kairoBin + `"]
+
+[ipc]
+call = ["process.spawn", "process.wait", "process.stdin.write"]
+`
+	if err := os.WriteFile(manifest, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := kairo(t, home, "run", manifest)
+	if r.code != 0 {
+		t.Fatalf("the skill failed: %s", r)
+	}
+	for _, want := range []string{
+		"may not name a manifest file",
+		"is outside what skill spawner may write",
+		"hello from an installed skill", "byname=0",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the skill's output lacks %q:\n%s", want, r)
+		}
+	}
+	if strings.Contains(r.stdout, "manifest=0") || strings.Contains(r.stdout, "victim=0") {
+		t.Errorf("a refused spawn ran:\n%s", r)
+	}
+	me, child := field(r.stdout, "me="), field(r.stdout, "child=")
+	if me == "" || me == "0" || child != me {
+		t.Errorf("the skill runs as uid %q and its child as %q: want one sandbox uid for the tree\n%s", me, child, r)
+	}
+}
+
+// field is the rest of the first line of out that starts with prefix.
+func field(out, prefix string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

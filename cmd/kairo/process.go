@@ -19,7 +19,7 @@ import (
 )
 
 func runSpawn(ctx context.Context, args []string) error {
-	f := newFlags("spawn", "kairo spawn [flags] [--] COMMAND [ARGS...]", `
+	f := newFlags("spawn", "kairo spawn [flags] [--] COMMAND [ARGS...] | kairo spawn --skill NAME [ARGS...]", `
 Run COMMAND as a process of the kernel, attached to this terminal: its
 stdout and stderr come here, this stdin goes to it (end of file closes its
 stdin), and SIGINT, SIGTERM and SIGHUP are passed on to it; a second one
@@ -36,20 +36,42 @@ so COMMAND's own flags need no "--".`)
 	cwd := f.String("cwd", "", "the process's working `DIR` (default: the current directory)")
 	mode := f.String("mode", "chunk", "stream output as it is read (`chunk`) or in whole lines (line)")
 	corr := f.String("correlation", "", "the correlation `ID`: the run loop the process belongs to, which intent.cancel ends")
-	argv, err := f.parseArgv(args)
-	if err != nil {
+	skill := f.String("skill", "", "run the installed skill `NAME` (of $KAIRO_HOME/skills) under its manifest instead; ARGS are NAME=VALUE params, the rest appended")
+	var argv []string
+	var err error
+	if err = f.parseFlags(args); err != nil {
 		return err
+	}
+	if argv = f.Args(); len(argv) == 0 && *skill == "" {
+		return &usageError{msg: "missing the command to run", synopsis: f.synopsis}
 	}
 	if *mode != "chunk" && *mode != "line" {
 		return &usageError{msg: fmt.Sprintf("--mode %q: want chunk or line", *mode), synopsis: f.synopsis}
 	}
 	dir := *cwd
-	if dir == "" {
+	switch {
+	case dir == "" && os.Getenv(ipc.EnvIPCFD) != "":
+		// Inside a skill: a workspace Kairo makes, the one folder a
+		// skill's spawn may always work in.
+	case dir == "":
 		dir, _ = os.Getwd() // on failure, the kernel's
-	} else if dir, err = filepath.Abs(dir); err != nil {
+	default:
+		dir, err = filepath.Abs(dir)
+	}
+	if err != nil {
 		return fmt.Errorf("--cwd: %w", err)
 	}
 	params := abi.SpawnParams{Argv: argv, Cwd: dir, PTY: *usePTY, Mode: *mode, CorrelationID: *corr}
+	if *skill != "" {
+		params.Skill, params.Params, params.Argv = *skill, map[string]string{}, nil
+		for _, a := range argv {
+			if k, v, ok := strings.Cut(a, "="); ok && k != "" && !strings.HasPrefix(k, "-") && len(params.Argv) == 0 {
+				params.Params[k] = v
+			} else {
+				params.Argv = append(params.Argv, a)
+			}
+		}
+	}
 	c, err := dial(ctx)
 	if err != nil {
 		return err

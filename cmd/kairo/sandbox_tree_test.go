@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,8 +107,14 @@ func goneWithin(pids []int, d time.Duration) bool {
 func TestDaemonKilledLeavesNoTree(t *testing.T) {
 	needCgroups(t)
 	base := 31000 + os.Getpid()%1000*2
-	first := startUp(t, t.TempDir())
+	firstHome := t.TempDir()
+	first := startUp(t, firstHome)
 	mine := spawnMarked(t, first, base)
+	sum := sha256.Sum256([]byte(firstHome))
+	work := filepath.Join("/var/tmp", "kairo-0", hex.EncodeToString(sum[:8]), "work")
+	if _, err := os.Stat(work); err != nil {
+		t.Fatalf("the tree's workspace folder: %v", err)
+	}
 
 	second := startUp(t, t.TempDir())
 	for _, pid := range mine {
@@ -119,6 +127,14 @@ func TestDaemonKilledLeavesNoTree(t *testing.T) {
 	first.kill()
 	if !goneWithin(mine, 5*time.Second) {
 		t.Errorf("processes of the killed daemon's trees still run 5 s later: %v", append(sleepers(base), sleepers(base+1)...))
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(work); os.IsNotExist(err) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Errorf("the killed daemon's workspaces %s are still there: %v", work, err)
+			break
+		}
 	}
 	for _, pid := range theirs {
 		if err := syscall.Kill(pid, 0); err != nil {

@@ -446,8 +446,15 @@ func startCgroups(l *proc.Sandboxed, name string, log *slog.Logger) {
 			}
 			var exe string
 			if exe, err = os.Executable(); err == nil {
-				if l.Watchdog, err = h.StartWatchdog(exe); err == nil {
+				if l.Watchdog, err = h.StartWatchdog(exe, l.Scratch()...); err == nil {
 					l.Cgroups = h
+					wd := l.Watchdog
+					go func() { // ends with the watchdog, which the launcher's Close stops
+						<-wd.Done()
+						if !wd.Stopping() {
+							log.Error("the cgroup watchdog exited: the process trees would outlive a daemon killed with SIGKILL", "pid", wd.PID())
+						}
+					}()
 					log.Info("process trees in cgroups", "layout", cgs.String(), "home", h.Dirs())
 					return
 				}
@@ -479,10 +486,13 @@ func serveSkills(l proc.Launcher, srv *ipc.Server) {
 	if !ok {
 		return
 	}
-	sl.ServeIPC = func(conn *os.File, uid int, g manifests.IPCGrants, tree *proc.Tree) error {
+	sl.ServeIPC = func(conn *os.File, uid int, g manifests.IPCGrants, tree *proc.Tree, skill string) error {
 		return srv.ServeFile(conn, kernel.Caller{
-			UID: uint32(uid), GID: uint32(uid), Tree: tree,
+			Kind: kernel.KindSkill, Name: skill, UID: uint32(uid), GID: uint32(uid), Tree: tree,
 			Grants: &kernel.Grants{Call: g.Call, Publish: g.Publish, Subscribe: g.Subscribe},
+			// Installed skills by name and commands, within its own
+			// sandbox (the kernel bounds them by its tree's policy).
+			Spawn: &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true},
 		})
 	}
 }
@@ -547,6 +557,9 @@ func (d *daemon) stop() error {
 	if sl, ok := d.launcher.(*proc.Sandboxed); ok {
 		sl.Close()         // the helpers waiting for spawns, the watchdog
 		sl.RemoveScratch() // temp folders and workspaces, but those kept
+		// The home's folder itself, when no workspace is kept in it.
+		os.Remove(filepath.Join(sl.Root, "keep"))
+		os.Remove(sl.Root)
 	}
 	if _, err := d.publishSystem("kairo.system.stopping", systemData{Version: version, PID: os.Getpid()}); err != nil {
 		errs = append(errs, err)

@@ -22,12 +22,14 @@ type SubscribeOptions struct {
 	// starts at that sequence number: stored events first, then live ones.
 	FromSeq uint64
 	// Budget, when set, bounds the subscription with the others of the
-	// same client, and changes what falling behind does: instead of
-	// reading the store to catch up, the subscription ends with a
-	// *BehindError, its buffer freed, and the client resubscribes from the
-	// sequence number the error names. Without one (the kernel's own
-	// subscribers) a subscription is bounded by Options.SubscriberBuffer
-	// alone and never ends for being slow.
+	// same client: the events buffered for it, or on their way to its
+	// handler, count in bytes against the budget and the bus's
+	// MaxClientBytes. Past a bound its buffer is freed at once and it
+	// catches up from the store, as any slow subscriber does; if even a
+	// page of the store cannot be held for it, it ends with a
+	// *BehindError, and the client resubscribes from the sequence number
+	// the error names. Without a budget (the kernel's own subscribers) a
+	// subscription is bounded by Options.SubscriberBuffer alone.
 	Budget *Budget
 }
 
@@ -59,9 +61,10 @@ type Budget struct {
 // MaxSubscriptions.
 var ErrTooManySubscriptions = errors.New("too many subscriptions")
 
-// BehindError ends a budgeted subscription that fell further behind than
-// its bounds allow. Nothing was lost: the events from Next on are in the
-// store.
+// BehindError ends a budgeted subscription that fell behind while its
+// client held all its budget allows, so that not even a page of the store
+// could be read for it. Nothing was lost: the events from Next on are in
+// the store.
 type BehindError struct {
 	Bound string // what it fell past: "1024 events", "the 8388608 bytes ..."
 	Next  uint64 // the first sequence number not delivered
@@ -291,24 +294,17 @@ func (s *Subscription) offer(evs []*abi.Event, dup []bool) {
 }
 
 // charge counts ev against a budgeted subscription's bounds, under s.mu.
-// Past one, the subscription falls behind: its buffer is freed at once and
-// it ends as soon as its handler returns.
+// Past one, the subscription lags: its buffer is freed at once, and what
+// it held is read from the store again when its handler is ready.
 func (s *Subscription) charge(ev *abi.Event) bool {
-	bound := ""
 	n := eventSize(ev)
-	if len(s.buf) >= s.limit {
-		bound = fmt.Sprintf("%d events", s.limit)
-	} else {
-		bound = s.budget.take(n)
-	}
-	if bound == "" {
+	if len(s.buf) < s.limit && s.budget.take(n) == "" {
 		s.held += n
 		return true
 	}
-	s.behind = bound
+	s.lagging = true
 	s.budget.give(s.held)
 	s.held, s.buf = 0, nil
-	s.cancel()
 	return false
 }
 

@@ -49,6 +49,8 @@ type Client struct {
 	streams map[uint64]*stream
 	err     error // why the connection ended
 	done    chan struct{}
+	closing chan struct{} // closed by Close, once
+	closeMu sync.Once
 	onChunk func(*abi.StreamChunk)
 }
 
@@ -56,8 +58,9 @@ type Client struct {
 // when the consumer stops listening, so the reader never blocks on a channel
 // nobody drains.
 type stream struct {
-	ch   chan streamItem
-	quit chan struct{}
+	ch      chan streamItem
+	quit    chan struct{}
+	closing <-chan struct{} // the client's: Close must not wait on a consumer
 }
 
 // put hands it to the consumer; false if the consumer is gone.
@@ -65,6 +68,7 @@ func (s *stream) put(it streamItem) {
 	select {
 	case s.ch <- it:
 	case <-s.quit:
+	case <-s.closing:
 	}
 }
 
@@ -99,6 +103,7 @@ func newClient(conn net.Conn) *Client {
 		pending: map[uint64]chan *abi.Response{},
 		streams: map[uint64]*stream{},
 		done:    make(chan struct{}),
+		closing: make(chan struct{}),
 	}
 	go c.readLoop()
 	return c
@@ -106,6 +111,7 @@ func newClient(conn net.Conn) *Client {
 
 // Close closes the connection; pending calls fail with ErrClientClosed.
 func (c *Client) Close() error {
+	c.closeMu.Do(func() { close(c.closing) })
 	err := c.conn.Close()
 	<-c.done
 	return err
@@ -320,7 +326,7 @@ func (c *Client) openStream(method string, params any, buffer int) (uint64, chan
 		return 0, nil, c.err
 	}
 	id := c.newID()
-	c.streams[id] = &stream{ch: ch, quit: make(chan struct{})}
+	c.streams[id] = &stream{ch: ch, quit: make(chan struct{}), closing: c.closing}
 	c.mu.Unlock()
 	if err := c.send(id, method, params); err != nil {
 		c.forget(id)

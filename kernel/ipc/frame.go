@@ -42,7 +42,7 @@ func (b *frameBudget) take(n int64) bool {
 
 func (b *frameBudget) give(n int64) { b.used.Add(-n) }
 
-// BusyError is a large payload the reader skipped because its budget was
+// busyError is a large payload the reader skipped because its budget was
 // spent. The stream is still in step: the bytes were read and dropped.
 type busyError struct {
 	length uint32
@@ -77,10 +77,11 @@ func newFrameReaderSize(r io.Reader, max uint32, size int, budget *frameBudget) 
 	return &frameReader{r: bufio.NewReaderSize(r, size), max: max, budget: budget}
 }
 
-// next returns the next frame. A payload under bigFrame bytes is only valid
-// until the next call; a larger one is the caller's to keep, and f.held
-// says what of the budget it holds. A *abi.FrameError means the stream is
-// out of step; a *busyError that a large payload was skipped.
+// next returns the next frame. A payload is only valid until the next call,
+// except a large one (bigFrame bytes and over) read with a budget: that one
+// is the caller's to keep, and f.held says what of the budget it holds.
+// A *abi.FrameError means the stream is out of step; a *busyError that a
+// large payload was skipped.
 func (f *frameReader) next() (abi.PacketType, []byte, error) {
 	f.held = 0
 	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
@@ -93,16 +94,22 @@ func (f *frameReader) next() (abi.PacketType, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if h.Length >= bigFrame {
+	if h.Length >= bigFrame && f.budget != nil {
 		p, err := f.readBig(h.Length)
 		return h.Type, p, err
 	}
+	// A trusted peer (the kernel, to its client): one buffer, reused. The
+	// reader copies what it has buffered, then reads the rest of a large
+	// payload straight into it.
 	if cap(f.buf) < int(h.Length) {
 		f.buf = make([]byte, h.Length)
 	}
 	payload := f.buf[:h.Length]
 	if _, err := io.ReadFull(f.r, payload); err != nil {
 		return 0, nil, cutShort(h.Length, err)
+	}
+	if cap(f.buf) > 1<<20 {
+		f.buf = nil // do not keep a huge buffer for the life of the connection
 	}
 	return h.Type, payload, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -333,17 +334,32 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// A subscriber that never reads must cost the kernel only its own buffer:
-// publishers are not held up and other clients are served.
+// A subscriber that never reads costs the kernel a bounded amount: its
+// subscriptions drop their buffers and fall back to the store, publishers
+// are not held up, other clients are served, and all it held is freed when
+// it hangs up. It opens at most 64 subscriptions.
 func TestStuckSubscriber(t *testing.T) {
 	e := start(t, ipc.ServerOptions{})
+	base := heapInuse()
 	r := e.raw(t)
-	r.request(1, "events.subscribe", abi.SubscribeParams{Pattern: "load.>"})
-	if resp := r.response(); resp.Error != nil {
-		t.Fatal(resp.Error)
+	const subs = 64
+	for i := uint64(1); i <= subs; i++ {
+		r.request(i, "events.subscribe", abi.SubscribeParams{Pattern: "load.>"})
+		if resp := r.response(); resp.Error != nil {
+			t.Fatal(resp.Error)
+		}
 	}
-	// r never reads again.
+	// One more is refused: a connection holds at most 64.
+	r.request(subs+1, "events.subscribe", abi.SubscribeParams{Pattern: "load.>"})
+	if resp := r.response(); resp.Error == nil || resp.Error.Code != abi.CodeUnavailable || !strings.Contains(resp.Error.Message, "64 are open") {
+		t.Fatalf("subscription %d: %+v, want it refused", subs+1, resp.Error)
+	}
+	// r never reads again. The control reads everything.
 	pub := e.dial(t)
+	reader, err := e.dial(t).Subscribe(ctx(t), "load.>", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	payload, _ := msgpack.Marshal(make([]byte, 1024))
 	const n = 20000
 	var wg sync.WaitGroup
@@ -368,17 +384,57 @@ func TestStuckSubscriber(t *testing.T) {
 	if _, err := e.dial(t).Ping(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.k.Bus.Stats(); st.Lagging != 1 || st.Published != n || st.Delivered >= n {
-		t.Fatalf("stats %+v: want the stuck subscriber to have fallen back to the store", st)
+	if st := e.k.Bus.Stats(); st.Published != n || st.ClientBytes > 8<<20 || st.Lagging < subs {
+		t.Fatalf("stats %+v: want every event published, the stuck subscriptions lagging and at most the connection's 8 MiB held", st)
 	}
-	// Hanging up ends its subscription.
-	r.c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.k.Bus.Stats().Subscriptions != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("subscription of a closed connection still open")
+	for i := 1; i <= n; i++ {
+		if ev, err := reader.Next(ctx(t)); err != nil || ev.Seq != uint64(i) {
+			t.Fatalf("the reading client's event %d: %+v, %v", i, ev, err)
 		}
-		time.Sleep(5 * time.Millisecond)
+	}
+	stuck := heapInuse()
+	t.Logf("heap: %d MiB at start, %d MiB with the stuck client", base>>20, stuck>>20)
+	// Hanging up frees all it held.
+	r.c.Close()
+	eventually(t, "the closed connection's subscriptions end", func() bool {
+		st := e.k.Bus.Stats()
+		return st.Subscriptions == 1 && st.ClientBytes == 0
+	})
+	eventually(t, "the closed connection leaves the metrics", func() bool { return metrics(t, pub).Connections == 3 })
+	// What the store keeps stays; what the client held goes.
+	after := heapInuse()
+	t.Logf("heap: %d MiB after it left", after>>20)
+	if held := int64(stuck) - int64(after); held > 16<<20 {
+		t.Fatalf("the stuck client held %d MiB of heap; want its bounded share only", held>>20)
+	}
+}
+
+// heapInuse is the live heap after a collection.
+func heapInuse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+func metrics(t *testing.T, c *ipc.Client) abi.Metrics {
+	t.Helper()
+	var m abi.Metrics
+	if err := c.Call(ctx(t), "system.get_metrics", nil, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// eventually polls cond until it holds, failing the test after 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 

@@ -128,6 +128,7 @@ type Server struct {
 
 	badFrames    atomic.Int64
 	acceptStalls atomic.Int64 // episodes of accept failing for want of descriptors or memory
+	running      atomic.Int64 // requests whose handlers run, for Close's log
 	frames       *frameBudget // large requests of every connection
 }
 
@@ -277,14 +278,7 @@ func (s *Server) Close() error {
 	select {
 	case <-done:
 	case <-t.C:
-		s.mu.Lock()
-		var running int64
-		for c := range s.conns {
-			running += c.running.Load()
-		}
-		n := len(s.conns)
-		s.mu.Unlock()
-		s.log.Warn("closed the socket server without waiting for every handler", "waited", s.opts.CloseTimeout, "connections", n, "requests", running)
+		s.log.Warn("closed the socket server without waiting for every handler", "waited", s.opts.CloseTimeout, "abandonedRequests", s.running.Load())
 	}
 	s.lock.Close() // releases the flock
 	return err
@@ -320,8 +314,7 @@ type conn struct {
 	reqs   sync.WaitGroup
 	sem    chan struct{}
 
-	running atomic.Int64 // requests whose handlers run, for Close's log
-	subs    *bus.Budget  // what the bus may hold for this connection's subscriptions
+	subs *bus.Budget // what the bus may hold for this connection's subscriptions
 
 	// held is the bytes of large requests this connection's handlers hold
 	// (ServerOptions.MaxConnBytes); freed is signalled when it drops.
@@ -496,7 +489,7 @@ func (c *conn) serve() {
 			return
 		}
 		c.reqs.Add(1)
-		c.running.Add(1)
+		c.s.running.Add(1)
 		go c.handle(req, held)
 	}
 }
@@ -505,7 +498,7 @@ func (c *conn) serve() {
 // (a replay, a wait) does not hold up a ping behind it.
 func (c *conn) handle(req abi.Request, held int64) {
 	defer c.reqs.Done()
-	defer c.running.Add(-1)
+	defer c.s.running.Add(-1)
 	defer func() { <-c.sem }()
 	defer c.release(held)
 	c.reply(req)

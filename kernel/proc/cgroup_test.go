@@ -46,7 +46,11 @@ func testCgroupHome(t *testing.T) *CgroupHome {
 func newCgroupEnv(t *testing.T) (*env, *Sandboxed) {
 	t.Helper()
 	h := testCgroupHome(t) // cleaned up after the manager below
-	l := &Sandboxed{Helper: sandboxHelper(t), Root: reachableDir(t, 0o711), Cgroups: h}
+	// A uid range of its own: the orphans of a tree killed in another
+	// test go to PID 1, and until it reaps them they count in their uid's
+	// RLIMIT_NPROC.
+	base := UIDBase + 4096*int(testHomes.Load()%16)
+	l := &Sandboxed{Helper: sandboxHelper(t), Root: reachableDir(t, 0o711), Cgroups: h, UIDBase: base, UIDCount: 4096}
 	t.Cleanup(l.Close)
 	return newEnv(t, Options{Launcher: l}), l
 }
@@ -93,7 +97,7 @@ func TestCgroupIdentity(t *testing.T) {
 			t.Fatalf("cwd %q: %+v, stdout %q stderr %q", cwd, info, out.text("stdout"), out.text("stderr"))
 		}
 		uid, _ := strconv.Atoi(f[0])
-		if uid < UIDBase || uid >= UIDBase+UIDCount || f[1] != f[0] || f[2] != f[0] {
+		if uid < UIDBase || uid >= UIDBase+UIDCount || f[1] != f[0] || f[2] != f[0] { // the range's default
 			t.Errorf("cwd %q: uid %s gid %s groups %s: want one uid of the range, its gid the same number, no other group", cwd, f[0], f[1], f[2])
 		}
 		if cwd != "" && f[3] != cwd {
@@ -157,11 +161,12 @@ func TestCgroupPidsLimit(t *testing.T) {
 		}}
 	}
 	out := &collect{}
-	s := e.spawn(limited(`echo start; sh -c 'for i in $(seq 50); do sleep 30 & done' 2>/dev/null; echo forked; exec sleep 30`), out)
+	s := e.spawn(limited(`echo start; sh -c 'for i in $(seq 50); do sleep 30 & done'; echo forked; exec sleep 30`), out)
 	waitOutput(t, out, 2)
 	tree := s.tree.cg
 	if n := len(procsUnder(tree.dirs[0])); n > 10 || n < 5 {
-		t.Errorf("%d processes in the tree's cgroup with processes = 10", n)
+		ev, _ := os.ReadFile(filepath.Join(tree.limitDir("pids"), "pids.events"))
+		t.Errorf("%d processes in the tree's cgroup with processes = 10 (pids.events %q, stderr %q)", n, ev, out.text("stderr"))
 	}
 	if b, _ := os.ReadFile(filepath.Join(tree.limitDir("pids"), "pids.max")); strings.TrimSpace(string(b)) != "10" {
 		t.Errorf("pids.max = %q, want 10", b)

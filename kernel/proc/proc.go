@@ -79,6 +79,9 @@ type Spec struct {
 	// OutputLimit drops output beyond this many bytes, all streams
 	// together (0: no limit).
 	OutputLimit int64
+	// Skill names the binary skill the spec runs, if it runs one: the
+	// principal its kernel connection (IPC) speaks as.
+	Skill string
 	// IPC, when set, gives the process a connection to the kernel with
 	// these scopes only (a sandboxing launcher with ServeIPC).
 	IPC *manifests.IPCGrants
@@ -146,37 +149,6 @@ type Options struct {
 	// KillGrace is how long a cancel waits after SIGTERM before SIGKILL.
 	// Default 2 s.
 	KillGrace time.Duration
-}
-
-// Stop is a clean stop: no spawn after it, and each tree gets SIGTERM and
-// up to grace to end on its own before its cgroup (or process group) is
-// killed. It returns once every tree has ended. Close does the rest.
-func (m *Manager) Stop(grace time.Duration) {
-	m.mu.Lock()
-	m.closed = true
-	var roots []*Session
-	for _, s := range m.sessions {
-		if s.tree.Root() == s {
-			roots = append(roots, s)
-		}
-	}
-	m.mu.Unlock()
-	deadline := time.Now().Add(grace)
-	var wg sync.WaitGroup
-	for _, s := range roots {
-		select {
-		case <-s.done:
-			continue
-		default:
-		}
-		s.tree.setStopDeadline(deadline)
-		wg.Add(1)
-		go func() { defer wg.Done(); s.Terminate(grace) }()
-	}
-	wg.Wait()
-	for _, s := range roots {
-		<-s.done
-	}
 }
 
 // Manager owns the process sessions of a kernel.
@@ -324,6 +296,9 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	m.mu.Lock()
 	m.sessions[s.id] = s
 	m.mu.Unlock()
+	if s.tree.Root() != s {
+		s.tree.joined(s) // before its reap can take it out again
+	}
 	// Not waited for here: the spawn's answer is not its acknowledgement,
 	// and the exited event, published after it, waits for both.
 	s.spawned = m.publishAsync(s, "kairo.process.spawned", map[string]any{
@@ -340,48 +315,10 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 		m.wg.Add(1)
 		go s.wallLimit(spec.WallLimit)
 	}
-	if s.tree.Root() != s {
-		s.tree.joined(s)
-	}
 	if l.started != nil {
 		l.started(s)
 	}
 	return s, nil
-}
-
-// leaveFailed takes a session whose spawn failed out of its tree; a root
-// ends its tree.
-func (s *Session) leaveFailed() { s.tree.failed(s) }
-
-// abort ends the tree for reason, which the canceled and exited events
-// carry.
-func (s *Session) abort(reason string) {
-	if !s.reason.CompareAndSwap(nil, &reason) {
-		return // ended once already
-	}
-	s.m.publish(s, "kairo.process.canceled", map[string]any{
-		"processId": s.id, "pid": s.info.PID, "reason": reason,
-	})
-	s.kill()
-}
-
-// oomKills is how many processes of the session's tree its memory limit
-// has killed so far.
-func (s *Session) oomKills() int {
-	if s.tree.cg == nil {
-		return 0
-	}
-	return s.tree.cg.oomKills()
-}
-
-// kill kills the session's processes at once: its cgroup, else its
-// process group.
-func (s *Session) kill() {
-	if s.l.cg != nil {
-		s.l.cg.kill()
-		return
-	}
-	syscall.Kill(-s.pgid, syscall.SIGKILL)
 }
 
 // wallLimit ends the tree once it has run for limit.
@@ -554,22 +491,6 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 		s.tree.leave(s)
 	}
 	close(s.done)
-}
-
-// endTree, once the root has exited, kills the rest of the tree and waits
-// for its members' exits. In a clean stop's grace the rest may first end
-// on its own.
-func (s *Session) endTree() {
-	members := s.tree.end()
-	if by := s.tree.stopDeadline(); s.tree.cg != nil && time.Now().Before(by) {
-		s.tree.cg.waitEmpty(time.Until(by))
-	}
-	for _, m := range members {
-		m.kill()
-	}
-	for _, m := range members {
-		<-m.done
-	}
 }
 
 func signalName(sig syscall.Signal) string {

@@ -3,7 +3,6 @@ package proc
 import (
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,9 +46,19 @@ func Subreaper() (stop func(), err error) {
 		defer close(stopped)
 		t := time.NewTicker(5 * time.Second) // in case a SIGCHLD was merged away
 		defer t.Stop()
+		// A sweep reads every thread's children: after a SIGCHLD it waits
+		// a little, so that a burst of exits — most of them leaders, whose
+		// exec.Cmd reaps them — costs one sweep, not one each.
+		var soon <-chan time.Time
 		for {
 			select {
 			case <-sigs:
+				if soon == nil {
+					soon = time.After(orphanDelay)
+				}
+				continue
+			case <-soon:
+				soon = nil
 			case <-t.C:
 			case <-done:
 				return
@@ -64,11 +73,18 @@ func Subreaper() (stop func(), err error) {
 	}, nil
 }
 
-// reapOrphans reaps the exited children that are not session leaders.
+// orphanDelay is how long an orphan may stay a zombie after its SIGCHLD.
+const orphanDelay = 50 * time.Millisecond
+
+// reapOrphans reaps the exited children that are not session leaders. The
+// children are listed without the lock, which spawns take: one started
+// since is not in the list, and one registered as a leader since is
+// skipped under the lock.
 func reapOrphans() {
+	pids := children()
 	leaders.mu.Lock()
 	defer leaders.mu.Unlock()
-	for _, pid := range children() {
+	for _, pid := range pids {
 		if leaders.pids[pid] {
 			continue
 		}
@@ -79,10 +95,10 @@ func reapOrphans() {
 
 // children lists this process's children, from every thread's list.
 func children() []int {
-	files, _ := filepath.Glob("/proc/self/task/*/children")
+	tasks, _ := os.ReadDir("/proc/self/task")
 	var pids []int
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
 		if err != nil {
 			continue
 		}

@@ -43,7 +43,7 @@ type Sandboxed struct {
 	// ServeIPC serves conn, the kernel's end of a socket pair, to a
 	// process of tree running as uid with grants g: what it spawns joins
 	// tree. Without it, a spec that asks for IPC is refused.
-	ServeIPC func(conn *os.File, uid int, g manifests.IPCGrants, tree *Tree) error
+	ServeIPC func(conn *os.File, uid int, g manifests.IPCGrants, tree *Tree, skill string) error
 	// Warm is how many helpers wait, started ahead of time, for the next
 	// spawns: the start of a helper's Go runtime is then off the spawn's
 	// path. 0 starts a helper for each spawn.
@@ -105,23 +105,13 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	if tree == nil {
 		tree, member = newTree(), false
 	}
-	n := strconv.FormatUint(l.launch.Add(1), 10) + "-" + strconv.Itoa(os.Getpid())
-	tmp := filepath.Join(l.Root, "tmp", n)
-	if err := mkdirReachable(tmp); err != nil {
-		return nil, fmt.Errorf("sandbox temp folder: %w", err)
-	}
-	work, made := spec.Cwd, false
-	keep := work == "" && (spec.KeepWorkspace || l.KeepWorkspaces)
-	if work == "" {
-		// A workspace kept is in keep/, which a start leaves alone.
-		dir := "work"
-		if keep {
-			dir = "keep"
-		}
-		work, made = filepath.Join(l.Root, dir, n), true
-		if err := mkdirReachable(work); err != nil {
-			os.RemoveAll(tmp)
-			return nil, fmt.Errorf("sandbox workspace: %w", err)
+	w := l.takeWarm()
+	if w == nil && l.Cgroups != nil {
+		// The process must be in its cgroup before it runs anything of
+		// its own: a helper that waits for its plan is put there first.
+		var err error
+		if w, err = l.startWarm(); err != nil {
+			return nil, err
 		}
 	}
 	var undo []func() // what to give back if the launch fails
@@ -129,11 +119,38 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
 		}
-		os.RemoveAll(tmp)
-		if made && !keep {
-			os.RemoveAll(work)
-		}
 		return nil, err
+	}
+	if w != nil {
+		undo = append(undo, func() { l.discard(w) })
+	}
+	tmp, work, made := "", spec.Cwd, false
+	keep := work == "" && (spec.KeepWorkspace || l.KeepWorkspaces)
+	if w != nil && w.tmp != "" {
+		// Made with the helper, off the spawn's path.
+		tmp = w.tmp
+		if work == "" && !keep {
+			work, made = w.work, true
+		} else {
+			l.janitor.do(func() { os.RemoveAll(w.work) }) // not wanted
+		}
+	} else {
+		tmp, work, made = l.folders(work, keep)
+		if tmp == "" {
+			return fail(fmt.Errorf("sandbox temp folder or workspace: %s", work))
+		}
+		undo = append(undo, func() { os.RemoveAll(tmp) })
+		if made {
+			undo = append(undo, func() { os.RemoveAll(work) })
+		}
+	}
+	if work == "" { // kept, so not the one made ahead of time
+		dir := filepath.Join(l.Root, "keep", l.nextName())
+		if err := mkdirReachable(dir); err != nil {
+			return fail(fmt.Errorf("sandbox workspace: %w", err))
+		}
+		work, made = dir, true
+		undo = append(undo, func() { os.RemoveAll(dir) })
 	}
 	var p *sandbox.Policy
 	var err error
@@ -187,15 +204,7 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		}
 	}
 	if spec.IPC != nil {
-		if err := l.connect(c, uid, *spec.IPC, tree); err != nil {
-			return fail(err)
-		}
-	}
-	w := l.takeWarm()
-	if w == nil && l.Cgroups != nil {
-		// The process must be in its cgroup before it runs anything of
-		// its own: a helper that waits for its plan is put there first.
-		if w, err = l.startWarm(); err != nil {
+		if err := l.connect(c, uid, *spec.IPC, tree, spec.Skill); err != nil {
 			return fail(err)
 		}
 	}
@@ -204,31 +213,24 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		// A waiting helper sits in a tree cgroup made for it ahead of
 		// time; a member moves to a cgroup inside its tree's.
 		cg = w.cg
-		if member {
-			cg = nil
-			if tree.cg != nil {
-				cg, err = tree.cg.join()
-				if err == nil {
-					err = cg.add(w.cmd.Process.Pid)
-				}
+		if member && tree.cg != nil {
+			if cg, err = tree.cg.join(); err != nil {
+				return fail(err)
 			}
-			l.janitor.do(w.cg.remove) // empty now, or killed with the helper
-		} else {
+			leaf := cg
+			undo = append(undo, func() { leaf.kill(); leaf.remove() }) // the helper in it too
+			if err = cg.add(w.cmd.Process.Pid); err != nil {
+				return fail(err)
+			}
+		} else if !member {
 			tree.cg, tree.memory = cg, p.Limits.Memory
-		}
-		if err != nil {
-			w.ctl.Close()
-			w.cmd.Process.Kill()
-			w.cmd.Wait()
-			forgetLeader(w.cmd.Process.Pid)
-			if cg != nil {
-				cg.remove()
-			}
-			return fail(err)
 		}
 	}
 	launch := &Launch{Cmd: c.Cmd, Started: c.Started, Work: work, Policy: p, cg: cg}
 	if w != nil {
+		if w.cg != nil && cg != w.cg {
+			l.janitor.do(w.cg.remove) // empty: its helper moved out
+		}
 		launch.Cmd = w.cmd
 		launch.Handoff = func(stdin, stdout, stderr *os.File, ctty bool) error {
 			err := c.Handoff(w.ctl, stdin, stdout, stderr, ctty)
@@ -241,10 +243,10 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 			return err
 		}
 	}
-	if cg != nil && !member {
-		// The limits bite from the target's exec on: the helper's own
-		// start is not charged against a small limit. Until then the
-		// target's rlimits bound it.
+	if cg != nil && !member && (p.Limits.Memory != w.memory || p.Limits.Processes != w.pids) {
+		// Limits other than those the cgroup was made with bite from the
+		// target's exec on: the helper's own start is not charged against
+		// a small limit. Until then the target's rlimits bound it.
 		limits := p.Limits
 		launch.Started = func() error {
 			err := c.Started()
@@ -294,6 +296,30 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	return launch, nil
 }
 
+// nextName is a fresh name for a spawn's folders.
+func (l *Sandboxed) nextName() string {
+	return strconv.FormatUint(l.launch.Add(1), 10) + "-" + strconv.Itoa(os.Getpid())
+}
+
+// folders makes a spawn's temp folder and, when cwd is "" and keep is
+// not set, its workspace. On failure tmp is "" and work says why.
+func (l *Sandboxed) folders(cwd string, keep bool) (tmp, work string, made bool) {
+	n := l.nextName()
+	tmp = filepath.Join(l.Root, "tmp", n)
+	if err := mkdirReachable(tmp); err != nil {
+		return "", err.Error(), false
+	}
+	if cwd != "" || keep {
+		return tmp, cwd, false
+	}
+	work = filepath.Join(l.Root, "work", n)
+	if err := mkdirReachable(work); err != nil {
+		os.RemoveAll(tmp)
+		return "", err.Error(), false
+	}
+	return tmp, work, true
+}
+
 // overrideLimits sets each limit of p that o sets.
 func overrideLimits(p *sandbox.Limits, o sandbox.Limits) {
 	set := func(dst *uint64, v uint64) {
@@ -317,12 +343,33 @@ func overrideLimits(p *sandbox.Limits, o sandbox.Limits) {
 // it starts the next.
 const refillDelay = 5 * time.Millisecond
 
-// warmHelper is a helper started ahead of time, waiting on ctl; with
-// cgroups, in a tree cgroup made for it.
+// warmHelper is a helper started ahead of time, waiting on ctl, with a
+// temp folder and a workspace made for its spawn and, with cgroups, in a
+// tree cgroup made for it, bounded by the default profile's limits.
 type warmHelper struct {
-	cmd *exec.Cmd
-	ctl *os.File
-	cg  *cgroup
+	cmd          *exec.Cmd
+	ctl          *os.File
+	cg           *cgroup
+	memory, pids uint64 // the cgroup's limits
+	tmp, work    string
+}
+
+// discard ends a helper that will not get its spawn, and removes what was
+// made for it.
+func (l *Sandboxed) discard(w *warmHelper) {
+	w.ctl.Close() // the helper exits when its control socket closes
+	w.cmd.Process.Kill()
+	w.cmd.Wait()
+	forgetLeader(w.cmd.Process.Pid)
+	l.janitor.do(func() {
+		if w.cg != nil {
+			w.cg.remove()
+		}
+		if w.tmp != "" {
+			os.RemoveAll(w.tmp)
+			os.RemoveAll(w.work)
+		}
+	})
 }
 
 // takeWarm returns a waiting helper, or nil when none waits (the spawn
@@ -384,26 +431,47 @@ func (l *Sandboxed) startPool() {
 // orphan reaper leaves its exit to its exec.Cmd.
 func (l *Sandboxed) startWarm() (*warmHelper, error) {
 	leaders.mu.Lock()
-	defer leaders.mu.Unlock()
 	cmd, ctl, err := sandbox.StartWarm(l.Helper)
+	if err == nil {
+		leaders.pids[cmd.Process.Pid] = true
+	}
+	leaders.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	leaders.pids[cmd.Process.Pid] = true
 	w := &warmHelper{cmd: cmd, ctl: ctl}
+	fail := func(err error) (*warmHelper, error) {
+		ctl.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		forgetLeader(cmd.Process.Pid)
+		if w.cg != nil {
+			w.cg.remove()
+		}
+		return nil, err
+	}
 	if l.Cgroups != nil {
-		if w.cg, err = l.Cgroups.newTree(); err == nil {
-			if err = w.cg.add(cmd.Process.Pid); err != nil {
-				w.cg.remove()
-			}
+		if w.cg, err = l.Cgroups.newTree(); err != nil {
+			return fail(err)
 		}
-		if err != nil {
-			ctl.Close()
-			cmd.Process.Kill()
-			cmd.Wait()
-			delete(leaders.pids, cmd.Process.Pid)
-			return nil, err
+		if err = w.cg.add(cmd.Process.Pid); err != nil {
+			return fail(err)
 		}
+		// The default profile's limits, which most spawns have: such a
+		// spawn writes none. They are wide enough for the helper.
+		lim := sandbox.DefaultLimits
+		overrideLimits(&lim, l.Limits)
+		if err = w.cg.setLimits(lim.Memory, lim.Processes); err != nil {
+			return fail(err)
+		}
+		w.memory, w.pids = lim.Memory, lim.Processes
+	}
+	if l.Root != "" {
+		tmp, work, _ := l.folders("", false)
+		if tmp == "" {
+			return fail(errors.New(work))
+		}
+		w.tmp, w.work = tmp, work
 	}
 	return w, nil
 }
@@ -411,11 +479,17 @@ func (l *Sandboxed) startWarm() (*warmHelper, error) {
 // DefaultStopGrace is the clean stop's grace of kairo.toml's defaults.
 const DefaultStopGrace = 5 * time.Second
 
-// RemoveScratch removes the temp folders and the workspaces under Root,
-// but those kept; their processes must be gone.
+// Scratch are the folders under Root a kernel's end removes: the temp
+// folders and the workspaces, but not those kept.
+func (l *Sandboxed) Scratch() []string {
+	return []string{filepath.Join(l.Root, "tmp"), filepath.Join(l.Root, "work")}
+}
+
+// RemoveScratch removes the Scratch folders; their processes must be gone.
 func (l *Sandboxed) RemoveScratch() {
-	os.RemoveAll(filepath.Join(l.Root, "tmp"))
-	os.RemoveAll(filepath.Join(l.Root, "work"))
+	for _, d := range l.Scratch() {
+		os.RemoveAll(d)
+	}
 }
 
 // Close ends the waiting helpers, the workspace size check and the
@@ -435,12 +509,7 @@ func (l *Sandboxed) Close() {
 	for {
 		select {
 		case w := <-l.pool:
-			w.ctl.Close() // the helper exits when its control socket closes
-			w.cmd.Wait()
-			forgetLeader(w.cmd.Process.Pid)
-			if w.cg != nil {
-				w.cg.remove()
-			}
+			l.discard(w)
 		default:
 			return
 		}
@@ -511,7 +580,7 @@ func mkdirReachable(dir string) error {
 
 // connect makes the socket pair of a process's kernel connection: one end
 // served with grants g, the other handed to the process.
-func (l *Sandboxed) connect(c *sandbox.Cmd, uid int, g manifests.IPCGrants, tree *Tree) error {
+func (l *Sandboxed) connect(c *sandbox.Cmd, uid int, g manifests.IPCGrants, tree *Tree, skill string) error {
 	if l.ServeIPC == nil {
 		return fmt.Errorf("the skill asks for [ipc] scopes, and this kernel serves no connections to skills")
 	}
@@ -524,7 +593,7 @@ func (l *Sandboxed) connect(c *sandbox.Cmd, uid int, g manifests.IPCGrants, tree
 	if uid < 0 {
 		uid = os.Getuid()
 	}
-	if err := l.ServeIPC(kernelEnd, uid, g, tree); err != nil {
+	if err := l.ServeIPC(kernelEnd, uid, g, tree, skill); err != nil {
 		skillEnd.Close()
 		return err
 	}

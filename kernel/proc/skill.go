@@ -18,6 +18,7 @@ func SkillSpec(s *manifests.Skill, params map[string]string, extra []string, cwd
 		return Spec{}, err
 	}
 	spec := Spec{
+		Skill:             s.Skill.Name,
 		Argv:              argv,
 		Cwd:               cwd,
 		PTY:               s.Sandbox.PTY,

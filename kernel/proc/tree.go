@@ -3,6 +3,7 @@ package proc
 import (
 	"errors"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -13,9 +14,8 @@ import (
 type Tree struct {
 	// Set by the launcher when it makes the root's launch: the uid the
 	// tree runs as (-1: the kernel's) and its cgroup (nil without).
-	uid     int
-	cg      *cgroup
-	release func() // frees what the launcher took for the tree
+	uid int
+	cg  *cgroup
 
 	memory uint64 // its memory limit, for the reason an OOM kill gives
 
@@ -114,4 +114,86 @@ func (t *Tree) setStopDeadline(d time.Time) {
 	t.mu.Lock()
 	t.stopBy = d
 	t.mu.Unlock()
+}
+
+// Stop is a clean stop: no spawn after it, and each tree gets SIGTERM and
+// up to grace to end on its own before its cgroup (or process group) is
+// killed. It returns once every tree has ended. Close does the rest.
+func (m *Manager) Stop(grace time.Duration) {
+	m.mu.Lock()
+	m.closed = true
+	var roots []*Session
+	for _, s := range m.sessions {
+		if s.tree.Root() == s {
+			roots = append(roots, s)
+		}
+	}
+	m.mu.Unlock()
+	deadline := time.Now().Add(grace)
+	var wg sync.WaitGroup
+	for _, s := range roots {
+		select {
+		case <-s.done:
+			continue
+		default:
+		}
+		s.tree.setStopDeadline(deadline)
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Terminate(grace) }()
+	}
+	wg.Wait()
+	for _, s := range roots {
+		<-s.done
+	}
+}
+
+// leaveFailed takes a session whose spawn failed out of its tree; a root
+// ends its tree.
+func (s *Session) leaveFailed() { s.tree.failed(s) }
+
+// abort ends the tree for reason, which the canceled and exited events
+// carry.
+func (s *Session) abort(reason string) {
+	if !s.reason.CompareAndSwap(nil, &reason) {
+		return // ended once already
+	}
+	s.m.publish(s, "kairo.process.canceled", map[string]any{
+		"processId": s.id, "pid": s.info.PID, "reason": reason,
+	})
+	s.kill()
+}
+
+// oomKills is how many processes of the session's tree its memory limit
+// has killed so far.
+func (s *Session) oomKills() int {
+	if s.tree.cg == nil {
+		return 0
+	}
+	return s.tree.cg.oomKills()
+}
+
+// kill kills the session's processes at once: its cgroup, else its
+// process group.
+func (s *Session) kill() {
+	if s.l.cg != nil {
+		s.l.cg.kill()
+		return
+	}
+	syscall.Kill(-s.pgid, syscall.SIGKILL)
+}
+
+// endTree, once the root has exited, kills the rest of the tree and waits
+// for its members' exits. In a clean stop's grace the rest may first end
+// on its own.
+func (s *Session) endTree() {
+	members := s.tree.end()
+	if by := s.tree.stopDeadline(); s.tree.cg != nil && time.Now().Before(by) {
+		s.tree.cg.waitEmpty(time.Until(by))
+	}
+	for _, m := range members {
+		m.kill()
+	}
+	for _, m := range members {
+		<-m.done
+	}
 }

@@ -142,10 +142,11 @@ func (j *janitor) do(f func()) {
 		return
 	}
 	if j.jobs == nil {
-		j.jobs, j.done = make(chan func(), 1024), make(chan struct{})
+		jobs, done := make(chan func(), 1024), make(chan struct{})
+		j.jobs, j.done = jobs, done
 		go func() { // owned by close
-			defer close(j.done)
-			for f := range j.jobs {
+			defer close(done)
+			for f := range jobs {
 				f()
 			}
 		}()
