@@ -197,3 +197,48 @@ func TestIntersect(t *testing.T) {
 		t.Fatalf("Intersect:\n got  %+v\n want %+v", got, want)
 	}
 }
+
+// TestOnlyTheOperatorLooksPastItsOwn: the agent runs with the daemon's uid
+// (root here), yet sees and attaches to only the processes it spawned; the
+// operator, the control, sees and attaches to the agent's.
+func TestOnlyTheOperatorLooksPastItsOwn(t *testing.T) {
+	k := newTestKernel(t)
+	operator := &testSession{ctx: t.Context(), caller: Caller{UID: 0}}
+	agent := &testSession{ctx: t.Context(), caller: Caller{Kind: KindAgent, Name: "default", UID: 0, Spawn: &SpawnAuthority{Commands: true}}}
+	spawn := func(s *testSession) string {
+		raw, _ := msgpack.Marshal(abi.SpawnParams{Argv: []string{"/bin/sleep", "30"}})
+		res, aerr := k.Invoke(t.Context(), "process.spawn", &Call{Session: s, Params: raw})
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		var info abi.ProcessInfo
+		msgpack.Unmarshal(res, &info)
+		return info.ID
+	}
+	mine, theirs := spawn(agent), spawn(operator)
+	list := func(s *testSession) []string {
+		res, aerr := k.Invoke(t.Context(), "process.status", &Call{Session: s})
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		var infos []abi.ProcessInfo
+		msgpack.Unmarshal(res, &infos)
+		var ids []string
+		for _, i := range infos {
+			ids = append(ids, i.ID)
+		}
+		return ids
+	}
+	if got := list(agent); !reflect.DeepEqual(got, []string{mine}) {
+		t.Fatalf("the agent lists %v, want only its own %s", got, mine)
+	}
+	raw, _ := msgpack.Marshal(abi.ProcessRef{ProcessID: theirs})
+	_, aerr := k.Invoke(t.Context(), "process.attach", &Call{Session: agent, Params: raw})
+	wantDenied(t, "the agent attaches to the operator's process", aerr, "belongs to another user")
+	if got := list(operator); len(got) != 2 {
+		t.Fatalf("root as the operator lists %v, want both processes", got)
+	}
+	raw, _ = msgpack.Marshal(abi.ProcessRef{ProcessID: mine})
+	_, aerr = k.Invoke(t.Context(), "process.attach", &Call{Session: operator, Params: raw})
+	wantAllowed(t, "the operator attaches to the agent's process", aerr)
+}

@@ -245,15 +245,20 @@ func (k *Kernel) status(ctx context.Context, c *Call) (any, error) {
 	return mine, nil
 }
 
-// sameUser reports whether the caller runs as the user who spawned s (or
-// is root).
+// sameUser reports whether the caller may see and attach to s: its owner,
+// or an operator of the owner's uid (root sees every process). Only the
+// operator looks past its own: a skill, plugin or the agent sees what it
+// spawned, whatever uid the daemon lends it.
 func (k *Kernel) sameUser(c *Call, s *proc.Session) bool {
 	if s.Owner() == c.Session {
 		return true
 	}
 	owner, ok := s.Owner().(Session)
 	me := c.Session.Caller()
-	return ok && (me.UID == 0 || me.UID == owner.Caller().UID)
+	if !ok || me.Kind != KindOperator {
+		return false
+	}
+	return me.UID == 0 || (owner.Caller().Kind == KindOperator && me.UID == owner.Caller().UID)
 }
 
 func (k *Kernel) sig(sig syscall.Signal) Handler {

@@ -125,7 +125,7 @@ func warnUnwritableWork(skill *manifests.Skill, work string) {
 		return
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && fi.Mode().Perm()&0o002 == 0 {
-		fmt.Fprintf(os.Stderr, "kairo: note: %s belongs to root, and the skill runs as an unprivileged uid of its own: its writes to $WORK will be refused. Run it in a folder an ordinary user owns (--work DIR).\n", work)
+		fmt.Fprintf(os.Stderr, "kairo: note: %s belongs to root, and the skill runs as an unprivileged uid of its own: its writes to $WORK will be refused. Give a folder the sandbox may write (--work DIR, a folder of mode 0777 or with an ACL for the range of [sandbox] uid_base).\n", work)
 	}
 }
 
@@ -157,6 +157,7 @@ func privateKernel(bestEffort bool) (*ipc.Client, func(), error) {
 		srv.Close()
 		<-served
 		k.Close()
+		launcher.Close()
 		b.Close()
 		os.RemoveAll(dir)
 	}

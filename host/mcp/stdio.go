@@ -200,8 +200,8 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	default:
 	}
 	// The write blocks while the server does not read; Close ends it by
-	// closing stdin.
-	if err := c.p.WriteStdin(data); err != nil {
+	// closing stdin, and the caller's context by giving up.
+	if err := c.p.WriteStdinContext(ctx, data); err != nil {
 		return fmt.Errorf("%w: %v", sdk.ErrConnectionClosed, err)
 	}
 	return nil

@@ -3,10 +3,12 @@ package bus
 import (
 	"fmt"
 	"strings"
+
+	"github.com/kairo-os/kairo/abi"
 )
 
 // MaxSubjectLen bounds subjects and patterns, as NATS does in practice.
-const MaxSubjectLen = 256
+const MaxSubjectLen = abi.MaxSubjectLen
 
 // SubjectError says which rule a subject or pattern broke.
 type SubjectError struct {

@@ -143,8 +143,10 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 	if _, err := late.Ping(ctx(t)); err != nil {
 		t.Fatalf("a client after the flood: %v", err)
 	}
-	if s := stalls(); s[0] != 1 || s[1] != 1 {
-		t.Fatalf("%d starved episodes, %d warnings; want one of each (once an episode, not once an accept)", s[0], s[1])
+	// Each flood connection that closes frees a descriptor, so accept may
+	// starve more than once; what matters is one warning an episode.
+	if s := stalls(); s[0] < 1 || s[1] != s[0] {
+		t.Fatalf("%d starved episodes, %d warnings; want one warning an episode (not once an accept)", s[0], s[1])
 	}
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
