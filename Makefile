@@ -2,7 +2,7 @@
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
-FUZZTIME ?= 10s
+FUZZTIME ?= 30000x
 
 .PHONY: run build plugins test testdata lint fuzz bench clean
 
