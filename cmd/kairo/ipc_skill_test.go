@@ -15,12 +15,7 @@ import (
 func TestSkillIPCScopes(t *testing.T) {
 	home := t.TempDir()
 	startUp(t, home)
-	dir, err := os.MkdirTemp("", "kairo-skill-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	dir := skillFolder(t, "kairo-skill-")
 	manifest := filepath.Join(dir, "skill.toml")
 	script := `K=` + kairoBin + `
 $K events publish kairo.skill.demo.done '{"ok":true}' || exit 10
@@ -70,11 +65,7 @@ publish = ["kairo.skill.demo.>"]
 // uid, in its tree, never as the folder's owner.
 func TestSkillSpawnAttenuated(t *testing.T) {
 	home := t.TempDir()
-	victim, err := os.MkdirTemp("", "kairo-victim-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(victim) })
+	victim := skillFolder(t, "kairo-victim-")
 	os.Chmod(victim, 0o777)
 	os.Chown(victim, 4242, 4242) // an account's folder
 
@@ -90,12 +81,7 @@ exec = ["/usr/bin/echo"]
 `), 0o644)
 	startUp(t, home)
 
-	dir, err := os.MkdirTemp("", "kairo-skill-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	dir := skillFolder(t, "kairo-skill-")
 	evil := filepath.Join(dir, "evil.toml")
 	os.WriteFile(evil, []byte("[skill]\nname = \"evil\"\ncommand = [\"/usr/bin/id\"]\n[fs]\nread = [\"/\"]\nwrite = [\"/\"]\nexec = [\"/\"]\n"), 0o644)
 	script := `K=` + kairoBin + `
@@ -150,4 +136,18 @@ func field(out, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// skillFolder makes a folder outside the test's temp folder, which the
+// sandbox uids may not pass, that they may read: where a test's skill
+// manifests and scripts live.
+func skillFolder(t *testing.T, pattern string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	return dir
 }

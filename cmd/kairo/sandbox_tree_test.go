@@ -200,12 +200,7 @@ func TestSkillChildDiesWithSkill(t *testing.T) {
 	needCgroups(t)
 	home := t.TempDir()
 	startUp(t, home)
-	dir, err := os.MkdirTemp("", "kairo-skill-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	dir := skillFolder(t, "kairo-skill-")
 	n := 32000 + os.Getpid()%1000
 	script := kairoBin + ` spawn sleep ` + strconv.Itoa(n) + ` &
 exec sleep 60`
