@@ -146,7 +146,8 @@ func (m *Manager) Stop() {
 	m.cancel()
 	// A rescan under way finishes first, so no unit starts after this.
 	m.scanMu.Lock()
-	m.scanMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+	//lint:ignore SA2001 an empty critical section: a barrier
+	m.scanMu.Unlock()
 	units := m.all()
 	for _, u := range units {
 		u.stop()
@@ -418,4 +419,3 @@ type errRefused struct{ err error }
 func (e errRefused) Error() string { return e.err.Error() }
 func (e errRefused) Unwrap() error { return e.err }
 
-func refused(format string, args ...any) error { return errRefused{fmt.Errorf(format, args...)} }

@@ -92,12 +92,6 @@ func lockState(lock *os.File) (state byte, home string) {
 	return b[0], string(b[1:n])
 }
 
-// released reports whether the uid of lock was released cleanly.
-func released(lock *os.File) bool {
-	state, _ := lockState(lock)
-	return state == uidReleased
-}
-
 // lockUID takes the lock of uid; nil when another kernel holds it.
 func lockUID(uid int) (*os.File, error) {
 	if err := os.MkdirAll(uidLockDir, 0o700); err != nil {
