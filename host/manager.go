@@ -418,4 +418,3 @@ type errRefused struct{ err error }
 
 func (e errRefused) Error() string { return e.err.Error() }
 func (e errRefused) Unwrap() error { return e.err }
-
