@@ -143,6 +143,11 @@ func privateKernel(bestEffort bool) (*ipc.Client, func(), error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b := bus.New(bus.NewMemoryStore(1<<12), bus.Options{})
 	launcher := &proc.Sandboxed{Helper: helper, Root: filepath.Join(dir, "sandbox"), BestEffort: bestEffort}
+	if os.Geteuid() == 0 {
+		// The run's tree in a cgroup of its own, ended with this process
+		// even if it is killed.
+		startCgroups(launcher, "kairo-run-"+strconv.Itoa(os.Getpid()), log)
+	}
 	k := kernel.New(b, kernel.Options{Version: version, Logger: log, Launcher: launcher})
 	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: filepath.Join(dir, "kernel.sock"), Logger: log})
 	if err != nil {
