@@ -253,3 +253,38 @@ call = ["process.spawn", "process.attach", "process.stdin.close", "process.signa
 		t.Errorf("the skill's child %v outlived the skill, which its wall limit ended: %s", child, r)
 	}
 }
+
+// TestRunKilledLeavesNoTree: `kairo run` without a daemon keeps the run's
+// tree in cgroups of its own, so kill -9 of kairo run ends the skill and a
+// daemonized child of it; while kairo run lives, both run (the control).
+func TestRunKilledLeavesNoTree(t *testing.T) {
+	needCgroups(t)
+	n := 33000 + os.Getpid()%1000*2
+	dir := skillFolder(t, "kairo-run-")
+	manifest := filepath.Join(dir, "skill.toml")
+	script := "setsid sh -c 'sleep " + strconv.Itoa(n+1) + " & exit 0' & exec sleep " + strconv.Itoa(n)
+	os.WriteFile(manifest, []byte(`[skill]
+name = "sleeper"
+command = ["/usr/bin/sh", "-c", "`+script+`"]
+[fs]
+read = ["/usr", "/lib", "/lib64", "/etc/ld.so.cache"]
+exec = ["/usr/bin"]
+`), 0o644)
+	cmd := exec.Command(kairoBin, "run", manifest)
+	cmd.Env = childEnv(t.TempDir()) // no daemon there: a private kernel
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var ps []int
+	for deadline := time.Now().Add(10 * time.Second); len(ps) < 2; time.Sleep(10 * time.Millisecond) {
+		if ps = append(sleepers(n), sleepers(n+1)...); time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the run's two sleeps did not start: %v", ps)
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !goneWithin(ps, 5*time.Second) {
+		t.Fatalf("processes of the killed run's tree still run 5 s later: %v", append(sleepers(n), sleepers(n+1)...))
+	}
+}
