@@ -63,13 +63,16 @@ func (a *SpawnAuthority) mayRunSkill(name string) bool {
 }
 
 // folderFor checks a working folder a principal asked for: "" (a workspace
-// Kairo makes) or a folder inside its Folders or its ceiling's writes.
-func (a *SpawnAuthority) folderFor(who, cwd string) error {
+// Kairo makes) or a folder inside its Folders or its ceiling's writes. It
+// returns the folder with its links resolved, which the spawn then uses:
+// the sandbox opens it again without following links, so a link swapped in
+// after this check grants nothing.
+func (a *SpawnAuthority) folderFor(who, cwd string) (string, error) {
 	if cwd == "" {
-		return nil
+		return "", nil
 	}
 	if !filepath.IsAbs(cwd) {
-		return fmt.Errorf("cwd %q: give an absolute folder, or none for a workspace Kairo makes", cwd)
+		return "", fmt.Errorf("cwd %q: give an absolute folder, or none for a workspace Kairo makes", cwd)
 	}
 	cwd = filepath.Clean(cwd)
 	allowed := slices.Clone(a.Folders)
@@ -80,14 +83,14 @@ func (a *SpawnAuthority) folderFor(who, cwd string) error {
 	// folder must not lead out of it.
 	real, err := filepath.EvalSymlinks(cwd)
 	if err != nil {
-		return fmt.Errorf("cwd %q: %v", cwd, err)
+		return "", fmt.Errorf("cwd %q: %v", cwd, err)
 	}
 	for _, f := range allowed {
 		if under(cwd, f) && (under(real, f) || under(real, resolved(f))) {
-			return nil
+			return real, nil
 		}
 	}
-	return fmt.Errorf("cwd %q is outside what %s may write (%s): leave cwd empty to run in a workspace Kairo makes",
+	return "", fmt.Errorf("cwd %q is outside what %s may write (%s): leave cwd empty to run in a workspace Kairo makes",
 		cwd, who, listOrNone(allowed))
 }
 
@@ -132,9 +135,11 @@ func (k *Kernel) attenuate(caller Caller, p *abi.SpawnParams) (proc.Spec, error)
 		return proc.Spec{}, abi.Errorf(abi.CodePermissionDenied,
 			"permission denied: %s may not name a manifest file (%q); run an installed skill by name (the skill parameter)", who, p.Manifest)
 	}
-	if err := a.folderFor(who, p.Cwd); err != nil {
+	cwd, err := a.folderFor(who, p.Cwd)
+	if err != nil {
 		return proc.Spec{}, abi.Errorf(abi.CodePermissionDenied, "permission denied: %v", err)
 	}
+	p.Cwd = cwd
 	var spec proc.Spec
 	if p.Skill != "" {
 		if !a.mayRunSkill(p.Skill) {
@@ -246,9 +251,22 @@ func Intersect(p, ceiling *sandbox.Policy, work, tmp string) *sandbox.Policy {
 	out.BindTCP = intersectPorts(p.BindTCP, ceiling.BindTCP)
 	out.UDP = p.UDP && ceiling.UDP
 	out.MinLandlockABI = max(p.MinLandlockABI, ceiling.MinLandlockABI)
+	// The environment: the sandbox's own variables, and of the child's
+	// others only what the spawner holds too — a skill run by another
+	// does not hand it the secrets of its env.set.
+	out.Env = nil
+	for _, kv := range p.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(sandboxVars, name) || slices.Contains(ceiling.Env, kv) {
+			out.Env = append(out.Env, kv)
+		}
+	}
 	out.Limits = tighter(p.Limits, ceiling.Limits)
 	return &out
 }
+
+// sandboxVars are the variables the sandbox sets for every child.
+var sandboxVars = []string{"PATH", "HOME", "TMPDIR", "LANG"}
 
 // intersectPaths keeps what both lists grant: a path of want inside a path
 // of have, or a path of have inside a path of want.

@@ -118,6 +118,8 @@ func TestCancelIsTheKernels(t *testing.T) {
 	k := newTestKernel(t)
 	skill := Caller{Kind: KindSkill, Name: "s", Grants: &Grants{Call: []string{"events.publish"}, Publish: []string{"kairo.>"}}}
 	wantDenied(t, "a skill without intent.cancel cancels", call(t, k, skill, "intent.cancel", abi.CancelParams{CorrelationID: "run-1"}, nil), "not granted: intent.cancel")
+	granted := Caller{Kind: KindSkill, Name: "s", Grants: &Grants{Call: []string{"intent.cancel"}}}
+	wantDenied(t, "a skill granted intent.cancel cancels another's run loop", call(t, k, granted, "intent.cancel", abi.CancelParams{CorrelationID: "run-1"}, nil), "may cancel only its own run loop")
 	wantAllowed(t, "the operator cancels", call(t, k, Caller{UID: 7}, "intent.cancel", abi.CancelParams{CorrelationID: "run-1"}, nil))
 	var got []abi.Event
 	k.Bus.Replay(t.Context(), bus.Query{}, func(ev *abi.Event) error { got = append(got, *ev); return nil })
@@ -182,16 +184,19 @@ func TestIntersect(t *testing.T) {
 		ConnectTCP: []uint16{443}, UDP: false,
 		Limits: sandbox.Limits{Memory: 1 << 30, Processes: 64, Wall: time.Minute},
 	}
+	ceiling.Env = []string{"PATH=/usr/bin", "SHARED=yes"}
 	child := &sandbox.Policy{
 		Read: []string{"/", "/data/in"}, Write: []string{"/data", "/home/u1"}, Exec: []string{"/usr/bin/python3", "/opt/bin"},
 		ConnectTCP: []uint16{443, 22}, UDP: true,
 		Limits: sandbox.Limits{Memory: 4 << 30, CPUSeconds: 10},
+		Env:    []string{"PATH=/usr/local/bin", "HOME=/w1", "DEPLOY_TOKEN=secret", "SHARED=yes", "SHARED2=no"},
 	}
 	got := Intersect(child, ceiling, "/w1", "/t1")
 	want := &sandbox.Policy{
 		Read: []string{"/usr", "/data", "/data/out", "/w0", "/usr/bin", "/data/in"}, Write: []string{"/data/out", "/w1", "/t1"},
 		Exec: []string{"/usr/bin/python3"}, Unix: []string{}, ConnectTCP: []uint16{443}, BindTCP: []uint16{},
 		Limits: sandbox.Limits{Memory: 1 << 30, Processes: 64, CPUSeconds: 10, Wall: time.Minute},
+		Env:    []string{"PATH=/usr/local/bin", "HOME=/w1", "SHARED=yes"}, // not the child's own secrets
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Intersect:\n got  %+v\n want %+v", got, want)

@@ -368,6 +368,18 @@ func (k *Kernel) cancel(ctx context.Context, c *Call) (any, error) {
 		return nil, abi.Errorf(abi.CodeInvalidParams, "correlationId is empty: name the run loop to cancel")
 	}
 	caller := c.Session.Caller()
+	if caller.Kind == KindSkill {
+		// A skill cancels its own run loop, no other.
+		var own string
+		if caller.Tree != nil {
+			if root := caller.Tree.Root(); root != nil {
+				own = root.Info().CorrelationID
+			}
+		}
+		if own == "" || own != p.CorrelationID {
+			return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: %s may cancel only its own run loop (%s)", caller, orNone(own))
+		}
+	}
 	if p.Reason == "" {
 		p.Reason = "intent.cancel by " + caller.String()
 	}
@@ -389,4 +401,11 @@ func (k *Kernel) cancel(ctx context.Context, c *Call) (any, error) {
 		ids = []string{}
 	}
 	return abi.CancelResult{ProcessIDs: ids}, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "it has none"
+	}
+	return s
 }

@@ -646,3 +646,33 @@ func (e *escapeEnv) runWarm(t *testing.T, p *Policy, args ...string) string {
 	helper.Wait()
 	return strings.TrimSpace(string(out))
 }
+
+// TestEscapeSwappedFolder: a folder granted fs.write that the sandbox's
+// own code swaps for a link between the policy's making and the helper's
+// open — a skill racing the start of its child, in its own writable folder
+// — grants nothing where the link leads: the plan holds paths without
+// links and the helper opens them without following any. The neighbour:
+// the same grant, unswapped, is writable.
+func TestEscapeSwappedFolder(t *testing.T) {
+	e := newEscapeEnv(t)
+	grant := func(dir string) *Policy {
+		mkdirFixture(t, dir, 0o700)
+		noErr(t, os.Chown(dir, e.uid, e.uid))
+		return e.policy(func(p *Policy) { p.Write = append(p.Write, dir) })
+	}
+	swapped := e.work + "/swap-a"
+	got := e.run(t, grant(swapped), func(t *testing.T, _ *Cmd) {
+		noErr(t, os.Remove(swapped))
+		noErr(t, os.Symlink(e.outside, swapped))
+	}, "create", swapped+"/via-link")
+	if got != "errno EACCES" {
+		t.Fatalf("create through a folder swapped for a link to %s: %q, want errno EACCES", e.outside, got)
+	}
+	if _, err := os.Lstat(e.outside + "/via-link"); err == nil {
+		t.Fatalf("the sandbox created %s through the swapped folder", e.outside+"/via-link")
+	}
+	kept := e.work + "/swap-b"
+	if got := e.run(t, grant(kept), nil, "create", kept+"/new"); got != "ok" {
+		t.Fatalf("create in a granted folder: %q, want ok", got)
+	}
+}

@@ -133,9 +133,14 @@ func applyRuleset(p *plan) error {
 	}
 	defer unix.Close(fd)
 	for _, r := range p.rules {
-		pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		// The plan's paths have no links (linkFree): one that has now
+		// was swapped in since, by someone who may write on the way —
+		// a sandbox racing its child's start — and grants nothing.
+		pfd, err := unix.Openat2(unix.AT_FDCWD, r.path, &unix.OpenHow{
+			Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS,
+		})
 		if err != nil {
-			continue // gone since the policy was made: it grants nothing
+			continue // gone or swapped since the policy was made: it grants nothing
 		}
 		err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: r.rights, ParentFd: pfd}, 0)
 		unix.Close(pfd)

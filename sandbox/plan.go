@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -50,7 +51,7 @@ func makePlan(p *Policy) (*plan, error) {
 		gs, _ := grants(p)
 		for _, g := range gs {
 			if r := uint64(g.rights) & pl.ruleset.HandledAccessFS; r != 0 {
-				pl.rules = append(pl.rules, rule{g.path, r})
+				pl.rules = append(pl.rules, rule{linkFree(g.path), r})
 			}
 		}
 		if pl.ruleset.HandledAccessNet == 0 {
@@ -211,4 +212,17 @@ func decodePlan(b []byte) (*plan, error) {
 		return nil, fmt.Errorf("decode the plan: %d bytes left over", len(b))
 	}
 	return pl, nil
+}
+
+// linkFree is path with every link on the way resolved, as the plan holds
+// it: the helper opens it again without following links, so a folder
+// swapped for a link between the kernel's check and the helper's open
+// (a sandbox racing the start of its own child, in a folder it may write)
+// grants nothing rather than the link's target. A path that does not
+// resolve stays as it is.
+func linkFree(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return path
 }

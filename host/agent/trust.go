@@ -15,10 +15,15 @@ import (
 // the process manager, the agent's own records from an agent, a cancel
 // from a principal the kernel let call intent.cancel.
 func trusted(ev *abi.Event) bool {
+	src := ev.Source
+	if ev.Type == abi.SubjectUserMessage {
+		// A skill speaks for itself, never as the user: what it could
+		// make the agent do would exceed its own grants.
+		return !strings.HasPrefix(src, abi.PrincipalSkill+"/")
+	}
 	if !bus.KernelOwned(ev.Type) {
 		return true
 	}
-	src := ev.Source
 	switch {
 	case strings.HasPrefix(ev.Type, "kairo.process."):
 		// The agent records kairo.process.interrupted itself.

@@ -57,3 +57,30 @@ func TestForgedEventsIgnored(t *testing.T) {
 		t.Fatalf("intent.ended = %+v", d)
 	}
 }
+
+// TestTrustedSources: the agent believes a user message from the operator
+// or a plugin the operator installed, never from a skill (which would make
+// the agent act beyond the skill's grants); a process event only from the
+// process manager (or its own interrupted record).
+func TestTrustedSources(t *testing.T) {
+	for _, c := range []struct {
+		typ, source string
+		want        bool
+	}{
+		{abi.SubjectUserMessage, "operator/0", true},
+		{abi.SubjectUserMessage, "plugin/terminal", true},
+		{abi.SubjectUserMessage, "skill/pub", false},
+		{"kairo.process.exited", "kernel/proc", true},
+		{"kairo.process.interrupted", "agent/default", true},
+		{"kairo.process.exited", "operator/0", false},
+		{abi.SubjectIntentCancel, "operator/0", true},
+		{abi.SubjectIntentCancel, "kernel", false},
+		{abi.SubjectAgentAction, "agent/default", true},
+		{abi.SubjectAgentAction, "plugin/x", false},
+		{"app.order.created", "skill/x", true},
+	} {
+		if got := trusted(&abi.Event{Type: c.typ, Source: c.source}); got != c.want {
+			t.Errorf("trusted(%s from %s) = %v, want %v", c.typ, c.source, got, c.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package proc
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +20,12 @@ func (l *Sandboxed) allocUID() (int, error) {
 	defer l.mu.Unlock()
 	if l.inUse == nil {
 		l.inUse = map[int]*os.File{}
+		// Each run starts at a place of its own in the range: a tree
+		// rarely gets the uid of a tree of an earlier run, whose files
+		// in folders that outlive it (an operator's --cwd) are that
+		// uid's. Files a sandbox leaves outside its workspace are the
+		// operator's to mind; see docs/RATIONALE.md.
+		l.next = rand.IntN(count)
 	}
 	for range count {
 		u := base + l.next%count
