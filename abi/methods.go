@@ -227,6 +227,27 @@ type PluginStatus struct {
 	WASIEnv   []string `msgpack:"wasiEnv,omitempty"`
 	Services  []string `msgpack:"services,omitempty"`
 	Tools     []string `msgpack:"tools,omitempty"`
+	// Requested is what the plugin's manifest asks beyond its grants: a
+	// drop-in gets it only once the operator grants it (plugins.grant).
+	Requested *PluginGrant `msgpack:"requested,omitempty"`
+	// Capped says which of the manifest's limits the host's ceilings
+	// lowered ("memory 4GiB capped to 256MiB").
+	Capped []string `msgpack:"capped,omitempty"`
+}
+
+// PluginGrant is what the operator grants a plugin beyond its baseline, or
+// takes back: the params of plugins.grant and plugins.revoke, and the data
+// of kairo.plugin.granted and kairo.plugin.revoked, which the host folds
+// into each plugin's grants when it starts.
+type PluginGrant struct {
+	Plugin    string   `msgpack:"plugin"`
+	Call      []string `msgpack:"call,omitempty"`
+	Publish   []string `msgpack:"publish,omitempty"`
+	Subscribe []string `msgpack:"subscribe,omitempty"`
+	WASIFS    []string `msgpack:"wasiFs,omitempty"`
+	WASIEnv   []string `msgpack:"wasiEnv,omitempty"`
+	// By is who asked, "operator/UID", set by the host in the events.
+	By string `msgpack:"by,omitempty"`
 }
 
 // Plugin states.
@@ -261,12 +282,17 @@ type PluginFailed struct {
 	RestartIn time.Duration `msgpack:"restartIn,omitempty"`
 }
 
-// PluginDenied is the data of kairo.plugin.denied: a call or publish the
-// plugin's grants refused.
+// PluginDenied is the data of kairo.plugin.denied: the calls, publishes
+// and subscriptions the plugin's grants refused in one batch (or its init),
+// reported once for the batch.
 type PluginDenied struct {
 	Plugin string `msgpack:"plugin"`
-	Import string `msgpack:"import"` // "call" or "publish"
-	Target string `msgpack:"target"` // the method or the subject
+	Import string `msgpack:"import"` // of the first refused: "call", "publish" or "subscribe"
+	Target string `msgpack:"target"` // the method or the subject of the first refused
+	// Count is how many were refused in the batch; Targets the first few
+	// distinct ones, as "IMPORT TARGET".
+	Count   int      `msgpack:"count"`
+	Targets []string `msgpack:"targets,omitempty"`
 }
 
 // PluginState is the data of kairo.plugin.started, .stopped and .unloaded.

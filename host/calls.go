@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel"
@@ -21,6 +23,24 @@ import (
 // the plugin sees, instead of ping-ponging for ever.
 const maxServiceDepth = 8
 
+// What one plugin's calls may hold of the host. A plugin that calls a
+// service (its own, say) that never answers made the host keep every call
+// for ever; now each waits at most serviceDeadline, a caller has at most
+// maxPendingServices waiting and a provider at most maxQueuedServices
+// queued, and past them a call fails at once with an error that names the
+// bound. An instance's calls are dropped when it ends.
+const (
+	maxPendingServices = 64
+	maxQueuedServices  = 256
+	// maxCallResult caps the bytes of one call's result handed to a
+	// plugin; a larger one is replaced by an error that says so.
+	maxCallResult = 4 << 20
+)
+
+// serviceDeadline bounds how long a service call waits for its answer; a
+// variable so that tests can shorten it before a manager starts.
+var serviceDeadline = 30 * time.Second
+
 // serviceDepth is how deep in a chain of service calls a batch is handled:
 // 0 for events and results, n for a service call made at depth n-1.
 type serviceDepth struct {
@@ -30,16 +50,58 @@ type serviceDepth struct {
 
 // serviceCalls are the service calls delivered and not yet answered.
 type serviceCalls struct {
-	next    int64
-	pending map[int64]*pendingService
+	next     int64
+	pending  map[int64]*pendingService
+	byCaller map[*unit]int // how many of pending each caller has
 }
 
 type pendingService struct {
 	caller   *unit
 	gen      int // the caller's instance
 	token    int64
+	method   string
 	provider *unit
-	pgen     int // the provider's instance
+	pgen     int         // the provider's instance
+	timer    *time.Timer // answers the call with an error after wait
+	wait     time.Duration
+}
+
+// dropPendingLocked removes the pending call id and stops its deadline;
+// the caller holds m.mu.
+func (m *Manager) dropPendingLocked(id int64) (*pendingService, bool) {
+	p, ok := m.svc.pending[id]
+	if !ok {
+		return nil, false
+	}
+	delete(m.svc.pending, id)
+	if m.svc.byCaller[p.caller]--; m.svc.byCaller[p.caller] <= 0 {
+		delete(m.svc.byCaller, p.caller)
+	}
+	p.timer.Stop()
+	return p, true
+}
+
+// expireService answers the service call id with an error once its
+// deadline passed, and takes it out of its provider's inbox if it still
+// waits there.
+func (m *Manager) expireService(id int64, p *pendingService) {
+	m.mu.Lock()
+	if m.svc.pending[id] != p {
+		m.mu.Unlock()
+		return
+	}
+	m.dropPendingLocked(id)
+	m.mu.Unlock()
+	p.provider.dropQueued(map[int64]bool{id: true})
+	p.caller.pushResult(p.gen, abi.CallResult{Token: p.token, Error: abi.Errorf(abi.CodeUnavailable,
+		"call %s: plugin %s did not answer within %v (host serviceDeadline); the call is dropped", p.method, p.provider.name, p.wait)}, false)
+}
+
+// dropQueued takes the service calls of ids out of u's inbox.
+func (u *unit) dropQueued(ids map[int64]bool) {
+	u.inMu.Lock()
+	u.calls = slices.DeleteFunc(u.calls, func(c queuedService) bool { return ids[c.call.ID] })
+	u.inMu.Unlock()
 }
 
 // queuedService is a service call waiting in its provider's inbox.
@@ -67,16 +129,33 @@ func (u *unit) call(ctx context.Context, gen int, sess *pluginSession, c Call, d
 			fail(abi.CodePermissionDenied, "call %s: service calls nested deeper than %d (%s): recursive host calls are cut off here", c.Method, maxServiceDepth, chain)
 			return
 		}
+		if n := m.svc.byCaller[u]; n >= maxPendingServices {
+			m.mu.Unlock()
+			fail(abi.CodeUnavailable, "call %s: %d service calls of this plugin wait for their answers, the most the host keeps (maxPendingServices); wait for their results", c.Method, n)
+			return
+		}
+		provider.inMu.Lock()
+		if n := len(provider.calls); n >= maxQueuedServices {
+			provider.inMu.Unlock()
+			m.mu.Unlock()
+			fail(abi.CodeUnavailable, "call %s: plugin %s has %d service calls waiting, the most the host queues (maxQueuedServices); call again later", c.Method, provider.name, n)
+			return
+		}
 		m.svc.next++
 		id := m.svc.next
-		provider.inMu.Lock()
 		pgen := provider.gen
 		provider.calls = append(provider.calls, queuedService{
 			call:  abi.ServiceCall{ID: id, Method: c.Method, Args: c.Args, From: u.name},
 			depth: serviceDepth{n: depth.n + 1, chain: chain},
 		})
 		provider.inMu.Unlock()
-		m.svc.pending[id] = &pendingService{caller: u, gen: gen, token: c.Token, provider: provider, pgen: pgen}
+		ps := &pendingService{caller: u, gen: gen, token: c.Token, method: c.Method, provider: provider, pgen: pgen, wait: serviceDeadline}
+		ps.timer = time.AfterFunc(ps.wait, func() { m.expireService(id, ps) })
+		m.svc.pending[id] = ps
+		if m.svc.byCaller == nil {
+			m.svc.byCaller = map[*unit]int{}
+		}
+		m.svc.byCaller[u]++
 		m.mu.Unlock()
 		provider.signal()
 		return
@@ -95,7 +174,9 @@ func (u *unit) call(ctx context.Context, gen int, sess *pluginSession, c Call, d
 	go func() { // owned by the manager; ctx ends with the instance
 		defer m.wg.Done()
 		res, aerr := m.cfg.Kernel.Invoke(ctx, c.Method, &kernel.Call{Session: sess, Params: c.Args})
-		u.pushResult(gen, abi.CallResult{Token: c.Token, Result: res, Error: aerr}, true)
+		r := abi.CallResult{Token: c.Token, Result: res, Error: aerr}
+		capResult(c.Method, &r)
+		u.pushResult(gen, r, true)
 	}()
 }
 
@@ -114,8 +195,18 @@ func (m *Manager) registerServices(u *unit, services []string) error {
 	return nil
 }
 
+// capResult replaces a result over maxCallResult by an error that says so.
+func capResult(method string, r *abi.CallResult) {
+	if len(r.Result) > maxCallResult {
+		r.Error = abi.Errorf(abi.CodeUnavailable, "call %s: its result of %d bytes is over the %d bytes the host hands a plugin (maxCallResult)", method, len(r.Result), maxCallResult)
+		r.Result = nil
+	}
+}
+
 // unregisterServices withdraws u's services when its instance gen ends, and
-// answers every call of them still unanswered with an error.
+// answers every call of them still unanswered with an error. The service
+// calls the instance made and still waited for are dropped, from the
+// providers' inboxes too: nobody is left to read their answers.
 func (m *Manager) unregisterServices(u *unit, gen int) {
 	m.mu.Lock()
 	for s, p := range m.services {
@@ -124,13 +215,24 @@ func (m *Manager) unregisterServices(u *unit, gen int) {
 		}
 	}
 	var orphans []*pendingService
+	dropped := map[*unit]map[int64]bool{}
 	for id, p := range m.svc.pending {
-		if p.provider == u && p.pgen <= gen {
+		switch {
+		case p.provider == u && p.pgen <= gen:
 			orphans = append(orphans, p)
-			delete(m.svc.pending, id)
+			m.dropPendingLocked(id)
+		case p.caller == u && p.gen <= gen:
+			if dropped[p.provider] == nil {
+				dropped[p.provider] = map[int64]bool{}
+			}
+			dropped[p.provider][id] = true
+			m.dropPendingLocked(id)
 		}
 	}
 	m.mu.Unlock()
+	for provider, ids := range dropped {
+		provider.dropQueued(ids)
+	}
 	u.inMu.Lock()
 	u.calls = nil
 	u.inMu.Unlock()
@@ -144,14 +246,17 @@ func (m *Manager) answerService(provider *unit, r abi.CallResult) {
 	m.mu.Lock()
 	p, ok := m.svc.pending[r.Token]
 	if ok && p.provider == provider {
-		delete(m.svc.pending, r.Token)
+		m.dropPendingLocked(r.Token)
 	}
 	m.mu.Unlock()
 	if !ok || p.provider != provider {
-		m.log.Warn("a plugin answered a service call it was not given", "plugin", provider.name, "id", r.Token)
+		// Past its deadline, its caller gone, or never given.
+		m.log.Debug("a service answer nobody waits for", "plugin", provider.name, "id", r.Token)
 		return
 	}
-	p.caller.pushResult(p.gen, abi.CallResult{Token: p.token, Result: r.Result, Error: r.Error}, false)
+	res := abi.CallResult{Token: p.token, Result: r.Result, Error: r.Error}
+	capResult(p.method, &res)
+	p.caller.pushResult(p.gen, res, false)
 }
 
 // failServices answers the service calls of a batch whose plugin failed.
@@ -162,8 +267,7 @@ func (m *Manager) failServices(calls []abi.ServiceCall, provider string, err err
 			msg = msg[:i]
 		}
 		m.mu.Lock()
-		p, ok := m.svc.pending[c.ID]
-		delete(m.svc.pending, c.ID)
+		p, ok := m.dropPendingLocked(c.ID)
 		m.mu.Unlock()
 		if ok {
 			p.caller.pushResult(p.gen, abi.CallResult{Token: p.token, Error: abi.Errorf(abi.CodeUnavailable, "plugin %s failed handling %s: %s", provider, c.Method, msg)}, false)

@@ -30,6 +30,10 @@ const (
 	ReasonBadOutput Reason = "bad_output"
 	// ReasonInit: the plugin's Init reported an error.
 	ReasonInit Reason = "init"
+	// ReasonLimit: the plugin asked the host for more than a cap allows
+	// (the bytes of a call's arguments, of an event, of a batch's output;
+	// the actions of a reply); the error is a *CapError naming the cap.
+	ReasonLimit Reason = "limit"
 )
 
 // ErrStopped is wrapped by the error of every call to a plugin instance that
@@ -67,4 +71,18 @@ type boundsError struct {
 
 func (e *boundsError) Error() string {
 	return fmt.Sprintf("%s: %d bytes at %#x are outside the guest memory of %d bytes", e.what, e.n, e.ptr, e.memBytes)
+}
+
+// CapError is a plugin going past a cap the host holds it to: what the host
+// would have had to copy, keep or allocate for it, over the bound.
+type CapError struct {
+	What string // what went past the cap: "kairo.call args", "output"
+	Got  int64
+	Max  int64
+	Unit string // "bytes", "actions", ...
+	Cap  string // the bound, as its owner names it: "Options.MaxCallArgs"
+}
+
+func (e *CapError) Error() string {
+	return fmt.Sprintf("%s: %d %s, over the cap of %d (%s)", e.What, e.Got, e.Unit, e.Max, e.Cap)
 }

@@ -1,10 +1,16 @@
 package host
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tetratelabs/wazero"
 
@@ -27,10 +33,16 @@ type Grants struct {
 	Publish   []string // subjects or patterns: "*" is one token, ">" the rest
 	Subscribe []string // patterns; see CheckSubscriptions
 	// OnDenied, when set, is told of every call or publish the grants
-	// refused, as it happens: the kernel turns each into a
-	// kairo.plugin.denied event. It runs inside the plugin's call, so it
-	// must return quickly and must not call the plugin.
+	// refused, as it happens: the manager counts them and reports a
+	// batch's as one kairo.plugin.denied event. It runs inside the
+	// plugin's call, so it must return quickly and must not call the
+	// plugin.
 	OnDenied func(Denial)
+
+	// dropIn grants come from the operator, not from the manifest: a
+	// module may import call or publish with nothing granted and is
+	// refused at each use (see checkImports).
+	dropIn bool
 
 	once    sync.Once
 	err     error
@@ -91,6 +103,11 @@ func (g *Grants) compile() error {
 func (g *Grants) checkImports(m wazero.CompiledModule) error {
 	if g == nil {
 		return nil
+	}
+	if g.dropIn {
+		// What it may call is the operator's to grant, not its author's
+		// to declare: until granted, each use is refused.
+		return g.compile()
 	}
 	if err := g.compile(); err != nil {
 		return err
@@ -164,11 +181,269 @@ func (g *Grants) CheckSubscriptions(subs []string) error {
 	return nil
 }
 
-// deny reports a refused call or publish to OnDenied.
+// deny reports a refused call or publish to OnDenied. It is not logged
+// here: a plugin can be refused 100,000 times a batch, and the manager
+// reports the batch's refusals as one event.
 func (p *Plugin) deny(imp, target string) {
 	g := p.opts.Grants
-	p.logger.Debug("not granted", "import", imp, "target", target)
 	if g != nil && g.OnDenied != nil {
 		g.OnDenied(Denial{Plugin: p.opts.Name, Import: imp, Target: target})
 	}
+}
+
+// ImportSubscribe names a subscription refused for want of a grant in a
+// Denial; the plugin's other subscriptions still run.
+const ImportSubscribe = "subscribe"
+
+// authority is what a plugin runs with: its manifest with the grants and
+// limits the operator allows (what the host loads), what the manifest asked
+// beyond them, and which of its limits a ceiling lowered.
+type authority struct {
+	plugin    *manifests.Plugin
+	requested *abi.PluginGrant // nil: nothing beyond its grants
+	capped    []string
+	dropIn    bool
+}
+
+// grants returns the host grants of the authority, reporting refusals to
+// onDenied.
+func (a *authority) grants(onDenied func(Denial)) *Grants {
+	g := GrantsFor(a.plugin, onDenied)
+	g.dropIn = a.dropIn
+	return g
+}
+
+// authorize decides what the plugin of manifest man, found in folder, runs
+// with. See docs/RATIONALE.md, "Authority comes from the operator": a
+// built-in (or a folder the embedder vouches for) gets its manifest's
+// grants as the operator narrowed them; a drop-in gets its baseline (its
+// own namespace, [host] public, no method); both get what the operator
+// granted in [plugins.NAME.grants] and with plugins.grant. Limits are
+// capped by the ceilings.
+func (m *Manager) authorize(man *manifests.Plugin, folder Folder) (*authority, error) {
+	name := man.Plugin.Name
+	op := m.cfg.Overrides[name]
+	n, err := man.Narrow(op)
+	if err != nil {
+		return nil, err
+	}
+	a := &authority{plugin: n, dropIn: !folder.Builtin && !folder.Granted}
+	asked := n.Grants
+	base := asked
+	if a.dropIn {
+		base = manifests.PluginGrants{Subscribe: m.baseline(name), Publish: m.baseline(name)}
+	}
+	g := m.operatorGrants(name)
+	n.Grants = manifests.PluginGrants{
+		Subscribe: union(base.Subscribe, g.Subscribe),
+		Publish:   union(base.Publish, g.Publish),
+		Call:      union(base.Call, g.Call),
+		WASI: manifests.WASIGrants{
+			FS:  union(base.WASI.FS, g.WASIFS),
+			Env: union(base.WASI.Env, g.WASIEnv),
+		},
+	}
+	if a.dropIn {
+		a.requested = beyond(name, asked, n.Grants)
+	}
+	a.capLimits(&m.cfg)
+	return a, nil
+}
+
+// baseline is what a drop-in may subscribe to and publish on without a
+// grant: its own namespace and the operator's public subjects.
+func (m *Manager) baseline(name string) []string {
+	return union([]string{"plugin." + name + ".>"}, m.cfg.Public)
+}
+
+// operatorGrants are the operator's grants to the plugin name:
+// [plugins.NAME.grants] and those of the log (plugins.grant).
+func (m *Manager) operatorGrants(name string) abi.PluginGrant {
+	c := m.cfg.Overrides[name].Grants
+	g := abi.PluginGrant{Plugin: name, Call: c.Call, Publish: c.Publish, Subscribe: c.Subscribe, WASIFS: c.WASIFS, WASIEnv: c.WASIEnv}
+	m.grantMu.Lock()
+	defer m.grantMu.Unlock()
+	if l := m.granted[name]; l != nil {
+		g.Call, g.Publish, g.Subscribe = union(g.Call, l.Call), union(g.Publish, l.Publish), union(g.Subscribe, l.Subscribe)
+		g.WASIFS, g.WASIEnv = union(g.WASIFS, l.WASIFS), union(g.WASIEnv, l.WASIEnv)
+	}
+	return g
+}
+
+// capLimits fills in the plugin's memory and deadline, the host's defaults
+// where its manifest and override leave them out, and lowers them to the
+// ceilings, noting each it lowered.
+func (a *authority) capLimits(cfg *ManagerConfig) {
+	l := &a.plugin.Limits
+	pages := l.MemoryPages()
+	if pages == 0 {
+		pages = cfg.MemoryPages
+	}
+	if pages > cfg.MaxMemoryPages {
+		a.capped = append(a.capped, fmt.Sprintf("memory %s capped to %s", manifests.Size(pages)*manifests.WasmPageSize, manifests.Size(cfg.MaxMemoryPages)*manifests.WasmPageSize))
+		pages = cfg.MaxMemoryPages
+	}
+	l.Memory = manifests.Size(pages) * manifests.WasmPageSize
+	d := l.DeadlineDuration()
+	if d == 0 {
+		d = cfg.Deadline
+	}
+	if d > cfg.MaxDeadline {
+		a.capped = append(a.capped, fmt.Sprintf("deadline %v capped to %v", d, cfg.MaxDeadline))
+		d = cfg.MaxDeadline
+	}
+	l.Deadline = d.String()
+}
+
+// beyond returns what asked holds that granted does not cover, or nil.
+func beyond(name string, asked, granted manifests.PluginGrants) *abi.PluginGrant {
+	covers := func(g, p string) bool { return bus.ValidatePattern(p) == nil && bus.Covers(g, p) }
+	same := func(g, e string) bool { return g == e }
+	under := func(g, e string) bool {
+		rel, err := filepath.Rel(g, e)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	left := func(want, have []string, ok func(g, e string) bool, kernelOwned bool) []string {
+		var out []string
+		for _, e := range want {
+			if !slices.ContainsFunc(have, func(g string) bool { return ok(g, e) }) || (kernelOwned && bus.KernelOwned(e)) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	r := &abi.PluginGrant{
+		Plugin:    name,
+		Subscribe: left(asked.Subscribe, granted.Subscribe, covers, false),
+		Publish:   left(asked.Publish, granted.Publish, covers, true),
+		Call:      left(asked.Call, granted.Call, same, false),
+		WASIFS:    left(asked.WASI.FS, granted.WASI.FS, under, false),
+		WASIEnv:   left(asked.WASI.Env, granted.WASI.Env, same, false),
+	}
+	if len(r.Subscribe)+len(r.Publish)+len(r.Call)+len(r.WASIFS)+len(r.WASIEnv) == 0 {
+		return nil
+	}
+	return r
+}
+
+// union returns a followed by the entries of b it does not hold.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, e := range b {
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// without returns a without the entries of b.
+func without(a, b []string) []string {
+	return slices.DeleteFunc(slices.Clone(a), func(e string) bool { return slices.Contains(b, e) })
+}
+
+// foldGrant applies one kairo.plugin.granted (revoke false) or
+// kairo.plugin.revoked event to the grants of the log.
+func (m *Manager) foldGrant(g *abi.PluginGrant, revoke bool) {
+	m.grantMu.Lock()
+	defer m.grantMu.Unlock()
+	cur := m.granted[g.Plugin]
+	if cur == nil {
+		cur = &abi.PluginGrant{Plugin: g.Plugin}
+		m.granted[g.Plugin] = cur
+	}
+	op := union
+	if revoke {
+		op = without
+	}
+	cur.Call, cur.Publish, cur.Subscribe = op(cur.Call, g.Call), op(cur.Publish, g.Publish), op(cur.Subscribe, g.Subscribe)
+	cur.WASIFS, cur.WASIEnv = op(cur.WASIFS, g.WASIFS), op(cur.WASIEnv, g.WASIEnv)
+}
+
+// Subjects of the operator's grants, published by the host.
+const (
+	subjectGranted = "kairo.plugin.granted"
+	subjectRevoked = "kairo.plugin.revoked"
+)
+
+// foldLog reads the log's kairo.plugin.granted and kairo.plugin.revoked
+// events, in order, into the grants: what the operator granted survives a
+// restart because it is in the log.
+func (m *Manager) foldLog(ctx context.Context) error {
+	type rec struct {
+		seq    uint64
+		g      abi.PluginGrant
+		revoke bool
+	}
+	var recs []rec
+	for _, subject := range []string{subjectGranted, subjectRevoked} {
+		pt, err := bus.CompilePattern(subject)
+		if err != nil {
+			return err
+		}
+		err = m.cfg.Kernel.Bus.Replay(ctx, bus.Query{Pattern: pt}, func(ev *abi.Event) error {
+			if ev.Source != abi.PrincipalHost {
+				return nil // only the host records grants
+			}
+			r := rec{seq: ev.Seq, revoke: subject == subjectRevoked}
+			if err := msgpack.Unmarshal(ev.Data, &r.g); err != nil || r.g.Plugin == "" {
+				m.log.Warn("a grant event that does not decode is skipped", "seq", ev.Seq, "subject", ev.Type, "err", err)
+				return nil
+			}
+			recs = append(recs, r)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("fold the operator's plugin grants from the log: %w", err)
+		}
+	}
+	slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.seq, b.seq) })
+	for i := range recs {
+		m.foldGrant(&recs[i].g, recs[i].revoke)
+	}
+	return nil
+}
+
+// maxDeniedTargets bounds the distinct refusals a kairo.plugin.denied event
+// names; Count counts them all.
+const maxDeniedTargets = 8
+
+// deniedBatch gathers the refusals of one batch into the one event that
+// reports them: a plugin refused 100,000 times costs one event, not
+// 100,000.
+type deniedBatch struct{ ev abi.PluginDenied }
+
+func (b *deniedBatch) add(d Denial) {
+	if b.ev.Count == 0 {
+		b.ev.Import, b.ev.Target = d.Import, d.Target
+	}
+	b.ev.Count++
+	if len(b.ev.Targets) < maxDeniedTargets {
+		if t := d.Import + " " + d.Target; !slices.Contains(b.ev.Targets, t) {
+			b.ev.Targets = append(b.ev.Targets, t)
+		}
+	}
+}
+
+// grantedSubscriptions returns the subscriptions of subs (what the
+// plugin's init asked for) its grants cover. A built-in asking for one its
+// manifest does not grant is refused, as its manifest is wrong; a drop-in
+// runs with the ones granted, and the others are reported as denied.
+func (u *unit) grantedSubscriptions(g *Grants, a *authority, subs []string) ([]string, error) {
+	if !a.dropIn {
+		if err := g.CheckSubscriptions(subs); err != nil {
+			return nil, fmt.Errorf("plugin %s asks for events its manifest does not grant: %w", u.name, err)
+		}
+		return subs, nil
+	}
+	var ok []string
+	for _, s := range subs {
+		if g.CheckSubscriptions([]string{s}) == nil {
+			ok = append(ok, s)
+		} else {
+			u.onDenied(Denial{Plugin: u.name, Import: ImportSubscribe, Target: s})
+		}
+	}
+	u.flushDenied()
+	return ok, nil
 }

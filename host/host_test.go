@@ -143,7 +143,7 @@ func TestHostilePlugins(t *testing.T) {
 		{"memory exhausted", "hostile", asmGuest{}, Options{MemoryPages: 512, Deadline: 30 * time.Second}, map[string]any{"mode": "grow"}, "handle", ReasonMemory, "512 memory pages"},
 		{"out-of-bounds output pointer", "asm", asmGuest{version: 1, handle: returns(0xfff0_0000, 16)}, Options{}, nil, "handle", ReasonBadPointer, "outside the guest memory"},
 		{"output running past memory", "asm", asmGuest{version: 1, handle: returns(65536-8, 16)}, Options{}, nil, "handle", ReasonBadPointer, "outside the guest memory"},
-		{"enormous output length", "asm", asmGuest{version: 1, handle: returns(asmInput, 0xffff_fff0)}, Options{}, nil, "handle", ReasonBadPointer, "exceeds the limit"},
+		{"enormous output length", "asm", asmGuest{version: 1, handle: returns(asmInput, 0xffff_fff0)}, Options{}, nil, "handle", ReasonLimit, "over the cap of 4194304 (Options.MaxOutput)"},
 		{"invalid MsgPack output", "asm", asmGuest{version: 1, handle: returns(asmGarbage, 4)}, Options{}, nil, "handle", ReasonBadOutput, "not a valid MsgPack"},
 		{"trailing bytes after the output", "asm", asmGuest{version: 1, handle: returns(asmEmpty, 4)}, Options{}, nil, "handle", ReasonBadOutput, "bytes after its MsgPack value"},
 		{"out-of-bounds import pointer", "asm", asmGuest{version: 1, handle: callLog(0xfff0_0000, 64)}, Options{}, nil, "handle", ReasonBadPointer, "kairo.log message"},

@@ -16,12 +16,16 @@ import (
 // The host module, "kairo": the functions a plugin imports. Each reads its
 // arguments from the guest's memory, checking every range, and a range
 // outside the memory stops the plugin. call and publish refuse what the
-// plugin's Grants do not grant with abi.ErrnoNotGranted (grants.go).
+// plugin's Grants do not grant with abi.ErrnoNotGranted (grants.go); what
+// they copy is charged to the plugin (cost.go).
 
 const (
 	maxMethodLen = 256
 	maxLogLen    = 4 << 10
 	maxLogLines  = 100 // per call; the rest are dropped
+	// maxEventHead bounds what an event takes besides its data: its
+	// subject, ids and source are bounded by abi's limits.
+	maxEventHead = 4 << 10
 )
 
 var (
@@ -80,14 +84,23 @@ func (p *Plugin) hostCall(_ context.Context, m api.Module, stack []uint64) {
 	method := p.read(m, abi.HostModule+".call method", mptr, mlen)
 	args := p.read(m, abi.HostModule+".call args", aptr, alen)
 	switch {
-	case p.out == nil || len(p.out.Calls) >= p.opts.MaxCalls:
+	case p.out == nil:
 		stack[0] = api.EncodeI64(int64(abi.ErrnoBusy))
+	case len(p.out.Calls) >= p.opts.MaxCalls:
+		stack[0] = api.EncodeI64(int64(abi.ErrnoBusy))
+		p.throttle.calls++
 	case len(method) == 0 || len(method) > maxMethodLen || !utf8.Valid(method):
 		stack[0] = api.EncodeI64(int64(abi.ErrnoInvalid))
 	case !p.opts.Grants.allowCall(string(method)):
 		stack[0] = api.EncodeI64(int64(abi.ErrnoNotGranted))
 		p.deny(abi.ImportCall, string(method))
 	default:
+		if len(args) > p.opts.MaxCallArgs {
+			p.overCap(&CapError{What: abi.HostModule + ".call args of " + string(method), Got: int64(len(args)), Max: int64(p.opts.MaxCallArgs), Unit: "bytes", Cap: "Options.MaxCallArgs"})
+		}
+		if err := p.charge(abi.HostModule+".call args", len(args)); err != nil {
+			p.overCap(err)
+		}
 		p.nextToken++
 		p.out.Calls = append(p.out.Calls, Call{Token: p.nextToken, Method: string(method), Args: slices.Clone(args)})
 		stack[0] = uint64(p.nextToken)
@@ -96,9 +109,21 @@ func (p *Plugin) hostCall(_ context.Context, m api.Module, stack []uint64) {
 
 func (p *Plugin) hostPublish(_ context.Context, m api.Module, stack []uint64) {
 	raw := p.read(m, abi.HostModule+".publish event", uint32(stack[0]), uint32(stack[1]))
-	if p.out == nil || len(p.out.Published) >= p.opts.MaxPublishes {
+	if p.out == nil {
 		stack[0] = api.EncodeI32(int32(abi.ErrnoBusy))
 		return
+	}
+	if len(p.out.Published) >= p.opts.MaxPublishes {
+		stack[0] = api.EncodeI32(int32(abi.ErrnoBusy))
+		p.throttle.publishes++
+		return
+	}
+	// The bus would refuse the event: refuse it before copying it.
+	if len(raw) > bus.MaxEventData+maxEventHead {
+		p.overCap(&CapError{What: abi.HostModule + ".publish event", Got: int64(len(raw)), Max: bus.MaxEventData, Unit: "bytes", Cap: "bus.MaxEventData"})
+	}
+	if err := p.charge(abi.HostModule+".publish event", len(raw)); err != nil {
+		p.overCap(err)
 	}
 	var ev abi.Event
 	// DecodeEvent aliases its input, and guest memory changes under it.
@@ -106,6 +131,9 @@ func (p *Plugin) hostPublish(_ context.Context, m api.Module, stack []uint64) {
 	if err != nil || len(rest) != 0 || bus.ValidateSubject(ev.Type) != nil {
 		stack[0] = api.EncodeI32(int32(abi.ErrnoInvalid))
 		return
+	}
+	if len(ev.Data) > bus.MaxEventData {
+		p.overCap(&CapError{What: abi.HostModule + ".publish event " + ev.Type + " data", Got: int64(len(ev.Data)), Max: bus.MaxEventData, Unit: "bytes", Cap: "bus.MaxEventData"})
 	}
 	if !p.opts.Grants.allowPublish(ev.Type) {
 		stack[0] = api.EncodeI32(int32(abi.ErrnoNotGranted))
@@ -122,10 +150,12 @@ func (p *Plugin) hostLog(ctx context.Context, m api.Module, stack []uint64) {
 	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
 	msg := p.read(m, abi.HostModule+".log message", ptr, n)
 	if p.logLines++; p.logLines > maxLogLines {
+		p.throttle.logLines++
 		return
 	}
 	if len(msg) > maxLogLen {
 		msg = msg[:maxLogLen]
+		p.throttle.logBytes++
 	}
 	p.logger.Log(ctx, slog.Level(level), strings.ToValidUTF8(string(msg), "\uFFFD"))
 }

@@ -17,6 +17,7 @@ import (
 // test binary by the standard toolchain (its build cache keeps a rebuild
 // to well under a second).
 var guestSources = map[string]string{
+	"asker":       "./host/testdata/asker",
 	"echo":        "./plugins/echo",
 	"hostile":     "./host/testdata/hostile",
 	"meter_sleep": "./host/testdata/meter_sleep",
@@ -68,7 +69,7 @@ func warmCache() error {
 	jobs := []struct {
 		guest   string
 		trusted bool
-	}{{"echo", false}, {"hostile", false}, {"echo", true}, {"meter_sleep", false}}
+	}{{"echo", false}, {"hostile", false}, {"echo", true}, {"meter_sleep", false}, {"asker", false}, {"asker", true}}
 	errs := make(chan error, len(jobs))
 	for _, j := range jobs {
 		go func() {

@@ -21,10 +21,19 @@ import (
 )
 
 // Folder is a folder of plugins: every NAME.wasm in it, with its manifest.
+//
+// A plugin of a drop-in folder (neither Builtin nor Granted) runs with
+// what the operator granted, whatever its manifest asks: see
+// ManagerConfig.Public and docs/RATIONALE.md, "Authority comes from the
+// operator".
 type Folder struct {
 	Path string
-	// Builtin plugins ship with Kairo and run trusted.
+	// Builtin plugins ship with Kairo and run trusted, with their
+	// manifests' grants.
 	Builtin bool
+	// Granted plugins run with their manifests' grants, untrusted: the
+	// embedder vouches for the manifests of a folder only it writes.
+	Granted bool
 }
 
 // ManagerConfig configures a Manager. Host and Kernel are required; zero
@@ -41,6 +50,14 @@ type ManagerConfig struct {
 	// override leave them out; default 1 s and 1024 pages (64 MiB).
 	Deadline    time.Duration
 	MemoryPages uint32
+	// MaxDeadline and MaxMemoryPages are ceilings no manifest and no
+	// override exceeds; default 5 s and 4096 pages (256 MiB), and never
+	// below Deadline and MemoryPages.
+	MaxDeadline    time.Duration
+	MaxMemoryPages uint32
+	// Public are the subjects every drop-in plugin may subscribe to and
+	// publish on besides its own namespace, plugin.NAME.> ([host] public).
+	Public []string
 	// MaxFailures failures within FailureWindow leave a plugin stopped;
 	// default 5 in 1 minute. Before that, a failed plugin restarts after
 	// a pause that doubles from BackoffMin up to BackoffMax (default
@@ -71,6 +88,14 @@ func (c *ManagerConfig) defaults() {
 	if c.MemoryPages == 0 {
 		c.MemoryPages = 1024
 	}
+	if c.MaxDeadline <= 0 {
+		c.MaxDeadline = 5 * time.Second
+	}
+	if c.MaxMemoryPages == 0 {
+		c.MaxMemoryPages = 4096
+	}
+	c.MaxDeadline = max(c.MaxDeadline, c.Deadline)
+	c.MaxMemoryPages = max(c.MaxMemoryPages, c.MemoryPages)
 	if c.MaxFailures <= 0 {
 		c.MaxFailures = 5
 	}
@@ -112,24 +137,35 @@ type Manager struct {
 	units    map[string]*unit
 	services map[string]*unit // method → the running plugin serving it
 	svc      serviceCalls
+
+	// granted are the operator's grants recorded in the log
+	// (plugins.grant, plugins.revoke), by plugin.
+	grantMu sync.Mutex
+	granted map[string]*abi.PluginGrant
 }
 
 // NewManager returns a Manager; Start loads the plugins.
 func NewManager(cfg ManagerConfig) *Manager {
 	cfg.defaults()
-	m := &Manager{cfg: cfg, log: cfg.Logger, units: map[string]*unit{}, services: map[string]*unit{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger, units: map[string]*unit{}, services: map[string]*unit{}, granted: map[string]*abi.PluginGrant{}}
 	m.svc.pending = map[int64]*pendingService{}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	return m
 }
 
-// Start registers the plugins.* methods in the kernel's table, loads every
-// plugin of the folders and, with Watch, follows the folders. It returns
-// once each plugin has started or failed its first start; a plugin that
-// fails does not make Start fail.
+// Start folds the operator's grants of the log, registers the plugins.*
+// methods in the kernel's table, loads every plugin of the folders and,
+// with Watch, follows the folders. It returns once each plugin has started
+// or failed its first start; a plugin that fails does not make Start fail.
 func (m *Manager) Start() error {
+	if err := m.foldLog(m.ctx); err != nil {
+		// Without them the plugins run with less, never more.
+		m.log.Error("plugins run without the grants of the log", "err", err)
+	}
 	m.cfg.Kernel.Register(kernel.Method{Name: "plugins.list", Summary: "the plugins: state, grants, failures", Handler: m.listMethod})
 	m.cfg.Kernel.Register(kernel.Method{Name: "plugins.restart", Summary: "start a stopped or failed plugin again", Handler: m.restartMethod})
+	m.cfg.Kernel.Register(kernel.Method{Name: "plugins.grant", Summary: "grant a plugin methods and subjects (operator only; recorded in the log)", Handler: m.grantMethod(false)})
+	m.cfg.Kernel.Register(kernel.Method{Name: "plugins.revoke", Summary: "take back what plugins.grant granted (operator only; recorded in the log)", Handler: m.grantMethod(true)})
 	var watchErr error
 	if m.cfg.Watch {
 		watchErr = m.watch()
@@ -378,6 +414,80 @@ func (m *Manager) restartMethod(ctx context.Context, c *kernel.Call) (any, error
 	return struct{}{}, nil
 }
 
+// grantMethod is plugins.grant, or plugins.revoke: the operator grants a
+// plugin more (or takes back what it granted). The grant is recorded in the
+// log as kairo.plugin.granted (kairo.plugin.revoked), durable before it
+// applies, and the plugin reloads with it. Only the operator may: a
+// plugin, a skill or the agent asking for authority is refused whatever
+// its own grants list.
+func (m *Manager) grantMethod(revoke bool) kernel.Handler {
+	method, subject := "plugins.grant", subjectGranted
+	if revoke {
+		method, subject = "plugins.revoke", subjectRevoked
+	}
+	return func(ctx context.Context, c *kernel.Call) (any, error) {
+		caller := c.Session.Caller()
+		if caller.Kind != kernel.KindOperator {
+			return nil, abi.Errorf(abi.CodePermissionDenied, "%s is the operator's alone; %s may not change what a plugin is granted", method, caller)
+		}
+		var g abi.PluginGrant
+		if err := c.Decode(&g); err != nil {
+			return nil, err
+		}
+		g.By = caller.Source()
+		if _, ok := m.unit(g.Plugin); !ok {
+			return nil, abi.Errorf(abi.CodeNotFound, "no plugin %q; plugins.list lists them", g.Plugin)
+		}
+		og := manifests.OperatorGrants{Call: g.Call, Publish: g.Publish, Subscribe: g.Subscribe, WASIFS: g.WASIFS, WASIEnv: g.WASIEnv}
+		if probs := og.Check(); len(probs) > 0 {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "%s %s: %s", method, g.Plugin, strings.Join(probs, "; "))
+		}
+		if len(g.Call)+len(g.Publish)+len(g.Subscribe)+len(g.WASIFS)+len(g.WASIEnv) == 0 {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "%s %s: nothing to grant; name methods (call) or subjects (publish, subscribe)", method, g.Plugin)
+		}
+		raw, err := msgpack.Marshal(&g)
+		if err != nil {
+			return nil, err
+		}
+		// Durable first: a grant applied but not recorded would be lost
+		// at the next start.
+		if _, err := m.cfg.Kernel.Bus.Publish(ctx, &abi.Event{Type: subject, Source: abi.PrincipalHost, Data: raw}); err != nil {
+			return nil, fmt.Errorf("record %s: %w", subject, err)
+		}
+		m.foldGrant(&g, revoke)
+		m.log.Info("plugin grants changed by the operator", "plugin", g.Plugin, "revoke", revoke, "call", g.Call, "publish", g.Publish, "subscribe", g.Subscribe)
+		m.reload(ctx, g.Plugin)
+		u, ok := m.unit(g.Plugin)
+		if !ok {
+			return nil, abi.Errorf(abi.CodeNotFound, "plugin %q was unloaded meanwhile", g.Plugin)
+		}
+		return u.status(), nil
+	}
+}
+
+// reload replaces the unit of the plugin name with a new one, which reads
+// its grants again, and waits for its first start.
+func (m *Manager) reload(ctx context.Context, name string) {
+	m.scanMu.Lock()
+	defer m.scanMu.Unlock()
+	if m.ctx.Err() != nil {
+		return
+	}
+	m.mu.Lock()
+	old, ok := m.units[name]
+	delete(m.units, name)
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	old.stop()
+	m.mu.Lock()
+	u := m.newUnit(name, old.files)
+	m.units[name] = u
+	m.mu.Unlock()
+	u.waitStarted(ctx)
+}
+
 // publish appends a kairo.plugin.* event without waiting for it to be
 // durable: the events report what happened and must never hold a plugin up.
 func (m *Manager) publish(subject string, data any) {
@@ -391,7 +501,8 @@ func (m *Manager) publish(subject string, data any) {
 	}
 }
 
-// options are the load options of a plugin whose narrowed manifest is n.
+// options are the load options of a plugin whose manifest, as authorized
+// (its grants and limits decided), is n.
 func (m *Manager) options(n *manifests.Plugin, builtin bool, grants *Grants) Options {
 	o := Options{
 		Name:        n.Plugin.Name,
@@ -402,10 +513,10 @@ func (m *Manager) options(n *manifests.Plugin, builtin bool, grants *Grants) Opt
 		WASI:        WASI{FS: n.Grants.WASI.FS, Env: n.Grants.WASI.Env, LookupEnv: m.cfg.LookupEnv},
 	}
 	if o.Deadline == 0 {
-		o.Deadline = m.cfg.Deadline
+		o.Deadline = min(m.cfg.Deadline, m.cfg.MaxDeadline)
 	}
 	if o.MemoryPages == 0 {
-		o.MemoryPages = m.cfg.MemoryPages
+		o.MemoryPages = min(m.cfg.MemoryPages, m.cfg.MaxMemoryPages)
 	}
 	// init may do more than one batch's work, but not unboundedly more.
 	o.StartDeadline = max(5*time.Second, o.Deadline)

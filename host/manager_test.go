@@ -51,12 +51,18 @@ func newManagerEnv(t *testing.T) *managerEnv {
 	return e
 }
 
-// start starts a manager over the drop-in folder; cfg's Host, Kernel and
-// Folders are filled in.
+// start starts a manager over the test's folder, whose manifests' grants
+// hold (Folder.Granted); cfg's Host, Kernel and Folders are filled in.
 func (e *managerEnv) start(cfg ManagerConfig) *Manager {
 	e.t.Helper()
+	return e.startFolder(cfg, Folder{Path: e.dir, Granted: true})
+}
+
+// startFolder starts a manager over the folder f.
+func (e *managerEnv) startFolder(cfg ManagerConfig, f Folder) *Manager {
+	e.t.Helper()
 	cfg.Host, cfg.Kernel = testHost, e.kernel
-	cfg.Folders = []Folder{{Path: e.dir}}
+	cfg.Folders = []Folder{f}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -391,7 +397,7 @@ func TestCallsThroughTheManager(t *testing.T) {
 		t.Fatalf("kernel.ping not granted: %+v", r)
 	}
 	d := decode[abi.PluginDenied](t, denied.wait(t, 1)[0])
-	if d != (abi.PluginDenied{Plugin: "hostile", Import: "call", Target: "kernel.ping"}) {
+	if d.Plugin != "hostile" || d.Import != "call" || d.Target != "kernel.ping" || d.Count != 1 {
 		t.Fatalf("denied = %+v", d)
 	}
 	if s := e.status("hostile"); s.State != abi.PluginRunning || s.Denied != 1 {

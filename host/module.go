@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/kairo-os/kairo/manifests"
 )
@@ -68,7 +70,7 @@ func readULEB32(b []byte) (uint32, int, error) {
 // it, else the module's custom section "kairo.manifest". The manifest must
 // name the plugin NAME.
 func ReadPlugin(path string) (*manifests.Plugin, []byte, error) {
-	wasm, err := os.ReadFile(path)
+	wasm, err := readModule(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read plugin: %w", err)
 	}
@@ -99,4 +101,33 @@ func PluginManifest(path string, wasm []byte) (*manifests.Plugin, error) {
 		return nil, fmt.Errorf("%s: its embedded manifest names the plugin %q; the file must be %s.wasm", path, m.Plugin.Name, m.Plugin.Name)
 	}
 	return m, nil
+}
+
+// readModule reads a module file of at most MaxModuleBytes: a regular
+// file, its size checked on the descriptor before a byte is read, and
+// never more than the cap read whatever the file claims.
+func readModule(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > MaxModuleBytes {
+		return nil, fmt.Errorf("%s is %d bytes, over the module cap of %d (MaxModuleBytes)", path, fi.Size(), MaxModuleBytes)
+	}
+	wasm, err := io.ReadAll(io.LimitReader(f, MaxModuleBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(wasm) > MaxModuleBytes {
+		return nil, fmt.Errorf("%s grew over the module cap of %d bytes (MaxModuleBytes) while it was read", path, MaxModuleBytes)
+	}
+	return wasm, nil
 }

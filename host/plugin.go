@@ -79,8 +79,21 @@ type Options struct {
 	// MaxOutput caps the bytes of one init or handle output; default 4 MiB.
 	MaxOutput uint32
 	// MaxCalls and MaxPublishes cap the call and publish imports per batch;
-	// default 256 and 1024. Past them the import returns abi.ErrnoBusy.
+	// default 256 and 1024. Past them the import returns abi.ErrnoBusy and
+	// the batch's Output counts it in Throttled.
 	MaxCalls, MaxPublishes int
+	// MaxCallArgs caps the bytes of one call's arguments; default 1 MiB.
+	MaxCallArgs int
+	// MaxActions caps each list of a reply (actions, tool results, service
+	// results), counted before any is decoded; default 1024.
+	MaxActions int
+	// MaxBatchBytes caps what the host copies out of the guest in one
+	// batch — call arguments, published events and the output — so what
+	// the plugin makes the host hold is charged to it: default a quarter
+	// of its memory limit, at least 1 MiB.
+	MaxBatchBytes int
+	// Past MaxOutput, MaxCallArgs, MaxActions, MaxBatchBytes and the bus's
+	// MaxEventData the instance is stopped with ReasonLimit.
 	// Grants are the methods the plugin may call and the subjects it may
 	// publish on; nil grants everything (see Grants).
 	Grants *Grants
@@ -111,6 +124,15 @@ func (o *Options) defaults() {
 	if o.MaxPublishes <= 0 {
 		o.MaxPublishes = 1024
 	}
+	if o.MaxCallArgs <= 0 {
+		o.MaxCallArgs = 1 << 20
+	}
+	if o.MaxActions <= 0 {
+		o.MaxActions = 1024
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = max(1<<20, int(o.MemoryPages)*(64<<10)/4)
+	}
 }
 
 // Output is what one Handle produced: the plugin's reply, and what it
@@ -119,6 +141,10 @@ type Output struct {
 	Reply     abi.Reply
 	Published []abi.Event
 	Calls     []Call
+	// Throttled counts what the batch asked past the caps that refuse
+	// without stopping the plugin (calls, publishes, log lines); nil when
+	// nothing was.
+	Throttled []abi.PluginCap
 }
 
 // Call is one call import: the method and args the plugin asked for, and the
@@ -166,6 +192,8 @@ type Plugin struct {
 	nextToken int64
 	logLines  int
 	importErr error
+	hostBytes int // copied out of the guest in this batch (MaxBatchBytes)
+	throttle  throttleCounts
 }
 
 // Load compiles the module (or takes it from the compilation cache),
@@ -183,6 +211,9 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 
 	refuse := func(err error) error {
 		return &Failure{Plugin: opts.Name, Op: "load", Reason: ReasonRefused, Err: err}
+	}
+	if err := checkModuleCaps(wasm); err != nil {
+		return nil, refuse(err)
 	}
 	rt, compiled, metered, err := h.compile(ctx, wasm, &opts)
 	if err != nil {
@@ -304,6 +335,9 @@ func (p *Plugin) Handle(ctx context.Context, batch *abi.Batch) (Output, error) {
 	if err != nil {
 		return out, err
 	}
+	if err := checkReplyCounts(raw, p.opts.MaxActions); err != nil {
+		return out, p.stop(ctx, "handle", ReasonLimit, err)
+	}
 	if err := abi.DecodeReply(raw, &out.Reply); err != nil {
 		return out, p.stop(ctx, "handle", ReasonBadOutput, fmt.Errorf("output is not a valid MsgPack reply: %w", err))
 	}
@@ -344,17 +378,23 @@ func (p *Plugin) roundTrip(ctx context.Context, op string, fn api.Function, dead
 		return nil, p.stop(ctx, op, ReasonBadPointer, &boundsError{abi.ExportInput + " returned a buffer that", ptr, n, p.mod.Memory().Size()})
 	}
 
-	p.out, p.importErr, p.logLines = out, nil, 0
+	p.out, p.importErr, p.logLines, p.hostBytes, p.throttle = out, nil, 0, 0, throttleCounts{}
 	p.stack[0] = uint64(n)
 	err := p.callRaw(ctx, op, fn, deadline)
 	p.out = nil
+	if out != nil && p.throttle != (throttleCounts{}) {
+		out.Throttled = p.throttle.caps(&p.opts)
+	}
 	if err != nil {
 		return nil, err
 	}
 
 	optr, on := abi.UnpackPtrLen(p.stack[0])
 	if on > p.opts.MaxOutput {
-		return nil, p.stop(ctx, op, ReasonBadPointer, fmt.Errorf("output of %d bytes exceeds the limit of %d bytes", on, p.opts.MaxOutput))
+		return nil, p.stop(ctx, op, ReasonLimit, &CapError{What: "output", Got: int64(on), Max: int64(p.opts.MaxOutput), Unit: "bytes", Cap: "Options.MaxOutput"})
+	}
+	if err := p.charge("the output", int(on)); err != nil {
+		return nil, p.stop(ctx, op, ReasonLimit, err)
 	}
 	view, ok := p.mod.Memory().Read(optr, on)
 	if !ok {
@@ -382,6 +422,10 @@ func (p *Plugin) callRaw(ctx context.Context, op string, fn api.Function, deadli
 		reason, err = ReasonDeadline, p.stopCause(deadline, caller)
 	case p.importErr != nil:
 		reason, err = ReasonBadPointer, p.importErr
+		var c *CapError
+		if errors.As(err, &c) {
+			reason = ReasonLimit
+		}
 	case errors.As(err, &bounds):
 		reason = ReasonBadPointer
 	case errors.As(err, &exit):

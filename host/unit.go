@@ -45,9 +45,15 @@ type unit struct {
 	failures []time.Time // within the window
 	restarts int
 	denied   int
-	manifest *manifests.Plugin // as narrowed
+	manifest *manifests.Plugin // as authorized
 	trusted  bool
 	info     abi.PluginInfo
+	// requested is what the manifest asks beyond the grants; capped the
+	// limits a ceiling lowered; refused the denials of the batch under
+	// way, reported once it ends (flushDenied).
+	requested *abi.PluginGrant
+	capped    []string
+	refused   deniedBatch
 
 	// The inbox, filled by the subscription, the kernel calls and other
 	// plugins' service calls; the serving goroutine drains it.
@@ -135,6 +141,7 @@ func (u *unit) status() abi.PluginStatus {
 		g := n.Grants
 		s.Subscribe, s.Publish, s.Call, s.WASIFS, s.WASIEnv = g.Subscribe, g.Publish, g.Call, g.WASI.FS, g.WASI.Env
 	}
+	s.Requested, s.Capped = u.requested, u.capped
 	return s
 }
 
@@ -229,13 +236,27 @@ func (u *unit) publishState(subject, reason string) {
 	u.m.publish(subject, ev)
 }
 
-// onDenied counts and reports a call or publish the grants refused. It runs
-// inside the plugin's call, so it only queues the event.
+// onDenied counts a call, publish or subscription the grants refused. It
+// runs inside the plugin's call, so it only counts: flushDenied reports
+// the batch's refusals as one event.
 func (u *unit) onDenied(d Denial) {
 	u.mu.Lock()
 	u.denied++
+	u.refused.add(d)
 	u.mu.Unlock()
-	u.m.publish("kairo.plugin.denied", abi.PluginDenied{Plugin: d.Plugin, Import: d.Import, Target: d.Target})
+}
+
+// flushDenied reports the refusals since the last flush as one
+// kairo.plugin.denied event, if there were any.
+func (u *unit) flushDenied() {
+	u.mu.Lock()
+	b := u.refused
+	u.refused = deniedBatch{}
+	u.mu.Unlock()
+	if b.ev.Count > 0 {
+		b.ev.Plugin = u.name
+		u.m.publish("kairo.plugin.denied", b.ev)
+	}
 }
 
 // serve runs one instance: load, init, register its services, subscribe,
@@ -246,10 +267,14 @@ func (u *unit) serve(started func()) error {
 	if err != nil {
 		return errRefused{err}
 	}
-	n, err := man.Narrow(m.cfg.Overrides[u.name])
+	auth, err := m.authorize(man, u.files.folder)
 	if err != nil {
 		return errRefused{err}
 	}
+	n := auth.plugin
+	u.mu.Lock()
+	u.requested, u.capped = auth.requested, auth.capped
+	u.mu.Unlock()
 	if m.cfg.Overrides[u.name].Disabled() {
 		u.mu.Lock()
 		u.manifest = n
@@ -259,7 +284,7 @@ func (u *unit) serve(started func()) error {
 		<-u.ctx.Done()
 		return nil
 	}
-	grants := GrantsFor(n, u.onDenied)
+	grants := auth.grants(u.onDenied)
 	opts := m.options(n, u.files.folder.Builtin, grants)
 	u.mu.Lock()
 	u.manifest, u.trusted = n, opts.Trusted
@@ -278,14 +303,15 @@ func (u *unit) serve(started func()) error {
 	}
 	defer p.Close(context.Background())
 	info, err := p.Init(ctx, abi.PluginConfig{Config: n.Config})
+	u.flushDenied()
 	if err != nil {
 		return err
 	}
 	if err := checkInfo(n, &info); err != nil {
 		return errRefused{err}
 	}
-	if err := grants.CheckSubscriptions(info.Subscriptions); err != nil {
-		return errRefused{fmt.Errorf("plugin %s asks for events its manifest does not grant: %w", u.name, err)}
+	if info.Subscriptions, err = u.grantedSubscriptions(grants, auth, info.Subscriptions); err != nil {
+		return errRefused{err}
 	}
 	u.mu.Lock()
 	u.info = info
@@ -464,6 +490,7 @@ func (u *unit) loop(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 				break
 			}
 			out, err := p.Handle(ctx, &batch)
+			u.flushDenied()
 			if err != nil {
 				u.m.failServices(batch.ServiceCalls, u.name, err)
 				if ctx.Err() != nil {
@@ -531,6 +558,7 @@ func (u *unit) tick(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 	u.inMu.Unlock()
 	depth := u.take(b)
 	out, err := p.Handle(ctx, b)
+	u.flushDenied()
 	if err != nil {
 		u.m.failServices(b.ServiceCalls, u.name, err)
 		req.reply <- decideResp{err: err}
@@ -546,6 +574,9 @@ func (u *unit) tick(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 // and its reply for whoever reads replies.
 func (u *unit) dispatch(ctx context.Context, gen int, sess *pluginSession, out *Output, depth serviceDepth, notify bool) {
 	m := u.m
+	if len(out.Throttled) > 0 {
+		m.publish("kairo.plugin.throttled", abi.PluginThrottled{Plugin: u.name, Caps: out.Throttled})
+	}
 	if len(out.Published) > 0 {
 		evs := make([]*abi.Event, len(out.Published))
 		for i := range out.Published {

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
 )
 
 // DefaultsTOML is the embedded kairo.toml with every key at its default,
@@ -57,6 +59,11 @@ type MCPServer struct {
 	// default 30s and 2s.
 	ConnectTimeout string `toml:"connect_timeout"`
 	ShutdownGrace  string `toml:"shutdown_grace"`
+	// MaxTools caps the tools the server may list, default 256;
+	// MaxResultBytes a tool's result, default 1MiB (0 for either: the
+	// default).
+	MaxTools       int  `toml:"max_tools"`
+	MaxResultBytes Size `toml:"max_result_bytes"`
 }
 
 // MCPSandbox is [mcp.NAME.sandbox].
@@ -83,6 +90,15 @@ type HostConfig struct {
 	// Memory caps each plugin's memory, unless its manifest or
 	// [plugins.NAME] says otherwise.
 	Memory Size `toml:"memory"`
+	// MaxMemory and MaxDeadline are ceilings: no manifest and no
+	// [plugins.NAME] gets more; a plugin that asks more runs with the
+	// ceiling, and `kairo plugins` says it was capped.
+	MaxMemory   Size   `toml:"max_memory"`
+	MaxDeadline string `toml:"max_deadline"`
+	// Public are the subjects (patterns) every drop-in plugin may
+	// subscribe to and publish on without a grant, besides its own
+	// namespace plugin.NAME.>.
+	Public []string `toml:"public"`
 	// MaxFailures failures of a plugin within FailureWindow leave it
 	// stopped; before that, each failure restarts it after a pause that
 	// doubles from 100ms up to 30s.
@@ -93,6 +109,12 @@ type HostConfig struct {
 // DeadlineDuration is Deadline parsed; valid once Validate passed.
 func (h HostConfig) DeadlineDuration() time.Duration {
 	d, _ := time.ParseDuration(h.Deadline)
+	return d
+}
+
+// MaxDeadlineDuration is MaxDeadline parsed; valid once Validate passed.
+func (h HostConfig) MaxDeadlineDuration() time.Duration {
+	d, _ := time.ParseDuration(h.MaxDeadline)
 	return d
 }
 
@@ -148,6 +170,7 @@ type AgentConfig struct {
 	// Overrun is "skip" (drop late ticks) or "catch_up" (run them all).
 	Overrun       string  `toml:"overrun"`
 	MaxIterations int     `toml:"max_iterations"`
+	MaxToolCalls  int     `toml:"max_tool_calls"` // per decision
 	QueryBackoff  int     `toml:"query_backoff"`
 	MinHz         float64 `toml:"min_hz"`
 	// BargeIn is "boundary", "queue" or "preempt": see the defaults file.
@@ -202,6 +225,8 @@ type LLMConfig struct {
 	MaxRetries int `toml:"max_retries"`
 	// Stream asks for the answer as server-sent events.
 	Stream bool `toml:"stream"`
+	// MaxResponseBytes caps the body of each answer, read no further.
+	MaxResponseBytes Size `toml:"max_response_bytes"`
 }
 
 // TimeoutDuration is Timeout parsed; valid once Validate passed.
@@ -435,6 +460,29 @@ func (c *Config) validate() []*Error {
 		}
 		bad(key, "%s", msg)
 	}
+	if msg := checkPluginLimits(c.Host.MaxMemory, c.Host.MaxDeadline); msg != "" {
+		key := "host.max_memory"
+		if strings.HasPrefix(msg, "deadline") {
+			key = "host.max_deadline"
+		}
+		bad(key, "%s", msg)
+	} else {
+		if c.Host.MaxMemory == 0 {
+			bad("host.max_memory", "is missing; give the most memory a plugin may have, such as \"256MiB\"")
+		} else if c.Host.MaxMemory < c.Host.Memory {
+			bad("host.max_memory", "%s is below host.memory (%s), the default it caps; raise it or lower host.memory", c.Host.MaxMemory, c.Host.Memory)
+		}
+		if c.Host.MaxDeadline == "" {
+			bad("host.max_deadline", "is missing; give the longest deadline a plugin may have, such as \"5s\"")
+		} else if c.Host.MaxDeadlineDuration() < c.Host.DeadlineDuration() {
+			bad("host.max_deadline", "%s is below host.deadline (%s), the default it caps; raise it or lower host.deadline", c.Host.MaxDeadline, c.Host.Deadline)
+		}
+	}
+	for _, pat := range c.Host.Public {
+		if err := bus.ValidatePattern(pat); err != nil {
+			bad("host.public", "%v", err)
+		}
+	}
 	if c.Host.MaxFailures < 1 {
 		bad("host.max_failures", "%d: a plugin must be allowed at least 1 failure before it stays stopped", c.Host.MaxFailures)
 	}
@@ -448,6 +496,10 @@ func (c *Config) validate() []*Error {
 		op := c.Plugins[name]
 		if len(name) > maxSkillName || !skillNameRE.MatchString(name) {
 			bad("plugins."+name, "%q is not a plugin name: use lower-case letters, digits, \"_\" and \"-\"", name)
+		}
+		for _, msg := range op.Grants.Check() {
+			key, msg, _ := strings.Cut(msg, ": ")
+			bad("plugins."+name+".grants."+key, "%s", msg)
 		}
 		if msg := checkPluginLimits(op.Memory, op.Deadline); msg != "" {
 			key := "plugins." + name + ".memory"
@@ -482,6 +534,12 @@ func (c *Config) validate() []*Error {
 			if v, err := time.ParseDuration(d.v); err != nil || v <= 0 {
 				bad(key+"."+d.k, "%q is not a positive duration; write it as \"10s\"", d.v)
 			}
+		}
+		if m.MaxTools < 0 || m.MaxTools > 10000 {
+			bad(key+".max_tools", "%d: want up to 10000 tools, or leave it out for 256", m.MaxTools)
+		}
+		if m.MaxResultBytes > 8<<20 {
+			bad(key+".max_result_bytes", "%s: want up to 8MiB, or leave it out for 1MiB", m.MaxResultBytes)
 		}
 	}
 	return errs
@@ -523,6 +581,9 @@ func (a *AgentConfig) validate() []*Error {
 	if a.MaxIterations < 1 {
 		bad("agent.max_iterations", "%d: a run loop needs at least 1 decision", a.MaxIterations)
 	}
+	if a.MaxToolCalls < 1 || a.MaxToolCalls > 1024 {
+		bad("agent.max_tool_calls", "%d: want from 1 to 1024 tool calls a decision may run, such as 16", a.MaxToolCalls)
+	}
 	if a.QueryBackoff < 1 {
 		bad("agent.query_backoff", "%d: want at least 1 unanswered query before the agent slows down", a.QueryBackoff)
 	}
@@ -558,6 +619,9 @@ func (l *LLMConfig) validate() []*Error {
 	}
 	if l.MaxRetries < 0 || l.MaxRetries > maxLLMRetries {
 		bad("llm.max_retries", "%d is out of range; want 0 (no retry) to %d", l.MaxRetries, maxLLMRetries)
+	}
+	if l.MaxResponseBytes < 4<<10 || l.MaxResponseBytes > 1<<30 {
+		bad("llm.max_response_bytes", "%s is out of range; give a size from 4KiB to 1GiB, such as \"4MiB\"", l.MaxResponseBytes)
 	}
 	return errs
 }

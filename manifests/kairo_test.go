@@ -31,9 +31,9 @@ func TestDefaults(t *testing.T) {
 		Log:     LogConfig{Level: "info"},
 		Sandbox: SandboxConfig{Mode: SandboxEnforce, UIDBase: 0x7fe00000, UIDCount: 1 << 16, StopGrace: "5s", WorkspaceMax: GiB},
 		Host: HostConfig{PluginsDir: "plugins", Builtins: true, CacheDir: "cache", Deadline: "1s", Memory: 64 * MiB,
-			MaxFailures: 5, FailureWindow: "1m"},
-		LLM: LLMConfig{BaseURL: "", Model: "", APIKeyEnv: "OPENAI_API_KEY", Timeout: "60s", MaxRetries: 3, Stream: true},
-		Agent: AgentConfig{ID: "default", Policy: "rules", Hz: 10, Overrun: "skip", MaxIterations: 25, QueryBackoff: 3, MinHz: 1, BargeIn: "boundary", TickSpin: "2ms", SkillsDir: "skills",
+			MaxMemory: 256 * MiB, MaxDeadline: "5s", Public: []string{}, MaxFailures: 5, FailureWindow: "1m"},
+		LLM: LLMConfig{BaseURL: "", Model: "", APIKeyEnv: "OPENAI_API_KEY", Timeout: "60s", MaxRetries: 3, Stream: true, MaxResponseBytes: 4 << 20},
+		Agent: AgentConfig{ID: "default", Policy: "rules", Hz: 10, Overrun: "skip", MaxIterations: 25, MaxToolCalls: 16, QueryBackoff: 3, MinHz: 1, BargeIn: "boundary", TickSpin: "2ms", SkillsDir: "skills",
 			Grants: AgentGrants{Skills: []string{"*"}, Commands: true, Folders: []string{}}},
 		Memory: MemoryConfig{Enabled: true, Path: "memory.db", Recall: 3},
 	}
@@ -73,7 +73,7 @@ func TestLoadOverlays(t *testing.T) {
 			return ok && op.Disabled() && op.Call != nil && len(op.Call) == 0 && op.Publish == nil && op.Deadline == "50ms"
 		}},
 		{"an llm endpoint", "[llm]\nbase_url = \"http://localhost:11434/v1\"\nmodel = \"llama3.2\"\napi_key_env = \"\"\nstream = false\n", func(c Config) bool {
-			return c.LLM == LLMConfig{BaseURL: "http://localhost:11434/v1", Model: "llama3.2", Timeout: "60s", MaxRetries: 3} &&
+			return c.LLM == LLMConfig{BaseURL: "http://localhost:11434/v1", Model: "llama3.2", Timeout: "60s", MaxRetries: 3, MaxResponseBytes: 4 << 20} &&
 				c.LLM.Configured() && c.LLM.TimeoutDuration() == time.Minute
 		}},
 		{"llm retries and timeout", "llm.max_retries = 0\nllm.timeout = \"2m30s\"\n", func(c Config) bool {
@@ -127,7 +127,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad plugin name", "[plugins.Echo]\ntrusted = true\n", 1, "plugins.Echo", `"Echo" is not a plugin name`},
 		{"unknown plugin key", "[plugins.echo]\ntrust = true\n", 2, "plugins.echo.trust", `unknown key`},
 		{"llm api key in the file", "[llm]\napi_key = \"sk-123\"\n", 2, "llm.api_key",
-			`unknown key; .*\(\[llm\] takes base_url, model, api_key_env, timeout, max_retries, stream\)`},
+			`unknown key; .*\(\[llm\] takes base_url, model, api_key_env, timeout, max_retries, stream, max_response_bytes\)`},
 		{"llm key for its name", "[llm]\nbase_url = \"https://api.openai.com/v1\"\nmodel = \"m\"\napi_key_env = \"sk-proj-abc\"\n", 4, "llm.api_key_env",
 			`"sk-proj-abc" is not an environment variable name; give the NAME`},
 		{"llm url without scheme", "[llm]\nbase_url = \"localhost:11434\"\nmodel = \"m\"\n", 2, "llm.base_url", `is not an http\(s\) URL`},

@@ -14,8 +14,9 @@ import (
 )
 
 // Plugin is a Wasm plugin's manifest, NAME.toml beside NAME.wasm: what the
-// plugin is, what it may reach through the host, and its config. Nothing is
-// granted that the manifest does not list. Whether the host trusts the
+// plugin is, what it asks to reach through the host, and its config. A
+// built-in's manifest is granted as it asks; a drop-in's only asks, and
+// the operator grants (PluginOverride.Grants). Whether the host trusts the
 // plugin (runs it without a deadline) is the operator's choice, never the
 // manifest's: see PluginOverride.
 type Plugin struct {
@@ -95,8 +96,14 @@ func (l PluginLimits) DeadlineDuration() time.Duration {
 // PluginOverride is what the operator says about one plugin, in kairo.toml
 // as [plugins.NAME]. A grant list left out (nil) keeps the manifest's; a
 // list set, even empty, replaces it and may only narrow it: each entry must
-// be covered by the manifest's (see Narrow).
+// be covered by the manifest's (see Narrow). What the plugin gets beyond
+// its baseline is Grants, [plugins.NAME.grants]: a drop-in plugin's
+// manifest only asks, the operator grants.
 type PluginOverride struct {
+	// Grants are the operator's grants to the plugin, added to its
+	// baseline: for a drop-in, its own namespace and [host] public; for a
+	// built-in, its manifest's.
+	Grants OperatorGrants `toml:"grants"`
 	// Enabled false keeps the plugin from loading; nil (left out) loads it.
 	Enabled *bool `toml:"enabled"`
 	// Trusted runs the plugin without deadline enforcement.
@@ -112,6 +119,46 @@ type PluginOverride struct {
 	// Config is laid over the manifest's [config]: a key here replaces
 	// the manifest's.
 	Config map[string]any `toml:"config"`
+}
+
+// OperatorGrants is [plugins.NAME.grants]: what the operator grants a
+// plugin, whatever its manifest asks.
+type OperatorGrants struct {
+	Call      []string `toml:"call"`      // exact method names
+	Publish   []string `toml:"publish"`   // subjects or patterns
+	Subscribe []string `toml:"subscribe"` // patterns
+	WASIFS    []string `toml:"wasi_fs"`   // absolute folders it may read
+	WASIEnv   []string `toml:"wasi_env"`  // variables copied from the daemon's environment
+}
+
+// Check says what is wrong with each entry, as "KEY: problem", keys
+// relative to the table (such as "publish").
+func (g OperatorGrants) Check() []string {
+	var out []string
+	for key, list := range map[string][]string{"subscribe": g.Subscribe, "publish": g.Publish} {
+		for _, pat := range list {
+			if err := bus.ValidatePattern(pat); err != nil {
+				out = append(out, key+": "+err.Error())
+			}
+		}
+	}
+	for _, meth := range g.Call {
+		if err := checkMethod(meth); err != nil {
+			out = append(out, "call: "+err.Error())
+		}
+	}
+	for _, dir := range g.WASIFS {
+		if !filepath.IsAbs(dir) {
+			out = append(out, fmt.Sprintf("wasi_fs: %q is not an absolute path", dir))
+		}
+	}
+	for _, v := range g.WASIEnv {
+		if !identRE.MatchString(v) {
+			out = append(out, fmt.Sprintf("wasi_env: %q is not an environment variable name", v))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Disabled reports whether the operator turned the plugin off.

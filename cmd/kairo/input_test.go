@@ -22,7 +22,7 @@ func TestInputSources(t *testing.T) {
 name = "every-second"
 every = "1s"
 say = "run echo from-timer"
-`
+` + grantAsManifest(t, "terminal", "timer")
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,8 @@ func (s *mcpServers) stop() {
 // mcpConfig is the server config of a [mcp.NAME] table, which Load has
 // validated.
 func mcpConfig(name string, m manifests.MCPServer) mcp.ServerConfig {
-	sc := mcp.ServerConfig{Name: name, Command: m.Command, URL: m.URL, Env: m.Env, EnvPass: m.EnvPass, Cwd: m.Cwd}
+	sc := mcp.ServerConfig{Name: name, Command: m.Command, URL: m.URL, Env: m.Env, EnvPass: m.EnvPass, Cwd: m.Cwd,
+		MaxTools: m.MaxTools, MaxResultBytes: int64(m.MaxResultBytes)}
 	sc.ConnectTimeout, _ = time.ParseDuration(m.ConnectTimeout)
 	sc.ShutdownGrace, _ = time.ParseDuration(m.ShutdownGrace)
 	if b := m.Sandbox; b != nil {

@@ -58,7 +58,7 @@ exec = [%q]
 
 [mcp.broken]
 command = ["/nonexistent/mcp-server"]
-`, srv.URL+"/v1", bin, bin)
+`, srv.URL+"/v1", bin, bin) + grantAsManifest(t, "llm")
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}

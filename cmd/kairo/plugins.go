@@ -13,12 +13,20 @@ import (
 )
 
 func runPlugins(ctx context.Context, args []string) error {
-	if len(args) > 0 && args[0] == "restart" {
-		return runPluginRestart(ctx, args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "restart":
+			return runPluginRestart(ctx, args[1:])
+		case "grant", "revoke":
+			return runPluginGrant(ctx, args[0], args[1:])
+		}
 	}
-	f := newFlags("plugins", "kairo plugins [--json] | kairo plugins restart NAME", `
+	f := newFlags("plugins", "kairo plugins [--json] | kairo plugins restart NAME | kairo plugins grant|revoke NAME KEY=VALUE...", `
 List the running daemon's plugins: state, whether trusted, failures in the
-current window, restarts, calls and publishes refused, and grants.
+current window, restarts, calls and publishes refused, and grants. Below
+the table: what a plugin's manifest requested beyond its grants (a drop-in
+gets only what the operator grants: "kairo plugins grant"), and the limits
+the [host] ceilings capped.
 
 States: running; starting; backoff (failed, restarts after a pause);
 stopped (failed too often; "kairo plugins restart NAME" starts it again);
@@ -62,8 +70,89 @@ disabled (turned off in kairo.toml).`)
 		if p.Error != "" {
 			fmt.Printf("\n%s: %s\n", termLine(p.Name), termText(p.Error))
 		}
+		if r := p.Requested; r != nil {
+			fmt.Printf("\n%s requested, not granted: %s\n  (kairo plugins grant %s ... grants it)\n", termLine(p.Name),
+				termLine(grantsLine(abi.PluginStatus{Subscribe: r.Subscribe, Publish: r.Publish, Call: r.Call, WASIFS: r.WASIFS, WASIEnv: r.WASIEnv})), termLine(p.Name))
+		}
+		if len(p.Capped) > 0 {
+			fmt.Printf("\n%s: %s\n", termLine(p.Name), termLine(strings.Join(p.Capped, "; ")))
+		}
 	}
 	return nil
+}
+
+func runPluginGrant(ctx context.Context, verb string, args []string) error {
+	method, did := "plugins.grant", "granted"
+	help := `
+Grant a plugin more than its baseline, whatever its manifest asks: a drop-in
+plugin (of the plugins folder) may otherwise only publish and subscribe in
+its own namespace, plugin.NAME.>, and on [host] public, and call no method.
+Each KEY=VALUE adds entries, VALUE comma-separated:
+
+  call=METHOD,...      kernel and host methods, by exact name
+  publish=SUBJECT,...  subjects or patterns ("app.>")
+  subscribe=PATTERN,...
+  fs=FOLDER,...        absolute folders it may read through WASI
+  env=VAR,...          variables copied from the daemon's environment
+
+The grant is recorded in the event log (kairo.plugin.granted), survives a
+restart of the daemon, and applies at once: the plugin reloads. Grants in
+kairo.toml, [plugins.NAME.grants], apply as well.`
+	if verb == "revoke" {
+		method, did = "plugins.revoke", "revoked"
+		help = `
+Take back what "kairo plugins grant" granted a plugin: the entries named, as
+they were granted. Recorded in the event log (kairo.plugin.revoked); the
+plugin reloads. Grants in kairo.toml stay: edit [plugins.NAME.grants] there.`
+	}
+	synopsis := "kairo plugins " + verb + " NAME call=METHOD,... publish=SUBJECT,... subscribe=PATTERN,... fs=FOLDER,... env=VAR,..."
+	f := newFlags("plugins "+verb, synopsis, help)
+	pos, err := f.parse(args, 2, -1)
+	if err != nil {
+		return err
+	}
+	g, err := parseGrant(pos[0], pos[1:])
+	if err != nil {
+		return &usageError{msg: err.Error(), synopsis: synopsis}
+	}
+	var st abi.PluginStatus
+	if err := callKernel(ctx, method, g, &st); err != nil {
+		return err
+	}
+	fmt.Printf("%s; %s now has: %s\n", did, termLine(st.Name), termLine(grantsLine(st)))
+	return nil
+}
+
+// parseGrant reads the KEY=VALUE arguments of kairo plugins grant.
+func parseGrant(name string, kvs []string) (abi.PluginGrant, error) {
+	g := abi.PluginGrant{Plugin: name}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		var list []string
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				list = append(list, e)
+			}
+		}
+		if !ok || len(list) == 0 {
+			return g, fmt.Errorf("%q: give KEY=VALUE, such as call=process.spawn or publish=app.>", kv)
+		}
+		switch k {
+		case "call":
+			g.Call = append(g.Call, list...)
+		case "publish":
+			g.Publish = append(g.Publish, list...)
+		case "subscribe":
+			g.Subscribe = append(g.Subscribe, list...)
+		case "fs":
+			g.WASIFS = append(g.WASIFS, list...)
+		case "env":
+			g.WASIEnv = append(g.WASIEnv, list...)
+		default:
+			return g, fmt.Errorf("%q: unknown key %q; use call, publish, subscribe, fs or env", kv, k)
+		}
+	}
+	return g, nil
 }
 
 func grantsLine(p abi.PluginStatus) string {

@@ -1,17 +1,23 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/manifests"
 )
 
-// kairo up loads a drop-in plugin, which serves events; kairo plugins lists
-// it; kairo plugin inspect reads a module; a module without a manifest is
-// listed as refused, saying what to do.
+// kairo up loads a drop-in plugin with its baseline, not what its manifest
+// asks: kairo plugins lists what it requested; kairo plugins grant grants
+// it, and it serves events, after a restart of the daemon too; kairo plugin
+// inspect reads a module; a module without a manifest is listed as
+// refused, saying what to do.
 func TestPluginsCommands(t *testing.T) {
 	home := t.TempDir()
 	plugins := filepath.Join(home, "plugins")
@@ -21,10 +27,36 @@ func TestPluginsCommands(t *testing.T) {
 	}
 	d := startUp(t, home)
 
+	// Its subscription to demo.> was refused: one denial.
 	r := kairo(t, home, "plugins")
-	if r.code != 0 || !regexpMatch(`echo\s+0\.1\.0\s+policy\s+running\s+\S+\s+no\s+0\s+0\s+0\s+subscribe demo\.>; publish echo\.>`, r.stdout) ||
+	if r.code != 0 || !regexpMatch(`echo\s+0\.1\.0\s+policy\s+running\s+\S+\s+no\s+0\s+0\s+1\s+subscribe plugin\.echo\.>; publish plugin\.echo\.>\n`, r.stdout) ||
+		!strings.Contains(r.stdout, "echo requested, not granted: subscribe demo.>; publish echo.>") ||
 		!strings.Contains(r.stdout, "bare: "+filepath.Join(plugins, "bare.wasm")+" has no manifest: put bare.toml beside it") {
 		t.Fatalf("kairo plugins:\n%s", r)
+	}
+	if r := kairo(t, home, "plugins", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"Requested":{"Plugin":"echo","Call":null,"Publish":["echo.>"],"Subscribe":["demo.>"]`) {
+		t.Fatalf("kairo plugins --json:\n%s", r)
+	}
+	if r := kairo(t, home, "plugins", "grant", "echo", "subscribe=demo.>", "pub=echo.>"); r.code != 2 || !strings.Contains(r.stderr, `unknown key "pub"`) {
+		t.Fatalf("grant with a bad key:\n%s", r)
+	}
+	r = kairo(t, home, "plugins", "grant", "echo", "subscribe=demo.>", "publish=echo.>")
+	if r.code != 0 || !strings.Contains(r.stdout, "granted; echo now has: subscribe plugin.echo.>,demo.>; publish plugin.echo.>,echo.>") {
+		t.Fatalf("kairo plugins grant:\n%s", r)
+	}
+	if r := kairo(t, home, "events", "replay", "kairo.plugin.granted"); r.code != 0 || !strings.Contains(r.stdout, "kairo.plugin.granted host") {
+		t.Fatalf("the grant is not in the log:\n%s", r)
+	}
+
+	// The grant is the log's: it holds after a restart.
+	if code := d.stop(); code != 0 {
+		t.Fatalf("kairo up exited %d", code)
+	}
+	d = startUp(t, home)
+	r = kairo(t, home, "plugins")
+	if r.code != 0 || !regexpMatch(`echo\s+0\.1\.0\s+policy\s+running\s+\S+\s+no\s+0\s+0\s+0\s+subscribe plugin\.echo\.>,demo\.>; publish plugin\.echo\.>,echo\.>\n`, r.stdout) ||
+		strings.Contains(r.stdout, "echo requested") {
+		t.Fatalf("kairo plugins after a restart:\n%s", r)
 	}
 	if r := kairo(t, home, "events", "publish", "demo.hello", `{"n": 1}`); r.code != 0 {
 		t.Fatal(r)
@@ -63,3 +95,27 @@ func TestPluginsCommands(t *testing.T) {
 }
 
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
+
+// grantAsManifest returns [plugins.NAME.grants] tables for kairo.toml that
+// grant each of the plugins, built from plugins/NAME into a drop-in folder,
+// what its manifest asks: a test's stand-in for the trust a built-in has.
+func grantAsManifest(t *testing.T, names ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, name := range names {
+		m, err := manifests.LoadPlugin(filepath.Join("..", "..", "plugins", name, name+".toml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "\n[plugins.%s.grants]\ncall = %s\npublish = %s\nsubscribe = %s\n", name, tomlList(m.Grants.Call), tomlList(m.Grants.Publish), tomlList(m.Grants.Subscribe))
+	}
+	return b.String()
+}
+
+func tomlList(l []string) string {
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}

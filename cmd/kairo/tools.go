@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host/tools/modelname"
 )
 
 func runTools(ctx context.Context, args []string) error {
@@ -29,6 +30,7 @@ and parameters (the JSON schema a model fills in).`)
 		return err
 	}
 	list := res.Tools
+	offered := offeredNames(res.Tools)
 	if len(names) > 0 {
 		list = nil
 		for _, n := range names {
@@ -50,7 +52,7 @@ and parameters (the JSON schema a model fills in).`)
 			if i > 0 {
 				fmt.Println()
 			}
-			printTool(t)
+			printTool(t, offered[t.Name])
 		}
 		return nil
 	case len(list) == 0:
@@ -70,14 +72,36 @@ and parameters (the JSON schema a model fills in).`)
 			fmt.Printf("\n%s: %s\n", termLine(t.Name), termText(t.Error))
 		}
 	}
+	// A name that had to be cut or told apart from another is offered to
+	// the model under another name than its plain rewrite: say which.
+	for _, t := range list {
+		if o := offered[t.Name]; o != "" && o != modelname.Sanitize(t.Name) {
+			fmt.Printf("\n%s: offered to the model as %s\n", termLine(t.Name), o)
+		}
+	}
 	return nil
+}
+
+// offeredNames are the names the LLM policy offers the callable tools to
+// the model under, as it computes them.
+func offeredNames(tools []abi.ToolInfo) map[string]string {
+	var names []string
+	for _, t := range tools {
+		if t.Error == "" {
+			names = append(names, t.Name)
+		}
+	}
+	return modelname.Assign(names)
 }
 
 // printTool shows one tool. Its name, description and error come from
 // whoever provides the tool (an MCP server, a plugin, a skill's manifest),
 // so each is escaped for the terminal.
-func printTool(t abi.ToolInfo) {
+func printTool(t abi.ToolInfo, offered string) {
 	fmt.Printf("name\t%s\n", termLine(t.Name))
+	if offered != "" {
+		fmt.Printf("offered\t%s (the name the model is offered it under)\n", offered)
+	}
 	fmt.Printf("source\t%s%s\n", termLine(t.Source), termLine(wrap(" (", t.Origin, ")")))
 	fmt.Printf("grants\t%s\n", termLine(toolGrants(t)))
 	if t.Error != "" {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/agent"
 	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/kernel"
@@ -60,6 +61,23 @@ func TestToolsCommand(t *testing.T) {
 	out = captureStdout(t, func() error { return runTools(context.Background(), []string{"skill.wc"}) })
 	if !strings.Contains(out, "source\tskill ("+skill+")") || !strings.Contains(out, `"required":["file"]`) || !strings.Contains(out, "about\tcount lines") {
 		t.Errorf("kairo tools skill.wc:\n%s", out)
+	}
+	// Two tools whose names share their first 70 characters: each is
+	// offered to the model under a name of its own, which kairo tools shows.
+	long := "go." + strings.Repeat("l", 67)
+	for _, suffix := range []string{"a", "b"} {
+		err := reg.Add(abi.ToolInfo{Tool: abi.Tool{Name: long + suffix}, Source: "test"}, func(context.Context, *tools.Call) abi.ToolResultEvent { return abi.ToolResultEvent{} })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	out = captureStdout(t, func() error { return runTools(context.Background(), nil) })
+	if strings.Count(out, ": offered to the model as go_"+strings.Repeat("l", 50)) != 2 || strings.Contains(out, "skill.wc: offered") {
+		t.Errorf("kairo tools does not show the offered names:\n%s", out)
+	}
+	out = captureStdout(t, func() error { return runTools(context.Background(), []string{long + "a"}) })
+	if !strings.Contains(out, "offered\tgo_l") {
+		t.Errorf("kairo tools %s:\n%s", long+"a", out)
 	}
 	if err := runTools(context.Background(), []string{"nope"}); err == nil || !strings.Contains(err.Error(), `no tool "nope"`) {
 		t.Errorf("kairo tools nope: %v", err)

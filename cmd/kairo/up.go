@@ -187,6 +187,7 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 	}
 	b := bus.New(store, bus.Options{})
 	k := kernel.New(b, kernel.Options{Version: version, Logger: log, Launcher: launcher})
+	k.SetSkills(installedSkills(cfg.SkillsPath(home)))
 	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: sock, MaxFrame: uint32(cfg.Kernel.MaxFrame), Logger: log})
 	if err != nil {
 		b.Close()
@@ -233,6 +234,7 @@ func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
 	d.plugins = host.NewManager(host.ManagerConfig{
 		Host: h, Kernel: d.kernel, Folders: folders, Overrides: cfg.Plugins,
 		Deadline: cfg.Host.DeadlineDuration(), MemoryPages: uint32(cfg.Host.Memory / manifests.WasmPageSize),
+		MaxDeadline: cfg.Host.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.Host.MaxMemory / manifests.WasmPageSize), Public: cfg.Host.Public,
 		MaxFailures: cfg.Host.MaxFailures, FailureWindow: cfg.Host.FailureWindowDuration(),
 		Watch: true, Logger: d.log,
 	})
@@ -315,6 +317,9 @@ func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 		return err
 	}
 	reg.Register()
+	// The registry set the skills it was made with; the kernel keeps
+	// looking in the folder, for skills added since.
+	d.kernel.SetSkills(installedSkills(cfg.SkillsPath(home)))
 	d.tools = reg
 	d.startMCP(cfg)
 	mem, err := d.openMemory(home, cfg)
@@ -325,7 +330,7 @@ func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 		Skills: skills, Tools: reg, Memory: mem,
 		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
 		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
-		QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
+		MaxToolCalls: a.MaxToolCalls, QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
 		Spawn: &kernel.SpawnAuthority{Skills: a.Grants.Skills, Commands: a.Grants.Commands, Folders: a.Grants.Folders},
 	})
 	if err != nil {
@@ -338,6 +343,17 @@ func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 	d.registerReplay(home, cfg)
 	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz, "skills", len(skills))
 	return nil
+}
+
+// installedSkills finds a skill of dir by name when it is asked for, so a
+// skill added while the daemon runs is found, and one is found before the
+// agent's tools are up.
+func installedSkills(dir string) func(name string) (string, bool) {
+	quiet := slog.New(slog.DiscardHandler)
+	return func(name string) (string, bool) {
+		path, ok := findSkills(dir, quiet)[name]
+		return path, ok
+	}
 }
 
 // findSkills lists the skills of dir: each folder with a valid skill.toml,

@@ -179,6 +179,8 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 	}
 	touched := map[string]bool{}
 	var thoughtLoop string
+	calls := 0
+	var refused refusals
 	for _, a := range reply.Actions {
 		if a.Type == abi.ActionNoop {
 			continue
@@ -218,6 +220,13 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 		if trig != nil {
 			cause = trig.ID
 		}
+		if a.Type == abi.ActionToolCall {
+			if why := r.overCap(loop, calls); why != "" {
+				refused.add(loop, cause, d.Tool, why)
+				continue
+			}
+			calls++
+		}
 		if a.Type == abi.ActionCancel {
 			r.emit(&abi.Event{Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
 				abi.ActionEvent{Type: a.Type, ActionData: d, Tick: tk.N})
@@ -242,6 +251,7 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 	if reply.Thought != "" {
 		r.emit(&abi.Event{Type: abi.SubjectAgentThought, CorrelationID: thoughtLoop}, abi.Thought{Text: reply.Thought, Tick: tk.N})
 	}
+	r.refuse(&refused)
 	r.bound(touched)
 }
 

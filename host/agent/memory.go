@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -187,6 +188,11 @@ func (k *keeper) start(ctx context.Context, open []string, upTo uint64) {
 		if len(want) > 0 {
 			k.catchUp(ctx, want, upTo, missing)
 		}
+		// The short-term memory is fed at most once a shortEvery: what
+		// comes between is one batch, so a burst of events costs a run
+		// loop one summary, not one each time its ring overflows.
+		var fed time.Time
+		var later <-chan time.Time
 		for {
 			select {
 			case <-ctx.Done():
@@ -194,22 +200,35 @@ func (k *keeper) start(ctx context.Context, open []string, upTo uint64) {
 			case job := <-k.jobs:
 				job(ctx)
 			case <-k.shortWake:
+				if wait := shortEvery - time.Since(fed); wait > 0 {
+					if later == nil {
+						later = time.After(wait)
+					}
+					continue
+				}
 				k.feedShort(ctx)
+				fed = time.Now()
+			case <-later:
+				later = nil
+				k.feedShort(ctx)
+				fed = time.Now()
 			}
 		}
 	}()
 }
 
-// feedShort hands the short-term memory what waits for it.
+// shortEvery is the least time between two feeds of the short-term memory.
+const shortEvery = 250 * time.Millisecond
+
+// feedShort hands the short-term memory what waits for it, as one batch.
 func (k *keeper) feedShort(ctx context.Context) {
 	k.mu.Lock()
 	evs := k.shortQ
 	k.shortQ = nil
 	k.mu.Unlock()
-	for i := range evs {
-		if err := k.short.Observe(ctx, &evs[i]); err != nil && ctx.Err() == nil {
-			k.r.log.Warn("memory: short-term", "runLoop", evs[i].CorrelationID, "err", err)
-		}
+	// All at once: a burst of events costs one summary per run loop.
+	if err := k.short.ObserveAll(ctx, evs); err != nil && ctx.Err() == nil {
+		k.r.log.Warn("memory: short-term", "err", err)
 	}
 }
 

@@ -46,8 +46,12 @@ type Config struct {
 	// than sleeping, for sub-millisecond precision (see Ticker.Spin);
 	// default 2 ms, -1 for none.
 	Spin time.Duration
-	// MaxIterations bounds the decisions in one run loop; default 25.
+	// MaxIterations bounds the decisions in one run loop; default 25. Each
+	// tool call counts as one, so one answer of many calls uses up as many.
 	MaxIterations int
+	// MaxToolCalls bounds the tool calls one decision carries out; the
+	// calls past it are refused with a result the policy reads. Default 16.
+	MaxToolCalls int
 	// QueryBackoff: after this many queries in a row that no user message
 	// answered, the rate halves (down to MinHz) until one does; default 3
 	// and 1 Hz.
@@ -87,6 +91,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxIterations <= 0 {
 		c.MaxIterations = 25
+	}
+	if c.MaxToolCalls <= 0 {
+		c.MaxToolCalls = 16
 	}
 	if c.QueryBackoff <= 0 {
 		c.QueryBackoff = 3

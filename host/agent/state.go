@@ -41,6 +41,7 @@ type runLoop struct {
 	status     string // "" while open, then an IntentEnded status
 	iterations int
 	lastTick   uint64
+	tickCalls  int // the tool calls of lastTick
 	maxIter    int
 	actions    []*action
 	messages   []string
@@ -154,9 +155,17 @@ func (s *state) apply(ev *abi.Event) {
 		s.actions[a.id] = a
 		if l != nil {
 			l.actions = append(l.actions, a)
+			// A decision is one iteration, and each tool call of it past
+			// the first one more: a thousand calls in one answer are no
+			// cheaper than a thousand answers.
 			if d.Tick != l.lastTick || l.iterations == 0 {
 				l.iterations++
-				l.lastTick = d.Tick
+				l.lastTick, l.tickCalls = d.Tick, 0
+			}
+			if d.Type == abi.ActionToolCall {
+				if l.tickCalls++; l.tickCalls > 1 {
+					l.iterations++
+				}
 			}
 			if d.Type == abi.ActionQuery {
 				l.queries++

@@ -30,6 +30,8 @@ func (p *Provider) explain(ctx context.Context, err error, at *answer, model str
 	switch {
 	case ctx.Err() != nil:
 		e.Msg = fmt.Sprintf("the caller gave up: %v", ctx.Err())
+	case at.tooLarge:
+		e.Msg = fmt.Sprintf("the answer was cut at %d bytes, the cap on an answer; it is not used. Raise [llm] max_response_bytes in kairo.toml if the model's answers are meant to be that long, or ask for fewer tokens", p.cfg.MaxResponseBytes)
 	case at.timedOut:
 		e.Msg = fmt.Sprintf("no complete answer within the timeout of %s; raise [llm] timeout in kairo.toml, ask for fewer tokens, or check the endpoint's load", p.cfg.Timeout)
 	case e.Status == 401:

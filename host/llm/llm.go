@@ -76,6 +76,8 @@ func Open(c manifests.LLMConfig, b *bus.Bus) (Chatter, error) {
 		MaxRetries: c.MaxRetries,
 		Stream:     c.Stream,
 		Bus:        b,
+		// Validate keeps it within int64.
+		MaxResponseBytes: int64(c.MaxResponseBytes),
 	})
 }
 

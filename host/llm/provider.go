@@ -42,6 +42,11 @@ type Config struct {
 	// Retry-After from the endpoint takes its place. Defaults 500ms and 10s.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
+	// MaxResponseBytes bounds the body of each answer, streamed or not, as
+	// it is read: a body that goes past it is cut there and the request
+	// fails, saying so (no retry: the endpoint would answer the same).
+	// Default DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 	// HTTPClient sends the requests; default a client of the Provider's own.
 	HTTPClient *http.Client
 	// Bus, when set, records every request and its response as
@@ -49,6 +54,11 @@ type Config struct {
 	// API key and anything that looks like a credential redacted.
 	Bus *bus.Bus
 }
+
+// DefaultMaxResponseBytes is the cap on an answer's body when
+// Config.MaxResponseBytes is 0: far above any answer a model writes for the
+// agent (a 128k-token completion is ~0.5 MiB), far below what would hurt.
+const DefaultMaxResponseBytes = 4 << 20
 
 // maxRetryAfter bounds the wait an endpoint may ask for: past it the
 // request fails at once, saying how long the endpoint asked to wait.
@@ -85,13 +95,16 @@ func New(cfg Config) (*Provider, error) {
 		cfg.MaxBackoff = 10 * time.Second
 	}
 	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.Backoff)
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
 	}
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	oc.HTTPClient = doer{hc}
+	oc.HTTPClient = doer{c: hc, max: cfg.MaxResponseBytes}
 	endpoint := publicURL(u)
 	return &Provider{
 		cfg:      cfg,
@@ -221,32 +234,67 @@ type answer struct {
 	// bodyBroken: reading the body failed below HTTP (a dropped
 	// connection), as opposed to a body that ended where it said.
 	bodyBroken bool
+	// tooLarge: the body went past Config.MaxResponseBytes and was cut.
+	tooLarge bool
 }
 
 type answerKey struct{}
 
 // doer sends go-openai's requests and notes the status and Retry-After of
-// each answer in the attempt's context, which go-openai's errors drop.
-type doer struct{ c *http.Client }
+// each answer in the attempt's context, which go-openai's errors drop. It
+// cuts each body at max bytes.
+type doer struct {
+	c   *http.Client
+	max int64
+}
 
 func (d doer) Do(r *http.Request) (*http.Response, error) {
 	resp, err := d.c.Do(r)
-	if at, ok := r.Context().Value(answerKey{}).(*answer); ok && resp != nil {
+	if resp != nil {
+		at, _ := r.Context().Value(answerKey{}).(*answer)
+		if at == nil {
+			at = &answer{retryAfter: -1}
+		}
 		at.status = resp.StatusCode
 		at.retryAfter = retryAfter(resp.Header, time.Now())
-		resp.Body = &body{ReadCloser: resp.Body, at: at}
+		resp.Body = &body{ReadCloser: resp.Body, at: at, left: d.max, max: d.max}
 	}
 	return resp, err
 }
 
-// body notes a read of the answer that failed below HTTP.
+// errTooLarge ends the read of a body past the cap.
+var errTooLarge = errors.New("the answer is larger than [llm] max_response_bytes")
+
+// body cuts the answer at the cap, and notes a read that failed below HTTP.
 type body struct {
 	io.ReadCloser
-	at *answer
+	at   *answer
+	left int64 // bytes still allowed
+	max  int64
 }
 
 func (b *body) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.left <= 0 {
+		// One byte more tells a body of exactly max bytes from a longer one.
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		switch {
+		case n > 0:
+			b.at.tooLarge = true
+			return 0, fmt.Errorf("%w (%d bytes)", errTooLarge, b.max)
+		case err != nil && err != io.EOF:
+			b.at.bodyBroken = true
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
 	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
 	if err != nil && err != io.EOF {
 		b.at.bodyBroken = true
 	}

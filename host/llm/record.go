@@ -39,6 +39,11 @@ func (p *Provider) recordResponse(ctx context.Context, req *abi.Event, res abi.C
 		ae := ToABIError(err)
 		rec.Error = &abi.Error{Code: ae.Code, Message: p.redact.text(ae.Message)}
 	} else {
+		if n := size(res); n > maxRecorded {
+			// The caller has the answer whole; the log keeps its start,
+			// marked. Cut before redacting, which reads every byte.
+			res = truncated(res, n)
+		}
 		r := p.redact.result(res)
 		rec.Result = &r
 	}
@@ -54,6 +59,52 @@ func (p *Provider) recordResponse(ctx context.Context, req *abi.Event, res abi.C
 		return fmt.Errorf("llm: record the response: %w", err)
 	}
 	return nil
+}
+
+// maxRecorded bounds the record of one answer in the log: an answer up to
+// [llm] max_response_bytes reaches the caller whole, but the log, which
+// keeps everything for good, keeps the start of a larger one.
+const maxRecorded = 1 << 20
+
+// Truncated ends the content of a recorded answer that was cut to fit
+// maxRecorded; a replay of it answers what was recorded.
+const Truncated = "…[recording truncated]"
+
+// truncated is res cut to fit maxRecorded: its content and each call's
+// arguments clipped, the calls past the first maxRecordedCalls left out,
+// and the content marked with Truncated and the answer's size.
+func truncated(res abi.ChatResult, size int) abi.ChatResult {
+	const maxRecordedCalls, maxArgs = 256, 1 << 10
+	res.Message.Content = clipBytes(res.Message.Content, maxRecorded/2) +
+		fmt.Sprintf("%s the answer was %d bytes, more than the %d the log keeps of one", Truncated, size, maxRecorded)
+	calls := res.Message.ToolCalls
+	if len(calls) > maxRecordedCalls {
+		res.Message.Content += fmt.Sprintf("; %d of its %d tool calls are recorded", maxRecordedCalls, len(calls))
+		calls = calls[:maxRecordedCalls]
+	}
+	res.Message.ToolCalls = make([]abi.ToolCall, len(calls))
+	for i, c := range calls {
+		c.ID, c.Name, c.Arguments = clipBytes(c.ID, 128), clipBytes(c.Name, 128), clipBytes(c.Arguments, maxArgs)
+		res.Message.ToolCalls[i] = c
+	}
+	return res
+}
+
+// size is about what res takes in a record: its strings.
+func size(res abi.ChatResult) int {
+	n := len(res.Message.Content) + len(res.Model) + len(res.FinishReason)
+	for _, c := range res.Message.ToolCalls {
+		n += len(c.ID) + len(c.Name) + len(c.Arguments) + 16
+	}
+	return n
+}
+
+// clipBytes is s cut to n bytes at most.
+func clipBytes(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 var llmEvents = bus.MustCompilePattern("kairo.llm.>")

@@ -61,6 +61,26 @@ type ServerConfig struct {
 	// its stdin is closed, and again after SIGTERM, before SIGKILL ends
 	// its process group. Zero is DefaultShutdownGrace.
 	ShutdownGrace time.Duration `toml:"shutdown_grace"`
+	// MaxTools caps the tools listed: a list that goes on past it, page
+	// after page, fails the start, saying so. Zero is DefaultMaxTools.
+	MaxTools int `toml:"max_tools"`
+	// MaxResultBytes caps a tool's result, as text; one message from the
+	// server may be twice it and 64 KiB more (JSON escapes, the envelope),
+	// and is read no further: a longer one fails the call it answers, or
+	// the tool list it is a page of. Zero is DefaultMaxResultBytes.
+	MaxResultBytes int64 `toml:"max_result_bytes"`
+}
+
+// Defaults of the ServerConfig caps left at zero: more tools than a model
+// can choose among, and a result far larger than a model can read.
+const (
+	DefaultMaxTools       = 256
+	DefaultMaxResultBytes = 1 << 20
+)
+
+// maxMessage is the longest message read from the server.
+func (c *ServerConfig) maxMessage() int {
+	return int(min(2*c.MaxResultBytes+64<<10, maxLine))
 }
 
 // Sandbox is [mcp.NAME.sandbox]: what a stdio server may touch, as a binary
@@ -138,6 +158,18 @@ func (c *ServerConfig) check() error {
 	}
 	if c.ShutdownGrace < 0 {
 		bad("shutdown_grace %s is negative; leave it out for %s", c.ShutdownGrace, DefaultShutdownGrace)
+	}
+	if c.MaxTools < 0 {
+		bad("max_tools %d is negative; leave it out for %d", c.MaxTools, DefaultMaxTools)
+	}
+	if c.MaxResultBytes < 0 || c.MaxResultBytes > maxLine/2 {
+		bad("max_result_bytes %d is out of range; give up to %d bytes, or leave it out for %d", c.MaxResultBytes, maxLine/2, DefaultMaxResultBytes)
+	}
+	if c.MaxTools == 0 {
+		c.MaxTools = DefaultMaxTools
+	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = DefaultMaxResultBytes
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = DefaultConnectTimeout

@@ -10,12 +10,17 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// listTools lists every tool of the server, page after page.
-func listTools(ctx context.Context, cs *sdk.ClientSession) ([]abi.Tool, error) {
+// listTools lists every tool of the server, page after page, up to max:
+// a list that goes on past it fails (a server that pages for ever would
+// otherwise never let the start end).
+func listTools(ctx context.Context, cs *sdk.ClientSession, max int) ([]abi.Tool, error) {
 	tools := []abi.Tool{}
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		if len(tools) == max {
+			return nil, fmt.Errorf("list tools: the server lists more than %d tools, the most taken of one server; raise max_tools of its [mcp.NAME] in kairo.toml if it really has that many", max)
 		}
 		tools = append(tools, toolOf(t))
 	}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
@@ -164,12 +166,21 @@ func (s *Server) Call(ctx context.Context, tool, argsJSON string) (content strin
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
+	var capHit atomic.Bool
+	ctx = context.WithValue(ctx, capHitKey{}, &capHit)
 	res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
 	var rpcErr *jsonrpc.Error
 	switch {
+	case err != nil && capHit.Load():
+		s.answered()
+		return fmt.Sprintf("mcp server %s answered the call of %s with more than %d bytes, the most read of one answer (max_result_bytes of its [mcp.%s] in kairo.toml is %d); the result is not used", s.cfg.Name, tool, s.cfg.maxMessage(), s.cfg.Name, s.cfg.MaxResultBytes), true, nil
 	case err == nil:
 		s.answered()
-		return resultText(res), res.IsError, nil
+		text := resultText(res)
+		if int64(len(text)) > s.cfg.MaxResultBytes {
+			return fmt.Sprintf("mcp server %s answered the call of %s with %d bytes, over the %d of max_result_bytes of its [mcp.%s] in kairo.toml; the result is not used", s.cfg.Name, tool, len(text), s.cfg.MaxResultBytes, s.cfg.Name), true, nil
+		}
+		return text, res.IsError, nil
 	case errors.As(err, &rpcErr):
 		s.answered()
 		return fmt.Sprintf("mcp server %s refused the call of %s: %s", s.cfg.Name, tool, rpcErr.Message), true, nil
@@ -265,7 +276,9 @@ func (s *Server) connect(parent context.Context) (*conn, error) {
 	c := &conn{dead: make(chan struct{}), stopped: make(chan struct{})}
 	var t sdk.Transport
 	if s.cfg.URL != "" {
-		t = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL}
+		t = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{
+			Transport: capTransport{base: http.DefaultTransport, max: int64(s.cfg.maxMessage())},
+		}}
 		close(c.stopped)
 	} else {
 		if err := s.spawn(c); err != nil {
@@ -283,7 +296,7 @@ func (s *Server) connect(parent context.Context) (*conn, error) {
 	}
 	c.cs = cs
 	go s.watch(c)
-	tools, err := listTools(ctx, cs)
+	tools, err := listTools(ctx, cs, s.cfg.MaxTools)
 	if err != nil {
 		return nil, s.startFailed(c, s.timedOut(parent, ctx, err))
 	}
@@ -353,7 +366,7 @@ func (s *Server) spawn(c *conn) error {
 	if err != nil {
 		return err
 	}
-	c.stdio = newStdioConn(s.cfg.Name, s.log)
+	c.stdio = newStdioConn(s.cfg.Name, s.log, s.cfg.maxMessage())
 	if !s.track() {
 		return fmt.Errorf("mcp server %q: %w", s.cfg.Name, ErrClosed)
 	}
@@ -452,7 +465,7 @@ func (s *Server) refresher() {
 			continue // a restart lists them anew
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ConnectTimeout)
-		tools, err := listTools(ctx, c.cs)
+		tools, err := listTools(ctx, c.cs, s.cfg.MaxTools)
 		cancel()
 		if err != nil {
 			s.log.Warn("list the tools of an mcp server again", "err", err)

@@ -62,6 +62,8 @@ type stdioConn struct {
 	once   sync.Once
 	part   []byte // an unfinished line; the stdout pump's alone
 	skip   bool   // the rest of an overlong line is dropped
+	max    int    // the longest line kept
+	over   idScan // of an overlong line: the id it answers
 
 	wmu sync.Mutex // one message at a time on stdin
 
@@ -71,8 +73,8 @@ type stdioConn struct {
 	tooLong bool
 }
 
-func newStdioConn(name string, log *slog.Logger) *stdioConn {
-	return &stdioConn{name: name, log: log, lines: make(chan []byte, 64), closed: make(chan struct{})}
+func newStdioConn(name string, log *slog.Logger, max int) *stdioConn {
+	return &stdioConn{name: name, log: log, max: max, lines: make(chan []byte, 64), closed: make(chan struct{})}
 }
 
 // Connect makes stdioConn its own mcp.Transport: the process runs already.
@@ -98,6 +100,11 @@ func (c *stdioConn) Chunks(cs []abi.StreamChunk) error {
 			c.add(data[:i])
 			data = data[i+1:]
 			line := c.part
+			if c.skip {
+				// The answer to a request is not dropped but turned into
+				// an error, so its caller hears at once why.
+				line = c.over.refusal(c.max)
+			}
 			c.part, c.skip = nil, false
 			if len(line) == 0 {
 				continue
@@ -112,17 +119,22 @@ func (c *stdioConn) Chunks(cs []abi.StreamChunk) error {
 	return nil
 }
 
-// add appends b to the line being read, dropping a line over maxLine.
+// add appends b to the line being read, dropping a line over c.max: what
+// is read of it past the cap is only scanned for the id it answers.
 func (c *stdioConn) add(b []byte) {
 	if c.skip {
+		c.over.write(b)
 		return
 	}
-	if len(c.part)+len(b) > maxLine {
+	if len(c.part)+len(b) > c.max {
+		c.over = idScan{}
+		c.over.write(c.part)
+		c.over.write(b)
 		c.part, c.skip = nil, true
 		c.mu.Lock()
 		c.tooLong = true
 		c.mu.Unlock()
-		c.log.Warn("mcp server wrote a line over the limit; dropped", "server", c.name, "limit", maxLine)
+		c.log.Warn("mcp server wrote a line over the limit; dropped", "server", c.name, "limit", c.max)
 		return
 	}
 	c.part = append(c.part, b...)

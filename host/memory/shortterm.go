@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -94,8 +95,60 @@ func (st *ShortTerm) Observe(ctx context.Context, ev *abi.Event) error {
 // Add appends a line to a run loop's memory, opening it if needed: for
 // what the runtime decides that is not an event.
 func (st *ShortTerm) Add(ctx context.Context, runLoopID, line string) error {
-	line = clip(strings.Join(strings.Fields(line), " "), st.opts.LineBytes)
-	if runLoopID == "" || line == "" {
+	return st.addLines(ctx, runLoopID, []string{line})
+}
+
+// ObserveAll folds a batch of events into the memory as Observe does one
+// at a time, but with one Summarize call per run loop whose ring
+// overflowed, however many lines the batch pushed out of it: a burst of
+// three hundred process exits costs one model call, not one every
+// Lines/2+1 lines. Of those lines the newest maxFold go to the
+// Summarizer; older ones are folded in extractively first, so the call
+// stays the size of a few rings. The errors of the run loops are joined.
+func (st *ShortTerm) ObserveAll(ctx context.Context, evs []abi.Event) error {
+	var order []string
+	lines := map[string][]string{}
+	for i := range evs {
+		ev := &evs[i]
+		loop := LoopOf(ev)
+		if loop == "" {
+			continue
+		}
+		if ev.Type == abi.SubjectIntentEnded {
+			st.Forget(loop)
+			delete(lines, loop)
+			continue
+		}
+		if line := lineOf(ev); line != "" {
+			if _, ok := lines[loop]; !ok {
+				order = append(order, loop)
+			}
+			lines[loop] = append(lines[loop], line)
+		}
+	}
+	var errs []error
+	for _, loop := range order {
+		if l, ok := lines[loop]; ok {
+			errs = append(errs, st.addLines(ctx, loop, l))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// addLines appends lines to a run loop's memory and, if its ring
+// overflowed, folds all but its newest Lines/2 lines into the summary in
+// one Summarize call.
+func (st *ShortTerm) addLines(ctx context.Context, runLoopID string, lines []string) error {
+	if runLoopID == "" {
+		return nil
+	}
+	var add []string
+	for _, line := range lines {
+		if line = clip(strings.Join(strings.Fields(line), " "), st.opts.LineBytes); line != "" {
+			add = append(add, line)
+		}
+	}
+	if len(add) == 0 {
 		return nil
 	}
 	st.mu.Lock()
@@ -107,21 +160,30 @@ func (st *ShortTerm) Add(ctx context.Context, runLoopID, line string) error {
 	st.mu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lines = append(r.lines, line)
+	r.lines = append(r.lines, add...)
 	if len(r.lines) <= st.opts.Lines {
 		return nil
 	}
 	keep := st.opts.Lines / 2
 	evicted := append([]string(nil), r.lines[:len(r.lines)-keep]...)
 	r.lines = append(r.lines[:0], r.lines[len(r.lines)-keep:]...)
-	summary, err := st.opts.Summarizer.Summarize(ctx, r.summary, evicted, st.opts.SummaryBytes)
+	summary := r.summary
+	if n := len(evicted) - st.maxFold(); n > 0 {
+		summary, _ = Extractive{}.Summarize(ctx, summary, evicted[:n], st.opts.SummaryBytes)
+		evicted = evicted[n:]
+	}
+	base := summary
+	summary, err := st.opts.Summarizer.Summarize(ctx, base, evicted, st.opts.SummaryBytes)
 	if err != nil {
-		summary, _ = Extractive{}.Summarize(ctx, r.summary, evicted, st.opts.SummaryBytes)
+		summary, _ = Extractive{}.Summarize(ctx, base, evicted, st.opts.SummaryBytes)
 		err = fmt.Errorf("memory: summarize run loop %s (summarized extractively instead): %w", runLoopID, err)
 	}
 	r.summary = clip(summary, st.opts.SummaryBytes)
 	return err
 }
+
+// maxFold is the most lines one Summarize call is given: two rings' worth.
+func (st *ShortTerm) maxFold() int { return 2 * st.opts.Lines }
 
 // Forget drops a run loop's memory.
 func (st *ShortTerm) Forget(runLoopID string) {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/kairo-os/kairo/abi"
 )
 
@@ -133,4 +135,47 @@ func TestShortTermConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// batchSummarizer keeps how many lines each call was given.
+type batchSummarizer struct{ sizes []int }
+
+func (b *batchSummarizer) Summarize(_ context.Context, summary string, evicted []string, _ int) (string, error) {
+	b.sizes = append(b.sizes, len(evicted))
+	return summary + fmt.Sprintf("\n%d more lines", len(evicted)), nil
+}
+
+// The attack of issue 15: 300 process exits at once set off ~34 summaries,
+// each a model call. A batch of them is one call per run loop, given at
+// most two rings of lines (the older ones folded in extractively); the
+// control, lines one at a time, still summarizes at each overflow.
+func TestShortTermBatch(t *testing.T) {
+	sum := &batchSummarizer{}
+	st := NewShortTerm(ShortTermOptions{Lines: 32, Summarizer: sum})
+	var evs []abi.Event
+	for i := range 300 {
+		code := i % 3
+		raw, _ := msgpack.Marshal(abi.Note{RunLoopID: "rl", ProcessID: fmt.Sprintf("p%d", i), ExitCode: &code})
+		evs = append(evs, abi.Event{Type: abi.SubjectAgentNote, CorrelationID: "rl", Data: raw})
+		raw, _ = msgpack.Marshal(abi.Note{RunLoopID: "rl-2", ProcessID: fmt.Sprintf("q%d", i), ExitCode: &code})
+		evs = append(evs, abi.Event{Type: abi.SubjectAgentNote, CorrelationID: "rl-2", Data: raw})
+	}
+	if err := st.ObserveAll(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.sizes) != 2 || sum.sizes[0] > 64 || sum.sizes[1] > 64 {
+		t.Fatalf("600 lines of 2 run loops at once: summarizer calls of %v lines, want 2 calls of at most 64", sum.sizes)
+	}
+	got := st.Context("rl")
+	if strings.Count(got, "\n- note:") != 16 || !strings.Contains(got, "more lines") {
+		t.Errorf("context:\n%s", got)
+	}
+	// One at a time: each overflow is a call, as before.
+	sum.sizes = nil
+	for i := range 50 {
+		st.Add(context.Background(), "rl-3", fmt.Sprintf("call: step %d", i))
+	}
+	if len(sum.sizes) != 2 {
+		t.Errorf("50 lines one at a time in a ring of 32: %d calls, want 2", len(sum.sizes))
+	}
 }

@@ -103,7 +103,7 @@ func newEnv(t testing.TB, cfg tools.Config, plugins map[string]string) *env {
 			t.Fatal(err)
 		}
 	}
-	e.plugins = host.NewManager(host.ManagerConfig{Host: wasmHost, Kernel: e.kernel, Folders: []host.Folder{{Path: pdir}}, Logger: quiet})
+	e.plugins = host.NewManager(host.ManagerConfig{Host: wasmHost, Kernel: e.kernel, Folders: []host.Folder{{Path: pdir, Granted: true}}, Logger: quiet})
 	if err := e.plugins.Start(); err != nil {
 		t.Fatal(err)
 	}

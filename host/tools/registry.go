@@ -17,8 +17,10 @@
 //
 // Names are dotted, as the kernel's methods are; a policy that offers the
 // tools to an OpenAI-compatible model, whose tool names are
-// [a-zA-Z0-9_-]{1,64}, maps them (the LLM policy offers process.spawn as
-// process_spawn).
+// [a-zA-Z0-9_-]{1,64}, maps them with modelname.Assign, which tells apart
+// names that come out the same (or are cut at 64 characters) by a hash of
+// the whole name, the same way every time; `kairo tools` shows the names
+// that differ from their plain rewrite.
 //
 // A name is one tool's: registering a second tool of a name already taken
 // is an error. A plugin, which may be loaded at any time, cannot be

@@ -52,6 +52,13 @@ func (o *Options) fill() {
 	}
 }
 
+// MaxEventData bounds the data of one event. Everything the bus stores it
+// also hands to every subscriber and keeps in the log for good, so an event
+// is a message, not a file: a larger payload belongs in a file the event
+// names. A plugin's output (host Options.MaxOutput) fits in it, as do the
+// kernel's own events.
+const MaxEventData = 4 << 20
+
 // ErrClosed is returned by calls on a closed bus.
 var ErrClosed = errors.New("bus is closed")
 
@@ -290,6 +297,9 @@ func (b *Bus) prepareAt(ev *abi.Event, now time.Time) error {
 	}
 	if err := abi.CheckEventLimits(ev); err != nil {
 		return abi.Errorf(abi.CodeInvalidParams, "%v", err)
+	}
+	if len(ev.Data) > MaxEventData {
+		return abi.Errorf(abi.CodeInvalidParams, "event %s: data of %d bytes is over the bus's maximum event size of %d bytes (bus.MaxEventData); put a large payload in a file and name it in the event", ev.Type, len(ev.Data), MaxEventData)
 	}
 	if ev.Time.IsZero() {
 		ev.Time = now

@@ -8,6 +8,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host/tools/modelname"
 )
 
 // The LLM policy: each tick it gathers what was observed; when no request
@@ -195,40 +196,29 @@ func compose(b *abi.Batch, x []abi.Event) abi.ChatParams {
 }
 
 // offer is the tools the model is offered: process_spawn, then every other
-// tool of the agent under a name OpenAI accepts.
+// tool of the agent under the name modelname.Assign gives it — the name
+// `kairo tools` shows.
 func offer(in *abi.AgentInput) []abi.Tool {
 	out := append([]abi.Tool(nil), tools...)
 	st.offered = map[string]string{}
 	if in == nil {
 		return out
 	}
+	names := []string{"process.spawn"}
 	for _, t := range in.Tools {
-		if t.Name == "process.spawn" {
-			continue // offered as process_spawn, with its run loop
-		}
-		name := modelName(t.Name)
-		for i := 2; st.offered[name] != "" || name == "process_spawn"; i++ {
-			name = modelName(fmt.Sprintf("%s_%d", t.Name, i))
+		names = append(names, t.Name)
+	}
+	assigned := modelname.Assign(names)
+	for _, t := range in.Tools {
+		name := assigned[t.Name]
+		if t.Name == "process.spawn" || st.offered[name] != "" || name == "process_spawn" {
+			continue // process.spawn is offered as process_spawn, with its run loop
 		}
 		st.offered[name] = t.Name
 		t.Name = name
 		out = append(out, t)
 	}
 	return out
-}
-
-// modelName turns a tool name into one OpenAI accepts: ^[a-zA-Z0-9_-]{1,64}$.
-func modelName(name string) string {
-	b := []byte(name)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	return string(b)
 }
 
 func orNone(s string) string {

@@ -11,6 +11,15 @@
 // hostile.recurse again, publishing "recurse.result" with each answer;
 // "readfile" reads the file named by the config's "path" for each event and
 // publishes "file.read" saying what it got.
+//
+// Mode "cost" makes the host pay as its config says, in each batch: "calls"
+// calls of "method" (default kernel.ping) with "callSize" bytes of
+// arguments, "publishes" events of a bin of "publishSize" bytes on
+// "subject" (default "cost.event"), "logs" log lines of "logSize" bytes, and a reply of
+// "actions" empty actions; it says in its thought how many calls and
+// publishes the host took. Mode "hoard" serves hostile.hoard and never
+// answers it: for each event it calls hostile.hoard "calls" times (default
+// 100), and publishes each refusal and each result as "ping.result".
 package main
 
 import (
@@ -39,6 +48,9 @@ func setup(cfg abi.PluginConfig) (abi.PluginInfo, error) {
 	config = cfg.Config
 	mode, _ = cfg.Config["mode"].(string)
 	info := abi.PluginInfo{Name: "hostile", Kinds: []string{abi.KindPolicy}}
+	if name, ok := cfg.Config["name"].(string); ok {
+		info.Name = name // a second instance, as a control beside the first
+	}
 	if sub, ok := cfg.Config["subscribe"].(string); ok {
 		info.Subscriptions = []string{sub}
 	}
@@ -49,6 +61,8 @@ func setup(cfg abi.PluginConfig) (abi.PluginInfo, error) {
 		}
 	case "recurse":
 		info.Services = []string{"hostile.recurse"}
+	case "hoard":
+		info.Services = []string{"hostile.hoard"}
 	}
 	return info, nil
 }
@@ -130,6 +144,20 @@ func handle(b *abi.Batch) (abi.Reply, error) {
 			reply.ServiceResults = append(reply.ServiceResults, abi.CallResult{Token: c.ID, Result: msgpack.RawMessage{0xc3}})
 		}
 		return reply, emitResults("recurse.result", b)
+	case "cost":
+		return cost()
+	case "hoard":
+		calls := num("calls", 100)
+		for range b.Events {
+			for range calls {
+				if _, err := plugin.Call("hostile.hoard", nil); err != nil {
+					if err := emit("ping.result", result{Error: err.Error()}); err != nil {
+						return abi.Reply{}, err
+					}
+				}
+			}
+		}
+		return abi.Reply{}, emitResults("ping.result", b)
 	case "readfile":
 		path, _ := config["path"].(string)
 		for range b.Events {
@@ -145,4 +173,60 @@ func handle(b *abi.Batch) (abi.Reply, error) {
 		return abi.Reply{}, nil
 	}
 	return abi.Reply{Thought: "fine", Actions: []abi.Action{{Type: abi.ActionNoop}}}, nil
+}
+
+// num reads an integer from the config, whatever width MsgPack gave it.
+func num(key string, def int) int {
+	switch v := config[key].(type) {
+	case int8:
+		return int(v)
+	case int16:
+		return int(v)
+	case int32:
+		return int(v)
+	case int64:
+		return int(v)
+	case uint8:
+		return int(v)
+	case uint16:
+		return int(v)
+	case uint32:
+		return int(v)
+	case uint64:
+		return int(v)
+	case float64:
+		return int(v)
+	}
+	return def
+}
+
+func cost() (abi.Reply, error) {
+	method, _ := config["method"].(string)
+	if method == "" {
+		method = "kernel.ping"
+	}
+	args, _ := msgpack.Marshal(map[string]string{"pad": string(make([]byte, num("callSize", 0)))})
+	subject, _ := config["subject"].(string)
+	if subject == "" {
+		subject = "cost.event"
+	}
+	called, published := 0, 0
+	for range num("calls", 0) {
+		if _, err := plugin.Call(method, msgpack.RawMessage(args)); err == nil {
+			called++
+		}
+	}
+	data, _ := msgpack.Marshal(make([]byte, num("publishSize", 0)))
+	for range num("publishes", 0) {
+		if err := plugin.Publish(&abi.Event{Type: subject, Data: data}); err == nil {
+			published++
+		}
+	}
+	line := string(make([]byte, num("logSize", 1)))
+	for range num("logs", 0) {
+		plugin.Log(0, line)
+	}
+	reply := abi.Reply{Thought: fmt.Sprintf("called %d, published %d", called, published)}
+	reply.Actions = make([]abi.Action, num("actions", 0))
+	return reply, nil
 }
