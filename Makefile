@@ -47,16 +47,18 @@ lint:
 	$(GO) vet ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./abi/...
 
-# Each fuzz target for FUZZTIME. The inputs the fuzzer found interesting are
-# copied into the package's testdata/fuzz, where every `go test` replays
-# them: commit them to keep the corpus.
+# Each fuzz target for FUZZTIME. The inputs the fuzzer found interesting
+# stay in Go's cache, so a test run leaves the tree as it was; with
+# KEEP_CORPUS=1 they are copied into the package's testdata/fuzz, where
+# every `go test` replays them: commit them to keep the corpus.
+KEEP_CORPUS ?=
 FUZZ_TARGETS := kernel/ipc:FuzzFrameDecode abi:FuzzEventDecode abi:FuzzPluginDecode kernel/bus:FuzzSubject kernel/bus:FuzzMatch manifests:FuzzParseSkill
 fuzz:
 	@cache=$$($(GO) env GOCACHE)/fuzz/github.com/kairo-os/kairo; \
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 	  echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
-	  if [ -d "$$cache/$$pkg/$$fn" ]; then mkdir -p $$pkg/testdata/fuzz/$$fn && cp -n "$$cache/$$pkg/$$fn"/* $$pkg/testdata/fuzz/$$fn/; fi; \
+	  if [ -n "$(KEEP_CORPUS)" ] && [ -d "$$cache/$$pkg/$$fn" ]; then mkdir -p $$pkg/testdata/fuzz/$$fn && cp -n "$$cache/$$pkg/$$fn"/* $$pkg/testdata/fuzz/$$fn/; fi; \
 	done
 
 # The speed figures of the kernel (events/s, p50-us).
