@@ -32,46 +32,35 @@ func checkModuleCaps(wasm []byte) error {
 		return nil
 	}
 	var customs, customBytes int
-	rest := wasm[len(wasmHeader):]
-	for len(rest) > 0 {
-		id := rest[0]
-		size, n, err := readULEB32(rest[1:])
-		if err != nil || uint64(size) > uint64(len(rest)-1-n) {
-			return nil
-		}
-		body := rest[1+n : 1+n+int(size)]
-		rest = rest[1+n+int(size):]
+	var over error
+	// A module malformed past the section headers is the compiler's to
+	// refuse: the walk's own error is not this check's.
+	eachSection(wasm, func(id byte, body []byte) bool {
 		switch id {
 		case 0:
 			customs++
 			customBytes += len(body)
 			if customs > MaxCustomSections {
-				return &CapError{What: "the module's custom sections", Got: int64(customs), Max: MaxCustomSections, Unit: "sections", Cap: "host.MaxCustomSections"}
-			}
-			if customBytes > MaxCustomSectionBytes {
-				return &CapError{What: "the module's custom sections", Got: int64(customBytes), Max: MaxCustomSectionBytes, Unit: "bytes", Cap: "host.MaxCustomSectionBytes"}
+				over = &CapError{What: "the module's custom sections", Got: int64(customs), Max: MaxCustomSections, Unit: "sections", Cap: "host.MaxCustomSections"}
+			} else if customBytes > MaxCustomSectionBytes {
+				over = &CapError{What: "the module's custom sections", Got: int64(customBytes), Max: MaxCustomSectionBytes, Unit: "bytes", Cap: "host.MaxCustomSectionBytes"}
 			}
 		case 3, 10: // the function section and the code section: their counts
-			count, _, err := readULEB32(body)
-			if err == nil && count > MaxModuleFunctions {
-				return &CapError{What: "the module's functions", Got: int64(count), Max: MaxModuleFunctions, Unit: "functions", Cap: "host.MaxModuleFunctions"}
+			if count, _, err := readULEB32(body); err == nil && count > MaxModuleFunctions {
+				over = &CapError{What: "the module's functions", Got: int64(count), Max: MaxModuleFunctions, Unit: "functions", Cap: "host.MaxModuleFunctions"}
 			}
 		}
-	}
-	return nil
+		return over == nil
+	})
+	return over
 }
 
 // moduleStats are what checkModuleCaps counts, for tests and tools.
 func moduleStats(wasm []byte) (functions, customs, customBytes int) {
-	rest := wasm[min(len(wasm), len(wasmHeader)):]
-	for len(rest) > 0 {
-		id := rest[0]
-		size, n, err := readULEB32(rest[1:])
-		if err != nil || uint64(size) > uint64(len(rest)-1-n) {
-			return
-		}
-		body := rest[1+n : 1+n+int(size)]
-		rest = rest[1+n+int(size):]
+	if !bytes.HasPrefix(wasm, wasmHeader) {
+		return
+	}
+	eachSection(wasm, func(id byte, body []byte) bool {
 		switch id {
 		case 0:
 			customs++
@@ -80,6 +69,7 @@ func moduleStats(wasm []byte) (functions, customs, customBytes int) {
 			c, _, _ := readULEB32(body)
 			functions = int(c)
 		}
-	}
+		return true
+	})
 	return
 }

@@ -26,30 +26,53 @@ func CustomSection(wasm []byte, name string) ([]byte, error) {
 	if !bytes.HasPrefix(wasm, wasmHeader) {
 		return nil, errors.New("not a WebAssembly module (version 1): the first 8 bytes are not \\0asm 1 0 0 0")
 	}
+	var found []byte
+	var bad error
+	err := eachSection(wasm, func(id byte, body []byte) bool {
+		if id != 0 {
+			return true
+		}
+		nlen, n, err := readULEB32(body)
+		if err != nil || uint64(nlen) > uint64(len(body)-n) {
+			bad = errors.New("a custom section with a malformed name")
+			return false
+		}
+		if string(body[n:n+int(nlen)]) == name {
+			found = body[n+int(nlen):]
+			return false
+		}
+		return true
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return nil, err
+	}
+	return found, nil
+}
+
+// eachSection calls fn with the id and the body of each section of wasm,
+// whose header the caller checked, until fn returns false. The error says
+// where a section's own header is malformed.
+func eachSection(wasm []byte, fn func(id byte, body []byte) bool) error {
 	rest := wasm[len(wasmHeader):]
 	for len(rest) > 0 {
 		id := rest[0]
 		size, n, err := readULEB32(rest[1:])
 		if err != nil {
-			return nil, fmt.Errorf("section at offset %d: %w", len(wasm)-len(rest), err)
+			return fmt.Errorf("section at offset %d: %w", len(wasm)-len(rest), err)
 		}
 		body := rest[1+n:]
 		if uint64(size) > uint64(len(body)) {
-			return nil, fmt.Errorf("section at offset %d claims %d bytes; %d are left", len(wasm)-len(rest), size, len(body))
+			return fmt.Errorf("section at offset %d claims %d bytes; %d are left", len(wasm)-len(rest), size, len(body))
 		}
 		body, rest = body[:size], body[size:]
-		if id != 0 {
-			continue
-		}
-		nlen, n, err := readULEB32(body)
-		if err != nil || uint64(nlen) > uint64(len(body)-n) {
-			return nil, errors.New("a custom section with a malformed name")
-		}
-		if string(body[n:n+int(nlen)]) == name {
-			return body[n+int(nlen):], nil
+		if !fn(id, body) {
+			return nil
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 func readULEB32(b []byte) (uint32, int, error) {
