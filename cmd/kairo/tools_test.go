@@ -24,33 +24,12 @@ var _ = tools.Call(agent.ToolCall{})
 // grants, and one tool whole when named.
 func TestToolsCommand(t *testing.T) {
 	dir := t.TempDir()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := bus.OpenSQLite(filepath.Join(dir, "events.db"), bus.SQLiteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := bus.New(store, bus.Options{})
-	k := kernel.New(b, kernel.Options{Logger: quiet})
-	defer func() { k.Close(); b.Close() }()
 	skill := filepath.Join(dir, "wc", "skill.toml")
 	os.MkdirAll(filepath.Dir(skill), 0o700)
 	if err := os.WriteFile(skill, []byte("[skill]\nname = \"wc\"\ndescription = \"count lines\"\ncommand = [\"/usr/bin/wc\", \"-l\", \"{file}\"]\n[params.file]\n[fs]\nread = [\"/srv\"]\nexec = [\"/usr/bin/wc\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tools.New(tools.Config{Kernel: k, Skills: map[string]string{"wc": skill}, ResultDir: filepath.Join(dir, "results"), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	reg.Register()
-	sock := filepath.Join(dir, "k.sock")
-	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: sock, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	defer srv.Close()
-	t.Setenv("KAIRO_SOCKET", sock)
+	reg := serveTools(t, dir, map[string]string{"wc": skill})
 
 	out := captureStdout(t, func() error { return runTools(context.Background(), nil) })
 	for _, want := range []string{"NAME", "process.spawn", "kernel", "only the processes the agent spawned", "skill.wc", "skill   fs.read /srv; fs.exec /usr/bin/wc"} {
@@ -104,4 +83,34 @@ func captureStdout(t *testing.T, f func() error) string {
 		t.Fatalf("%v\n%s", ferr, out)
 	}
 	return out
+}
+
+// serveTools serves, on a socket in dir that KAIRO_SOCKET names for the
+// test, a kernel whose tool registry has the skills given (name → its
+// skill.toml), until the test ends; it returns the registry.
+func serveTools(t *testing.T, dir string, skills map[string]string) *tools.Registry {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := bus.OpenSQLite(filepath.Join(dir, "events.db"), bus.SQLiteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bus.New(store, bus.Options{})
+	k := kernel.New(b, kernel.Options{Logger: quiet})
+	t.Cleanup(func() { k.Close(); b.Close() })
+	reg, err := tools.New(tools.Config{Kernel: k, Skills: skills, ResultDir: filepath.Join(dir, "results"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	reg.Register()
+	sock := filepath.Join(dir, "k.sock")
+	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: sock, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	t.Cleanup(func() { srv.Close() })
+	t.Setenv("KAIRO_SOCKET", sock)
+	return reg
 }
