@@ -351,6 +351,14 @@ func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 func installedSkills(dir string) func(name string) (string, bool) {
 	quiet := slog.New(slog.DiscardHandler)
 	return func(name string) (string, bool) {
+		// Most skills live in a folder of their name: that one manifest
+		// is read, not the whole folder's.
+		if filepath.Base(name) == name && name != "." && name != ".." {
+			path := filepath.Join(dir, name, "skill.toml")
+			if sk, err := manifests.LoadSkill(path); err == nil && sk.Skill.Name == name {
+				return path, true
+			}
+		}
 		path, ok := findSkills(dir, quiet)[name]
 		return path, ok
 	}
