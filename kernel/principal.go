@@ -151,7 +151,7 @@ func (k *Kernel) attenuate(caller Caller, p *abi.SpawnParams) (proc.Spec, error)
 			return proc.Spec{}, err
 		}
 		if spec, err = k.skillRun(sk, p); err != nil {
-			return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+			return proc.Spec{}, err
 		}
 		if a.IPC != nil && spec.IPC != nil {
 			g := a.IPC.intersect(*spec.IPC)

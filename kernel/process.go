@@ -77,6 +77,8 @@ func (k *Kernel) spawn(ctx context.Context, c *Call) (any, error) {
 // operatorSpec is the spec of the operator's spawn p: any manifest, any
 // folder, as the operator's own configuration or command line asks.
 func (k *Kernel) operatorSpec(p *abi.SpawnParams) (proc.Spec, error) {
+	var skill *manifests.Skill
+	var err error
 	switch {
 	case p.Manifest != "" && p.Skill != "":
 		return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "give manifest (a skill.toml) or skill (an installed skill's name), not both")
@@ -84,27 +86,17 @@ func (k *Kernel) operatorSpec(p *abi.SpawnParams) (proc.Spec, error) {
 		if !filepath.IsAbs(p.Manifest) {
 			return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "manifest %q: give the skill.toml as an absolute path", p.Manifest)
 		}
-		skill, err := manifests.LoadSkill(p.Manifest)
-		if err != nil {
+		if skill, err = manifests.LoadSkill(p.Manifest); err != nil {
 			return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "%v", err)
 		}
-		spec, err := k.skillRun(skill, p)
-		if err != nil {
-			return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "%v", err)
-		}
-		return spec, nil
 	case p.Skill != "":
-		skill, err := k.installedSkill(p.Skill)
-		if err != nil {
+		if skill, err = k.installedSkill(p.Skill); err != nil {
 			return proc.Spec{}, err
 		}
-		spec, err := k.skillRun(skill, p)
-		if err != nil {
-			return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "%v", err)
-		}
-		return spec, nil
+	default:
+		return k.commandSpec(p), nil
 	}
-	return k.commandSpec(p), nil
+	return k.skillRun(skill, p)
 }
 
 // commandSpec is the spec of a spawn of p's argv under the default profile.
@@ -122,7 +114,7 @@ func (k *Kernel) commandSpec(p *abi.SpawnParams) proc.Spec {
 func (k *Kernel) skillRun(skill *manifests.Skill, p *abi.SpawnParams) (proc.Spec, error) {
 	spec, err := proc.SkillSpec(skill, p.Params, p.Argv, p.Cwd, p.Env)
 	if err != nil {
-		return proc.Spec{}, err
+		return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "%v", err)
 	}
 	spec.PTY = spec.PTY || p.PTY
 	spec.Cols, spec.Rows = p.Cols, p.Rows
