@@ -461,6 +461,34 @@ func TestSocketTakeover(t *testing.T) {
 	srv.Close()
 }
 
+// Only a socket is removed at the socket path: a regular file or a folder
+// named there by mistake is refused and left as it was (the control, a
+// stale socket replaced, is TestSocketTakeover).
+func TestSocketPathNotASocket(t *testing.T) {
+	e := start(t, ipc.ServerOptions{})
+	dir := filepath.Dir(e.path)
+	file := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(file, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	folder := filepath.Join(dir, "empty")
+	if err := os.Mkdir(folder, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for path, kind := range map[string]string{file: "a regular file", folder: "a folder"} {
+		_, err := ipc.Listen(e.k, ipc.ServerOptions{Path: path})
+		if err == nil || !strings.Contains(err.Error(), "is not a socket (it is "+kind+")") || !strings.Contains(err.Error(), "KAIRO_SOCKET") {
+			t.Fatalf("Listen on %s: %v", kind, err)
+		}
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "mine" {
+		t.Fatalf("the file was touched: %q %v", b, err)
+	}
+	if fi, err := os.Stat(folder); err != nil || !fi.IsDir() {
+		t.Fatalf("the folder was touched: %v", err)
+	}
+}
+
 func TestClientClosedErrors(t *testing.T) {
 	e := start(t, ipc.ServerOptions{})
 	c := e.dial(t)

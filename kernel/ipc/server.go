@@ -132,6 +132,23 @@ type Server struct {
 	frames       *frameBudget // large requests of every connection
 }
 
+// describeMode names what kind of file a mode is, for an error.
+func describeMode(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m.IsRegular():
+		return "a regular file"
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a socket"
+}
+
 // Listen creates the socket at opts.Path with mode 0600. A stale socket file
 // left by a crash is replaced; a live kernel on it is an error.
 func Listen(k *kernel.Kernel, opts ServerOptions) (*Server, error) {
@@ -147,7 +164,13 @@ func Listen(k *kernel.Kernel, opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Lstat(opts.Path); err == nil {
+	if fi, err := os.Lstat(opts.Path); err == nil {
+		// Only a socket is ever removed: a file or folder at the path is
+		// someone's data, named there by mistake.
+		if fi.Mode().Type() != os.ModeSocket {
+			lock.Close()
+			return nil, fmt.Errorf("%s exists and is not a socket (it is %s); Kairo removes only a stale socket of its own there: move it away, or set KAIRO_SOCKET or kernel.socket in kairo.toml to another path", opts.Path, describeMode(fi.Mode()))
+		}
 		if c, err := net.DialTimeout("unix", opts.Path, time.Second); err == nil {
 			c.Close()
 			lock.Close()
