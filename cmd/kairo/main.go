@@ -12,6 +12,7 @@
 //	kairo spawn [--pty] [--] CMD [ARGS...]     run a process, attached
 //	kairo run [--explain] SKILL.toml [-- ARGS] run a binary skill in its sandbox
 //	kairo sandbox check                        what the sandbox enforces here
+//	kairo store check | salvage NEW.db         check or salvage the event store
 //	kairo plugins [restart|grant|revoke NAME]  list the daemon's plugins
 //	kairo plugin inspect FILE.wasm             what a plugin module is
 //	kairo attach ID | kill [--signal SIG] ID   follow or signal a process
@@ -67,6 +68,7 @@ func init() {
 		{"spawn", "run a process in the kernel, attached to this terminal", runSpawn},
 		{"run", "run a binary skill under its manifest's sandbox", runRun},
 		{"sandbox", "show what the sandbox enforces here (kairo sandbox check)", runSandbox},
+		{"store", "check the event store, or salvage a damaged one (kairo store check | salvage NEW.db)", runStore},
 		{"plugins", "list the daemon's plugins, restart one, or grant one more (kairo plugins grant NAME call=...)", runPlugins},
 		{"plugin", "inspect a plugin module: kairo plugin inspect FILE.wasm", runPlugin},
 		{"attach", "follow a process's output until it exits", runAttach},

@@ -48,6 +48,12 @@ type SQLiteStore struct {
 	kick   chan struct{}
 	stop   chan struct{}
 	ckDone chan struct{}
+
+	// What PATH.state says (store_state.go); stateOpen once it says the
+	// store is open, which it does before the first event is stored.
+	state     storeState
+	stateOpen bool
+	checked   string // how far the open checked the pages
 }
 
 const schema = `
@@ -92,6 +98,17 @@ func OpenSQLite(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("open event store %s: %s: %w", path, what, err)
 	}
+	// What the home says the file should hold, checked before SQLite
+	// opens it (and creates what is missing).
+	st, err := readState(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBeforeOpen(path, st); err != nil {
+		return nil, err
+	}
+	_, err = os.Lstat(path + "-wal")
+	walMissing := errors.Is(err, os.ErrNotExist)
 	// Create the file private before SQLite does (with the umask); SQLite
 	// gives the -wal and -shm files the database file's mode.
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
@@ -106,7 +123,8 @@ func OpenSQLite(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 	}
 	s.wdb.SetMaxOpenConns(1)
 	if _, err := s.wdb.Exec(schema); err != nil {
-		return fail("create schema (is it a Kairo event store?)", err)
+		s.closeDBs()
+		return nil, describeOpenError(path, "create schema (is it a Kairo event store?)", err)
 	}
 	if s.rdb, err = sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=mmap_size(1073741824)&_pragma=cache_size(-16384)"); err != nil {
 		return fail("open readers", err)
@@ -116,11 +134,22 @@ func OpenSQLite(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 		return fail("open checkpointer", err)
 	}
 	s.cdb.SetMaxOpenConns(1)
-	var last sql.NullInt64
-	if err := s.wdb.QueryRow(`SELECT max(seq) FROM events`).Scan(&last); err != nil {
-		return fail("read last sequence", err)
+	id, last, err := s.verify(st, walMissing)
+	if err != nil {
+		s.closeDBs()
+		return nil, err
 	}
-	s.last.Store(uint64(last.Int64))
+	if id == "" {
+		id = newStoreID()
+	}
+	// A store made before the state existed gets its identity now; on a
+	// full disk it gets it at a later open.
+	s.wdb.Exec(`INSERT OR IGNORE INTO meta(key, value) VALUES ('store', ?)`, id)
+	s.state = storeState{Store: id}
+	if st != nil {
+		s.state.Reserved = st.Reserved
+	}
+	s.last.Store(last)
 	if s.w, err = s.wdb.Conn(context.Background()); err != nil {
 		return fail("writer connection", err)
 	}
@@ -205,10 +234,30 @@ func (s *SQLiteStore) Close() error {
 			}
 			return nil
 		}))
-		_, err := s.w.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
-		errs = append(errs, err, s.w.Close())
+		if s.stateOpen || s.state.Reserved > 0 {
+			// No event comes after Last: the next open can tell a file, or
+			// a WAL, that lost some.
+			st := s.state
+			st.Clean, st.Last = true, s.last.Load()
+			if err := writeState(s.path, st); err != nil && !IsDiskFull(err) {
+				errs = append(errs, err)
+			}
+		}
+		// On a full disk the events stay in the WAL, which the next open
+		// reads: the stop is still clean.
+		if _, err := s.w.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil && !IsDiskFull(err) {
+			errs = append(errs, err)
+		}
+		errs = append(errs, s.w.Close())
 	}
 	errs = append(errs, s.closeDBs())
+	// SQLite's own checkpoint at the last close fails the same way on a
+	// full disk, and loses nothing either.
+	for i, err := range errs {
+		if IsDiskFull(err) {
+			errs[i] = nil
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -290,6 +339,9 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 		}()
 		first := s.last.Load() + 1
 		next = first
+		if err := s.reserve(first + uint64(len(evs))); err != nil {
+			return err
+		}
 		args := make([]driver.NamedValue, 0, rowsPerInsert*5)
 		i := 0
 		for ; i+rowsPerInsert <= len(evs); i += rowsPerInsert {
