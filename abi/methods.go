@@ -32,6 +32,10 @@ type Metrics struct {
 	Requests      uint64        `msgpack:"requests"`
 	BadFrames     uint64        `msgpack:"badFrames"`
 	Store         string        `msgpack:"store"`
+	// StoreFullSince is set while the store's disk is full and events are
+	// refused; StoreRefused counts them.
+	StoreFullSince time.Time `msgpack:"storeFullSince,omitempty"`
+	StoreRefused   uint64    `msgpack:"storeRefused,omitempty"`
 }
 
 // PublishParams is events.publish. The kernel fills an empty ID, Time and

@@ -36,28 +36,47 @@ var errMeterStop = errors.New("stopped by the host")
 var errDeadlinePassed = errors.New("deadline passed")
 
 // newRuntime returns the runtime of one instance.
-func (h *Host) newRuntime(ctx context.Context, closeOnDone bool, pages uint32) wazero.Runtime {
+func (h *Host) newRuntime(ctx context.Context, cache wazero.CompilationCache, closeOnDone bool, pages uint32) wazero.Runtime {
 	// No DWARF: Go modules carry none, and with it on wazero keeps a copy
 	// of every custom section of every module it compiles.
 	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(h.cache).
+		WithCompilationCache(cache).
 		WithCloseOnContextDone(closeOnDone).
 		WithMemoryLimitPages(pages).
 		WithDebugInfoEnabled(false)
 	return wazero.NewRuntimeWithConfig(ctx, cfg)
 }
 
-// compile returns a runtime and the module compiled in it: for an untrusted
+// compile returns a runtime and the module compiled in it (compileIn), with
+// the compilation cache on disk when there is one. A module the disk cache
+// could not take is compiled again in memory: when that works, the cache's
+// folder is full or unwritable, not the module bad, and the host compiles
+// in memory for a while, saying which folder failed.
+func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
+	cache, onDisk := h.pickCache()
+	rt, compiled, metered, err = h.compileIn(ctx, cache, wasm, opts)
+	if err == nil || !onDisk {
+		return rt, compiled, metered, err
+	}
+	rt2, compiled2, metered2, err2 := h.compileIn(ctx, h.memCache, wasm, opts)
+	if err2 != nil {
+		return nil, nil, false, err
+	}
+	h.cacheFailed(err)
+	return rt2, compiled2, metered2, nil
+}
+
+// compileIn returns a runtime and the module compiled in it: for an untrusted
 // plugin the metered rewrite when the rewriter and wazero take it, else the
 // module as given, under WithCloseOnContextDone; for a trusted one the module
 // with its data segments merged. metered says which. The error is the
 // original module's, as wazero words it.
-func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
+func (h *Host) compileIn(ctx context.Context, cache wazero.CompilationCache, wasm []byte, opts *Options) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
 	var rerr error
 	if !opts.Trusted {
 		var rewritten []byte
 		if rewritten, rerr = meter.Rewrite(wasm); rerr == nil {
-			rt = h.newRuntime(ctx, false, opts.MemoryPages)
+			rt = h.newRuntime(ctx, cache, false, opts.MemoryPages)
 			if compiled, err = compileModule(ctx, rt, rewritten); err == nil {
 				return rt, compiled, true, nil
 			}
@@ -71,7 +90,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt waze
 			}
 		}()
 	}
-	rt = h.newRuntime(ctx, !opts.Trusted, opts.MemoryPages)
+	rt = h.newRuntime(ctx, cache, !opts.Trusted, opts.MemoryPages)
 	if opts.Trusted {
 		// Merging the data segments of a Go module saves the host a few
 		// MiB of heap per instance and the load a few milliseconds.

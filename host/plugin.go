@@ -34,8 +34,37 @@ type Config struct {
 // wazero runtime of its own, so its memory limit and deadline enforcement
 // are its own; the runtimes share one compilation cache.
 type Host struct {
-	cache  wazero.CompilationCache
-	logger *slog.Logger
+	cache    wazero.CompilationCache // on disk when CacheDir is set
+	cacheDir string
+	memCache wazero.CompilationCache // in memory, when the disk fails
+	logger   *slog.Logger
+
+	cmu       sync.Mutex
+	diskUntil time.Time // the disk cache is not used before then
+}
+
+// cacheRetry is how long the host compiles in memory after the disk cache
+// failed, before it tries the disk again.
+const cacheRetry = time.Minute
+
+// pickCache is the cache to compile with, and whether it is on disk.
+func (h *Host) pickCache() (wazero.CompilationCache, bool) {
+	h.cmu.Lock()
+	defer h.cmu.Unlock()
+	if h.cacheDir == "" || time.Now().Before(h.diskUntil) {
+		return h.memCache, false
+	}
+	return h.cache, true
+}
+
+// cacheFailed notes that the disk cache could not take a module that
+// compiles in memory.
+func (h *Host) cacheFailed(err error) {
+	h.cmu.Lock()
+	defer h.cmu.Unlock()
+	h.diskUntil = time.Now().Add(cacheRetry)
+	h.logger.Warn("the compilation cache could not be written (is its disk full?): compiling in memory, which a restart pays again; the cache is tried again in a minute",
+		"folder", h.cacheDir, "err", err)
 }
 
 // New returns a Host. Close it to release the compilation cache.
@@ -44,9 +73,9 @@ func New(cfg Config) (*Host, error) {
 	if h.logger == nil {
 		h.logger = slog.Default()
 	}
-	if cfg.CacheDir == "" {
-		h.cache = wazero.NewCompilationCache()
-	} else {
+	h.memCache = wazero.NewCompilationCache()
+	h.cache, h.cacheDir = h.memCache, cfg.CacheDir
+	if cfg.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
 			return nil, fmt.Errorf("plugin host: compilation cache in %s: %w", cfg.CacheDir, err)
@@ -57,7 +86,13 @@ func New(cfg Config) (*Host, error) {
 }
 
 // Close releases the compilation cache. Close the plugins first.
-func (h *Host) Close(ctx context.Context) error { return h.cache.Close(ctx) }
+func (h *Host) Close(ctx context.Context) error {
+	err := h.memCache.Close(ctx)
+	if h.cache != h.memCache {
+		err = errors.Join(err, h.cache.Close(ctx))
+	}
+	return err
+}
 
 // Options configure one plugin instance. Zero fields take the defaults below.
 type Options struct {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
@@ -152,6 +153,7 @@ func (u *unit) run() {
 	defer close(u.done)
 	startedOnce := sync.OnceFunc(func() { close(u.started) })
 	defer startedOnce()
+	envTries := 0
 	for {
 		err := u.serve(startedOnce)
 		if u.ctx.Err() != nil {
@@ -162,9 +164,17 @@ func (u *unit) run() {
 		var rf errRefused
 		switch {
 		case errors.As(err, &rf):
-			u.setState(abi.PluginRefused, err.Error())
-			u.m.log.Error("plugin refused", "plugin", u.name, "err", err)
-			u.publishState("kairo.plugin.refused", err.Error())
+			reason := err.Error()
+			if environmental(err) {
+				// Not the plugin's fault: it is tried again, less often
+				// each time, until the machine has what it lacked.
+				pause = min(envRetryMin<<min(envTries, 8), envRetryMax)
+				envTries++
+				reason = fmt.Sprintf("%s (a want of the machine, not of the plugin: tried again in %v)", reason, pause)
+			}
+			u.setState(abi.PluginRefused, reason)
+			u.m.log.Error("plugin refused", "plugin", u.name, "err", reason)
+			u.publishState("kairo.plugin.refused", reason)
 		default:
 			pause = u.recordFailure(err)
 		}
@@ -191,6 +201,22 @@ func (u *unit) run() {
 		u.restarts++
 		u.mu.Unlock()
 	}
+}
+
+// The pauses before a plugin refused for a want of the machine is tried
+// again.
+var envRetryMin, envRetryMax = 2 * time.Second, time.Minute
+
+// environmental reports whether err is a want of the machine — disk space,
+// memory, descriptors — rather than something wrong with the plugin.
+// Errors that crossed a library as text are matched by their words.
+func environmental(err error) bool {
+	for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.ENOMEM, syscall.EMFILE, syscall.ENFILE, syscall.EAGAIN} {
+		if errors.Is(err, e) || strings.Contains(err.Error(), e.Error()) {
+			return true
+		}
+	}
+	return false
 }
 
 // recordFailure counts a failure, reports it and returns the pause before

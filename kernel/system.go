@@ -66,6 +66,7 @@ func (k *Kernel) Metrics() abi.Metrics {
 		Requests:      k.requests.Load(),
 		Store:         k.Bus.Store().Describe(),
 	}
+	m.StoreFullSince, m.StoreRefused = k.Bus.Full()
 	if f, ok := k.gauges.Load("connections"); ok {
 		m.Connections = f.(func() int)()
 	}

@@ -65,6 +65,12 @@ type statusJSON struct {
 		Requests      uint64  `json:"requests"`
 		BadFrames     uint64  `json:"badFrames"`
 		Store         string  `json:"store"`
+		// StoreFull is set while the store's disk is full: since when, and
+		// how many events it refused.
+		StoreFull *struct {
+			Since   time.Time `json:"since"`
+			Refused uint64    `json:"refused"`
+		} `json:"storeFull,omitempty"`
 	} `json:"metrics"`
 }
 
@@ -99,6 +105,12 @@ func runStatus(ctx context.Context, args []string) error {
 		s.Metrics.LastSeq, s.Metrics.Published, s.Metrics.Duplicates = m.LastSeq, m.Published, m.Duplicates
 		s.Metrics.Delivered, s.Metrics.CatchUps = m.Delivered, m.CatchUps
 		s.Metrics.Requests, s.Metrics.BadFrames, s.Metrics.Store = m.Requests, m.BadFrames, m.Store
+		if !m.StoreFullSince.IsZero() {
+			s.Metrics.StoreFull = &struct {
+				Since   time.Time `json:"since"`
+				Refused uint64    `json:"refused"`
+			}{m.StoreFullSince, m.StoreRefused}
+		}
 		fmt.Printf("%s\n", marshalJSON(s))
 		return nil
 	}
@@ -106,6 +118,10 @@ func runStatus(ctx context.Context, args []string) error {
 	fmt.Fprintf(w, "kernel\t%s (ABI %d), up %v\n", in.Version, in.ABIVersion, m.Uptime.Round(time.Second))
 	fmt.Fprintf(w, "socket\t%s\n", path)
 	fmt.Fprintf(w, "store\t%s, last seq %d\n", m.Store, m.LastSeq)
+	if !m.StoreFullSince.IsZero() {
+		fmt.Fprintf(w, "\tREFUSING WRITES: its disk is full since %s (%v ago), %d events refused; reads and subscriptions work; free space and it resumes\n",
+			m.StoreFullSince.Local().Format(time.TimeOnly), time.Since(m.StoreFullSince).Round(time.Second), m.StoreRefused)
+	}
 	fmt.Fprintf(w, "events\t%d published, %d duplicates, %d delivered, %d catch-ups\n", m.Published, m.Duplicates, m.Delivered, m.CatchUps)
 	fmt.Fprintf(w, "clients\t%d connections, %d subscriptions, %d requests, %d bad frames\n", m.Connections, m.Subscriptions, m.Requests, m.BadFrames)
 	fmt.Fprintf(w, "runtime\t%d goroutines, %s heap\n", m.Goroutines, manifests.Size(m.HeapBytes/1024*1024))

@@ -198,7 +198,14 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 	go func() { d.served <- srv.Serve() }()
 
 	seq, err := d.publishSystem("kairo.system.started", systemData{Version: version, PID: os.Getpid()})
-	if err != nil {
+	var full *bus.DiskFullError
+	switch {
+	case errors.As(err, &full):
+		// A full disk degrades the daemon, never stops it: it serves reads
+		// and subscriptions, and publishes again once space is freed.
+		log.Warn("the disk of the event store is full: kairo serves reads, refuses new events until space is freed, and records kairo.system.store.writable then", "store", store.Describe())
+		seq = store.LastSeq()
+	case err != nil:
 		d.stop()
 		return nil, err
 	}

@@ -137,10 +137,15 @@ func (s *idScan) refusal(max int) []byte {
 	}
 	msg, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0", "id": json.RawMessage(s.id),
-		"error": map[string]any{"code": -32603, "message": fmt.Sprintf(
-			"the server's answer is over %d bytes, the most read of one message: raise max_result_bytes of its [mcp.NAME] in kairo.toml if its results are meant to be that large", max)},
+		"error": map[string]any{"code": -32603, "message": overMessage(max)},
 	})
 	return msg
+}
+
+// overMessage is the error of a refusal: Server.Call knows it by its text
+// and restates it for the user with the server's name and cap.
+func overMessage(max int) string {
+	return fmt.Sprintf("the server's answer is over %d bytes, the most read of one message: raise max_result_bytes of its [mcp.NAME] in kairo.toml if its results are meant to be that large", max)
 }
 
 // capTransport cuts the body of each answer to a POST (the answers to the

@@ -171,7 +171,9 @@ func (s *Server) Call(ctx context.Context, tool, argsJSON string) (content strin
 	res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
 	var rpcErr *jsonrpc.Error
 	switch {
-	case err != nil && capHit.Load():
+	case err != nil && capHit.Load() || errors.As(err, &rpcErr) && rpcErr.Message == overMessage(s.cfg.maxMessage()):
+		// Cut while read: over HTTP by capBody, over stdio by stdioConn,
+		// whose stand-in answer is a refusal.
 		s.answered()
 		return fmt.Sprintf("mcp server %s answered the call of %s with more than %d bytes, the most read of one answer (max_result_bytes of its [mcp.%s] in kairo.toml is %d); the result is not used", s.cfg.Name, tool, s.cfg.maxMessage(), s.cfg.Name, s.cfg.MaxResultBytes), true, nil
 	case err == nil:

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus"
 	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
 )
 
@@ -243,7 +244,13 @@ func (s *Store) Close() error {
 	}
 	s.smu.Unlock()
 	_, err := s.wdb.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
-	return errors.Join(err, s.closeDBs())
+	err = errors.Join(err, s.closeDBs())
+	if bus.IsDiskFull(err) {
+		// On a full disk the checkpoint cannot finish; what it would have
+		// copied stays in the WAL, which the next open reads.
+		return nil
+	}
+	return err
 }
 
 func (s *Store) closeDBs() error {

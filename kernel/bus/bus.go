@@ -92,6 +92,8 @@ type Bus struct {
 	wg                                          sync.WaitGroup // subscription goroutines
 
 	clientBytes atomic.Int64 // held for budgeted subscriptions, at most opts.MaxClientBytes
+
+	full fullState // the store's disk filled up (full.go)
 }
 
 type batch struct {
@@ -106,6 +108,7 @@ type batch struct {
 func New(store Store, opts Options) *Bus {
 	opts.fill()
 	b := &Bus{store: store, opts: opts, delivered: store.LastSeq()}
+	b.full.stop, b.full.done = make(chan struct{}), make(chan struct{})
 	b.qcond = sync.NewCond(&b.qmu)
 	if store.GroupCommit() {
 		b.kick = make(chan struct{}, 1)
@@ -368,6 +371,9 @@ func (b *Bus) flushOnce() bool {
 // which orders appends with deliveries on every path.
 func (b *Bus) appendLocked(evs []*abi.Event, envs [][]byte, dup []bool) error {
 	if err := b.store.Append(evs, envs, dup); err != nil {
+		if IsDiskFull(err) {
+			return b.noteFull(evs, err)
+		}
 		return fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
 	}
 	b.deliverLocked(evs, dup)
@@ -455,6 +461,13 @@ func (b *Bus) Close() error {
 	if b.kick != nil {
 		close(b.stop)
 		<-b.flushed
+	}
+	close(b.full.stop)
+	b.full.mu.Lock()
+	probing := b.full.probing
+	b.full.mu.Unlock()
+	if probing {
+		<-b.full.done
 	}
 	b.mu.Lock()
 	subs := b.subs

@@ -157,12 +157,27 @@ func readStore(ctx context.Context, path string, progress Progress, keep func([]
 		}
 	}
 	_, err = os.Lstat(path + "-wal")
-	rep.WALMissing = errors.Is(err, os.ErrNotExist) && st != nil && !st.Clean
+	walMissing := errors.Is(err, os.ErrNotExist)
+	rep.WALMissing = walMissing && st != nil && !st.Clean
+	_, err = os.Lstat(path + "-shm")
+	shmMissing := errors.Is(err, os.ErrNotExist)
 	db, err := openForCheck(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	defer db.Close()
+	defer func() {
+		db.Close()
+		// A read makes SQLite create the WAL and shared-memory files; a
+		// check leaves the evidence as it found it, for the next open.
+		if walMissing {
+			if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() == 0 {
+				os.Remove(path + "-wal")
+			}
+		}
+		if shmMissing {
+			os.Remove(path + "-shm")
+		}
+	}()
 
 	progress("pages", 0, 1)
 	if rows, err := db.QueryContext(ctx, `PRAGMA integrity_check(100)`); err != nil {

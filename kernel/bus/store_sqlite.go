@@ -54,6 +54,9 @@ type SQLiteStore struct {
 	state     storeState
 	stateOpen bool
 	checked   string // how far the open checked the pages
+	// full is set while the disk is full: appends are refused until it
+	// has room for the reserve again (store_reserve.go).
+	full atomic.Bool
 }
 
 const schema = `
@@ -82,8 +85,8 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', 1);
 // statements halve the per-row cost of binding and stepping.
 const rowsPerInsert = 32
 
-// OpenSQLite opens (creating if needed) the event store at path.
-func OpenSQLite(path string, opts SQLiteOptions) (*SQLiteStore, error) {
+// openSQLiteFile opens (creating if needed) the event store at path.
+func openSQLiteFile(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 	syncMode := strings.ToUpper(opts.Synchronous)
 	switch syncMode {
 	case "":
@@ -320,6 +323,9 @@ func exec(st driver.Stmt, args []driver.NamedValue) (int64, error) {
 func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.room(); err != nil {
+		return err
+	}
 	env := func(i int) []byte {
 		if envs == nil {
 			return nil
@@ -382,6 +388,9 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 	if err != nil {
 		for _, ev := range evs {
 			ev.Seq = 0
+		}
+		if IsDiskFull(err) {
+			s.full.Store(true)
 		}
 		return err
 	}

@@ -67,32 +67,44 @@ func readState(path string) (*storeState, error) {
 	return &st, nil
 }
 
-// writeState replaces the state file and syncs it: it is written before
+// stateSize is the state file's fixed size. The file is overwritten in
+// place, never replaced: on a full disk an overwrite needs no new block,
+// so a stop can still record that it was clean.
+const stateSize = 256
+
+// writeState overwrites the state file and syncs it: it is written before
 // the events it covers are acknowledged.
 func writeState(path string, st storeState) error {
 	b, _ := json.Marshal(st)
-	tmp := statePath(path) + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
+	if len(b) >= stateSize {
+		return fmt.Errorf("store state of %d bytes is over %d", len(b), stateSize)
 	}
-	_, err = f.Write(append(b, '\n'))
+	rec := make([]byte, stateSize)
+	copy(rec, b)
+	for i := len(b); i < stateSize-1; i++ {
+		rec[i] = ' '
+	}
+	rec[stateSize-1] = '\n'
+	_, statErr := os.Stat(statePath(path))
+	f, err := os.OpenFile(statePath(path), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", statePath(path), err)
+	}
+	_, err = f.WriteAt(rec, 0)
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, statePath(path))
-	}
 	if err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", statePath(path), err)
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
+	if statErr != nil { // a new file: its name is made durable too
+		if d, err := os.Open(filepath.Dir(path)); err == nil {
+			d.Sync()
+			d.Close()
+		}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,6 +28,11 @@ type Options struct {
 	// Child is the argv that spawn_child starts (the server binary in its
 	// child mode).
 	Child []string
+	// Named adds, for each name, a tool of that name that says its name.
+	Named []string
+	// Big adds the tool big, which answers with as many bytes as it is
+	// asked for: a result past any cap.
+	Big bool
 }
 
 // New returns the server with its tools.
@@ -90,6 +96,20 @@ func New(o Options) *mcp.Server {
 				})
 			return text("added " + name), nil, nil
 		})
+	for _, name := range o.Named {
+		mcp.AddTool(s, &mcp.Tool{Name: name, Description: "Says its name."},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return text(name), nil, nil
+			})
+	}
+	if o.Big {
+		mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Answers with as many bytes as asked."},
+			func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+				Bytes int `json:"bytes"`
+			}) (*mcp.CallToolResult, any, error) {
+				return text(strings.Repeat("b", in.Bytes)), nil, nil
+			})
+	}
 	if !o.Process {
 		return s
 	}

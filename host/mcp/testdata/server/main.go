@@ -1,6 +1,6 @@
 // Command server is the MCP server host/mcp's tests run over stdio, built
 // from the official SDK. Its flags make it misbehave the ways real servers
-// do when they are asked to stop.
+// do when they are asked to stop, or when they list or answer too much.
 package main
 
 import (
@@ -21,6 +21,12 @@ func main() {
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	pageSize := flag.Int("page-size", 0, "tools per tools/list page")
 	child := flag.Bool("child", false, "be a child that ignores SIGTERM and sleeps")
+	var named []string
+	flag.Func("tool", "add a tool `NAME` that says its name (repeatable)", func(name string) error {
+		named = append(named, name)
+		return nil
+	})
+	big := flag.Bool("big", false, "add the tool big, which answers as many bytes as asked")
 	flag.Parse()
 
 	if *ignoreTerm || *child {
@@ -34,7 +40,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	s := testserver.New(testserver.Options{PageSize: *pageSize, Process: true, Child: []string{exe, "-child"}})
+	s := testserver.New(testserver.Options{PageSize: *pageSize, Process: true, Child: []string{exe, "-child"}, Named: named, Big: *big})
 	err = s.Run(context.Background(), &mcp.StdioTransport{})
 	fmt.Fprintln(os.Stderr, "server: stdin ended:", err)
 	if *ignoreEOF {
