@@ -174,7 +174,7 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 	case manifests.StoreMemory:
 		store = bus.NewMemoryStore(cfg.Store.RingSize)
 	default:
-		s, err := bus.OpenSQLite(cfg.StorePath(home), bus.SQLiteOptions{Synchronous: cfg.Store.Synchronous})
+		s, err := bus.OpenSQLite(cfg.StorePath(home), bus.SQLiteOptions{Synchronous: cfg.Store.Synchronous, WALMax: int64(cfg.Store.WALMax), Logger: log})
 		if err != nil {
 			return nil, err
 		}
@@ -223,7 +223,9 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 	}
 	if err := d.startAgent(home, cfg); err != nil {
 		d.stop()
-		return nil, err
+		// The open checks what it can afford of a large store; the
+		// agent's rebuild reads the rest.
+		return nil, bus.ExplainDamage(err, cfg.StorePath(home))
 	}
 	log.Info("kairo is up", "version", version, "pid", os.Getpid(), "socket", sock, "store", store.Describe(), "lastSeq", seq)
 	return d, nil
