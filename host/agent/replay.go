@@ -119,6 +119,18 @@ func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
 	k := kernel.New(b, kernel.Options{Logger: s.Logger})
 	defer k.Close()
 	llm.Register(k, g)
+	// The operator's grants of plugins (kairo plugins grant) as they were
+	// when the run loop last decided: the manager folds them from its log.
+	last := rec.ticks[len(rec.ticks)-1].Seq
+	for i := range s.Events {
+		ev := s.Events[i]
+		if ev.Seq <= last && ev.Source == abi.PrincipalHost && (ev.Type == "kairo.plugin.granted" || ev.Type == "kairo.plugin.revoked") {
+			ev.Seq = 0
+			if _, err := b.Publish(context.Background(), &ev); err != nil {
+				return nil, err
+			}
+		}
+	}
 	m := host.NewManager(host.ManagerConfig{Host: s.Host, Kernel: k, Folders: s.Folders, Overrides: s.Overrides, Only: []string{s.Policy}, Logger: s.Logger})
 	if err := m.Start(); err != nil {
 		s.Logger.Warn("replay: the plugin folders are not watched", "err", err)

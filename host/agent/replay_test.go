@@ -156,3 +156,48 @@ func TestReplayRules(t *testing.T) {
 		t.Errorf("an unknown policy: %v", err)
 	}
 }
+
+// A drop-in policy runs with what the operator granted it (kairo plugins
+// grant), which the log records: the replay grants it the same, as of
+// the run loop's last decision. Without the grant in the log (the
+// control), the replayed policy cannot reach the model and the replay
+// does not decide as the run did.
+func TestReplayFoldsGrants(t *testing.T) {
+	model := &openAI{answers: []map[string]any{
+		content(`{"thought": "nothing to run", "action": {"type": "say", "text": "Hello.", "done": true}}`),
+	}}
+	e := newEnv(t)
+	srv, _ := e.model(model, 1)
+	grant, err := msgpack.Marshal(abi.PluginGrant{Plugin: "llm", Call: []string{"llm.chat"}, By: "operator/0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.bus.Publish(context.Background(), &abi.Event{Type: "kairo.plugin.granted", Source: abi.PrincipalHost, Data: grant}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(Config{Policy: e.policy("llm")})
+	e.say("say hello", "")
+	ended := e.events.until(t, "intent.ended", typed(abi.SubjectIntentEnded))
+	srv.Close()
+	evs := e.logAfter(ended)
+
+	dropIn := func(evs []abi.Event) ReplaySetup {
+		s := replaySetup(evs, ended.CorrelationID, "llm")
+		s.Folders = []host.Folder{{Path: pluginDir}}
+		return s
+	}
+	rep, err := Replay(context.Background(), dropIn(evs))
+	if err != nil || rep.Divergence != nil {
+		t.Fatalf("the replay of a granted drop-in: %v, %+v", err, rep)
+	}
+	var ungranted []abi.Event
+	for _, ev := range evs {
+		if ev.Type != "kairo.plugin.granted" {
+			ungranted = append(ungranted, ev)
+		}
+	}
+	rep, err = Replay(context.Background(), dropIn(ungranted))
+	if err == nil && rep.Divergence == nil {
+		t.Fatalf("a drop-in with no grant in the log replayed as the run: %+v", rep)
+	}
+}
