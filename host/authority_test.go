@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -136,7 +137,9 @@ func TestDeniedOncePerBatch(t *testing.T) {
 	results := e.watch("plugin.asker.result")
 	denied := e.watch("kairo.plugin.denied")
 	e.drop("asker", "asker", strings.Replace(fmt.Sprintf(askerManifest, "deny", 100000), "plugin.asker.go,boom.>", "plugin.asker.go", 1))
-	e.startFolder(ManagerConfig{}, Folder{Path: e.dir})
+	// 100,000 refusals can take over the default deadline of a second on
+	// a loaded machine.
+	e.startFolder(ManagerConfig{Deadline: 30 * time.Second}, Folder{Path: e.dir})
 	e.waitState("asker", abi.PluginRunning)
 	e.publish("plugin.asker.go", 1)
 	if r := decode[askerResult](t, results.wait(t, 1)[0]); !r.OK || r.Refused != 100000 {

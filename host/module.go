@@ -145,10 +145,13 @@ func readModule(path string) ([]byte, error) {
 	if fi.Size() > MaxModuleBytes {
 		return nil, fmt.Errorf("%s is %d bytes, over the module cap of %d (MaxModuleBytes)", path, fi.Size(), MaxModuleBytes)
 	}
-	wasm, err := io.ReadAll(io.LimitReader(f, MaxModuleBytes+1))
-	if err != nil {
+	// Read into a buffer of the size the file says: io.ReadAll's doubling
+	// would leave the host twice the module in garbage.
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, MaxModuleBytes+1)); err != nil {
 		return nil, err
 	}
+	wasm := buf.Bytes()
 	if len(wasm) > MaxModuleBytes {
 		return nil, fmt.Errorf("%s grew over the module cap of %d bytes (MaxModuleBytes) while it was read", path, MaxModuleBytes)
 	}

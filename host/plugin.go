@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 	"github.com/vmihailenco/msgpack/v5"
@@ -288,7 +289,7 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 	// A module's start function (its start section, unlike _initialize)
 	// runs within InstantiateModule: under the start deadline too.
 	ictx, unwatch := p.arm(ctx, opts.StartDeadline)
-	p.mod, err = p.rt.InstantiateModule(ictx, compiled, mcfg)
+	p.mod, err = p.rt.InstantiateModule(experimental.WithMemoryAllocator(ictx, guestMemory), compiled, mcfg)
 	if p.disarm(unwatch) {
 		if p.mod != nil {
 			_ = p.mod.Close(context.Background())

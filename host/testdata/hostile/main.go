@@ -17,9 +17,22 @@
 // arguments, "publishes" events of a bin of "publishSize" bytes on
 // "subject" (default "cost.event"), "logs" log lines of "logSize" bytes, and a reply of
 // "actions" empty actions; it says in its thought how many calls and
-// publishes the host took. Mode "hoard" serves hostile.hoard and never
+// publishes the host took. A batch without events (the results of its
+// calls) it answers with nothing. Mode "hoard" serves hostile.hoard and never
 // answers it: for each event it calls hostile.hoard "calls" times (default
 // 100), and publishes each refusal and each result as "ping.result".
+//
+// For the suite against a running daemon (cmd/kairo/hostile_test.go),
+// where a drop-in publishes in its own namespace only, the config's
+// "prefix" ("plugin.NAME.") goes before every subject it publishes on, and
+// each batch it handles without failing ends with a "done" event whose
+// text is its thought; its service is NAME.recurse or NAME.hoard, after
+// the name it is given. Each misbehaviour has a bounded twin, for the
+// controls: "n" bounds the iterations of loop and loopinit, the publishes
+// of flood and the service calls of recurse; "mib" the MiB grow holds;
+// "recover" makes panic recover; "answer" makes hoard answer its service
+// calls. Mode "clock" reads the clock "n" times (0: for ever) and "sleep"
+// sleeps "ms" milliseconds.
 package main
 
 import (
@@ -38,6 +51,9 @@ func init() { plugin.Register(plugin.Plugin{Init: setup, Handle: handle}) }
 func main() {}
 
 var (
+	prefix string
+	self   string // the plugin's name, which its services are named after
+	calls  int    // the recurse calls made so far
 	mode   string
 	config map[string]any
 	sink   [][]byte
@@ -47,22 +63,24 @@ var (
 func setup(cfg abi.PluginConfig) (abi.PluginInfo, error) {
 	config = cfg.Config
 	mode, _ = cfg.Config["mode"].(string)
+	prefix, _ = cfg.Config["prefix"].(string)
 	info := abi.PluginInfo{Name: "hostile", Kinds: []string{abi.KindPolicy}}
 	if name, ok := cfg.Config["name"].(string); ok {
 		info.Name = name // a second instance, as a control beside the first
 	}
+	self = info.Name
 	if sub, ok := cfg.Config["subscribe"].(string); ok {
 		info.Subscriptions = []string{sub}
 	}
 	switch mode {
 	case "loopinit":
-		for {
+		for n := num("n", 0); n == 0 || spin < n; {
 			spin++
 		}
 	case "recurse":
-		info.Services = []string{"hostile.recurse"}
+		info.Services = []string{self + ".recurse"}
 	case "hoard":
-		info.Services = []string{"hostile.hoard"}
+		info.Services = []string{self + ".hoard"}
 	}
 	return info, nil
 }
@@ -79,7 +97,7 @@ func emit(subject string, r result) error {
 	if err != nil {
 		return err
 	}
-	return plugin.Publish(&abi.Event{Type: subject, Data: data})
+	return plugin.Publish(&abi.Event{Type: prefix + subject, Data: data})
 }
 
 func emitResults(subject string, b *abi.Batch) error {
@@ -96,23 +114,49 @@ func emitResults(subject string, b *abi.Batch) error {
 }
 
 func handle(b *abi.Batch) (abi.Reply, error) {
+	reply, err := misbehave(b)
+	if err == nil && prefix != "" {
+		if err := emit("done", result{OK: true, Text: reply.Thought}); err != nil {
+			reply.Thought += "; done refused: " + err.Error()
+		}
+	}
+	return reply, err
+}
+
+func misbehave(b *abi.Batch) (abi.Reply, error) {
 	switch mode {
 	case "loop":
-		for {
+		for n := num("n", 0); n == 0 || spin < n; {
 			spin++
 		}
+		return abi.Reply{Thought: fmt.Sprintf("looped %d times", spin)}, nil
 	case "panic":
+		if config["recover"] == true {
+			defer func() { _ = recover() }()
+		}
 		panic("hostile plugin panics in handle")
 	case "grow":
-		for {
+		for n := num("mib", 0); n == 0 || len(sink) < n; {
 			sink = append(sink, make([]byte, 1<<20))
 		}
+		return abi.Reply{Thought: fmt.Sprintf("holds %d MiB", len(sink))}, nil
 	case "flood":
-		for i := 0; ; i++ {
-			if err := plugin.Publish(&abi.Event{Type: "flood"}); err != nil {
+		n := num("n", 0)
+		for i := 0; n == 0 || i < n; i++ {
+			if err := plugin.Publish(&abi.Event{Type: prefix + "flood"}); err != nil {
 				return abi.Reply{Thought: fmt.Sprintf("refused after %d: %v", i, err)}, nil
 			}
 		}
+		return abi.Reply{Thought: fmt.Sprintf("published %d", n)}, nil
+	case "clock":
+		var last time.Time
+		for i, n := 0, num("n", 0); n == 0 || i < n; i++ {
+			last = plugin.Now()
+		}
+		return abi.Reply{Thought: "the clock says " + last.UTC().Format(time.RFC3339Nano)}, nil
+	case "sleep":
+		time.Sleep(time.Duration(num("ms", 0)) * time.Millisecond)
+		return abi.Reply{Thought: "slept"}, nil
 	case "imports":
 		tok, err := plugin.Call("kernel.ping", map[string]any{"n": 1})
 		if err != nil {
@@ -136,7 +180,11 @@ func handle(b *abi.Batch) (abi.Reply, error) {
 	case "recurse":
 		var reply abi.Reply
 		for range len(b.Events) + len(b.ServiceCalls) {
-			if _, err := plugin.Call("hostile.recurse", nil); err != nil {
+			if n := num("n", 0); n > 0 && calls >= n {
+				break
+			}
+			calls++
+			if _, err := plugin.Call(self+".recurse", nil); err != nil {
 				return reply, err
 			}
 		}
@@ -145,19 +193,29 @@ func handle(b *abi.Batch) (abi.Reply, error) {
 		}
 		return reply, emitResults("recurse.result", b)
 	case "cost":
+		if len(b.Events) == 0 {
+			// The results of its calls: answering them with more calls
+			// would loop.
+			return abi.Reply{Thought: "results"}, nil
+		}
 		return cost()
 	case "hoard":
-		calls := num("calls", 100)
+		var reply abi.Reply
 		for range b.Events {
-			for range calls {
-				if _, err := plugin.Call("hostile.hoard", nil); err != nil {
+			for range num("calls", 100) {
+				if _, err := plugin.Call(self+".hoard", nil); err != nil {
 					if err := emit("ping.result", result{Error: err.Error()}); err != nil {
 						return abi.Reply{}, err
 					}
 				}
 			}
 		}
-		return abi.Reply{}, emitResults("ping.result", b)
+		if config["answer"] == true {
+			for _, c := range b.ServiceCalls {
+				reply.ServiceResults = append(reply.ServiceResults, abi.CallResult{Token: c.ID, Result: msgpack.RawMessage{0xc3}})
+			}
+		}
+		return reply, emitResults("ping.result", b)
 	case "readfile":
 		path, _ := config["path"].(string)
 		for range b.Events {
@@ -208,7 +266,7 @@ func cost() (abi.Reply, error) {
 	args, _ := msgpack.Marshal(map[string]string{"pad": string(make([]byte, num("callSize", 0)))})
 	subject, _ := config["subject"].(string)
 	if subject == "" {
-		subject = "cost.event"
+		subject = prefix + "cost.event"
 	}
 	called, published := 0, 0
 	for range num("calls", 0) {

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package host
+
+import "github.com/tetratelabs/wazero/experimental"
+
+// guestMemory is nil here: each guest's memory is wazero's own.
+var guestMemory experimental.MemoryAllocator
