@@ -354,8 +354,12 @@ type StoreConfig struct {
 	Kind        string `toml:"kind"`        // "sqlite" or "memory"
 	Path        string `toml:"path"`        // SQLite file, relative to KAIRO_HOME
 	Synchronous string `toml:"synchronous"` // "normal" or "full"
+	WALMax      Size   `toml:"wal_max"`     // bound of the SQLite write-ahead log
 	RingSize    int    `toml:"ring_size"`   // events the memory store holds
 }
+
+// MinWALMax is the least store.wal_max.
+const MinWALMax = MiB
 
 // LogConfig is the [log] table.
 type LogConfig struct {
@@ -439,6 +443,9 @@ func (c *Config) validate() []*Error {
 	case "normal", "full":
 	default:
 		bad("store.synchronous", "%q: want \"normal\" (survives a crash of the process) or \"full\" (survives a power loss too)", c.Store.Synchronous)
+	}
+	if c.Store.WALMax < MinWALMax {
+		bad("store.wal_max", "%s is under the least, %s; give a size such as \"64MiB\"", c.Store.WALMax, MinWALMax)
 	}
 	if c.Store.RingSize < 1 {
 		bad("store.ring_size", "%d: the memory store needs room for at least 1 event", c.Store.RingSize)

@@ -27,7 +27,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := Config{
 		Kernel:  KernelConfig{Socket: "", MaxFrame: 16 * MiB},
-		Store:   StoreConfig{Kind: "sqlite", Path: "events.db", Synchronous: "normal", RingSize: 1 << 20},
+		Store:   StoreConfig{Kind: "sqlite", Path: "events.db", Synchronous: "normal", WALMax: 64 * MiB, RingSize: 1 << 20},
 		Log:     LogConfig{Level: "info"},
 		Sandbox: SandboxConfig{Mode: SandboxEnforce, UIDBase: 0x7fe00000, UIDCount: 1 << 16, StopGrace: "5s", WorkspaceMax: GiB},
 		Host: HostConfig{PluginsDir: "plugins", Builtins: true, CacheDir: "cache", Deadline: "1s", Memory: 64 * MiB,
@@ -103,7 +103,7 @@ func TestLoadErrors(t *testing.T) {
 		{"syntax", "[store]\nkind = \"sqlite\nx = 1\n", 2, "store.kind", `TOML syntax: strings cannot contain newlines`},
 		{"duplicate key", "[log]\nlevel = \"info\"\nlevel = \"debug\"\n", 3, "log.level", `TOML syntax: this key is already defined; define each key once`},
 		{"unknown key", "[store]\nkind = \"memory\"\nkinds = \"sqlite\"\n", 3, "store.kinds",
-			`unknown key; check its spelling or remove it \(\[store\] takes kind, path, synchronous, ring_size\)`},
+			`unknown key; check its spelling or remove it \(\[store\] takes kind, path, synchronous, wal_max, ring_size\)`},
 		{"unknown table", "# a comment\n\n[bogus]\nx = 1\n", 3, "bogus",
 			`unknown table or key; .*takes \[kernel\], \[store\], \[log\]`},
 		{"unknown dotted key", "log.colour = true\n", 1, "log.colour", `unknown key`},
@@ -118,6 +118,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad synchronous", "[store]\nsynchronous = \"off\"\n", 2, "store.synchronous", `"off": want "normal" .* or "full"`},
 		{"empty path", "[store]\npath = \"\"\n", 2, "store.path", `is empty`},
 		{"zero ring", "store.ring_size = 0\n", 1, "store.ring_size", `at least 1 event`},
+		{"small wal", "[store]\nwal_max = \"64KiB\"\n", 2, "store.wal_max", `64KiB is under the least, 1MiB`},
 		{"bad level", "[log]\nlevel = \"loud\"\n", 2, "log.level", `"loud" is not a log level`},
 		{"bad agent rate", "[agent]\nhz = 0\n", 2, "agent.hz", `0: want a rate above 0`},
 		{"bad overrun", "[agent]\noverrun = \"later\"\n", 2, "agent.overrun", `"later": want "skip"`},

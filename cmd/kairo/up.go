@@ -174,7 +174,7 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 	case manifests.StoreMemory:
 		store = bus.NewMemoryStore(cfg.Store.RingSize)
 	default:
-		s, err := bus.OpenSQLite(cfg.StorePath(home), bus.SQLiteOptions{Synchronous: cfg.Store.Synchronous})
+		s, err := bus.OpenSQLite(cfg.StorePath(home), bus.SQLiteOptions{Synchronous: cfg.Store.Synchronous, WALMax: int64(cfg.Store.WALMax), Logger: log})
 		if err != nil {
 			return nil, err
 		}

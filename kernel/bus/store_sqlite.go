@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/kairo-os/kairo/abi"
 	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
@@ -25,6 +25,14 @@ type SQLiteOptions struct {
 	// acknowledged event is in the WAL, which the next open replays — but a
 	// power loss may drop the last commits; "full" adds an fsync per commit.
 	Synchronous string
+	// WALMax bounds the write-ahead log file, in bytes: checkpoints keep it
+	// under this at any publish rate, unless one commit alone is nearly as
+	// large (7/8 of it) or a reader holds an old snapshot open for long
+	// (see wal.go). Default DefaultWALMax (64 MiB); at least 1 MiB.
+	WALMax int64
+	// Logger gets the store's warnings (a WAL that a reader keeps from
+	// being emptied). Nil discards them.
+	Logger *slog.Logger
 }
 
 // SQLiteStore keeps events in one SQLite file in WAL mode. The table is
@@ -48,6 +56,8 @@ type SQLiteStore struct {
 	kick   chan struct{}
 	stop   chan struct{}
 	ckDone chan struct{}
+	wal    walState  // the checkpointer's (wal.go)
+	spans  spanState // the events not yet in batches; guarded by mu
 
 	// What PATH.state says (store_state.go); stateOpen once it says the
 	// store is open, which it does before the first event is stored.
@@ -97,6 +107,9 @@ func openSQLiteFile(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + syncMode + ")"
 	s := &SQLiteStore{path: path, kick: make(chan struct{}, 1), stop: make(chan struct{}), ckDone: make(chan struct{})}
+	if err := s.wal.init(path, opts); err != nil {
+		return nil, err
+	}
 	fail := func(what string, err error) (*SQLiteStore, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("open event store %s: %s: %w", path, what, err)
@@ -121,7 +134,7 @@ func openSQLiteFile(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 	f.Close()
 	// The writer does not checkpoint on commit: the checkpointer goroutine
 	// does it on its own connection, off the append path.
-	if s.wdb, err = sql.Open("sqlite", dsn+"&_pragma=cache_size(-16384)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)"); err != nil {
+	if s.wdb, err = sql.Open("sqlite", dsn+"&_pragma=cache_size(-16384)&_pragma=wal_autocheckpoint(0)"+s.wal.writerPragmas()); err != nil {
 		return fail("open", err)
 	}
 	s.wdb.SetMaxOpenConns(1)
@@ -191,35 +204,6 @@ func (s *SQLiteStore) Describe() string  { return "sqlite:" + s.path }
 func (s *SQLiteStore) GroupCommit() bool { return true }
 func (s *SQLiteStore) LastSeq() uint64   { return s.last.Load() }
 
-// checkpointInterval spaces checkpoints. Each copies the WAL's new pages
-// into the database file and syncs it; spacing them a second apart copies a
-// page that many commits touched (the right edge of every B-tree) once, not
-// once per commit, and keeps the syncs rare. The WAL grows by what a second
-// of publishing writes, and journal_size_limit trims it back after.
-const checkpointInterval = time.Second
-
-func (s *SQLiteStore) checkpointer() {
-	defer close(s.ckDone)
-	t := time.NewTimer(checkpointInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.kick:
-		}
-		// PASSIVE never blocks the writer or readers; what it cannot copy
-		// now it copies next time.
-		s.cdb.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
-		t.Reset(checkpointInterval)
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // Close closes the store after a final checkpoint that empties the WAL, so
 // the file is complete on its own.
 func (s *SQLiteStore) Close() error {
@@ -229,6 +213,7 @@ func (s *SQLiteStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.w != nil {
+		s.flushSpanLocked() // best effort: replay by time reads past the last span
 		errs = append(errs, s.w.Raw(func(any) error {
 			for _, st := range []driver.Stmt{s.multi, s.one, s.byID, s.del, s.span} {
 				if st != nil {
@@ -326,6 +311,7 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 	if err := s.room(); err != nil {
 		return err
 	}
+	wrote := s.beforeCommit(evs)
 	env := func(i int) []byte {
 		if envs == nil {
 			return nil
@@ -333,6 +319,7 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 		return envs[i]
 	}
 	var next uint64
+	sp := s.spans
 	err := s.w.Raw(func(dc any) (err error) {
 		tx, err := dc.(driver.ConnBeginTx).BeginTx(context.Background(), driver.TxOptions{})
 		if err != nil {
@@ -347,6 +334,11 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 		next = first
 		if err := s.reserve(first + uint64(len(evs))); err != nil {
 			return err
+		}
+		if !sp.loaded {
+			if sp, err = s.loadSpans(dc); err != nil {
+				return fmt.Errorf("read the time span of the last events: %w", err)
+			}
 		}
 		args := make([]driver.NamedValue, 0, rowsPerInsert*5)
 		i := 0
@@ -379,7 +371,7 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 			return err
 		}
 		if next > first {
-			if err := s.recordSpan(evs, dup, first, next-1); err != nil {
+			if sp, err = s.recordSpan(sp, evs, dup, next-1); err != nil {
 				return err
 			}
 		}
@@ -395,6 +387,8 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 		return err
 	}
 	s.last.Store(next - 1)
+	s.spans = sp
+	s.afterCommit(wrote)
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -402,20 +396,115 @@ func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error 
 	return nil
 }
 
-// recordSpan notes the time span of the events stored as first..last.
-func (s *SQLiteStore) recordSpan(evs []*abi.Event, dup []bool, first, last uint64) error {
-	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for i, ev := range evs {
-		if dup[i] {
-			continue
-		}
-		t := ev.Time.UnixNano()
-		lo, hi = min(lo, t), max(hi, t)
+// spanEvents is how many events one row of batches covers, at least: a
+// row per commit would cost every commit two more pages in the WAL (the
+// row's leaf and its max_time index leaf), as much as the event itself.
+const spanEvents = 4096
+
+// spanState is the span of the events stored since the last row of
+// batches. Until it is written, a replay by time reads those events whole:
+// at most spanEvents and a commit, or what a crash left after the last row.
+type spanState struct {
+	loaded      bool   // read from the file (at the first append)
+	first, last uint64 // sequence numbers; first > last: none
+	lo, hi      int64  // unix ns of the earliest and the latest event
+}
+
+func emptySpan(last uint64) spanState {
+	return spanState{loaded: true, first: last + 1, last: last, lo: math.MaxInt64, hi: math.MinInt64}
+}
+
+// loadSpans reads, on the writer's connection dc inside its transaction,
+// the span of the events after the last row of batches: a crash, or a
+// store closed before its span was written, leaves some.
+func (s *SQLiteStore) loadSpans(dc any) (spanState, error) {
+	last := s.last.Load()
+	sp := emptySpan(last)
+	row, err := queryRow(dc, `SELECT coalesce((SELECT last_seq FROM batches ORDER BY first_seq DESC LIMIT 1), 0)`)
+	if err != nil {
+		return sp, err
 	}
+	covered, _ := row[0].(int64)
+	if uint64(covered) >= last {
+		return sp, nil
+	}
+	row, err = queryRow(dc, `SELECT count(*), min(time), max(time) FROM events WHERE seq > ?`, covered)
+	if err != nil {
+		return sp, err
+	}
+	if n, _ := row[0].(int64); n > 0 {
+		sp.first = uint64(covered) + 1
+		sp.lo, _ = row[1].(int64)
+		sp.hi, _ = row[2].(int64)
+	}
+	return sp, nil
+}
+
+func queryRow(dc any, query string, args ...any) ([]driver.Value, error) {
+	named := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		named[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	rows, err := dc.(driver.QueryerContext).QueryContext(context.Background(), query, named)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
+	if err := rows.Next(dest); err != nil {
+		return nil, err
+	}
+	return dest, nil
+}
+
+// recordSpan adds the new events of evs, the last of them at seq last, to
+// sp, and writes sp as a row of batches once it covers spanEvents.
+func (s *SQLiteStore) recordSpan(sp spanState, evs []*abi.Event, dup []bool, last uint64) (spanState, error) {
+	for i, ev := range evs {
+		if !dup[i] {
+			t := ev.Time.UnixNano()
+			sp.lo, sp.hi = min(sp.lo, t), max(sp.hi, t)
+		}
+	}
+	sp.last = last
+	if sp.last-sp.first+1 < spanEvents {
+		return sp, nil
+	}
+	if err := s.writeSpan(sp); err != nil {
+		return sp, err
+	}
+	return emptySpan(last), nil
+}
+
+func (s *SQLiteStore) writeSpan(sp spanState) error {
 	_, err := exec(s.span, []driver.NamedValue{
-		{Ordinal: 1, Value: int64(first)}, {Ordinal: 2, Value: int64(last)},
-		{Ordinal: 3, Value: lo}, {Ordinal: 4, Value: hi},
+		{Ordinal: 1, Value: int64(sp.first)}, {Ordinal: 2, Value: int64(sp.last)},
+		{Ordinal: 3, Value: sp.lo}, {Ordinal: 4, Value: sp.hi},
 	})
+	return err
+}
+
+// flushSpanLocked writes the pending span in a transaction of its own. The
+// caller holds s.mu.
+func (s *SQLiteStore) flushSpanLocked() error {
+	sp := s.spans
+	if !sp.loaded || sp.first > sp.last {
+		return nil
+	}
+	err := s.w.Raw(func(dc any) error {
+		tx, err := dc.(driver.ConnBeginTx).BeginTx(context.Background(), driver.TxOptions{})
+		if err != nil {
+			return err
+		}
+		if err := s.writeSpan(sp); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+	if err == nil {
+		s.spans = emptySpan(sp.last)
+	}
 	return err
 }
 
@@ -563,8 +652,9 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 	return nil
 }
 
-// timeSpan narrows lo..hi to the appends whose events may fall in
-// [q.Since, q.Until]; the scan filters the events themselves.
+// timeSpan narrows lo..hi to the spans whose events may fall in
+// [q.Since, q.Until], and the events after the last span, whose times only
+// the events know; the scan filters the events themselves.
 func (s *SQLiteStore) timeSpan(ctx context.Context, q Query, lo, hi uint64) (uint64, uint64, error) {
 	since, until := int64(math.MinInt64), int64(math.MaxInt64)
 	if !q.Since.IsZero() {
@@ -573,13 +663,21 @@ func (s *SQLiteStore) timeSpan(ctx context.Context, q Query, lo, hi uint64) (uin
 	if !q.Until.IsZero() {
 		until = q.Until.UnixNano()
 	}
-	var first, last sql.NullInt64
+	var first, last, covered sql.NullInt64
 	err := s.rdb.QueryRowContext(ctx,
-		`SELECT min(first_seq), max(last_seq) FROM batches
+		`SELECT min(first_seq), max(last_seq),
+		        (SELECT last_seq FROM batches ORDER BY first_seq DESC LIMIT 1)
+		 FROM batches
 		 WHERE max_time >= ? AND min_time <= ? AND last_seq >= ? AND first_seq <= ?`,
-		since, until, int64(lo), int64(hi)).Scan(&first, &last)
+		since, until, int64(lo), int64(hi)).Scan(&first, &last, &covered)
 	if err != nil {
 		return 0, 0, err
+	}
+	if tail := uint64(covered.Int64) + 1; tail <= hi {
+		if first.Valid {
+			return max(lo, uint64(first.Int64)), hi, nil
+		}
+		return max(lo, tail), hi, nil
 	}
 	if !first.Valid {
 		return 1, 0, nil // nothing in that time range
