@@ -5,6 +5,8 @@
 //	kairo send "TEXT" | chat                   talk to the agent
 //	kairo runs [show ID]                       the agent's run loops
 //	kairo replay --run ID                      re-run a run loop's decisions
+//	kairo memory search QUERY | show ANCHOR    what the agent remembers, and from where
+//	kairo memory forget --anchor|--task|--query make it forget (recorded)
 //	kairo tools [NAME...]                      list the agent's tools
 //	kairo events publish SUBJECT [JSON]        append an event
 //	kairo events tail [PATTERN]                follow events live
@@ -64,6 +66,7 @@ func init() {
 		{"runs", "list the agent's run loops, or show one (kairo runs show ID)", runRuns},
 		{"tools", "list the agent's tools with their sources and grants", runTools},
 		{"replay", "re-run a run loop's decisions against its recording (kairo replay --run ID)", runReplayRun},
+		{"memory", "search, show and forget what the agent remembers (kairo memory help)", runMemory},
 		{"events", "publish, tail and replay events (kairo events help)", runEvents},
 		{"spawn", "run a process in the kernel, attached to this terminal", runSpawn},
 		{"run", "run a binary skill under its manifest's sandbox", runRun},

@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -92,12 +93,47 @@ type MemoryIndexed struct {
 	Segments  int    `msgpack:"segments"`
 }
 
+// SubjectMemoryForgotten says the operator made memory forget something:
+// what it names is left out whenever a run loop is indexed again, at a
+// start or in a rebuild of memory.db from the log.
+const SubjectMemoryForgotten = "kairo.memory.forgotten"
+
+// MemoryForgotten is its data: what was asked (one of Anchor, Task, Query),
+// by whom, and what that named when it was asked.
+type MemoryForgotten struct {
+	By     string `msgpack:"by"`
+	Anchor string `msgpack:"anchor,omitempty"`
+	Task   string `msgpack:"task,omitempty"`
+	Query  string `msgpack:"query,omitempty"`
+	memory.Forgetting
+}
+
 // The kernel methods of long-term memory, for plugins (granted in their
-// manifests) and clients.
+// manifests) and clients; memory.forget is the operator's alone.
 const (
 	MethodMemoryRetrieve = "memory.retrieve"
 	MethodMemoryExpand   = "memory.expand"
+	MethodMemoryForget   = "memory.forget"
 )
+
+// ForgetParams are memory.forget's params: exactly one of an anchor (as
+// memory.Anchor.String writes it), a run loop (every segment of it), or a
+// query (every segment whose text holds it, as memory.Store.Find). It
+// answers ForgetResult.
+type ForgetParams struct {
+	Anchor string `msgpack:"anchor,omitempty"`
+	Task   string `msgpack:"task,omitempty"`
+	Query  string `msgpack:"query,omitempty"`
+}
+
+// ForgetResult is what memory.forget forgot.
+type ForgetResult struct {
+	// Segments are the segments it removed from the store.
+	Segments []memory.SegmentRef `msgpack:"segments"`
+	// Recorded is whether kairo.memory.forgotten was recorded (nothing
+	// matched a query: nothing to record).
+	Recorded bool `msgpack:"recorded"`
+}
 
 // RetrieveParams are memory.retrieve's params; it answers []memory.Chunk.
 type RetrieveParams struct {
@@ -121,10 +157,15 @@ type keeper struct {
 	short *memory.ShortTerm
 
 	mu      sync.Mutex
-	events  map[string][]abi.Event // of the open run loops, as observed
-	recall  map[string]string      // what each open run loop recalled
-	indexed map[string]bool        // run loops in the store (from the log)
-	ended   []string               // run loops that ended, in order (from the log)
+	events  map[string][]abi.Event    // of the open run loops, as observed
+	recall  map[string][]memory.Chunk // what each open run loop recalled
+	indexed map[string]bool           // run loops in the store (from the log)
+	ended   []string                  // run loops that ended, in order (from the log)
+	forgot  memory.Forgetting         // what the operator made memory forget (from the log)
+
+	// imu serializes indexing and forgetting: a run loop indexed while it
+	// is forgotten is either indexed first or leaves it out.
+	imu sync.Mutex
 
 	jobs chan func(context.Context)
 	// shortQ are the events the short-term memory has yet to take: it may
@@ -138,7 +179,7 @@ func newKeeper(r *Runtime, cfg MemoryConfig) *keeper {
 		cfg.Recall = 3
 	}
 	return &keeper{r: r, cfg: cfg, short: memory.NewShortTerm(cfg.ShortTerm),
-		events: map[string][]abi.Event{}, recall: map[string]string{}, indexed: map[string]bool{},
+		events: map[string][]abi.Event{}, recall: map[string][]memory.Chunk{}, indexed: map[string]bool{},
 		jobs: make(chan func(context.Context), 256), shortWake: make(chan struct{}, 1)}
 }
 
@@ -151,6 +192,11 @@ func (k *keeper) rebuild(ev *abi.Event) {
 		var d MemoryIndexed
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
 			k.indexed[d.RunLoopID] = true
+		}
+	case SubjectMemoryForgotten:
+		var d MemoryForgotten
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			k.forgot.Add(d.Forgetting)
 		}
 	}
 }
@@ -166,15 +212,33 @@ func (k *keeper) follow(open []string) {
 }
 
 // start runs the keeper's goroutine, first bringing memory up to the log:
-// the short-term memory and events of the run loops still open, and the
-// run loops that ended but were never indexed (the daemon stopped first).
+// what the operator made it forget, the short-term memory and events of
+// the run loops still open, and the run loops that ended but are not in
+// the store as the log has them: never indexed (the daemon stopped first,
+// or memory.db was removed: a rebuild), or indexed before provenance was
+// kept.
 func (k *keeper) start(ctx context.Context, open []string, upTo uint64) {
 	var missing []string
 	if k.cfg.Store != nil {
-		for _, id := range k.ended {
-			if !k.indexed[id] {
-				missing = append(missing, id)
+		if !k.forgot.Empty() {
+			// Recorded, then applied: a daemon that died between the two
+			// applies it now.
+			if _, err := k.cfg.Store.Forget(ctx, k.forgot); err != nil {
+				k.r.log.Warn("memory: apply what was forgotten", "err", err)
 			}
+		}
+		stored, err := k.cfg.Store.Indexed(ctx)
+		if err != nil {
+			k.r.log.Warn("memory: list what is indexed; trusting the log", "err", err)
+		}
+		seen := map[string]bool{}
+		for _, id := range k.ended {
+			legacy, in := stored[id]
+			if seen[id] || (k.indexed[id] && (err != nil || (in && !legacy))) {
+				continue
+			}
+			seen[id] = true
+			missing = append(missing, id)
 		}
 	}
 	k.ended, k.indexed = nil, nil
@@ -252,7 +316,9 @@ func (k *keeper) catchUp(ctx context.Context, want map[string]bool, upTo uint64,
 		return
 	}
 	for _, id := range missing {
-		k.index(ctx, id, byLoop[id])
+		if len(byLoop[id]) > 0 { // none: the log no longer has it; keep what the store has
+			k.index(ctx, id, byLoop[id])
+		}
 		delete(byLoop, id)
 	}
 	k.mu.Lock()
@@ -321,10 +387,15 @@ func (k *keeper) queue(job func(context.Context)) {
 	}
 }
 
-// index cuts a run loop that ended into segments, stores them and says so
-// on the bus.
+// index cuts a run loop that ended into segments, stores them but what the
+// operator made memory forget, and says so on the bus.
 func (k *keeper) index(ctx context.Context, id string, evs []abi.Event) {
+	k.imu.Lock()
+	defer k.imu.Unlock()
 	segs := memory.Segments(evs, memory.SegmentOptions{KeepReasoning: k.cfg.KeepReasoning})
+	k.mu.Lock()
+	segs = k.forgot.Keep(id, segs)
+	k.mu.Unlock()
 	if err := k.cfg.Store.Index(ctx, id, segs); err != nil {
 		if ctx.Err() == nil {
 			k.r.log.Warn("memory: index a run loop; it is tried again at the next start", "runLoop", id, "err", err)
@@ -341,21 +412,19 @@ func (k *keeper) recallFor(ctx context.Context, id, goal string) {
 		k.r.log.Warn("memory: recall", "runLoop", id, "err", err)
 		return
 	}
-	var b strings.Builder
-	n := 0
+	var kept []memory.Chunk
 	for _, c := range chunks {
-		if c.Anchor.RunLoopID == id || n == k.cfg.Recall {
+		if c.Anchor.RunLoopID == id || len(kept) == k.cfg.Recall {
 			continue
 		}
-		n++
-		fmt.Fprintf(&b, "- (task %s, %s) %s\n", shortLoop(c.Anchor.RunLoopID), c.Anchor.SegmentType, oneLine(c.Text, 300))
+		kept = append(kept, c)
 	}
-	if n == 0 {
+	if len(kept) == 0 {
 		return
 	}
 	k.mu.Lock()
 	if _, open := k.events[id]; open {
-		k.recall[id] = b.String()
+		k.recall[id] = kept
 	}
 	k.mu.Unlock()
 }
@@ -367,19 +436,18 @@ func (k *keeper) text(open []*runLoop) string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, l := range open {
-		short, recalled := k.short.Context(l.id), k.recall[l.id]
+		// Recalled text keeps its provenance: what came from a tool, a
+		// process or a server is fenced as quoted data.
+		short, recalled := k.short.Context(l.id), memory.RenderRecall(k.recall[l.id], 300)
 		if short == "" && recalled == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "Task %s (%q):\n%s", l.id, oneLine(l.goal, 120), short)
-		if recalled != "" {
-			b.WriteString("Recalled from earlier tasks:\n" + recalled)
-		}
+		fmt.Fprintf(&b, "Task %s (%q):\n%s%s", l.id, oneLine(l.goal, 120), short, recalled)
 	}
 	return b.String()
 }
 
-// register serves memory.retrieve and memory.expand.
+// register serves memory.retrieve, memory.expand and memory.forget.
 func (k *keeper) register() {
 	if k.cfg.Store == nil {
 		return
@@ -409,13 +477,8 @@ func (k *keeper) register() {
 			}
 			return x, nil
 		}})
-}
-
-func shortLoop(id string) string {
-	if len(id) > 8 {
-		return id[len(id)-8:]
-	}
-	return id
+	k.r.k.Register(kernel.Method{Name: MethodMemoryForget, Summary: "forget a remembered segment, a run loop, or every segment that holds a phrase (the operator's alone; recorded)",
+		Handler: k.forget})
 }
 
 func oneLine(s string, most int) string {
@@ -424,4 +487,111 @@ func oneLine(s string, most int) string {
 		s = s[:most] + "…"
 	}
 	return s
+}
+
+// forget is memory.forget: the operator makes memory forget a segment, a
+// run loop or a phrase. What that names is resolved against the store,
+// recorded as kairo.memory.forgotten (durable before it applies, so a
+// restart or a rebuild from the log forgets it too), then removed from the
+// store and from what the open run loops recalled.
+func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
+	caller := c.Session.Caller()
+	if caller.Kind != kernel.KindOperator {
+		return nil, abi.Errorf(abi.CodePermissionDenied, "%s is the operator's alone; %s may not make memory forget", MethodMemoryForget, caller)
+	}
+	var p ForgetParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	p.Anchor, p.Task, p.Query = strings.TrimSpace(p.Anchor), strings.TrimSpace(p.Task), strings.TrimSpace(p.Query)
+	n := 0
+	for _, v := range []string{p.Anchor, p.Task, p.Query} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "%s: give exactly one of anchor, task or query", MethodMemoryForget)
+	}
+	store := k.cfg.Store
+	k.imu.Lock()
+	defer k.imu.Unlock()
+	var f memory.Forgetting
+	switch {
+	case p.Anchor != "":
+		a, err := memory.ParseAnchor(p.Anchor)
+		if err != nil {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+		}
+		sg, err := store.Segment(ctx, a)
+		if errors.Is(err, memory.ErrNotFound) {
+			return nil, abi.Errorf(abi.CodeNotFound, "%v", err)
+		} else if err != nil {
+			return nil, err
+		}
+		f.Segments = []memory.SegmentRef{memory.RefOf(&sg)}
+	case p.Task != "":
+		k.r.mu.Lock()
+		_, known := k.r.st.loops[p.Task]
+		k.r.mu.Unlock()
+		if !known {
+			stored, err := store.Indexed(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if _, known = stored[p.Task]; !known {
+				return nil, abi.Errorf(abi.CodeNotFound, "no run loop %q; `kairo runs` lists them", p.Task)
+			}
+		}
+		f.Tasks = []string{p.Task}
+	default:
+		segs, err := store.Find(ctx, p.Query)
+		if err != nil {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+		}
+		for i := range segs {
+			f.Segments = append(f.Segments, memory.RefOf(&segs[i]))
+		}
+		if f.Empty() {
+			return ForgetResult{Segments: []memory.SegmentRef{}}, nil
+		}
+	}
+	d := MemoryForgotten{By: caller.Source(), Anchor: p.Anchor, Task: p.Task, Query: p.Query, Forgetting: f}
+	// No correlation: the event is about memory, not a step of the run loop.
+	ev := &abi.Event{Type: SubjectMemoryForgotten}
+	if !k.r.prepare(ev, d) {
+		return nil, fmt.Errorf("encode %s", SubjectMemoryForgotten)
+	}
+	if _, err := k.r.k.Bus.Publish(ctx, ev); err != nil {
+		return nil, fmt.Errorf("record %s: %w", SubjectMemoryForgotten, err)
+	}
+	k.mu.Lock()
+	k.forgot.Add(f)
+	for id, chunks := range k.recall {
+		k.recall[id] = slices.DeleteFunc(chunks, func(c memory.Chunk) bool { return forgets(&f, &c) })
+	}
+	k.mu.Unlock()
+	removed, err := store.Forget(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("recorded, but the store kept it until the next start: %w", err)
+	}
+	if removed == nil {
+		removed = []memory.SegmentRef{}
+	}
+	k.r.log.Info("memory forgotten by the operator", "by", d.By, "anchor", p.Anchor, "task", p.Task, "query", p.Query, "segments", len(removed))
+	return ForgetResult{Segments: removed, Recorded: true}, nil
+}
+
+// forgets reports whether f forgets a recalled chunk: chunks and f were
+// read from the same store, so their places agree.
+func forgets(f *memory.Forgetting, c *memory.Chunk) bool {
+	if slices.Contains(f.Tasks, c.Anchor.RunLoopID) {
+		return true
+	}
+	for _, r := range f.Segments {
+		if r.RunLoopID == c.Anchor.RunLoopID && r.IterationIndex == c.Anchor.IterationIndex && r.SegmentIndex == c.Anchor.SegmentIndex {
+			return true
+		}
+	}
+	return false
 }

@@ -17,6 +17,14 @@
 // Every segment of an indexed run loop is kept, so an anchor always
 // resolves.
 //
+// Every segment keeps its Provenance: whose words it holds (the user's,
+// the agent's, or data from a tool, a process, an MCP server — also an
+// agent's reply that quotes such data) and their source; RenderRecall
+// fences data as quoted strings with source and task for a prompt. What
+// the operator forgets (Forgetting: run loops, and segments by SegmentRef)
+// Store.Forget removes, and Forgetting.Keep leaves out when a run loop is
+// indexed again from the log.
+//
 // Whether the policy's reasoning (kairo.agent.thought) is kept at all is a
 // setting, off by default: with it off, only the public actions, results and
 // summaries of a run loop reach the disk.

@@ -61,19 +61,7 @@ func (s *Store) index(ctx context.Context, loops []loopSegments) error {
 	if err != nil {
 		return err
 	}
-	s.terms.add(w.counts)
-	if s.vec != nil {
-		s.vmu.Lock()
-		for _, id := range w.removed {
-			s.vec.remove(id)
-		}
-		for _, a := range w.added {
-			if err := s.vec.add(a.id, a.vec); err != nil {
-				embedErr = errors.Join(embedErr, fmt.Errorf("segment %d: %w", a.id, err))
-			}
-		}
-		s.vmu.Unlock()
-	}
+	embedErr = errors.Join(embedErr, s.follow(w))
 	if embedErr != nil {
 		what := "run loop " + loops[0].id
 		if len(loops) > 1 {
@@ -82,6 +70,27 @@ func (s *Store) index(ctx context.Context, loops []loopSegments) error {
 		return fmt.Errorf("%w: %s stored for full-text search only; index again to add the vectors: %w", ErrEmbed, what, embedErr)
 	}
 	return nil
+}
+
+// follow brings the in-memory indexes up to a write, held under wmu; the
+// error says which vectors could not be added.
+func (s *Store) follow(w written) error {
+	s.terms.add(w.counts)
+	if s.vec == nil {
+		return nil
+	}
+	var errs error
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	for _, id := range w.removed {
+		s.vec.remove(id)
+	}
+	for _, a := range w.added {
+		if err := s.vec.add(a.id, a.vec); err != nil {
+			errs = errors.Join(errs, fmt.Errorf("segment %d: %w", a.id, err))
+		}
+	}
+	return errs
 }
 
 // checkSegments validates one run loop's segments and drops reasoning
@@ -114,6 +123,9 @@ func (s *Store) checkSegments(id string, segs []Segment) ([]Segment, error) {
 		}
 		seen[key] = true
 		sg.RunLoopID = id
+		if sg.Origin == "" {
+			sg.Provenance = defaultProvenance(sg.SegmentType)
+		}
 		out = append(out, sg)
 	}
 	return out, nil
@@ -170,7 +182,7 @@ func (s *Store) write(ctx context.Context, loops []loopSegments, vecs [][]float3
 	delFTS := prep(`DELETE FROM segments_fts WHERE rowid = ?`)
 	delVec := prep(`DELETE FROM vectors WHERE segment_id = ?`)
 	delSeg := prep(`DELETE FROM segments WHERE loop_id = ?`)
-	insSeg := prep(`INSERT INTO segments(loop_id, iteration, segment, type, time, event_id, text, context) VALUES (?,?,?,?,?,?,?,?)`)
+	insSeg := prep(`INSERT INTO segments(loop_id, iteration, segment, type, time, event_id, text, context, origin, source, quotes) VALUES (?,?,?,?,?,?,?,?,?,?,?)`)
 	insFTS := prep(`INSERT INTO segments_fts(rowid, text, context) VALUES (?,?,?)`)
 	insVec := prep(`INSERT INTO vectors(segment_id, model, vec) VALUES (?,?,?)`)
 	insLoop := prep(`INSERT INTO loops(id, goal, indexed_at) VALUES (?,?,?) ON CONFLICT(id) DO UPDATE SET goal = excluded.goal, indexed_at = excluded.indexed_at`)
@@ -203,7 +215,8 @@ func (s *Store) write(ctx context.Context, loops []loopSegments, vecs [][]float3
 		}
 		goal = goalOf(l.segs)
 		for _, sg := range l.segs {
-			res, err := insSeg.ExecContext(ctx, l.id, sg.IterationIndex, sg.SegmentIndex, string(sg.SegmentType), sg.Timestamp.UnixNano(), sg.EventID, sg.Text, sg.Context)
+			res, err := insSeg.ExecContext(ctx, l.id, sg.IterationIndex, sg.SegmentIndex, string(sg.SegmentType), sg.Timestamp.UnixNano(), sg.EventID, sg.Text, sg.Context,
+				string(sg.Origin), sg.Source, sg.Quotes)
 			if err != nil {
 				return fail(l.id, fmt.Sprintf("store segment %d.%d", sg.IterationIndex, sg.SegmentIndex), err)
 			}

@@ -16,6 +16,8 @@ type Chunk struct {
 	Anchor Anchor  `json:"anchor" msgpack:"anchor"`
 	Text   string  `json:"text" msgpack:"text"`
 	Score  float64 `json:"score" msgpack:"score"`
+	// Provenance says whose words Text holds: show data as data.
+	Provenance
 }
 
 // Expanded is a chunk with the run loop around it: what Expand returns.
@@ -180,7 +182,7 @@ func (s *Store) chunks(ctx context.Context, hits []hit) ([]Chunk, error) {
 	for i, h := range hits {
 		args[i] = h.id
 	}
-	q := `SELECT id, loop_id, iteration, segment, type, time, text FROM segments WHERE id IN (?` +
+	q := `SELECT ` + chunkColumns + ` FROM segments WHERE id IN (?` +
 		strings.Repeat(",?", len(hits)-1) + `)`
 	rows, err := s.query(ctx, q, args...)
 	if err != nil {
@@ -208,13 +210,18 @@ func (s *Store) chunks(ctx context.Context, hits []hit) ([]Chunk, error) {
 	return out, nil
 }
 
+// chunkColumns are the columns scanChunk reads.
+const chunkColumns = `id, loop_id, iteration, segment, type, time, text, origin, source, quotes`
+
 func scanChunk(rows *sql.Rows) (int64, Chunk, error) {
 	var id, at int64
 	var c Chunk
-	var typ string
-	err := rows.Scan(&id, &c.Anchor.RunLoopID, &c.Anchor.IterationIndex, &c.Anchor.SegmentIndex, &typ, &at, &c.Text)
+	var typ, origin string
+	err := rows.Scan(&id, &c.Anchor.RunLoopID, &c.Anchor.IterationIndex, &c.Anchor.SegmentIndex, &typ, &at, &c.Text,
+		&origin, &c.Source, &c.Quotes)
 	c.Anchor.SegmentType = SegmentType(typ)
 	c.Anchor.Timestamp = time.Unix(0, at)
+	c.Origin = Origin(origin)
 	return id, c, err
 }
 
@@ -250,7 +257,7 @@ func (s *Store) Expand(ctx context.Context, anchor Anchor, window int) (Expanded
 	case err != nil:
 		return Expanded{}, fmt.Errorf("memory: expand %s: %w", anchor, err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, loop_id, iteration, segment, type, time, text FROM segments
+	rows, err := tx.QueryContext(ctx, `SELECT `+chunkColumns+` FROM segments
 		WHERE loop_id = ? ORDER BY iteration, segment`, anchor.RunLoopID)
 	if err != nil {
 		return Expanded{}, fmt.Errorf("memory: expand %s: %w", anchor, err)

@@ -65,6 +65,10 @@ type Segment struct {
 	Context string `json:"context,omitempty" msgpack:"context,omitempty"`
 	// EventID is the id of the event the segment was cut from.
 	EventID string `json:"eventId,omitempty" msgpack:"eventId,omitempty"`
+	// Provenance says whose words Text holds; zero, Index gives the
+	// segment type's default (a result is a tool's, a response the
+	// agent's).
+	Provenance
 }
 
 // SegmentOptions configures Segments. The zero value is useful.
@@ -172,6 +176,9 @@ type piece struct {
 	context string
 	at      time.Time
 	eventID string
+	prov    Provenance
+	ord     int      // the event's place in the log
+	data    []string // a result's own words (not Kairo's phrasing), for quotes
 }
 
 type iteration struct {
@@ -197,6 +204,7 @@ type cutter struct {
 	calls     map[string]string // actionId → the call's text
 	users     map[string]bool
 	ended     *piece // the summary of kairo.intent.ended
+	ord       int    // the current event's place
 }
 
 func (c *cutter) current() *iteration {
@@ -228,10 +236,12 @@ func (c *cutter) answering(actionID string) *iteration {
 }
 
 func (c *cutter) piece(typ SegmentType, text string, ev *abi.Event) piece {
-	return piece{typ: typ, text: clip(strings.TrimSpace(text), c.opts.MaxTextBytes), at: ev.Time, eventID: ev.ID}
+	return piece{typ: typ, text: clip(strings.TrimSpace(text), c.opts.MaxTextBytes), at: ev.Time, eventID: ev.ID,
+		prov: defaultProvenance(typ), ord: c.ord}
 }
 
 func (c *cutter) cut(ev *abi.Event) {
+	c.ord++
 	if ev.CorrelationID != c.loop && ev.Type != abi.SubjectIntentStarted {
 		return
 	}
@@ -317,6 +327,8 @@ func (c *cutter) cut(ev *abi.Event) {
 		}
 		p := c.piece(SegmentToolResult, resultText(&d), ev)
 		p.context = c.calls[id]
+		p.prov = toolProvenance(d.Tool)
+		p.data = wordsOf(d.Error + "\n" + valueText(d.Result))
 		it.results = append(it.results, p)
 	case ev.Type == "kairo.process.spawned":
 		// Only to know which action a later note is about.
@@ -335,6 +347,8 @@ func (c *cutter) cut(ev *abi.Event) {
 		it := c.answering(action)
 		p := c.piece(SegmentToolResult, noteText(&n), ev)
 		p.context = c.calls[action]
+		p.prov = Provenance{Origin: OriginProcess, Source: clip(strings.Join(n.Argv, " "), 200)}
+		p.data = wordsOf(n.Text + "\n" + strings.Join(n.LastLines, "\n"))
 		it.results = append(it.results, p)
 	case ev.Type == abi.SubjectIntentEnded:
 		var d abi.IntentEnded
@@ -392,6 +406,7 @@ func (c *cutter) finish() []Segment {
 			it.results = append(it.results, *c.ended)
 		}
 	}
+	c.markQuotes()
 	var out []Segment
 	n := 0
 	for _, it := range c.its {
@@ -405,10 +420,11 @@ func (c *cutter) finish() []Segment {
 					continue
 				}
 				out = append(out, Segment{
-					Anchor:  Anchor{RunLoopID: c.loop, IterationIndex: n, SegmentIndex: k, SegmentType: p.typ, Timestamp: p.at},
-					Text:    p.text,
-					Context: clip(p.context, c.opts.MaxTextBytes),
-					EventID: p.eventID,
+					Anchor:     Anchor{RunLoopID: c.loop, IterationIndex: n, SegmentIndex: k, SegmentType: p.typ, Timestamp: p.at},
+					Text:       p.text,
+					Context:    clip(p.context, c.opts.MaxTextBytes),
+					EventID:    p.eventID,
+					Provenance: p.prov,
 				})
 				k++
 			}
@@ -418,6 +434,39 @@ func (c *cutter) finish() []Segment {
 		}
 	}
 	return out
+}
+
+// markQuotes gives an agent's reply or call that repeats an earlier result
+// of the run loop verbatim the result's provenance, marked as a quote: the
+// words are the tool's, whoever repeated them.
+func (c *cutter) markQuotes() {
+	var results []*piece
+	var agent []*piece
+	for _, it := range c.its {
+		for i := range it.results {
+			if p := &it.results[i]; p.prov.IsData() {
+				results = append(results, p)
+			} else {
+				agent = append(agent, p)
+			}
+		}
+		for i := range it.actions {
+			agent = append(agent, &it.actions[i])
+		}
+	}
+	if len(results) == 0 {
+		return
+	}
+	for _, a := range agent {
+		w := wordsOf(a.text)
+		for _, r := range results {
+			if r.ord < a.ord && quotes(w, r.data, wordsOf(r.context)) {
+				a.prov = r.prov
+				a.prov.Quotes = true
+				break
+			}
+		}
+	}
 }
 
 func callText(tool, args string) string {

@@ -100,6 +100,9 @@ CREATE TABLE IF NOT EXISTS segments (
 	event_id  TEXT NOT NULL,
 	text      TEXT NOT NULL,
 	context   TEXT NOT NULL,
+	origin    TEXT NOT NULL DEFAULT 'unknown',  -- Provenance (schema 2)
+	source    TEXT NOT NULL DEFAULT '',
+	quotes    INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (loop_id, iteration, segment)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS segments_fts USING fts5(
@@ -116,8 +119,54 @@ CREATE TABLE IF NOT EXISTS vectors (
 	vec        BLOB NOT NULL     -- little-endian float32, unit length
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value ANY);
-INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', 1);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', 2);
 `
+
+// schemaVersion is the schema this code writes. Version 1 had no
+// provenance: migrate adds its columns, the user's messages marked as
+// theirs and everything else as of unknown origin (shown as data) until
+// the run loop is indexed again from the log (Store.Legacy).
+const schemaVersion = 2
+
+// migrate brings a store of an older schema up to this one, in one
+// transaction; a store of a newer schema is refused.
+func (s *Store) migrate() error {
+	var v int
+	if err := s.wdb.QueryRow(`SELECT value FROM meta WHERE key = 'schema'`).Scan(&v); err != nil {
+		return err
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("the store has schema %d, newer than this Kairo's %d: run a newer Kairo, or move the file away to start a new memory", v, schemaVersion)
+	}
+	var has int
+	if err := s.wdb.QueryRow(`SELECT count(*) FROM pragma_table_info('segments') WHERE name = 'origin'`).Scan(&has); err != nil {
+		return err
+	}
+	if has > 0 && v == schemaVersion {
+		return nil
+	}
+	tx, err := s.wdb.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if has == 0 {
+		for _, q := range []string{
+			`ALTER TABLE segments ADD COLUMN origin TEXT NOT NULL DEFAULT 'unknown'`,
+			`ALTER TABLE segments ADD COLUMN source TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE segments ADD COLUMN quotes INTEGER NOT NULL DEFAULT 0`,
+			`UPDATE segments SET origin = 'user' WHERE type = 'user_message'`,
+		} {
+			if _, err := tx.Exec(q); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := tx.Exec(`UPDATE meta SET value = ? WHERE key = 'schema'`, schemaVersion); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
 
 // Errors a caller may test for with errors.Is.
 var (
@@ -171,6 +220,9 @@ func Open(path string, opts Options) (*Store, error) {
 	s.wdb.SetMaxOpenConns(1)
 	if _, err := s.wdb.Exec(schema); err != nil {
 		return fail("create schema (is it a Kairo memory store?)", err)
+	}
+	if err := s.migrate(); err != nil {
+		return fail("migrate the schema", err)
 	}
 	if s.rdb, err = sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=mmap_size(1073741824)&_pragma=cache_size(-32768)"); err != nil {
 		return fail("open readers", err)

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host/agent"
+	"github.com/kairo-os/kairo/host/memory"
+)
+
+var memoryCommands []command
+
+func init() {
+	// Set here, not in the declaration: help refers to memoryCommands.
+	memoryCommands = []command{
+		{"search", "the remembered segments that best answer a query, with anchors and provenance", runMemorySearch},
+		{"show", "a remembered segment whole, with its run loop around it: kairo memory show ANCHOR", runMemoryShow},
+		{"forget", "forget a segment, a task, or every segment holding a phrase (recorded)", runMemoryForget},
+		{"help", "show this help, or a command's: kairo memory help COMMAND", runMemoryHelp},
+	}
+}
+
+func runMemory(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		printMemoryUsage(os.Stderr)
+		return errUsageShown
+	}
+	return dispatch(ctx, memoryCommands, "kairo memory", args)
+}
+
+func runMemoryHelp(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] != "-h" {
+		return dispatch(ctx, memoryCommands, "kairo memory", append(args[:len(args):len(args)], "-h"))
+	}
+	printMemoryUsage(os.Stdout)
+	return nil
+}
+
+func printMemoryUsage(w io.Writer) {
+	fmt.Fprint(w, `usage: kairo memory COMMAND [flags] [args]
+
+The agent's long-term memory: the segments of the tasks that ended, each
+with where its words came from (the user, the agent, or data from a tool,
+a process or an MCP server) and its task.
+
+commands:
+`)
+	for _, c := range memoryCommands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nRun \"kairo memory COMMAND -h\" for a command's flags.\n")
+}
+
+// memoryChunk is a remembered segment as --json prints it: its field names
+// are stable.
+type memoryChunk struct {
+	Anchor    string    `json:"anchor"`
+	RunLoopID string    `json:"runLoopId"`
+	Iteration int       `json:"iteration"`
+	Segment   int       `json:"segment"`
+	Type      string    `json:"type"`
+	Time      time.Time `json:"time"`
+	Origin    string    `json:"origin"`
+	Source    string    `json:"source"`
+	Quotes    bool      `json:"quotes"`
+	Data      bool      `json:"data"`
+	Score     float64   `json:"score,omitempty"`
+	Focus     bool      `json:"focus,omitempty"`
+	Text      string    `json:"text"`
+}
+
+func memoryJSON(c memory.Chunk) memoryChunk {
+	return memoryChunk{Anchor: c.Anchor.String(), RunLoopID: c.Anchor.RunLoopID, Iteration: c.Anchor.IterationIndex,
+		Segment: c.Anchor.SegmentIndex, Type: string(c.Anchor.SegmentType), Time: c.Anchor.Timestamp, Origin: string(c.Origin),
+		Source: c.Source, Quotes: c.Quotes, Data: c.IsData(), Score: c.Score, Text: c.Text}
+}
+
+// from says whose words a chunk holds, in a table cell.
+func from(c memory.Chunk) string {
+	if c.IsData() {
+		return "data: " + c.Describe()
+	}
+	return c.Describe()
+}
+
+func runMemorySearch(ctx context.Context, args []string) error {
+	f := newFlags("memory search", "kairo memory search [--json] [--limit N] QUERY...", `
+Print the remembered segments that best answer QUERY, best first, as the
+agent recalls them: each with its anchor (for kairo memory show and
+forget), its task, and where its words came from — the user, the agent, or
+data from a tool, a process or an MCP server (the agent is shown data as
+quoted data, never as instructions).`)
+	asJSON := f.Bool("json", false, "print one JSON object per segment")
+	limit := f.Int("limit", 10, "at most `N` segments")
+	pos, err := f.parse(args, 1, -1)
+	if err != nil {
+		return err
+	}
+	var chunks []memory.Chunk
+	if err := callKernel(ctx, agent.MethodMemoryRetrieve, agent.RetrieveParams{Query: strings.Join(pos, " "), K: *limit}, &chunks); err != nil {
+		return err
+	}
+	if *asJSON {
+		for _, c := range chunks {
+			fmt.Printf("%s\n", marshalJSON(memoryJSON(c)))
+		}
+		return nil
+	}
+	if len(chunks) == 0 {
+		fmt.Println("nothing remembered answers that")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ANCHOR\tFROM\tTEXT")
+	for _, c := range chunks {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", termLine(c.Anchor.String()), termLine(clip(from(c), 60)), termLine(clip(strings.Join(strings.Fields(c.Text), " "), 80)))
+	}
+	return w.Flush()
+}
+
+func runMemoryShow(ctx context.Context, args []string) error {
+	f := newFlags("memory show", "kairo memory show [--json] [--window N] ANCHOR", `
+Print the remembered segment at ANCHOR (as kairo memory search shows it)
+whole, with where its words came from, and the segments of its task
+around it.`)
+	asJSON := f.Bool("json", false, "print one JSON object per segment, the anchor's with \"focus\": true")
+	window := f.Int("window", 2, "`N` segments of the task before and after it")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	a, err := memory.ParseAnchor(pos[0])
+	if err != nil {
+		return &usageError{msg: err.Error(), synopsis: f.synopsis}
+	}
+	var x memory.Expanded
+	if err := callKernel(ctx, agent.MethodMemoryExpand, agent.ExpandParams{Anchor: a, Window: *window}, &x); err != nil {
+		return err
+	}
+	if *asJSON {
+		for _, c := range x.Before {
+			fmt.Printf("%s\n", marshalJSON(memoryJSON(c)))
+		}
+		focus := memoryJSON(x.Focus)
+		focus.Focus = true
+		fmt.Printf("%s\n", marshalJSON(focus))
+		for _, c := range x.After {
+			fmt.Printf("%s\n", marshalJSON(memoryJSON(c)))
+		}
+		return nil
+	}
+	fmt.Printf("task %s: %s (%d segments)\n\n", termLine(x.RunLoopID), termLine(clip(x.Goal, 80)), x.Segments)
+	for _, c := range x.Before {
+		fmt.Printf("  %s  %s: %s\n", termLine(c.Anchor.String()), termLine(from(c)), termLine(clip(strings.Join(strings.Fields(c.Text), " "), 100)))
+	}
+	fmt.Printf("> %s  %s\n%s\n", termLine(x.Focus.Anchor.String()), termLine(from(x.Focus)), termText(x.Focus.Text))
+	for _, c := range x.After {
+		fmt.Printf("  %s  %s: %s\n", termLine(c.Anchor.String()), termLine(from(c)), termLine(clip(strings.Join(strings.Fields(c.Text), " "), 100)))
+	}
+	return nil
+}
+
+func runMemoryForget(ctx context.Context, args []string) error {
+	f := newFlags("memory forget", "kairo memory forget --anchor ANCHOR | --task ID | --query PHRASE", `
+Make the agent's memory forget one segment (--anchor, as kairo memory
+search shows it), every segment of a task (--task; the last 8 characters
+of its ID do, as kairo runs shows them), or every segment whose text holds
+PHRASE, whatever its case (--query). It is recorded in the event log as
+kairo.memory.forgotten, so what it named stays forgotten after a restart
+and when memory.db is rebuilt from the log. Only the operator may.`)
+	anchor := f.String("anchor", "", "forget the segment at `ANCHOR`")
+	task := f.String("task", "", "forget every segment of the task `ID`")
+	query := f.String("query", "", "forget every segment whose text holds `PHRASE`")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	n := 0
+	for _, v := range []string{*anchor, *task, *query} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return &usageError{msg: "give one of --anchor, --task or --query", synopsis: f.synopsis}
+	}
+	p := agent.ForgetParams{Anchor: *anchor, Task: *task, Query: *query}
+	if p.Task != "" {
+		id, err := resolveRun(ctx, p.Task)
+		if err != nil {
+			return err
+		}
+		p.Task = id
+	}
+	var res agent.ForgetResult
+	if err := callKernel(ctx, agent.MethodMemoryForget, p, &res); err != nil {
+		return err
+	}
+	switch {
+	case !res.Recorded:
+		fmt.Printf("nothing remembered holds %q; nothing forgotten\n", termLine(p.Query))
+	case p.Task != "" && len(res.Segments) == 0:
+		fmt.Printf("task %s forgotten: nothing of it was in memory, and it will not be when it ends (recorded as %s)\n", p.Task, agent.SubjectMemoryForgotten)
+	default:
+		fmt.Printf("forgot %d segment(s) (recorded as %s):\n", len(res.Segments), agent.SubjectMemoryForgotten)
+		for _, r := range res.Segments {
+			a := memory.Anchor{RunLoopID: r.RunLoopID, IterationIndex: r.IterationIndex, SegmentIndex: r.SegmentIndex, SegmentType: r.SegmentType}
+			fmt.Printf("  %s\n", termLine(a.String()))
+		}
+	}
+	return nil
+}
+
+// resolveRun finds the run loop id names: whole, or its end as kairo runs
+// shows it.
+func resolveRun(ctx context.Context, id string) (string, error) {
+	all, err := listRuns(ctx, abi.RunsParams{Limit: 1 << 20})
+	if err != nil {
+		return "", err
+	}
+	var match []string
+	for _, r := range all.Runs {
+		if r.ID == id {
+			return id, nil
+		}
+		if strings.HasSuffix(r.ID, id) {
+			match = append(match, r.ID)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return id, nil // memory.forget says whether memory knows it
+	case 1:
+		return match[0], nil
+	}
+	return "", fmt.Errorf("%q names %d tasks; give more of the ID", id, len(match))
+}

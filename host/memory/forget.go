@@ -1,0 +1,317 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SegmentRef names a segment so that it is found again when its run loop
+// is cut anew from the log: by the event it was cut from and its type, or,
+// for a segment without an event id, by its place.
+type SegmentRef struct {
+	RunLoopID      string      `json:"runLoopId" msgpack:"runLoopId"`
+	EventID        string      `json:"eventId,omitempty" msgpack:"eventId,omitempty"`
+	SegmentType    SegmentType `json:"segmentType" msgpack:"segmentType"`
+	IterationIndex int         `json:"iterationIndex" msgpack:"iterationIndex"`
+	SegmentIndex   int         `json:"segmentIndex" msgpack:"segmentIndex"`
+}
+
+// RefOf is the reference of a segment.
+func RefOf(sg *Segment) SegmentRef {
+	return SegmentRef{RunLoopID: sg.RunLoopID, EventID: sg.EventID, SegmentType: sg.SegmentType,
+		IterationIndex: sg.IterationIndex, SegmentIndex: sg.SegmentIndex}
+}
+
+// matches reports whether r names sg of run loop loop.
+func (r *SegmentRef) matches(loop string, sg *Segment) bool {
+	if r.RunLoopID != loop {
+		return false
+	}
+	if r.EventID != "" {
+		return r.EventID == sg.EventID && r.SegmentType == sg.SegmentType
+	}
+	return r.IterationIndex == sg.IterationIndex && r.SegmentIndex == sg.SegmentIndex
+}
+
+// Forgetting is what the operator told memory to forget: whole run loops,
+// and single segments. It is kept in the event log, so that indexing a run
+// loop again — at its end, at a start, in a rebuild — leaves out what was
+// forgotten (Keep).
+type Forgetting struct {
+	Tasks    []string     `json:"tasks,omitempty" msgpack:"tasks,omitempty"`
+	Segments []SegmentRef `json:"segments,omitempty" msgpack:"segments,omitempty"`
+}
+
+// Add adds what o forgets.
+func (f *Forgetting) Add(o Forgetting) {
+	f.Tasks = append(f.Tasks, o.Tasks...)
+	f.Segments = append(f.Segments, o.Segments...)
+}
+
+// Empty reports whether f forgets nothing.
+func (f *Forgetting) Empty() bool { return len(f.Tasks)+len(f.Segments) == 0 }
+
+// Forgets reports whether sg, of run loop loop, is forgotten.
+func (f *Forgetting) Forgets(loop string, sg *Segment) bool {
+	if slices.Contains(f.Tasks, loop) {
+		return true
+	}
+	for i := range f.Segments {
+		if f.Segments[i].matches(loop, sg) {
+			return true
+		}
+	}
+	return false
+}
+
+// Keep returns the segments of run loop loop that f does not forget.
+func (f *Forgetting) Keep(loop string, segs []Segment) []Segment {
+	if f.Empty() {
+		return segs
+	}
+	out := segs[:0:0]
+	for i := range segs {
+		if !f.Forgets(loop, &segs[i]) {
+			out = append(out, segs[i])
+		}
+	}
+	return out
+}
+
+// loops are the run loops f touches.
+func (f *Forgetting) loops() []string {
+	out := slices.Clone(f.Tasks)
+	for _, r := range f.Segments {
+		out = append(out, r.RunLoopID)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+var anchorRE = regexp.MustCompile(`^([^#\s]+)#(\d+)\.(\d+)(?:\(([a-z_]+)\))?$`)
+
+// ParseAnchor reads an anchor as Anchor.String writes it,
+// "runLoop#iteration.segment(type)"; the type may be left out.
+func ParseAnchor(s string) (Anchor, error) {
+	m := anchorRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return Anchor{}, fmt.Errorf("memory: anchor %q: want RUNLOOP#ITERATION.SEGMENT, as a search shows it (e.g. 0193…#0.2(tool_result))", s)
+	}
+	it, err1 := strconv.Atoi(m[2])
+	sg, err2 := strconv.Atoi(m[3])
+	if err := errors.Join(err1, err2); err != nil {
+		return Anchor{}, fmt.Errorf("memory: anchor %q: %w", s, err)
+	}
+	return Anchor{RunLoopID: m[1], IterationIndex: it, SegmentIndex: sg, SegmentType: SegmentType(m[4])}, nil
+}
+
+// segmentColumns are the columns scanSegment reads.
+const segmentColumns = `id, loop_id, iteration, segment, type, time, event_id, text, context, origin, source, quotes`
+
+func scanSegment(rows *sql.Rows) (int64, Segment, error) {
+	var id, at int64
+	var sg Segment
+	var typ, origin string
+	err := rows.Scan(&id, &sg.RunLoopID, &sg.IterationIndex, &sg.SegmentIndex, &typ, &at, &sg.EventID, &sg.Text, &sg.Context,
+		&origin, &sg.Source, &sg.Quotes)
+	sg.SegmentType, sg.Timestamp, sg.Origin = SegmentType(typ), time.Unix(0, at), Origin(origin)
+	return id, sg, err
+}
+
+// Segment returns the segment at anchor, whole: what a forget by anchor
+// records. An anchor that points at nothing is an error wrapping
+// ErrNotFound.
+func (s *Store) Segment(ctx context.Context, anchor Anchor) (Segment, error) {
+	release, err := s.use()
+	if err != nil {
+		return Segment{}, err
+	}
+	defer release()
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE loop_id = ? AND iteration = ? AND segment = ?`,
+		anchor.RunLoopID, anchor.IterationIndex, anchor.SegmentIndex)
+	if err != nil {
+		return Segment{}, fmt.Errorf("memory: segment %s: %w", anchor, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Segment{}, fmt.Errorf("memory: segment %s: %w", anchor, err)
+		}
+		return Segment{}, fmt.Errorf("%w: nothing is remembered at %s; `kairo memory search` shows the anchors", ErrNotFound, anchor)
+	}
+	_, sg, err := scanSegment(rows)
+	if err != nil {
+		return Segment{}, fmt.Errorf("memory: segment %s: %w", anchor, err)
+	}
+	if anchor.SegmentType != "" && anchor.SegmentType != sg.SegmentType {
+		return Segment{}, fmt.Errorf("%w: anchor %s is stale: the segment there is a %s now; search again", ErrNotFound, anchor, sg.SegmentType)
+	}
+	return sg, nil
+}
+
+// Find returns every segment whose text holds phrase, ignoring case and
+// how white space runs: what a forget by query forgets. Unlike Retrieve it
+// ranks nothing and misses nothing; it reads every segment.
+func (s *Store) Find(ctx context.Context, phrase string) ([]Segment, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	want := strings.ToLower(strings.Join(strings.Fields(phrase), " "))
+	if want == "" {
+		return nil, ErrEmptyQuery
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+segmentColumns+` FROM segments ORDER BY loop_id, iteration, segment`)
+	if err != nil {
+		return nil, fmt.Errorf("memory: find %q: %w", clip(phrase, 80), err)
+	}
+	defer rows.Close()
+	var out []Segment
+	for rows.Next() {
+		_, sg, err := scanSegment(rows)
+		if err != nil {
+			return nil, fmt.Errorf("memory: find %q: %w", clip(phrase, 80), err)
+		}
+		if strings.Contains(strings.ToLower(strings.Join(strings.Fields(sg.Text), " ")), want) {
+			out = append(out, sg)
+		}
+	}
+	return out, rows.Err()
+}
+
+// Forget removes from the store what f forgets: the segments it names and
+// every segment of the run loops it names, their full-text rows, vectors
+// and term counts, in one transaction; the run loops stay indexed with
+// what remains (a forgotten run loop with nothing). It returns the
+// segments it removed. Forgetting what is not there is no error, so a
+// Forgetting can be applied again at every start.
+func (s *Store) Forget(ctx context.Context, f Forgetting) ([]SegmentRef, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var loops []loopSegments
+	var removed []SegmentRef
+	var vecs [][]float32
+	keepVecs := s.opts.Embedder != nil
+	for _, id := range f.loops() {
+		segs, ids, err := s.loopSegments(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("memory: forget in run loop %s: %w", id, err)
+		}
+		kept := segs[:0:0]
+		var keptIDs []int64
+		for i := range segs {
+			if f.Forgets(id, &segs[i]) {
+				removed = append(removed, RefOf(&segs[i]))
+				continue
+			}
+			kept, keptIDs = append(kept, segs[i]), append(keptIDs, ids[i])
+		}
+		if len(kept) == len(segs) {
+			continue
+		}
+		loops = append(loops, loopSegments{id, kept})
+		if keepVecs {
+			v, ok, err := s.storedVectors(ctx, keptIDs)
+			if err != nil {
+				return nil, fmt.Errorf("memory: forget in run loop %s: read its vectors: %w", id, err)
+			}
+			keepVecs = ok
+			vecs = append(vecs, v...)
+		}
+	}
+	if len(loops) == 0 {
+		return nil, nil
+	}
+	if !keepVecs {
+		vecs = nil // what remains is found by full text until indexed again
+	}
+	w, err := s.write(ctx, loops, vecs)
+	if err != nil {
+		return nil, fmt.Errorf("memory: forget: %w", err)
+	}
+	if err := s.follow(w); err != nil {
+		s.log.Warn("memory: forget: vectors of what remains skipped", "err", err)
+	}
+	return removed, nil
+}
+
+// loopSegments reads a run loop's segments and their row ids, in order,
+// on the writer (under wmu: nothing changes them meanwhile).
+func (s *Store) loopSegments(ctx context.Context, loop string) ([]Segment, []int64, error) {
+	rows, err := s.wdb.QueryContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE loop_id = ? ORDER BY iteration, segment`, loop)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var segs []Segment
+	var ids []int64
+	for rows.Next() {
+		id, sg, err := scanSegment(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		segs, ids = append(segs, sg), append(ids, id)
+	}
+	return segs, ids, rows.Err()
+}
+
+// storedVectors reads the vectors of the embedder's model for segments;
+// false when one has none.
+func (s *Store) storedVectors(ctx context.Context, ids []int64) ([][]float32, bool, error) {
+	out := make([][]float32, 0, len(ids))
+	for _, id := range ids {
+		var blob []byte
+		err := s.wdb.QueryRowContext(ctx, `SELECT vec FROM vectors WHERE segment_id = ? AND model = ?`, id, s.opts.Embedder.Model()).Scan(&blob)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		v, err := decodeVector(nil, blob)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, v)
+	}
+	return out, true, nil
+}
+
+// Indexed returns the run loops in the store, each with whether some of
+// its segments were indexed before provenance was kept (origin unknown):
+// index those again from the log.
+func (s *Store) Indexed(ctx context.Context) (map[string]bool, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	rows, err := s.rdb.QueryContext(ctx, `SELECT id, EXISTS (SELECT 1 FROM segments WHERE loop_id = loops.id AND origin = 'unknown') FROM loops`)
+	if err != nil {
+		return nil, fmt.Errorf("memory: list run loops: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		var legacy bool
+		if err := rows.Scan(&id, &legacy); err != nil {
+			return nil, fmt.Errorf("memory: list run loops: %w", err)
+		}
+		out[id] = legacy
+	}
+	return out, rows.Err()
+}
