@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -542,33 +541,6 @@ func writeDrop(t *testing.T, dir, name string, d drop) {
 	if err := os.WriteFile(path, wasm, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// startUpBin is startUp with another kairo binary: one with built-in
-// plugins beside it.
-func startUpBin(t *testing.T, home, bin string) *upProc {
-	t.Helper()
-	d := &upProc{t: t, home: home, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(bin, "up", "--home", home)
-	d.cmd.Env = childEnv(home)
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		d.err = d.cmd.Wait()
-		close(d.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-d.exited:
-		default:
-			d.cmd.Process.Kill()
-			<-d.exited
-		}
-	})
-	d.waitReady()
-	return d
 }
 
 // pingUntil pings the kernel every 10 ms until ctx ends, and returns the

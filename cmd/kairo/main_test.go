@@ -128,8 +128,15 @@ type upProc struct {
 // answers a ping.
 func startUp(t *testing.T, home string) *upProc {
 	t.Helper()
+	return startUpBin(t, home, kairoBin)
+}
+
+// startUpBin is startUp with another kairo binary: one with built-in
+// plugins beside it.
+func startUpBin(t *testing.T, home, bin string) *upProc {
+	t.Helper()
 	d := &upProc{t: t, home: home, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(kairoBin, "up", "--home", home)
+	d.cmd = exec.Command(bin, "up", "--home", home)
 	d.cmd.Env = childEnv(home)
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {

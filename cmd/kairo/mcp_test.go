@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,20 +21,7 @@ import (
 // and the daemon serves on.
 func TestMCPServers(t *testing.T) {
 	home := t.TempDir()
-	// The sandbox runs the server as a uid of its own: the way to it must
-	// be passable.
-	binDir := t.TempDir()
-	for _, dir := range []string{filepath.Dir(binDir), binDir} {
-		if err := os.Chmod(dir, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(binDir, "mcp-server")
-	build := exec.Command(goTool(), "build", "-o", bin, "../../host/mcp/testdata/server")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static: the grants name no libraries
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the MCP test server: %v\n%s", err, out)
-	}
+	bin := buildMCPServer(t)
 	buildPlugin(t, filepath.Join(home, "plugins"), "llm")
 	model := &scriptedModel{answers: []string{
 		`{"tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "mcp_test_echo", "arguments": "{\"text\":\"hello from mcp\"}"}}]}`,
