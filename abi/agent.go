@@ -91,6 +91,10 @@ type RunLoopView struct {
 	Actions    []ActionView `msgpack:"actions,omitempty"`
 	// Messages are the user's messages in this run loop, oldest first.
 	Messages []string `msgpack:"messages,omitempty"`
+	// Interrupted: the daemon stopped while actions of the run loop ran;
+	// they were ended, the user was told, and the run loop waits for the
+	// user (nothing in it runs until a new action).
+	Interrupted bool `msgpack:"interrupted,omitempty"`
 }
 
 // ActionView is one action of a run loop and what became of it.
@@ -129,6 +133,11 @@ type ActionData struct {
 	Reason    string `msgpack:"reason,omitempty"`
 	// Done on a say closes its run loop once nothing in it runs.
 	Done bool `msgpack:"done,omitempty"`
+	// Keep on a cancel ends the run loop's processes — each action in
+	// flight gets its canceled result — but keeps the run loop open: the
+	// actions after it in the same answer continue it, once the processes
+	// are gone (a change of parameters is an iteration, not a new task).
+	Keep bool `msgpack:"keep,omitempty"`
 }
 
 // ActionEvent is the data of kairo.agent.action. The event's id is the
@@ -256,7 +265,7 @@ type RunSummary struct {
 	ID         string    `msgpack:"id"`
 	Agent      string    `msgpack:"agent"`
 	Goal       string    `msgpack:"goal"`
-	Status     string    `msgpack:"status"` // "open", or how it ended
+	Status     string    `msgpack:"status"` // "open", "interrupted" (open, waiting for the user), or how it ended
 	StartedAt  time.Time `msgpack:"startedAt"`
 	EndedAt    time.Time `msgpack:"endedAt,omitempty"`
 	Iterations int       `msgpack:"iterations"`

@@ -43,7 +43,7 @@ func TestAgentSurvivesAKill(t *testing.T) {
 		t.Fatalf("progress after the restart:\n%s", r)
 	}
 	r = kairo(t, home, "runs")
-	if r.code != 0 || !regexpMatch(`(?m)^\S+\s+.*\s+open\s+\d+\s+0\s+run sleep 30$`, r.stdout) || !regexpMatch(`(?m)\sdone\s+\d+\s+0\s+run echo hello$`, r.stdout) {
+	if r.code != 0 || !regexpMatch(`(?m)^\S+\s+.*\s+interrupted\s+\d+\s+0\s+run sleep 30$`, r.stdout) || !regexpMatch(`(?m)\sdone\s+\d+\s+0\s+run echo hello$`, r.stdout) {
 		t.Fatalf("kairo runs:\n%s", r)
 	}
 	var id, echo string

@@ -17,18 +17,30 @@ func runRuns(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "show" {
 		return runRunsShow(ctx, args[1:])
 	}
-	f := newFlags("runs", "kairo runs [--open] [--limit N] | kairo runs show ID", `
+	f := newFlags("runs", "kairo runs [--open] [--limit N] [--json] | kairo runs show [--json] ID", `
 List the agent's run loops — a task each: what the user asked, how it ended
-or what is still running — newest first. "kairo runs show ID" prints one
-as a timeline (ID may be the last 8 characters the list shows).`)
+or what is still running — newest first. STATUS is open, interrupted (the
+daemon stopped while it ran: it waits for the user, who may say "again"),
+or how it ended. "kairo runs show ID" prints one as a timeline (ID may be
+the last 8 characters the list shows).
+
+With --json, one JSON object per run loop: id, agent, goal, status,
+startedAt, endedAt (once ended), iterations, actions, inProgress.`)
 	open := f.Bool("open", false, "only the run loops still open")
 	limit := f.Int("limit", 20, "at most `N` run loops")
+	asJSON := f.Bool("json", false, "print one JSON object per run loop")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
 	res, err := listRuns(ctx, abi.RunsParams{Limit: *limit, Open: *open})
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		for _, r := range res.Runs {
+			fmt.Printf("%s\n", marshalJSON(runJSON(r)))
+		}
+		return nil
 	}
 	if len(res.Runs) == 0 {
 		fmt.Println(`no run loops yet: send the agent a message, e.g. kairo send "run sleep 5"`)
@@ -41,6 +53,30 @@ as a timeline (ID may be the last 8 characters the list shows).`)
 			termLine(r.Status), r.Iterations, r.InProgress, termLine(clip(r.Goal, 60)))
 	}
 	return w.Flush()
+}
+
+// runObject is a run loop as `kairo runs --json` prints it: stable
+// camelCase field names.
+type runObject struct {
+	ID         string     `json:"id"`
+	Agent      string     `json:"agent"`
+	Goal       string     `json:"goal"`
+	Status     string     `json:"status"`
+	StartedAt  time.Time  `json:"startedAt"`
+	EndedAt    *time.Time `json:"endedAt,omitempty"`
+	Iterations int        `json:"iterations"`
+	Actions    int        `json:"actions"`
+	InProgress int        `json:"inProgress"`
+}
+
+func runJSON(r abi.RunSummary) runObject {
+	o := runObject{ID: r.ID, Agent: r.Agent, Goal: r.Goal, Status: r.Status, StartedAt: r.StartedAt,
+		Iterations: r.Iterations, Actions: r.Actions, InProgress: r.InProgress}
+	if !r.EndedAt.IsZero() {
+		t := r.EndedAt
+		o.EndedAt = &t
+	}
+	return o
 }
 
 func listRuns(ctx context.Context, p abi.RunsParams) (abi.RunsResult, error) {

@@ -30,13 +30,25 @@ type AgentError struct {
 // at once, so the next tick sees it even before the bus brings it back. It
 // returns a copy: the bus writes the sequence number into ev.
 func (r *Runtime) emit(ev *abi.Event, data any) *abi.Event {
+	c, _ := r.emitIf(ev, data, nil)
+	return c
+}
+
+// emitIf is emit when ok, asked under r.mu just before the event is
+// applied, says yes; else it publishes nothing and returns false. Two
+// goroutines that may each write an action's result use it to write one.
+func (r *Runtime) emitIf(ev *abi.Event, data any, ok func() bool) (*abi.Event, bool) {
 	if !r.prepare(ev, data) {
-		return ev
+		return ev, false
 	}
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
 	r.mu.Lock()
+	if ok != nil && !ok() {
+		r.mu.Unlock()
+		return ev, false
+	}
 	r.st.apply(ev)
 	r.st.own[ev.ID] = struct{}{}
 	r.mu.Unlock()
@@ -44,16 +56,16 @@ func (r *Runtime) emit(ev *abi.Event, data any) *abi.Event {
 	if _, err := r.k.Bus.PublishAsync(ev); err != nil && r.ctx.Err() == nil {
 		r.log.Warn("publish", "type", ev.Type, "err", err)
 	}
-	return &c
+	return &c, true
 }
 
 // tick is one step: x_t is what was observed since the last tick; with
-// nothing observed and no run loop open, it is a noop without asking the
-// policy (the rule layer before the policy).
+// nothing observed and no run loop open but one waiting for the user, it is
+// a noop without asking the policy (the rule layer before the policy).
 func (r *Runtime) tick(tk Tick) {
 	r.mu.Lock()
 	x := r.takeObservations()
-	due := len(x) > 0 || (len(r.st.open) > 0 && time.Since(r.lastCall) >= r.cfg.Heartbeat)
+	due := len(x) > 0 || (r.st.active() && time.Since(r.lastCall) >= r.cfg.Heartbeat)
 	if w, ok := r.cfg.Policy.(Waiter); ok && !due {
 		due = w.Waiting()
 	}
@@ -228,10 +240,25 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 			calls++
 		}
 		if a.Type == abi.ActionCancel {
-			r.emit(&abi.Event{Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
+			// The actions in flight are canceled now, by the cancel; the
+			// processes end, and (unless Keep) the run loop, in a
+			// goroutine its tool calls wait for.
+			cev := r.emit(&abi.Event{Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
 				abi.ActionEvent{Type: a.Type, ActionData: d, Tick: tk.N})
+			reason := d.Reason
+			if reason == "" {
+				reason = "canceled by the user"
+			}
+			r.cancelActions(loop, reason, cev.ID)
+			prev, done := r.beginHalt(loop)
 			r.wg.Add(1)
-			go func() { defer r.wg.Done(); r.cancelLoop(loop, d.Reason, cause) }()
+			if d.Keep {
+				touched[loop] = true
+				thoughtLoop = loop
+				go func() { defer r.wg.Done(); r.keepLoop(loop, reason, prev, done) }()
+			} else {
+				go func() { defer r.wg.Done(); r.cancelLoop(loop, reason, cause, cev.ID, prev, done) }()
+			}
 			continue
 		}
 		ev := r.emit(&abi.Event{ID: a.ID, Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
@@ -242,8 +269,11 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 		}
 		switch {
 		case a.Type == abi.ActionToolCall:
+			r.mu.Lock()
+			halt := r.halts[loop]
+			r.mu.Unlock()
 			r.wg.Add(1)
-			go func() { defer r.wg.Done(); r.runTool(loop, ev.ID, d) }()
+			go func() { defer r.wg.Done(); r.runTool(loop, ev.ID, d, halt) }()
 		case a.Type == abi.ActionSay && d.Done && loop != "":
 			r.endIfIdle(loop, "done", d.Text)
 		}
@@ -325,7 +355,7 @@ func (r *Runtime) bound(touched map[string]bool) {
 		r.mu.Unlock()
 		text := fmt.Sprintf("I stopped after %d steps, the limit for one task. Done so far: %s", l.iterations, summary)
 		r.emit(&abi.Event{Type: abi.SubjectAgentAction, CorrelationID: l.id}, abi.ActionEvent{Type: abi.ActionSay, ActionData: abi.ActionData{Text: text}})
-		r.stopProcesses(l.id, "the run loop reached its iteration limit")
+		r.stopProcesses(l.id, "the run loop reached its iteration limit", "")
 		r.emit(&abi.Event{Type: abi.SubjectIntentEnded, CorrelationID: l.id}, abi.IntentEnded{RunLoopID: l.id, Status: "max_iterations", Summary: summary})
 	}
 }
@@ -337,22 +367,27 @@ func summarize(l *runLoop) string {
 		if a.typ != abi.ActionToolCall {
 			continue
 		}
-		what := a.tool
-		var args tools.SpawnArgs
-		switch {
-		case json.Unmarshal([]byte(a.args), &args) == nil && args.Command != "":
-			what = args.Command
-		case args.Skill != "":
-			what = strings.TrimSpace(args.Skill + " " + strings.Join(args.Args, " "))
-		case len(a.argv) > 0:
-			what = strings.Join(a.argv, " ")
-		}
+		what := describeCall(a)
 		parts = append(parts, fmt.Sprintf("%s (%s)", what, strings.ReplaceAll(a.status, "_", " ")))
 	}
 	if len(parts) == 0 {
 		return "nothing was run"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// commandOf is the command line a tool call ran, or "".
+func commandOf(a *action) string {
+	var args tools.SpawnArgs
+	switch {
+	case json.Unmarshal([]byte(a.args), &args) == nil && args.Command != "":
+		return args.Command
+	case args.Skill != "":
+		return strings.TrimSpace(args.Skill + " " + strings.Join(args.Args, " "))
+	case len(a.argv) > 0:
+		return strings.Join(a.argv, " ")
+	}
+	return ""
 }
 
 // endIfIdle ends a run loop whose policy said it is done, unless something
@@ -370,7 +405,29 @@ func (r *Runtime) endIfIdle(id, status, summary string) {
 // runTool carries out one tool call: kairo.tool.invoke, the call through
 // the agent's Tools, then kairo.tool.result — one of each for every call,
 // whatever happens.
-func (r *Runtime) runTool(loop, actionID string, d abi.ActionData) {
+//
+// A call of a run loop whose processes are being stopped (halt) waits until
+// they are gone; a call canceled meanwhile has its result already and is
+// not made, and one canceled while it ran is not answered twice: what it
+// started anyway ends at once.
+func (r *Runtime) runTool(loop, actionID string, d abi.ActionData, halt <-chan struct{}) {
+	if halt != nil {
+		select {
+		case <-halt:
+		case <-r.ctx.Done():
+			return
+		}
+	}
+	inFlight := func() bool {
+		a := r.st.actions[actionID]
+		return a != nil && a.status == abi.StatusInProgress
+	}
+	r.mu.Lock()
+	pending := inFlight()
+	r.mu.Unlock()
+	if !pending {
+		return
+	}
 	r.emit(&abi.Event{Type: abi.SubjectToolInvoke, CorrelationID: loop, CausationID: actionID},
 		abi.ToolInvoke{ActionID: actionID, Tool: d.Tool, Args: d.Args})
 	start := time.Now()
@@ -383,7 +440,13 @@ func (r *Runtime) runTool(loop, actionID string, d abi.ActionData) {
 		}
 	}
 	res.Duration = time.Since(start)
-	ev := r.emit(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: actionID}, res)
+	ev, ok := r.emitIf(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: actionID}, res, inFlight)
+	if !ok {
+		if s, found := r.k.Proc.Get(res.ProcessID); found && res.ProcessID != "" {
+			s.Terminate(killGrace)
+		}
+		return
+	}
 	// A tool that answered or failed is news for the policy, observed at
 	// once as a routed message is; a process's start is not (its exit is).
 	if res.Status != abi.StatusDone || res.ProcessID == "" {
@@ -402,9 +465,38 @@ func (r *Runtime) invoke(method string, params any) (msgpack.RawMessage, *abi.Er
 	return r.k.Invoke(r.ctx, method, &kernel.Call{Session: r.sess, Params: raw})
 }
 
-// stopProcesses ends every process of a run loop and gives every tool call
-// of it still without a result a canceled one, so none is left open.
-func (r *Runtime) stopProcesses(loop, reason string) int {
+// killGrace is how long a process canceled after its action was gets
+// between SIGTERM and SIGKILL.
+const killGrace = 2 * time.Second
+
+// cancelActions gives every action of a run loop still in flight its
+// canceled result, caused by cause (the cancel; "" for each action itself):
+// the log says at once that it was canceled, not when its process is gone.
+func (r *Runtime) cancelActions(loop, reason, cause string) {
+	type flight struct{ id, tool, processID string }
+	r.mu.Lock()
+	var open []flight
+	if l := r.st.loops[loop]; l != nil {
+		for _, a := range l.inProgress() {
+			open = append(open, flight{a.id, a.tool, a.processID})
+		}
+	}
+	r.mu.Unlock()
+	for _, a := range open {
+		c := cause
+		if c == "" {
+			c = a.id
+		}
+		r.emitIf(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: c},
+			abi.ToolResultEvent{ActionID: a.id, Tool: a.tool, Status: abi.StatusCanceled, Error: reason, ProcessID: a.processID},
+			func() bool { x := r.st.actions[a.id]; return x != nil && x.status == abi.StatusInProgress })
+	}
+}
+
+// stopProcesses cancels what is in flight in a run loop and ends its
+// processes; it returns once they have exited, with how many there were.
+func (r *Runtime) stopProcesses(loop, reason, cause string) int {
+	r.cancelActions(loop, reason, cause)
 	out, aerr := r.invoke("intent.cancel", abi.CancelParams{CorrelationID: loop, Reason: reason})
 	var res abi.CancelResult
 	if aerr == nil {
@@ -412,40 +504,64 @@ func (r *Runtime) stopProcesses(loop, reason string) int {
 	} else {
 		r.log.Warn("intent.cancel", "runLoop", loop, "err", aerr.Message)
 	}
-	// Processes end on their own events; wait for them a little, so the
-	// chain reads canceled, exited, then the closing words.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r.mu.Lock()
-		var open []*action
-		if l := r.st.loops[loop]; l != nil {
-			open = l.inProgress()
-		}
-		r.mu.Unlock()
-		waiting := false
-		for _, a := range open {
-			if a.processID == "" || time.Now().After(deadline) {
-				r.emit(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: a.id},
-					abi.ToolResultEvent{ActionID: a.id, Tool: a.tool, Status: abi.StatusCanceled, Error: reason, ProcessID: ""})
-				r.mu.Lock()
-				if a.status == abi.StatusInProgress {
-					a.status, a.ended, a.result = abi.StatusCanceled, time.Now(), reason
-				}
-				r.mu.Unlock()
-			} else {
-				waiting = true
-			}
-		}
-		if !waiting || r.ctx.Err() != nil {
-			return len(res.ProcessIDs)
-		}
-		time.Sleep(5 * time.Millisecond)
+	return len(res.ProcessIDs)
+}
+
+// beginHalt registers that a run loop's processes are being stopped: its
+// tool calls made from now on wait for done, so the cancel of its
+// correlation never takes a process started after it. prev is the halt
+// before, which this one waits for.
+func (r *Runtime) beginHalt(loop string) (prev, done chan struct{}) {
+	done = make(chan struct{})
+	r.mu.Lock()
+	prev = r.halts[loop]
+	r.halts[loop] = done
+	r.mu.Unlock()
+	return prev, done
+}
+
+func (r *Runtime) endHalt(loop string, done chan struct{}) {
+	r.mu.Lock()
+	if r.halts[loop] == done {
+		delete(r.halts, loop)
+	}
+	r.mu.Unlock()
+	close(done)
+}
+
+// waitHalt waits for the halt before; false when the runtime stops.
+func (r *Runtime) waitHalt(prev chan struct{}) bool {
+	if prev == nil {
+		return true
+	}
+	select {
+	case <-prev:
+		return true
+	case <-r.ctx.Done():
+		return false
 	}
 }
 
-// cancelLoop cancels a run loop: its processes die, every cut-off tool call
-// gets a canceled result, and a closing say and kairo.intent.ended end it.
-func (r *Runtime) cancelLoop(loop, reason, cause string) {
+// keepLoop ends a run loop's processes and keeps it open (a cancel with
+// Keep): the tool calls after the cancel run once they are gone.
+func (r *Runtime) keepLoop(loop, reason string, prev, done chan struct{}) {
+	defer r.endHalt(loop, done)
+	if !r.waitHalt(prev) {
+		return
+	}
+	if _, aerr := r.invoke("intent.cancel", abi.CancelParams{CorrelationID: loop, Reason: reason}); aerr != nil {
+		r.log.Warn("intent.cancel", "runLoop", loop, "err", aerr.Message)
+	}
+}
+
+// cancelLoop cancels a run loop: every tool call still in flight gets a
+// canceled result caused by the cancel (cancelID), its processes die, and
+// a closing say and kairo.intent.ended, caused by cause, end it.
+func (r *Runtime) cancelLoop(loop, reason, cause, cancelID string, prev, done chan struct{}) {
+	defer r.endHalt(loop, done)
+	if !r.waitHalt(prev) {
+		return
+	}
 	r.mu.Lock()
 	l := r.st.loops[loop]
 	open := l != nil && l.status == ""
@@ -456,7 +572,10 @@ func (r *Runtime) cancelLoop(loop, reason, cause string) {
 	if reason == "" {
 		reason = "canceled by the user"
 	}
-	n := r.stopProcesses(loop, reason)
+	n := r.stopProcesses(loop, reason, cancelID)
+	// Tool calls accepted while the processes ended wait for this halt:
+	// they are canceled too, never made.
+	r.cancelActions(loop, reason, cancelID)
 	r.mu.Lock()
 	summary := summarize(l)
 	goal := l.goal

@@ -29,7 +29,11 @@ func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
 		}
 		s := abi.RunSummary{ID: l.id, Agent: r.cfg.Agent, Goal: l.goal, Status: l.status, StartedAt: l.started, EndedAt: l.ended,
 			Iterations: l.iterations, Actions: len(l.actions), InProgress: len(l.inProgress())}
-		if s.Status == "" {
+		switch {
+		case s.Status != "":
+		case l.waiting():
+			s.Status = abi.StatusInterrupted
+		default:
 			s.Status = "open"
 		}
 		out = append(out, s)

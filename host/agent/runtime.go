@@ -144,6 +144,9 @@ type Runtime struct {
 	obs      []abi.Event // observed since the last tick: x_t
 	lastCall time.Time   // of the policy
 	backoff  bool        // the rate is lowered for unanswered queries
+	// halts are the run loops whose processes are being stopped, each
+	// closed once they are gone (beginHalt).
+	halts map[string]chan struct{}
 
 	// OnTick, when set before Start, is told of every tick after it ran,
 	// with whether the policy was asked.
@@ -174,7 +177,8 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Tools = owned
 	}
 	skills := slices.Sorted(maps.Keys(cfg.Skills))
-	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills, ownTools: owned}
+	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills, ownTools: owned,
+		halts: map[string]chan struct{}{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.sess = newSession(r.ctx, r)
 	mc := MemoryConfig{}
@@ -253,33 +257,6 @@ func (r *Runtime) Stop() {
 // Hz is the current tick rate.
 func (r *Runtime) Hz() float64 { return r.ticker.Hz() }
 
-// markInterrupted reports each action the log shows in progress whose
-// process this kernel does not run: it died with the daemon before.
-func (r *Runtime) markInterrupted() {
-	r.mu.Lock()
-	var lost []*action
-	for _, l := range r.st.open {
-		for _, a := range l.inProgress() {
-			if a.processID == "" {
-				lost = append(lost, a)
-			} else if _, ok := r.k.Proc.Get(a.processID); !ok {
-				lost = append(lost, a)
-			}
-		}
-	}
-	r.mu.Unlock()
-	for _, a := range lost {
-		const why = "the daemon stopped while it ran"
-		if a.processID != "" {
-			r.publish(&abi.Event{Type: "kairo.process.interrupted", CorrelationID: a.loop.id, CausationID: a.id},
-				map[string]any{"processId": a.processID, "reason": why})
-		} else {
-			r.publish(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: a.loop.id, CausationID: a.id},
-				abi.ToolResultEvent{ActionID: a.id, Tool: a.tool, Status: abi.StatusInterrupted, Error: why})
-		}
-	}
-}
-
 // observe is the bus subscription: every event updates the state, and what
 // concerns the agent is buffered for the next tick.
 func (r *Runtime) observe(evs []abi.Event) error {
@@ -308,8 +285,10 @@ func (r *Runtime) observe(evs []abi.Event) error {
 		case ev.Type == abi.SubjectIntentCancel && ev.Source != "agent/"+r.cfg.Agent:
 			var d abi.CancelParams
 			if msgpack.Unmarshal(ev.Data, &d) == nil && d.CorrelationID != "" {
+				id := ev.ID // the event is lent for this call only
+				prev, done := r.beginHalt(d.CorrelationID)
 				r.wg.Add(1)
-				go func() { defer r.wg.Done(); r.cancelLoop(d.CorrelationID, d.Reason, ev.ID) }()
+				go func() { defer r.wg.Done(); r.cancelLoop(d.CorrelationID, d.Reason, id, id, prev, done) }()
 			}
 		}
 	}

@@ -66,10 +66,12 @@ func TestRunLoopChain(t *testing.T) {
 	}
 }
 
-// While a long process runs: "how far along is it?" gets its progress,
-// "use 1 instead" stops it and runs it again with the new argument, and
-// "stop it" then has nothing to stop. The first process tree dies and its
-// chain shows canceled, exited and a closing say.
+// While a long process runs: "how far along is it?" gets its progress and
+// opens nothing; "use 1 instead" is an iteration of the same run loop —
+// the cancel and the new spawn are caused by that message, the first
+// process's action gets its canceled result, the first tree dies before the
+// second starts — and the run loop ends once, when the second is done.
+// "stop it" then has nothing to stop.
 func TestBargeIn(t *testing.T) {
 	e := newEnv(t)
 	e.start(Config{Policy: e.rules()})
@@ -83,35 +85,65 @@ func TestBargeIn(t *testing.T) {
 
 	e.say("how far along is it?", "")
 	e.events.until(t, "a progress answer", sayIn(first, "`sleep 30` is running ("+res.ProcessID+")"))
+	if n := len(e.events.all(typed(abi.SubjectIntentStarted))); n != 1 {
+		t.Fatalf("%d run loops after a progress question, want 1:\n%s", n, e.events.dump())
+	}
 
-	e.say("use 1 instead", "")
-	e.events.until(t, "process.canceled", func(ev *abi.Event) bool { return ev.Type == "kairo.process.canceled" && ev.CorrelationID == first })
-	e.events.until(t, "the first process's exit", func(ev *abi.Event) bool { return ev.Type == "kairo.process.exited" && ev.CorrelationID == first })
-	e.events.until(t, "the closing say", sayIn(first, "Stopped \"run sleep 30\" (restarted with 1): 1 process(es) ended"))
+	change := e.say("use 1 instead", "")
+	routed := e.events.until(t, "the routed change", func(ev *abi.Event) bool {
+		return ev.Type == abi.AgentMessageSubject("default") && ev.CausationID == change.ID
+	})
+	cancel := e.events.until(t, "the cancel", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectAgentAction && decodeAs[abi.ActionEvent](t, ev).Type == abi.ActionCancel
+	})
+	if d := decodeAs[abi.ActionEvent](t, cancel); cancel.CorrelationID != first || cancel.CausationID != routed.ID || !d.Keep {
+		t.Fatalf("cancel corr %s cause %s %+v; want run loop %s, caused by %s, keeping it open", cancel.CorrelationID, cancel.CausationID, d, first, routed.ID)
+	}
+	spawn := e.events.until(t, "the second command", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectAgentAction && strings.Contains(decodeAs[abi.ActionEvent](t, ev).Args, `"sleep 1"`)
+	})
+	if spawn.CorrelationID != first || spawn.CausationID != routed.ID {
+		t.Fatalf("the second spawn: corr %s cause %s; want run loop %s, caused by %s", spawn.CorrelationID, spawn.CausationID, first, routed.ID)
+	}
+	canceled := e.events.until(t, "the first call's canceled result", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectToolResult && decodeAs[abi.ToolResultEvent](t, ev).Status == abi.StatusCanceled
+	})
+	if d := decodeAs[abi.ToolResultEvent](t, canceled); d.ActionID != res.ActionID || canceled.CausationID != cancel.ID || d.ProcessID != res.ProcessID {
+		t.Fatalf("canceled result %+v cause %s; want action %s caused by the cancel %s", d, canceled.CausationID, res.ActionID, cancel.ID)
+	}
+	exited := e.events.until(t, "the first process's exit", func(ev *abi.Event) bool {
+		return ev.Type == "kairo.process.exited" && decodeAs[processEvent](t, ev).ProcessID == res.ProcessID
+	})
+	invoked := e.events.until(t, "the second invoke", func(ev *abi.Event) bool { return ev.Type == abi.SubjectToolInvoke && ev.CausationID == spawn.ID })
+	if !(cancel.Seq < canceled.Seq && canceled.Seq < exited.Seq && exited.Seq < invoked.Seq) {
+		t.Fatalf("order: cancel %d, canceled result %d, first exit %d, second invoke %d; want that order", cancel.Seq, canceled.Seq, exited.Seq, invoked.Seq)
+	}
 	if err := syscall.Kill(info.PID, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("the canceled process %d is still there: %v", info.PID, err)
 	}
-	ended := e.events.until(t, "the first loop's end", func(ev *abi.Event) bool { return ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == first })
-	if d := decodeAs[abi.IntentEnded](t, ended); d.Status != "canceled" {
-		t.Fatalf("first loop ended %+v", d)
+	ended := e.events.until(t, "the run loop's end", typed(abi.SubjectIntentEnded))
+	if d := decodeAs[abi.IntentEnded](t, ended); ended.CorrelationID != first || d.Status != "done" {
+		t.Fatalf("ended %s %+v; want run loop %s done", ended.CorrelationID, d, first)
 	}
-	second := e.events.until(t, "the second loop", func(ev *abi.Event) bool {
-		return ev.Type == abi.SubjectIntentStarted && ev.CorrelationID != first
-	}).CorrelationID
-	e.events.until(t, "the second command", func(ev *abi.Event) bool {
-		return ev.Type == abi.SubjectAgentAction && ev.CorrelationID == second && strings.Contains(decodeAs[abi.ActionEvent](t, ev).Args, `"sleep 1"`)
-	})
-	e.events.until(t, "the second loop's end", func(ev *abi.Event) bool { return ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == second })
+	e.events.until(t, "the closing say", sayIn(first, "`sleep 1` finished in"))
 
 	e.say("stop it", "")
 	e.events.until(t, "nothing to stop", sayIn("", "Nothing is running to stop."))
 
+	if n := len(e.events.all(func(ev *abi.Event) bool { return ev.Type == abi.SubjectIntentStarted && ev.CorrelationID == first })); n != 1 {
+		t.Fatalf("%d intent.started for the run loop", n)
+	}
+	if n := len(e.events.all(func(ev *abi.Event) bool { return ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == first })); n != 1 {
+		t.Fatalf("%d intent.ended for the run loop, want 1:\n%s", n, e.events.dump())
+	}
 	// Every tool call has its result: none was left open.
 	calls := e.events.all(func(ev *abi.Event) bool {
 		return ev.Type == abi.SubjectAgentAction && decodeAs[abi.ActionEvent](t, ev).Type == abi.ActionToolCall
 	})
 	for _, c := range calls {
-		if len(e.events.all(func(ev *abi.Event) bool { return ev.Type == abi.SubjectToolResult && ev.CausationID == c.ID })) == 0 {
+		if len(e.events.all(func(ev *abi.Event) bool {
+			return ev.Type == abi.SubjectToolResult && ev.CorrelationID == first && decodeAs[abi.ToolResultEvent](t, ev).ActionID == c.ID
+		})) == 0 {
 			t.Fatalf("tool call %s has no result", c.ID)
 		}
 	}

@@ -45,7 +45,11 @@ type runLoop struct {
 	maxIter    int
 	actions    []*action
 	messages   []string
-	queries    int // queries in a row without a user message since
+	joined     map[string]bool // the routed messages in messages, by event id
+	queries    int             // queries in a row without a user message since
+	// interrupted: actions of it were interrupted (the daemon stopped
+	// while they ran) and no tool call came since: it waits for the user.
+	interrupted bool
 }
 
 type action struct {
@@ -53,6 +57,8 @@ type action struct {
 	loop                      *runLoop
 	status                    string
 	processID                 string
+	pid                       int       // of the process, from its spawn
+	spawned                   time.Time // when the kernel spawned it
 	argv                      []string
 	progress                  string
 	result                    string
@@ -71,6 +77,7 @@ func newState(agent string) *state {
 // processEvent is the data of the kernel's kairo.process.* events.
 type processEvent struct {
 	ProcessID  string         `msgpack:"processId"`
+	PID        int            `msgpack:"pid"`
 	Argv       []string       `msgpack:"argv"`
 	Status     string         `msgpack:"status"`
 	ExitCode   *int           `msgpack:"exitCode"`
@@ -112,7 +119,7 @@ func (s *state) apply(ev *abi.Event) {
 			s.seen[m.MessageID] = struct{}{}
 			delete(s.unrouted, m.MessageID)
 			if l := s.loops[ev.CorrelationID]; l != nil {
-				l.messages = append(l.messages, m.Text)
+				l.join(ev.ID, m.Text)
 				l.queries = 0
 			}
 		}
@@ -124,7 +131,7 @@ func (s *state) apply(ev *abi.Event) {
 				s.opened[ev.CausationID] = l.id
 			}
 			if d.Goal != "" {
-				l.messages = []string{d.Goal}
+				l.join(ev.CausationID, d.Goal)
 			}
 			s.loops[l.id] = l
 			s.open = append(s.open, l)
@@ -170,6 +177,17 @@ func (s *state) apply(ev *abi.Event) {
 			if d.Type == abi.ActionQuery {
 				l.queries++
 			}
+			if d.Type == abi.ActionToolCall {
+				l.interrupted = false
+			}
+			// A message sent outside the run loop that an action of it
+			// answers ("use 200 instead") is one of its messages too.
+			if m := s.routed[ev.CausationID]; m != nil && !l.joined[m.ID] {
+				var um abi.UserMessage
+				if msgpack.Unmarshal(m.Data, &um) == nil {
+					l.join(m.ID, um.Text)
+				}
+			}
 		}
 	case ev.Type == abi.SubjectToolResult:
 		var d abi.ToolResultEvent
@@ -180,11 +198,15 @@ func (s *state) apply(ev *abi.Event) {
 		if a == nil || a.status != abi.StatusInProgress {
 			return
 		}
-		if d.ProcessID != "" && d.Status == abi.StatusDone {
-			// Started: in progress until the process ends.
+		if d.ProcessID != "" && a.processID == "" {
 			a.processID = d.ProcessID
 			s.procs[d.ProcessID] = a
-			return
+		}
+		if d.ProcessID != "" && d.Status == abi.StatusDone {
+			return // started: in progress until the process ends
+		}
+		if d.Status == abi.StatusInterrupted && a.loop != nil {
+			a.loop.interrupted = true
 		}
 		a.status, a.ended = d.Status, ev.Time
 		a.result = d.Error
@@ -206,7 +228,7 @@ func (s *state) apply(ev *abi.Event) {
 		}
 		switch strings.TrimPrefix(ev.Type, "kairo.process.") {
 		case "spawned":
-			a.argv = d.Argv
+			a.argv, a.pid, a.spawned = d.Argv, d.PID, ev.Time
 		case "progress":
 			a.progress = progressText(d.Values)
 		case "canceled":
@@ -217,6 +239,9 @@ func (s *state) apply(ev *abi.Event) {
 		case "interrupted":
 			if a.status == abi.StatusInProgress {
 				a.status, a.ended, a.result = abi.StatusInterrupted, ev.Time, d.Reason
+				if a.loop != nil {
+					a.loop.interrupted = true
+				}
 			}
 		case "exited":
 			a.ended, a.exitCode = ev.Time, d.ExitCode
@@ -233,7 +258,6 @@ func (s *state) apply(ev *abi.Event) {
 	}
 }
 
-// inProgress lists the actions of l still running.
 // loopNamed is the run loop id names: its whole id, or the end of it (four
 // characters or more) when one open run loop's id ends so.
 func (s *state) loopNamed(id string) *runLoop {
@@ -252,6 +276,47 @@ func (s *state) loopNamed(id string) *runLoop {
 	return found
 }
 
+// join adds a user message of the run loop, once per event id.
+func (l *runLoop) join(id, text string) {
+	if l.joined == nil {
+		l.joined = map[string]bool{}
+	}
+	if id != "" {
+		if l.joined[id] {
+			return
+		}
+		l.joined[id] = true
+	}
+	l.messages = append(l.messages, text)
+}
+
+// waiting reports whether l waits for the user after an interruption:
+// nothing in it runs, and nothing is asked of the policy for it until the
+// user speaks.
+func (l *runLoop) waiting() bool { return l.interrupted && !l.running() }
+
+// active reports whether a run loop is open that does not wait for the
+// user: the policy's heartbeat is for those.
+func (s *state) active() bool {
+	for _, l := range s.open {
+		if !l.interrupted || l.running() {
+			return true
+		}
+	}
+	return false
+}
+
+// running reports whether an action of l is in progress.
+func (l *runLoop) running() bool {
+	for _, a := range l.actions {
+		if a.status == abi.StatusInProgress {
+			return true
+		}
+	}
+	return false
+}
+
+// inProgress lists the actions of l still running.
 func (l *runLoop) inProgress() []*action {
 	var out []*action
 	for _, a := range l.actions {
@@ -264,7 +329,7 @@ func (l *runLoop) inProgress() []*action {
 
 // view is l as a policy sees it: its latest actions.
 func (l *runLoop) view() abi.RunLoopView {
-	v := abi.RunLoopView{ID: l.id, Goal: l.goal, StartedAt: l.started, Iterations: l.iterations, Messages: l.messages}
+	v := abi.RunLoopView{ID: l.id, Goal: l.goal, StartedAt: l.started, Iterations: l.iterations, Messages: l.messages, Interrupted: l.waiting()}
 	const keep = 16
 	acts := l.actions
 	if len(acts) > keep {

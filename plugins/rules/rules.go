@@ -13,35 +13,39 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// The command language, one command a message, case and surrounding
-// punctuation ignored:
+// The command language: one command a message, case and surrounding
+// punctuation ignored. helpText is the list the user sees (`help`); the
+// README lists it too.
 //
-//	run <skill> <args>              run a binary skill by name, ARGS as kairo run takes them
-//	run <command line>              run it (with /bin/sh -c) as a new task
-//	progress | how far along is it?  what the task is doing
-//	stop | cancel | stop it          stop the task and its processes
-//	restart with <args>              stop it and run its command again with <args>
-//	use <args> instead               the same
-//	what is running | ps             every task in progress
-//	help                             this list
-//
-// "run" alone asks "run what?". A message sent into a task (its run loop)
-// applies to that task; otherwise to the newest task in progress.
+// Which task a command is about: the one it was sent into (kairo send
+// --run), else the one it names (by id, number or words of its goal), else
+// the only one running. When several could be meant and the message names
+// none, the agent asks which — listing their short ids and goals — and
+// takes the answer by id, by number ("2", "the second"), by words of the
+// goal ("the sleep one") or "all"; a message that names one, or says
+// "all", acts at once. A progress question never asks: it reports every
+// task in progress.
 
 const helpText = `I understand:
   run <command line>        start it as a task, e.g. "run make test"
   run <skill> <args>        run a binary skill, e.g. "run progress-demo steps=5"
-  progress                  how far along the task is ("how far along is it?")
+  progress                  how far along the tasks are ("how far along is it?")
   stop | cancel             stop the task and its processes
-  restart with <args>       run the task's command again with other arguments ("use <args> instead")
+  stop <task> | stop all    stop the task named by id, number or words of its goal; all of them
+  use <args> instead        run the task's command again with other arguments, in the same task
+                            ("restart with <args>", "try with <args>")
+  again                     run what was interrupted when Kairo stopped again, in its task
   what is running           the tasks in progress
-  help                      this list`
+  help                      this list
+With several tasks running, "stop" and "use ... instead" ask which one you mean:
+answer with its id, its number, words of its goal, or "all".`
 
 var (
 	reRun      = regexp.MustCompile(`(?i)^(?:please\s+)?(?:run|start|execute)(?:\s+(.+))?$`)
 	reRestart  = regexp.MustCompile(`(?i)^(?:restart|rerun|re-run)(?:\s+it)?\s+with\s+(.+)$|^use\s+(.+?)\s+instead$|^(?:try|run it)\s+with\s+(.+?)(?:\s+instead)?$`)
-	reProgress = regexp.MustCompile(`(?i)^(?:progress|status|how far(?: along)?(?: is it| are you)?|how(?:'s| is) it going|are you done|is it done)$`)
-	reStop     = regexp.MustCompile(`(?i)^(?:stop|cancel|abort|kill|halt)(?:\s+(?:it|that|this|the task|everything|now))*$|^never ?mind$`)
+	reProgress = regexp.MustCompile(`(?i)^(?:progress|status|how far(?: along)?(?: is it| are you| are they)?|how(?:'s| is| are) (?:it|they) going|are you done|is it done)$`)
+	reStop     = regexp.MustCompile(`(?i)^(?:stop|cancel|abort|kill|halt)(?:\s+(.+))?$|^never ?mind$`)
+	reAgain    = regexp.MustCompile(`(?i)^(?:again|(?:do|run|try) it again|(?:run|try) again|retry|rerun|re-run|resume)$`)
 	reRunning  = regexp.MustCompile(`(?i)^(?:what(?:'s| is) running|what are you (?:doing|running)|ps|jobs|list)$`)
 	reHelp     = regexp.MustCompile(`(?i)^(?:help|\?|what can you do)$`)
 )
@@ -94,24 +98,32 @@ func decide(b *abi.Batch) abi.Reply {
 func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, skills []string, now time.Time) []abi.Action {
 	text := normalize(m.Text)
 	raw := strings.TrimSpace(m.Text)
-	target := targetLoop(corr, loops)
+	into := loopByID(corr, loops) // the task it was sent into
+	if into != nil && askedWhich(into) {
+		return onChoice(m, into, loops, skills, now)
+	}
 	switch {
 	case reHelp.MatchString(text):
 		return []abi.Action{say(corr, helpText, corr == "")}
 	case reRestart.MatchString(text):
 		args := firstGroup(reRestart.FindStringSubmatch(text))
-		if target == nil {
+		targets, ask := pick(into, "", running(loops))
+		switch {
+		case ask != nil:
+			return ask
+		case len(targets) == 0:
 			return []abi.Action{say(corr, "Nothing is running to restart. Say `run <command>` to start something.", corr == "")}
 		}
-		cmd := lastCommand(target)
-		if cmd == "" {
-			return []abi.Action{say(corr, "That task ran no command I can run again.", false)}
+		return restart(targets[0], args, skills)
+	case reAgain.MatchString(text):
+		targets, ask := pick(into, "", interrupted(loops))
+		switch {
+		case ask != nil:
+			return ask
+		case len(targets) == 0:
+			return []abi.Action{say(corr, "Nothing was interrupted. Say `run <command>` to start something.", corr == "")}
 		}
-		prog := strings.Fields(cmd)[0]
-		return []abi.Action{
-			{Type: abi.ActionCancel, CorrelationID: target.ID, Data: data(abi.ActionData{RunLoopID: target.ID, Reason: "restarted with " + args})},
-			run("", prog+" "+args, skills),
-		}
+		return again(targets[0])
 	case reRun.MatchString(text):
 		// The command keeps its punctuation: only the space around it goes.
 		sub := reRun.FindStringSubmatch(strings.TrimSpace(m.Text))
@@ -124,50 +136,367 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, skills [
 		}
 		return []abi.Action{run(corr, cmd, skills)}
 	case reProgress.MatchString(text):
-		if target == nil && len(loops) > 0 {
-			// Nothing runs: report on the newest task, interrupted say.
-			target = &loops[len(loops)-1]
-		}
-		if target == nil {
-			return []abi.Action{say(corr, "Nothing is running.", corr == "")}
-		}
-		return []abi.Action{say(target.ID, progressOf(target, now), false)}
+		return progress(corr, into, loops, now)
 	case reStop.MatchString(text):
-		if target == nil {
+		rest := firstGroup(reStop.FindStringSubmatch(text))
+		cands := running(loops)
+		if len(cands) == 0 {
+			// Nothing runs: "stop" drops a task waiting after an
+			// interruption.
+			cands = interrupted(loops)
+		}
+		targets, ask := pick(into, rest, cands)
+		switch {
+		case ask != nil:
+			return ask
+		case len(targets) == 0 && named(rest):
+			return []abi.Action{say(corr, fmt.Sprintf("No task matches %q. %s", rest, runningText(loops)), corr == "")}
+		case len(targets) == 0:
 			return []abi.Action{say(corr, "Nothing is running to stop.", corr == "")}
 		}
-		return []abi.Action{{Type: abi.ActionCancel, CorrelationID: target.ID, Data: data(abi.ActionData{RunLoopID: target.ID, Reason: "the user asked to stop"})}}
+		return stop(targets)
 	case reRunning.MatchString(text):
-		return []abi.Action{say(corr, running(loops), corr == "")}
-	case target != nil && target.ID == corr && asked(target):
+		return []abi.Action{say(corr, runningText(loops), corr == "")}
+	case into != nil && asked(into):
 		// The answer to "run what?".
 		return []abi.Action{run(corr, raw, skills)}
 	}
 	return []abi.Action{say(corr, fmt.Sprintf("I don't understand %q. Say `help` for what I can do.", raw), corr == "")}
 }
 
+// whichPrefix begins the question "which task?"; its answer comes back
+// into the question's own run loop, whose goal is the command asked about.
+const whichPrefix = "Which task do you mean?"
+
+// pick is the run loops a command is about: the one it was sent into; the
+// ones rest names among cands ("all" names every one); else the only one
+// of cands. With several cands and none named, ask is the question.
+func pick(into *abi.RunLoopView, rest string, cands []*abi.RunLoopView) (targets []*abi.RunLoopView, ask []abi.Action) {
+	if into != nil && !named(rest) {
+		return []*abi.RunLoopView{into}, nil
+	}
+	if named(rest) {
+		return choose(rest, cands), nil
+	}
+	switch len(cands) {
+	case 0:
+		return nil, nil
+	case 1:
+		return cands, nil
+	}
+	return nil, []abi.Action{{Type: abi.ActionQuery, Data: data(abi.ActionData{Text: whichText(cands)})}}
+}
+
+// whichText asks which of cands: "Which task do you mean? 1. `1a2b3c4d`
+// run sleep 300; 2. ...".
+func whichText(cands []*abi.RunLoopView) string {
+	var b strings.Builder
+	b.WriteString(whichPrefix)
+	for i, l := range cands {
+		sep := ";"
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "%s %d. `%s` %s", sep, i+1, shortID(l.ID), l.Goal)
+	}
+	b.WriteString(". Say its number, its id, words of its goal, or `all`.")
+	return b.String()
+}
+
+var reListed = regexp.MustCompile("(\\d+)\\. `([^`]+)`")
+
+// listed is the run loops a "which task?" question listed, in its order;
+// one no longer open keeps its place, as nil, so the numbers still mean
+// what the question said.
+func listed(q *abi.RunLoopView, loops []abi.RunLoopView) []*abi.RunLoopView {
+	var out []*abi.RunLoopView
+	for _, m := range reListed.FindAllStringSubmatch(q.Actions[len(q.Actions)-1].Text, -1) {
+		var found *abi.RunLoopView
+		for i := range loops {
+			if strings.HasSuffix(loops[i].ID, m[2]) {
+				found = &loops[i]
+				break
+			}
+		}
+		out = append(out, found)
+	}
+	return out
+}
+
+// askedWhich reports whether l is a "which task?" question waiting for
+// its answer.
+func askedWhich(l *abi.RunLoopView) bool {
+	n := len(l.Actions)
+	return n > 0 && l.Actions[n-1].Type == abi.ActionQuery && strings.HasPrefix(l.Actions[n-1].Text, whichPrefix)
+}
+
+// onChoice takes the answer to "which task?" sent into its run loop q: it
+// carries out the command q's goal is on the loops it names and closes q.
+// Another command instead is taken as that command.
+func onChoice(m abi.UserMessage, q *abi.RunLoopView, loops []abi.RunLoopView, skills []string, now time.Time) []abi.Action {
+	text := normalize(m.Text)
+	for _, re := range []*regexp.Regexp{reHelp, reRun, reRestart, reAgain, reProgress, reStop, reRunning} {
+		if re.MatchString(text) {
+			return append([]abi.Action{say(q.ID, "(I take that as a new request, not as the answer.)", true)},
+				onMessage(m, "", loops, skills, now)...)
+		}
+	}
+	list := listed(q, loops)
+	targets := choose(text, list)
+	if len(targets) == 0 {
+		var open []*abi.RunLoopView
+		for _, l := range list {
+			if l != nil {
+				open = append(open, l)
+			}
+		}
+		if len(open) == 0 {
+			return []abi.Action{say(q.ID, "None of those tasks is open any more.", true)}
+		}
+		return []abi.Action{{Type: abi.ActionQuery, CorrelationID: q.ID, Data: data(abi.ActionData{
+			Text: fmt.Sprintf("%s I could not tell which from %q. %s", whichPrefix, strings.TrimSpace(m.Text), strings.TrimPrefix(whichText(open), whichPrefix+" "))})}}
+	}
+	goal := normalize(q.Goal)
+	var acts []abi.Action
+	var what string
+	switch {
+	case reRestart.MatchString(goal):
+		args := firstGroup(reRestart.FindStringSubmatch(goal))
+		for _, t := range targets {
+			acts = append(acts, restart(t, args, skills)...)
+		}
+		what = "Restarting"
+	case reAgain.MatchString(goal):
+		for _, t := range targets {
+			acts = append(acts, again(t)...)
+		}
+		what = "Running again"
+	default:
+		acts = stop(targets)
+		what = "Stopping"
+	}
+	ids := make([]string, len(targets))
+	for i, t := range targets {
+		ids[i] = fmt.Sprintf("`%s` (%s)", shortID(t.ID), t.Goal)
+	}
+	return append(acts, say(q.ID, what+" "+strings.Join(ids, ", ")+".", true))
+}
+
+var (
+	reAll     = regexp.MustCompile(`(?i)^(?:all|both|everything|all of them|all tasks|all of it|every task|each)$`)
+	reNumber  = regexp.MustCompile(`^#?(\d+)$`)
+	ordinals  = map[string]int{"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "1st": 1, "2nd": 2, "3rd": 3, "4th": 4, "5th": 5}
+	fillers   = map[string]bool{"it": true, "that": true, "this": true, "the": true, "task": true, "one": true, "now": true, "please": true}
+	filler    = regexp.MustCompile(`(?i)\b(?:the|one|task|please|number|no)\b`)
+	reIDToken = regexp.MustCompile(`^[0-9a-z-]{4,}$`)
+)
+
+// named reports whether rest, what follows a command, names a task: not
+// just "it", "that", "the task", "now".
+func named(rest string) bool {
+	for _, w := range strings.Fields(strings.ToLower(rest)) {
+		if !fillers[w] {
+			return true
+		}
+	}
+	return false
+}
+
+// choose is the run loops of cands an answer names: "all"; a number or an
+// ordinal of the list; the end of an id; else words of a goal that match
+// one goal only. Nothing when it names none, or more than one by words.
+func choose(answer string, listed []*abi.RunLoopView) []*abi.RunLoopView {
+	t := strings.TrimSpace(strings.ToLower(normalize(answer)))
+	// A nil is a run loop listed that is gone: it keeps its number.
+	var cands []*abi.RunLoopView
+	for _, l := range listed {
+		if l != nil {
+			cands = append(cands, l)
+		}
+	}
+	if reAll.MatchString(t) {
+		return cands
+	}
+	words := strings.Fields(strings.TrimSpace(filler.ReplaceAllString(t, " ")))
+	if len(words) == 1 {
+		w := words[0]
+		n := 0
+		if sub := reNumber.FindStringSubmatch(w); sub != nil {
+			fmt.Sscan(sub[1], &n)
+		} else if o, ok := ordinals[w]; ok {
+			n = o
+		} else if w == "last" || w == "newest" || w == "latest" {
+			n = len(listed)
+		} else if w == "oldest" {
+			n = 1
+		}
+		if n >= 1 && n <= len(listed) {
+			if listed[n-1] == nil {
+				return nil
+			}
+			return listed[n-1 : n]
+		}
+	}
+	for _, w := range words {
+		if !reIDToken.MatchString(w) {
+			continue
+		}
+		var hit []*abi.RunLoopView
+		for _, l := range cands {
+			if strings.HasSuffix(strings.ToLower(l.ID), w) {
+				hit = append(hit, l)
+			}
+		}
+		if len(hit) == 1 {
+			return hit
+		}
+	}
+	if len(words) == 0 {
+		return nil
+	}
+	var hit []*abi.RunLoopView
+	for _, l := range cands {
+		goal := strings.ToLower(l.Goal)
+		all := true
+		for _, w := range words {
+			if !strings.Contains(goal, w) {
+				all = false
+				break
+			}
+		}
+		if all {
+			hit = append(hit, l)
+		}
+	}
+	if len(hit) == 1 {
+		return hit
+	}
+	return nil
+}
+
+// stop cancels each of targets.
+func stop(targets []*abi.RunLoopView) []abi.Action {
+	acts := make([]abi.Action, len(targets))
+	for i, t := range targets {
+		acts[i] = abi.Action{Type: abi.ActionCancel, CorrelationID: t.ID, Data: data(abi.ActionData{RunLoopID: t.ID, Reason: "the user asked to stop"})}
+	}
+	return acts
+}
+
+// restart runs t's command again with args, in t: its processes end first
+// (a cancel that keeps the run loop open), then the new one starts.
+func restart(t *abi.RunLoopView, args string, skills []string) []abi.Action {
+	cmd := lastCommand(t)
+	if cmd == "" {
+		return []abi.Action{say(t.ID, "That task ran no command I can run again.", false)}
+	}
+	next := strings.Fields(cmd)[0] + " " + args
+	return []abi.Action{
+		{Type: abi.ActionCancel, CorrelationID: t.ID, Data: data(abi.ActionData{RunLoopID: t.ID, Reason: "restarted with " + args, Keep: true})},
+		run(t.ID, next, skills),
+		say(t.ID, fmt.Sprintf("Stopping `%s` and running `%s` instead, in the same task.", cmd, next), false),
+	}
+}
+
+// again calls once more, in t, each tool call of it that was interrupted;
+// without one, its last command.
+func again(t *abi.RunLoopView) []abi.Action {
+	var acts []abi.Action
+	var whats []string
+	seen := map[string]bool{}
+	for _, a := range t.Actions {
+		if a.Type != abi.ActionToolCall || a.Status != abi.StatusInterrupted || seen[a.Tool+a.Args] {
+			continue
+		}
+		seen[a.Tool+a.Args] = true
+		acts = append(acts, abi.Action{Type: abi.ActionToolCall, CorrelationID: t.ID, Data: data(abi.ActionData{Tool: a.Tool, Args: a.Args})})
+		whats = append(whats, commandOf(a))
+	}
+	if len(acts) == 0 {
+		cmd := lastCommand(t)
+		if cmd == "" {
+			return []abi.Action{say(t.ID, "That task ran nothing I can run again.", false)}
+		}
+		acts = append(acts, spawn(t.ID, cmd))
+		whats = append(whats, "`"+cmd+"`")
+	}
+	return append(acts, say(t.ID, "Running "+strings.Join(whats, ", ")+" again.", false))
+}
+
+// progress reports on the task the question was sent into, else on every
+// task in progress, else on the newest task; it never opens one.
+func progress(corr string, into *abi.RunLoopView, loops []abi.RunLoopView, now time.Time) []abi.Action {
+	if into != nil {
+		return []abi.Action{say(into.ID, progressOf(into, now), false)}
+	}
+	busy := running(loops)
+	switch {
+	case len(busy) == 1:
+		return []abi.Action{say(busy[0].ID, progressOf(busy[0], now), false)}
+	case len(busy) > 1:
+		parts := make([]string, len(busy))
+		for i, l := range busy {
+			parts[i] = fmt.Sprintf("Task `%s` (%s): %s", shortID(l.ID), l.Goal, progressOf(l, now))
+		}
+		return []abi.Action{say(busy[len(busy)-1].ID, strings.Join(parts, " "), false)}
+	case len(loops) > 0:
+		// Nothing runs: report on the newest task, interrupted say.
+		return []abi.Action{say(loops[len(loops)-1].ID, progressOf(&loops[len(loops)-1], now), false)}
+	}
+	return []abi.Action{say(corr, "Nothing is running.", corr == "")}
+}
+
+// running lists the open run loops with something in progress, oldest
+// first.
+func running(loops []abi.RunLoopView) []*abi.RunLoopView {
+	var out []*abi.RunLoopView
+	for i := range loops {
+		for _, a := range loops[i].Actions {
+			if a.Status == abi.StatusInProgress {
+				out = append(out, &loops[i])
+				break
+			}
+		}
+	}
+	return out
+}
+
+// interrupted lists the run loops that wait for the user after the daemon
+// stopped while they ran.
+func interrupted(loops []abi.RunLoopView) []*abi.RunLoopView {
+	var out []*abi.RunLoopView
+	for i := range loops {
+		if loops[i].Interrupted {
+			out = append(out, &loops[i])
+		}
+	}
+	return out
+}
+
+func loopByID(id string, loops []abi.RunLoopView) *abi.RunLoopView {
+	if id == "" {
+		return nil
+	}
+	for i := range loops {
+		if loops[i].ID == id {
+			return &loops[i]
+		}
+	}
+	return nil
+}
+
+// shortID is the end of a run loop's id that `kairo runs` shows.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[len(id)-8:]
+	}
+	return id
+}
+
 // asked reports whether the loop's last action asked what to run.
 func asked(l *abi.RunLoopView) bool {
 	n := len(l.Actions)
 	return n > 0 && l.Actions[n-1].Type == abi.ActionQuery && strings.HasPrefix(l.Actions[n-1].Text, "Run what?")
-}
-
-// targetLoop is the run loop a message is about: the one it was sent into,
-// else the newest with something in progress.
-func targetLoop(corr string, loops []abi.RunLoopView) *abi.RunLoopView {
-	for i := range loops {
-		if loops[i].ID == corr {
-			return &loops[i]
-		}
-	}
-	for i := len(loops) - 1; i >= 0; i-- {
-		for _, a := range loops[i].Actions {
-			if a.Status == abi.StatusInProgress {
-				return &loops[i]
-			}
-		}
-	}
-	return nil
 }
 
 func firstGroup(sub []string) string {
@@ -249,7 +578,7 @@ func commandOf(a abi.ActionView) string {
 	return a.Tool
 }
 
-func running(loops []abi.RunLoopView) string {
+func runningText(loops []abi.RunLoopView) string {
 	var lines []string
 	for i := range loops {
 		for _, a := range loops[i].Actions {
@@ -288,6 +617,9 @@ func onExit(ev *abi.Event, loops []abi.RunLoopView) (abi.Action, bool) {
 	busy := false
 	for _, a := range l.Actions {
 		if a.ProcessID == d.ProcessID {
+			if a.Status == abi.StatusCanceled {
+				return abi.Action{}, false // stopped on purpose: said when asked
+			}
 			cmd = commandOf(a)
 		} else if a.Status == abi.StatusInProgress {
 			busy = true
