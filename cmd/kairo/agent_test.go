@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kairo-os/kairo/internal/wasmbuild"
 )
@@ -32,8 +33,17 @@ func TestAgentSurvivesAKill(t *testing.T) {
 	if r := kairo(t, home, "send", "--no-follow", "run sleep 30"); r.code != 0 || !strings.Contains(r.stdout, `{"command":"sleep 30"}`) {
 		t.Fatalf("send run sleep 30:\n%s", r)
 	}
-	if r := kairo(t, home, "send", "how far along is it?"); r.code != 0 || !strings.Contains(r.stdout, "`sleep 30` is running (") {
-		t.Fatalf("progress:\n%s", r)
+	// --no-follow returns with the first reply, which may come before the
+	// process has started: ask until it runs.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		r := kairo(t, home, "send", "how far along is it?")
+		if r.code == 0 && strings.Contains(r.stdout, "`sleep 30` is running (") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("progress:\n%s", r)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	d.kill()
 
