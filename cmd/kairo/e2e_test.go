@@ -142,6 +142,9 @@ func TestEndToEnd(t *testing.T) {
 		st.Metrics.LastSeq < seqs["e3"] || !strings.HasPrefix(st.Metrics.Store, "sqlite:") {
 		t.Errorf("status --json: %+v %v\n%s", st, err, r)
 	}
+	if r := kairo(t, home, "status"); r.code != 0 || !regexpMatch(`(?m)^runtime\s+\d+ goroutines, \d+\.\d (KiB|MiB|GiB) heap$`, r.stdout) {
+		t.Errorf("status: the heap in human units:\n%s", r)
+	}
 
 	// SIGTERM: a clean stop, announced on the bus.
 	if code := d.stop(); code != 0 {

@@ -157,7 +157,7 @@ it.`)
 
 	var info abi.ProcessInfo
 	if err := c.Call(ctx, "process.attach", abi.ProcessRef{ProcessID: id}, &info); err != nil {
-		return callError("process.attach", err)
+		return processError("process.attach", id, err)
 	}
 	var tty *terminal
 	if stdin := int(os.Stdin.Fd()); *withStdin && info.PTY && isTerminal(stdin) && info.Status == abi.ProcessRunning {
@@ -214,13 +214,13 @@ attaches to it first, which is what lets a client steer it.`)
 	defer c.Close()
 	var info abi.ProcessInfo
 	if err := c.Call(ctx, "process.attach", abi.ProcessRef{ProcessID: id}, &info); err != nil {
-		return callError("process.attach", err)
+		return processError("process.attach", id, err)
 	}
 	if info.Status != abi.ProcessRunning {
 		return fmt.Errorf("nothing to signal: %s", describe(info))
 	}
 	if err := c.Call(ctx, "process.signal", abi.SignalParams{ProcessID: id, Signal: *sig}, &info); err != nil {
-		return callError("process.signal", err)
+		return processError("process.signal", id, err)
 	}
 	if *wait > 0 && endsProcess(*sig) {
 		var res abi.WaitResult
@@ -327,4 +327,14 @@ func shellJoin(argv []string) string {
 		}
 	}
 	return strings.Join(q, " ")
+}
+
+// processError is callError, but a process the kernel does not know is
+// named as the user wrote it, with where to look.
+func processError(what, id string, err error) error {
+	var ae *abi.Error
+	if errors.As(err, &ae) && ae.Code == abi.CodeNotFound {
+		return fmt.Errorf("no process %s; `kairo ps` lists yours", id)
+	}
+	return callError(what, err)
 }

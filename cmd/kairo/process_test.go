@@ -92,8 +92,10 @@ func TestProcessCommands(t *testing.T) {
 		if r := kairo(t, home, "kill", s.id); r.code != 1 || !strings.Contains(r.stderr, "kairo: nothing to signal: "+s.id) {
 			t.Errorf("kill of an ended process: %s", r)
 		}
-		if r := kairo(t, home, "kill", "p999999"); r.code != 1 || !strings.Contains(r.stderr, `kairo: process.attach: no process "p999999"`) {
-			t.Errorf("kill of no process: %s", r)
+		for _, cmd := range []string{"kill", "attach"} {
+			if r := kairo(t, home, cmd, "p999999"); r.code != 1 || !strings.Contains(r.stderr, "kairo: no process p999999; `kairo ps` lists yours") {
+				t.Errorf("%s of no process: %s", cmd, r)
+			}
 		}
 	})
 

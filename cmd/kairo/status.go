@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/manifests"
 )
 
 func runPing(ctx context.Context, args []string) error {
@@ -124,7 +123,7 @@ func runStatus(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(w, "events\t%d published, %d duplicates, %d delivered, %d catch-ups\n", m.Published, m.Duplicates, m.Delivered, m.CatchUps)
 	fmt.Fprintf(w, "clients\t%d connections, %d subscriptions, %d requests, %d bad frames\n", m.Connections, m.Subscriptions, m.Requests, m.BadFrames)
-	fmt.Fprintf(w, "runtime\t%d goroutines, %s heap\n", m.Goroutines, manifests.Size(m.HeapBytes/1024*1024))
+	fmt.Fprintf(w, "runtime\t%d goroutines, %s heap\n", m.Goroutines, humanBytes(m.HeapBytes))
 	fmt.Fprintf(w, "methods\t%s\n", termLine(strings.Join(in.Methods, ", ")))
 	return w.Flush()
 }
@@ -146,4 +145,19 @@ func runVersion(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("kairo %s (ABI %d, %s %s/%s)\n", version, abi.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return nil
+}
+
+// humanBytes is n in the largest binary unit that leaves at least 1, with
+// one decimal: "95.9 MiB", not "98259KiB".
+func humanBytes(n uint64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, u := float64(n), 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	if u == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", v, units[u])
 }
