@@ -230,14 +230,32 @@ deadline, with every host function refusing; nothing else of it runs.`)
 	} else {
 		fmt.Printf("abi\tunknown: %s\n", termText(in.VersionError))
 	}
-	fmt.Println("exports:")
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "exports:")
 	for _, s := range in.Exports {
-		fmt.Printf("  %-20s %s %s\n", termLine(s.Name), termLine(s.Kind), termLine(s.Type))
+		fmt.Fprintf(w, "  %s\t%s %s\n", termLine(s.Name), termLine(s.Kind), termLine(s.Type))
 	}
-	fmt.Println("imports:")
+	// A module may import one function more than once (Go's do): each is
+	// shown once, with how many times.
+	fmt.Fprintln(w, "imports:")
+	times := map[string]int{}
 	for _, s := range in.Imports {
-		fmt.Printf("  %-36s %s %s\n", termLine(s.Module+"."+s.Name), termLine(s.Kind), termLine(s.Type))
+		times[s.Module+"."+s.Name+" "+s.Kind+" "+s.Type]++
 	}
+	for _, s := range in.Imports {
+		key := s.Module + "." + s.Name + " " + s.Kind + " " + s.Type
+		n := times[key]
+		if n == 0 {
+			continue // shown
+		}
+		times[key] = 0
+		more := ""
+		if n > 1 {
+			more = fmt.Sprintf(" (imported %d times)", n)
+		}
+		fmt.Fprintf(w, "  %s\t%s %s%s\n", termLine(s.Module+"."+s.Name), termLine(s.Kind), termLine(s.Type), more)
+	}
+	w.Flush()
 	if m := in.Manifest; m != nil {
 		fmt.Printf("manifest (%s):\n", termLine(m.File))
 		fmt.Printf("  name %s, version %s, kinds %s\n", termLine(m.Plugin.Name), termLine(orDash(m.Plugin.Version)), termLine(strings.Join(m.Plugin.Kinds, ",")))
@@ -247,7 +265,7 @@ deadline, with every host function refusing; nothing else of it runs.`)
 			fmt.Printf("  limits: memory %s, deadline %s\n", m.Limits.Memory, termLine(orDash(m.Limits.Deadline)))
 		}
 		if len(m.Config) > 0 {
-			fmt.Printf("  config: %s\n", termLine(fmt.Sprint(m.Config)))
+			fmt.Printf("  config: %s\n", termLine(strings.TrimSpace(string(marshalJSON(m.Config)))))
 		}
 	} else {
 		fmt.Printf("manifest: none: %s\n", termText(in.ManifestError))

@@ -82,6 +82,19 @@ func TestPluginsCommands(t *testing.T) {
 		!strings.Contains(r.stdout, "grants: subscribe demo.>; publish echo.>") || !strings.Contains(r.stdout, "ok: the host can load it") {
 		t.Fatalf("inspect echo:\n%s", r)
 	}
+	// Each import is listed once, however many times the module imports it.
+	seen := map[string]bool{}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[0], "wasi_snapshot_preview1.") {
+			if seen[f[0]] {
+				t.Fatalf("inspect lists %s twice:\n%s", f[0], r)
+			}
+			seen[f[0]] = true
+		}
+	}
+	if !seen["wasi_snapshot_preview1.fd_write"] {
+		t.Fatalf("inspect lists no fd_write:\n%s", r)
+	}
 	r = kairo(t, home, "plugin", "inspect", filepath.Join(plugins, "bare.wasm"))
 	if r.code != 1 || !strings.Contains(r.stdout, "manifest: none:") || !strings.Contains(r.stdout, "does not export _initialize") {
 		t.Fatalf("inspect bare:\n%s", r)
