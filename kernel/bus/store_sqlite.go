@@ -63,7 +63,6 @@ type SQLiteStore struct {
 	// store is open, which it does before the first event is stored.
 	state     storeState
 	stateOpen bool
-	checked   string // how far the open checked the pages
 	// full is set while the disk is full: appends are refused until it
 	// has room for the reserve again (store_reserve.go).
 	full atomic.Bool
