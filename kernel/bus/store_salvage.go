@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
@@ -299,26 +300,35 @@ func (s *SQLiteStore) restore(evs []*abi.Event) error {
 	if err := s.reserve(last); err != nil {
 		return err
 	}
-	ctx := context.Background()
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for _, ev := range evs {
-		env, _ := s.EncodeEnv(ev)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO events(seq, id, type, time, env) VALUES (?,?,?,?,?) ON CONFLICT(id) DO NOTHING`,
-			int64(ev.Seq), idArg(ev.ID), ev.Type, ev.Time.UnixNano(), env); err != nil {
+	// The append path's own pieces: its row arguments and prepared insert,
+	// and a row of batches for the chunk's span.
+	err := s.w.Raw(func(dc any) (err error) {
+		tx, err := dc.(driver.ConnBeginTx).BeginTx(context.Background(), driver.TxOptions{})
+		if err != nil {
 			return err
 		}
-		lo, hi = min(lo, ev.Time.UnixNano()), max(hi, ev.Time.UnixNano())
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO batches(first_seq, last_seq, min_time, max_time) VALUES (?,?,?,?)`,
-		int64(evs[0].Seq), int64(last), lo, hi); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
+		defer func() {
+			if err != nil {
+				tx.Rollback()
+			}
+		}()
+		sp := spanState{first: evs[0].Seq, last: last, lo: math.MaxInt64, hi: math.MinInt64}
+		args := make([]driver.NamedValue, 0, 5)
+		for _, ev := range evs {
+			if args, err = s.rowArgs(args[:0], ev, nil, ev.Seq); err != nil {
+				return err
+			}
+			if _, err = exec(s.one, args); err != nil {
+				return err
+			}
+			sp.lo, sp.hi = min(sp.lo, ev.Time.UnixNano()), max(sp.hi, ev.Time.UnixNano())
+		}
+		if err = s.writeSpan(sp); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+	if err != nil {
 		return err
 	}
 	s.last.Store(last)
