@@ -301,6 +301,9 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 		}
 		return id, nil
 	}
+	if l := r.processLoop(a, d); l != "" {
+		return l, nil
+	}
 	switch {
 	case trigger != nil && trigger.CorrelationID != "":
 		return trigger.CorrelationID, nil
@@ -323,6 +326,26 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 		return "", fmt.Errorf("cancel names no run loop and %d are open: say which", len(r.st.open))
 	}
 	return "", nil
+}
+
+// processLoop is the open run loop of the process a tool call names by its
+// processId ("process.kill" of a task's process belongs to that task, not
+// to a new one); "" when the call names none or its run loop has ended.
+// The caller holds r.mu.
+func (r *Runtime) processLoop(a abi.Action, d *abi.ActionData) string {
+	if a.Type != abi.ActionToolCall || !strings.HasPrefix(d.Tool, "process.") || d.Tool == "process.spawn" {
+		return ""
+	}
+	var args struct {
+		ProcessID string `json:"processId"`
+	}
+	if json.Unmarshal([]byte(d.Args), &args) != nil || args.ProcessID == "" {
+		return ""
+	}
+	if p := r.st.procs[args.ProcessID]; p != nil && p.loop != nil && p.loop.status == "" {
+		return p.loop.id
+	}
+	return ""
 }
 
 // bound ends the run loops that reached their iteration limit, with a say

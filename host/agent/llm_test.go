@@ -20,6 +20,9 @@ type openAI struct {
 	mu       sync.Mutex
 	answers  []map[string]any // assistant messages
 	requests []string         // the user prompt of each request
+	// think, when set, answers instead of answers: the assistant message
+	// for the nth request (0 first) and its user prompt.
+	think func(n int, prompt string) map[string]any
 }
 
 func (o *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +43,11 @@ func (o *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n <= len(o.answers) {
 		msg = o.answers[n-1]
 	}
+	think := o.think
 	o.mu.Unlock()
+	if think != nil {
+		msg = think(n-1, req.Messages[len(req.Messages)-1].Content)
+	}
 	if msg == nil {
 		http.Error(w, `{"error":{"message":"the script ran out"}}`, http.StatusInternalServerError)
 		return
@@ -127,7 +134,7 @@ func TestLLMPolicy(t *testing.T) {
 	e.events.until(t, "the question", sayIn("", "Deploy to which environment?"))
 	e.say("whatever you like", "")
 	bad := e.events.until(t, "the parse failure", typed(SubjectAgentError))
-	if d := decodeAs[AgentError](t, bad); !strings.Contains(d.Error, "not the JSON {thought, action} asked for") {
+	if d := decodeAs[AgentError](t, bad); !strings.Contains(d.Error, "not the JSON {thought, actions} asked for") {
 		t.Fatalf("error = %q", d.Error)
 	}
 	// Every exchange was recorded, in order.

@@ -49,7 +49,7 @@ func TestLLMCallsRegistryTool(t *testing.T) {
 		t.Fatalf("tool result %+v", d)
 	}
 	e.events.until(t, "the closing say", sayIn(res.CorrelationID, "Ada is greeted."))
-	if second := model.request(1); !strings.Contains(second, "tool demo.greet in task "+res.CorrelationID+" answered: hello, Ada") {
+	if second := model.request(1); !strings.Contains(second, "tool demo.greet in task "+res.CorrelationID+" answered: BEGIN DATA \"hello, Ada\" END DATA") {
 		t.Fatalf("the second prompt lacks the tool's answer:\n%s", second)
 	}
 }

@@ -23,11 +23,19 @@ func TestParse(t *testing.T) {
 		{"several", `{"actions":[{"type":"cancel","runLoopId":"r1"},{"type":"tool_call","tool":"process.spawn","args":{"command":"ls"}}]}`, nil, []string{"cancel:", `tool_call:{"command":"ls"}`}, ""},
 		{"noop", `{"thought":"nothing","action":{"type":"noop"}}`, nil, nil, ""},
 		{"tool call", "", []abi.ToolCall{{ID: "c", Name: "process_spawn", Arguments: `{"command":"make"}`}}, []string{`tool_call:{"command":"make"}`}, ""},
-		{"prose", "Sure thing!", nil, nil, "not the JSON {thought, action} asked for"},
+		{"prose", "Sure thing!", nil, nil, "not the JSON {thought, actions} asked for"},
+		{"json tool_call by its offered name", `{"actions":[{"type":"tool_call","tool":"process_kill","args":{"processId":"p3"}}]}`, nil, []string{`tool_call:{"processId":"p3"}`}, ""},
+		{"json tool_call by the agent's name", `{"action":{"type":"tool_call","tool":"process.kill","args":{"processId":"p3"}}}`, nil, []string{`tool_call:{"processId":"p3"}`}, ""},
+		{"routing taken out of the arguments", "", []abi.ToolCall{{Name: "process_kill", Arguments: `{"processId":"p3","runLoopId":"r1"}`}}, []string{`tool_call:{"processId":"p3"}`}, ""},
+		{"a tool's own argument kept", "", []abi.ToolCall{{Name: "notes_add", Arguments: `{"answers":"42","runLoopId":"r1"}`}}, []string{`tool_call:{"answers":"42"}`}, ""},
+		{"spawn without a command", "", []abi.ToolCall{{Name: "process_spawn", Arguments: `{"runLoopId":"r1"}`}}, nil, "without a command line"},
+		{"tool_call of a tool not offered", `{"action":{"type":"tool_call","tool":"process.signal","args":{}}}`, nil, nil, "not a tool it was offered"},
 		{"unknown action", `{"action":{"type":"dance"}}`, nil, nil, `action "dance"`},
 		{"unknown tool", "", []abi.ToolCall{{Name: "rm_rf", Arguments: `{}`}}, nil, "called rm_rf({})"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			offer(&abi.AgentInput{Tools: []abi.Tool{{Name: "process.spawn"}, {Name: "process.kill"},
+				{Name: "notes.add", Parameters: map[string]any{"type": "object", "properties": map[string]any{"answers": map[string]any{"type": "string"}}}}}})
 			_, acts, err := parse(&abi.ChatMessage{Content: c.content, ToolCalls: c.calls}, "cause-1")
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
@@ -84,7 +92,7 @@ func TestOfferedTools(t *testing.T) {
 	if acts[0].Type != abi.ActionToolCall || d.Tool != "mcp.files.read_file" || d.Args != `{"path":"/srv/a"}` {
 		t.Fatalf("action %s %+v", acts[0].Type, d)
 	}
-	if _, _, err := parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{Name: "skill_progress-demo", Arguments: `{oops`}}}, "c"); err == nil || !strings.Contains(err.Error(), "not JSON") {
+	if _, _, err := parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{Name: "skill_progress-demo", Arguments: `{oops`}}}, "c"); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
 		t.Fatalf("bad arguments: %v", err)
 	}
 }
@@ -118,5 +126,61 @@ func TestOfferLongNamesThatShareAPrefix(t *testing.T) {
 		if !strings.HasPrefix(d.Tool, prefix) {
 			t.Fatalf("a call of %s: %v, %+v", tool.Name, err, d)
 		}
+	}
+}
+
+// An action answers the message its label names — several messages of one
+// prompt each get their own answer — else the last one; a label the prompt
+// never gave is an error. A tool call takes its run loop and its message
+// from its routing arguments; cancel keeps "keep".
+func TestAnswers(t *testing.T) {
+	offer(&abi.AgentInput{Tools: []abi.Tool{{Name: "process.spawn"}, {Name: "process.kill"}}})
+	st.labels = map[string]string{"m1": "ev-1", "m2": "ev-2", "m3": "ev-3"}
+	defer func() { st.labels = nil }()
+	_, acts, err := parse(&abi.ChatMessage{Content: `{"actions":[
+		{"type":"say","text":"one","answers":"m1"},
+		{"type":"say","text":"two","answers":"m2"},
+		{"type":"cancel","runLoopId":"r1","keep":true,"answers":"ev-3"},
+		{"type":"tool_call","tool":"process_spawn","args":{"command":"sleep 2"},"runLoopId":"r1","answers":"m3"},
+		{"type":"say","text":"last"}]}`}, "ev-3")
+	if err != nil || len(acts) != 5 {
+		t.Fatalf("actions %+v, err %v", acts, err)
+	}
+	for i, want := range []struct{ cause, loop string }{{"ev-1", ""}, {"ev-2", ""}, {"ev-3", "r1"}, {"ev-3", "r1"}, {"ev-3", ""}} {
+		if acts[i].CausationID != want.cause || acts[i].CorrelationID != want.loop {
+			t.Fatalf("action %d answers %q in %q; want %q in %q", i, acts[i].CausationID, acts[i].CorrelationID, want.cause, want.loop)
+		}
+	}
+	var d abi.ActionData
+	msgpack.Unmarshal(acts[2].Data, &d)
+	if !d.Keep || d.RunLoopID != "r1" {
+		t.Fatalf("cancel %+v; want keep in r1", d)
+	}
+	_, acts, err = parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{Name: "process_kill", Arguments: `{"processId":"p1","answers":"m2","runLoopId":"r9"}`}}}, "ev-3")
+	if err != nil || len(acts) != 1 || acts[0].CausationID != "ev-2" || acts[0].CorrelationID != "r9" {
+		t.Fatalf("tool call %+v, err %v; want answering ev-2 in r9", acts, err)
+	}
+	if _, _, err := parse(&abi.ChatMessage{Content: `{"action":{"type":"say","text":"x","answers":"m7"}}`}, "ev-3"); err == nil || !strings.Contains(err.Error(), `answers "m7"`) {
+		t.Fatalf("an unknown label: %v", err)
+	}
+}
+
+// Every offered tool takes the routing arguments, without changing the
+// agent's schema; a tool's own argument of that name stays its own.
+func TestOfferedRouting(t *testing.T) {
+	own := map[string]any{"type": "object", "properties": map[string]any{"runLoopId": map[string]any{"type": "integer"}}}
+	in := &abi.AgentInput{Tools: []abi.Tool{{Name: "process.kill", Parameters: map[string]any{"type": "object", "properties": map[string]any{"processId": map[string]any{"type": "string"}}}}, {Name: "odd.tool", Parameters: own}}}
+	got := offer(in)
+	for _, tool := range got {
+		props := tool.Parameters["properties"].(map[string]any)
+		if props["answers"] == nil || props["runLoopId"] == nil {
+			t.Fatalf("%s offered without the routing arguments: %v", tool.Name, props)
+		}
+	}
+	if p := got[2].Parameters["properties"].(map[string]any)["runLoopId"].(map[string]any); p["type"] != "integer" {
+		t.Fatalf("odd.tool's own runLoopId was replaced: %v", p)
+	}
+	if _, ok := in.Tools[0].Parameters["properties"].(map[string]any)["answers"]; ok {
+		t.Fatal("the agent's schema was changed")
 	}
 }

@@ -1,0 +1,347 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// The run-loop scenarios of the rule policy, played by the LLM policy
+// against a real HTTP server speaking OpenAI's protocol. The server plays a
+// competent model: it reads each prompt as a model would — the open tasks,
+// their later messages and processes, the labelled new messages — and
+// answers from what the prompt shows, never from what the test knows.
+
+// seen is a prompt as the scripted model reads it.
+type seen struct {
+	tasks    []seenTask
+	messages []seenMessage
+}
+
+type seenTask struct {
+	id, goal    string
+	later       []string // the user's messages after the goal
+	running     []string // the processes in progress
+	interrupted bool
+}
+
+type seenMessage struct{ label, task, text string }
+
+var (
+	taskLine    = regexp.MustCompile(`^- task (\S+): ("(?:[^"\\]|\\.)*"), \d+ steps(, interrupted)?`)
+	laterLine   = regexp.MustCompile(`^    the user said later: ("(?:[^"\\]|\\.)*")$`)
+	runningLine = regexp.MustCompile(`^    process\.spawn .*: in progress \(process (\S+?)[,)]`)
+	messageLine = regexp.MustCompile(`^- \[(m\d+)\] the user says(?: in task (\S+))?: ("(?:[^"\\]|\\.)*")$`)
+)
+
+func read(prompt string) seen {
+	var s seen
+	for _, line := range strings.Split(prompt, "\n") {
+		if m := taskLine.FindStringSubmatch(line); m != nil {
+			goal, _ := strconv.Unquote(m[2])
+			s.tasks = append(s.tasks, seenTask{id: m[1], goal: goal, interrupted: m[3] != ""})
+		} else if m := laterLine.FindStringSubmatch(line); m != nil && len(s.tasks) > 0 {
+			text, _ := strconv.Unquote(m[1])
+			s.tasks[len(s.tasks)-1].later = append(s.tasks[len(s.tasks)-1].later, text)
+		} else if m := runningLine.FindStringSubmatch(line); m != nil && len(s.tasks) > 0 {
+			s.tasks[len(s.tasks)-1].running = append(s.tasks[len(s.tasks)-1].running, m[1])
+		} else if m := messageLine.FindStringSubmatch(line); m != nil {
+			text, _ := strconv.Unquote(m[3])
+			s.messages = append(s.messages, seenMessage{label: m[1], task: m[2], text: text})
+		}
+	}
+	return s
+}
+
+// task is the open task whose goal has words, or nil.
+func (s seen) task(words string) *seenTask {
+	for i := range s.tasks {
+		if strings.Contains(s.tasks[i].goal, words) {
+			return &s.tasks[i]
+		}
+	}
+	return nil
+}
+
+// answerJSON is an assistant message with the JSON answer of actions.
+func answerJSON(actions ...map[string]any) map[string]any {
+	b, _ := json.Marshal(map[string]any{"thought": "scripted", "actions": actions})
+	return content(string(b))
+}
+
+// toolCalls is an assistant message calling tools, each name then its
+// arguments.
+func toolCalls(calls ...any) map[string]any {
+	var out []map[string]any
+	for i := 0; i+1 < len(calls); i += 2 {
+		args, _ := json.Marshal(calls[i+1])
+		out = append(out, map[string]any{"id": fmt.Sprintf("call_%d", i), "type": "function",
+			"function": map[string]any{"name": calls[i], "arguments": string(args)}})
+	}
+	return map[string]any{"role": "assistant", "content": nil, "tool_calls": out}
+}
+
+var nothing = answerJSON(map[string]any{"type": "noop"})
+
+// loopOf waits for the run loop whose goal is goal.
+func loopOf(t *testing.T, e *env, goal string) string {
+	t.Helper()
+	return e.events.until(t, "the run loop of "+goal, func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectIntentStarted && decodeAs[abi.IntentStarted](t, ev).Goal == goal
+	}).CorrelationID
+}
+
+// Three messages that reach the model in one prompt each get their own
+// answer, filed under the message it answers: the action format names it.
+func TestLLMAnswersEveryMessage(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	model := &openAI{think: func(n int, prompt string) map[string]any {
+		if n == 0 {
+			<-release // the three arrive while the model thinks
+			return answerJSON(map[string]any{"type": "say", "text": "Hello.", "done": true})
+		}
+		var acts []map[string]any
+		for _, m := range read(prompt).messages {
+			acts = append(acts, map[string]any{"type": "say", "text": "About " + m.text + ".", "answers": m.label, "done": true})
+		}
+		return answerJSON(acts...)
+	}}
+	e := newEnv(t)
+	e.model(model, 0)
+	e.start(Config{Policy: e.policy("llm")})
+	defer once.Do(func() { close(release) })
+
+	e.say("hi", "")
+	e.events.until(t, "the first request", typed(abi.SubjectLLMRequest))
+	var routed []*abi.Event
+	for _, text := range []string{"the weather", "the news", "the time"} {
+		routed = append(routed, routedFor(t, e, e.say(text, "")))
+	}
+	once.Do(func() { close(release) })
+	for i, text := range []string{"the weather", "the news", "the time"} {
+		say := e.events.until(t, "the answer about "+text, sayIn("", "About "+text+"."))
+		if say.CausationID != routed[i].ID {
+			t.Fatalf("the answer about %s answers %s, want its message %s:\n%s", text, say.CausationID, routed[i].ID, e.events.dump())
+		}
+	}
+	if p := model.request(1); !strings.Contains(p, `[m1] the user says: "the weather"`) || !strings.Contains(p, `[m3] the user says: "the time"`) {
+		t.Fatalf("the three messages did not reach the model in one prompt:\n%s", p)
+	}
+}
+
+// "Use 200 instead" while `sleep 300` runs is an iteration of the same run
+// loop: the model cancels with keep and spawns the new command in it, both
+// caused by the user's message; one intent.ended at the end.
+func TestLLMParameterChange(t *testing.T) {
+	model := &openAI{think: func(n int, prompt string) map[string]any {
+		s := read(prompt)
+		if len(s.messages) == 0 {
+			return nothing
+		}
+		m := s.messages[len(s.messages)-1]
+		switch {
+		case strings.HasPrefix(m.text, "run "):
+			return toolCalls("process_spawn", map[string]any{"command": strings.TrimPrefix(m.text, "run ")})
+		case strings.HasPrefix(m.text, "use "):
+			task := s.task("sleep")
+			arg := strings.Fields(m.text)[1]
+			return answerJSON(
+				map[string]any{"type": "cancel", "runLoopId": task.id, "keep": true, "reason": "new parameters", "answers": m.label},
+				map[string]any{"type": "tool_call", "tool": "process_spawn", "args": map[string]any{"command": "sleep " + arg}, "runLoopId": task.id, "answers": m.label})
+		case m.text == "stop":
+			return answerJSON(map[string]any{"type": "cancel", "runLoopId": s.tasks[0].id})
+		}
+		return nothing
+	}}
+	e := newEnv(t)
+	e.model(model, 0)
+	e.start(Config{Policy: e.policy("llm")})
+
+	e.say("run sleep 300", "")
+	loop := loopOf(t, e, "run sleep 300")
+	e.events.until(t, "the first process", typed("kairo.process.spawned"))
+	change := routedFor(t, e, e.say("use 200 instead", ""))
+	spawn := e.events.until(t, "the new spawn", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectAgentAction && decodeAs[abi.ActionEvent](t, ev).Args == `{"command":"sleep 200"}`
+	})
+	cancel := e.events.until(t, "the cancel", isAction(t, "", abi.ActionCancel))
+	if spawn.CorrelationID != loop || spawn.CausationID != change.ID || cancel.CorrelationID != loop || cancel.CausationID != change.ID {
+		t.Fatalf("cancel in %s caused by %s, spawn in %s caused by %s; want both in %s caused by %s",
+			cancel.CorrelationID, cancel.CausationID, spawn.CorrelationID, spawn.CausationID, loop, change.ID)
+	}
+	e.events.until(t, "the canceled result", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectToolResult && ev.CorrelationID == loop && decodeAs[abi.ToolResultEvent](t, ev).Status == abi.StatusCanceled
+	})
+	e.events.until(t, "the second process", func(ev *abi.Event) bool {
+		return ev.Type == "kairo.process.spawned" && ev.CorrelationID == loop && strings.Contains(decodeAny(ev.Data), "sleep 200")
+	})
+	e.say("stop", "")
+	e.events.until(t, "the end", func(ev *abi.Event) bool { return ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == loop })
+	if n := len(e.events.all(typed(abi.SubjectIntentStarted))); n != 1 {
+		t.Fatalf("%d run loops; a change of parameters is an iteration of one:\n%s", n, e.events.dump())
+	}
+	if n := len(e.events.all(typed(abi.SubjectIntentEnded))); n != 1 {
+		t.Fatalf("%d intent.ended, want one", n)
+	}
+}
+
+// A restart step by step: the model kills the process with process_kill,
+// naming only the process — the kill belongs to that process's task, not
+// to a new one — and, told of the exit, reads the new parameter from the
+// task's later messages in the prompt and spawns it in the same task.
+func TestLLMRestartStepByStep(t *testing.T) {
+	model := &openAI{think: func(n int, prompt string) map[string]any {
+		s := read(prompt)
+		task := s.task("sleep")
+		for _, m := range s.messages {
+			if strings.HasPrefix(m.text, "run ") {
+				return toolCalls("process_spawn", map[string]any{"command": strings.TrimPrefix(m.text, "run ")})
+			}
+			if strings.HasPrefix(m.text, "restart") && task != nil && len(task.running) == 1 {
+				return toolCalls("process_kill", map[string]any{"processId": task.running[0]})
+			}
+		}
+		if len(s.messages) == 0 && task != nil && len(task.running) == 0 && len(task.later) > 0 {
+			later := task.later[len(task.later)-1]
+			if i := strings.Index(later, "with "); i >= 0 {
+				return toolCalls("process_spawn", map[string]any{"command": later[i+len("with "):], "runLoopId": task.id})
+			}
+		}
+		return nothing
+	}}
+	e := newEnv(t)
+	e.model(model, 0)
+	e.start(Config{Policy: e.policy("llm")})
+
+	e.say("run sleep 300", "")
+	loop := loopOf(t, e, "run sleep 300")
+	e.events.until(t, "the first process", typed("kairo.process.spawned"))
+	restart := routedFor(t, e, e.say("restart it with sleep 200", ""))
+	kill := e.events.until(t, "the kill", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectAgentAction && decodeAs[abi.ActionEvent](t, ev).Tool == "process.kill"
+	})
+	if kill.CorrelationID != loop || kill.CausationID != restart.ID {
+		t.Fatalf("the kill is in %s caused by %s; want the task %s, caused by %s:\n%s", kill.CorrelationID, kill.CausationID, loop, restart.ID, e.events.dump())
+	}
+	spawn := e.events.until(t, "the new spawn", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectAgentAction && decodeAs[abi.ActionEvent](t, ev).Args == `{"command":"sleep 200"}`
+	})
+	if spawn.CorrelationID != loop {
+		t.Fatalf("the new spawn is in %s, want the task %s", spawn.CorrelationID, loop)
+	}
+	if n := len(e.events.all(typed(abi.SubjectIntentStarted))); n != 1 {
+		t.Fatalf("%d run loops; the restart opened a stray task:\n%s", n, e.events.dump())
+	}
+}
+
+// "Stop" with two tasks open: the prompt shows both with ids and goals, so
+// the model asks which; the answer by words of the goal stops that one
+// only. The control: with one task open, "stop" stops it at once.
+func TestLLMStopWhich(t *testing.T) {
+	model := &openAI{think: func(n int, prompt string) map[string]any {
+		s := read(prompt)
+		if len(s.messages) == 0 {
+			return nothing
+		}
+		m := s.messages[len(s.messages)-1]
+		switch {
+		case strings.HasPrefix(m.text, "run "):
+			return toolCalls("process_spawn", map[string]any{"command": strings.TrimPrefix(m.text, "run ")})
+		case m.text == "stop" && len(s.tasks) == 1:
+			return answerJSON(map[string]any{"type": "cancel", "runLoopId": s.tasks[0].id})
+		case m.text == "stop":
+			q := "Which task do you mean?"
+			for i, tk := range s.tasks {
+				q += fmt.Sprintf(" %d. %s %s", i+1, tk.id, tk.goal)
+			}
+			return answerJSON(map[string]any{"type": "query", "text": q})
+		case strings.HasPrefix(m.text, "the "):
+			if tk := s.task(strings.TrimSuffix(strings.TrimPrefix(m.text, "the "), " one")); tk != nil {
+				return answerJSON(map[string]any{"type": "cancel", "runLoopId": tk.id},
+					map[string]any{"type": "say", "text": "Stopping " + tk.id + ".", "done": true})
+			}
+		}
+		return nothing
+	}}
+	e := newEnv(t)
+	e.model(model, 0)
+	e.start(Config{Policy: e.policy("llm")})
+
+	e.say("run sleep 30", "")
+	first := loopOf(t, e, "run sleep 30")
+	e.say("run sleep 40", "")
+	second := loopOf(t, e, "run sleep 40")
+	e.events.until(t, "both running", func(ev *abi.Event) bool {
+		return ev.Type == "kairo.process.spawned" && ev.CorrelationID == second
+	})
+	e.say("stop", "")
+	q := e.events.until(t, "which task?", isAction(t, "", abi.ActionQuery))
+	if text := decodeAs[abi.ActionEvent](t, q).Text; !strings.Contains(text, "1. "+first+" run sleep 30") || !strings.Contains(text, "2. "+second+" run sleep 40") {
+		t.Fatalf("the question %q does not list both tasks", text)
+	}
+	if n := len(e.events.all(isAction(t, "", abi.ActionCancel))); n != 0 {
+		t.Fatalf("%d cancels before the answer", n)
+	}
+	e.say("the sleep 40 one", "")
+	e.events.until(t, "the second's end", func(ev *abi.Event) bool { return ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == second })
+
+	// The control: one task left, "stop" stops it without a question.
+	e.say("stop", "")
+	e.events.until(t, "the first's end", func(ev *abi.Event) bool { return ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == first })
+	if n := len(e.events.all(isAction(t, "", abi.ActionQuery))); n != 1 {
+		t.Fatalf("%d questions, want one:\n%s", n, e.events.dump())
+	}
+}
+
+// After a restart the interrupted task waits; the model is asked nothing
+// until the user speaks, then sees the task marked interrupted and runs
+// its command again in the same task on "again".
+func TestLLMInterrupted(t *testing.T) {
+	model := &openAI{think: func(n int, prompt string) map[string]any {
+		s := read(prompt)
+		for _, m := range s.messages {
+			if tk := s.task("sleep 600"); m.text == "again" && tk != nil && tk.interrupted {
+				return toolCalls("process_spawn", map[string]any{"command": "sleep 600", "runLoopId": tk.id})
+			}
+		}
+		return nothing
+	}}
+	e := newEnv(t)
+	publish := func(ev abi.Event, data any) {
+		raw, _ := msgpack.Marshal(data)
+		ev.Data, ev.Source = raw, "agent/default"
+		if _, err := e.bus.Publish(context.Background(), &ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(abi.Event{ID: "start-1", Type: abi.SubjectIntentStarted, CorrelationID: "loop-1"}, abi.IntentStarted{RunLoopID: "loop-1", Agent: "default", Goal: "run sleep 600", MaxIterations: 25})
+	publish(abi.Event{ID: "act-1", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: "process.spawn", Args: `{"command":"sleep 600"}`}})
+	publish(abi.Event{Type: abi.SubjectToolResult, CorrelationID: "loop-1", CausationID: "act-1"}, abi.ToolResultEvent{ActionID: "act-1", Tool: "process.spawn", Status: abi.StatusDone, ProcessID: "p99"})
+
+	e.model(model, 0)
+	e.start(Config{Policy: e.policy("llm")})
+	e.events.until(t, "the user told", sayIn("loop-1", "`sleep 600` was running when Kairo stopped; it was ended. Say `again` to run it again."))
+	if n := len(e.events.all(typed(abi.SubjectLLMRequest))); n != 0 {
+		t.Fatalf("the model was asked %d times before the user spoke", n)
+	}
+	again := routedFor(t, e, e.say("again", ""))
+	call := e.events.until(t, "the call again", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectAgentAction && ev.Seq > again.Seq && decodeAs[abi.ActionEvent](t, ev).Tool == "process.spawn"
+	})
+	if call.CorrelationID != "loop-1" || call.CausationID != again.ID {
+		t.Fatalf("the call again is in %s caused by %s; want loop-1 caused by %s", call.CorrelationID, call.CausationID, again.ID)
+	}
+	if !strings.Contains(model.request(0), "interrupted: Kairo stopped while it ran") {
+		t.Fatalf("the prompt does not show the task interrupted:\n%s", model.request(0))
+	}
+}
