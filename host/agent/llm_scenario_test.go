@@ -2,10 +2,7 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/llmscript"
 )
 
 // The run-loop scenarios of the rule policy, played by the LLM policy
@@ -20,77 +18,6 @@ import (
 // competent model: it reads each prompt as a model would — the open tasks,
 // their later messages and processes, the labelled new messages — and
 // answers from what the prompt shows, never from what the test knows.
-
-// seen is a prompt as the scripted model reads it.
-type seen struct {
-	tasks    []seenTask
-	messages []seenMessage
-}
-
-type seenTask struct {
-	id, goal    string
-	later       []string // the user's messages after the goal
-	running     []string // the processes in progress
-	interrupted bool
-}
-
-type seenMessage struct{ label, task, text string }
-
-var (
-	taskLine    = regexp.MustCompile(`^- task (\S+): ("(?:[^"\\]|\\.)*"), \d+ steps(, interrupted)?`)
-	laterLine   = regexp.MustCompile(`^    the user said later: ("(?:[^"\\]|\\.)*")$`)
-	runningLine = regexp.MustCompile(`^    process\.spawn .*: in progress \(process (\S+?)[,)]`)
-	messageLine = regexp.MustCompile(`^- \[(m\d+)\] the user says(?: in task (\S+))?: ("(?:[^"\\]|\\.)*")$`)
-)
-
-func read(prompt string) seen {
-	var s seen
-	for _, line := range strings.Split(prompt, "\n") {
-		if m := taskLine.FindStringSubmatch(line); m != nil {
-			goal, _ := strconv.Unquote(m[2])
-			s.tasks = append(s.tasks, seenTask{id: m[1], goal: goal, interrupted: m[3] != ""})
-		} else if m := laterLine.FindStringSubmatch(line); m != nil && len(s.tasks) > 0 {
-			text, _ := strconv.Unquote(m[1])
-			s.tasks[len(s.tasks)-1].later = append(s.tasks[len(s.tasks)-1].later, text)
-		} else if m := runningLine.FindStringSubmatch(line); m != nil && len(s.tasks) > 0 {
-			s.tasks[len(s.tasks)-1].running = append(s.tasks[len(s.tasks)-1].running, m[1])
-		} else if m := messageLine.FindStringSubmatch(line); m != nil {
-			text, _ := strconv.Unquote(m[3])
-			s.messages = append(s.messages, seenMessage{label: m[1], task: m[2], text: text})
-		}
-	}
-	return s
-}
-
-// task is the open task whose goal has words, or nil.
-func (s seen) task(words string) *seenTask {
-	for i := range s.tasks {
-		if strings.Contains(s.tasks[i].goal, words) {
-			return &s.tasks[i]
-		}
-	}
-	return nil
-}
-
-// answerJSON is an assistant message with the JSON answer of actions.
-func answerJSON(actions ...map[string]any) map[string]any {
-	b, _ := json.Marshal(map[string]any{"thought": "scripted", "actions": actions})
-	return content(string(b))
-}
-
-// toolCalls is an assistant message calling tools, each name then its
-// arguments.
-func toolCalls(calls ...any) map[string]any {
-	var out []map[string]any
-	for i := 0; i+1 < len(calls); i += 2 {
-		args, _ := json.Marshal(calls[i+1])
-		out = append(out, map[string]any{"id": fmt.Sprintf("call_%d", i), "type": "function",
-			"function": map[string]any{"name": calls[i], "arguments": string(args)}})
-	}
-	return map[string]any{"role": "assistant", "content": nil, "tool_calls": out}
-}
-
-var nothing = answerJSON(map[string]any{"type": "noop"})
 
 // loopOf waits for the run loop whose goal is goal.
 func loopOf(t *testing.T, e *env, goal string) string {
@@ -105,16 +32,16 @@ func loopOf(t *testing.T, e *env, goal string) string {
 func TestLLMAnswersEveryMessage(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
-	model := &openAI{think: func(n int, prompt string) map[string]any {
+	model := &llmscript.Server{Think: func(n int, _, prompt string) map[string]any {
 		if n == 0 {
 			<-release // the three arrive while the model thinks
-			return answerJSON(map[string]any{"type": "say", "text": "Hello.", "done": true})
+			return llmscript.Actions(map[string]any{"type": "say", "text": "Hello.", "done": true})
 		}
 		var acts []map[string]any
-		for _, m := range read(prompt).messages {
-			acts = append(acts, map[string]any{"type": "say", "text": "About " + m.text + ".", "answers": m.label, "done": true})
+		for _, m := range llmscript.Read(prompt).Messages {
+			acts = append(acts, map[string]any{"type": "say", "text": "About " + m.Text + ".", "answers": m.Label, "done": true})
 		}
-		return answerJSON(acts...)
+		return llmscript.Actions(acts...)
 	}}
 	e := newEnv(t)
 	e.model(model, 0)
@@ -134,7 +61,7 @@ func TestLLMAnswersEveryMessage(t *testing.T) {
 			t.Fatalf("the answer about %s answers %s, want its message %s:\n%s", text, say.CausationID, routed[i].ID, e.events.dump())
 		}
 	}
-	if p := model.request(1); !strings.Contains(p, `[m1] the user says: "the weather"`) || !strings.Contains(p, `[m3] the user says: "the time"`) {
+	if p := model.Prompt(1); !strings.Contains(p, `[m1] the user says: "the weather"`) || !strings.Contains(p, `[m3] the user says: "the time"`) {
 		t.Fatalf("the three messages did not reach the model in one prompt:\n%s", p)
 	}
 }
@@ -143,25 +70,25 @@ func TestLLMAnswersEveryMessage(t *testing.T) {
 // loop: the model cancels with keep and spawns the new command in it, both
 // caused by the user's message; one intent.ended at the end.
 func TestLLMParameterChange(t *testing.T) {
-	model := &openAI{think: func(n int, prompt string) map[string]any {
-		s := read(prompt)
-		if len(s.messages) == 0 {
-			return nothing
+	model := &llmscript.Server{Think: func(n int, _, prompt string) map[string]any {
+		s := llmscript.Read(prompt)
+		if len(s.Messages) == 0 {
+			return llmscript.Noop()
 		}
-		m := s.messages[len(s.messages)-1]
+		m := s.Messages[len(s.Messages)-1]
 		switch {
-		case strings.HasPrefix(m.text, "run "):
-			return toolCalls("process_spawn", map[string]any{"command": strings.TrimPrefix(m.text, "run ")})
-		case strings.HasPrefix(m.text, "use "):
-			task := s.task("sleep")
-			arg := strings.Fields(m.text)[1]
-			return answerJSON(
-				map[string]any{"type": "cancel", "runLoopId": task.id, "keep": true, "reason": "new parameters", "answers": m.label},
-				map[string]any{"type": "tool_call", "tool": "process_spawn", "args": map[string]any{"command": "sleep " + arg}, "runLoopId": task.id, "answers": m.label})
-		case m.text == "stop":
-			return answerJSON(map[string]any{"type": "cancel", "runLoopId": s.tasks[0].id})
+		case strings.HasPrefix(m.Text, "run "):
+			return llmscript.Calls("process_spawn", map[string]any{"command": strings.TrimPrefix(m.Text, "run ")})
+		case strings.HasPrefix(m.Text, "use "):
+			task := s.Task("sleep")
+			arg := strings.Fields(m.Text)[1]
+			return llmscript.Actions(
+				map[string]any{"type": "cancel", "runLoopId": task.ID, "keep": true, "reason": "new parameters", "answers": m.Label},
+				map[string]any{"type": "tool_call", "tool": "process_spawn", "args": map[string]any{"command": "sleep " + arg}, "runLoopId": task.ID, "answers": m.Label})
+		case m.Text == "stop":
+			return llmscript.Actions(map[string]any{"type": "cancel", "runLoopId": s.Tasks[0].ID})
 		}
-		return nothing
+		return llmscript.Noop()
 	}}
 	e := newEnv(t)
 	e.model(model, 0)
@@ -200,24 +127,24 @@ func TestLLMParameterChange(t *testing.T) {
 // to a new one — and, told of the exit, reads the new parameter from the
 // task's later messages in the prompt and spawns it in the same task.
 func TestLLMRestartStepByStep(t *testing.T) {
-	model := &openAI{think: func(n int, prompt string) map[string]any {
-		s := read(prompt)
-		task := s.task("sleep")
-		for _, m := range s.messages {
-			if strings.HasPrefix(m.text, "run ") {
-				return toolCalls("process_spawn", map[string]any{"command": strings.TrimPrefix(m.text, "run ")})
+	model := &llmscript.Server{Think: func(n int, _, prompt string) map[string]any {
+		s := llmscript.Read(prompt)
+		task := s.Task("sleep")
+		for _, m := range s.Messages {
+			if strings.HasPrefix(m.Text, "run ") {
+				return llmscript.Calls("process_spawn", map[string]any{"command": strings.TrimPrefix(m.Text, "run ")})
 			}
-			if strings.HasPrefix(m.text, "restart") && task != nil && len(task.running) == 1 {
-				return toolCalls("process_kill", map[string]any{"processId": task.running[0]})
+			if strings.HasPrefix(m.Text, "restart") && task != nil && len(task.Running) == 1 {
+				return llmscript.Calls("process_kill", map[string]any{"processId": task.Running[0]})
 			}
 		}
-		if len(s.messages) == 0 && task != nil && len(task.running) == 0 && len(task.later) > 0 {
-			later := task.later[len(task.later)-1]
+		if len(s.Messages) == 0 && task != nil && len(task.Running) == 0 && len(task.Later) > 0 {
+			later := task.Later[len(task.Later)-1]
 			if i := strings.Index(later, "with "); i >= 0 {
-				return toolCalls("process_spawn", map[string]any{"command": later[i+len("with "):], "runLoopId": task.id})
+				return llmscript.Calls("process_spawn", map[string]any{"command": later[i+len("with "):], "runLoopId": task.ID})
 			}
 		}
-		return nothing
+		return llmscript.Noop()
 	}}
 	e := newEnv(t)
 	e.model(model, 0)
@@ -248,30 +175,30 @@ func TestLLMRestartStepByStep(t *testing.T) {
 // the model asks which; the answer by words of the goal stops that one
 // only. The control: with one task open, "stop" stops it at once.
 func TestLLMStopWhich(t *testing.T) {
-	model := &openAI{think: func(n int, prompt string) map[string]any {
-		s := read(prompt)
-		if len(s.messages) == 0 {
-			return nothing
+	model := &llmscript.Server{Think: func(n int, _, prompt string) map[string]any {
+		s := llmscript.Read(prompt)
+		if len(s.Messages) == 0 {
+			return llmscript.Noop()
 		}
-		m := s.messages[len(s.messages)-1]
+		m := s.Messages[len(s.Messages)-1]
 		switch {
-		case strings.HasPrefix(m.text, "run "):
-			return toolCalls("process_spawn", map[string]any{"command": strings.TrimPrefix(m.text, "run ")})
-		case m.text == "stop" && len(s.tasks) == 1:
-			return answerJSON(map[string]any{"type": "cancel", "runLoopId": s.tasks[0].id})
-		case m.text == "stop":
+		case strings.HasPrefix(m.Text, "run "):
+			return llmscript.Calls("process_spawn", map[string]any{"command": strings.TrimPrefix(m.Text, "run ")})
+		case m.Text == "stop" && len(s.Tasks) == 1:
+			return llmscript.Actions(map[string]any{"type": "cancel", "runLoopId": s.Tasks[0].ID})
+		case m.Text == "stop":
 			q := "Which task do you mean?"
-			for i, tk := range s.tasks {
-				q += fmt.Sprintf(" %d. %s %s", i+1, tk.id, tk.goal)
+			for i, tk := range s.Tasks {
+				q += fmt.Sprintf(" %d. %s %s", i+1, tk.ID, tk.Goal)
 			}
-			return answerJSON(map[string]any{"type": "query", "text": q})
-		case strings.HasPrefix(m.text, "the "):
-			if tk := s.task(strings.TrimSuffix(strings.TrimPrefix(m.text, "the "), " one")); tk != nil {
-				return answerJSON(map[string]any{"type": "cancel", "runLoopId": tk.id},
-					map[string]any{"type": "say", "text": "Stopping " + tk.id + ".", "done": true})
+			return llmscript.Actions(map[string]any{"type": "query", "text": q})
+		case strings.HasPrefix(m.Text, "the "):
+			if tk := s.Task(strings.TrimSuffix(strings.TrimPrefix(m.Text, "the "), " one")); tk != nil {
+				return llmscript.Actions(map[string]any{"type": "cancel", "runLoopId": tk.ID},
+					map[string]any{"type": "say", "text": "Stopping " + tk.ID + ".", "done": true})
 			}
 		}
-		return nothing
+		return llmscript.Noop()
 	}}
 	e := newEnv(t)
 	e.model(model, 0)
@@ -307,14 +234,14 @@ func TestLLMStopWhich(t *testing.T) {
 // until the user speaks, then sees the task marked interrupted and runs
 // its command again in the same task on "again".
 func TestLLMInterrupted(t *testing.T) {
-	model := &openAI{think: func(n int, prompt string) map[string]any {
-		s := read(prompt)
-		for _, m := range s.messages {
-			if tk := s.task("sleep 600"); m.text == "again" && tk != nil && tk.interrupted {
-				return toolCalls("process_spawn", map[string]any{"command": "sleep 600", "runLoopId": tk.id})
+	model := &llmscript.Server{Think: func(n int, _, prompt string) map[string]any {
+		s := llmscript.Read(prompt)
+		for _, m := range s.Messages {
+			if tk := s.Task("sleep 600"); m.Text == "again" && tk != nil && tk.Interrupted {
+				return llmscript.Calls("process_spawn", map[string]any{"command": "sleep 600", "runLoopId": tk.ID})
 			}
 		}
-		return nothing
+		return llmscript.Noop()
 	}}
 	e := newEnv(t)
 	publish := func(ev abi.Event, data any) {
@@ -341,7 +268,7 @@ func TestLLMInterrupted(t *testing.T) {
 	if call.CorrelationID != "loop-1" || call.CausationID != again.ID {
 		t.Fatalf("the call again is in %s caused by %s; want loop-1 caused by %s", call.CorrelationID, call.CausationID, again.ID)
 	}
-	if !strings.Contains(model.request(0), "interrupted: Kairo stopped while it ran") {
-		t.Fatalf("the prompt does not show the task interrupted:\n%s", model.request(0))
+	if !strings.Contains(model.Prompt(0), "interrupted: Kairo stopped while it ran") {
+		t.Fatalf("the prompt does not show the task interrupted:\n%s", model.Prompt(0))
 	}
 }

@@ -20,9 +20,6 @@ type openAI struct {
 	mu       sync.Mutex
 	answers  []map[string]any // assistant messages
 	requests []string         // the user prompt of each request
-	// think, when set, answers instead of answers: the assistant message
-	// for the nth request (0 first) and its user prompt.
-	think func(n int, prompt string) map[string]any
 }
 
 func (o *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -43,11 +40,7 @@ func (o *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n <= len(o.answers) {
 		msg = o.answers[n-1]
 	}
-	think := o.think
 	o.mu.Unlock()
-	if think != nil {
-		msg = think(n-1, req.Messages[len(req.Messages)-1].Content)
-	}
 	if msg == nil {
 		http.Error(w, `{"error":{"message":"the script ran out"}}`, http.StatusInternalServerError)
 		return
