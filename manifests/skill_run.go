@@ -52,7 +52,20 @@ func (s *Skill) ParamsFromArgs(args []string) (params map[string]string, extra [
 // A value is checked against its param's type and enum. Every problem
 // (a param missing, unknown or of the wrong type) is reported, joined.
 func (s *Skill) Argv(args map[string]string, extra []string) ([]string, error) {
+	argv, _, err := s.argv(args, extra, false)
+	return argv, err
+}
+
+// ArgvTemplate is Argv for a command shown, not run (kairo run --explain):
+// a required param not given stays its placeholder, {name}, and is named
+// in unset; a value given is checked as Argv checks it.
+func (s *Skill) ArgvTemplate(args map[string]string, extra []string) (argv, unset []string, err error) {
+	return s.argv(args, extra, true)
+}
+
+func (s *Skill) argv(args map[string]string, extra []string, template bool) ([]string, []string, error) {
 	var errs []error
+	var unset []string
 	for _, name := range sortedKeys(args) {
 		if _, ok := s.Params[name]; !ok {
 			errs = append(errs, fmt.Errorf("skill %s has no param %q; it takes %s", s.Skill.Name, name, s.paramNames()))
@@ -66,6 +79,10 @@ func (s *Skill) Argv(args map[string]string, extra []string) ([]string, error) {
 		case ok:
 		case p.Default != nil:
 			v = formatValue(p.Default)
+		case p.Required && template:
+			values[name] = "{" + name + "}"
+			unset = append(unset, name)
+			continue
 		case p.Required:
 			errs = append(errs, fmt.Errorf("skill %s needs param %q%s", s.Skill.Name, name, p.about()))
 			continue
@@ -79,7 +96,7 @@ func (s *Skill) Argv(args map[string]string, extra []string) ([]string, error) {
 		values[name] = v
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
 	vars := map[string]string{VarSkillDir: s.Dir}
 	argv := make([]string, 0, len(s.Skill.Command)+len(extra))
@@ -88,7 +105,7 @@ func (s *Skill) Argv(args map[string]string, extra []string) ([]string, error) {
 			argv = append(argv, w)
 		}
 	}
-	return append(argv, extra...), nil
+	return append(argv, extra...), unset, nil
 }
 
 // fillWord expands the variables in the text of one command word and puts

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,11 +23,11 @@ import (
 type conversation struct {
 	c   *ipc.Client
 	sub *ipc.Subscription
-	out io.Writer
+	out *screen
 }
 
 // openConversation dials socket, or the usual socket when it is "".
-func openConversation(ctx context.Context, out io.Writer, socket string) (*conversation, error) {
+func openConversation(ctx context.Context, out *screen, socket string) (*conversation, error) {
 	var c *ipc.Client
 	var err error
 	if socket == "" {
@@ -94,7 +93,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 			var d abi.IntentStarted
 			if msgpack.Unmarshal(ev.Data, &d) == nil && d.MessageID == id {
 				loop = d.RunLoopID
-				fmt.Fprintf(v.out, "· task %s\n", termLine(shortID(loop)))
+				v.out.event(ev, "· task "+termLine(shortID(loop)))
 			}
 		case ev.Type == abi.SubjectAgentAction && (ev.CausationID == routed && routed != "" || ev.CorrelationID == loop && loop != ""):
 			var d abi.ActionEvent
@@ -103,25 +102,20 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 			}
 			switch d.Type {
 			case abi.ActionSay, abi.ActionQuery:
-				fmt.Fprintf(v.out, "%s\n", termText(d.Text))
+				v.out.event(ev, termText(d.Text))
 				replies++
 				// A question waits for the user's next message.
 				if loop == "" || !follow || d.Type == abi.ActionQuery {
 					return nil
 				}
 			case abi.ActionToolCall:
-				fmt.Fprintf(v.out, "· %s %s\n", termLine(d.Tool), termLine(d.Args))
+				v.out.event(ev, "· "+termLine(d.Tool)+" "+termLine(d.Args))
 				if !follow {
 					return nil
 				}
 			}
 		case ev.Type == "kairo.process.progress" && ev.CorrelationID == loop && loop != "":
-			var d struct {
-				Values map[string]any `msgpack:"values"`
-			}
-			if msgpack.Unmarshal(ev.Data, &d) == nil {
-				fmt.Fprintf(v.out, "· progress: %s\n", termLine(fmt.Sprint(d.Values)))
-			}
+			v.out.progress(ev, "· ")
 		case ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == loop && loop != "":
 			return nil
 		case ev.Type == "kairo.agent.error" && ev.CausationID == "" && replies == 0 && routed != "":
@@ -129,7 +123,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 				Error string `msgpack:"error"`
 			}
 			if msgpack.Unmarshal(ev.Data, &d) == nil {
-				fmt.Fprintf(v.out, "· the agent: %s\n", termText(d.Error))
+				v.out.event(ev, "· the agent: "+termText(d.Error))
 			}
 		}
 	}
@@ -143,14 +137,18 @@ func shortID(id string) string {
 }
 
 func runSend(ctx context.Context, args []string) error {
-	f := newFlags("send", `kairo send [--run ID] [--no-follow] [--wait DURATION] "TEXT"`, `
+	f := newFlags("send", `kairo send [--run ID] [--no-follow] [--wait DURATION] [--json] "TEXT"`, `
 Send TEXT to the agent of the running daemon as the user, and print its
 replies: for a message that starts a task, every reply until the task ends
 (Ctrl-C stops following; the task goes on); otherwise the first reply.
-With --run the message goes into that task (kairo runs lists them).`)
+With --run the message goes into that task (kairo runs lists them).
+
+On a terminal a task's progress is one line, redrawn; piped, a line per
+report. With --json, each event shown is printed as one JSON object.`)
 	run := f.String("run", "", "send into the run loop `ID`")
 	noFollow := f.Bool("no-follow", false, "return after the first reply, even for a new task")
 	wait := f.Duration("wait", 30*time.Second, "give up when no reply comes within `DURATION`")
+	asJSON := f.Bool("json", false, "print each event shown as one JSON object")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -158,7 +156,11 @@ With --run the message goes into that task (kairo runs lists them).`)
 	if strings.TrimSpace(pos[0]) == "" {
 		return &usageError{msg: "the message is empty", synopsis: f.synopsis}
 	}
-	v, err := openConversation(ctx, os.Stdout, "")
+	out := stdoutScreen()
+	if *asJSON {
+		out.mode = progressJSON
+	}
+	v, err := openConversation(ctx, out, "")
 	if err != nil {
 		return err
 	}
@@ -174,13 +176,26 @@ on running. Type "help" for what the agent understands.`)
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	return chat(ctx, os.Stdin, os.Stdout, "")
+	return chat(ctx, os.Stdin, stdoutScreen(), "")
+}
+
+// stdoutScreen is stdout as a screen: progress redrawn in place on a
+// terminal, plain lines when piped.
+func stdoutScreen() *screen {
+	fd := int(os.Stdout.Fd())
+	if !isTerminal(fd) {
+		return newScreen(os.Stdout, progressPlain, 0)
+	}
+	cols, _, _ := termSize(fd)
+	return newScreen(os.Stdout, progressTerminal, int(cols))
 }
 
 // chat reads lines from in and sends each as a message, while every reply
 // of the agent — to any message, in any task, as it comes — prints to out,
-// with a line for each process a task starts and each progress it reports.
-func chat(ctx context.Context, in io.Reader, out io.Writer, socket string) error {
+// with a line for each process a task starts and its progress. A message
+// another client sent is shown before the replies to it, so no reply
+// answers a question the reader never saw.
+func chat(ctx context.Context, in io.Reader, out *screen, socket string) error {
 	v, err := openConversation(ctx, out, socket)
 	if err != nil {
 		return err
@@ -190,22 +205,44 @@ func chat(ctx context.Context, in io.Reader, out io.Writer, socket string) error
 	// messages; without it running, they are sent as user messages here.
 	viaPlugin := terminalPlugin(ctx, v)
 	if !viaPlugin {
-		fmt.Fprintln(out, "kairo: the terminal plugin does not run (kairo plugins): lines go to the agent as they are")
+		out.line("kairo: the terminal plugin does not run (kairo plugins): lines go to the agent as they are")
 	}
-	var mu sync.Mutex // out is shared by the two halves
-	printf := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(out, format, args...)
-		mu.Unlock()
-	}
+	// The message ids typed here, until their user message is seen.
+	var sent sync.Map
 	go func() { // ends when the connection closes (v.close)
+		// An error the agent repeats each tick shows once a minute.
+		var lastErr string
+		var lastErrAt time.Time
 		for {
 			ev, err := v.sub.Next(context.Background())
 			if err != nil {
 				return
 			}
-			if line := chatLine(ev); line != "" {
-				printf("\r%s\nyou> ", line)
+			switch {
+			case ev.Type == abi.SubjectUserMessage:
+				var m abi.UserMessage
+				if msgpack.Unmarshal(ev.Data, &m) != nil {
+					continue
+				}
+				if _, mine := sent.LoadAndDelete(m.MessageID); !mine {
+					out.line(otherMessage(ev.Source, m.Text))
+				}
+			case ev.Type == "kairo.process.progress":
+				if ev.CorrelationID != "" {
+					out.progress(ev, "· ["+termLine(shortID(ev.CorrelationID))+"] ")
+				}
+			default:
+				line := chatLine(ev)
+				if line == "" {
+					continue
+				}
+				if ev.Type == "kairo.agent.error" {
+					if line == lastErr && ev.Time.Sub(lastErrAt) < repeatWindow {
+						continue
+					}
+					lastErr, lastErrAt = line, ev.Time
+				}
+				out.line(line)
 			}
 		}
 	}()
@@ -217,32 +254,51 @@ func chat(ctx context.Context, in io.Reader, out io.Writer, socket string) error
 			lines <- sc.Text()
 		}
 	}()
-	printf("you> ")
+	out.setPrompt("you> ")
 	for {
 		select {
 		case <-ctx.Done():
-			printf("\n")
+			out.end()
 			return nil
 		case line, ok := <-lines:
 			if !ok {
-				printf("\n")
+				out.end()
 				return nil
 			}
+			out.moved()
 			if strings.TrimSpace(line) == "" {
-				printf("you> ")
+				out.setPrompt("you> ")
 				continue
 			}
+			id := bus.NewID()
+			sent.Store(id, true)
 			ev := abi.Event{Type: abi.SubjectTerminalInput}
-			ev.Data, _ = msgpack.Marshal(abi.TerminalInput{Text: line, MessageID: bus.NewID()})
+			ev.Data, _ = msgpack.Marshal(abi.TerminalInput{Text: line, MessageID: id})
 			if !viaPlugin {
 				ev.Type = abi.SubjectUserMessage
-				ev.Data, _ = msgpack.Marshal(abi.UserMessage{Text: line, MessageID: bus.NewID()})
+				ev.Data, _ = msgpack.Marshal(abi.UserMessage{Text: line, MessageID: id})
 			}
 			if _, err := v.c.Publish(ctx, ev); err != nil {
-				printf("kairo: %s\nyou> ", termText(callError("send", err).Error()))
+				sent.Delete(id)
+				out.line("kairo: " + termText(callError("send", err).Error()))
 			}
 		}
 	}
+}
+
+// otherMessage is how the chat shows a user message it did not send: who
+// sent it, then the text, as "you> " would have shown it typed here.
+func otherMessage(source, text string) string {
+	kind, name, _ := strings.Cut(source, "/")
+	switch {
+	case kind == abi.PrincipalOperator:
+		return "(from another client) you> " + termText(text)
+	case source == "plugin/terminal":
+		return "(from another chat) you> " + termText(text)
+	case kind == "plugin":
+		return "(from plugin " + termLine(name) + ") " + termText(text)
+	}
+	return "(from " + termLine(source) + ") " + termText(text)
 }
 
 // terminalPlugin reports whether the terminal input plugin runs.
@@ -277,14 +333,8 @@ func chatLine(ev *abi.Event) string {
 			return fmt.Sprintf("· [%s] %s %s", termLine(shortID(ev.CorrelationID)), termLine(d.Tool), termLine(d.Args))
 		}
 	case "kairo.process.progress":
-		if ev.CorrelationID == "" {
-			return ""
-		}
-		var d struct {
-			Values map[string]any `msgpack:"values"`
-		}
-		if msgpack.Unmarshal(ev.Data, &d) == nil {
-			return fmt.Sprintf("· [%s] progress %s", termLine(shortID(ev.CorrelationID)), termLine(progressBar(d.Values)))
+		if r, ok := readProgress(ev); ok && ev.CorrelationID != "" {
+			return "· [" + termLine(shortID(ev.CorrelationID)) + "] " + r.plain()
 		}
 	case "kairo.agent.error":
 		var d struct {
@@ -295,32 +345,4 @@ func chatLine(ev *abi.Event) string {
 		}
 	}
 	return ""
-}
-
-// progressBar draws a bar for a "percent" value, and the other values after.
-func progressBar(values map[string]any) string {
-	var rest []string
-	bar := ""
-	for k, v := range values {
-		if k == "percent" {
-			var p float64
-			switch x := v.(type) {
-			case int64:
-				p = float64(x)
-			case uint64:
-				p = float64(x)
-			case float64:
-				p = x
-			case string:
-				fmt.Sscan(x, &p)
-			}
-			p = max(0, min(100, p))
-			n := int(p / 5)
-			bar = fmt.Sprintf("[%s%s] %3.0f%%", strings.Repeat("#", n), strings.Repeat(".", 20-n), p)
-			continue
-		}
-		rest = append(rest, fmt.Sprintf("%s=%v", k, v))
-	}
-	slices.Sort(rest)
-	return strings.TrimSpace(bar + " " + strings.Join(rest, " "))
 }

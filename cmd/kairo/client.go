@@ -15,13 +15,13 @@ import (
 )
 
 // clientSocket is the socket a client command dials: $KAIRO_SOCKET, else the
-// one kairo.toml in the data folder names, else $KAIRO_HOME/kernel.sock —
-// the same rule `kairo up` follows, so the two meet.
+// one kairo.toml in the data folder (clientHome) names, else kernel.sock
+// there — the same rule `kairo up` follows, so the two meet.
 func clientSocket() (string, error) {
 	if p := os.Getenv("KAIRO_SOCKET"); p != "" {
 		return p, nil
 	}
-	home := ipc.Home()
+	home := clientHome().dir
 	cfg, err := manifests.Load(filepath.Join(home, "kairo.toml"))
 	if err != nil {
 		return "", err

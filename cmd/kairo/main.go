@@ -21,9 +21,13 @@
 //	kairo ps                                   list processes
 //	kairo ping | status | version
 //
-// The daemon's data folder is --home, else $KAIRO_HOME, else ./.kairo.
-// Clients find the socket at $KAIRO_SOCKET, else where kairo.toml in that
-// folder puts it, else $KAIRO_HOME/kernel.sock.
+// The daemon's data folder is --home, else $KAIRO_HOME, else ./.kairo; it
+// names the folder in a file of its user's ($XDG_RUNTIME_DIR/kairo/current,
+// else in the user's cache folder) while it runs. A client's data folder is
+// $KAIRO_HOME, else ./.kairo if a kernel listens there, else the one that
+// file names if a kernel listens there, else ./.kairo. Clients find the
+// socket at $KAIRO_SOCKET, else where kairo.toml in that folder puts it,
+// else kernel.sock in it.
 //
 // Errors go to stderr as "kairo: <message>" with exit code 1; a command line
 // kairo cannot read exits with 2. spawn and attach exit with the process's
@@ -65,6 +69,7 @@ func init() {
 		{"chat", "talk to the agent, a line at a time", runChat},
 		{"runs", "list the agent's run loops, or show one (kairo runs show ID)", runRuns},
 		{"tools", "list the agent's tools with their sources and grants", runTools},
+		{"skills", "list the installed binary skills, or add one (kairo skills add FOLDER)", runSkills},
 		{"replay", "re-run a run loop's decisions against its recording (kairo replay --run ID)", runReplayRun},
 		{"memory", "search, show and forget what the agent remembers (kairo memory help)", runMemory},
 		{"events", "publish, tail and replay events (kairo events help)", runEvents},
@@ -151,7 +156,8 @@ commands:
 Run "kairo COMMAND -h" for a command's flags.
 
 environment:
-  KAIRO_HOME    the data folder: events.db, kernel.sock, kairo.toml (default ./.kairo)
+  KAIRO_HOME    the data folder: events.db, kernel.sock, kairo.toml (default ./.kairo;
+                a client with neither finds the kernel its user started elsewhere)
   KAIRO_SOCKET  the kernel's socket (default $KAIRO_HOME/kernel.sock)
 `)
 }

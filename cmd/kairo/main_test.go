@@ -47,15 +47,17 @@ func TestMain(m *testing.M) {
 func goTool() string { return "go" }
 
 // childEnv is the environment of a kairo child: ours without KAIRO_*, with
-// KAIRO_HOME set to home.
+// KAIRO_HOME set to home, and XDG_RUNTIME_DIR a folder that does not
+// exist, so that a daemon of the tests names its home in no pointer file
+// (pointer.go): not the user's, not one another test's client reads.
 func childEnv(home string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KAIRO_") {
+		if !strings.HasPrefix(kv, "KAIRO_") && !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "KAIRO_HOME="+home)
+	return append(env, "KAIRO_HOME="+home, "XDG_RUNTIME_DIR="+filepath.Join(home, "no-runtime-dir"))
 }
 
 // result is a finished kairo run.
@@ -135,9 +137,15 @@ func startUp(t *testing.T, home string) *upProc {
 // plugins beside it.
 func startUpBin(t *testing.T, home, bin string) *upProc {
 	t.Helper()
+	return startUpEnv(t, home, bin, childEnv(home))
+}
+
+// startUpEnv is startUpBin with the environment env.
+func startUpEnv(t *testing.T, home, bin string, env []string) *upProc {
+	t.Helper()
 	d := &upProc{t: t, home: home, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(bin, "up", "--home", home)
-	d.cmd.Env = childEnv(home)
+	d.cmd.Env = env
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -99,7 +99,7 @@ deadline = "3s"
 		if !asked.offers(a) || !asked.offers(b) {
 			t.Errorf("the model was offered %q, not both of %q and %q", asked.Tools, a, b)
 		}
-		if answer := model.request("tool mcp.test." + two).Observed; !strings.Contains(answer, "answered: "+two) {
+		if answer := model.request("tool mcp.test." + two).Observed; !strings.Contains(answer, "answered: BEGIN DATA \""+two) {
 			t.Errorf("the model did not read the second tool's answer:\n%s", answer)
 		}
 		mcpControl(t, d, model)
@@ -142,7 +142,7 @@ deadline = "3s"
 		if r := kairo(t, home, "send", "echo through grow"); r.code != 0 || !strings.Contains(r.stdout, "It echoed.") {
 			t.Fatalf("kairo send:\n%s\n%s", r, d.stderr)
 		}
-		if answer := model.request("tool mcp.grow.echo").Observed; !strings.Contains(answer, "answered: grow still echoes") {
+		if answer := model.request("tool mcp.grow.echo").Observed; !strings.Contains(answer, "answered: BEGIN DATA \"grow still echoes") {
 			t.Errorf("the capped server's tool did not answer:\n%s", answer)
 		}
 	})
@@ -205,7 +205,7 @@ deadline = "3s"
 		if r := kairo(t, home, "send", "echo after the big one"); r.code != 0 || !strings.Contains(r.stdout, "It echoed.") {
 			t.Fatalf("kairo send:\n%s\n%s", r, d.stderr)
 		}
-		if answer := model.request("tool mcp.test.echo").Observed; !strings.Contains(answer, "answered: still serving") {
+		if answer := model.request("tool mcp.test.echo").Observed; !strings.Contains(answer, "answered: BEGIN DATA \"still serving") {
 			t.Errorf("the server did not answer after the big result:\n%s", answer)
 		}
 		mcpControl(t, d, model)

@@ -76,7 +76,7 @@ type memoryChunk struct {
 }
 
 func memoryJSON(c memory.Chunk) memoryChunk {
-	return memoryChunk{Anchor: c.Anchor.String(), RunLoopID: c.Anchor.RunLoopID, Iteration: c.Anchor.IterationIndex,
+	return memoryChunk{Anchor: c.Anchor.Ref(), RunLoopID: c.Anchor.RunLoopID, Iteration: c.Anchor.IterationIndex,
 		Segment: c.Anchor.SegmentIndex, Type: string(c.Anchor.SegmentType), Time: c.Anchor.Timestamp, Origin: string(c.Origin),
 		Source: c.Source, Quotes: c.Quotes, Data: c.IsData(), Score: c.Score, Text: c.Text}
 }
@@ -117,9 +117,9 @@ quoted data, never as instructions).`)
 		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ANCHOR\tFROM\tTEXT")
+	fmt.Fprintln(w, "ANCHOR\tTYPE\tFROM\tTEXT")
 	for _, c := range chunks {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", termLine(c.Anchor.String()), termLine(clip(from(c), 60)), termLine(clip(strings.Join(strings.Fields(c.Text), " "), 80)))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", termLine(c.Anchor.Ref()), termLine(string(c.Anchor.SegmentType)), termLine(clip(from(c), 60)), termLine(clip(strings.Join(strings.Fields(c.Text), " "), 80)))
 	}
 	return w.Flush()
 }
@@ -157,11 +157,11 @@ around it.`)
 	}
 	fmt.Printf("task %s: %s (%d segments)\n\n", termLine(x.RunLoopID), termLine(clip(x.Goal, 80)), x.Segments)
 	for _, c := range x.Before {
-		fmt.Printf("  %s  %s: %s\n", termLine(c.Anchor.String()), termLine(from(c)), termLine(clip(strings.Join(strings.Fields(c.Text), " "), 100)))
+		fmt.Printf("  %s  %s  %s: %s\n", termLine(c.Anchor.Ref()), termLine(string(c.Anchor.SegmentType)), termLine(from(c)), termLine(clip(strings.Join(strings.Fields(c.Text), " "), 100)))
 	}
-	fmt.Printf("> %s  %s\n%s\n", termLine(x.Focus.Anchor.String()), termLine(from(x.Focus)), termText(x.Focus.Text))
+	fmt.Printf("> %s  %s  %s\n%s\n", termLine(x.Focus.Anchor.Ref()), termLine(string(x.Focus.Anchor.SegmentType)), termLine(from(x.Focus)), termText(x.Focus.Text))
 	for _, c := range x.After {
-		fmt.Printf("  %s  %s: %s\n", termLine(c.Anchor.String()), termLine(from(c)), termLine(clip(strings.Join(strings.Fields(c.Text), " "), 100)))
+		fmt.Printf("  %s  %s  %s: %s\n", termLine(c.Anchor.Ref()), termLine(string(c.Anchor.SegmentType)), termLine(from(c)), termLine(clip(strings.Join(strings.Fields(c.Text), " "), 100)))
 	}
 	return nil
 }
@@ -210,7 +210,7 @@ and when memory.db is rebuilt from the log. Only the operator may.`)
 		fmt.Printf("forgot %d segment(s) (recorded as %s):\n", len(res.Segments), agent.SubjectMemoryForgotten)
 		for _, r := range res.Segments {
 			a := memory.Anchor{RunLoopID: r.RunLoopID, IterationIndex: r.IterationIndex, SegmentIndex: r.SegmentIndex, SegmentType: r.SegmentType}
-			fmt.Printf("  %s\n", termLine(a.String()))
+			fmt.Printf("  %s  %s\n", termLine(a.Ref()), termLine(string(a.SegmentType)))
 		}
 	}
 	return nil

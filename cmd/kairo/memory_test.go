@@ -242,7 +242,7 @@ recall = 50
 	if r := kairo(t, home, "memory", "search", "nightly", "backup"); r.code != 0 || !strings.Contains(r.stdout, "ANCHOR") || !strings.Contains(r.stdout, "data: process") {
 		t.Fatalf("kairo memory search:\n%s", r)
 	}
-	if r := kairo(t, home, "memory", "show", anchor); r.code != 0 || !strings.Contains(r.stdout, "> "+anchor+"  data: process") || !strings.Contains(r.stdout, notice) {
+	if r := kairo(t, home, "memory", "show", anchor); r.code != 0 || !strings.Contains(r.stdout, "> "+anchor+"  ") || !strings.Contains(r.stdout, "  data: process") || !strings.Contains(r.stdout, notice) {
 		t.Fatalf("kairo memory show %s:\n%s", anchor, r)
 	}
 	if r := kairo(t, home, "memory", "forget"); r.code != 2 {

@@ -31,7 +31,13 @@ the [host] ceilings capped.
 States: running; starting; backoff (failed, restarts after a pause);
 stopped (failed too often; "kairo plugins restart NAME" starts it again);
 refused (its files cannot run: the error says why; fix them and it reloads);
-disabled (turned off in kairo.toml).`)
+disabled (turned off in kairo.toml).
+
+With --json, one JSON object per plugin with the names of plugins.list:
+name, version, kinds, file, builtin, trusted, state, error, since,
+failures, restarts, denied, subscribe, publish, call, wasiFs, wasiEnv,
+services, tools, requested (null, or what it asks beyond its grants),
+capped.`)
 	asJSON := f.Bool("json", false, "print one JSON object per plugin")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
@@ -42,7 +48,7 @@ disabled (turned off in kairo.toml).`)
 	}
 	if *asJSON {
 		for _, p := range res.Plugins {
-			fmt.Printf("%s\n", marshalJSON(p))
+			fmt.Printf("%s\n", marshalJSON(newPluginJSON(p)))
 		}
 		return nil
 	}
@@ -79,6 +85,65 @@ disabled (turned off in kairo.toml).`)
 		}
 	}
 	return nil
+}
+
+// pluginJSON is the --json form of a plugin; the keys are the wire names
+// of abi.PluginStatus, and every key is always there (a list empty, not
+// null).
+type pluginJSON struct {
+	Name      string     `json:"name"`
+	Version   string     `json:"version"`
+	Kinds     []string   `json:"kinds"`
+	File      string     `json:"file"`
+	Builtin   bool       `json:"builtin"`
+	Trusted   bool       `json:"trusted"`
+	State     string     `json:"state"`
+	Error     string     `json:"error"`
+	Since     time.Time  `json:"since"`
+	Failures  int        `json:"failures"`
+	Restarts  int        `json:"restarts"`
+	Denied    int        `json:"denied"`
+	Subscribe []string   `json:"subscribe"`
+	Publish   []string   `json:"publish"`
+	Call      []string   `json:"call"`
+	WASIFS    []string   `json:"wasiFs"`
+	WASIEnv   []string   `json:"wasiEnv"`
+	Services  []string   `json:"services"`
+	Tools     []string   `json:"tools"`
+	Requested *grantJSON `json:"requested"` // null when it asks nothing beyond its grants
+	Capped    []string   `json:"capped"`
+}
+
+// grantJSON is what a manifest requested beyond the grants, as
+// abi.PluginGrant names it.
+type grantJSON struct {
+	Subscribe []string `json:"subscribe"`
+	Publish   []string `json:"publish"`
+	Call      []string `json:"call"`
+	WASIFS    []string `json:"wasiFs"`
+	WASIEnv   []string `json:"wasiEnv"`
+}
+
+func newPluginJSON(p abi.PluginStatus) pluginJSON {
+	o := pluginJSON{
+		Name: p.Name, Version: p.Version, Kinds: orEmpty(p.Kinds), File: p.File, Builtin: p.Builtin, Trusted: p.Trusted,
+		State: p.State, Error: p.Error, Since: p.Since, Failures: p.Failures, Restarts: p.Restarts, Denied: p.Denied,
+		Subscribe: orEmpty(p.Subscribe), Publish: orEmpty(p.Publish), Call: orEmpty(p.Call), WASIFS: orEmpty(p.WASIFS), WASIEnv: orEmpty(p.WASIEnv),
+		Services: orEmpty(p.Services), Tools: orEmpty(p.Tools), Capped: orEmpty(p.Capped),
+	}
+	if r := p.Requested; r != nil {
+		o.Requested = &grantJSON{Subscribe: orEmpty(r.Subscribe), Publish: orEmpty(r.Publish), Call: orEmpty(r.Call), WASIFS: orEmpty(r.WASIFS), WASIEnv: orEmpty(r.WASIEnv)}
+	}
+	return o
+}
+
+// orEmpty is l, or an empty list for nil: --json prints [] rather than null
+// for a list with nothing in it.
+func orEmpty[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
 }
 
 func runPluginGrant(ctx context.Context, verb string, args []string) error {
@@ -219,7 +284,7 @@ deadline, with every host function refusing; nothing else of it runs.`)
 		return err
 	}
 	if *asJSON {
-		fmt.Printf("%s\n", marshalJSON(in))
+		fmt.Printf("%s\n", marshalJSON(newInspectJSON(in)))
 		return nil
 	}
 	// Everything below but the sizes comes from the module and its
@@ -279,4 +344,59 @@ deadline, with every host function refusing; nothing else of it runs.`)
 		fmt.Printf("  - %s\n", termText(p))
 	}
 	return exitCode(1)
+}
+
+// inspectJSON is the --json form of kairo plugin inspect, every key always
+// there; the manifest's keys are those of its TOML, in camelCase.
+type inspectJSON struct {
+	File          string        `json:"file"`
+	Size          int           `json:"size"`
+	ABIVersion    int32         `json:"abiVersion"` // 0 when it could not be read: versionError says why
+	VersionError  string        `json:"versionError"`
+	Exports       []symbolJSON  `json:"exports"`
+	Imports       []symbolJSON  `json:"imports"`
+	Manifest      *manifestJSON `json:"manifest"` // null when there is none: manifestError says why
+	ManifestError string        `json:"manifestError"`
+	Problems      []string      `json:"problems"`
+}
+
+type symbolJSON struct {
+	Module string `json:"module"` // of an import
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`
+	Type   string `json:"type"`
+}
+
+type manifestJSON struct {
+	File        string         `json:"file"`
+	Name        string         `json:"name"`
+	Version     string         `json:"version"`
+	Description string         `json:"description"`
+	Kinds       []string       `json:"kinds"`
+	Grants      grantJSON      `json:"grants"`
+	Memory      uint64         `json:"memory"`   // bytes; 0: the host's default
+	Deadline    string         `json:"deadline"` // "": the host's default
+	Config      map[string]any `json:"config"`
+}
+
+func newInspectJSON(in *host.Inspection) inspectJSON {
+	o := inspectJSON{File: in.File, Size: in.Size, ABIVersion: in.ABIVersion, VersionError: in.VersionError,
+		Exports: []symbolJSON{}, Imports: []symbolJSON{}, ManifestError: in.ManifestError, Problems: orEmpty(in.Problems)}
+	for _, s := range in.Exports {
+		o.Exports = append(o.Exports, symbolJSON(s))
+	}
+	for _, s := range in.Imports {
+		o.Imports = append(o.Imports, symbolJSON(s))
+	}
+	if m := in.Manifest; m != nil {
+		g := m.Grants
+		o.Manifest = &manifestJSON{File: m.File, Name: m.Plugin.Name, Version: m.Plugin.Version, Description: m.Plugin.Description,
+			Kinds:  orEmpty(m.Plugin.Kinds),
+			Grants: grantJSON{Subscribe: orEmpty(g.Subscribe), Publish: orEmpty(g.Publish), Call: orEmpty(g.Call), WASIFS: orEmpty(g.WASI.FS), WASIEnv: orEmpty(g.WASI.Env)},
+			Memory: uint64(m.Limits.Memory), Deadline: m.Limits.Deadline, Config: m.Config}
+		if o.Manifest.Config == nil {
+			o.Manifest.Config = map[string]any{}
+		}
+	}
+	return o
 }

@@ -34,7 +34,7 @@ func TestPluginsCommands(t *testing.T) {
 		!strings.Contains(r.stdout, "bare: "+filepath.Join(plugins, "bare.wasm")+" has no manifest: put bare.toml beside it") {
 		t.Fatalf("kairo plugins:\n%s", r)
 	}
-	if r := kairo(t, home, "plugins", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"Requested":{"Plugin":"echo","Call":null,"Publish":["echo.>"],"Subscribe":["demo.>"]`) {
+	if r := kairo(t, home, "plugins", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"requested":{"subscribe":["demo.>"],"publish":["echo.>"],"call":[],"wasiFs":[],"wasiEnv":[]}`) {
 		t.Fatalf("kairo plugins --json:\n%s", r)
 	}
 	if r := kairo(t, home, "plugins", "grant", "echo", "subscribe=demo.>", "pub=echo.>"); r.code != 2 || !strings.Contains(r.stderr, `unknown key "pub"`) {

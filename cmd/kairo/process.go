@@ -135,7 +135,8 @@ With --json, each chunk of output is one JSON object on stdout:
 {"type":"chunk","processId","stream","seq","encoding","chunk","truncated"},
 with the chunk as text (encoding "utf8") or base64 (encoding "base64"); the
 last line is {"type":"exit", ...} with the process as kairo ps --json shows
-it.`)
+it. Without --stdin, what is typed at the terminal while kairo follows is
+discarded when it ends, not left for the shell.`)
 	asJSON := f.Bool("json", false, "print output and exit as JSON objects, one per line")
 	withStdin := f.Bool("stdin", false, "pass this stdin to the process (end of file closes its stdin); on a PTY from a terminal, raw")
 	pos, err := f.parse(args, 1, 1)
@@ -143,6 +144,9 @@ it.`)
 		return err
 	}
 	id := pos[0]
+	if !*withStdin {
+		defer dropTypedInput(int(os.Stdin.Fd()))
+	}
 	c, err := dial(ctx)
 	if err != nil {
 		return err
@@ -190,6 +194,21 @@ it.`)
 		}{"exit", newProcessJSON(end)}))
 	}
 	return processExit(end)
+}
+
+// dropTypedInput discards what was typed at the terminal fd and not read:
+// kairo attach without --stdin reads nothing, and the keys typed while it
+// followed a process would run in the shell once it exits. Only the
+// foreground's to do: from the background, the flush would stop kairo
+// (SIGTTOU), and the keys are the shell's anyway.
+func dropTypedInput(fd int) {
+	if !isTerminal(fd) {
+		return
+	}
+	if pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err != nil || pgrp != unix.Getpgrp() {
+		return
+	}
+	unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH)
 }
 
 func runKill(ctx context.Context, args []string) error {
@@ -249,10 +268,11 @@ func endsProcess(sig string) bool {
 
 func runPs(ctx context.Context, args []string) error {
 	f := newFlags("ps", "kairo ps [--json]", `
-List processes, running and ended, in the order they started: those the
-kernel shows this client (process.status). The kernel shows a client only
-the processes it spawned or attached to, so from a new connection the list
-is empty until the kernel lists a user's processes to each of its clients.
+List processes, running and ended, in the order they started
+(process.status): those your user's clients spawned, from this connection
+or any other, which kairo attach and kairo kill reach. The processes of
+the agent, a skill or a plugin are listed to root only, who sees every
+process.
 
 EXIT is the exit code, or the signal that ended the process. With --json,
 one JSON object per process: id, pid, argv, cwd, pty, status, exitCode,

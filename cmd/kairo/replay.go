@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
@@ -17,6 +18,7 @@ import (
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/manifests"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // replayParams are the params of the daemon's agent.replay.
@@ -44,56 +46,91 @@ log is read from the data folder directly.`)
 	if *run == "" {
 		return &usageError{msg: "replay: give the run loop: kairo replay --run ID (`kairo runs` lists them)"}
 	}
-	home, err := dataFolder(*homeFlag)
+	dir := *homeFlag
+	if dir == "" {
+		dir = clientHome().dir // the running daemon's, from any folder
+	}
+	home, err := dataFolder(dir)
 	if err != nil {
 		return err
 	}
 	var rep *agent.ReplayReport
+	var outside []outsideTick
 	lock, err := lockHome(home)
 	if err == nil {
 		defer lock.Close()
-		rep, err = replayOffline(ctx, home, *configFlag, *run)
+		rep, outside, err = replayOffline(ctx, home, *configFlag, *run)
 	} else {
-		rep, err = replayOnline(ctx, *run)
+		rep, outside, err = replayOnline(ctx, *run)
 	}
 	if err != nil {
 		return err
 	}
-	return printReplay(os.Stdout, rep)
+	return printReplay(os.Stdout, rep, outside)
 }
 
 // replayOnline asks the running daemon.
-func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, error) {
-	var rep agent.ReplayReport
-	if err := callKernel(ctx, "agent.replay", replayParams{RunLoop: run}, &rep); err != nil {
-		return nil, err
+func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, []outsideTick, error) {
+	c, err := dial(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	return &rep, nil
+	defer c.Close()
+	var rep agent.ReplayReport
+	if err := c.Call(ctx, "agent.replay", replayParams{RunLoop: run}, &rep); err != nil {
+		return nil, nil, callError("agent.replay", err)
+	}
+	if rep.Unrecorded == 0 {
+		return &rep, nil, nil
+	}
+	var evs []abi.Event
+	_, err = c.Replay(ctx, abi.ReplayParams{Pattern: "kairo.>"}, func(ev *abi.Event) error {
+		if ev.CorrelationID == rep.RunLoop {
+			e := *ev
+			e.Data = append([]byte(nil), ev.Data...)
+			evs = append(evs, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, callError("events.replay", err)
+	}
+	return &rep, outsideTicks(evs, rep.RunLoop), nil
 }
 
 // replayOffline reads the data folder's log itself: no daemon runs on it.
-func replayOffline(ctx context.Context, home, cfgPath, run string) (*agent.ReplayReport, error) {
+func replayOffline(ctx context.Context, home, cfgPath, run string) (*agent.ReplayReport, []outsideTick, error) {
+	rep, evs, err := replayLog(ctx, home, cfgPath, run)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rep, outsideTicks(evs, rep.RunLoop), nil
+}
+
+// replayLog replays run from the log in home and returns the log with the
+// report.
+func replayLog(ctx context.Context, home, cfgPath, run string) (*agent.ReplayReport, []abi.Event, error) {
 	cfg, err := loadConfig(home, cfgPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.Store.Kind == manifests.StoreMemory {
-		return nil, errors.New("replay: the event store is kept in memory, so only the running daemon has the log: start kairo up and replay the run loop then")
+		return nil, nil, errors.New("replay: the event store is kept in memory, so only the running daemon has the log: start kairo up and replay the run loop then")
 	}
 	path := cfg.StorePath(home)
 	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("replay: no event log at %s: is --home the data folder kairo up ran on?", path)
+		return nil, nil, fmt.Errorf("replay: no event log at %s: is --home the data folder kairo up ran on?", path)
 	}
 	store, err := bus.OpenSQLite(path, bus.SQLiteOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b := bus.New(store, bus.Options{})
 	defer b.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h, err := host.New(host.Config{CacheDir: cfg.CachePath(home), Logger: log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer h.Close(context.Background())
 	// The tools the agent would have without its plugins and MCP servers,
@@ -104,14 +141,28 @@ func replayOffline(ctx context.Context, home, cfgPath, run string) (*agent.Repla
 	defer k.Close()
 	reg, err := tools.New(tools.Config{Kernel: k, Skills: findSkills(cfg.SkillsPath(home), log), Logger: log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer reg.Close()
-	return replayRun(ctx, b, h, home, cfg, run, reg.Definitions(), log)
+	evs, err := readLog(ctx, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep, err := replayEvents(ctx, evs, h, home, cfg, run, reg.Definitions(), log)
+	return rep, evs, err
 }
 
 // replayRun replays run from the log of b with the policy plugin cfg names.
 func replayRun(ctx context.Context, b *bus.Bus, h *host.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
+	evs, err := readLog(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return replayEvents(ctx, evs, h, home, cfg, run, defs, log)
+}
+
+// readLog reads every event of b's log.
+func readLog(ctx context.Context, b *bus.Bus) ([]abi.Event, error) {
 	var evs []abi.Event
 	err := b.Replay(ctx, bus.Query{}, func(ev *abi.Event) error {
 		c := *ev
@@ -122,6 +173,11 @@ func replayRun(ctx context.Context, b *bus.Bus, h *host.Host, home string, cfg m
 	if err != nil {
 		return nil, fmt.Errorf("replay: read the log: %w", err)
 	}
+	return evs, nil
+}
+
+// replayEvents replays run from the log evs.
+func replayEvents(ctx context.Context, evs []abi.Event, h *host.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
 	a := cfg.Agent
 	return agent.Replay(ctx, agent.ReplaySetup{
 		Events: evs, RunLoop: run, Agent: a.ID, BargeIn: a.BargeIn,
@@ -149,12 +205,24 @@ func (d *daemon) registerReplay(home string, cfg manifests.Config) {
 	})
 }
 
-func printReplay(w io.Writer, rep *agent.ReplayReport) error {
+func printReplay(w io.Writer, rep *agent.ReplayReport, outside []outsideTick) error {
 	fmt.Fprintf(w, "run loop %s %q\n", termLine(rep.RunLoop), rep.Goal)
 	fmt.Fprintf(w, "replayed %d decisions (ticks %d–%d): %d actions, %d thoughts, %d recorded model answers\n",
 		rep.Decisions, rep.FirstTick, rep.LastTick, rep.Actions, rep.Thoughts, rep.Answers)
-	if rep.Unrecorded > 0 {
-		fmt.Fprintf(w, "not replayed: %d decisions whose tick the log does not record (the daemon stopped as it decided)\n", rep.Unrecorded)
+	// The replay counts as unrecorded both what the agent's runtime said
+	// itself, outside a tick, and a decision whose tick record a crash
+	// cut off: each is named for what it was.
+	rest := rep.Unrecorded
+	if n := min(len(outside), rest); n > 0 {
+		outside = outside[len(outside)-n:]
+		rest -= n
+		fmt.Fprintf(w, "not replayed: %s the agent's runtime made itself, not the policy at a tick:\n", nDecisions(n))
+		for _, o := range outside {
+			fmt.Fprintf(w, "  %s\n", termLine(o.describe()))
+		}
+	}
+	if rest > 0 {
+		fmt.Fprintf(w, "not replayed: %s whose tick the log does not record (the daemon stopped as it decided)\n", nDecisions(rest))
 	}
 	if d := rep.Divergence; d != nil {
 		fmt.Fprintf(w, "DIVERGED at tick %d (decision %d of %d): %s\n", d.Tick, d.Decision, rep.Decisions, termText(d.What))
@@ -162,4 +230,111 @@ func printReplay(w io.Writer, rep *agent.ReplayReport) error {
 	}
 	fmt.Fprintln(w, "the policy decided as recorded")
 	return nil
+}
+
+// nDecisions is "1 decision", "2 decisions".
+func nDecisions(n int) string {
+	if n == 1 {
+		return "1 decision"
+	}
+	return fmt.Sprintf("%d decisions", n)
+}
+
+// outsideTick is an action or thought of a run loop that the agent's
+// runtime made itself, outside any tick (tick 0): the closing words of a
+// canceled run loop, the word that a task was interrupted. The policy did
+// not decide it, so a replay has nothing to compare it with.
+type outsideTick struct {
+	what string // "say", "thought", ...
+	text string
+	// why is what the runtime answered, when it answered a cancel: who
+	// asked and the reason.
+	why string
+}
+
+func (o outsideTick) describe() string {
+	s := fmt.Sprintf("%s %q", o.what, o.text)
+	if o.why != "" {
+		s += " (" + o.why + ")"
+	}
+	return s
+}
+
+// outsideTicks finds them in the events evs of run loop loop.
+func outsideTicks(evs []abi.Event, loop string) []outsideTick {
+	byID := map[string]*abi.Event{}
+	ended := map[string]string{}  // the status the run loop ended with, by what caused the end
+	var canceled *abi.ActionEvent // the policy's last cancel of the run loop
+	for i := range evs {
+		ev := &evs[i]
+		byID[ev.ID] = ev
+		if ev.CorrelationID != loop {
+			continue
+		}
+		var d abi.IntentEnded
+		var a abi.ActionEvent
+		switch {
+		case ev.Type == abi.SubjectIntentEnded && msgpack.Unmarshal(ev.Data, &d) == nil:
+			ended[ev.CausationID] = d.Status
+		case ev.Type == abi.SubjectAgentAction && msgpack.Unmarshal(ev.Data, &a) == nil && a.Type == abi.ActionCancel && a.Tick != 0:
+			canceled = &a
+		}
+	}
+	var out []outsideTick
+	for i := range evs {
+		ev := &evs[i]
+		if ev.CorrelationID != loop || !strings.HasPrefix(ev.Source, "agent/") {
+			continue
+		}
+		var o outsideTick
+		switch ev.Type {
+		case abi.SubjectAgentAction:
+			var a abi.ActionEvent
+			if msgpack.Unmarshal(ev.Data, &a) != nil || a.Tick != 0 {
+				continue
+			}
+			o = outsideTick{what: a.Type, text: a.Text}
+		case abi.SubjectAgentThought:
+			var th abi.Thought
+			if msgpack.Unmarshal(ev.Data, &th) != nil || th.Tick != 0 {
+				continue
+			}
+			o = outsideTick{what: "thought", text: th.Text}
+		default:
+			continue
+		}
+		o.why = why(byID[ev.CausationID], ended[ev.CausationID], canceled)
+		out = append(out, o)
+	}
+	return out
+}
+
+// why says what the runtime answered with a decision of its own caused by
+// cause (nil when none), which ended the run loop with status (or ""); the
+// policy's cancel of the run loop is canceled (or nil).
+func why(cause *abi.Event, status string, canceled *abi.ActionEvent) string {
+	if cause == nil {
+		if status == "canceled" && canceled != nil {
+			return fmt.Sprintf("the run loop was canceled by the policy at tick %d: %s", canceled.Tick, orDash(canceled.Reason))
+		}
+		return ""
+	}
+	switch cause.Type {
+	case abi.SubjectIntentCancel:
+		var p abi.CancelParams
+		msgpack.Unmarshal(cause.Data, &p)
+		s := "the run loop was stopped by hand: a cancel from " + cause.Source
+		if p.Reason != "" {
+			s += ", " + p.Reason
+		}
+		return s
+	case abi.SubjectUserMessage:
+		var m abi.UserMessage
+		msgpack.Unmarshal(cause.Data, &m)
+		if status == "canceled" {
+			return fmt.Sprintf("the run loop was canceled as the user's %q asked", m.Text)
+		}
+		return fmt.Sprintf("answering the user's %q", m.Text)
+	}
+	return ""
 }

@@ -66,15 +66,20 @@ for the run and removed after it.`)
 		return fmt.Errorf("--work: %w", err)
 	}
 	params, appended := skill.ParamsFromArgs(extra)
-	argv, err := skill.Argv(params, appended)
-	if err != nil {
-		return err
-	}
 	if *explain {
+		// A manifest is explained without its params: those not given
+		// are shown as their placeholders.
+		argv, unset, err := skill.ArgvTemplate(params, appended)
+		if err != nil {
+			return err
+		}
 		p := proc.SkillPolicy(skill, work, "$TMP", os.Environ())
 		p.BestEffort = *bestEffort
 		fmt.Printf("skill      %s %s (%s)\n", termLine(skill.Skill.Name), termLine(skill.Skill.Version), termLine(path))
 		fmt.Printf("command    %s\n", termLine(strings.Join(argv, " ")))
+		if len(unset) > 0 {
+			fmt.Printf("params     not given, shown as {NAME}: %s (kairo run %s -- NAME=VALUE ...)\n", termLine(strings.Join(unset, ", ")), termLine(rest[0]))
+		}
 		sandbox.Explain(os.Stdout, p, argv[0])
 		if len(skill.Progress) > 0 {
 			fmt.Println("\nprogress rules (kairo.process.progress)")
@@ -83,6 +88,9 @@ for the run and removed after it.`)
 			}
 		}
 		return nil
+	}
+	if _, err := skill.Argv(params, appended); err != nil {
+		return err
 	}
 	warnUnwritableWork(skill, work)
 	if *bestEffort {

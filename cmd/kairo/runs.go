@@ -149,13 +149,32 @@ func runRunsShow(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("run loop %s\n", id)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	// On a terminal a process's progress is one row, as it was one line
+	// redrawn while it ran: its last report, with its rate. Piped, each
+	// report is a row.
+	tty := isTerminal(int(os.Stdout.Fd()))
+	last := map[string]int{} // process → the index of its last report
+	for i := range evs {
+		if r, ok := readProgress(&evs[i]); ok {
+			last[r.ProcessID] = i
+		}
+	}
+	var meter progressMeter
 	var t0 time.Time
 	for i := range evs {
 		ev := &evs[i]
 		if t0.IsZero() {
 			t0 = ev.Time
 		}
-		fmt.Fprintf(w, "%s\t+%s\t%s\t%s\n", ev.Time.Local().Format("15:04:05.000"), ev.Time.Sub(t0).Round(time.Millisecond), termLine(ev.Type), termLine(describeRunEvent(ev)))
+		desc := termLine(describeRunEvent(ev))
+		if r, ok := meter.read(ev); ok && tty {
+			if last[r.ProcessID] != i {
+				continue
+			}
+			r.HasETA = false // a past estimate
+			desc = termLine(r.ProcessID) + " " + r.bar()
+		}
+		fmt.Fprintf(w, "%s\t+%s\t%s\t%s\n", ev.Time.Local().Format("15:04:05.000"), ev.Time.Sub(t0).Round(time.Millisecond), termLine(ev.Type), desc)
 	}
 	return w.Flush()
 }
@@ -222,7 +241,9 @@ func describeRunEvent(ev *abi.Event) string {
 	case "kairo.process.canceled", "kairo.process.interrupted":
 		return fmt.Sprintf("%s: %s", str("processId"), str("reason"))
 	case "kairo.process.progress":
-		return fmt.Sprintf("%s progress %v", str("processId"), m["values"])
+		if r, ok := readProgress(ev); ok {
+			return str("processId") + " " + r.plain()
+		}
 	}
 	if strings.HasSuffix(ev.Type, ".message") {
 		return "user: " + str("text")

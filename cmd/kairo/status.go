@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/ipc"
 )
 
 func runPing(ctx context.Context, args []string) error {
@@ -46,6 +48,8 @@ func runPing(ctx context.Context, args []string) error {
 
 // statusJSON is the --json form of kairo status.
 type statusJSON struct {
+	Home       string   `json:"home"`     // the data folder, absolute; "" when KAIRO_SOCKET names the socket
+	HomeFrom   string   `json:"homeFrom"` // how it was found: "KAIRO_HOME", "cwd", "pointer" or "KAIRO_SOCKET"
 	Socket     string   `json:"socket"`
 	Version    string   `json:"version"`
 	ABIVersion int      `json:"abiVersion"`
@@ -74,12 +78,17 @@ type statusJSON struct {
 }
 
 func runStatus(ctx context.Context, args []string) error {
-	f := newFlags("status", "kairo status [--json]", "Show the running kernel's version, methods and counters (kernel.introspect and system.get_metrics).")
+	f := newFlags("status", "kairo status [--json]", `
+Show the running kernel's version, methods and counters (kernel.introspect
+and system.get_metrics), and the data folder this client found it by:
+$KAIRO_HOME, else ./.kairo if a kernel listens there, else the one the
+user's running kernel named in $XDG_RUNTIME_DIR/kairo/current (or the
+cache folder's kairo/current), else ./.kairo.`)
 	asJSON := f.Bool("json", false, "print one JSON object")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	path, err := clientSocket()
+	home, from, path, err := statusTarget()
 	if err != nil {
 		return err
 	}
@@ -97,7 +106,7 @@ func runStatus(ctx context.Context, args []string) error {
 		return callError("system.get_metrics", err)
 	}
 	if *asJSON {
-		s := statusJSON{Socket: path, Version: in.Version, ABIVersion: in.ABIVersion, Methods: in.Methods}
+		s := statusJSON{Home: home, HomeFrom: from, Socket: path, Version: in.Version, ABIVersion: in.ABIVersion, Methods: in.Methods}
 		s.Metrics.UptimeSeconds = m.Uptime.Seconds()
 		s.Metrics.Goroutines, s.Metrics.HeapBytes = m.Goroutines, m.HeapBytes
 		s.Metrics.Connections, s.Metrics.Subscriptions = m.Connections, m.Subscriptions
@@ -115,7 +124,17 @@ func runStatus(ctx context.Context, args []string) error {
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "kernel\t%s (ABI %d), up %v\n", in.Version, in.ABIVersion, m.Uptime.Round(time.Second))
-	fmt.Fprintf(w, "socket\t%s\n", path)
+	switch from {
+	case "KAIRO_SOCKET":
+		fmt.Fprintf(w, "home\tnone looked up: KAIRO_SOCKET names the socket\n")
+	case "pointer":
+		fmt.Fprintf(w, "home\t%s (found through %s)\n", termLine(home), termLine(ipc.PointerPath()))
+	case "KAIRO_HOME":
+		fmt.Fprintf(w, "home\t%s (KAIRO_HOME)\n", termLine(home))
+	default:
+		fmt.Fprintf(w, "home\t%s (in the current folder)\n", termLine(home))
+	}
+	fmt.Fprintf(w, "socket\t%s\n", termLine(path))
 	fmt.Fprintf(w, "store\t%s, last seq %d\n", m.Store, m.LastSeq)
 	if !m.StoreFullSince.IsZero() {
 		fmt.Fprintf(w, "\tREFUSING WRITES: its disk is full since %s (%v ago), %d events refused; reads and subscriptions work; free space and it resumes\n",
@@ -126,6 +145,22 @@ func runStatus(ctx context.Context, args []string) error {
 	fmt.Fprintf(w, "runtime\t%d goroutines, %s heap\n", m.Goroutines, humanBytes(m.HeapBytes))
 	fmt.Fprintf(w, "methods\t%s\n", termLine(strings.Join(in.Methods, ", ")))
 	return w.Flush()
+}
+
+// statusTarget is the data folder kairo status reports on, absolute, how
+// it was found (statusJSON.HomeFrom), and the socket it dials.
+func statusTarget() (home, from, sock string, err error) {
+	if p := os.Getenv("KAIRO_SOCKET"); p != "" {
+		return "", "KAIRO_SOCKET", p, nil
+	}
+	h := clientHome()
+	if home, err = filepath.Abs(h.dir); err != nil {
+		return "", "", "", err
+	}
+	if sock, err = homeSocket(h.dir); err != nil {
+		return "", "", "", err
+	}
+	return home, h.from, sock, nil
 }
 
 func runVersion(ctx context.Context, args []string) error {

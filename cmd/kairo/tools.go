@@ -19,7 +19,10 @@ comes from and what it may reach. Sources: kernel (the process methods, in
 the agent's session), skill (a binary skill, under its manifest's
 sandbox), plugin (a wasm tool plugin, within its manifest's grants), mcp
 (a tool of an MCP server). With NAMEs, show those tools whole: description
-and parameters (the JSON schema a model fills in).`)
+and parameters (the JSON schema a model fills in).
+
+With --json, one JSON object per tool: name, offered, description,
+parameters, source, origin, grants, error.`)
 	asJSON := f.Bool("json", false, "print one JSON object per tool")
 	names, err := f.parse(args, 0, -1)
 	if err != nil {
@@ -44,7 +47,7 @@ and parameters (the JSON schema a model fills in).`)
 	switch {
 	case *asJSON:
 		for _, t := range list {
-			fmt.Printf("%s\n", marshalJSON(t))
+			fmt.Printf("%s\n", marshalJSON(newToolJSON(t, offered[t.Name])))
 		}
 		return nil
 	case len(names) > 0:
@@ -80,6 +83,28 @@ and parameters (the JSON schema a model fills in).`)
 		}
 	}
 	return nil
+}
+
+// toolJSON is the --json form of a tool; the keys are the wire names of
+// abi.ToolInfo, and every key is always there.
+type toolJSON struct {
+	Name        string         `json:"name"`
+	Offered     string         `json:"offered"` // the name the model is offered it under; "" when it cannot be called
+	Description string         `json:"description"`
+	Parameters  map[string]any `json:"parameters"` // the JSON schema of its arguments
+	Source      string         `json:"source"`
+	Origin      string         `json:"origin"`
+	Grants      []string       `json:"grants"`
+	Error       string         `json:"error"`
+}
+
+func newToolJSON(t abi.ToolInfo, offered string) toolJSON {
+	o := toolJSON{Name: t.Name, Offered: offered, Description: t.Description, Parameters: t.Parameters,
+		Source: t.Source, Origin: t.Origin, Grants: orEmpty(t.Grants), Error: t.Error}
+	if o.Parameters == nil {
+		o.Parameters = map[string]any{}
+	}
+	return o
 }
 
 // offeredNames are the names the LLM policy offers the callable tools to

@@ -33,7 +33,7 @@ import (
 const maxSocketPath = 107
 
 func runUp(ctx context.Context, args []string) error {
-	f := newFlags("up", "kairo up [--config FILE] [--home DIR]", `
+	f := newFlags("up", "kairo up [--config FILE] [--home DIR] [--log-format text|json] [-v]", `
 Run Kairo in the foreground: open the event store, listen on the Unix
 socket, load the plugins, start the agent, and serve until SIGINT or
 SIGTERM, then stop cleanly (exit 0). With a terminal on stdin, a chat with
@@ -41,11 +41,39 @@ the agent opens there (as kairo chat).
 
 The data folder is --home, else $KAIRO_HOME, else ./.kairo; it is created
 with mode 0700 and holds events.db, kernel.sock, kairo.lock and, optionally,
-kairo.toml. One daemon at a time runs on a data folder.`)
+kairo.toml. One daemon at a time runs on a data folder.
+
+The log goes to kairo.log in the data folder (at 10 MiB it becomes
+kairo.log.1, replacing the one before). On a terminal, kairo up shows a
+line as it starts, the chat, and the warnings and errors, a short line
+each. With --log-format or -v, or when stderr is not a terminal, stderr
+gets the structured log instead, as the file does.`)
 	configFlag := f.String("config", "", "read `FILE` over the built-in defaults (default: kairo.toml in the data folder, if it exists)")
 	homeFlag := f.String("home", "", "the data folder `DIR` (default $KAIRO_HOME, else ./.kairo)")
+	logFormat := f.String("log-format", "", "write the log to stderr too, as `FORMAT`: text or json (default: text when stderr is not a terminal)")
+	verbose := f.Bool("v", false, "write the log to stderr too, as text (--log-format text)")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
+	}
+	started := time.Now()
+	switch *logFormat {
+	case "", "text", "json":
+	default:
+		return &usageError{msg: fmt.Sprintf("--log-format %q: give text or json", *logFormat), synopsis: f.synopsis}
+	}
+	if *verbose && *logFormat == "" {
+		*logFormat = "text"
+	}
+	// A person at a terminal sees a short start and the chat; anything
+	// else reading stderr, or one who asked for it, the structured log.
+	var con *console
+	if fd := int(os.Stderr.Fd()); !isTerminal(fd) && *logFormat == "" {
+		*logFormat = "text"
+	} else if *logFormat == "" {
+		cols, _, _ := termSize(fd)
+		con = newConsole(os.Stderr, int(cols))
+		con.setStatus("kairo: starting…")
+		defer con.clearStatus() // before an error is printed
 	}
 
 	home, err := dataFolder(*homeFlag)
@@ -69,7 +97,11 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 		return err
 	}
 	level, _ := cfg.Log.SlogLevel() // validated by Load
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logPath := filepath.Join(home, "kairo.log")
+	log, logFile := openLog(logOptions{Level: level, Format: *logFormat, File: logPath, Human: con})
+	if logFile != nil {
+		defer logFile.Close()
+	}
 	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the data folder is open to other users; chmod 700 it", "home", home, "mode", fi.Mode().Perm())
 	}
@@ -93,15 +125,36 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 	} else {
 		defer stopReaper()
 	}
-	d, err := startDaemon(home, cfg, log)
+	d, err := startDaemon(home, cfg, log, con)
 	if err != nil {
 		return err
 	}
+	if con != nil {
+		con.line(upLine(started, home, logPath, logFile != nil, d.pluginsRunning, d.pluginsTotal))
+	}
+	defer writePointer(home, log)() // clients in other folders find it; gone on a clean stop
 	// With a terminal on stdin, the person at it talks to the agent there.
+	var scr *screen
 	if isTerminal(int(os.Stdin.Fd())) {
-		fmt.Fprintln(os.Stderr, "kairo: up. Talk to the agent here (\"help\" lists what it understands); Ctrl-D ends the chat, Ctrl-C stops kairo.")
+		const talk = "Talk to the agent here (\"help\" lists what it understands); Ctrl-D ends the chat, Ctrl-C stops kairo."
+		scr = stdoutScreen()
+		if *logFormat != "" {
+			// Log lines come between: a line redrawn in place would
+			// overwrite them.
+			scr.mode = progressPlain
+		}
+		if con != nil {
+			scr.line(talk)
+			con.attach(scr) // warnings print above the prompt
+		} else {
+			fmt.Fprintln(os.Stderr, "kairo: up. "+talk)
+		}
 		go func() { // ends with stdin or ctx; the daemon serves on after Ctrl-D
-			if err := chat(ctx, os.Stdin, os.Stdout, d.sock); err != nil {
+			err := chat(ctx, os.Stdin, scr, d.sock)
+			if con != nil {
+				con.attach(nil)
+			}
+			if err != nil {
 				log.Warn("the terminal chat ended", "err", err)
 			}
 		}()
@@ -112,6 +165,13 @@ kairo.toml. One daemon at a time runs on a data folder.`)
 		// A second signal kills at once, should the clean stop hang.
 		signal.Reset(syscall.SIGINT, syscall.SIGTERM)
 		log.Info("stopping; a second signal kills", "reason", context.Cause(ctx))
+		if con != nil {
+			con.attach(nil)
+			if scr != nil {
+				scr.end() // the prompt's line, before the chat ends
+			}
+			con.line("kairo: stopping… (a second Ctrl-C kills it)")
+		}
 	case serveErr = <-d.served:
 		log.Error("the socket server failed; stopping", "err", serveErr)
 	}
@@ -162,9 +222,14 @@ type daemon struct {
 	memory  *memory.Store
 
 	launcher proc.Launcher
+
+	con                          *console // the terminal's start lines; nil for none
+	pluginsRunning, pluginsTotal int      // once the plugins are loaded
 }
 
-func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, error) {
+// startDaemon starts a daemon on home; con, when not nil, shows how far
+// it is.
+func startDaemon(home string, cfg manifests.Config, log *slog.Logger, con *console) (*daemon, error) {
 	sock := cfg.SocketPath(home)
 	if len(sock) > maxSocketPath {
 		return nil, fmt.Errorf("the socket path %s is %d bytes, over the %d a Unix socket allows; set KAIRO_SOCKET or kernel.socket in kairo.toml to a shorter path", sock, len(sock), maxSocketPath)
@@ -194,7 +259,7 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger) (*daemon, 
 		return nil, err
 	}
 	serveSkills(launcher, srv)
-	d := &daemon{log: log, kernel: k, bus: b, srv: srv, served: make(chan error, 1), launcher: launcher, sock: sock}
+	d := &daemon{log: log, con: con, kernel: k, bus: b, srv: srv, served: make(chan error, 1), launcher: launcher, sock: sock}
 	go func() { d.served <- srv.Serve() }()
 
 	seq, err := d.publishSystem("kairo.system.started", systemData{Version: version, PID: os.Getpid()})
@@ -258,6 +323,9 @@ func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
 			d.log.Warn("kairo.toml has [plugins."+name+"], but no plugin of that name is installed", "folders", folders)
 		}
 	}
+	if d.con != nil {
+		d.con.setStatus(pluginsStatus(folders, cfg.CachePath(home)))
+	}
 	if err := d.plugins.Start(); err != nil {
 		d.log.Warn("plugins load, but changes to their files need a restart", "err", err)
 	}
@@ -267,7 +335,11 @@ func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
 			n++
 		}
 	}
+	d.pluginsRunning, d.pluginsTotal = n, len(d.plugins.List())
 	d.log.Info("plugins loaded", "running", n, "of", len(d.plugins.List()))
+	if d.con != nil {
+		d.con.setStatus("kairo: starting the agent…")
+	}
 	return nil
 }
 
@@ -317,18 +389,20 @@ func pluginFolders(home string, cfg manifests.Config) []host.Folder {
 // and starts ticking.
 func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 	a := cfg.Agent
-	skills := findSkills(cfg.SkillsPath(home), d.log)
 	reg, err := tools.New(tools.Config{
-		Kernel: d.kernel, Plugins: d.plugins, Skills: skills,
+		Kernel: d.kernel, Plugins: d.plugins,
 		ResultDir: filepath.Join(home, "results"), Logger: d.log,
 	})
 	if err != nil {
 		return err
 	}
 	reg.Register()
-	// The registry set the skills it was made with; the kernel keeps
-	// looking in the folder, for skills added since.
-	d.kernel.SetSkills(installedSkills(cfg.SkillsPath(home)))
+	// The skills folder, followed as the plugins folder is: the registry
+	// tells the kernel and the agent which skills are installed now.
+	if err := reg.WatchSkills(tools.SkillsFolder{Dir: cfg.SkillsPath(home), Stage: skillsStage(d.launcher)}); err != nil {
+		reg.Close()
+		return err
+	}
 	d.tools = reg
 	d.startMCP(cfg)
 	mem, err := d.openMemory(home, cfg)
@@ -336,7 +410,7 @@ func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 		return err
 	}
 	r, err := agent.New(agent.Config{
-		Skills: skills, Tools: reg, Memory: mem,
+		Tools: reg, Memory: mem,
 		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
 		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
 		MaxToolCalls: a.MaxToolCalls, QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
@@ -350,8 +424,20 @@ func (d *daemon) startAgent(home string, cfg manifests.Config) error {
 	}
 	d.agent = r
 	d.registerReplay(home, cfg)
-	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz, "skills", len(skills))
+	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz, "skills", len(reg.SkillNames()))
 	return nil
+}
+
+// skillsStage is where the daemon copies the installed skills for the
+// sandboxes to run: as root they run as uids that may not pass through the
+// home (mode 0700), so the copies go beside the workspaces, on a path they
+// may pass. "" runs the skills in place: the sandboxes run as the daemon's
+// own uid, or not at all.
+func skillsStage(l proc.Launcher) string {
+	if sl, ok := l.(*proc.Sandboxed); ok && os.Geteuid() == 0 && sl.Root != "" {
+		return filepath.Join(sl.Root, "skills")
+	}
+	return ""
 }
 
 // installedSkills finds a skill of dir by name when it is asked for, so a

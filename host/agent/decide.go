@@ -85,6 +85,9 @@ func (r *Runtime) tick(tk Tick) {
 	if d, ok := r.cfg.Tools.(Definer); ok {
 		in.Tools = d.Definitions()
 	}
+	if s, ok := r.cfg.Tools.(SkillNamer); ok {
+		in.Skills = s.SkillNames() // as the skills folder is now
+	}
 
 	batch := &abi.Batch{Time: tk.At, Tick: tk.N, Events: x, Agent: in}
 	reply, err := r.cfg.Policy.Decide(r.ctx, batch)

@@ -26,7 +26,15 @@ type Definer interface {
 	Definitions() []abi.Tool
 }
 
+// SkillNamer is Tools that knows the installed skills as they change; the
+// runtime shows their names to the policy each tick, in place of
+// Config.Skills'.
+type SkillNamer interface {
+	SkillNames() []string
+}
+
 var (
-	_ Tools   = (*tools.Registry)(nil)
-	_ Definer = (*tools.Registry)(nil)
+	_ Tools      = (*tools.Registry)(nil)
+	_ Definer    = (*tools.Registry)(nil)
+	_ SkillNamer = (*tools.Registry)(nil)
 )

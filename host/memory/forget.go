@@ -102,7 +102,7 @@ var anchorRE = regexp.MustCompile(`^([^#\s]+)#(\d+)\.(\d+)(?:\(([a-z_]+)\))?$`)
 func ParseAnchor(s string) (Anchor, error) {
 	m := anchorRE.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
-		return Anchor{}, fmt.Errorf("memory: anchor %q: want RUNLOOP#ITERATION.SEGMENT, as a search shows it (e.g. 0193…#0.2(tool_result))", s)
+		return Anchor{}, fmt.Errorf("memory: anchor %q: want RUNLOOP#ITERATION.SEGMENT, as a search shows it (e.g. 0193…#0.2)", s)
 	}
 	it, err1 := strconv.Atoi(m[2])
 	sg, err2 := strconv.Atoi(m[3])

@@ -55,6 +55,12 @@ func (a Anchor) String() string {
 	return fmt.Sprintf("%s#%d.%d(%s)", a.RunLoopID, a.IterationIndex, a.SegmentIndex, a.SegmentType)
 }
 
+// Ref is the anchor as a person types it: RUNLOOP#ITERATION.SEGMENT,
+// without the type, so a shell takes it as one word.
+func (a Anchor) Ref() string {
+	return fmt.Sprintf("%s#%d.%d", a.RunLoopID, a.IterationIndex, a.SegmentIndex)
+}
+
 // Segment is one piece of a run loop, as it is indexed.
 type Segment struct {
 	Anchor

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -158,9 +155,9 @@ func (r *Registry) spawnTool(ctx context.Context, c *Call) abi.ToolResultEvent {
 	}
 	p := abi.SpawnParams{Argv: a.Argv, Cwd: a.Cwd}
 	if a.Skill != "" {
-		path, ok := r.cfg.Skills[a.Skill]
+		path, ok := r.SkillPath(a.Skill)
 		if !ok {
-			return errorResult("process.spawn: no skill %q; the skills are %s", a.Skill, strings.Join(slices.Sorted(maps.Keys(r.cfg.Skills)), ", "))
+			return errorResult("process.spawn: %s", NoSkill(a.Skill))
 		}
 		sk, err := manifests.LoadSkill(path)
 		if err != nil {

@@ -110,6 +110,9 @@ type Registry struct {
 	mu      sync.RWMutex
 	tools   map[string]*entry  // the kernel's, the skills', Go tools
 	sources map[string]*source // by server name
+	skills  map[string]string  // name → the manifest the kernel runs (skills.go)
+
+	watch *skillWatch // the skills folder followed, if any; Close stops it
 }
 
 // entry is one registered tool.
@@ -149,7 +152,7 @@ func New(cfg Config) (*Registry, error) {
 		return nil, err
 	}
 	r := &Registry{cfg: cfg, log: cfg.Logger, results: results, tools: map[string]*entry{}, sources: map[string]*source{},
-		timedOut: fmt.Errorf("no result within %v, the timeout of a tool call", cfg.Timeout)}
+		skills: maps.Clone(cfg.Skills), timedOut: fmt.Errorf("no result within %v, the timeout of a tool call", cfg.Timeout)}
 	var errs []error
 	for _, t := range r.kernelTools() {
 		errs = append(errs, r.Add(t.info, t.run))
@@ -162,18 +165,15 @@ func New(cfg Config) (*Registry, error) {
 		return nil, err
 	}
 	// The kernel runs skills for principals other than the operator only
-	// by name: these are the installed ones.
-	skills := maps.Clone(cfg.Skills)
-	cfg.Kernel.SetSkills(func(name string) (string, bool) {
-		path, ok := skills[name]
-		return path, ok
-	})
+	// by name: these are the installed ones, as WatchSkills keeps them.
+	cfg.Kernel.SetSkills(r.SkillPath)
 	return r, nil
 }
 
 // Close waits for the calls of sources still running, then removes the
 // results folder if New made a temporary one.
 func (r *Registry) Close() error {
+	r.stopWatch()
 	r.wg.Wait()
 	return r.results.close()
 }

@@ -268,7 +268,7 @@ func TestKernelTools(t *testing.T) {
 
 	for _, c := range []struct{ tool, args, want string }{
 		{"process.spawn", `{}`, "process.spawn: give argv (a list), command (a shell line) or skill (a name)"},
-		{"process.spawn", `{"skill": "nope"}`, `process.spawn: no skill "nope"`},
+		{"process.spawn", `{"skill": "nope"}`, "process.spawn: no skill named \"nope\"; `kairo tools` lists the skills"},
 		{"process.spawn", `[1]`, "process.spawn: arguments are not a JSON object"},
 		{"process.kill", `{"processId": "nope"}`, `no process "nope"`},
 		{"process.wait", `{}`, "processId is empty"},

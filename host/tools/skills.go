@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,7 +19,16 @@ import (
 
 // addSkill registers the skill name, whose manifest is at path.
 func (r *Registry) addSkill(name, path string) error {
-	sk, err := manifests.LoadSkill(path)
+	return r.addSkillFrom(name, path, path, false)
+}
+
+// addSkillFrom registers the skill name installed at origin, whose
+// manifest the kernel runs is run (a copy of origin's folder the
+// sandboxes' uids may reach, or origin itself). With replace, it takes
+// the place of the skill of that name in one step: a call or a spawn by
+// name never finds neither.
+func (r *Registry) addSkillFrom(name, origin, run string, replace bool) error {
+	sk, err := manifests.LoadSkill(run)
 	if err != nil {
 		return fmt.Errorf("tools: skill %s: %w", name, err)
 	}
@@ -28,9 +39,53 @@ func (r *Registry) addSkill(name, path string) error {
 	desc += " Starts it in its sandbox and returns its processId at once; its exit and last output lines arrive later as events of the run loop."
 	info := abi.ToolInfo{
 		Tool:   abi.Tool{Name: skillPrefix + name, Description: desc, Parameters: sk.JSONSchema()},
-		Source: abi.ToolSourceSkill, Origin: path, Grants: SkillGrants(sk),
+		Source: abi.ToolSourceSkill, Origin: origin, Grants: SkillGrants(sk),
 	}
-	return r.Add(info, func(ctx context.Context, c *Call) abi.ToolResultEvent { return r.runSkill(ctx, c, name, path) })
+	e := &entry{info: info, run: func(ctx context.Context, c *Call) abi.ToolResultEvent { return r.runSkill(ctx, c, name, run) }}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if replace {
+		delete(r.tools, info.Name)
+	}
+	if err := r.freeLocked(info.Name); err != nil {
+		return err
+	}
+	r.tools[info.Name] = e
+	if r.skills == nil {
+		r.skills = map[string]string{}
+	}
+	r.skills[name] = run
+	return nil
+}
+
+// removeSkill unregisters the skill name and its tool.
+func (r *Registry) removeSkill(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.skills, name)
+	delete(r.tools, skillPrefix+name)
+}
+
+// SkillPath is the skill.toml the kernel runs for the installed skill name:
+// a copy of its folder when the skills folder is staged (SkillsFolder).
+func (r *Registry) SkillPath(name string) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	path, ok := r.skills[name]
+	return path, ok
+}
+
+// SkillNames are the names of the installed skills, sorted: what a policy
+// may run by name. They change as the skills folder does (WatchSkills).
+func (r *Registry) SkillNames() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Sorted(maps.Keys(r.skills))
+}
+
+// NoSkill is the error of a skill asked for by a name none has.
+func NoSkill(name string) string {
+	return fmt.Sprintf("no skill named %q; `kairo tools` lists the skills", name)
 }
 
 func (r *Registry) runSkill(ctx context.Context, c *Call, name, path string) abi.ToolResultEvent {

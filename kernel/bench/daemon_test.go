@@ -44,7 +44,9 @@ func startDaemonConfig(b *testing.B, config string) (string, int) {
 		}
 	}
 	cmd := exec.Command(bin, "up", "--home", home)
-	cmd.Env = append(os.Environ(), "KAIRO_HOME="+home, "KAIRO_SOCKET=")
+	// XDG_RUNTIME_DIR that does not exist: the daemon names its home in no
+	// pointer file (cmd/kairo/pointer.go), not the user's.
+	cmd.Env = append(os.Environ(), "KAIRO_HOME="+home, "KAIRO_SOCKET=", "XDG_RUNTIME_DIR="+filepath.Join(home, "no-runtime-dir"))
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,23 +15,143 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/sys/unix"
 )
 
-// SocketPath is where the kernel listens: $KAIRO_SOCKET, else
-// $KAIRO_HOME/kernel.sock, else ./.kairo/kernel.sock.
+// SocketPath is the socket a client dials: $KAIRO_SOCKET, else
+// kernel.sock in the data folder FindHome finds.
 func SocketPath() string {
 	if p := os.Getenv("KAIRO_SOCKET"); p != "" {
 		return p
 	}
-	return filepath.Join(Home(), "kernel.sock")
+	home, _ := FindHome(nil)
+	return filepath.Join(home, "kernel.sock")
 }
 
-// Home is Kairo's data folder: $KAIRO_HOME, else ./.kairo.
+// Home is the data folder kairo up runs on: $KAIRO_HOME, else ./.kairo.
+// A client looks further: FindHome.
 func Home() string {
 	if h := os.Getenv("KAIRO_HOME"); h != "" {
 		return h
 	}
 	return ".kairo"
+}
+
+// FindHome is the data folder a client uses, so that it finds the kernel
+// its user started from whatever folder it runs in: $KAIRO_HOME; else
+// ./.kairo when a kernel listens there; else the folder the user's running
+// kernel named in the pointer file (PointerPath) when a kernel listens
+// there; else ./.kairo. pointer is the pointer file when the folder came
+// from it. socketOf is where a kernel on a data folder listens; nil means
+// kernel.sock in it.
+func FindHome(socketOf func(home string) (string, error)) (home, pointer string) {
+	if h := os.Getenv("KAIRO_HOME"); h != "" {
+		return h, ""
+	}
+	if socketOf == nil {
+		socketOf = func(home string) (string, error) { return filepath.Join(home, "kernel.sock"), nil }
+	}
+	listens := func(home string) bool {
+		sock, err := socketOf(home)
+		if err != nil {
+			return false
+		}
+		c, err := net.DialTimeout("unix", sock, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
+	const here = ".kairo"
+	if listens(here) {
+		return here, ""
+	}
+	if path := PointerPath(); path != "" {
+		if h, err := ReadPointer(path); err == nil && listens(h) {
+			return h, path
+		}
+	}
+	return here, ""
+}
+
+// PointerPath is the file in which a running kernel names its data folder
+// for the clients of its user: $XDG_RUNTIME_DIR/kairo/current, else
+// kairo/current in the user's cache folder; "" when neither is known.
+// XDG_RUNTIME_DIR is the user's own, private, and emptied at logout; where
+// it is unset (a container, a service) the cache folder is the user's own
+// too, unlike /tmp, where another user may make the folder first. A
+// pointer a crash left names a socket nobody listens on, and is passed
+// over.
+func PointerPath() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "kairo", "current")
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "kairo", "current")
+	}
+	return ""
+}
+
+// maxPointer bounds the pointer file: a path, and a newline.
+const maxPointer = 4096
+
+// ReadPointer returns the data folder the pointer file at path names. It
+// refuses a pointer that another user could have written: the file and its
+// folder must be this user's, writable by nobody else, and the file a
+// regular one, not a link.
+func ReadPointer(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Dir(path), &st); err != nil {
+		return "", &os.PathError{Op: "lstat", Path: filepath.Dir(path), Err: err}
+	}
+	if err := ownOnly(filepath.Dir(path), &st, unix.S_IFDIR); err != nil {
+		return "", err
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	// The file opened, not whatever the name points at by now.
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if err := ownOnly(path, &st, unix.S_IFREG); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPointer+1))
+	switch {
+	case err != nil:
+		return "", err
+	case len(b) > maxPointer:
+		return "", fmt.Errorf("%s: over %d bytes, so not a pointer", path, maxPointer)
+	}
+	home := strings.TrimSuffix(string(b), "\n")
+	if !filepath.IsAbs(home) || strings.ContainsAny(home, "\x00\n") {
+		return "", fmt.Errorf("%s: does not hold an absolute path", path)
+	}
+	return home, nil
+}
+
+// ownOnly checks that st, of path, is of type typ (unix.S_IFDIR or
+// S_IFREG), belongs to this process's user and may be written by no one
+// else.
+func ownOnly(path string, st *unix.Stat_t, typ uint32) error {
+	what := "a regular file"
+	if typ == unix.S_IFDIR {
+		what = "a folder"
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != typ:
+		return fmt.Errorf("%s: not %s", path, what)
+	case int(st.Uid) != os.Getuid():
+		return fmt.Errorf("%s: belongs to uid %d, not to this user", path, st.Uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s: others may write it (mode %#o)", path, st.Mode&0o777)
+	}
+	return nil
 }
 
 // ErrClientClosed is returned by calls on a closed client or after the

@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -190,6 +192,9 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		p.UID, p.GID = -1, -1
 	}
 	p.IPC = spec.IPC != nil
+	if name := missingProgram(spec.Argv, p.Env); name != "" {
+		return fail(&NoProgramError{Name: name, Path: envPath(p.Env)})
+	}
 	c, err := sandbox.Command(l.Helper, p, spec.Argv)
 	if err != nil {
 		return fail(err)
@@ -657,4 +662,84 @@ func rootIn(base, name string, fresh bool) (string, error) {
 		return "", err
 	}
 	return root, nil
+}
+
+// NoProgramError is a spawn of a program by a bare name that is neither
+// on the sandbox's PATH nor a shell builtin: "run progress-demo" with no
+// such skill installed, or a typo. It is refused before anything starts,
+// rather than left to a shell that exits 127.
+type NoProgramError struct {
+	Name string // as it was asked for
+	Path string // the sandbox's PATH
+}
+
+func (e *NoProgramError) Error() string {
+	return fmt.Sprintf("no program or skill named %s (not on the sandbox's PATH %s); `kairo tools` lists the skills", e.Name, e.Path)
+}
+
+// missingProgram is the bare program name argv runs that is not found on
+// the PATH of env, or "". A shell line (/bin/sh -c LINE) is looked into:
+// its first word, when it is a plain name followed by a blank or nothing,
+// and not a builtin or a keyword of the shell. Anything else — a path,
+// shell syntax, a word the shell may expand — is left to the exec and the
+// shell.
+func missingProgram(argv, env []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	name := argv[0]
+	if len(argv) == 3 && (name == "/bin/sh" || name == "/usr/bin/sh") && argv[1] == "-c" {
+		line := strings.TrimLeft(argv[2], " \t")
+		end := strings.IndexFunc(line, func(r rune) bool { return !plainNameRune(r) })
+		switch {
+		case end == 0:
+			return ""
+		case end > 0 && line[end] != ' ' && line[end] != '\t' && line[end] != '\n':
+			return "" // "a=b", "f()", "x;": the shell's to read
+		case end > 0:
+			line = line[:end]
+		}
+		if slices.Contains(shellWords, line) {
+			return ""
+		}
+		name = line
+	}
+	if name == "" || strings.ContainsRune(name, '/') || !strings.ContainsFunc(name, func(r rune) bool { return r != '.' }) {
+		return ""
+	}
+	for _, dir := range filepath.SplitList(envPath(env)) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && !fi.IsDir() {
+			return "" // executable or not: the exec says which
+		}
+	}
+	return name
+}
+
+// plainNameRune is a rune of a program name the shell takes as it is.
+func plainNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '+'
+}
+
+// shellWords are the builtins and reserved words of sh (POSIX, and dash's
+// and bash's common ones) a line may start with.
+var shellWords = []string{
+	".", ":", "alias", "bg", "break", "case", "cd", "command", "continue", "do", "done", "echo", "elif", "else",
+	"esac", "eval", "exec", "exit", "export", "false", "fc", "fg", "fi", "for", "function", "getopts", "hash",
+	"if", "in", "jobs", "kill", "local", "newgrp", "printf", "pwd", "read", "readonly", "return", "select",
+	"set", "shift", "source", "test", "then", "time", "times", "trap", "true", "type", "ulimit", "umask",
+	"unalias", "unset", "until", "wait", "while",
+}
+
+// envPath is the PATH of env, or the sandbox's default.
+func envPath(env []string) string {
+	path := sandbox.DefaultPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	return path
 }

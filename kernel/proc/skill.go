@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -45,16 +46,19 @@ func SkillSpec(s *manifests.Skill, params map[string]string, extra []string, cwd
 // is always writable: it is the run's own.
 func SkillPolicy(s *manifests.Skill, work, tmp string, callerEnv []string) *sandbox.Policy {
 	vars := map[string]string{manifests.VarSkillDir: s.Dir, manifests.VarWork: work, manifests.VarTmp: tmp}
-	expand := func(ps []string) []string {
-		out := make([]string, 0, len(ps))
-		for _, p := range ps {
-			out = append(out, s.ExpandPath(p, vars))
+	// Each path once: "$TMP" in fs.write is the temp folder granted anyway.
+	expand := func(ps []string, more ...string) []string {
+		out := make([]string, 0, len(ps)+len(more))
+		for _, p := range append(slices.Clone(ps), more...) {
+			if p = s.ExpandPath(p, vars); !slices.Contains(out, p) {
+				out = append(out, p)
+			}
 		}
 		return out
 	}
 	p := &sandbox.Policy{
 		Read:           expand(s.FS.Read),
-		Write:          append(expand(s.FS.Write), tmp),
+		Write:          expand(s.FS.Write, tmp),
 		Exec:           expand(s.FS.Exec),
 		ConnectTCP:     s.Net.ConnectTCP,
 		BindTCP:        s.Net.BindTCP,

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/kernel/ipc"
+)
+
+// pointerEnv is the environment of a kairo child that finds its data folder
+// as a user's would: no KAIRO_*, and runtime as XDG_RUNTIME_DIR.
+func pointerEnv(runtime string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KAIRO_") && !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "XDG_RUNTIME_DIR="+runtime)
+}
+
+// kairoIn runs kairo in the folder dir with the environment env.
+func kairoIn(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kairoBin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	code := 0
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("kairo %s: %v", strings.Join(args, " "), err)
+	}
+	return result{stdout.String(), stderr.String(), code}
+}
+
+// statusObj is the part of `kairo status --json` about where it looked.
+type statusObj struct {
+	Home     string `json:"home"`
+	HomeFrom string `json:"homeFrom"`
+	Socket   string `json:"socket"`
+}
+
+func statusIn(t *testing.T, dir string, env []string) (statusObj, result) {
+	t.Helper()
+	r := kairoIn(t, dir, env, "status", "--json")
+	var s statusObj
+	if r.code == 0 {
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, r)
+		}
+	}
+	return s, r
+}
+
+// A client finds the daemon its user started from any folder, through the
+// pointer the daemon writes under XDG_RUNTIME_DIR; a live ./.kairo and an
+// explicit KAIRO_HOME come first; a pointer others may write, or one left
+// by a daemon that stopped, leads nowhere.
+func TestDaemonFoundFromAnyFolder(t *testing.T) {
+	runtime := t.TempDir()
+	pointer := filepath.Join(runtime, "kairo", "current")
+	cwdA := t.TempDir() // a folder with a daemon in its ./.kairo
+	homeA := filepath.Join(cwdA, ".kairo")
+	homeB := t.TempDir()
+	nowhere := t.TempDir() // a folder with none
+	env := pointerEnv(runtime)
+
+	a := startUpEnv(t, homeA, kairoBin, env)
+	b := startUpEnv(t, homeB, kairoBin, env) // started last: the pointer names it
+	until(t, "the pointer naming B", func() bool {
+		got, err := os.ReadFile(pointer)
+		return err == nil && string(got) == homeB+"\n"
+	})
+	if fi, err := os.Stat(pointer); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the pointer: %v, %v; want mode 0600", fi, err)
+	}
+
+	// From a folder with no daemon: B, through the pointer.
+	s, r := statusIn(t, nowhere, env)
+	if r.code != 0 || s.Home != homeB || s.HomeFrom != "pointer" || s.Socket != filepath.Join(homeB, "kernel.sock") {
+		t.Fatalf("status from another folder: %+v\n%s", s, r)
+	}
+	if r := kairoIn(t, nowhere, env, "status"); r.code != 0 || !regexpMatch(`(?m)^home\s+`+regexp.QuoteMeta(homeB+" (found through "+pointer+")")+"$", r.stdout) {
+		t.Fatalf("status (text) from another folder:\n%s", r)
+	}
+	// From A's folder: its own ./.kairo, live, comes before the pointer.
+	if s, r := statusIn(t, cwdA, env); r.code != 0 || s.Home != homeA || s.HomeFrom != "cwd" {
+		t.Fatalf("status from A's folder: %+v\n%s", s, r)
+	}
+	// An explicit KAIRO_HOME wins, even where no kernel runs.
+	if r := kairoIn(t, nowhere, append(env, "KAIRO_HOME="+nowhere), "status"); r.code != 1 || !strings.Contains(r.stderr, "not running") {
+		t.Fatalf("status with KAIRO_HOME where nothing runs:\n%s", r)
+	}
+	if s, r := statusIn(t, nowhere, append(env, "KAIRO_HOME="+homeA)); r.code != 0 || s.Home != homeA || s.HomeFrom != "KAIRO_HOME" {
+		t.Fatalf("status with KAIRO_HOME=A: %+v\n%s", s, r)
+	}
+
+	// A pointer, or its folder, that others may write is not followed.
+	for _, p := range []struct {
+		path       string
+		bad, right os.FileMode
+	}{{pointer, 0o666, 0o600}, {filepath.Dir(pointer), 0o777, 0o700}} {
+		if err := os.Chmod(p.path, p.bad); err != nil {
+			t.Fatal(err)
+		}
+		if r := kairoIn(t, nowhere, env, "status"); r.code != 1 || !strings.Contains(r.stderr, "not running") {
+			t.Fatalf("status with %s mode %#o:\n%s", p.path, p.bad, r)
+		}
+		if err := os.Chmod(p.path, p.right); err != nil {
+			t.Fatal(err)
+		}
+		if s, r := statusIn(t, nowhere, env); r.code != 0 || s.Home != homeB {
+			t.Fatalf("status with %s mode %#o again: %+v\n%s", p.path, p.right, s, r)
+		}
+	}
+
+	// B stops cleanly and takes its pointer with it: from elsewhere, not
+	// running (A's ./.kairo is not elsewhere's).
+	if code := b.stop(); code != 0 {
+		t.Fatalf("kairo up (B) exited %d\n%s", code, b.stderr)
+	}
+	if _, err := os.Stat(pointer); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the pointer after a clean stop: %v; want it gone", err)
+	}
+	if r := kairoIn(t, nowhere, env, "status"); r.code != 1 || !strings.Contains(r.stderr, "not running") {
+		t.Fatalf("status from another folder with B stopped:\n%s", r)
+	}
+	if s, r := statusIn(t, cwdA, env); r.code != 0 || s.Home != homeA {
+		t.Fatalf("status from A's folder with B stopped: %+v\n%s", s, r)
+	}
+
+	// A pointer a crash left names a socket nobody listens on.
+	if err := os.WriteFile(pointer, []byte(homeB+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := kairoIn(t, nowhere, env, "status"); r.code != 1 || !strings.Contains(r.stderr, "not running") {
+		t.Fatalf("status with a stale pointer:\n%s", r)
+	}
+	// The control: the same pointer naming A, which runs.
+	if err := os.WriteFile(pointer, []byte(homeA+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, r := statusIn(t, nowhere, env); r.code != 0 || s.Home != homeA || s.HomeFrom != "pointer" {
+		t.Fatalf("status with a pointer naming A: %+v\n%s", s, r)
+	}
+	if code := a.stop(); code != 0 {
+		t.Fatalf("kairo up (A) exited %d\n%s", code, a.stderr)
+	}
+}
+
+// ReadPointer follows only a pointer its user alone could have written:
+// each refusal beside the same pointer made right, which it follows.
+func TestReadPointer(t *testing.T) {
+	good := func(t *testing.T) (dir, pointer string) {
+		dir = filepath.Join(t.TempDir(), "kairo")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		pointer = filepath.Join(dir, "current")
+		if err := os.WriteFile(pointer, []byte("/srv/home\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir, pointer
+	}
+	for _, c := range []struct {
+		name  string
+		spoil func(t *testing.T, dir, pointer string) error
+		want  string // in the error; "" for none
+	}{
+		{"right", func(*testing.T, string, string) error { return nil }, ""},
+		{"file others may write", func(_ *testing.T, _, p string) error { return os.Chmod(p, 0o620) }, "others may write it"},
+		{"folder others may write", func(_ *testing.T, d, _ string) error { return os.Chmod(d, 0o757) }, "others may write it"},
+		{"a link", func(t *testing.T, _, p string) error {
+			other := filepath.Join(t.TempDir(), "other")
+			os.WriteFile(other, []byte("/srv/home\n"), 0o600)
+			os.Remove(p)
+			return os.Symlink(other, p)
+		}, "too many levels of symbolic links"},
+		{"a relative path", func(_ *testing.T, _, p string) error { return os.WriteFile(p, []byte("srv/home\n"), 0o600) }, "does not hold an absolute path"},
+		{"too long", func(_ *testing.T, _, p string) error {
+			return os.WriteFile(p, []byte("/"+strings.Repeat("a", 5000)), 0o600)
+		}, "over 4096 bytes"},
+		{"another user's", func(t *testing.T, _, p string) error {
+			if os.Getuid() != 0 {
+				t.Skip("only root can give a file away")
+			}
+			return os.Chown(p, 4242, 4242)
+		}, "belongs to uid 4242"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, pointer := good(t)
+			if err := c.spoil(t, dir, pointer); err != nil {
+				t.Fatal(err)
+			}
+			home, err := ipc.ReadPointer(pointer)
+			switch {
+			case c.want == "" && (err != nil || home != "/srv/home"):
+				t.Fatalf("ReadPointer = %q, %v; want /srv/home", home, err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("ReadPointer = %q, %v; want an error with %q", home, err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/manifests"
+)
+
+// The pointer: kairo up names its data folder in a file of its user's
+// (ipc.PointerPath), so that a client started in another folder finds it
+// (ipc.FindHome).
+
+// foundHome is the data folder a client uses and how it was found.
+type foundHome struct {
+	dir     string // as found: relative for ./.kairo
+	from    string // "KAIRO_HOME", "cwd" (./.kairo) or "pointer"
+	pointer string // the pointer file, when from it
+}
+
+// clientHome finds the data folder of the kernel a client talks to.
+func clientHome() foundHome {
+	if os.Getenv("KAIRO_HOME") != "" {
+		return foundHome{dir: os.Getenv("KAIRO_HOME"), from: "KAIRO_HOME"}
+	}
+	dir, pointer := ipc.FindHome(homeSocket)
+	if pointer != "" {
+		return foundHome{dir: dir, from: "pointer", pointer: pointer}
+	}
+	return foundHome{dir: dir, from: "cwd"}
+}
+
+// homeSocket is where a kernel on the data folder home listens, as kairo
+// up works it out.
+func homeSocket(home string) (string, error) {
+	cfg, err := manifests.Load(filepath.Join(home, "kairo.toml"))
+	if err != nil {
+		return "", err
+	}
+	return cfg.SocketPath(home), nil
+}
+
+// writePointer names home, absolute, in the pointer file, and returns what
+// removes it when the daemon stops cleanly. Without the pointer the daemon
+// runs as well; clients in other folders do not find it.
+func writePointer(home string, log *slog.Logger) (remove func()) {
+	path := ipc.PointerPath()
+	if path == "" {
+		log.Debug("no folder for the pointer to the data folder: neither XDG_RUNTIME_DIR nor a cache folder is known")
+		return func() {}
+	}
+	dir := filepath.Dir(path)
+	// $XDG_RUNTIME_DIR is the login manager's to make: a missing one is
+	// not made up. The cache folder may not exist yet.
+	if os.Getenv("XDG_RUNTIME_DIR") == "" {
+		os.MkdirAll(filepath.Dir(dir), 0o700)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		log.Debug("cannot make the pointer's folder: clients in other folders will not find this daemon", "err", err)
+		return func() {}
+	}
+	err := writeFileAtomic(path, []byte(home+"\n"))
+	if err != nil {
+		log.Warn("cannot write the pointer to the data folder: clients in other folders will not find this daemon", "pointer", path, "err", err)
+		return func() {}
+	}
+	return func() {
+		// Another daemon started since may have taken the pointer over.
+		if h, err := ipc.ReadPointer(path); err == nil && h == home {
+			os.Remove(path)
+		}
+	}
+}
+
+// writeFileAtomic replaces path with a file of b, mode 0600, so that a
+// reader sees the old pointer or the new one, never half of one.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".current-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after the rename, a no-op
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
