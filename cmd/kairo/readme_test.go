@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/internal/wasmbuild"
+)
+
+// The README's command lines, run as written against a real daemon that
+// has the built-in plugins beside its binary, as `make run` starts it: each
+// `./bin/kairo …` line of its sh blocks, in order, through /bin/sh in the
+// repository's folder, with the placeholders a reader fills in (a task's
+// ID, a process, a remembered segment) filled from the daemon's answers. A
+// line that no longer works — a command renamed, a flag dropped, an
+// example path moved, an error — fails the test with the line. A line
+// added to the README is run by default, expecting exit 0.
+func TestREADME(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := readmeLines(t, filepath.Join(root, "README.md"))
+	if len(lines) < 20 {
+		t.Fatalf("found %d command lines in the README; the test reads them from its ```sh blocks", len(lines))
+	}
+
+	// A kairo with its built-in plugins beside it, as bin/ holds them.
+	binDir := t.TempDir()
+	os.Chmod(binDir, 0o755)
+	bin := filepath.Join(binDir, "kairo")
+	exe, err := os.ReadFile(kairoBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for _, name := range builtinPlugins(t, root) {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- wasmbuild.Plugin(name, filepath.Join(binDir, "plugins")) }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := t.TempDir()
+	d := startUpBin(t, home, bin)
+
+	// The placeholders a reader fills in, from what the daemon answers.
+	fill := map[string]func() string{
+		"ID#0.2": func() string { return anchorOf(t, bin, home) },
+		"ID":     func() string { return lastRun(t, home) },
+		"p3":     func() string { return aProcess(t, bin, home, root) },
+		"NAME":   func() string { return "echo" },
+	}
+	for _, line := range lines {
+		t.Run(line, func(t *testing.T) {
+			t.Logf("README: %s", line)
+			cmd := fillIn(line, fill)
+			cmd = strings.Replace(cmd, "./bin/kairo", bin, 1)
+			cmd = strings.ReplaceAll(cmd, "bin/plugins/", filepath.Join(binDir, "plugins")+"/")
+			how := readmeHow(line)
+			if how.skip != "" {
+				t.Skip(how.skip)
+			}
+			r := shell(t, root, home, cmd, how)
+			if how.check != nil {
+				how.check(t, r)
+			}
+			if r.code != 0 && !(how.endless && r.code == -1) {
+				t.Fatalf("the README line\n  %s\nran as\n  %s\nand %s\ndaemon: %s", line, cmd, r, d.stderr)
+			}
+		})
+	}
+}
+
+// readmeHow is how a README line is run and judged beyond its exit code.
+type readmeRun struct {
+	endless bool // runs until stopped (a tail, a follow): killed after a while
+	stdin   string
+	check   func(t *testing.T, r result)
+	skip    string // why the line is not run here
+}
+
+func readmeHow(line string) readmeRun {
+	contains := func(want ...string) func(t *testing.T, r result) {
+		return func(t *testing.T, r result) {
+			t.Helper()
+			for _, w := range want {
+				if !strings.Contains(r.stdout+r.stderr, w) {
+					t.Fatalf("the README line %q printed no %q:\n%s", line, w, r)
+				}
+			}
+		}
+	}
+	switch {
+	case strings.Contains(line, "send \"run sleep 3\""):
+		return readmeRun{check: contains("sleep 3")}
+	case strings.Contains(line, "kairo chat"):
+		return readmeRun{stdin: "what is running\n"}
+	case strings.Contains(line, "events tail"), strings.Contains(line, "kairo attach "):
+		return readmeRun{endless: true}
+	case strings.Contains(line, "events publish demo.hi"):
+		return readmeRun{}
+	case strings.Contains(line, "ffmpeg"):
+		return readmeRun{skip: "an example of a binary a reader has (ffmpeg, in.mp4); `spawn -- ` runs in the lines around it"}
+	case strings.Contains(line, "--pty -- python3"):
+		if _, err := exec.LookPath("python3"); err != nil {
+			return readmeRun{skip: "no python3 here"}
+		}
+		return readmeRun{stdin: "print(6*7)\nexit()\n", check: contains("42")}
+	case strings.Contains(line, " status"):
+		return readmeRun{check: contains("events")}
+	case strings.Contains(line, "run --explain"):
+		return readmeRun{check: contains("write")}
+	case strings.Contains(line, "sandbox check"):
+		return readmeRun{check: contains("Landlock")}
+	}
+	return readmeRun{}
+}
+
+// shell runs cmd with /bin/sh in dir against home, killing it after 20 s,
+// or after 2 s for an endless line (code -1 then).
+func shell(t *testing.T, dir, home, cmd string, how readmeRun) result {
+	t.Helper()
+	wait := 30 * time.Second
+	if how.endless {
+		wait = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
+	c.Dir, c.Env = dir, childEnv(home)
+	// The line's processes go with the shell when it is stopped.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	c.WaitDelay = 5 * time.Second
+	c.Stdin = strings.NewReader(how.stdin)
+	var out, errOut syncBuffer
+	c.Stdout, c.Stderr = &out, &errOut
+	err := c.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		code = -1
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return result{out.String(), errOut.String(), code}
+}
+
+// readmeLines are the ./bin/kairo lines of the README's sh blocks, without
+// their comments.
+func readmeLines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "```sh"):
+			in = true
+		case strings.HasPrefix(line, "```"):
+			in = false
+		case in && strings.HasPrefix(line, "./bin/kairo "):
+			out = append(out, strings.TrimSpace(stripComment(line)))
+		}
+	}
+	return out
+}
+
+// stripComment drops a shell comment: a # outside quotes after a blank.
+func stripComment(line string) string {
+	quote := byte(0)
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote == 0 && (c == '\'' || c == '"'):
+			quote = c
+		case quote == 0 && c == '#' && i > 0 && line[i-1] == ' ':
+			return line[:i]
+		}
+	}
+	return line
+}
+
+// fillIn replaces the placeholders of line, each a word of its own.
+// Each is filled once, when a line first needs it.
+func fillIn(line string, fill map[string]func() string) string {
+	for _, key := range []string{"ID#0.2", "ID", "p3", "NAME"} {
+		re := regexp.MustCompile(`(^|\s)` + regexp.QuoteMeta(key) + `(\s|$)`)
+		if re.MatchString(line) {
+			v := fill[key]()
+			fill[key] = func() string { return v }
+			line = re.ReplaceAllStringFunc(line, func(m string) string { return strings.Replace(m, key, v, 1) })
+		}
+	}
+	return line
+}
+
+// builtinPlugins are the plugins `make plugins` builds: each folder of
+// plugins/ with a manifest.
+func builtinPlugins(t *testing.T, root string) []string {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(root, "plugins", "*", "*.toml"))
+	if err != nil || len(matches) == 0 {
+		t.Fatalf("no plugins in %s/plugins: %v", root, err)
+	}
+	var names []string
+	for _, m := range matches {
+		names = append(names, filepath.Base(filepath.Dir(m)))
+	}
+	return names
+}
+
+// lastRun is the id of the daemon's newest run loop.
+func lastRun(t *testing.T, home string) string {
+	t.Helper()
+	r := kairo(t, home, "runs", "--json")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	var o runObj
+	if r.code != 0 || json.Unmarshal([]byte(lines[0]), &o) != nil || o.ID == "" {
+		t.Fatalf("no run to fill ID with:\n%s", r)
+	}
+	return o.ID
+}
+
+// anchorOf is the anchor of a remembered segment, once a run is indexed.
+func anchorOf(t *testing.T, bin, home string) string {
+	t.Helper()
+	var anchor string
+	until(t, "a remembered segment", func() bool {
+		r := kairo(t, home, "memory", "search", "--json", "sleep")
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			var c struct {
+				Anchor string `json:"anchor"`
+			}
+			if json.Unmarshal([]byte(line), &c) == nil && c.Anchor != "" {
+				anchor = c.Anchor
+				return true
+			}
+		}
+		return false
+	})
+	return anchor
+}
+
+// aProcess is a running process of another client, for the lines that
+// follow, attach and kill, to act on: a `kairo spawn -- sleep 60` left
+// running beside the test.
+func aProcess(t *testing.T, bin, home, root string) string {
+	t.Helper()
+	c := exec.Command(bin, "spawn", "--", "sleep", "60")
+	c.Dir, c.Env = root, childEnv(home)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	var id string
+	until(t, "the spawned process listed", func() bool {
+		r := kairo(t, home, "ps", "--json")
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			var p processJSON
+			if json.Unmarshal([]byte(line), &p) == nil && p.Status == "running" && strings.Join(p.Argv, " ") == "sleep 60" {
+				id = p.ID
+				return true
+			}
+		}
+		return false
+	})
+	return id
+}
