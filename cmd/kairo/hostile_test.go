@@ -292,7 +292,7 @@ func nested(size int) string {
 	return "\n[config.deep]\nv = " + strings.Repeat("[", depth) + strings.Repeat("]", depth) + "\n"
 }
 
-// hostileGuest is host/testdata/hostile, built once by the suite.
+// hostileGuest is host/wasm/testdata/hostile, built once by the suite.
 var hostileGuest []byte
 
 func TestHostilePlugins(t *testing.T) {
@@ -317,7 +317,7 @@ func TestHostilePlugins(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		buildErr = wasmbuild.Build("./host/testdata/hostile", guest)
+		buildErr = wasmbuild.Build("./host/wasm/testdata/hostile", guest)
 	}()
 	if err := wasmbuild.Plugin("echo", filepath.Join(binDir, "plugins")); err != nil {
 		t.Fatal(err)

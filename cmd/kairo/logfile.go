@@ -16,7 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/host/wasm"
 )
 
 // The daemon's log goes to three places: the whole structured log to
@@ -356,7 +356,7 @@ func (c *console) clearStatus() {
 // pluginsStatus is the status line while the plugins load: "compiling"
 // when the compilation cache is empty, as on a first start, which takes
 // seconds.
-func pluginsStatus(folders []host.Folder, cache string) string {
+func pluginsStatus(folders []wasm.Folder, cache string) string {
 	n := 0
 	for _, f := range folders {
 		if m, err := filepath.Glob(filepath.Join(f.Path, "*.wasm")); err == nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/host/wasm"
 )
 
 func runPlugins(ctx context.Context, args []string) error {
@@ -279,7 +279,7 @@ deadline, with every host function refusing; nothing else of it runs.`)
 	if err != nil {
 		return err
 	}
-	in, err := host.Inspect(ctx, pos[0])
+	in, err := wasm.Inspect(ctx, pos[0])
 	if err != nil {
 		return err
 	}
@@ -379,7 +379,7 @@ type manifestJSON struct {
 	Config      map[string]any `json:"config"`
 }
 
-func newInspectJSON(in *host.Inspection) inspectJSON {
+func newInspectJSON(in *wasm.Inspection) inspectJSON {
 	o := inspectJSON{File: in.File, Size: in.Size, ABIVersion: in.ABIVersion, VersionError: in.VersionError,
 		Exports: []symbolJSON{}, Imports: []symbolJSON{}, ManifestError: in.ManifestError, Problems: orEmpty(in.Problems)}
 	for _, s := range in.Exports {

@@ -12,9 +12,9 @@ import (
 	"strings"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/agent"
 	"github.com/kairo-os/kairo/host/tools"
+	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/manifests"
@@ -128,7 +128,7 @@ func replayLog(ctx context.Context, home, cfgPath, run string) (*agent.ReplayRep
 	b := bus.New(store, bus.Options{})
 	defer b.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := host.New(host.Config{CacheDir: cfg.CachePath(home), Logger: log})
+	h, err := wasm.New(wasm.Config{CacheDir: cfg.CachePath(home), Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -153,7 +153,7 @@ func replayLog(ctx context.Context, home, cfgPath, run string) (*agent.ReplayRep
 }
 
 // replayRun replays run from the log of b with the policy plugin cfg names.
-func replayRun(ctx context.Context, b *bus.Bus, h *host.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
+func replayRun(ctx context.Context, b *bus.Bus, h *wasm.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
 	evs, err := readLog(ctx, b)
 	if err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func readLog(ctx context.Context, b *bus.Bus) ([]abi.Event, error) {
 }
 
 // replayEvents replays run from the log evs.
-func replayEvents(ctx context.Context, evs []abi.Event, h *host.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
+func replayEvents(ctx context.Context, evs []abi.Event, h *wasm.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
 	a := cfg.Agent
 	return agent.Replay(ctx, agent.ReplaySetup{
 		Events: evs, RunLoop: run, Agent: a.ID, BargeIn: a.BargeIn,

@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/agent"
 	"github.com/kairo-os/kairo/host/llm"
 	"github.com/kairo-os/kairo/host/memory"
 	"github.com/kairo-os/kairo/host/tools"
+	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
@@ -213,8 +213,8 @@ type daemon struct {
 	served chan error // Serve's result
 	sock   string
 
-	host    *host.Host
-	plugins *host.Manager
+	host    *wasm.Host
+	plugins *wasm.Manager
 	llm     *llm.Mux
 	agent   *agent.Runtime
 	tools   *tools.Registry
@@ -299,13 +299,13 @@ func startDaemon(home string, cfg manifests.Config, log *slog.Logger, con *conso
 // startPlugins loads the plugins: the built-ins beside the kairo binary, then
 // the drop-in folder, and follows the drop-in folder for changes.
 func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
-	h, err := host.New(host.Config{CacheDir: cfg.CachePath(home), Logger: d.log})
+	h, err := wasm.New(wasm.Config{CacheDir: cfg.CachePath(home), Logger: d.log})
 	if err != nil {
 		return err
 	}
 	folders := pluginFolders(home, cfg)
 	d.host = h
-	d.plugins = host.NewManager(host.ManagerConfig{
+	d.plugins = wasm.NewManager(wasm.ManagerConfig{
 		Host: h, Kernel: d.kernel, Folders: folders, Overrides: cfg.Plugins,
 		Deadline: cfg.Host.DeadlineDuration(), MemoryPages: uint32(cfg.Host.Memory / manifests.WasmPageSize),
 		MaxDeadline: cfg.Host.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.Host.MaxMemory / manifests.WasmPageSize), Public: cfg.Host.Public,
@@ -375,14 +375,14 @@ func (d *daemon) openMemory(home string, cfg manifests.Config) (*agent.MemoryCon
 
 // pluginFolders are where the plugins are: the built-ins beside the kairo
 // binary, then the drop-in folder.
-func pluginFolders(home string, cfg manifests.Config) []host.Folder {
-	var folders []host.Folder
+func pluginFolders(home string, cfg manifests.Config) []wasm.Folder {
+	var folders []wasm.Folder
 	if cfg.Host.Builtins {
 		if exe, err := os.Executable(); err == nil {
-			folders = append(folders, host.Folder{Path: filepath.Join(filepath.Dir(exe), "plugins"), Builtin: true})
+			folders = append(folders, wasm.Folder{Path: filepath.Join(filepath.Dir(exe), "plugins"), Builtin: true})
 		}
 	}
-	return append(folders, host.Folder{Path: cfg.PluginsPath(home)})
+	return append(folders, wasm.Folder{Path: cfg.PluginsPath(home)})
 }
 
 // startAgent starts the agent: it rebuilds what it knows from the event log

@@ -15,8 +15,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/tools"
+	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/internal/wasmbuild"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
@@ -28,7 +28,7 @@ import (
 
 var (
 	pluginDir string // holds rules.wasm and rules.toml
-	wasmHost  *host.Host
+	wasmHost  *wasm.Host
 	// kernelTools are the definitions of the default Tools.
 	kernelTools []abi.Tool
 	quiet       = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -50,7 +50,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	wasmHost, err = host.New(host.Config{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
+	wasmHost, err = wasm.New(wasm.Config{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -108,7 +108,7 @@ func (e *env) rules() Policy { return e.policy("rules") }
 // policy starts the policy plugins and returns the one named.
 func (e *env) policy(name string) Policy {
 	e.t.Helper()
-	m := host.NewManager(host.ManagerConfig{Host: wasmHost, Kernel: e.kernel, Folders: []host.Folder{{Path: pluginDir, Builtin: true}}, Logger: quiet})
+	m := wasm.NewManager(wasm.ManagerConfig{Host: wasmHost, Kernel: e.kernel, Folders: []wasm.Folder{{Path: pluginDir, Builtin: true}}, Logger: quiet})
 	if err := m.Start(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/llm"
+	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/manifests"
@@ -48,8 +48,8 @@ type ReplaySetup struct {
 	// so a tool added since the run can make a model's prompt differ.
 	Tools []abi.Tool
 	// Host, Folders and Overrides find and load the policy plugin Policy.
-	Host      *host.Host
-	Folders   []host.Folder
+	Host      *wasm.Host
+	Folders   []wasm.Folder
 	Overrides map[string]manifests.PluginOverride
 	Policy    string
 	Logger    *slog.Logger
@@ -131,7 +131,7 @@ func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
 			}
 		}
 	}
-	m := host.NewManager(host.ManagerConfig{Host: s.Host, Kernel: k, Folders: s.Folders, Overrides: s.Overrides, Only: []string{s.Policy}, Logger: s.Logger})
+	m := wasm.NewManager(wasm.ManagerConfig{Host: s.Host, Kernel: k, Folders: s.Folders, Overrides: s.Overrides, Only: []string{s.Policy}, Logger: s.Logger})
 	if err := m.Start(); err != nil {
 		s.Logger.Warn("replay: the plugin folders are not watched", "err", err)
 	}
@@ -446,7 +446,7 @@ func compareDecisions(was, now []string) string {
 }
 
 // policyRunning waits for the replay's policy to serve.
-func policyRunning(m *host.Manager, name string) error {
+func policyRunning(m *wasm.Manager, name string) error {
 	for _, p := range m.List() {
 		if p.Name != name {
 			continue
@@ -502,7 +502,7 @@ func (g *gate) diverged() error {
 
 // release lets n answers through and waits until they wait in the policy's
 // inbox: its calls still out are then only those still held.
-func (g *gate) release(ctx context.Context, m *host.Manager, policy string, n int) error {
+func (g *gate) release(ctx context.Context, m *wasm.Manager, policy string, n int) error {
 	for i := range n {
 		select {
 		case g.tokens <- struct{}{}:

@@ -8,7 +8,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
 
@@ -37,7 +37,7 @@ func (e *env) logAfter(ended *abi.Event) []abi.Event {
 }
 
 func replaySetup(evs []abi.Event, loop, policy string) ReplaySetup {
-	return ReplaySetup{Events: evs, RunLoop: loop, Host: wasmHost, Folders: []host.Folder{{Path: pluginDir, Builtin: true}}, Policy: policy, Tools: kernelTools, Logger: quiet}
+	return ReplaySetup{Events: evs, RunLoop: loop, Host: wasmHost, Folders: []wasm.Folder{{Path: pluginDir, Builtin: true}}, Policy: policy, Tools: kernelTools, Logger: quiet}
 }
 
 // rewrite changes the data of the events match accepts.
@@ -183,7 +183,7 @@ func TestReplayFoldsGrants(t *testing.T) {
 
 	dropIn := func(evs []abi.Event) ReplaySetup {
 		s := replaySetup(evs, ended.CorrelationID, "llm")
-		s.Folders = []host.Folder{{Path: pluginDir}}
+		s.Folders = []wasm.Folder{{Path: pluginDir}}
 		return s
 	}
 	rep, err := Replay(context.Background(), dropIn(evs))

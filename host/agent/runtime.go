@@ -14,8 +14,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/tools"
+	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
@@ -394,10 +394,10 @@ type Waiter interface {
 }
 
 // PluginPolicy is the policy plugin name that m runs.
-func PluginPolicy(m *host.Manager, name string) Policy { return pluginPolicy{m, name} }
+func PluginPolicy(m *wasm.Manager, name string) Policy { return pluginPolicy{m, name} }
 
 type pluginPolicy struct {
-	m    *host.Manager
+	m    *wasm.Manager
 	name string
 }
 

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/agent"
 	"github.com/kairo-os/kairo/host/mcp"
 	"github.com/kairo-os/kairo/host/tools"
+	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/internal/wasmbuild"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
@@ -36,7 +36,7 @@ var (
 
 var (
 	toolboxWasm string // the built module
-	wasmHost    *host.Host
+	wasmHost    *wasm.Host
 	quiet       = slog.New(slog.NewTextHandler(io.Discard, nil))
 )
 
@@ -54,7 +54,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	wasmHost, err = host.New(host.Config{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
+	wasmHost, err = wasm.New(wasm.Config{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -70,7 +70,7 @@ type env struct {
 	dir     string
 	bus     *bus.Bus
 	kernel  *kernel.Kernel
-	plugins *host.Manager
+	plugins *wasm.Manager
 	reg     *tools.Registry
 	sess    *session
 }
@@ -103,7 +103,7 @@ func newEnv(t testing.TB, cfg tools.Config, plugins map[string]string) *env {
 			t.Fatal(err)
 		}
 	}
-	e.plugins = host.NewManager(host.ManagerConfig{Host: wasmHost, Kernel: e.kernel, Folders: []host.Folder{{Path: pdir, Granted: true}}, Logger: quiet})
+	e.plugins = wasm.NewManager(wasm.ManagerConfig{Host: wasmHost, Kernel: e.kernel, Folders: []wasm.Folder{{Path: pdir, Granted: true}}, Logger: quiet})
 	if err := e.plugins.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@
 //   - binary skills: skill.NAME for each skill manifest, its parameters the
 //     manifest's params, run under the manifest's sandbox;
 //   - wasm plugins of kind tool: PLUGIN.TOOL for each tool a running plugin
-//     declares, called through the plugin host (host.Manager.CallTool);
+//     declares, called through the plugin host (wasm.Manager.CallTool);
 //   - outside sources such as MCP servers: mcp.SERVER.TOOL (AddSource);
 //   - tools written in Go by other components (Add).
 //
@@ -56,7 +56,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/kernel"
 )
 
@@ -81,7 +81,7 @@ type Config struct {
 	Kernel *kernel.Kernel
 	// Plugins are the wasm plugins; their tool plugins' tools are
 	// registered while they run. Nil: none.
-	Plugins *host.Manager
+	Plugins *wasm.Manager
 	// Skills are the binary skills: name → the absolute path of its
 	// skill.toml. Each becomes the tool skill.NAME; process.spawn runs them
 	// by name too.

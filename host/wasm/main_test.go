@@ -1,4 +1,4 @@
-package host
+package wasm
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 // test binary by the standard toolchain (its build cache keeps a rebuild
 // to well under a second).
 var guestSources = map[string]string{
-	"asker":       "./host/testdata/asker",
+	"asker":       "./host/wasm/testdata/asker",
 	"echo":        "./plugins/echo",
-	"hostile":     "./host/testdata/hostile",
-	"meter_sleep": "./host/testdata/meter_sleep",
+	"hostile":     "./host/wasm/testdata/hostile",
+	"meter_sleep": "./host/wasm/testdata/meter_sleep",
 }
 
 var (

@@ -1,4 +1,4 @@
-package host
+package wasm
 
 // Hand-assembled guests for the deadline tests: the plugin ABI of asmGuest
 // (asm_test.go), with bodies of our choosing for _initialize and

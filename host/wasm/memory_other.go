@@ -1,6 +1,6 @@
 //go:build !linux
 
-package host
+package wasm
 
 import "github.com/tetratelabs/wazero/experimental"
 
