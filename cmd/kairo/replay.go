@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/agent"
 	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/host/wasm"
@@ -20,11 +19,6 @@ import (
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/vmihailenco/msgpack/v5"
 )
-
-// replayParams are the params of the daemon's agent.replay.
-type replayParams struct {
-	RunLoop string `msgpack:"runLoop"`
-}
 
 func runReplayRun(ctx context.Context, args []string) error {
 	f := newFlags("replay", "kairo replay --run ID [--home DIR] [--config FILE]", `
@@ -56,7 +50,7 @@ log is read from the data folder directly.`)
 	}
 	var rep *agent.ReplayReport
 	var outside []outsideTick
-	lock, err := lockHome(home)
+	lock, err := host.LockHome(home)
 	if err == nil {
 		defer lock.Close()
 		rep, outside, err = replayOffline(ctx, home, *configFlag, *run)
@@ -77,7 +71,7 @@ func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, []outsi
 	}
 	defer c.Close()
 	var rep agent.ReplayReport
-	if err := c.Call(ctx, "agent.replay", replayParams{RunLoop: run}, &rep); err != nil {
+	if err := c.Call(ctx, "agent.replay", host.ReplayParams{RunLoop: run}, &rep); err != nil {
 		return nil, nil, callError("agent.replay", err)
 	}
 	if rep.Unrecorded == 0 {
@@ -139,70 +133,17 @@ func replayLog(ctx context.Context, home, cfgPath, run string) (*agent.ReplayRep
 	defer scratch.Close()
 	k := kernel.New(scratch, kernel.Options{Logger: log})
 	defer k.Close()
-	reg, err := tools.New(tools.Config{Kernel: k, Skills: findSkills(cfg.SkillsPath(home), log), Logger: log})
+	reg, err := tools.New(tools.Config{Kernel: k, Skills: host.FindSkills(cfg.SkillsPath(home), log), Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
 	defer reg.Close()
-	evs, err := readLog(ctx, b)
+	evs, err := host.ReadLog(ctx, b)
 	if err != nil {
 		return nil, nil, err
 	}
-	rep, err := replayEvents(ctx, evs, h, home, cfg, run, reg.Definitions(), log)
+	rep, err := host.ReplayEvents(ctx, evs, h, home, cfg, run, reg.Definitions(), log)
 	return rep, evs, err
-}
-
-// replayRun replays run from the log of b with the policy plugin cfg names.
-func replayRun(ctx context.Context, b *bus.Bus, h *wasm.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
-	evs, err := readLog(ctx, b)
-	if err != nil {
-		return nil, err
-	}
-	return replayEvents(ctx, evs, h, home, cfg, run, defs, log)
-}
-
-// readLog reads every event of b's log.
-func readLog(ctx context.Context, b *bus.Bus) ([]abi.Event, error) {
-	var evs []abi.Event
-	err := b.Replay(ctx, bus.Query{}, func(ev *abi.Event) error {
-		c := *ev
-		c.Data = append([]byte(nil), ev.Data...)
-		evs = append(evs, c)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("replay: read the log: %w", err)
-	}
-	return evs, nil
-}
-
-// replayEvents replays run from the log evs.
-func replayEvents(ctx context.Context, evs []abi.Event, h *wasm.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
-	a := cfg.Agent
-	return agent.Replay(ctx, agent.ReplaySetup{
-		Events: evs, RunLoop: run, Agent: a.ID, BargeIn: a.BargeIn,
-		Skills: slices.Sorted(maps.Keys(findSkills(cfg.SkillsPath(home), log))), Tools: defs,
-		Host: h, Folders: pluginFolders(home, cfg), Overrides: cfg.Plugins, Policy: a.Policy, Logger: log,
-	})
-}
-
-// registerReplay serves agent.replay from the daemon.
-func (d *daemon) registerReplay(home string, cfg manifests.Config) {
-	d.kernel.Register(kernel.Method{
-		Name:    "agent.replay",
-		Summary: "re-run a run loop's decisions against its recording and report the first that differs",
-		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
-			var p replayParams
-			if err := c.Decode(&p); err != nil {
-				return nil, err
-			}
-			rep, err := replayRun(ctx, d.bus, d.host, home, cfg, p.RunLoop, d.tools.Definitions(), d.log)
-			if err != nil {
-				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
-			}
-			return rep, nil
-		},
-	})
 }
 
 func printReplay(w io.Writer, rep *agent.ReplayReport, outside []outsideTick) error {

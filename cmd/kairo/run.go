@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
@@ -140,7 +141,7 @@ func warnUnwritableWork(skill *manifests.Skill, work string) {
 // privateKernel starts a kernel in this process, with a memory bus and a
 // socket in a temp folder of its own, and returns a client of it.
 func privateKernel(bestEffort bool) (*ipc.Client, func(), error) {
-	helper, err := sandboxHelper()
+	helper, err := host.SandboxHelper()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -154,7 +155,7 @@ func privateKernel(bestEffort bool) (*ipc.Client, func(), error) {
 	if os.Geteuid() == 0 {
 		// The run's tree in a cgroup of its own, ended with this process
 		// even if it is killed.
-		startCgroups(launcher, "kairo-run-"+strconv.Itoa(os.Getpid()), log)
+		host.StartCgroups(launcher, "kairo-run-"+strconv.Itoa(os.Getpid()), log)
 	}
 	k := kernel.New(b, kernel.Options{Version: version, Logger: log, Launcher: launcher})
 	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: filepath.Join(dir, "kernel.sock"), Logger: log})
@@ -163,7 +164,7 @@ func privateKernel(bestEffort bool) (*ipc.Client, func(), error) {
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	serveSkills(launcher, srv)
+	host.ServeSkills(launcher, srv)
 	served := make(chan struct{})
 	go func() { srv.Serve(); close(served) }()
 	stop := func() {

@@ -2,12 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"github.com/kairo-os/kairo/sandbox"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,21 +11,11 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/agent"
-	"github.com/kairo-os/kairo/host/llm"
-	"github.com/kairo-os/kairo/host/memory"
-	"github.com/kairo-os/kairo/host/tools"
-	"github.com/kairo-os/kairo/host/wasm"
-	"github.com/kairo-os/kairo/kernel"
-	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/kernel/ipc"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
-	"github.com/vmihailenco/msgpack/v5"
 )
-
-// maxSocketPath is what fits in sockaddr_un.sun_path with its NUL.
-const maxSocketPath = 107
 
 func runUp(ctx context.Context, args []string) error {
 	f := newFlags("up", "kairo up [--config FILE] [--home DIR] [--log-format text|json] [-v]", `
@@ -86,12 +71,11 @@ gets the structured log instead, as the file does.`)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return fmt.Errorf("create the data folder: %w", err)
 	}
-	lock, err := lockHome(home)
+	// The lock first: a second kairo up on this home writes nothing to it.
+	lock, err := host.LockHome(home)
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-
 	cfg, err := loadConfig(home, *configFlag)
 	if err != nil {
 		return err
@@ -101,9 +85,6 @@ gets the structured log instead, as the file does.`)
 	log, logFile := openLog(logOptions{Level: level, Format: *logFormat, File: logPath, Human: con})
 	if logFile != nil {
 		defer logFile.Close()
-	}
-	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("the data folder is open to other users; chmod 700 it", "home", home, "mode", fi.Mode().Perm())
 	}
 
 	// KAIRO_CPUPROFILE=FILE profiles the daemon until it stops, for
@@ -125,12 +106,31 @@ gets the structured log instead, as the file does.`)
 	} else {
 		defer stopReaper()
 	}
-	d, err := startDaemon(home, cfg, log, con)
-	if err != nil {
+	dcfg := host.Config{Home: home, Config: cfg, Logger: log, Version: version, Lock: lock}
+	if con != nil {
+		dcfg.Progress = func(p host.Progress) {
+			switch p.Step {
+			case host.StepPlugins:
+				con.setStatus(pluginsStatus(p.Folders, p.Cache))
+			case host.StepAgent:
+				con.setStatus("kairo: starting the agent…")
+			}
+		}
+	}
+	d := host.New(dcfg)
+	if err := d.Start(); err != nil {
 		return err
 	}
+	defer d.Stop() // on a return before the clean stop below; then a no-op
 	if con != nil {
-		con.line(upLine(started, home, logPath, logFile != nil, d.pluginsRunning, d.pluginsTotal))
+		running, total := 0, 0
+		for _, p := range d.Plugins() {
+			total++
+			if p.State == abi.PluginRunning {
+				running++
+			}
+		}
+		con.line(upLine(started, home, logPath, logFile != nil, running, total))
 	}
 	defer writePointer(home, log)() // clients in other folders find it; gone on a clean stop
 	// With a terminal on stdin, the person at it talks to the agent there.
@@ -150,7 +150,7 @@ gets the structured log instead, as the file does.`)
 			fmt.Fprintln(os.Stderr, "kairo: up. "+talk)
 		}
 		go func() { // ends with stdin or ctx; the daemon serves on after Ctrl-D
-			err := chat(ctx, os.Stdin, scr, d.sock)
+			err := chat(ctx, os.Stdin, scr, d.Socket())
 			if con != nil {
 				con.attach(nil)
 			}
@@ -172,10 +172,10 @@ gets the structured log instead, as the file does.`)
 			}
 			con.line("kairo: stopping… (a second Ctrl-C kills it)")
 		}
-	case serveErr = <-d.served:
+	case serveErr = <-d.Failed():
 		log.Error("the socket server failed; stopping", "err", serveErr)
 	}
-	if err := d.stop(); err != nil {
+	if err := d.Stop(); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "kairo: stopped")
@@ -202,489 +202,4 @@ func loadConfig(home, flag string) (manifests.Config, error) {
 		return manifests.Config{}, fmt.Errorf("--config: %w", err)
 	}
 	return manifests.Load(path)
-}
-
-// daemon is a running kernel: store, bus, method table and socket server.
-type daemon struct {
-	log    *slog.Logger
-	kernel *kernel.Kernel
-	bus    *bus.Bus
-	srv    *ipc.Server
-	served chan error // Serve's result
-	sock   string
-
-	host    *wasm.Host
-	plugins *wasm.Manager
-	llm     *llm.Mux
-	agent   *agent.Runtime
-	tools   *tools.Registry
-	mcp     *mcpServers
-	memory  *memory.Store
-
-	launcher proc.Launcher
-
-	con                          *console // the terminal's start lines; nil for none
-	pluginsRunning, pluginsTotal int      // once the plugins are loaded
-}
-
-// startDaemon starts a daemon on home; con, when not nil, shows how far
-// it is.
-func startDaemon(home string, cfg manifests.Config, log *slog.Logger, con *console) (*daemon, error) {
-	sock := cfg.SocketPath(home)
-	if len(sock) > maxSocketPath {
-		return nil, fmt.Errorf("the socket path %s is %d bytes, over the %d a Unix socket allows; set KAIRO_SOCKET or kernel.socket in kairo.toml to a shorter path", sock, len(sock), maxSocketPath)
-	}
-	var store bus.Store
-	switch cfg.Store.Kind {
-	case manifests.StoreMemory:
-		store = bus.NewMemoryStore(cfg.Store.RingSize)
-	default:
-		s, err := bus.OpenSQLite(cfg.StorePath(home), bus.SQLiteOptions{Synchronous: cfg.Store.Synchronous, WALMax: int64(cfg.Store.WALMax), Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		store = s
-	}
-	launcher, err := sandboxLauncher(home, cfg, log)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	b := bus.New(store, bus.Options{})
-	k := kernel.New(b, kernel.Options{Version: version, Logger: log, Launcher: launcher})
-	k.SetSkills(installedSkills(cfg.SkillsPath(home)))
-	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: sock, MaxFrame: uint32(cfg.Kernel.MaxFrame), Logger: log})
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	serveSkills(launcher, srv)
-	d := &daemon{log: log, con: con, kernel: k, bus: b, srv: srv, served: make(chan error, 1), launcher: launcher, sock: sock}
-	go func() { d.served <- srv.Serve() }()
-
-	seq, err := d.publishSystem("kairo.system.started", systemData{Version: version, PID: os.Getpid()})
-	var full *bus.DiskFullError
-	switch {
-	case errors.As(err, &full):
-		// A full disk degrades the daemon, never stops it: it serves reads
-		// and subscriptions, and publishes again once space is freed.
-		log.Warn("the disk of the event store is full: kairo serves reads, refuses new events until space is freed, and records kairo.system.store.writable then", "store", store.Describe())
-		seq = store.LastSeq()
-	case err != nil:
-		d.stop()
-		return nil, err
-	}
-	chat, err := llm.Open(cfg.LLM, b)
-	if err != nil {
-		d.stop()
-		return nil, err
-	}
-	// One run loop at a time can be switched to its recorded answers.
-	d.llm = llm.NewMux(chat)
-	llm.Register(k, d.llm)
-	if err := d.startPlugins(home, cfg); err != nil {
-		d.stop()
-		return nil, err
-	}
-	if err := d.startAgent(home, cfg); err != nil {
-		d.stop()
-		// The open checks what it can afford of a large store; the
-		// agent's rebuild reads the rest.
-		return nil, bus.ExplainDamage(err, cfg.StorePath(home))
-	}
-	log.Info("kairo is up", "version", version, "pid", os.Getpid(), "socket", sock, "store", store.Describe(), "lastSeq", seq)
-	return d, nil
-}
-
-// startPlugins loads the plugins: the built-ins beside the kairo binary, then
-// the drop-in folder, and follows the drop-in folder for changes.
-func (d *daemon) startPlugins(home string, cfg manifests.Config) error {
-	h, err := wasm.New(wasm.Config{CacheDir: cfg.CachePath(home), Logger: d.log})
-	if err != nil {
-		return err
-	}
-	folders := pluginFolders(home, cfg)
-	d.host = h
-	d.plugins = wasm.NewManager(wasm.ManagerConfig{
-		Host: h, Kernel: d.kernel, Folders: folders, Overrides: cfg.Plugins,
-		Deadline: cfg.Host.DeadlineDuration(), MemoryPages: uint32(cfg.Host.Memory / manifests.WasmPageSize),
-		MaxDeadline: cfg.Host.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.Host.MaxMemory / manifests.WasmPageSize), Public: cfg.Host.Public,
-		MaxFailures: cfg.Host.MaxFailures, FailureWindow: cfg.Host.FailureWindowDuration(),
-		Watch: true, Logger: d.log,
-	})
-	for name := range cfg.Plugins {
-		found := false
-		for _, f := range folders {
-			if _, err := os.Stat(filepath.Join(f.Path, name+".wasm")); err == nil {
-				found = true
-			}
-		}
-		if !found {
-			d.log.Warn("kairo.toml has [plugins."+name+"], but no plugin of that name is installed", "folders", folders)
-		}
-	}
-	if d.con != nil {
-		d.con.setStatus(pluginsStatus(folders, cfg.CachePath(home)))
-	}
-	if err := d.plugins.Start(); err != nil {
-		d.log.Warn("plugins load, but changes to their files need a restart", "err", err)
-	}
-	n := 0
-	for _, p := range d.plugins.List() {
-		if p.State == abi.PluginRunning {
-			n++
-		}
-	}
-	d.pluginsRunning, d.pluginsTotal = n, len(d.plugins.List())
-	d.log.Info("plugins loaded", "running", n, "of", len(d.plugins.List()))
-	if d.con != nil {
-		d.con.setStatus("kairo: starting the agent…")
-	}
-	return nil
-}
-
-// openMemory opens the long-term memory [memory] describes; nil when it is
-// off.
-func (d *daemon) openMemory(home string, cfg manifests.Config) (*agent.MemoryConfig, error) {
-	m := cfg.Memory
-	mc := &agent.MemoryConfig{KeepReasoning: m.KeepReasoning, Recall: m.Recall}
-	if m.Recall == 0 || !m.Enabled {
-		mc.Recall = -1 // none
-	}
-	if cfg.LLM.Configured() {
-		mc.ShortTerm.Summarizer = agent.LLMSummarizer{Chat: d.llm}
-	}
-	if !m.Enabled {
-		return mc, nil
-	}
-	opts := memory.Options{KeepReasoning: m.KeepReasoning, Logger: d.log}
-	if e := m.Embeddings; e.BaseURL != "" {
-		emb, err := memory.NewOpenAIEmbedder(memory.OpenAIConfig{BaseURL: e.BaseURL, Model: e.Model, APIKey: os.Getenv(e.APIKeyEnv), Dimensions: e.Dimensions})
-		if err != nil {
-			return nil, fmt.Errorf("[memory.embeddings]: %w", err)
-		}
-		opts.Embedder = emb
-	}
-	store, err := memory.Open(cfg.MemoryPath(home), opts)
-	if err != nil {
-		return nil, fmt.Errorf("open the memory: %w", err)
-	}
-	d.memory, mc.Store = store, store
-	return mc, nil
-}
-
-// pluginFolders are where the plugins are: the built-ins beside the kairo
-// binary, then the drop-in folder.
-func pluginFolders(home string, cfg manifests.Config) []wasm.Folder {
-	var folders []wasm.Folder
-	if cfg.Host.Builtins {
-		if exe, err := os.Executable(); err == nil {
-			folders = append(folders, wasm.Folder{Path: filepath.Join(filepath.Dir(exe), "plugins"), Builtin: true})
-		}
-	}
-	return append(folders, wasm.Folder{Path: cfg.PluginsPath(home)})
-}
-
-// startAgent starts the agent: it rebuilds what it knows from the event log
-// and starts ticking.
-func (d *daemon) startAgent(home string, cfg manifests.Config) error {
-	a := cfg.Agent
-	reg, err := tools.New(tools.Config{
-		Kernel: d.kernel, Plugins: d.plugins,
-		ResultDir: filepath.Join(home, "results"), Logger: d.log,
-	})
-	if err != nil {
-		return err
-	}
-	reg.Register()
-	// The skills folder, followed as the plugins folder is: the registry
-	// tells the kernel and the agent which skills are installed now.
-	if err := reg.WatchSkills(tools.SkillsFolder{Dir: cfg.SkillsPath(home), Stage: skillsStage(d.launcher)}); err != nil {
-		reg.Close()
-		return err
-	}
-	d.tools = reg
-	d.startMCP(cfg)
-	mem, err := d.openMemory(home, cfg)
-	if err != nil {
-		return err
-	}
-	r, err := agent.New(agent.Config{
-		Tools: reg, Memory: mem,
-		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
-		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
-		MaxToolCalls: a.MaxToolCalls, QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
-		Spawn: &kernel.SpawnAuthority{Skills: a.Grants.Skills, Commands: a.Grants.Commands, Folders: a.Grants.Folders},
-	})
-	if err != nil {
-		return err
-	}
-	if err := r.Start(); err != nil {
-		return err
-	}
-	d.agent = r
-	d.registerReplay(home, cfg)
-	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz, "skills", len(reg.SkillNames()))
-	return nil
-}
-
-// skillsStage is where the daemon copies the installed skills for the
-// sandboxes to run: as root they run as uids that may not pass through the
-// home (mode 0700), so the copies go beside the workspaces, on a path they
-// may pass. "" runs the skills in place: the sandboxes run as the daemon's
-// own uid, or not at all.
-func skillsStage(l proc.Launcher) string {
-	if sl, ok := l.(*proc.Sandboxed); ok && os.Geteuid() == 0 && sl.Root != "" {
-		return filepath.Join(sl.Root, "skills")
-	}
-	return ""
-}
-
-// installedSkills finds a skill of dir by name when it is asked for, so a
-// skill added while the daemon runs is found, and one is found before the
-// agent's tools are up.
-func installedSkills(dir string) func(name string) (string, bool) {
-	quiet := slog.New(slog.DiscardHandler)
-	return func(name string) (string, bool) {
-		// Most skills live in a folder of their name: that one manifest
-		// is read, not the whole folder's.
-		if filepath.Base(name) == name && name != "." && name != ".." {
-			path := filepath.Join(dir, name, "skill.toml")
-			if sk, err := manifests.LoadSkill(path); err == nil && sk.Skill.Name == name {
-				return path, true
-			}
-		}
-		path, ok := findSkills(dir, quiet)[name]
-		return path, ok
-	}
-}
-
-// findSkills lists the skills of dir: each folder with a valid skill.toml,
-// by the name its manifest gives. A broken one is logged and left out.
-func findSkills(dir string, log *slog.Logger) map[string]string {
-	skills := map[string]string{}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			log.Warn("cannot read the skills folder", "dir", dir, "err", err)
-		}
-		return skills
-	}
-	for _, e := range entries {
-		path := filepath.Join(dir, e.Name(), "skill.toml")
-		if !e.IsDir() {
-			continue
-		}
-		sk, err := manifests.LoadSkill(path)
-		if err != nil {
-			if !errors.Is(err, os.ErrNotExist) {
-				log.Warn("a skill the agent cannot run", "manifest", path, "err", err)
-			}
-			continue
-		}
-		skills[sk.Skill.Name] = path
-	}
-	return skills
-}
-
-// spinOf is the runtime's Spin for a configured duration: 0 means none.
-func spinOf(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}
-
-// sandboxLauncher is how the kernel starts binaries: confined, unless the
-// operator turned the sandbox off. As root each tree gets a uid of its own
-// and, where the host has cgroups, a cgroup under this home's; what an
-// earlier run of this home left running is killed first, and a watchdog
-// kills this home's trees should the daemon die without stopping.
-func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.Launcher, error) {
-	if cfg.Sandbox.Mode == manifests.SandboxOff {
-		log.Warn("the sandbox is off: spawned binaries run with the kernel's rights (sandbox.mode = \"off\")")
-		return proc.Exec{}, nil
-	}
-	helper, err := sandboxHelper()
-	if err != nil {
-		return nil, err
-	}
-	// Temp folders and workspaces, one set per home (a home has one
-	// kernel at a time), on disk: what a workspace holds must not take
-	// memory. The home itself is 0700, which the sandboxes' uids may not
-	// pass, so the folder is named after it in /var/tmp.
-	sum := sha256.Sum256([]byte(home))
-	name := hex.EncodeToString(sum[:8])
-	root, err := proc.DiskRoot(name)
-	if err != nil {
-		return nil, err
-	}
-	sc := cfg.Sandbox
-	limits := sandbox.Limits{
-		CPUSeconds: uint64(sc.Limits.CPUSeconds), Memory: uint64(sc.Limits.Memory), Processes: uint64(sc.Limits.Processes),
-		FileSize: uint64(sc.Limits.FileSize), OpenFiles: uint64(sc.Limits.OpenFiles),
-		Wall: time.Duration(sc.Limits.WallSeconds) * time.Second, OutputBytes: uint64(sc.Limits.OutputBytes), OutputRate: uint64(sc.Limits.OutputRate),
-	}
-	l := &proc.Sandboxed{
-		Helper: helper, Root: root, BestEffort: sc.BestEffort, Warm: 2, // two helpers wait for the next spawns
-		UIDBase: int(sc.UIDBase), UIDCount: int(sc.UIDCount), Home: home, Limits: limits,
-		KeepWorkspaces: sc.KeepWorkspaces, WorkspaceMax: int64(sc.WorkspaceMax), StopGrace: sc.StopGraceDuration(),
-	}
-	if os.Geteuid() == 0 {
-		startCgroups(l, "kairo-"+name, log)
-		if n := proc.SweepSandboxUIDs(home, int(sc.UIDBase), int(sc.UIDCount)); n > 0 {
-			log.Warn("killed processes a previous run of this home left running in sandboxes", "count", n)
-		}
-	}
-	l.RemoveScratch() // what an earlier run left, but the workspaces kept
-	abi := sandbox.LandlockABI()
-	if abi == 0 && !sc.BestEffort {
-		log.Warn("this kernel has no Landlock: every spawn will be refused (set sandbox.best_effort to run them with seccomp and rlimits only)")
-	}
-	log.Info("sandbox on", "landlockABI", abi, "bestEffort", sc.BestEffort, "workspaces", root)
-	if sc.BestEffort {
-		// What the default profile loses here; a skill's own grants may
-		// lose more, and `kairo run --explain` says what.
-		for _, miss := range sandbox.Unenforced(sandbox.Default(root, root, nil), abi) {
-			log.Warn("best effort: not enforced on this kernel", "what", miss)
-		}
-	}
-	return l, nil
-}
-
-// startCgroups gives l this home's cgroups, once what an earlier run left
-// in them is dead, and their watchdog; without cgroups the trees are
-// killed by process group and uid, as `kairo sandbox check` says.
-func startCgroups(l *proc.Sandboxed, name string, log *slog.Logger) {
-	cgs, err := proc.FindCgroups()
-	if err == nil {
-		var h *proc.CgroupHome
-		if h, err = cgs.Home(name); err == nil {
-			if n := h.Sweep(); n > 0 {
-				log.Warn("killed processes a previous run of this home left in its cgroups", "count", n)
-			}
-			var exe string
-			if exe, err = os.Executable(); err == nil {
-				if l.Watchdog, err = h.StartWatchdog(exe, l.Scratch()...); err == nil {
-					l.Cgroups = h
-					wd := l.Watchdog
-					go func() { // ends with the watchdog, which the launcher's Close stops
-						<-wd.Done()
-						if !wd.Stopping() {
-							log.Error("the cgroup watchdog exited: the process trees would outlive a daemon killed with SIGKILL", "pid", wd.PID())
-						}
-					}()
-					log.Info("process trees in cgroups", "layout", cgs.String(), "home", h.Dirs())
-					return
-				}
-			}
-		}
-	}
-	log.Warn("no cgroups for the process trees: they are killed by process group and uid, not bounded as a whole, and may outlive a daemon killed with SIGKILL", "err", err)
-}
-
-// sandboxHelper is the binary that confines and execs each spawn:
-// kairo-sandbox beside kairo when it is there (it links the helper alone,
-// so it starts faster), else kairo itself.
-func sandboxHelper() (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("find the kairo binary, the sandbox helper: %w", err)
-	}
-	small := filepath.Join(filepath.Dir(exe), "kairo-sandbox")
-	if fi, err := os.Stat(small); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-		return small, nil
-	}
-	return exe, nil
-}
-
-// serveSkills lets l hand skills whose manifests grant [ipc] scopes a
-// connection to the kernel, served by srv with those scopes only.
-func serveSkills(l proc.Launcher, srv *ipc.Server) {
-	sl, ok := l.(*proc.Sandboxed)
-	if !ok {
-		return
-	}
-	sl.ServeIPC = func(conn *os.File, uid int, g manifests.IPCGrants, tree *proc.Tree, skill string) error {
-		return srv.ServeFile(conn, kernel.Caller{
-			Kind: kernel.KindSkill, Name: skill, UID: uint32(uid), GID: uint32(uid), Tree: tree,
-			Grants: &kernel.Grants{Call: g.Call, Publish: g.Publish, Subscribe: g.Subscribe},
-			// Installed skills by name and commands, within its own
-			// sandbox (the kernel bounds them by its tree's policy).
-			Spawn: &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true},
-		})
-	}
-}
-
-// systemData is the payload of kairo.system.started and .stopping.
-type systemData struct {
-	Version string `msgpack:"version"`
-	PID     int    `msgpack:"pid"`
-}
-
-func (d *daemon) publishSystem(subject string, data any) (uint64, error) {
-	raw, err := msgpack.Marshal(data)
-	if err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := d.bus.Publish(ctx, &abi.Event{Type: subject, Source: "kernel", Data: raw})
-	if err != nil {
-		return 0, fmt.Errorf("publish %s: %w", subject, err)
-	}
-	return res.Seq, nil
-}
-
-// stop closes the socket server first (its connections end, in-flight
-// calls finish), then ends every process the kernel runs, so that kairo.system.stopping is the last event stored: a
-// reader that finds another event last knows the daemon did not stop
-// cleanly. Closing the bus then flushes every queued event and closes the
-// store.
-func (d *daemon) stop() error {
-	var errs []error
-	if err := d.srv.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close the socket server: %w", err))
-	}
-	if d.agent != nil {
-		d.agent.Stop()
-	}
-	if d.memory != nil {
-		if err := d.memory.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close the memory: %w", err))
-		}
-	}
-	if d.mcp != nil {
-		d.mcp.stop() // before the kernel: stdin, SIGTERM, then SIGKILL
-	}
-	if d.tools != nil {
-		d.tools.Close()
-	}
-	if d.plugins != nil {
-		d.plugins.Stop() // before the kernel: their calls and processes end first
-		d.host.Close(context.Background())
-	}
-	// Each tree gets SIGTERM and a grace to end on its own, then its
-	// cgroup is killed: no process outlives the daemon; their exits are
-	// stored.
-	grace := proc.DefaultStopGrace
-	if sl, ok := d.launcher.(*proc.Sandboxed); ok {
-		grace = sl.StopGrace
-	}
-	d.kernel.Proc.Stop(grace)
-	d.kernel.Close()
-	if sl, ok := d.launcher.(*proc.Sandboxed); ok {
-		sl.Close()         // the helpers waiting for spawns, the watchdog
-		sl.RemoveScratch() // temp folders and workspaces, but those kept
-		// The home's folder itself, when no workspace is kept in it.
-		os.Remove(filepath.Join(sl.Root, "keep"))
-		os.Remove(sl.Root)
-	}
-	if _, err := d.publishSystem("kairo.system.stopping", systemData{Version: version, PID: os.Getpid()}); err != nil {
-		errs = append(errs, err)
-	}
-	if err := d.bus.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close the event store: %w", err))
-	}
-	return errors.Join(errs...)
 }

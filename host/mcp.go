@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -41,7 +41,7 @@ type mcpServers struct {
 }
 
 // startMCP connects the servers of kairo.toml's [mcp.NAME] tables.
-func (d *daemon) startMCP(cfg manifests.Config) {
+func (d *Daemon) startMCP(cfg manifests.Config) {
 	s := &mcpServers{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	d.mcp = s

@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"errors"
@@ -11,12 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockHome takes an exclusive lock on home/kairo.lock, so that one daemon at
+// LockHome takes an exclusive lock on home/kairo.lock, so that one daemon at
 // a time owns a data folder (its store, its socket). The lock is an flock:
 // the kernel drops it when the process dies however it dies, so a crash
 // leaves no lock to clean up. The file holds the owner's pid, for the
 // message another `kairo up` prints.
-func lockHome(home string) (*os.File, error) {
+func LockHome(home string) (*os.File, error) {
 	path := filepath.Join(home, "kairo.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
