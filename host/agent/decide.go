@@ -616,7 +616,7 @@ func (r *Runtime) cancelLoop(loop, reason, cause, cancelID string, prev, done ch
 // noteExit turns a finished process of a run loop into a milestone: a
 // kairo.agent.note with its exit, duration and last lines.
 func (r *Runtime) noteExit(ev *abi.Event) {
-	var d processEvent
+	var d abi.ProcessExitedEvent
 	if msgpack.Unmarshal(ev.Data, &d) != nil {
 		return
 	}

@@ -92,8 +92,8 @@ func (r *Runtime) interrupt(xs []lost) {
 	for _, x := range xs {
 		var ev *abi.Event
 		if x.processID != "" {
-			ev = r.emit(&abi.Event{Type: "kairo.process.interrupted", CorrelationID: x.loop, CausationID: x.id},
-				map[string]any{"processId": x.processID, "reason": why})
+			ev = r.emit(&abi.Event{Type: abi.SubjectProcessInterrupted, CorrelationID: x.loop, CausationID: x.id},
+				abi.ProcessInterrupted{ProcessID: x.processID, Reason: why})
 		} else {
 			ev = r.emit(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: x.loop, CausationID: x.id},
 				abi.ToolResultEvent{ActionID: x.id, Tool: x.tool, Status: abi.StatusInterrupted, Error: why})

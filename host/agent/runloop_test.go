@@ -50,7 +50,7 @@ func TestStopChain(t *testing.T) {
 	e.start(Config{Policy: e.rules()})
 	e.say("run sleep 30", "")
 	loop, res := spawned(t, e, "run sleep 30")
-	info := decodeAs[processEvent](t, e.events.until(t, "the spawn", typed("kairo.process.spawned")))
+	info := decodeAs[abi.ProcessSpawned](t, e.events.until(t, "the spawn", typed(abi.SubjectProcessSpawned)))
 
 	stop := e.say("stop", "")
 	routed := routedFor(t, e, stop)

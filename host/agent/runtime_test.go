@@ -112,7 +112,7 @@ func TestBargeIn(t *testing.T) {
 		t.Fatalf("canceled result %+v cause %s; want action %s caused by the cancel %s", d, canceled.CausationID, res.ActionID, cancel.ID)
 	}
 	exited := e.events.until(t, "the first process's exit", func(ev *abi.Event) bool {
-		return ev.Type == "kairo.process.exited" && decodeAs[processEvent](t, ev).ProcessID == res.ProcessID
+		return ev.Type == "kairo.process.exited" && decodeAs[abi.ProcessExitedEvent](t, ev).ProcessID == res.ProcessID
 	})
 	invoked := e.events.until(t, "the second invoke", func(ev *abi.Event) bool { return ev.Type == abi.SubjectToolInvoke && ev.CausationID == spawn.ID })
 	if !(cancel.Seq < canceled.Seq && canceled.Seq < exited.Seq && exited.Seq < invoked.Seq) {

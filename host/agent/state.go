@@ -74,19 +74,6 @@ func newState(agent string) *state {
 	}
 }
 
-// processEvent is the data of the kernel's kairo.process.* events.
-type processEvent struct {
-	ProcessID  string         `msgpack:"processId"`
-	PID        int            `msgpack:"pid"`
-	Argv       []string       `msgpack:"argv"`
-	Status     string         `msgpack:"status"`
-	ExitCode   *int           `msgpack:"exitCode"`
-	Signal     string         `msgpack:"signal"`
-	DurationMs int64          `msgpack:"durationMs"`
-	Reason     string         `msgpack:"reason"`
-	Values     map[string]any `msgpack:"values"`
-}
-
 // apply folds one event into the state.
 func (s *state) apply(ev *abi.Event) {
 	if ev.Seq > s.lastSeq {
@@ -214,46 +201,63 @@ func (s *state) apply(ev *abi.Event) {
 			a.result = shortResult(d.Result)
 		}
 	case strings.HasPrefix(ev.Type, "kairo.process."):
-		var d processEvent
+		var ref abi.ProcessRef
+		if msgpack.Unmarshal(ev.Data, &ref) != nil {
+			return
+		}
+		a := s.procs[ref.ProcessID]
+		if a == nil {
+			if a = s.actions[ev.CausationID]; a == nil || ref.ProcessID == "" {
+				return
+			}
+			a.processID = ref.ProcessID
+			s.procs[ref.ProcessID] = a
+		}
+		s.applyProcess(ev, a)
+	}
+}
+
+// applyProcess folds a kernel event of a's process into a.
+func (s *state) applyProcess(ev *abi.Event, a *action) {
+	switch ev.Type {
+	case abi.SubjectProcessSpawned:
+		var d abi.ProcessSpawned
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			a.argv, a.pid, a.spawned = d.Argv, d.PID, ev.Time
+		}
+	case abi.SubjectProcessProgress:
+		var d abi.ProcessProgress
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			a.progress = progressText(d.Values)
+		}
+	case abi.SubjectProcessCanceled:
+		var d abi.ProcessCanceled
+		if msgpack.Unmarshal(ev.Data, &d) == nil && a.status == abi.StatusInProgress {
+			a.status = abi.StatusCanceled
+			a.result = d.Reason
+		}
+	case abi.SubjectProcessInterrupted:
+		var d abi.ProcessInterrupted
+		if msgpack.Unmarshal(ev.Data, &d) == nil && a.status == abi.StatusInProgress {
+			a.status, a.ended, a.result = abi.StatusInterrupted, ev.Time, d.Reason
+			if a.loop != nil {
+				a.loop.interrupted = true
+			}
+		}
+	case abi.SubjectProcessExited:
+		var d abi.ProcessExitedEvent
 		if msgpack.Unmarshal(ev.Data, &d) != nil {
 			return
 		}
-		a := s.procs[d.ProcessID]
-		if a == nil {
-			if a = s.actions[ev.CausationID]; a == nil || d.ProcessID == "" {
-				return
-			}
-			a.processID = d.ProcessID
-			s.procs[d.ProcessID] = a
-		}
-		switch strings.TrimPrefix(ev.Type, "kairo.process.") {
-		case "spawned":
-			a.argv, a.pid, a.spawned = d.Argv, d.PID, ev.Time
-		case "progress":
-			a.progress = progressText(d.Values)
-		case "canceled":
-			if a.status == abi.StatusInProgress {
-				a.status = abi.StatusCanceled
-				a.result = d.Reason
-			}
-		case "interrupted":
-			if a.status == abi.StatusInProgress {
-				a.status, a.ended, a.result = abi.StatusInterrupted, ev.Time, d.Reason
-				if a.loop != nil {
-					a.loop.interrupted = true
-				}
-			}
-		case "exited":
-			a.ended, a.exitCode = ev.Time, d.ExitCode
-			switch {
-			case a.status == abi.StatusCanceled:
-			case d.ExitCode != nil && *d.ExitCode == 0:
-				a.status, a.result = abi.StatusDone, "exit code 0"
-			case d.ExitCode != nil:
-				a.status, a.result = abi.StatusFailed, "exit code "+itoa(*d.ExitCode)
-			default:
-				a.status, a.result = abi.StatusFailed, "killed by "+d.Signal
-			}
+		a.ended, a.exitCode = ev.Time, d.ExitCode
+		switch {
+		case a.status == abi.StatusCanceled:
+		case d.ExitCode != nil && *d.ExitCode == 0:
+			a.status, a.result = abi.StatusDone, "exit code 0"
+		case d.ExitCode != nil:
+			a.status, a.result = abi.StatusFailed, "exit code "+itoa(*d.ExitCode)
+		default:
+			a.status, a.result = abi.StatusFailed, "killed by "+d.Signal
 		}
 	}
 }

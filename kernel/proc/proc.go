@@ -301,8 +301,8 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	}
 	// Not waited for here: the spawn's answer is not its acknowledgement,
 	// and the exited event, published after it, waits for both.
-	s.spawned = m.publishAsync(s, "kairo.process.spawned", map[string]any{
-		"processId": s.id, "pid": s.info.PID, "argv": spec.Argv, "cwd": cwd, "pty": spec.PTY,
+	s.spawned = m.publishAsync(s, abi.SubjectProcessSpawned, abi.ProcessSpawned{
+		ProcessID: s.id, PID: s.info.PID, Argv: spec.Argv, Cwd: cwd, PTY: spec.PTY,
 	})
 	var pumps sync.WaitGroup
 	for _, p := range outs {
@@ -329,9 +329,9 @@ func (s *Session) wallLimit(limit time.Duration) {
 	select {
 	case <-s.done:
 	case <-t.C:
-		s.m.publish(s, "kairo.process.canceled", map[string]any{
-			"processId": s.id, "pid": s.info.PID,
-			"reason": fmt.Sprintf("wall-clock limit of %s reached", limit),
+		s.m.publish(s, abi.SubjectProcessCanceled, abi.ProcessCanceled{
+			ProcessID: s.id, PID: s.info.PID,
+			Reason: fmt.Sprintf("wall-clock limit of %s reached", limit),
 		})
 		s.Terminate(s.m.opts.KillGrace)
 	}
@@ -452,21 +452,16 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 	}
 	info := s.info
 	s.mu.Unlock()
-	data := map[string]any{
-		"processId": s.id, "pid": info.PID, "status": info.Status,
-		"durationMs": info.ExitedAt.Sub(info.StartedAt).Milliseconds(),
-	}
-	if info.ExitCode != nil {
-		data["exitCode"] = *info.ExitCode
-	}
-	if info.Signal != "" {
-		data["signal"] = info.Signal
+	data := abi.ProcessExitedEvent{
+		ProcessID: s.id, PID: info.PID, Status: info.Status,
+		DurationMs: info.ExitedAt.Sub(info.StartedAt).Milliseconds(),
+		ExitCode:   info.ExitCode, Signal: info.Signal,
 	}
 	if r := s.reason.Load(); r != nil {
-		data["reason"] = *r
+		data.Reason = *r
 	} else if n := s.oomKills(); n > 0 {
-		data["reason"] = fmt.Sprintf("the tree went over its memory limit of %d bytes: %d of its processes were OOM-killed", s.tree.memory, n)
-		data["oomKills"] = n
+		data.Reason = fmt.Sprintf("the tree went over its memory limit of %d bytes: %d of its processes were OOM-killed", s.tree.memory, n)
+		data.OOMKills = n
 	}
 	// A PTY's output ends only when every holder of the terminal is gone;
 	// the leader is, so past the grace close our side and end the pump.
@@ -705,7 +700,7 @@ func (m *Manager) Cancel(correlationID, reason string) []string {
 		default:
 		}
 		ids = append(ids, s.id)
-		m.publish(s, "kairo.process.canceled", map[string]any{"processId": s.id, "pid": s.info.PID, "reason": reason})
+		m.publish(s, abi.SubjectProcessCanceled, abi.ProcessCanceled{ProcessID: s.id, PID: s.info.PID, Reason: reason})
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Terminate(m.opts.KillGrace) }()
 	}
@@ -740,7 +735,7 @@ func (m *Manager) Close() {
 }
 
 // publish puts a process event on the bus with the session's correlation.
-func (m *Manager) publish(s *Session, subject string, data map[string]any) {
+func (m *Manager) publish(s *Session, subject string, data any) {
 	ack := m.publishAsync(s, subject, data)
 	if ack == nil {
 		return
@@ -754,7 +749,7 @@ func (m *Manager) publish(s *Session, subject string, data map[string]any) {
 
 // publishAsync puts a process event on the bus and returns its
 // acknowledgement to wait for; nil when it could not be published.
-func (m *Manager) publishAsync(s *Session, subject string, data map[string]any) *bus.Ack {
+func (m *Manager) publishAsync(s *Session, subject string, data any) *bus.Ack {
 	raw, err := msgpack.Marshal(data)
 	if err != nil {
 		m.log("encode %s: %v", subject, err)

@@ -208,13 +208,9 @@ func (p *pump) report(final bool) {
 	if p.dropped == 0 || (!final && time.Since(p.lastReport) < time.Second) {
 		return
 	}
-	p.s.m.publish(p.s, "kairo.process.output.throttled", map[string]any{
-		"processId":         p.s.id,
-		"stream":            p.stream,
-		"droppedBytes":      p.dropped,
-		"maxBytesPerSecond": p.s.spec.MaxBytesPerSecond,
-		"outputLimit":       p.s.spec.OutputLimit,
-		"reason":            p.reason,
+	p.s.m.publish(p.s, abi.SubjectProcessOutputThrottled, abi.ProcessOutputThrottled{
+		ProcessID: p.s.id, Stream: p.stream, DroppedBytes: p.dropped,
+		MaxBytesPerSecond: p.s.spec.MaxBytesPerSecond, OutputLimit: p.s.spec.OutputLimit, Reason: p.reason,
 	})
 	p.dropped, p.lastReport = 0, time.Now()
 }
@@ -272,10 +268,10 @@ func (p *pump) progressFlush(final bool) {
 	if p.pending == nil || (!final && time.Since(p.lastProgress) < progressEvery) {
 		return
 	}
-	p.s.m.publish(p.s, "kairo.process.progress", map[string]any{
-		"processId": p.s.id,
-		"stream":    p.stream,
-		"values":    p.pending,
-	})
+	values := make(map[string]any, len(p.pending))
+	for k, v := range p.pending {
+		values[k] = v
+	}
+	p.s.m.publish(p.s, abi.SubjectProcessProgress, abi.ProcessProgress{ProcessID: p.s.id, Stream: p.stream, Values: values})
 	p.pending, p.lastProgress = nil, time.Now()
 }

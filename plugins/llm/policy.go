@@ -148,7 +148,7 @@ func observed(ev *abi.Event) bool {
 	switch {
 	case strings.HasPrefix(ev.Type, "kairo.agent.") && strings.HasSuffix(ev.Type, ".message"):
 		return true
-	case ev.Type == "kairo.process.exited", ev.Type == "kairo.process.progress", ev.Type == "kairo.process.canceled",
+	case ev.Type == abi.SubjectProcessExited, ev.Type == abi.SubjectProcessProgress, ev.Type == abi.SubjectProcessCanceled,
 		ev.Type == abi.SubjectToolResult && toolAnswered(ev):
 		return true
 	}
@@ -323,15 +323,21 @@ func describe(ev *abi.Event) string {
 	switch {
 	case strings.HasSuffix(ev.Type, ".message"):
 		return fmt.Sprintf("the user says%s: %q", task, m["text"])
-	case ev.Type == "kairo.process.exited":
-		if c, ok := m["exitCode"]; ok {
-			return fmt.Sprintf("process %v%s exited with code %v after %vms", m["processId"], task, c, m["durationMs"])
+	case ev.Type == abi.SubjectProcessExited:
+		var d abi.ProcessExitedEvent
+		msgpack.Unmarshal(ev.Data, &d)
+		if d.ExitCode != nil {
+			return fmt.Sprintf("process %s%s exited with code %d after %dms", d.ProcessID, task, *d.ExitCode, d.DurationMs)
 		}
-		return fmt.Sprintf("process %v%s was ended by %v", m["processId"], task, m["signal"])
-	case ev.Type == "kairo.process.progress":
-		return fmt.Sprintf("process %v%s reports progress %s", m["processId"], task, data(fmt.Sprint(m["values"]), 200))
-	case ev.Type == "kairo.process.canceled":
-		return fmt.Sprintf("process %v%s was canceled: %v", m["processId"], task, m["reason"])
+		return fmt.Sprintf("process %s%s was ended by %s", d.ProcessID, task, d.Signal)
+	case ev.Type == abi.SubjectProcessProgress:
+		var d abi.ProcessProgress
+		msgpack.Unmarshal(ev.Data, &d)
+		return fmt.Sprintf("process %s%s reports progress %s", d.ProcessID, task, data(fmt.Sprint(d.Values), 200))
+	case ev.Type == abi.SubjectProcessCanceled:
+		var d abi.ProcessCanceled
+		msgpack.Unmarshal(ev.Data, &d)
+		return fmt.Sprintf("process %s%s was canceled: %s", d.ProcessID, task, d.Reason)
 	case ev.Type == abi.SubjectToolResult:
 		if e, _ := m["error"].(string); e != "" || m["status"] != abi.StatusDone {
 			return fmt.Sprintf("tool %v%s %v: %s", m["tool"], task, m["status"], data(e, 400))

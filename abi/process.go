@@ -1,0 +1,70 @@
+package abi
+
+// The kernel's process events: their subjects and payloads, which the
+// kernel publishes and every consumer (the agent, the CLI, a policy)
+// decodes. Each carries the process's run loop as the event's
+// correlation id.
+const (
+	SubjectProcessSpawned         = "kairo.process.spawned"
+	SubjectProcessExited          = "kairo.process.exited"
+	SubjectProcessCanceled        = "kairo.process.canceled"
+	SubjectProcessProgress        = "kairo.process.progress"
+	SubjectProcessInterrupted     = "kairo.process.interrupted"
+	SubjectProcessOutputThrottled = "kairo.process.output.throttled"
+)
+
+// ProcessSpawned is the data of kairo.process.spawned.
+type ProcessSpawned struct {
+	ProcessID string   `msgpack:"processId"`
+	PID       int      `msgpack:"pid"`
+	Argv      []string `msgpack:"argv"`
+	Cwd       string   `msgpack:"cwd"`
+	PTY       bool     `msgpack:"pty"`
+}
+
+// ProcessExitedEvent is the data of kairo.process.exited.
+type ProcessExitedEvent struct {
+	ProcessID  string `msgpack:"processId"`
+	PID        int    `msgpack:"pid"`
+	Status     string `msgpack:"status"` // ProcessExited or ProcessKilled
+	DurationMs int64  `msgpack:"durationMs"`
+	ExitCode   *int   `msgpack:"exitCode,omitempty"` // when it exited
+	Signal     string `msgpack:"signal,omitempty"`   // when a signal ended it
+	// Reason says why the kernel ended it (a cancel, a limit), if it did.
+	Reason   string `msgpack:"reason,omitempty"`
+	OOMKills int    `msgpack:"oomKills,omitempty"` // processes of its tree the memory limit killed
+}
+
+// ProcessCanceled is the data of kairo.process.canceled: the kernel is
+// ending the process, and why.
+type ProcessCanceled struct {
+	ProcessID string `msgpack:"processId"`
+	PID       int    `msgpack:"pid,omitempty"`
+	Reason    string `msgpack:"reason"`
+}
+
+// ProcessProgress is the data of kairo.process.progress: the values the
+// process reported on a progress line of stream.
+type ProcessProgress struct {
+	ProcessID string         `msgpack:"processId"`
+	Stream    string         `msgpack:"stream"`
+	Values    map[string]any `msgpack:"values"`
+}
+
+// ProcessInterrupted is the data of kairo.process.interrupted: a process
+// the log shows running died with the daemon before it.
+type ProcessInterrupted struct {
+	ProcessID string `msgpack:"processId"`
+	Reason    string `msgpack:"reason"`
+}
+
+// ProcessOutputThrottled is the data of kairo.process.output.throttled:
+// output of stream dropped over its rate or size limit.
+type ProcessOutputThrottled struct {
+	ProcessID         string `msgpack:"processId"`
+	Stream            string `msgpack:"stream"`
+	DroppedBytes      int64  `msgpack:"droppedBytes"`
+	MaxBytesPerSecond int64  `msgpack:"maxBytesPerSecond"`
+	OutputLimit       int64  `msgpack:"outputLimit"`
+	Reason            string `msgpack:"reason"`
+}
