@@ -15,10 +15,6 @@ import (
 	"github.com/kairo-os/kairo/manifests"
 )
 
-// MethodAgentReplay re-runs a run loop's decisions against its recording
-// (`kairo replay --run ID`).
-const MethodAgentReplay = "agent.replay"
-
 // ReplayParams are the params of agent.replay.
 type ReplayParams struct {
 	RunLoop string `msgpack:"runLoop"`
@@ -27,7 +23,7 @@ type ReplayParams struct {
 // registerReplay serves agent.replay from the daemon.
 func (d *Daemon) registerReplay(home string, cfg manifests.Config) {
 	d.kernel.Register(kernel.Method{
-		Name:    MethodAgentReplay,
+		Name:    abi.MethodAgentReplay,
 		Summary: "re-run a run loop's decisions against its recording and report the first that differs",
 		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
 			var p ReplayParams

@@ -24,7 +24,7 @@ var deviceClasses = []struct{ glob, class string }{
 }
 
 func (k *Kernel) registerDevices() {
-	k.Register(Method{Name: "device.list", Summary: "the host's devices a skill could be granted", Handler: func(context.Context, *Call) (any, error) {
+	k.Register(Method{Name: abi.MethodDeviceList, Summary: "the host's devices a skill could be granted", Handler: func(context.Context, *Call) (any, error) {
 		return listDevices("/dev"), nil
 	}})
 }

@@ -17,10 +17,10 @@ type subKey struct {
 }
 
 func (k *Kernel) registerEvents() {
-	k.Register(Method{Name: "events.publish", Summary: "append an event to the bus; answered once durable", Handler: k.publish})
-	k.Register(Method{Name: "events.subscribe", Summary: "receive matching events as EVENT packets, from now or a sequence number", Handler: k.subscribe})
-	k.Register(Method{Name: "events.unsubscribe", Summary: "end a subscription", Handler: k.unsubscribe})
-	k.Register(Method{Name: "events.replay", Summary: "stored events by sequence, time and subject, as EVENT packets", Handler: k.replay})
+	k.Register(Method{Name: abi.MethodEventsPublish, Summary: "append an event to the bus; answered once durable", Handler: k.publish})
+	k.Register(Method{Name: abi.MethodEventsSubscribe, Summary: "receive matching events as EVENT packets, from now or a sequence number", Handler: k.subscribe})
+	k.Register(Method{Name: abi.MethodEventsUnsubscribe, Summary: "end a subscription", Handler: k.unsubscribe})
+	k.Register(Method{Name: abi.MethodEventsReplay, Summary: "stored events by sequence, time and subject, as EVENT packets", Handler: k.replay})
 }
 
 func (k *Kernel) publish(ctx context.Context, c *Call) (any, error) {

@@ -34,17 +34,17 @@ type attachKey struct {
 
 func (k *Kernel) registerProcess() {
 	for _, m := range []Method{
-		{Name: "process.spawn", Summary: "start a process; its output comes as STREAM_CHUNK", Handler: k.spawn},
-		{Name: "process.stdin.write", Summary: "write to a process's stdin, or close it", Handler: k.stdinWrite},
-		{Name: "process.wait", Summary: "wait for a process to exit", Handler: k.wait},
-		{Name: "process.status", Summary: "a process session, or all of the caller's", Handler: k.status},
-		{Name: "process.signal", Summary: "send a signal to a process tree", Handler: k.signal},
-		{Name: "process.kill", Summary: "SIGKILL a process tree", Handler: k.sig(syscall.SIGKILL)},
-		{Name: "process.pause", Summary: "SIGSTOP a process tree", Handler: k.sig(syscall.SIGSTOP)},
-		{Name: "process.resume", Summary: "SIGCONT a process tree", Handler: k.sig(syscall.SIGCONT)},
-		{Name: "process.resize", Summary: "set a PTY's window size", Handler: k.resize},
-		{Name: "process.attach", Summary: "receive a process's output and steer it too", Handler: k.attach},
-		{Name: "intent.cancel", Summary: "end every process of a run loop", Handler: k.cancel},
+		{Name: abi.MethodProcessSpawn, Summary: "start a process; its output comes as STREAM_CHUNK", Handler: k.spawn},
+		{Name: abi.MethodProcessStdinWrite, Summary: "write to a process's stdin, or close it", Handler: k.stdinWrite},
+		{Name: abi.MethodProcessWait, Summary: "wait for a process to exit", Handler: k.wait},
+		{Name: abi.MethodProcessStatus, Summary: "a process session, or all of the caller's", Handler: k.status},
+		{Name: abi.MethodProcessSignal, Summary: "send a signal to a process tree", Handler: k.signal},
+		{Name: abi.MethodProcessKill, Summary: "SIGKILL a process tree", Handler: k.sig(syscall.SIGKILL)},
+		{Name: abi.MethodProcessPause, Summary: "SIGSTOP a process tree", Handler: k.sig(syscall.SIGSTOP)},
+		{Name: abi.MethodProcessResume, Summary: "SIGCONT a process tree", Handler: k.sig(syscall.SIGCONT)},
+		{Name: abi.MethodProcessResize, Summary: "set a PTY's window size", Handler: k.resize},
+		{Name: abi.MethodProcessAttach, Summary: "receive a process's output and steer it too", Handler: k.attach},
+		{Name: abi.MethodIntentCancel, Summary: "end every process of a run loop", Handler: k.cancel},
 	} {
 		k.Register(m)
 	}

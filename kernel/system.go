@@ -9,14 +9,14 @@ import (
 )
 
 func (k *Kernel) registerSystem() {
-	k.Register(Method{Name: "kernel.ping", Summary: "answer with the kernel's time", Quick: true, Handler: func(context.Context, *Call) (any, error) {
+	k.Register(Method{Name: abi.MethodKernelPing, Summary: "answer with the kernel's time", Quick: true, Handler: func(context.Context, *Call) (any, error) {
 		return abi.PingResult{Time: time.Now()}, nil
 	}})
-	k.Register(Method{Name: "kernel.introspect", Summary: "list the methods and the ABI version", Quick: true, Handler: func(context.Context, *Call) (any, error) {
+	k.Register(Method{Name: abi.MethodKernelIntrospect, Summary: "list the methods and the ABI version", Quick: true, Handler: func(context.Context, *Call) (any, error) {
 		return abi.IntrospectResult{ABIVersion: abi.Version, Version: k.opts.Version, Methods: k.Methods()}, nil
 	}})
 	k.Register(Method{Name: abi.MethodClockWait, Summary: "answer at a time to come (a timer for plugins, whose call answers asynchronously)", Handler: clockWait})
-	k.Register(Method{Name: "system.get_metrics", Summary: "the kernel's counters", Handler: func(context.Context, *Call) (any, error) {
+	k.Register(Method{Name: abi.MethodSystemMetrics, Summary: "the kernel's counters", Handler: func(context.Context, *Call) (any, error) {
 		return k.Metrics(), nil
 	}})
 }

@@ -523,7 +523,7 @@ func (r *Runtime) cancelActions(loop, reason, cause string) {
 // processes; it returns once they have exited, with how many there were.
 func (r *Runtime) stopProcesses(loop, reason, cause string) int {
 	r.cancelActions(loop, reason, cause)
-	out, aerr := r.invoke("intent.cancel", abi.CancelParams{CorrelationID: loop, Reason: reason})
+	out, aerr := r.invoke(abi.MethodIntentCancel, abi.CancelParams{CorrelationID: loop, Reason: reason})
 	var res abi.CancelResult
 	if aerr == nil {
 		msgpack.Unmarshal(out, &res)
@@ -575,7 +575,7 @@ func (r *Runtime) keepLoop(loop, reason string, prev, done chan struct{}) {
 	if !r.waitHalt(prev) {
 		return
 	}
-	if _, aerr := r.invoke("intent.cancel", abi.CancelParams{CorrelationID: loop, Reason: reason}); aerr != nil {
+	if _, aerr := r.invoke(abi.MethodIntentCancel, abi.CancelParams{CorrelationID: loop, Reason: reason}); aerr != nil {
 		r.log.Warn("intent.cancel", "runLoop", loop, "err", aerr.Message)
 	}
 }

@@ -111,9 +111,9 @@ type MemoryForgotten struct {
 // The kernel methods of long-term memory, for plugins (granted in their
 // manifests) and clients; memory.forget is the operator's alone.
 const (
-	MethodMemoryRetrieve = "memory.retrieve"
-	MethodMemoryExpand   = "memory.expand"
-	MethodMemoryForget   = "memory.forget"
+	MethodMemoryRetrieve = abi.MethodMemoryRetrieve
+	MethodMemoryExpand   = abi.MethodMemoryExpand
+	MethodMemoryForget   = abi.MethodMemoryForget
 )
 
 // ForgetParams are memory.forget's params: exactly one of an anchor (as

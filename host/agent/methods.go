@@ -10,7 +10,7 @@ import (
 
 // register adds the agent's methods to the kernel's table.
 func (r *Runtime) register() {
-	r.k.Register(kernel.Method{Name: "agent.runs", Summary: "the agent's run loops, newest first, with their state", Handler: r.runsMethod})
+	r.k.Register(kernel.Method{Name: abi.MethodAgentRuns, Summary: "the agent's run loops, newest first, with their state", Handler: r.runsMethod})
 }
 
 func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {

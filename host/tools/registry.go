@@ -293,8 +293,8 @@ func (r *Registry) Definitions() []abi.Tool {
 // which `kairo tools` calls, and tools.result, which reads a stored
 // result.
 func (r *Registry) Register() {
-	r.cfg.Kernel.Register(kernel.Method{Name: "tools.list", Summary: "the agent's tools: definitions, sources, grants", Handler: r.listMethod})
-	r.cfg.Kernel.Register(kernel.Method{Name: "tools.result", Summary: "read a tool result stored by reference", Handler: r.resultMethod})
+	r.cfg.Kernel.Register(kernel.Method{Name: abi.MethodToolsList, Summary: "the agent's tools: definitions, sources, grants", Handler: r.listMethod})
+	r.cfg.Kernel.Register(kernel.Method{Name: abi.MethodToolsResult, Summary: "read a tool result stored by reference", Handler: r.resultMethod})
 }
 
 func (r *Registry) listMethod(ctx context.Context, c *kernel.Call) (any, error) {

@@ -1,0 +1,46 @@
+package abi
+
+// The kernel's method names: every method a daemon serves, with the
+// package that registers it. MethodClockWait and MethodLLMChat are with
+// their params.
+const (
+	// kernel: the method table itself, events and processes.
+	MethodKernelPing       = "kernel.ping"
+	MethodKernelIntrospect = "kernel.introspect"
+	MethodSystemMetrics    = "system.get_metrics"
+	MethodDeviceList       = "device.list"
+
+	MethodEventsPublish     = "events.publish"
+	MethodEventsSubscribe   = "events.subscribe"
+	MethodEventsUnsubscribe = "events.unsubscribe"
+	MethodEventsReplay      = "events.replay"
+
+	MethodProcessSpawn      = "process.spawn"
+	MethodProcessStdinWrite = "process.stdin.write"
+	MethodProcessWait       = "process.wait"
+	MethodProcessStatus     = "process.status"
+	MethodProcessSignal     = "process.signal"
+	MethodProcessKill       = "process.kill"
+	MethodProcessPause      = "process.pause"
+	MethodProcessResume     = "process.resume"
+	MethodProcessResize     = "process.resize"
+	MethodProcessAttach     = "process.attach"
+	MethodIntentCancel      = "intent.cancel"
+
+	// host/wasm: the plugins.
+	MethodPluginsList    = "plugins.list"
+	MethodPluginsRestart = "plugins.restart"
+	MethodPluginsGrant   = "plugins.grant"
+	MethodPluginsRevoke  = "plugins.revoke"
+
+	// host/tools: the agent's tools.
+	MethodToolsList   = "tools.list"
+	MethodToolsResult = "tools.result"
+
+	// host/agent: run loops and memory; host: replay.
+	MethodAgentRuns      = "agent.runs"
+	MethodAgentReplay    = "agent.replay"
+	MethodMemoryRetrieve = "memory.retrieve"
+	MethodMemoryExpand   = "memory.expand"
+	MethodMemoryForget   = "memory.forget"
+)
