@@ -44,3 +44,16 @@ const (
 	MethodMemoryExpand   = "memory.expand"
 	MethodMemoryForget   = "memory.forget"
 )
+
+// Methods is every method a daemon serves: the table host.Daemon's
+// Methods lists, once it is up.
+var Methods = []string{
+	MethodKernelPing, MethodKernelIntrospect, MethodSystemMetrics, MethodDeviceList, MethodClockWait,
+	MethodEventsPublish, MethodEventsSubscribe, MethodEventsUnsubscribe, MethodEventsReplay,
+	MethodProcessSpawn, MethodProcessStdinWrite, MethodProcessWait, MethodProcessStatus, MethodProcessSignal,
+	MethodProcessKill, MethodProcessPause, MethodProcessResume, MethodProcessResize, MethodProcessAttach, MethodIntentCancel,
+	MethodLLMChat,
+	MethodPluginsList, MethodPluginsRestart, MethodPluginsGrant, MethodPluginsRevoke,
+	MethodToolsList, MethodToolsResult,
+	MethodAgentRuns, MethodAgentReplay, MethodMemoryRetrieve, MethodMemoryExpand, MethodMemoryForget,
+}

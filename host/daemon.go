@@ -132,6 +132,10 @@ func (d *Daemon) Socket() string { return d.sock }
 // Kernel is the daemon's kernel: its method table, bus and processes.
 func (d *Daemon) Kernel() *kernel.Kernel { return d.kernel }
 
+// Methods is the daemon's method table: every method its kernel serves,
+// sorted — abi.Methods, once it is up.
+func (d *Daemon) Methods() []string { return d.kernel.Methods() }
+
 // Plugins lists the daemon's plugins and their states.
 func (d *Daemon) Plugins() []abi.PluginStatus {
 	if d.plugins == nil {
