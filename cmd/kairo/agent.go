@@ -15,20 +15,20 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // conversation follows the agent's answers to the messages one client
 // sends, over one subscription.
 type conversation struct {
-	c   *ipc.Client
-	sub *ipc.Subscription
+	c   *client.Client
+	sub *client.Subscription
 	out *screen
 }
 
 // openConversation dials socket, or the usual socket when it is "".
 func openConversation(ctx context.Context, out *screen, socket string) (*conversation, error) {
-	var c *ipc.Client
+	var c *client.Client
 	var err error
 	if socket == "" {
 		c, err = dial(ctx)
@@ -78,7 +78,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			if errors.Is(err, ipc.ErrClientClosed) {
+			if errors.Is(err, client.ErrClosed) {
 				return errors.New("the kernel closed the connection (it stopped?)")
 			}
 			return callError("follow", err)

@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -70,7 +70,7 @@ func chunkObject(ch *abi.StreamChunk) []byte {
 // wait reports what matters. Its goroutine stops with the client or at end
 // of file; one blocked reading a terminal ends with kairo, which exits once
 // the process has (a read of stdin cannot be interrupted).
-func forwardStdin(c *ipc.Client, id string) {
+func forwardStdin(c *client.Client, id string) {
 	go func() {
 		ctx := context.Background()
 		buf := make([]byte, 32<<10)
@@ -100,7 +100,7 @@ var errDetached = errors.New("detached")
 // SIGINT, SIGTERM and SIGHUP on sigs go to the process when forward is
 // set, and the second one kills it; without forward the first one ends
 // follow with errDetached. SIGWINCH resizes the process's terminal to tty's.
-func follow(ctx context.Context, c *ipc.Client, id string, sigs <-chan os.Signal, forward bool, tty *terminal) (abi.ProcessInfo, error) {
+func follow(ctx context.Context, c *client.Client, id string, sigs <-chan os.Signal, forward bool, tty *terminal) (abi.ProcessInfo, error) {
 	type waited struct {
 		res abi.WaitResult
 		err error

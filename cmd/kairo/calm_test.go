@@ -16,7 +16,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // ptyUp is a `kairo up` whose stdin, stdout and stderr are a pseudo-
@@ -71,9 +71,9 @@ func startUpPTY(t *testing.T, home string, args ...string) *ptyUp {
 		tty.Close()
 	})
 	d.waitFor("you> ", 60*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := ipc.Dial(ctx, filepath.Join(home, "kernel.sock"))
+	c, err := client.Dial(ctx, filepath.Join(home, "kernel.sock"))
 	if err != nil {
 		t.Fatalf("the chat shows but the socket does not answer: %v\n%q", err, d.out)
 	}

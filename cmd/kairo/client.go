@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/ipc"
 	"github.com/kairo-os/kairo/manifests"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // clientSocket is the socket a client command dials: $KAIRO_SOCKET, else the
@@ -31,9 +31,9 @@ func clientSocket() (string, error) {
 
 // dial connects to the kernel, with a message that says what to do when it
 // is not running.
-func dial(ctx context.Context) (*ipc.Client, error) {
+func dial(ctx context.Context) (*client.Client, error) {
 	// Inside a sandbox, the kernel connection the skill was handed.
-	if c, ok, err := ipc.DialEnv(); ok {
+	if c, ok, err := client.DialEnv(); ok {
 		return c, err
 	}
 	path, err := clientSocket()
@@ -44,10 +44,10 @@ func dial(ctx context.Context) (*ipc.Client, error) {
 }
 
 // dialPath is dial for a socket the caller has already looked up.
-func dialPath(ctx context.Context, path string) (*ipc.Client, error) {
+func dialPath(ctx context.Context, path string) (*client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := ipc.Dial(dctx, path)
+	c, err := client.Dial(dctx, path)
 	switch {
 	case err == nil:
 		return c, nil
@@ -79,7 +79,7 @@ func callError(what string, err error) error {
 	switch {
 	case errors.As(err, &ae):
 		return fmt.Errorf("%s: %s", what, ae.Message)
-	case errors.Is(err, ipc.ErrClientClosed):
+	case errors.Is(err, client.ErrClosed):
 		return fmt.Errorf("%s: lost the connection to the kernel (did it stop?): %v", what, err)
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("%s: interrupted", what)

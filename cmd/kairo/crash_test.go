@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -40,7 +40,7 @@ func TestCrashRecovery(t *testing.T) {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
-				c, err := ipc.Dial(ctx, d.socket())
+				c, err := client.Dial(ctx, d.socket())
 				if err != nil {
 					t.Errorf("client %d: %v", cl, err)
 					return
@@ -68,11 +68,19 @@ func TestCrashRecovery(t *testing.T) {
 				}
 			}()
 		}
-		// Kill while they publish.
+		// Kill while they publish: once the first publish of the round is
+		// acknowledged (a loaded machine may take a while to get there),
+		// at a random moment after it.
+		acknowledged := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked) - prev
+		}
+		for deadline := time.Now().Add(30 * time.Second); acknowledged() == 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
 		time.Sleep(time.Duration(200+rand.IntN(200)) * time.Millisecond)
-		mu.Lock()
-		before := len(acked) - prev
-		mu.Unlock()
+		before := acknowledged()
 		d.kill()
 		close(stop)
 		wg.Wait()

@@ -208,13 +208,13 @@ func tailOne(t *testing.T, d *upProc, subject, data string) string {
 	}()
 
 	// The subscription is open once the kernel counts it.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if subscriptions() > before {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("tail did not subscribe within 10s: %s", stderr)
+			t.Fatalf("tail did not subscribe within 30s: %s", stderr)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 var eventCommands []command
@@ -180,7 +180,7 @@ stored events from sequence number SEQ, then continue live.
 				sub.Close(cctx)
 				return nil
 			}
-			if errors.Is(err, ipc.ErrClientClosed) {
+			if errors.Is(err, client.ErrClosed) {
 				return errors.New("the kernel closed the connection (it stopped?)")
 			}
 			return callError("tail", err)

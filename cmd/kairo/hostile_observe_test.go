@@ -11,7 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // What the hostile suite (hostile_test.go) reads of a running daemon, and
@@ -77,7 +77,7 @@ func (o *observer) find(subject, name string) []abi.Event {
 
 func (o *observer) has(subject, name string) bool { return len(o.find(subject, name)) > 0 }
 
-func (o *observer) publish(t *testing.T, c *ipc.Client, subject string) {
+func (o *observer) publish(t *testing.T, c *client.Client, subject string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/internal/wasmbuild"
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // The hostile suite of issue 15, against a real `kairo up`: each kind of
@@ -545,7 +545,7 @@ func writeDrop(t *testing.T, dir, name string, d drop) {
 
 // pingUntil pings the kernel every 10 ms until ctx ends, and returns the
 // round trips. A ping that fails counts as a minute.
-func pingUntil(ctx context.Context, c *ipc.Client) []time.Duration {
+func pingUntil(ctx context.Context, c *client.Client) []time.Duration {
 	var ds []time.Duration
 	for {
 		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -37,7 +37,7 @@ say = "run echo from-timer"
 	}
 	waitRuns := func(goal string) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			r := kairo(t, home, "runs", "--limit", "100")
 			if regexpMatch(`(?m)\sdone\s+\d+\s+0\s+`+goal+`$`, r.stdout) {

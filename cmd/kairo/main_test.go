@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // kairoBin is the kairo binary the tests run, built once by TestMain.
@@ -183,7 +183,7 @@ func (d *upProc) waitReady() {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		c, err := ipc.Dial(ctx, d.socket())
+		c, err := client.Dial(ctx, d.socket())
 		if err == nil {
 			_, err = c.Ping(ctx)
 			c.Close()
@@ -200,11 +200,11 @@ func (d *upProc) waitReady() {
 }
 
 // dial connects the test itself to the daemon.
-func (d *upProc) dial() *ipc.Client {
+func (d *upProc) dial() *client.Client {
 	d.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := ipc.Dial(ctx, d.socket())
+	c, err := client.Dial(ctx, d.socket())
 	if err != nil {
 		d.t.Fatal(err)
 	}

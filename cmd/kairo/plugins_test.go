@@ -61,7 +61,7 @@ func TestPluginsCommands(t *testing.T) {
 	if r := kairo(t, home, "events", "publish", "demo.hello", `{"n": 1}`); r.code != 0 {
 		t.Fatal(r)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r = kairo(t, home, "events", "replay", "echo.>")
 		if strings.Contains(r.stdout, `echo.demo.hello plugin/echo {"n":1}`) {

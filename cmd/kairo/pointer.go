@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kairo-os/kairo/kernel/ipc"
 	"github.com/kairo-os/kairo/manifests"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // The pointer: kairo up names its data folder in a file of its user's
-// (ipc.PointerPath), so that a client started in another folder finds it
-// (ipc.FindHome).
+// (client.PointerPath), so that a client started in another folder finds it
+// (client.FindHome).
 
 // foundHome is the data folder a client uses and how it was found.
 type foundHome struct {
@@ -27,7 +27,7 @@ func clientHome() foundHome {
 	if os.Getenv("KAIRO_HOME") != "" {
 		return foundHome{dir: os.Getenv("KAIRO_HOME"), from: "KAIRO_HOME"}
 	}
-	dir, pointer := ipc.FindHome(homeSocket)
+	dir, pointer := client.FindHome(homeSocket)
 	if pointer != "" {
 		return foundHome{dir: dir, from: "pointer", pointer: pointer}
 	}
@@ -48,7 +48,7 @@ func homeSocket(home string) (string, error) {
 // removes it when the daemon stops cleanly. Without the pointer the daemon
 // runs as well; clients in other folders do not find it.
 func writePointer(home string, log *slog.Logger) (remove func()) {
-	path := ipc.PointerPath()
+	path := client.PointerPath()
 	if path == "" {
 		log.Debug("no folder for the pointer to the data folder: neither XDG_RUNTIME_DIR nor a cache folder is known")
 		return func() {}
@@ -70,7 +70,7 @@ func writePointer(home string, log *slog.Logger) (remove func()) {
 	}
 	return func() {
 		// Another daemon started since may have taken the pointer over.
-		if h, err := ipc.ReadPointer(path); err == nil && h == home {
+		if h, err := client.ReadPointer(path); err == nil && h == home {
 			os.Remove(path)
 		}
 	}

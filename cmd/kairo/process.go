@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +50,7 @@ so COMMAND's own flags need no "--".`)
 	}
 	dir := *cwd
 	switch {
-	case dir == "" && os.Getenv(ipc.EnvIPCFD) != "":
+	case dir == "" && os.Getenv(client.EnvIPCFD) != "":
 		// Inside a skill: a workspace Kairo makes, the one folder a
 		// skill's spawn may always work in.
 	case dir == "":
@@ -83,7 +83,7 @@ so COMMAND's own flags need no "--".`)
 // spawnAttached spawns params through c with this terminal attached: output
 // here, stdin there, signals passed on; it returns the process's exit as an
 // exitCode.
-func spawnAttached(ctx context.Context, c *ipc.Client, params abi.SpawnParams) error {
+func spawnAttached(ctx context.Context, c *client.Client, params abi.SpawnParams) error {
 	stdin := int(os.Stdin.Fd())
 	interactive := params.PTY && isTerminal(stdin)
 	if interactive {

@@ -155,7 +155,7 @@ func startSpawnStdin(t *testing.T, home string, in io.Reader, argv ...string) *s
 		<-s.exited
 	})
 	spawned := regexp.MustCompile(`kairo: spawned (p\d+) \(pid (\d+)\)\n`)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if m := spawned.FindStringSubmatch(s.stderr.String()); m != nil {
 			s.id = m[1]
@@ -168,7 +168,7 @@ func startSpawnStdin(t *testing.T, home string, in io.Reader, argv ...string) *s
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kairo spawn did not spawn within 10s:\n%s", s.stderr)
+			t.Fatalf("kairo spawn did not spawn within 30s:\n%s", s.stderr)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 func runRun(ctx context.Context, args []string) error {
@@ -140,7 +141,7 @@ func warnUnwritableWork(skill *manifests.Skill, work string) {
 
 // privateKernel starts a kernel in this process, with a memory bus and a
 // socket in a temp folder of its own, and returns a client of it.
-func privateKernel(bestEffort bool) (*ipc.Client, func(), error) {
+func privateKernel(bestEffort bool) (*client.Client, func(), error) {
 	helper, err := host.SandboxHelper()
 	if err != nil {
 		return nil, nil, err

@@ -44,7 +44,7 @@ func spawnMarked(t *testing.T, d *upProc, n int) []int {
 	if err := c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: []string{"sh", "-c", script}}, &info); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		ps := append(sleepers(n), sleepers(n+1)...)
 		if len(ps) == 2 {
 			return ps
@@ -125,10 +125,10 @@ func TestDaemonKilledLeavesNoTree(t *testing.T) {
 	theirs := spawnMarked(t, second, base+10)
 
 	first.kill()
-	if !goneWithin(mine, 5*time.Second) {
-		t.Errorf("processes of the killed daemon's trees still run 5 s later: %v", append(sleepers(base), sleepers(base+1)...))
+	if !goneWithin(mine, 30*time.Second) {
+		t.Errorf("processes of the killed daemon's trees still run 30 s later: %v", append(sleepers(base), sleepers(base+1)...))
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(work); os.IsNotExist(err) {
 			break
 		} else if time.Now().After(deadline) {
@@ -144,7 +144,7 @@ func TestDaemonKilledLeavesNoTree(t *testing.T) {
 	if code := second.stop(); code != 0 {
 		t.Errorf("the second daemon's stop: exit %d\n%s", code, second.stderr)
 	}
-	if !goneWithin(theirs, 5*time.Second) {
+	if !goneWithin(theirs, 30*time.Second) {
 		t.Errorf("the other home's trees outlived its clean stop")
 	}
 }
@@ -176,7 +176,7 @@ func TestDaemonStopGrace(t *testing.T) {
 	if err := c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: []string{"sh", "-c", script}, Cwd: out}, &info); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := os.Stat(filepath.Join(out, "started")); err == nil {
 			break
 		}
@@ -238,7 +238,7 @@ call = ["process.spawn", "process.attach", "process.stdin.close", "process.signa
 		done <- result{stdout.String(), stderr.String(), run.ProcessState.ExitCode()}
 	}()
 	var child []int
-	for deadline := time.Now().Add(10 * time.Second); len(child) == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); len(child) == 0; time.Sleep(10 * time.Millisecond) {
 		if child = sleepers(n); len(child) == 0 && time.Now().After(deadline) {
 			select {
 			case r := <-done:
@@ -249,7 +249,7 @@ call = ["process.spawn", "process.attach", "process.stdin.close", "process.signa
 		}
 	}
 	r := <-done
-	if !goneWithin(child, 5*time.Second) {
+	if !goneWithin(child, 30*time.Second) {
 		t.Errorf("the skill's child %v outlived the skill, which its wall limit ended: %s", child, r)
 	}
 }
@@ -276,7 +276,7 @@ exec = ["/usr/bin"]
 		t.Fatal(err)
 	}
 	var ps []int
-	for deadline := time.Now().Add(10 * time.Second); len(ps) < 2; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); len(ps) < 2; time.Sleep(10 * time.Millisecond) {
 		if ps = append(sleepers(n), sleepers(n+1)...); time.Now().After(deadline) {
 			cmd.Process.Kill()
 			t.Fatalf("the run's two sleeps did not start: %v", ps)
@@ -284,7 +284,7 @@ exec = ["/usr/bin"]
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	if !goneWithin(ps, 5*time.Second) {
-		t.Fatalf("processes of the killed run's tree still run 5 s later: %v", append(sleepers(n), sleepers(n+1)...))
+	if !goneWithin(ps, 30*time.Second) {
+		t.Fatalf("processes of the killed run's tree still run 30 s later: %v", append(sleepers(n), sleepers(n+1)...))
 	}
 }

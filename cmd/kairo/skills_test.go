@@ -19,7 +19,7 @@ func listed(out string) bool { return regexpMatch(`(?m)^skill\.progress-demo +sk
 func waitTools(t *testing.T, home, what string, ok func(out string) bool) string {
 	t.Helper()
 	var r result
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if r = kairo(t, home, "tools"); r.code == 0 && ok(r.stdout) {
 			return r.stdout
 		}
@@ -85,7 +85,7 @@ func TestSkillsFolderFollowed(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(changed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		r := kairo(t, home, "tools", "skill.progress-demo")
 		if strings.Contains(r.stdout, "Changed: count to 100%") {
 			break

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 func runPing(ctx context.Context, args []string) error {
@@ -128,7 +128,7 @@ cache folder's kairo/current), else ./.kairo.`)
 	case "KAIRO_SOCKET":
 		fmt.Fprintf(w, "home\tnone looked up: KAIRO_SOCKET names the socket\n")
 	case "pointer":
-		fmt.Fprintf(w, "home\t%s (found through %s)\n", termLine(home), termLine(ipc.PointerPath()))
+		fmt.Fprintf(w, "home\t%s (found through %s)\n", termLine(home), termLine(client.PointerPath()))
 	case "KAIRO_HOME":
 		fmt.Fprintf(w, "home\t%s (KAIRO_HOME)\n", termLine(home))
 	default:

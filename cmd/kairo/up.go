@@ -12,9 +12,9 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
-	"github.com/kairo-os/kairo/kernel/ipc"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 func runUp(ctx context.Context, args []string) error {
@@ -186,7 +186,7 @@ gets the structured log instead, as the file does.`)
 // $KAIRO_HOME, else ./.kairo.
 func dataFolder(flag string) (string, error) {
 	if flag == "" {
-		flag = ipc.Home()
+		flag = client.Home()
 	}
 	return filepath.Abs(flag)
 }

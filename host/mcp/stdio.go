@@ -22,8 +22,13 @@ import (
 const maxLine = sdk.DefaultMaxLineLength
 
 // exitWait is how long an error waits for the server's exit to be
-// recorded before it describes the server as it stands.
-const exitWait = 2 * time.Second
+// recorded before it describes the server as it stands; exitRecord, how
+// long once the server is seen to have exited (a zombie, or reaped), which
+// only a loaded machine makes more than a moment.
+const (
+	exitWait   = 2 * time.Second
+	exitRecord = 30 * time.Second
+)
 
 // stderrTail is how much of a server's stderr is kept for error messages.
 const stderrTail = 2 << 10
@@ -239,6 +244,15 @@ func (c *stdioConn) exit() string {
 	select {
 	case <-c.p.Done():
 	case <-time.After(exitWait):
+		// Past the wait, a server that no longer runs has exited, and its
+		// exit will be recorded: wait for that, so that the error does not
+		// say it runs.
+		if runs, _ := procState(c.p.Info().PID); !runs {
+			select {
+			case <-c.p.Done():
+			case <-time.After(exitRecord):
+			}
+		}
 	}
 	info := c.p.Info()
 	var b strings.Builder

@@ -356,7 +356,9 @@ func TestPluginFailsMidCall(t *testing.T) {
 // processes.
 func TestParallelCalls(t *testing.T) {
 	e := newEnv(t, tools.Config{}, map[string]string{"toolbox": "", "toolbox2": ""})
-	const slow = 400 * time.Millisecond
+	// Calls one after the other take 2×slow at least; side by side, slow
+	// and the overhead, which a loaded machine may stretch to a second.
+	const slow = 2 * time.Second
 	timed := func(calls ...[2]string) time.Duration {
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -372,15 +374,15 @@ func TestParallelCalls(t *testing.T) {
 		wg.Wait()
 		return time.Since(start)
 	}
-	if d := timed([2]string{"toolbox.sleep", `{"ms": 400}`}, [2]string{"toolbox2.sleep", `{"ms": 400}`}); d >= slow*3/2 {
+	if d := timed([2]string{"toolbox.sleep", `{"ms": 2000}`}, [2]string{"toolbox2.sleep", `{"ms": 2000}`}); d >= slow*3/2 {
 		t.Errorf("two plugin calls of %v each took %v together", slow, d)
 	}
 	// One plugin that answers in a later batch serves both at once too.
-	if d := timed([2]string{"toolbox.sleep", `{"ms": 400}`}, [2]string{"toolbox.sleep", `{"ms": 400}`}); d >= slow*3/2 {
+	if d := timed([2]string{"toolbox.sleep", `{"ms": 2000}`}, [2]string{"toolbox.sleep", `{"ms": 2000}`}); d >= slow*3/2 {
 		t.Errorf("two calls of %v each to one plugin took %v together", slow, d)
 	}
-	a := e.call("process.spawn", `{"command": "exec sleep 0.4"}`)
-	b := e.call("process.spawn", `{"command": "exec sleep 0.4"}`)
+	a := e.call("process.spawn", `{"command": "exec sleep 2"}`)
+	b := e.call("process.spawn", `{"command": "exec sleep 2"}`)
 	if d := timed([2]string{"process.wait", `{"processId": "` + a.ProcessID + `"}`}, [2]string{"process.wait", `{"processId": "` + b.ProcessID + `"}`}); d >= slow*3/2 {
 		t.Errorf("two waits for processes of %v each took %v together", slow, d)
 	}
@@ -400,11 +402,14 @@ func TestTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer close(release)
+	// The tool answers after 3 s (the deaf one never): a call that
+	// returns before that returned at its timeout, however loaded the
+	// machine.
 	for _, tool := range []string{"toolbox.sleep", "mcp.deaf.hang"} {
 		start := time.Now()
-		res := e.call(tool, `{"ms": 1000}`)
-		if d := time.Since(start); d > 900*time.Millisecond {
-			t.Errorf("%s returned after %v, past the timeout of 200ms", tool, d)
+		res := e.call(tool, `{"ms": 3000}`)
+		if d := time.Since(start); d >= 3*time.Second {
+			t.Errorf("%s returned after %v, past the timeout of 200ms: it waited for the tool", tool, d)
 		}
 		if res.Status != abi.StatusFailed || !strings.Contains(res.Error, "no result within 200ms, the timeout of a tool call") {
 			t.Errorf("%s: %+v", tool, res)
@@ -416,7 +421,7 @@ func TestTimeout(t *testing.T) {
 	if res := e.callCtx(ctx, "toolbox.sleep", `{"ms": 1000}`); res.Status != abi.StatusFailed || !strings.Contains(res.Error, "context canceled") {
 		t.Errorf("a canceled call: %+v", res)
 	}
-	time.Sleep(time.Second) // the plugin's late answers come and go
+	time.Sleep(3 * time.Second) // the plugin's late answers come and go
 	if res := e.call("toolbox.echo", `"ok"`); res.Status != abi.StatusDone {
 		t.Errorf("toolbox.echo after the timeouts: %+v", res)
 	}

@@ -48,10 +48,10 @@ func skillTools(reg *tools.Registry) map[string]string {
 	return out
 }
 
-// waitFor polls cond for a few seconds.
+// waitFor polls cond, long enough for a loaded machine.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("never: %s", what)
 		}

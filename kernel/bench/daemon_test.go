@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // The process benchmarks run against a real `kairo up` child, so that its
@@ -64,7 +64,7 @@ func startDaemonConfig(b *testing.B, config string) (string, int) {
 	})
 	sock := filepath.Join(home, "kernel.sock")
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if c, err := ipc.Dial(context.Background(), sock); err == nil {
+		if c, err := client.Dial(context.Background(), sock); err == nil {
 			c.Close()
 			break
 		}
@@ -112,9 +112,9 @@ type buildError struct {
 func (e *buildError) Error() string { return "build kairo: " + e.err.Error() + "\n" + string(e.out) }
 
 // dial connects a client to the kernel at path for the benchmark's length.
-func dial(b *testing.B, path string) *ipc.Client {
+func dial(b *testing.B, path string) *client.Client {
 	b.Helper()
-	c, err := ipc.Dial(context.Background(), path)
+	c, err := client.Dial(context.Background(), path)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // BenchmarkStdoutThroughput is process output to an IPC client in chunk
@@ -55,7 +55,7 @@ func BenchmarkStdoutThroughput(b *testing.B) {
 
 // runToEnd spawns p, waits for its exit, then for counter to reach want:
 // the exit can be seen a moment before the last chunk is read.
-func runToEnd(b *testing.B, c *ipc.Client, p abi.SpawnParams, counter *atomic.Int64, want int64) {
+func runToEnd(b *testing.B, c *client.Client, p abi.SpawnParams, counter *atomic.Int64, want int64) {
 	ctx := context.Background()
 	var info abi.ProcessInfo
 	if err := c.Call(ctx, "process.spawn", p, &info); err != nil {

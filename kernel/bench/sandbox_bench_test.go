@@ -15,9 +15,9 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/kernel/ipc"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/sandbox"
+	"github.com/kairo-os/kairo/sdk/client"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -123,8 +123,8 @@ func (s *launcherSpawner) spawnExit(b *testing.B, argv ...string) time.Duration 
 
 // spawner is a client of one daemon, subscribed to its exits.
 type spawner struct {
-	c     *ipc.Client
-	exits *ipc.Subscription
+	c     *client.Client
+	exits *client.Subscription
 }
 
 // newSpawner starts a daemon with config as its kairo.toml.

@@ -20,6 +20,7 @@ import (
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/sys/unix"
 )
@@ -100,7 +101,7 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("child: %q, %v", line, err)
 	}
-	ctl, err := ipc.Dial(ctx(t), path)
+	ctl, err := client.Dial(ctx(t), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 		c.Close()
 	}
 	flood = nil
-	late, err := ipc.Dial(ctx(t), path)
+	late, err := client.Dial(ctx(t), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestLargeRequestsPastTheBound(t *testing.T) {
 func TestStdinToAProcessThatDoesNotRead(t *testing.T) {
 	e := start(t, ipc.ServerOptions{CloseTimeout: time.Minute})
 	watcher := e.dial(t)
-	c, err := ipc.Dial(ctx(t), e.path)
+	c, err := client.Dial(ctx(t), e.path)
 	if err != nil {
 		t.Fatal(err)
 	}

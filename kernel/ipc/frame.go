@@ -1,6 +1,7 @@
 // Package ipc is the kernel's Unix-socket door: a server that exposes the
-// kernel method table to local processes, and a client for it. Frames are an
-// 8-byte header (abi.PutHeader) and a MsgPack payload.
+// kernel method table to local processes. Frames are an 8-byte header and a
+// MsgPack payload, read and written by abi's codec (abi.FrameReader,
+// abi.AppendFrame); the client is sdk/client.
 package ipc
 
 import (
@@ -54,13 +55,12 @@ func (e *busyError) Error() string {
 	return fmt.Sprintf("a %d-byte request would take the kernel past the %d bytes of large requests it holds for all clients (ServerOptions.MaxBufferedBytes); retry it when fewer are in flight", e.length, e.max)
 }
 
-// frameReader reads frames from a stream.
+// frameReader is the server's reader of frames: abi's, plus a budget for
+// large payloads, which a client may send to make the kernel hold memory.
 type frameReader struct {
-	r      *bufio.Reader
-	max    uint32
-	budget *frameBudget // nil: large payloads are not charged
-	hdr    [abi.HeaderSize]byte
-	buf    []byte
+	*abi.FrameReader
+	r      *bufio.Reader // the abi reader's, read directly for large payloads
+	budget *frameBudget  // nil: large payloads are not charged
 	// held is what the last payload, a large one, holds of budget. The
 	// payload is then the caller's, who gives held back when done with it.
 	held int64
@@ -71,10 +71,8 @@ func newFrameReader(r io.Reader, max uint32) *frameReader {
 }
 
 func newFrameReaderSize(r io.Reader, max uint32, size int, budget *frameBudget) *frameReader {
-	if max == 0 {
-		max = abi.DefaultMaxFrame
-	}
-	return &frameReader{r: bufio.NewReaderSize(r, size), max: max, budget: budget}
+	br := bufio.NewReaderSize(r, size)
+	return &frameReader{FrameReader: abi.NewFrameReader(br, max), r: br, budget: budget}
 }
 
 // next returns the next frame. A payload is only valid until the next call,
@@ -84,13 +82,7 @@ func newFrameReaderSize(r io.Reader, max uint32, size int, budget *frameBudget) 
 // large payload was skipped.
 func (f *frameReader) next() (abi.PacketType, []byte, error) {
 	f.held = 0
-	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
-		if err == io.ErrUnexpectedEOF {
-			return 0, nil, &abi.FrameError{Reason: "connection closed inside a frame header"}
-		}
-		return 0, nil, err
-	}
-	h, err := abi.ParseHeader(f.hdr[:], f.max)
+	h, err := f.ReadHeader()
 	if err != nil {
 		return 0, nil, err
 	}
@@ -98,20 +90,8 @@ func (f *frameReader) next() (abi.PacketType, []byte, error) {
 		p, err := f.readBig(h.Length)
 		return h.Type, p, err
 	}
-	// A trusted peer (the kernel, to its client): one buffer, reused. The
-	// reader copies what it has buffered, then reads the rest of a large
-	// payload straight into it.
-	if cap(f.buf) < int(h.Length) {
-		f.buf = make([]byte, h.Length)
-	}
-	payload := f.buf[:h.Length]
-	if _, err := io.ReadFull(f.r, payload); err != nil {
-		return 0, nil, cutShort(h.Length, err)
-	}
-	if cap(f.buf) > 1<<20 {
-		f.buf = nil // do not keep a huge buffer for the life of the connection
-	}
-	return h.Type, payload, nil
+	p, err := f.ReadPayload(h.Length)
+	return h.Type, p, err
 }
 
 // readBig reads a payload of n bytes into a buffer that grows as they
@@ -137,7 +117,7 @@ func (f *frameReader) readBig(n uint32) ([]byte, error) {
 		p = p[:len(p)+m]
 		if err != nil && len(p) < int(n) {
 			f.giveBack()
-			return nil, cutShort(n, err)
+			return nil, abi.PayloadError(n, err)
 		}
 	}
 	return p, nil
@@ -169,20 +149,13 @@ func (f *frameReader) skip(n uint32, have []byte) error {
 	if len(have) == 0 {
 		prefix = make([]byte, min(int(n), 256))
 		if _, err := io.ReadFull(f.r, prefix); err != nil {
-			return cutShort(n, err)
+			return abi.PayloadError(n, err)
 		}
 	}
 	if _, err := io.CopyN(io.Discard, f.r, int64(n)-int64(max(len(have), len(prefix)))); err != nil {
-		return cutShort(n, err)
+		return abi.PayloadError(n, err)
 	}
 	return &busyError{length: n, max: f.budget.max, prefix: prefix}
-}
-
-func cutShort(n uint32, err error) error {
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return &abi.FrameError{Reason: fmt.Sprintf("connection closed inside a %d-byte payload", n)}
-	}
-	return err
 }
 
 // frameBuf builds one or more frames for a single write.
@@ -202,11 +175,7 @@ func putFrameBuf(f *frameBuf) {
 
 // addRaw appends one frame whose payload appendPayload writes.
 func (f *frameBuf) addRaw(t abi.PacketType, appendPayload func([]byte) []byte) {
-	start := f.b.Len()
-	var hdr [abi.HeaderSize]byte
-	f.b.Write(hdr[:])
-	f.b.Write(appendPayload(f.b.AvailableBuffer()))
-	abi.PutHeader(f.b.Bytes()[start:], abi.Header{Type: t, Length: uint32(f.b.Len() - start - abi.HeaderSize)})
+	f.b.Write(abi.AppendFrame(f.b.AvailableBuffer(), t, appendPayload))
 }
 
 // addEvent appends an EVENT frame, encoded by hand: it is the push hot path.

@@ -18,6 +18,7 @@ import (
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -58,9 +59,9 @@ func start(t testing.TB, opts ipc.ServerOptions) *env {
 	return &env{k: k, srv: srv, path: opts.Path}
 }
 
-func (e *env) dial(t testing.TB) *ipc.Client {
+func (e *env) dial(t testing.TB) *client.Client {
 	t.Helper()
-	c, err := ipc.Dial(context.Background(), e.path)
+	c, err := client.Dial(context.Background(), e.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestPublishSubscribeReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expect := func(s *ipc.Subscription, want ...string) {
+	expect := func(s *client.Subscription, want ...string) {
 		t.Helper()
 		for _, w := range want {
 			ev, err := s.Next(ctx(t))
@@ -231,10 +232,11 @@ func (r *rawConn) request(id uint64, method string, params any) {
 	r.frame(abi.PacketRequest, p)
 }
 
-// response reads frames until a RESPONSE.
+// response reads frames until a RESPONSE. A minute: decoding a large
+// frame under the race detector on a loaded machine takes seconds.
 func (r *rawConn) response() *abi.Response {
 	r.t.Helper()
-	r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r.c.SetReadDeadline(time.Now().Add(time.Minute))
 	for {
 		hdr := make([]byte, abi.HeaderSize)
 		if _, err := io.ReadFull(r.c, hdr); err != nil {
@@ -258,7 +260,7 @@ func (r *rawConn) response() *abi.Response {
 
 func (r *rawConn) expectClosed() {
 	r.t.Helper()
-	r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r.c.SetReadDeadline(time.Now().Add(time.Minute))
 	if _, err := r.c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		r.t.Fatalf("connection still open (read: %v), want it closed", err)
 	}
@@ -420,7 +422,7 @@ func heapInuse() uint64 {
 	return m.HeapInuse
 }
 
-func metrics(t *testing.T, c *ipc.Client) abi.Metrics {
+func metrics(t *testing.T, c *client.Client) abi.Metrics {
 	t.Helper()
 	var m abi.Metrics
 	if err := c.Call(ctx(t), "system.get_metrics", nil, &m); err != nil {
@@ -497,10 +499,10 @@ func TestClientClosedErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.srv.Close()
-	if _, err := sub.Next(ctx(t)); !errors.Is(err, ipc.ErrClientClosed) {
+	if _, err := sub.Next(ctx(t)); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("Next after server close: %v", err)
 	}
-	if _, err := c.Ping(ctx(t)); !errors.Is(err, ipc.ErrClientClosed) {
+	if _, err := c.Ping(ctx(t)); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("Ping after server close: %v", err)
 	}
 }
@@ -521,7 +523,7 @@ func TestSubscriptionEndedByKernel(t *testing.T) {
 	}
 	go srv.Serve()
 	defer srv.Close()
-	c, err := ipc.Dial(ctx(t), srv.Addr())
+	c, err := client.Dial(ctx(t), srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/ipc"
+	"github.com/kairo-os/kairo/sdk/client"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -24,7 +25,7 @@ type output struct {
 	chunks []abi.StreamChunk
 }
 
-func listen(c *ipc.Client) *output {
+func listen(c *client.Client) *output {
 	o := &output{}
 	c.OnChunk(func(ch *abi.StreamChunk) {
 		cp := *ch
@@ -59,7 +60,7 @@ func (o *output) waitFor(t *testing.T, id, want string) {
 	}
 }
 
-func spawn(t *testing.T, c *ipc.Client, p abi.SpawnParams) abi.ProcessInfo {
+func spawn(t *testing.T, c *client.Client, p abi.SpawnParams) abi.ProcessInfo {
 	t.Helper()
 	var info abi.ProcessInfo
 	if err := c.Call(ctx(t), "process.spawn", p, &info); err != nil {
@@ -68,7 +69,7 @@ func spawn(t *testing.T, c *ipc.Client, p abi.SpawnParams) abi.ProcessInfo {
 	return info
 }
 
-func waitExit(t *testing.T, c *ipc.Client, id string) abi.ProcessInfo {
+func waitExit(t *testing.T, c *client.Client, id string) abi.ProcessInfo {
 	t.Helper()
 	var res abi.WaitResult
 	if err := c.Call(ctx(t), "process.wait", abi.WaitParams{ProcessID: id}, &res); err != nil || res.TimedOut {
@@ -310,7 +311,7 @@ func (s *binaryStream) waitFor(t *testing.T, n int) {
 // onStdout routes a client's stdout chunks of process *id to s. The tests'
 // children wait for stdin before they write, so the ID is known before the
 // first chunk.
-func onStdout(c *ipc.Client, id *atomic.Pointer[string], s *binaryStream) {
+func onStdout(c *client.Client, id *atomic.Pointer[string], s *binaryStream) {
 	c.OnChunk(func(ch *abi.StreamChunk) {
 		if ch.Stream != "stdout" {
 			return

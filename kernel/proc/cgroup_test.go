@@ -230,7 +230,7 @@ func TestCgroupPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	cg := s.l.cg
-	for deadline := time.Now().Add(5 * time.Second); !cg.frozen(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !cg.frozen(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the tree's cgroup did not freeze")
 		}
@@ -397,7 +397,7 @@ func TestWatchdog(t *testing.T) {
 	}
 	select {
 	case <-reaped:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Errorf("the sweep left the earlier run's process running")
 	}
 }

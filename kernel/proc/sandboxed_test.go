@@ -200,8 +200,8 @@ func TestSandboxedWallLimit(t *testing.T) {
 	e, _ := newSandboxEnv(t)
 	start := time.Now()
 	s, info, _ := e.run(Spec{Argv: []string{"sleep", "30"}, WallLimit: 300 * time.Millisecond})
-	if took := time.Since(start); info.Status != abi.ProcessKilled || took > 5*time.Second {
-		t.Errorf("sleep 30 with a wall limit of 300ms: %+v after %s, want killed within a few seconds", info, took)
+	if took := time.Since(start); info.Status != abi.ProcessKilled || took > 20*time.Second {
+		t.Errorf("sleep 30 with a wall limit of 300ms: %+v after %s, want killed well before the sleep ends", info, took)
 	}
 	if _, data := e.event("kairo.process.canceled", s.ID()); !strings.Contains(fmt.Sprint(data["reason"]), "wall-clock limit") {
 		t.Errorf("canceled event %v does not name the wall-clock limit", data)
@@ -265,9 +265,9 @@ func running(pid int) bool {
 	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
-// gone waits a few seconds for pid to stop running.
+// gone waits for pid to stop running: long enough for a loaded machine.
 func gone(pid int) bool {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if !running(pid) {
 			return true
 		}
@@ -654,7 +654,7 @@ func TestSandboxedUIDsAcrossKernels(t *testing.T) {
 	}
 	select {
 	case <-mineReaped:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Errorf("the sweep left this home's stray process running")
 	}
 	if !running(theirs.Process.Pid) {

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/internal/wasmbuild"
+)
+
+// BenchmarkUpReady is `kairo up` (the real binary, its built-in plugins
+// beside it) from exec to ready: answering `kairo send "run true"`. Cold is
+// a new home and an empty user compilation cache; warm the same home
+// started again, its cache filled. It reports cold-ms, warm-ms and rss-MiB,
+// the daemon's resident memory once ready and idle (warm).
+func BenchmarkUpReady(b *testing.B) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		b.Fatal(err)
+	}
+	binDir := b.TempDir()
+	bin := filepath.Join(binDir, "kairo")
+	exe, err := os.ReadFile(kairoBin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	names, err := filepath.Glob(filepath.Join(root, "plugins", "*", "*.toml"))
+	if err != nil || len(names) == 0 {
+		b.Fatalf("no plugins in %s/plugins: %v", root, err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(names))
+	for _, m := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- wasmbuild.Plugin(filepath.Base(filepath.Dir(m)), filepath.Join(binDir, "plugins"))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	var cold, warm time.Duration
+	var rssMiB float64
+	b.ResetTimer()
+	for range b.N {
+		home, xdg := b.TempDir(), b.TempDir()
+		took, _ := upReady(b, bin, home, xdg, false)
+		cold += took
+		took, mib := upReady(b, bin, home, xdg, true)
+		warm += took
+		rssMiB += mib
+	}
+	b.ReportMetric(float64(cold.Milliseconds())/float64(b.N), "cold-ms")
+	b.ReportMetric(float64(warm.Milliseconds())/float64(b.N), "warm-ms")
+	b.ReportMetric(rssMiB/float64(b.N), "rss-MiB")
+}
+
+// upReady starts `kairo up` on home with XDG_CACHE_HOME xdg, and returns
+// how long it took to answer `kairo send "run true"` and, when idle is set,
+// its resident memory in MiB a second after, idle. It stops the daemon.
+func upReady(b *testing.B, bin, home, xdg string, idle bool) (time.Duration, float64) {
+	b.Helper()
+	env := append(childEnv(home), "XDG_CACHE_HOME="+xdg)
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "up", "--home", home)
+	cmd.Env, cmd.Stderr = env, &stderr
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	sock := filepath.Join(home, "kernel.sock")
+	deadline := t0.Add(2 * time.Minute)
+	for {
+		if time.Now().After(deadline) {
+			b.Fatalf("kairo up did not answer within 2 minutes:\n%s", stderr.String())
+		}
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			time.Sleep(2 * time.Millisecond)
+			continue
+		}
+		c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		send := exec.CommandContext(ctx, bin, "send", "run true")
+		send.Env = env
+		out, err := send.CombinedOutput()
+		cancel()
+		if err == nil && strings.Contains(string(out), "`true` finished") {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(t0)
+	if !idle {
+		return took, 0
+	}
+	time.Sleep(time.Second)
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return took, float64(kb) / 1024
+		}
+	}
+	b.Fatal("no VmRSS in /proc/PID/status")
+	return 0, 0
+}

@@ -1,0 +1,151 @@
+package client
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// SocketPath is the socket a client dials: $KAIRO_SOCKET, else
+// kernel.sock in the data folder FindHome finds.
+func SocketPath() string {
+	if p := os.Getenv("KAIRO_SOCKET"); p != "" {
+		return p
+	}
+	home, _ := FindHome(nil)
+	return filepath.Join(home, "kernel.sock")
+}
+
+// Home is the data folder kairo up runs on: $KAIRO_HOME, else ./.kairo.
+// A client looks further: FindHome.
+func Home() string {
+	if h := os.Getenv("KAIRO_HOME"); h != "" {
+		return h
+	}
+	return ".kairo"
+}
+
+// FindHome is the data folder a client uses, so that it finds the kernel
+// its user started from whatever folder it runs in: $KAIRO_HOME; else
+// ./.kairo when a kernel listens there; else the folder the user's running
+// kernel named in the pointer file (PointerPath) when a kernel listens
+// there; else ./.kairo. pointer is the pointer file when the folder came
+// from it. socketOf is where a kernel on a data folder listens; nil means
+// kernel.sock in it.
+func FindHome(socketOf func(home string) (string, error)) (home, pointer string) {
+	if h := os.Getenv("KAIRO_HOME"); h != "" {
+		return h, ""
+	}
+	if socketOf == nil {
+		socketOf = func(home string) (string, error) { return filepath.Join(home, "kernel.sock"), nil }
+	}
+	listens := func(home string) bool {
+		sock, err := socketOf(home)
+		if err != nil {
+			return false
+		}
+		c, err := net.DialTimeout("unix", sock, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
+	const here = ".kairo"
+	if listens(here) {
+		return here, ""
+	}
+	if path := PointerPath(); path != "" {
+		if h, err := ReadPointer(path); err == nil && listens(h) {
+			return h, path
+		}
+	}
+	return here, ""
+}
+
+// PointerPath is the file in which a running kernel names its data folder
+// for the clients of its user: $XDG_RUNTIME_DIR/kairo/current, else
+// kairo/current in the user's cache folder; "" when neither is known.
+// XDG_RUNTIME_DIR is the user's own, private, and emptied at logout; where
+// it is unset (a container, a service) the cache folder is the user's own
+// too, unlike /tmp, where another user may make the folder first. A
+// pointer a crash left names a socket nobody listens on, and is passed
+// over.
+func PointerPath() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "kairo", "current")
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "kairo", "current")
+	}
+	return ""
+}
+
+// maxPointer bounds the pointer file: a path, and a newline.
+const maxPointer = 4096
+
+// ReadPointer returns the data folder the pointer file at path names. It
+// refuses a pointer that another user could have written: the file and its
+// folder must be this user's, writable by nobody else, and the file a
+// regular one, not a link.
+func ReadPointer(path string) (string, error) {
+	dir := filepath.Dir(path)
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := ownOnly(dir, fi, true); err != nil {
+		return "", err
+	}
+	// O_NONBLOCK: a FIFO planted there must not hold the open up.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	// The file opened, not whatever the name points at by now.
+	if fi, err = f.Stat(); err != nil {
+		return "", err
+	}
+	if err := ownOnly(path, fi, false); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPointer+1))
+	switch {
+	case err != nil:
+		return "", err
+	case len(b) > maxPointer:
+		return "", fmt.Errorf("%s: over %d bytes, so not a pointer", path, maxPointer)
+	}
+	home := strings.TrimSuffix(string(b), "\n")
+	if !filepath.IsAbs(home) || strings.ContainsAny(home, "\x00\n") {
+		return "", fmt.Errorf("%s: does not hold an absolute path", path)
+	}
+	return home, nil
+}
+
+// ownOnly checks that fi, of path, is a folder (dir) or a regular file,
+// belongs to this process's user and may be written by no one else.
+func ownOnly(path string, fi os.FileInfo, dir bool) error {
+	what, isType := "a regular file", fi.Mode().IsRegular()
+	if dir {
+		what, isType = "a folder", fi.IsDir()
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !isType:
+		return fmt.Errorf("%s: not %s", path, what)
+	case !ok:
+		return fmt.Errorf("%s: its owner is not known on this system", path)
+	case int(st.Uid) != os.Getuid():
+		return fmt.Errorf("%s: belongs to uid %d, not to this user", path, st.Uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s: others may write it (mode %#o)", path, fi.Mode().Perm())
+	}
+	return nil
+}
