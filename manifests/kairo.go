@@ -82,7 +82,9 @@ type HostConfig struct {
 	// Builtins loads the plugins in the folder "plugins" beside the kairo
 	// binary (where make puts the built-in plugins), trusted.
 	Builtins bool `toml:"builtins"`
-	// CacheDir keeps compiled plugins, relative to KAIRO_HOME.
+	// CacheDir keeps compiled plugins, relative to KAIRO_HOME. Empty, the
+	// default: the user's compilation cache, shared by all their homes
+	// (CachePath).
 	CacheDir string `toml:"cache_dir"`
 	// Deadline bounds each call into an untrusted plugin, unless its
 	// manifest or [plugins.NAME] says otherwise.
@@ -131,8 +133,24 @@ func (c *Config) PluginsPath(home string) string { return underHome(home, c.Host
 // home.
 func (c *Config) SkillsPath(home string) string { return underHome(home, c.Agent.SkillsDir) }
 
-// CachePath is the compilation cache of a daemon whose data folder is home.
-func (c *Config) CachePath(home string) string { return underHome(home, c.Host.CacheDir) }
+// CachePath is the compilation cache of a daemon whose data folder is home:
+// [host] cache_dir when set, else UserCachePath.
+func (c *Config) CachePath(home string) string {
+	if c.Host.CacheDir != "" {
+		return underHome(home, c.Host.CacheDir)
+	}
+	return UserCachePath(home)
+}
+
+// UserCachePath is the compilation cache every home of the user shares,
+// kairo/wasm in the user's cache folder: $XDG_CACHE_HOME, else ~/.cache. A
+// user without one (no $HOME) gets the folder "cache" of the home.
+func UserCachePath(home string) string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "kairo", "wasm")
+	}
+	return filepath.Join(home, "cache")
+}
 
 // MemoryPath is the long-term memory's SQLite file.
 func (c *Config) MemoryPath(home string) string { return underHome(home, c.Memory.Path) }
@@ -456,9 +474,6 @@ func (c *Config) validate() []*Error {
 	}
 	if c.Host.PluginsDir == "" {
 		bad("host.plugins_dir", "is empty; name the drop-in folder, such as \"plugins\" (relative to KAIRO_HOME)")
-	}
-	if c.Host.CacheDir == "" {
-		bad("host.cache_dir", "is empty; name the folder of compiled plugins, such as \"cache\" (relative to KAIRO_HOME)")
 	}
 	if msg := checkPluginLimits(c.Host.Memory, c.Host.Deadline); msg != "" {
 		key := "host.memory"

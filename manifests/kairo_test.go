@@ -30,7 +30,7 @@ func TestDefaults(t *testing.T) {
 		Store:   StoreConfig{Kind: "sqlite", Path: "events.db", Synchronous: "normal", WALMax: 64 * MiB, RingSize: 1 << 20},
 		Log:     LogConfig{Level: "info"},
 		Sandbox: SandboxConfig{Mode: SandboxEnforce, UIDBase: 0x7fe00000, UIDCount: 1 << 16, StopGrace: "5s", WorkspaceMax: GiB},
-		Host: HostConfig{PluginsDir: "plugins", Builtins: true, CacheDir: "cache", Deadline: "1s", Memory: 64 * MiB,
+		Host: HostConfig{PluginsDir: "plugins", Builtins: true, CacheDir: "", Deadline: "1s", Memory: 64 * MiB,
 			MaxMemory: 256 * MiB, MaxDeadline: "5s", Public: []string{}, MaxFailures: 5, FailureWindow: "1m"},
 		LLM: LLMConfig{BaseURL: "", Model: "", APIKeyEnv: "OPENAI_API_KEY", Timeout: "60s", MaxRetries: 3, Stream: true, MaxResponseBytes: 4 << 20},
 		Agent: AgentConfig{ID: "default", Policy: "rules", Hz: 10, Overrun: "skip", MaxIterations: 25, MaxToolCalls: 16, QueryBackoff: 3, MinHz: 1, BargeIn: "boundary", TickSpin: "2ms", SkillsDir: "skills",

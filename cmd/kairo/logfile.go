@@ -367,9 +367,11 @@ func pluginsStatus(folders []wasm.Folder, cache string) string {
 		return "kairo: starting…"
 	}
 	verb := "compiling"
-	// Any file in the cache means an earlier start compiled them.
+	// Any file in this wazero's folder of a cache the host will use means
+	// an earlier start compiled them (the built-ins at least, which every
+	// home of the user shares).
 	errFound := errors.New("found")
-	if filepath.WalkDir(cache, func(_ string, e fs.DirEntry, err error) error {
+	if wasm.CheckCache(cache) == nil && filepath.WalkDir(wasm.CacheFolder(cache), func(_ string, e fs.DirEntry, err error) error {
 		if err == nil && e.Type().IsRegular() {
 			return errFound
 		}

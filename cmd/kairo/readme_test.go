@@ -136,11 +136,12 @@ func readmeHow(line string) readmeRun {
 	return readmeRun{}
 }
 
-// shell runs cmd with /bin/sh in dir against home, killing it after 20 s,
-// or after 2 s for an endless line (code -1 then).
+// shell runs cmd with /bin/sh in dir against home, killing it after two
+// minutes (a loaded machine), or after 2 s for an endless line (code -1
+// then).
 func shell(t *testing.T, dir, home, cmd string, how readmeRun) result {
 	t.Helper()
-	wait := 30 * time.Second
+	wait := 2 * time.Minute
 	if how.endless {
 		wait = 2 * time.Second
 	}

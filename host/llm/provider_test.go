@@ -280,9 +280,9 @@ func TestRetryWaitsAndCancels(t *testing.T) {
 		t.Errorf("answered after %v, before the 40ms the endpoint asked to wait", d)
 	}
 
-	// The endpoint asks for a minute: a Chat that returns well before it
-	// did not sit out the wait, however loaded the machine.
-	e = newEndpoint(t, respond(503, "down", "Retry-After-Ms", "60000"))
+	// The endpoint asks for 50 s (under maxRetryAfter): a Chat that returns
+	// well before it did not sit out the wait, however loaded the machine.
+	e = newEndpoint(t, respond(503, "down", "Retry-After-Ms", "50000"))
 	p, _ = testProvider(t, e, Config{MaxRetries: 3})
 	p.sleep = sleep
 	ctx, cancel := context.WithCancel(context.Background())
@@ -319,9 +319,11 @@ func TestTimeout(t *testing.T) {
 			t.Fatalf("stream %v: error %v, want an unavailable *llm.Error", stream, err)
 		}
 		contains(t, "error", err.Error(), "no complete answer within the timeout of 50ms", "raise [llm] timeout")
-		// A model too slow once is too slow again: no retry.
-		if n := e.requests(); n != 1 || len(*waits) != 0 {
-			t.Errorf("stream %v: %d requests and waits %v after a timeout, want 1 and none", stream, n, *waits)
+		// A model too slow once is too slow again: no retry. (On a loaded
+		// machine the 50ms may run out before the endpoint has the request:
+		// none then; a retry would still show as a wait.)
+		if n := e.requests(); n > 1 || len(*waits) != 0 {
+			t.Errorf("stream %v: %d requests and waits %v after a timeout, want at most 1 and none", stream, n, *waits)
 		}
 	}
 }

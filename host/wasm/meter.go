@@ -48,11 +48,18 @@ func (h *Host) newRuntime(ctx context.Context, cache wazero.CompilationCache, cl
 }
 
 // compile returns a runtime and the module compiled in it (compileIn), with
-// the compilation cache on disk when there is one. A module the disk cache
-// could not take is compiled again in memory: when that works, the cache's
-// folder is full or unwritable, not the module bad, and the host compiles
-// in memory for a while, saying which folder failed.
+// the compilation cache on disk when there is one, as many at once as there
+// are processors. A module the disk cache could not take is compiled again
+// in memory: when that works, the cache's folder is full or unwritable, not
+// the module bad, and the host compiles in memory for a while, saying which
+// folder failed.
 func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
+	select {
+	case h.compiling <- struct{}{}:
+		defer func() { <-h.compiling }()
+	case <-ctx.Done():
+		return nil, nil, false, context.Cause(ctx)
+	}
 	cache, onDisk := h.pickCache()
 	rt, compiled, metered, err = h.compileIn(ctx, cache, wasm, opts)
 	if err == nil || !onDisk {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,12 @@ import (
 // memory only and the host logs to slog.Default.
 type Config struct {
 	// CacheDir keeps compiled modules on disk, so a restart does not pay
-	// compilation again. Empty keeps them in memory only.
+	// compilation again; it may be shared by every host of one user (the
+	// daemon's default is the user's cache folder). The host makes it, mode
+	// 0700, the first time it compiles, and uses it only when no one but
+	// its user can write it or anything in it (CheckCache); otherwise it
+	// says why, once, and compiles in memory. Empty keeps compiled modules
+	// in memory only.
 	CacheDir string
 	Logger   *slog.Logger
 }
@@ -35,12 +41,17 @@ type Config struct {
 // wazero runtime of its own, so its memory limit and deadline enforcement
 // are its own; the runtimes share one compilation cache.
 type Host struct {
-	cache    wazero.CompilationCache // on disk when CacheDir is set
 	cacheDir string
 	memCache wazero.CompilationCache // in memory, when the disk fails
 	logger   *slog.Logger
+	// compiling bounds the modules compiled at once to the processors:
+	// more only raise the peak of memory, not the pace.
+	compiling chan struct{}
 
 	cmu       sync.Mutex
+	disk      wazero.CompilationCache // the cache in cacheDir, once opened
+	refused   bool                    // cacheDir is not the user's own: never opened
+	closed    bool
 	diskUntil time.Time // the disk cache is not used before then
 }
 
@@ -48,14 +59,34 @@ type Host struct {
 // failed, before it tries the disk again.
 const cacheRetry = time.Minute
 
-// pickCache is the cache to compile with, and whether it is on disk.
+// pickCache is the cache to compile with, and whether it is on disk. The
+// first call opens the disk cache: makes its folder, checks it is the
+// user's own (CheckCache), and says why it cannot be used when not.
 func (h *Host) pickCache() (wazero.CompilationCache, bool) {
 	h.cmu.Lock()
 	defer h.cmu.Unlock()
-	if h.cacheDir == "" || time.Now().Before(h.diskUntil) {
+	if h.cacheDir == "" || h.refused || h.closed || time.Now().Before(h.diskUntil) {
 		return h.memCache, false
 	}
-	return h.cache, true
+	if h.disk == nil {
+		err := OpenCache(h.cacheDir)
+		var c wazero.CompilationCache
+		if err == nil {
+			c, err = wazero.NewCompilationCacheWithDir(h.cacheDir)
+		}
+		var refused *CacheError
+		switch {
+		case errors.As(err, &refused):
+			h.refused = true
+			h.logger.Warn("plugins compile in memory, at every start: "+err.Error(), "folder", h.cacheDir)
+			return h.memCache, false
+		case err != nil:
+			h.failedLocked(err)
+			return h.memCache, false
+		}
+		h.disk = c
+	}
+	return h.disk, true
 }
 
 // cacheFailed notes that the disk cache could not take a module that
@@ -63,6 +94,10 @@ func (h *Host) pickCache() (wazero.CompilationCache, bool) {
 func (h *Host) cacheFailed(err error) {
 	h.cmu.Lock()
 	defer h.cmu.Unlock()
+	h.failedLocked(err)
+}
+
+func (h *Host) failedLocked(err error) {
 	h.diskUntil = time.Now().Add(cacheRetry)
 	h.logger.Warn("the compilation cache could not be written (is its disk full?): compiling in memory, which a restart pays again; the cache is tried again in a minute",
 		"folder", h.cacheDir, "err", err)
@@ -70,27 +105,22 @@ func (h *Host) cacheFailed(err error) {
 
 // New returns a Host. Close it to release the compilation cache.
 func New(cfg Config) (*Host, error) {
-	h := &Host{logger: cfg.Logger}
+	h := &Host{logger: cfg.Logger, cacheDir: cfg.CacheDir, compiling: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if h.logger == nil {
 		h.logger = slog.Default()
 	}
 	h.memCache = wazero.NewCompilationCache()
-	h.cache, h.cacheDir = h.memCache, cfg.CacheDir
-	if cfg.CacheDir != "" {
-		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("plugin host: compilation cache in %s: %w", cfg.CacheDir, err)
-		}
-		h.cache = c
-	}
 	return h, nil
 }
 
 // Close releases the compilation cache. Close the plugins first.
 func (h *Host) Close(ctx context.Context) error {
 	err := h.memCache.Close(ctx)
-	if h.cache != h.memCache {
-		err = errors.Join(err, h.cache.Close(ctx))
+	h.cmu.Lock()
+	defer h.cmu.Unlock()
+	h.closed = true
+	if h.disk != nil {
+		err = errors.Join(err, h.disk.Close(ctx))
 	}
 	return err
 }
@@ -252,6 +282,9 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 		return nil, refuse(err)
 	}
 	rt, compiled, metered, err := h.compile(ctx, wasm, &opts)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("plugin %s: %w", opts.Name, err)
+	}
 	if err != nil {
 		return nil, refuse(fmt.Errorf("not a valid WebAssembly module: %w", err))
 	}

@@ -113,7 +113,9 @@ func (e *env) spawn(spec Spec, sinks ...Sink) *Session {
 
 func wait(t *testing.T, s *Session) abi.ProcessInfo {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A minute: a busy loop's second of cpu_seconds takes many on a
+	// loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	info, err := s.Wait(ctx)
 	if err != nil {
