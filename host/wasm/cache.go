@@ -18,7 +18,7 @@ import (
 // daemon. So the cache is one user's own, shared by every home of that user
 // (the modules are the same, and a new home should not compile them again),
 // and the host uses it only when no one else can write it
-// (docs/RATIONALE.md, "Plugins").
+// (docs/RATIONALE.md, "The compilation cache is the user's, and checked").
 
 // CacheFolder is where wazero keeps the modules it compiles under the cache
 // root: a folder per wazero version, machine and system, so that an upgrade
