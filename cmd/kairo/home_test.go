@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // pointerEnv is the environment of a kairo child that finds its data folder
@@ -29,22 +25,7 @@ func pointerEnv(runtime string) []string {
 // kairoIn runs kairo in the folder dir with the environment env.
 func kairoIn(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kairoBin, args...)
-	cmd.Dir, cmd.Env = dir, env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	code := 0
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("kairo %s: %v", strings.Join(args, " "), err)
-	}
-	return result{stdout.String(), stderr.String(), code}
+	return kairoRun(t, dir, env, nil, args...)
 }
 
 // statusObj is the part of `kairo status --json` about where it looked.

@@ -83,11 +83,17 @@ func kairo(t *testing.T, home string, args ...string) result {
 // takes tens of seconds on a loaded machine under the race detector.
 func kairoStdin(t *testing.T, home string, in io.Reader, args ...string) result {
 	t.Helper()
+	return kairoRun(t, "", childEnv(home), in, args...)
+}
+
+// kairoRun runs the binary in dir (the test's own when "") with env and
+// stdin in, and waits for it, two minutes at most.
+func kairoRun(t *testing.T, dir string, env []string, in io.Reader, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kairoBin, args...)
-	cmd.Env = childEnv(home)
-	cmd.Stdin = in
+	cmd.Dir, cmd.Env, cmd.Stdin = dir, env, in
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
