@@ -226,7 +226,7 @@ func TestShortTermSummaryBatched(t *testing.T) {
 	if _, err := e.bus.PublishBatch(context.Background(), evs); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a loaded machine
 	for !w.shown("job 299") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the memory never showed the last exit; shown:\n%s", strings.Join(w.seen, "\n---\n"))
