@@ -258,9 +258,20 @@ func TestRunLoopBargeIn(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "Which task do you mean? 1. `"+shortID(first.ID)+"` run sleep 30; 2. `"+shortID(second.ID)+"` run sleep 40.") {
 		t.Fatalf("stop with two tasks:\n%s", r)
 	}
-	if r := kairo(t, home, "send", "2"); r.code != 0 || !strings.Contains(r.stdout, "Stopping `"+shortID(second.ID)+"` (run sleep 40).") {
+	// send prints the first reply to the answer: the question's "Stopping"
+	// or the canceled task's "Stopped", whichever the log holds first; the
+	// log holds both.
+	if r := kairo(t, home, "send", "2"); r.code != 0 || !strings.Contains(r.stdout, "Stopp") {
 		t.Fatalf("the answer:\n%s", r)
 	}
+	until(t, "the answer's reply", func() bool {
+		for _, ev := range eventLog(t, home) {
+			if text, _ := ev.Data["text"].(string); ev.Type == "kairo.agent.action" && strings.Contains(text, "Stopping `"+shortID(second.ID)+"` (run sleep 40).") {
+				return true
+			}
+		}
+		return false
+	})
 	until(t, "the second task canceled", func() bool { return runsJSON(t, home)["run sleep 40"].Status == "canceled" })
 	if s := runsJSON(t, home)["run sleep 30"]; s.Status != "open" || s.InProgress != 1 {
 		t.Fatalf("the first task %+v; want still running", s)
