@@ -37,29 +37,8 @@ func TestREADME(t *testing.T) {
 	}
 
 	// A kairo with its built-in plugins beside it, as bin/ holds them.
-	binDir := t.TempDir()
-	os.Chmod(binDir, 0o755)
-	bin := filepath.Join(binDir, "kairo")
-	exe, err := os.ReadFile(kairoBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, exe, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for _, name := range builtinPlugins(t, root) {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs <- wasmbuild.Plugin(name, filepath.Join(binDir, "plugins")) }()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	bin := builtinsBin(t, root)
+	binDir := filepath.Dir(bin)
 	home := t.TempDir()
 	d := startUpBin(t, home, bin)
 
@@ -226,19 +205,42 @@ func fillIn(line string, fill map[string]func() string) string {
 	return line
 }
 
-// builtinPlugins are the plugins `make plugins` builds: each folder of
-// plugins/ with a manifest.
-func builtinPlugins(t *testing.T, root string) []string {
-	t.Helper()
-	matches, err := filepath.Glob(filepath.Join(root, "plugins", "*", "*.toml"))
-	if err != nil || len(matches) == 0 {
-		t.Fatalf("no plugins in %s/plugins: %v", root, err)
+// builtinsBin is the tests' kairo binary copied into a folder of its own
+// with every plugin of root's plugins/ built beside it, as `make build`
+// lays out bin/: the built-ins the daemon loads.
+func builtinsBin(tb testing.TB, root string) string {
+	tb.Helper()
+	binDir := tb.TempDir()
+	os.Chmod(binDir, 0o755) // sandboxed skills may exec kairo itself
+	bin := filepath.Join(binDir, "kairo")
+	exe, err := os.ReadFile(kairoBin)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	var names []string
-	for _, m := range matches {
-		names = append(names, filepath.Base(filepath.Dir(m)))
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		tb.Fatal(err)
 	}
-	return names
+	manifests, err := filepath.Glob(filepath.Join(root, "plugins", "*", "*.toml"))
+	if err != nil || len(manifests) == 0 {
+		tb.Fatalf("no plugins in %s/plugins: %v", root, err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(manifests))
+	for _, m := range manifests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- wasmbuild.Plugin(filepath.Base(filepath.Dir(m)), filepath.Join(binDir, "plugins"))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return bin
 }
 
 // lastRun is the id of the daemon's newest run loop.

@@ -9,12 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/kairo-os/kairo/internal/wasmbuild"
 )
 
 // BenchmarkUpReady is `kairo up` (the real binary, its built-in plugins
@@ -29,35 +26,7 @@ func BenchmarkUpReady(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	binDir := b.TempDir()
-	bin := filepath.Join(binDir, "kairo")
-	exe, err := os.ReadFile(kairoBin)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(bin, exe, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	names, err := filepath.Glob(filepath.Join(root, "plugins", "*", "*.toml"))
-	if err != nil || len(names) == 0 {
-		b.Fatalf("no plugins in %s/plugins: %v", root, err)
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, len(names))
-	for _, m := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- wasmbuild.Plugin(filepath.Base(filepath.Dir(m)), filepath.Join(binDir, "plugins"))
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	bin := builtinsBin(b, root)
 
 	var cold, warm, newHome time.Duration
 	var rssMiB float64
