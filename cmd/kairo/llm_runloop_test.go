@@ -71,16 +71,7 @@ stream = false
 	if r := kairo(t, home, "send", "--no-follow", "restart it with sleep 1"); r.code != 0 {
 		t.Fatalf("restart:\n%s", r)
 	}
-	var loop string
-	until(t, "the run loop's end", func() bool {
-		for _, ev := range eventLog(t, home) {
-			if ev.Type == "kairo.intent.ended" {
-				loop = ev.Correlation
-				return true
-			}
-		}
-		return false
-	})
+	loop := firstEnded(t, home)
 	var started, ended int
 	var restart, kill, spawn1, spawn2 string
 	for _, ev := range eventLog(t, home) {

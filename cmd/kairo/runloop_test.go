@@ -62,6 +62,22 @@ func runsJSON(t *testing.T, home string) map[string]runObj {
 	return m
 }
 
+// firstEnded waits for the first run loop to end and returns its id.
+func firstEnded(t *testing.T, home string) string {
+	t.Helper()
+	var loop string
+	until(t, "the run loop's end", func() bool {
+		for _, ev := range eventLog(t, home) {
+			if ev.Type == "kairo.intent.ended" {
+				loop = ev.Correlation
+				return true
+			}
+		}
+		return false
+	})
+	return loop
+}
+
 // until polls f for up to 30 s (the machine is shared and loaded).
 func until(t *testing.T, what string, f func() bool) {
 	t.Helper()
@@ -200,16 +216,7 @@ func TestRunLoopBargeIn(t *testing.T) {
 	if r := kairo(t, home, "send", "use 1 instead"); r.code != 0 || !strings.Contains(r.stdout, "running `sleep 1` instead, in the same task") {
 		t.Fatalf("use 1 instead:\n%s", r)
 	}
-	var loop string
-	until(t, "the run loop's end", func() bool {
-		for _, ev := range eventLog(t, home) {
-			if ev.Type == "kairo.intent.ended" {
-				loop = ev.Correlation
-				return true
-			}
-		}
-		return false
-	})
+	loop := firstEnded(t, home)
 	evs := eventLog(t, home)
 	var started, ended int
 	var change, cancel, spawn2, spawn1 string
