@@ -7,7 +7,7 @@ FUZZTIME ?= 30000x
 .PHONY: run build plugins test testdata lint fuzz bench clean
 
 # Start Kairo in the foreground on its embedded defaults (data in ./.kairo).
-run: build plugins
+run: build
 	./bin/kairo up
 
 # kairo, and beside it kairo-sandbox: the sandbox helper alone, which starts
@@ -15,17 +15,22 @@ run: build plugins
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kairo ./cmd/kairo-sandbox
 
-# Every plugin under plugins/ (a folder with a main package) to
-# bin/plugins/NAME.wasm, a WASI reactor built by the standard Go toolchain,
-# with its manifest NAME.toml beside it. The module is written under a temp
-# name and renamed, so a running kairo reloads it whole.
+# Every plugin under plugins/ as a wasm module in bin/wasm/NAME.wasm, a
+# WASI reactor built by the standard Go toolchain from the plugin's wasm
+# folder (or the plugin's own folder, for a plugin that is a main package),
+# with its manifest NAME.toml beside it. kairo carries the built-ins
+# compiled in; copied into bin/plugins, beside the binary, a module
+# replaces the built-in of its name (contained, at the price of compiling
+# it). The module is written under a temp name and renamed, so a running
+# kairo reloads it whole.
 plugins:
-	@mkdir -p bin/plugins
-	@for d in plugins/*/; do n=$$(basename $$d); \
+	@mkdir -p bin/wasm
+	@for d in plugins/*/; do n=$$(basename $$d); pkg=./$$d; \
+	  if [ -d $$d/wasm ]; then pkg=./$$d/wasm; fi; \
 	  echo "plugin $$n"; \
-	  GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o bin/plugins/.$$n.wasm.tmp ./$$d || exit 1; \
-	  if [ -f $$d/$$n.toml ]; then cp $$d/$$n.toml bin/plugins/$$n.toml; fi; \
-	  mv bin/plugins/.$$n.wasm.tmp bin/plugins/$$n.wasm; \
+	  GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o bin/wasm/.$$n.wasm.tmp $$pkg || exit 1; \
+	  if [ -f $$d/$$n.toml ]; then cp $$d/$$n.toml bin/wasm/$$n.toml; fi; \
+	  mv bin/wasm/.$$n.wasm.tmp bin/wasm/$$n.wasm; \
 	done
 
 # Everything CI runs: format and vet checks, the whole suite under the race

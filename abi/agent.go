@@ -11,30 +11,7 @@ import (
 // loop is made of. A run loop — a user's goal and everything done for it —
 // is one correlation chain: its id is the correlationId of every event in it.
 
-// The subjects of the agent runtime.
-const (
-	SubjectUserMessage   = "kairo.user.message"
-	SubjectAgentThought  = "kairo.agent.thought"
-	SubjectAgentAction   = "kairo.agent.action"
-	SubjectAgentNote     = "kairo.agent.note"
-	SubjectToolInvoke    = "kairo.tool.invoke"
-	SubjectToolResult    = "kairo.tool.result"
-	SubjectIntentStarted = "kairo.intent.started"
-	SubjectIntentEnded   = "kairo.intent.ended"
-	SubjectIntentCancel  = "kairo.intent.cancel"
-	// SubjectAgentTick records a tick whose batch held something or whose
-	// reply did: what a replay hands the policy again.
-	SubjectAgentTick = "kairo.agent.tick"
-	// SubjectObservation is something an input source wants the agent to
-	// notice that is not a user's message: a timer, a system event.
-	SubjectObservation = "kairo.observation"
-	// SubjectTerminalInput is a line typed at a terminal chat, before the
-	// terminal input plugin turns it into a user message.
-	SubjectTerminalInput = "kairo.input.terminal"
-)
-
-// AgentMessageSubject is where the runtime routes user messages for agent id.
-func AgentMessageSubject(id string) string { return "kairo.agent." + id + ".message" }
+// The subjects of the agent runtime are in subjects.go.
 
 // UserMessage is the data of kairo.user.message and kairo.agent.{id}.message.
 type UserMessage struct {

@@ -10,17 +10,17 @@ package abi
 // kairo.intent.cancel only through the intent.cancel method, which the
 // kernel checks against the caller's grants and stamps with its principal.
 var KernelSubjects = []string{
-	"kairo.process.>",
-	"kairo.intent.>",
-	"kairo.tool.>",
-	"kairo.agent.>",
-	"kairo.plugin.>",
-	"kairo.sandbox.>",
-	"kairo.approval.>",
-	"kairo.system.>",
-	"kairo.llm.>",    // recorded model exchanges: what a replay answers from
-	"kairo.mcp.>",    // tool servers' state, as the host saw it
-	"kairo.memory.>", // what the agent's memory indexed
+	SubjectProcessAll,
+	SubjectIntentAll,
+	SubjectToolAll,
+	SubjectAgentAll,
+	SubjectPluginAll,
+	SubjectSandboxAll,
+	SubjectApprovalAll,
+	SubjectSystemAll,
+	SubjectLLMAll,    // recorded model exchanges: what a replay answers from
+	SubjectMCPAll,    // tool servers' state, as the host saw it
+	SubjectMemoryAll, // what the agent's memory indexed
 }
 
 // Principal kinds, the prefix of an event's source: who published it.

@@ -37,6 +37,8 @@ const (
 	PacketStreamChunk PacketType = 4 // kernel → client: StreamChunk
 )
 
+// String names the packet type for logs and errors: REQUEST, RESPONSE,
+// EVENT, STREAM_CHUNK, or PacketType(n) for a byte that is none of them.
 func (t PacketType) String() string {
 	switch t {
 	case PacketRequest:
@@ -75,6 +77,7 @@ type FrameError struct {
 	Reason string
 }
 
+// Error says why the frame was refused.
 func (e *FrameError) Error() string { return "bad frame: " + e.Reason }
 
 // ParseHeader decodes and checks a frame header. maxPayload bounds the

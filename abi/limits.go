@@ -40,6 +40,7 @@ type LimitError struct {
 	Bound string // the constant, e.g. "MaxSourceLen"
 }
 
+// Error names the field, its size, the bound and the constant that sets it.
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("%s has %d %s, over its bound of %d (abi.%s)", e.Field, e.Got, e.What, e.Max, e.Bound)
 }

@@ -11,12 +11,8 @@ import "time"
 // next assistant message: ChatParams in, ChatResult out.
 const MethodLLMChat = "llm.chat"
 
-// The subjects of the recording. Both carry the correlationId of the run loop
-// the request belongs to; a response's causationId is its request's id.
-const (
-	SubjectLLMRequest  = "kairo.llm.request"
-	SubjectLLMResponse = "kairo.llm.response"
-)
+// The subjects of the recording, SubjectLLMRequest and SubjectLLMResponse,
+// are in subjects.go.
 
 // CodeReplayDiverged is the error code of llm.chat in replay mode when a
 // request differs from the one recorded at the same place in the run loop.

@@ -8,6 +8,11 @@ import "time"
 // PingResult answers kernel.ping.
 type PingResult struct {
 	Time time.Time `msgpack:"time"`
+	// Ready is set once the daemon is up: its plugins, tools, memory and
+	// agent started (host.Daemon.Start returned), not only its socket. It
+	// is cleared when the daemon begins to stop. A kernel no host runs is
+	// ready once its owner says so (kernel.Kernel.SetReady).
+	Ready bool `msgpack:"ready"`
 }
 
 // IntrospectResult answers kernel.introspect.
@@ -213,7 +218,8 @@ type PluginStatus struct {
 	Version string    `msgpack:"version,omitempty"`
 	Kinds   []string  `msgpack:"kinds,omitempty"`
 	File    string    `msgpack:"file"`              // the .wasm
-	Builtin bool      `msgpack:"builtin,omitempty"` // from the folder beside the kairo binary
+	Builtin bool      `msgpack:"builtin,omitempty"` // compiled into kairo, or from the folder beside the binary
+	Native  bool      `msgpack:"native,omitempty"`  // compiled into kairo: no module, File empty
 	Trusted bool      `msgpack:"trusted,omitempty"` // runs without a deadline
 	State   string    `msgpack:"state"`             // one of the Plugin* states
 	Error   string    `msgpack:"error,omitempty"`   // why it is failed, stopped or refused

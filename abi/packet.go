@@ -59,6 +59,7 @@ type Error struct {
 	Message string `msgpack:"message"`
 }
 
+// Error is the code and the message, as "code: message".
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // Errorf builds an *Error with a formatted message.

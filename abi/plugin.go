@@ -69,6 +69,8 @@ const (
 	ErrnoBusy       Errno = -3 // too many calls or publishes in this batch
 )
 
+// Error says in words why the host refused, so that an Errno can be
+// returned as the error it is.
 func (e Errno) Error() string {
 	switch e {
 	case ErrnoNotGranted:

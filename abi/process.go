@@ -3,15 +3,7 @@ package abi
 // The kernel's process events: their subjects and payloads, which the
 // kernel publishes and every consumer (the agent, the CLI, a policy)
 // decodes. Each carries the process's run loop as the event's
-// correlation id.
-const (
-	SubjectProcessSpawned         = "kairo.process.spawned"
-	SubjectProcessExited          = "kairo.process.exited"
-	SubjectProcessCanceled        = "kairo.process.canceled"
-	SubjectProcessProgress        = "kairo.process.progress"
-	SubjectProcessInterrupted     = "kairo.process.interrupted"
-	SubjectProcessOutputThrottled = "kairo.process.output.throttled"
-)
+// correlation id. The subjects (SubjectProcess...) are in subjects.go.
 
 // ProcessSpawned is the data of kairo.process.spawned.
 type ProcessSpawned struct {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,7 +26,9 @@ import (
 	"github.com/kairo-os/kairo/kernel/ipc"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
+	"github.com/kairo-os/kairo/plugins"
 	"github.com/kairo-os/kairo/sandbox"
+	"github.com/kairo-os/kairo/sdk/plugin"
 )
 
 // maxSocketPath is what fits in sockaddr_un.sun_path with its NUL.
@@ -50,6 +53,10 @@ type Config struct {
 	// Lock is the home's lock when the caller took it (LockHome); the
 	// daemon then owns it. Nil: Start takes it.
 	Lock *os.File
+	// Builtins are the plugins compiled into the daemon; nil is Kairo's
+	// own (plugins.Builtins). [host] builtins = false in kairo.toml
+	// leaves them out, as it does the built-in folder.
+	Builtins []plugin.Builtin
 }
 
 // Progress is a step of a daemon's start.
@@ -92,6 +99,9 @@ func (d *Daemon) Start() error {
 	d.err = d.start()
 	if d.err != nil {
 		d.stop()
+	} else {
+		// What kernel.ping answers: clients wait on it (client.WaitReady).
+		d.kernel.SetReady(true)
 	}
 	close(d.ready)
 	return d.err
@@ -232,7 +242,7 @@ func (d *Daemon) start() error {
 	d.kernel, d.bus, d.srv, d.served, d.launcher, d.sock = k, b, srv, make(chan error, 1), launcher, sock
 	go func() { d.served <- srv.Serve() }()
 
-	seq, err := d.publishSystem("kairo.system.started", systemData{Version: d.cfg.Version, PID: os.Getpid()})
+	seq, err := d.publishSystem(abi.SubjectSystemStarted, systemData{Version: d.cfg.Version, PID: os.Getpid()})
 	var full *bus.DiskFullError
 	switch {
 	case errors.As(err, &full):
@@ -270,16 +280,20 @@ func (d *Daemon) startPlugins(home string, cfg manifests.Config) error {
 		return err
 	}
 	folders := PluginFolders(home, cfg)
+	builtins := builtinsOf(cfg, d.cfg.Builtins)
 	d.host = h
 	d.plugins = wasm.NewManager(wasm.ManagerConfig{
-		Host: h, Kernel: d.kernel, Folders: folders, Overrides: cfg.Plugins,
+		Host: h, Kernel: d.kernel, Folders: folders, Builtins: builtins, Overrides: cfg.Plugins,
 		Deadline: cfg.Host.DeadlineDuration(), MemoryPages: uint32(cfg.Host.Memory / manifests.WasmPageSize),
 		MaxDeadline: cfg.Host.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.Host.MaxMemory / manifests.WasmPageSize), Public: cfg.Host.Public,
 		MaxFailures: cfg.Host.MaxFailures, FailureWindow: cfg.Host.FailureWindowDuration(),
 		Watch: true, Logger: d.log,
 	})
 	for name := range cfg.Plugins {
-		found := false
+		found := slices.ContainsFunc(builtins, func(b plugin.Builtin) bool {
+			m, err := manifests.ParsePlugin("", b.Manifest)
+			return err == nil && m.Plugin.Name == name
+		})
 		for _, f := range folders {
 			if _, err := os.Stat(filepath.Join(f.Path, name+".wasm")); err == nil {
 				found = true
@@ -332,6 +346,18 @@ func (d *Daemon) openMemory(home string, cfg manifests.Config) (*agent.MemoryCon
 	}
 	d.memory, mc.Store = store, store
 	return mc, nil
+}
+
+// builtinsOf are the plugins compiled in that cfg runs: own, or nil for
+// Kairo's; none with [host] builtins = false.
+func builtinsOf(cfg manifests.Config, own []plugin.Builtin) []plugin.Builtin {
+	switch {
+	case !cfg.Host.Builtins:
+		return nil
+	case own != nil:
+		return own
+	}
+	return plugins.Builtins()
 }
 
 // PluginFolders are where the plugins of a daemon on home are: the
@@ -548,7 +574,8 @@ func StartCgroups(l *proc.Sandboxed, name string, log *slog.Logger) {
 // SandboxHelper is the binary that confines and execs each spawn:
 // kairo-sandbox beside the running binary when it is there (it links the
 // helper alone, so it starts faster), else the running binary itself,
-// which must then run sandbox.Main when it is started as the helper.
+// which must then run sandbox.HelperMain when sandbox.IsHelper says it
+// was started as the helper.
 func SandboxHelper() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -618,6 +645,7 @@ func (d *Daemon) stop() error {
 		}
 		return nil
 	}
+	d.kernel.SetReady(false) // a client that still pings learns it stops
 	if err := d.srv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close the socket server: %w", err))
 	}
@@ -655,7 +683,7 @@ func (d *Daemon) stop() error {
 		os.Remove(filepath.Join(sl.Root, "keep"))
 		os.Remove(sl.Root)
 	}
-	if _, err := d.publishSystem("kairo.system.stopping", systemData{Version: d.cfg.Version, PID: os.Getpid()}); err != nil {
+	if _, err := d.publishSystem(abi.SubjectSystemStopping, systemData{Version: d.cfg.Version, PID: os.Getpid()}); err != nil {
 		errs = append(errs, err)
 	}
 	if err := d.bus.Close(); err != nil {

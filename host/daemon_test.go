@@ -11,6 +11,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/manifests"
+	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // A daemon up on the embedded defaults serves exactly abi.Methods: a
@@ -34,6 +35,21 @@ func TestDaemonMethodsAndLock(t *testing.T) {
 	if err := <-ready; err != nil {
 		t.Fatalf("Ready: %v", err)
 	}
+	// Up, it says so to clients: kernel.ping answers ready.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, d.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var ping abi.PingResult
+	if err := c.Call(ctx, abi.MethodKernelPing, nil, &ping); err != nil || !ping.Ready {
+		t.Fatalf("kernel.ping of a started daemon = %+v, %v; want ready", ping, err)
+	}
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatalf("WaitReady: %v", err)
+	}
 	want := slices.Clone(abi.Methods)
 	slices.Sort(want)
 	if got := d.Methods(); !slices.Equal(got, want) {
@@ -49,6 +65,9 @@ func TestDaemonMethodsAndLock(t *testing.T) {
 	}
 	if err := d.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
+	}
+	if d.Kernel().Ready() {
+		t.Fatal("a stopped daemon's kernel still says it is ready")
 	}
 	if err := d.Stop(); err != nil {
 		t.Fatalf("a second Stop: %v", err)

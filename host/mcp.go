@@ -9,16 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/mcp"
 	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/manifests"
 )
 
-// kairo.mcp.connected and kairo.mcp.failed report the daemon's MCP servers.
-const (
-	subjectMCPConnected = "kairo.mcp.connected"
-	subjectMCPFailed    = "kairo.mcp.failed"
-)
+// abi.SubjectMCPConnected and abi.SubjectMCPFailed report the daemon's MCP
+// servers.
 
 // mcpState is the data of both.
 type mcpState struct {
@@ -60,7 +58,7 @@ func (d *Daemon) startMCP(cfg manifests.Config) {
 			if err != nil {
 				if s.ctx.Err() == nil {
 					d.log.Error("an MCP server cannot serve the agent", "server", name, "err", err)
-					d.publishSystem(subjectMCPFailed, mcpState{Server: name, Error: err.Error()})
+					d.publishSystem(abi.SubjectMCPFailed, mcpState{Server: name, Error: err.Error()})
 				}
 				return
 			}
@@ -69,7 +67,7 @@ func (d *Daemon) startMCP(cfg manifests.Config) {
 				names = append(names, t.Name)
 			}
 			d.log.Info("MCP server connected", "server", name, "tools", len(names))
-			d.publishSystem(subjectMCPConnected, mcpState{Server: name, Tools: names})
+			d.publishSystem(abi.SubjectMCPConnected, mcpState{Server: name, Tools: names})
 		}()
 	}
 }

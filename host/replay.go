@@ -66,6 +66,6 @@ func ReplayEvents(ctx context.Context, evs []abi.Event, h *wasm.Host, home strin
 	return agent.Replay(ctx, agent.ReplaySetup{
 		Events: evs, RunLoop: run, Agent: a.ID, BargeIn: a.BargeIn,
 		Skills: slices.Sorted(maps.Keys(FindSkills(cfg.SkillsPath(home), log))), Tools: defs,
-		Host: h, Folders: PluginFolders(home, cfg), Overrides: cfg.Plugins, Policy: a.Policy, Logger: log,
+		Host: h, Folders: PluginFolders(home, cfg), Builtins: builtinsOf(cfg, nil), Overrides: cfg.Plugins, Policy: a.Policy, Logger: log,
 	})
 }

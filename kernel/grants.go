@@ -10,8 +10,11 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Grants narrow what a caller may do: the IPC scopes of a sandboxed skill.
-// A caller without grants (nil) is an ordinary client of its uid.
+// Grants narrow what a caller may do: the methods it may call and the
+// subjects it may publish on and subscribe to. A sandboxed skill's are its
+// manifest's [ipc]; a plugin's are its manifest's [grants] as the operator
+// allowed them (host/wasm.Grants holds them, and its calls carry them). A
+// caller without grants (nil) is an ordinary client of its uid.
 type Grants struct {
 	Call      []string // methods, such as "events.publish"
 	Publish   []string // subjects or patterns events.publish may use
@@ -21,7 +24,7 @@ type Grants struct {
 // allow says why method with params is not granted, or nil.
 func (g *Grants) allow(method string, params msgpack.RawMessage) error {
 	if !slices.Contains(g.Call, method) {
-		return fmt.Errorf("not granted: %s (the skill's [ipc] call list has %s)", method, listOrNone(g.Call))
+		return fmt.Errorf("not granted: %s (its grants' call list has %s)", method, listOrNone(g.Call))
 	}
 	switch method {
 	case "events.publish":
@@ -30,7 +33,7 @@ func (g *Grants) allow(method string, params msgpack.RawMessage) error {
 			return nil // the method itself reports bad params
 		}
 		if !coveredBy(p.Event.Type, g.Publish) {
-			return fmt.Errorf("not granted: events.publish of %q (the skill's [ipc] publish list has %s)", p.Event.Type, listOrNone(g.Publish))
+			return fmt.Errorf("not granted: events.publish of %q (its grants' publish list has %s)", p.Event.Type, listOrNone(g.Publish))
 		}
 	case "events.subscribe", "events.replay":
 		var p abi.SubscribeParams // replay's pattern has the same key
@@ -38,7 +41,7 @@ func (g *Grants) allow(method string, params msgpack.RawMessage) error {
 			return nil
 		}
 		if !coveredBy(p.Pattern, g.Subscribe) {
-			return fmt.Errorf("not granted: %s of %q (the skill's [ipc] subscribe list has %s)", method, orAll(p.Pattern), listOrNone(g.Subscribe))
+			return fmt.Errorf("not granted: %s of %q (its grants' subscribe list has %s)", method, orAll(p.Pattern), listOrNone(g.Subscribe))
 		}
 	}
 	return nil

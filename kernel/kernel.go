@@ -1,7 +1,14 @@
-// Package kernel is Kairo's system layer: the event bus, the process
-// sessions, the IPC socket, and the one method table that IPC clients and
-// plugins both call. IPC and plugins are two doors into this table, not two
-// copies of it.
+// Package kernel is Kairo's system layer: the one method table that IPC
+// clients and plugins both call, and the methods of its own on it — events
+// (publish, subscribe, replay) on the bus of kernel/bus, processes (spawn,
+// stdin, signal, attach) through the sessions of kernel/proc, devices, and
+// the kernel's ping, introspection and metrics. IPC (kernel/ipc) and
+// plugins (host/wasm) are two doors into this table, not two copies of it;
+// the host registers its own methods (llm.chat, the tools) in it.
+//
+// A call carries the Session it came through, whose Caller says who calls:
+// the kernel decides what a call may do from the Caller alone (its Grants,
+// its SpawnAuthority) and stamps the source of what it publishes from it.
 package kernel
 
 import (
@@ -43,6 +50,8 @@ type Caller struct {
 	Spawn *SpawnAuthority
 }
 
+// String names the caller for logs and errors: "operator pid P (uid U)",
+// or its kind and name ("skill transcode").
 func (c Caller) String() string {
 	switch c.Kind {
 	case KindOperator:
@@ -125,7 +134,8 @@ type Kernel struct {
 	attached map[attachKey]*sessionSink // who else may see and steer a process
 
 	requests atomic.Uint64
-	gauges   sync.Map // name → func() int, e.g. connections from the IPC server
+	gauges   sync.Map    // name → func() int, e.g. connections from the IPC server
+	ready    atomic.Bool // SetReady: what kernel.ping says of the daemon
 }
 
 // New returns a kernel over b with the built-in methods registered.
@@ -144,6 +154,15 @@ func New(b *bus.Bus, opts Options) *Kernel {
 	k.registerDevices()
 	return k
 }
+
+// SetReady says whether the daemon around the kernel is up, which
+// kernel.ping answers (abi.PingResult.Ready) so that clients can wait for
+// it: host.Daemon sets it once it started everything and clears it when it
+// begins to stop. A new kernel is not ready.
+func (k *Kernel) SetReady(ready bool) { k.ready.Store(ready) }
+
+// Ready is what SetReady last said.
+func (k *Kernel) Ready() bool { return k.ready.Load() }
 
 // Close ends every process the kernel runs (the whole trees) and waits for
 // their exits to be published. Close the doors first and the bus after.

@@ -10,7 +10,7 @@ import (
 
 func (k *Kernel) registerSystem() {
 	k.Register(Method{Name: abi.MethodKernelPing, Summary: "answer with the kernel's time", Quick: true, Handler: func(context.Context, *Call) (any, error) {
-		return abi.PingResult{Time: time.Now()}, nil
+		return abi.PingResult{Time: time.Now(), Ready: k.ready.Load()}, nil
 	}})
 	k.Register(Method{Name: abi.MethodKernelIntrospect, Summary: "list the methods and the ABI version", Quick: true, Handler: func(context.Context, *Call) (any, error) {
 		return abi.IntrospectResult{ABIVersion: abi.Version, Version: k.opts.Version, Methods: k.Methods()}, nil

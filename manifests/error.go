@@ -24,8 +24,11 @@ type Error struct {
 	Err error
 }
 
+// Unwrap is the sentinel, for errors.Is.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Error is "file:line:col: key: message", each part left out when it is
+// not known.
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.File != "" {

@@ -1,8 +1,19 @@
-// Package sandbox turns a manifest's permissions into the confinement of a
-// native binary: closed descriptors, rlimits, a /proc of its own, one
-// Landlock ruleset, an unprivileged uid with no supplementary groups,
-// no_new_privs and a seccomp filter, applied by a re-exec helper before
-// execve. Deny by default; a grant the kernel cannot enforce is refused.
+// Package sandbox confines one native binary to a Policy: the paths it may
+// read, write and execute, the ports and sockets it may use, its whole
+// environment, its limits and its uid. It reads no manifest: the kernel
+// resolves a Policy from a skill's (proc.SkillPolicy) or from the default
+// profile (Default) and hands it here.
+//
+// Command works a Policy out into a plan and starts a helper — a re-exec of
+// a binary that calls HelperMain, or a warm helper StartWarm started ahead
+// of the spawn — which applies the plan to itself and execs the target:
+// closed descriptors, rlimits, a /proc of its own, one Landlock ruleset, an
+// unprivileged uid with no supplementary groups, no_new_privs and a seccomp
+// filter. Deny by default: a grant the running kernel cannot enforce
+// (Unenforced) is refused unless the policy asks for best effort, and what
+// only a root kernel bounds is named (Gaps). Probe and WriteCheck say what
+// this machine enforces (`kairo sandbox check`), Explain what a policy
+// applies to one target (`kairo run --explain`).
 //
 // # The default profile
 //

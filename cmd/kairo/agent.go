@@ -38,7 +38,7 @@ func openConversation(ctx context.Context, out *screen, socket string) (*convers
 	if err != nil {
 		return nil, err
 	}
-	sub, err := c.Subscribe(ctx, "kairo.>", 0)
+	sub, err := c.Subscribe(ctx, abi.SubjectAll, 0)
 	if err != nil {
 		c.Close()
 		return nil, callError("subscribe", err)
@@ -87,7 +87,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 			continue
 		}
 		switch {
-		case strings.HasPrefix(ev.Type, "kairo.agent.") && strings.HasSuffix(ev.Type, ".message") && ev.CausationID == res.ID:
+		case abi.IsAgentMessageSubject(ev.Type) && ev.CausationID == res.ID:
 			routed = ev.ID
 		case ev.Type == abi.SubjectIntentStarted:
 			var d abi.IntentStarted
@@ -114,11 +114,11 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 					return nil
 				}
 			}
-		case ev.Type == "kairo.process.progress" && ev.CorrelationID == loop && loop != "":
+		case ev.Type == abi.SubjectProcessProgress && ev.CorrelationID == loop && loop != "":
 			v.out.progress(ev, "· ")
 		case ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == loop && loop != "":
 			return nil
-		case ev.Type == "kairo.agent.error" && ev.CausationID == "" && replies == 0 && routed != "":
+		case ev.Type == abi.SubjectAgentError && ev.CausationID == "" && replies == 0 && routed != "":
 			var d struct {
 				Error string `msgpack:"error"`
 			}
@@ -227,7 +227,7 @@ func chat(ctx context.Context, in io.Reader, out *screen, socket string) error {
 				if _, mine := sent.LoadAndDelete(m.MessageID); !mine {
 					out.line(otherMessage(ev.Source, m.Text))
 				}
-			case ev.Type == "kairo.process.progress":
+			case ev.Type == abi.SubjectProcessProgress:
 				if ev.CorrelationID != "" {
 					out.progress(ev, "· ["+termLine(shortID(ev.CorrelationID))+"] ")
 				}
@@ -236,7 +236,7 @@ func chat(ctx context.Context, in io.Reader, out *screen, socket string) error {
 				if line == "" {
 					continue
 				}
-				if ev.Type == "kairo.agent.error" {
+				if ev.Type == abi.SubjectAgentError {
 					if line == lastErr && ev.Time.Sub(lastErrAt) < repeatWindow {
 						continue
 					}
@@ -332,11 +332,11 @@ func chatLine(ev *abi.Event) string {
 		case abi.ActionToolCall:
 			return fmt.Sprintf("· [%s] %s %s", termLine(shortID(ev.CorrelationID)), termLine(d.Tool), termLine(d.Args))
 		}
-	case "kairo.process.progress":
+	case abi.SubjectProcessProgress:
 		if r, ok := readProgress(ev); ok && ev.CorrelationID != "" {
 			return "· [" + termLine(shortID(ev.CorrelationID)) + "] " + r.plain()
 		}
-	case "kairo.agent.error":
+	case abi.SubjectAgentError:
 		var d struct {
 			Error string `msgpack:"error"`
 		}

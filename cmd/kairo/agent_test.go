@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +22,6 @@ func buildPlugin(t *testing.T, dir, name string) {
 // and the run loop's timeline shows it.
 func TestAgentSurvivesAKill(t *testing.T) {
 	home := t.TempDir()
-	buildPlugin(t, filepath.Join(home, "plugins"), "rules")
 	d := startUp(t, home)
 
 	r := kairo(t, home, "send", "run echo hello")

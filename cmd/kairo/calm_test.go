@@ -285,7 +285,6 @@ pattern = '^step=(?P<step>\d+)/(?P<total>\d+)$'
 // message typed at it (the control).
 func TestProgressEverywhere(t *testing.T) {
 	home := t.TempDir()
-	buildPlugin(t, filepath.Join(home, "plugins"), "rules")
 	dir := filepath.Join(home, "skills", "count3")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)

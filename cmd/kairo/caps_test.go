@@ -25,7 +25,6 @@ import (
 // the model reads why the rest did not run.
 func TestModelCapsUp(t *testing.T) {
 	home := t.TempDir()
-	buildPlugin(t, filepath.Join(home, "plugins"), "llm")
 	var calls []string
 	for i := range 1000 {
 		calls = append(calls, fmt.Sprintf(`{"id":"c%d","type":"function","function":{"name":"process_spawn","arguments":"{\"command\":\"true\"}"}}`, i))

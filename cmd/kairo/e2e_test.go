@@ -138,11 +138,12 @@ func TestEndToEnd(t *testing.T) {
 	}
 	r = kairo(t, home, "status", "--json")
 	var st statusJSON
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Version != "dev" || st.ABIVersion != abi.Version ||
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Version != "dev" || st.ABIVersion != abi.Version || !st.Ready ||
 		st.Metrics.LastSeq < seqs["e3"] || !strings.HasPrefix(st.Metrics.Store, "sqlite:") {
 		t.Errorf("status --json: %+v %v\n%s", st, err, r)
 	}
-	if r := kairo(t, home, "status"); r.code != 0 || !regexpMatch(`(?m)^runtime\s+\d+ goroutines, \d+\.\d (KiB|MiB|GiB) heap$`, r.stdout) {
+	if r := kairo(t, home, "status"); r.code != 0 || !regexpMatch(`(?m)^runtime\s+\d+ goroutines, \d+\.\d (KiB|MiB|GiB) heap$`, r.stdout) ||
+		!regexpMatch(`(?m)^kernel\s+dev \(ABI \d+\), up \S+, ready$`, r.stdout) {
 		t.Errorf("status: the heap in human units:\n%s", r)
 	}
 

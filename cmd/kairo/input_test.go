@@ -14,9 +14,6 @@ import (
 // its message when due. Either way the agent runs the task to its end.
 func TestInputSources(t *testing.T) {
 	home := t.TempDir()
-	for _, p := range []string{"rules", "terminal", "timer"} {
-		buildPlugin(t, filepath.Join(home, "plugins"), p)
-	}
 	toml := `
 [[plugins.timer.config.timers]]
 name = "every-second"

@@ -97,8 +97,6 @@ func TestBadKeys(t *testing.T) {
 // the camelCase wire names, the stable ones always there.
 func TestJSONListings(t *testing.T) {
 	home := t.TempDir()
-	plugins := filepath.Join(home, "plugins")
-	buildPlugin(t, plugins, "rules")
 	d := startUp(t, home)
 	defer d.stop()
 	if r := kairo(t, home, "send", "run echo hello"); r.code != 0 || !strings.Contains(r.stdout, "`echo hello` finished in") {
@@ -130,10 +128,10 @@ func TestJSONListings(t *testing.T) {
 	jsonLines(t, "memory show --json", kairoOK(t, home, "memory", "show", "--json", anchor), memory...)
 
 	ps := jsonLines(t, "plugins --json", kairoOK(t, home, "plugins", "--json"),
-		"name", "version", "kinds", "file", "builtin", "trusted", "state", "error", "since", "failures", "restarts", "denied",
+		"name", "version", "kinds", "file", "builtin", "native", "trusted", "state", "error", "since", "failures", "restarts", "denied",
 		"subscribe", "publish", "call", "wasiFs", "wasiEnv", "services", "tools", "requested", "capped")
-	if ps[0]["name"] != "rules" || ps[0]["state"] != "running" {
-		t.Errorf("plugins --json: %v; want rules, running", ps[0])
+	if i := slices.IndexFunc(ps, func(o map[string]any) bool { return o["name"] == "rules" }); i < 0 || ps[i]["state"] != "running" || ps[i]["native"] != true {
+		t.Errorf("plugins --json: %v; want rules, running, native", ps)
 	}
 	ts := jsonLines(t, "tools --json", kairoOK(t, home, "tools", "--json"),
 		"name", "offered", "description", "parameters", "source", "origin", "grants", "error")
@@ -147,6 +145,8 @@ func TestJSONListings(t *testing.T) {
 		t.Errorf("status --json: home %v from %v; want %s from KAIRO_HOME", st[0]["home"], st[0]["homeFrom"], home)
 	}
 	jsonLines(t, "version --json", kairoOK(t, home, "version", "--json"), "version", "abiVersion", "go", "platform")
+	plugins := t.TempDir()
+	buildPlugin(t, plugins, "rules")
 	in := jsonLines(t, "plugin inspect --json", kairoOK(t, home, "plugin", "inspect", "--json", filepath.Join(plugins, "rules.wasm")),
 		"file", "size", "abiVersion", "versionError", "exports", "imports", "manifest", "manifestError", "problems")
 	if m, _ := in[0]["manifest"].(map[string]any); m == nil || m["name"] != "rules" || m["grants"] == nil {

@@ -22,7 +22,6 @@ import (
 // intent.ended; a progress question (the control) opens nothing.
 func TestLLMRunLoopUp(t *testing.T) {
 	home := t.TempDir()
-	buildPlugin(t, filepath.Join(home, "plugins"), "llm")
 	model := &llmscript.Server{Think: func(n int, system, prompt string) map[string]any {
 		if strings.Contains(system, "running summary") {
 			return map[string]any{"content": "a summary"} // the short-term memory's

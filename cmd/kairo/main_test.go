@@ -178,35 +178,44 @@ func startUpEnv(t *testing.T, home, bin string, env []string) *upProc {
 
 func (d *upProc) socket() string { return filepath.Join(d.home, "kernel.sock") }
 
-// waitReady polls the socket until the kernel answers and the daemon has
-// logged that it is up, the daemon exits, or a deadline passes.
+// waitReady dials the socket until it answers, then waits, as any client
+// can, until the daemon says it is up (client.WaitReady); or until the
+// daemon exits, or a deadline passes.
 func (d *upProc) waitReady() {
 	d.t.Helper()
 	// Ready means every plugin compiled: on a loaded 2-core machine that
 	// takes many times its usual second or two (a minute was seen).
 	const ready = 3 * time.Minute
-	deadline := time.Now().Add(ready)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), ready)
+	defer cancel()
+	go func() {
 		select {
 		case <-d.exited:
-			d.t.Fatalf("kairo up exited before it was ready: %v\n%s", d.err, d.stderr)
-		default:
+			cancel()
+		case <-ctx.Done():
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		c, err := client.Dial(ctx, d.socket())
-		if err == nil {
-			_, err = c.Ping(ctx)
+	}()
+	var err error
+	for ctx.Err() == nil {
+		var c *client.Client
+		if c, err = client.Dial(ctx, d.socket()); err == nil {
+			err = c.WaitReady(ctx)
 			c.Close()
+			if err == nil {
+				return
+			}
 		}
-		cancel()
-		if err == nil && strings.Contains(d.stderr.String(), "kairo is up") {
-			return
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("kairo up not ready after %v: %v\n%s", ready, err, d.stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	select {
+	case <-d.exited:
+		d.t.Fatalf("kairo up exited before it was ready: %v\n%s", d.err, d.stderr)
+	default:
+	}
+	d.t.Fatalf("kairo up not ready after %v: %v\n%s", ready, err, d.stderr)
 }
 
 // dial connects the test itself to the daemon.

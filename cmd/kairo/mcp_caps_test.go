@@ -36,7 +36,6 @@ import (
 func TestMCPCapsUp(t *testing.T) {
 	home := t.TempDir()
 	bin := buildMCPServer(t)
-	buildPlugin(t, filepath.Join(home, "plugins"), "llm")
 	long := strings.Repeat("n", 70)
 	one, two := long+"_one", long+"_two"
 	model := newMCPModel()

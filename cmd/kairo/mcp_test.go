@@ -22,7 +22,6 @@ import (
 func TestMCPServers(t *testing.T) {
 	home := t.TempDir()
 	bin := buildMCPServer(t)
-	buildPlugin(t, filepath.Join(home, "plugins"), "llm")
 	model := &scriptedModel{answers: []string{
 		`{"tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "mcp_test_echo", "arguments": "{\"text\":\"hello from mcp\"}"}}]}`,
 		`{"content": "{\"thought\": \"it answered\", \"action\": {\"type\": \"say\", \"text\": \"The server said it.\", \"done\": true}}"}`,

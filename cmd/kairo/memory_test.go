@@ -135,7 +135,6 @@ func outsideFences(prompt, part string) []string {
 // still is.
 func TestMemoryProvenanceAndForgetUp(t *testing.T) {
 	home := t.TempDir()
-	buildPlugin(t, filepath.Join(home, "plugins"), "llm")
 	model := &memoryModel{prompts: map[string][]string{}}
 	srv := httptest.NewServer(model)
 	defer srv.Close()

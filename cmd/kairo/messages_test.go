@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -81,7 +80,6 @@ func TestAttachLeavesNoTypedKeys(t *testing.T) {
 // that ended by itself, has nothing left out.
 func TestReplayOfAStoppedRun(t *testing.T) {
 	home := t.TempDir()
-	buildPlugin(t, filepath.Join(home, "plugins"), "rules")
 	d := startUp(t, home)
 	defer d.stop()
 	if r := kairo(t, home, "send", "run echo hello"); r.code != 0 {

@@ -63,8 +63,11 @@ capped.`)
 		if p.Trusted {
 			trusted = "yes"
 		}
-		if p.Builtin {
-			trusted += " (built-in)"
+		switch {
+		case p.Native:
+			trusted += " (built in)"
+		case p.Builtin:
+			trusted += " (built-in module)"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", termLine(p.Name), termLine(orDash(p.Version)), termLine(orDash(strings.Join(p.Kinds, ","))),
 			termLine(p.State), time.Since(p.Since).Round(time.Second), trusted, p.Failures, p.Restarts, p.Denied, termLine(grantsLine(p)))
@@ -96,6 +99,7 @@ type pluginJSON struct {
 	Kinds     []string   `json:"kinds"`
 	File      string     `json:"file"`
 	Builtin   bool       `json:"builtin"`
+	Native    bool       `json:"native"`
 	Trusted   bool       `json:"trusted"`
 	State     string     `json:"state"`
 	Error     string     `json:"error"`
@@ -126,7 +130,7 @@ type grantJSON struct {
 
 func newPluginJSON(p abi.PluginStatus) pluginJSON {
 	o := pluginJSON{
-		Name: p.Name, Version: p.Version, Kinds: orEmpty(p.Kinds), File: p.File, Builtin: p.Builtin, Trusted: p.Trusted,
+		Name: p.Name, Version: p.Version, Kinds: orEmpty(p.Kinds), File: p.File, Builtin: p.Builtin, Native: p.Native, Trusted: p.Trusted,
 		State: p.State, Error: p.Error, Since: p.Since, Failures: p.Failures, Restarts: p.Restarts, Denied: p.Denied,
 		Subscribe: orEmpty(p.Subscribe), Publish: orEmpty(p.Publish), Call: orEmpty(p.Call), WASIFS: orEmpty(p.WASIFS), WASIEnv: orEmpty(p.WASIEnv),
 		Services: orEmpty(p.Services), Tools: orEmpty(p.Tools), Capped: orEmpty(p.Capped),

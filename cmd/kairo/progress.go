@@ -55,7 +55,7 @@ type progressReading struct {
 // readProgress reads a kairo.process.progress event; ok is false for any
 // other event or data that is not a progress report.
 func readProgress(ev *abi.Event) (progressReading, bool) {
-	if ev.Type != "kairo.process.progress" {
+	if ev.Type != abi.SubjectProcessProgress {
 		return progressReading{}, false
 	}
 	var d struct {

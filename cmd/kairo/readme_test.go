@@ -10,16 +10,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/kairo-os/kairo/internal/wasmbuild"
 )
 
-// The README's command lines, run as written against a real daemon that
-// has the built-in plugins beside its binary, as `make run` starts it: each
+// The README's command lines, run as written against a real daemon with
+// its built-in plugins compiled in, as `make run` starts it, and echo
+// dropped in: each
 // `./bin/kairo …` line of its sh blocks, in order, through /bin/sh in the
 // repository's folder, with the placeholders a reader fills in (a task's
 // ID, a process, a remembered segment) filled from the daemon's answers. A
@@ -36,10 +34,13 @@ func TestREADME(t *testing.T) {
 		t.Fatalf("found %d command lines in the README; the test reads them from its ```sh blocks", len(lines))
 	}
 
-	// A kairo with its built-in plugins beside it, as bin/ holds them.
-	bin := builtinsBin(t, root)
+	// A kairo as bin/ holds it, with echo as `make plugins` builds it
+	// and as a drop-in.
+	bin := binCopy(t)
 	binDir := filepath.Dir(bin)
 	home := t.TempDir()
+	buildPlugin(t, filepath.Join(binDir, "wasm"), "echo")
+	buildPlugin(t, filepath.Join(home, "plugins"), "echo")
 	d := startUpBin(t, home, bin)
 
 	// The placeholders a reader fills in, from what the daemon answers.
@@ -54,7 +55,7 @@ func TestREADME(t *testing.T) {
 			t.Logf("README: %s", line)
 			cmd := fillIn(line, fill)
 			cmd = strings.Replace(cmd, "./bin/kairo", bin, 1)
-			cmd = strings.ReplaceAll(cmd, "bin/plugins/", filepath.Join(binDir, "plugins")+"/")
+			cmd = strings.ReplaceAll(cmd, "bin/wasm/", filepath.Join(binDir, "wasm")+"/")
 			how := readmeHow(line)
 			if how.skip == "" && strings.Contains(line, "kairo run ") && os.Geteuid() == 0 {
 				// As root a skill runs as a uid of its own, which cannot
@@ -211,10 +212,10 @@ func fillIn(line string, fill map[string]func() string) string {
 	return line
 }
 
-// builtinsBin is the tests' kairo binary copied into a folder of its own
-// with every plugin of root's plugins/ built beside it, as `make build`
-// lays out bin/: the built-ins the daemon loads.
-func builtinsBin(tb testing.TB, root string) string {
+// binCopy is the tests' kairo binary copied into a folder of its own that
+// others may pass, as an installed kairo is: it carries its built-in
+// plugins compiled in, and nothing beside it replaces them.
+func binCopy(tb testing.TB) string {
 	tb.Helper()
 	binDir := tb.TempDir()
 	os.Chmod(binDir, 0o755) // sandboxed skills may exec kairo itself
@@ -225,26 +226,6 @@ func builtinsBin(tb testing.TB, root string) string {
 	}
 	if err := os.WriteFile(bin, exe, 0o755); err != nil {
 		tb.Fatal(err)
-	}
-	manifests, err := filepath.Glob(filepath.Join(root, "plugins", "*", "*.toml"))
-	if err != nil || len(manifests) == 0 {
-		tb.Fatalf("no plugins in %s/plugins: %v", root, err)
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, len(manifests))
-	for _, m := range manifests {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- wasmbuild.Plugin(filepath.Base(filepath.Dir(m)), filepath.Join(binDir, "plugins"))
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			tb.Fatal(err)
-		}
 	}
 	return bin
 }

@@ -78,7 +78,7 @@ func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, []outsi
 		return &rep, nil, nil
 	}
 	var evs []abi.Event
-	_, err = c.Replay(ctx, abi.ReplayParams{Pattern: "kairo.>"}, func(ev *abi.Event) error {
+	_, err = c.Replay(ctx, abi.ReplayParams{Pattern: abi.SubjectAll}, func(ev *abi.Event) error {
 		if ev.CorrelationID == rep.RunLoop {
 			e := *ev
 			e.Data = append([]byte(nil), ev.Data...)

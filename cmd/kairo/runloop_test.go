@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +95,6 @@ func until(t *testing.T, what string, f func() bool) {
 // a task that finished before the crash stays done.
 func TestRunLoopInterrupted(t *testing.T) {
 	home := t.TempDir()
-	buildPlugin(t, filepath.Join(home, "plugins"), "rules")
 	d := startUp(t, home)
 	if r := kairo(t, home, "send", "run echo hello"); r.code != 0 || !strings.Contains(r.stdout, "`echo hello` finished in") {
 		t.Fatalf("send run echo hello:\n%s", r)
@@ -204,7 +202,6 @@ func TestRunLoopInterrupted(t *testing.T) {
 // question opens no run loop.
 func TestRunLoopBargeIn(t *testing.T) {
 	home := t.TempDir()
-	buildPlugin(t, filepath.Join(home, "plugins"), "rules")
 	d := startUp(t, home)
 	if r := kairo(t, home, "send", "--no-follow", "run sleep 300"); r.code != 0 {
 		t.Fatalf("run sleep 300:\n%s", r)

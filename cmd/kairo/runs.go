@@ -127,7 +127,7 @@ func runRunsShow(ctx context.Context, args []string) error {
 	}
 	defer c.Close()
 	var evs []abi.Event
-	_, err = c.Replay(ctx, abi.ReplayParams{Pattern: "kairo.>"}, func(ev *abi.Event) error {
+	_, err = c.Replay(ctx, abi.ReplayParams{Pattern: abi.SubjectAll}, func(ev *abi.Event) error {
 		if ev.CorrelationID == id {
 			e := *ev
 			e.Data = append([]byte(nil), ev.Data...)
@@ -227,9 +227,9 @@ func describeRunEvent(ev *abi.Event) string {
 			s += fmt.Sprintf(", last: %q", fmt.Sprint(l[len(l)-1]))
 		}
 		return s
-	case "kairo.process.spawned":
+	case abi.SubjectProcessSpawned:
 		return fmt.Sprintf("%s started: %v", str("processId"), m["argv"])
-	case "kairo.process.exited":
+	case abi.SubjectProcessExited:
 		s := str("processId") + " exited"
 		if c := str("exitCode"); c != "" {
 			s += " with code " + c
@@ -238,9 +238,9 @@ func describeRunEvent(ev *abi.Event) string {
 			s += " by " + sig
 		}
 		return s
-	case "kairo.process.canceled", "kairo.process.interrupted":
+	case abi.SubjectProcessCanceled, abi.SubjectProcessInterrupted:
 		return fmt.Sprintf("%s: %s", str("processId"), str("reason"))
-	case "kairo.process.progress":
+	case abi.SubjectProcessProgress:
 		if r, ok := readProgress(ev); ok {
 			return str("processId") + " " + r.plain()
 		}

@@ -36,7 +36,6 @@ func waitTools(t *testing.T, home, what string, ok func(out string) bool) string
 // as such, where a shell exited 127 before; a command line still runs.
 func TestSkillsFolderFollowed(t *testing.T) {
 	home := t.TempDir()
-	buildPlugin(t, filepath.Join(home, "plugins"), "rules")
 	startUp(t, home)
 	skills := filepath.Join(home, "skills")
 	fi, err := os.Stat(skills)

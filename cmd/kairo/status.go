@@ -53,6 +53,7 @@ type statusJSON struct {
 	Socket     string   `json:"socket"`
 	Version    string   `json:"version"`
 	ABIVersion int      `json:"abiVersion"`
+	Ready      bool     `json:"ready"` // the daemon is up, not only its socket (kernel.ping)
 	Methods    []string `json:"methods"`
 	Metrics    struct {
 		UptimeSeconds float64 `json:"uptimeSeconds"`
@@ -105,8 +106,12 @@ cache folder's kairo/current), else ./.kairo.`)
 	if err := c.Call(ctx, "system.get_metrics", nil, &m); err != nil {
 		return callError("system.get_metrics", err)
 	}
+	var ping abi.PingResult
+	if err := c.Call(ctx, abi.MethodKernelPing, nil, &ping); err != nil {
+		return callError(abi.MethodKernelPing, err)
+	}
 	if *asJSON {
-		s := statusJSON{Home: home, HomeFrom: from, Socket: path, Version: in.Version, ABIVersion: in.ABIVersion, Methods: in.Methods}
+		s := statusJSON{Home: home, HomeFrom: from, Socket: path, Version: in.Version, ABIVersion: in.ABIVersion, Ready: ping.Ready, Methods: in.Methods}
 		s.Metrics.UptimeSeconds = m.Uptime.Seconds()
 		s.Metrics.Goroutines, s.Metrics.HeapBytes = m.Goroutines, m.HeapBytes
 		s.Metrics.Connections, s.Metrics.Subscriptions = m.Connections, m.Subscriptions
@@ -123,7 +128,11 @@ cache folder's kairo/current), else ./.kairo.`)
 		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "kernel\t%s (ABI %d), up %v\n", in.Version, in.ABIVersion, m.Uptime.Round(time.Second))
+	state := "ready"
+	if !ping.Ready {
+		state = "starting or stopping: the socket serves, the plugins or the agent are not up"
+	}
+	fmt.Fprintf(w, "kernel\t%s (ABI %d), up %v, %s\n", in.Version, in.ABIVersion, m.Uptime.Round(time.Second), state)
 	switch from {
 	case "KAIRO_SOCKET":
 		fmt.Fprintf(w, "home\tnone looked up: KAIRO_SOCKET names the socket\n")

@@ -15,18 +15,14 @@ import (
 )
 
 // BenchmarkUpReady is `kairo up` (the real binary, its built-in plugins
-// beside it) from exec to ready: answering `kairo send "run true"`. Cold is
+// compiled in) from exec to ready: answering `kairo send "run true"`. Cold is
 // a new home and an empty user compilation cache; warm the same home
 // started again, its cache filled; newhome another new home of the same
 // user, which finds the plugins compiled in the user's cache. It reports
 // cold-ms, warm-ms, newhome-ms and rss-MiB, the daemon's resident memory
 // once ready and idle (warm).
 func BenchmarkUpReady(b *testing.B) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin := builtinsBin(b, root)
+	bin := binCopy(b)
 
 	var cold, warm, newHome time.Duration
 	var rssMiB float64

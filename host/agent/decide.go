@@ -18,7 +18,7 @@ import (
 
 // SubjectAgentError reports a tick whose policy failed or answered what the
 // runtime cannot carry out; the tick is then a noop.
-const SubjectAgentError = "kairo.agent.error"
+const SubjectAgentError = abi.SubjectAgentError
 
 // AgentError is the data of kairo.agent.error.
 type AgentError struct {

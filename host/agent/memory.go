@@ -85,7 +85,7 @@ func orNothing(s string) string {
 
 // SubjectMemoryIndexed says a run loop is in long-term memory: a run loop
 // that ended without one is indexed at the next start.
-const SubjectMemoryIndexed = "kairo.memory.indexed"
+const SubjectMemoryIndexed = abi.SubjectMemoryIndexed
 
 // MemoryIndexed is its data.
 type MemoryIndexed struct {
@@ -96,7 +96,7 @@ type MemoryIndexed struct {
 // SubjectMemoryForgotten says the operator made memory forget something:
 // what it names is left out whenever a run loop is indexed again, at a
 // start or in a rebuild of memory.db from the log.
-const SubjectMemoryForgotten = "kairo.memory.forgotten"
+const SubjectMemoryForgotten = abi.SubjectMemoryForgotten
 
 // MemoryForgotten is its data: what was asked (one of Anchor, Task, Query),
 // by whom, and what that named when it was asked.

@@ -18,6 +18,7 @@ import (
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/manifests"
+	"github.com/kairo-os/kairo/sdk/plugin"
 )
 
 // A replay hands a policy plugin the ticks of a recorded run loop again and
@@ -47,9 +48,11 @@ type ReplaySetup struct {
 	// Tools are the agent's tools as the policy is shown them: today's,
 	// so a tool added since the run can make a model's prompt differ.
 	Tools []abi.Tool
-	// Host, Folders and Overrides find and load the policy plugin Policy.
+	// Host, Folders, Builtins and Overrides find and load the policy
+	// plugin Policy.
 	Host      *wasm.Host
 	Folders   []wasm.Folder
+	Builtins  []plugin.Builtin
 	Overrides map[string]manifests.PluginOverride
 	Policy    string
 	Logger    *slog.Logger
@@ -124,14 +127,14 @@ func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
 	last := rec.ticks[len(rec.ticks)-1].Seq
 	for i := range s.Events {
 		ev := s.Events[i]
-		if ev.Seq <= last && ev.Source == abi.PrincipalHost && (ev.Type == "kairo.plugin.granted" || ev.Type == "kairo.plugin.revoked") {
+		if ev.Seq <= last && ev.Source == abi.PrincipalHost && (ev.Type == abi.SubjectPluginGranted || ev.Type == abi.SubjectPluginRevoked) {
 			ev.Seq = 0
 			if _, err := b.Publish(context.Background(), &ev); err != nil {
 				return nil, err
 			}
 		}
 	}
-	m := wasm.NewManager(wasm.ManagerConfig{Host: s.Host, Kernel: k, Folders: s.Folders, Overrides: s.Overrides, Only: []string{s.Policy}, Logger: s.Logger})
+	m := wasm.NewManager(wasm.ManagerConfig{Host: s.Host, Kernel: k, Folders: s.Folders, Builtins: s.Builtins, Overrides: s.Overrides, Only: []string{s.Policy}, Logger: s.Logger})
 	if err := m.Start(); err != nil {
 		s.Logger.Warn("replay: the plugin folders are not watched", "err", err)
 	}

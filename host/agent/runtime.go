@@ -280,7 +280,7 @@ func (r *Runtime) observe(evs []abi.Event) error {
 		switch {
 		case ev.Type == abi.SubjectUserMessage:
 			r.route(ev)
-		case ev.Type == "kairo.process.exited":
+		case ev.Type == abi.SubjectProcessExited:
 			r.noteExit(ev)
 		case ev.Type == abi.SubjectIntentCancel && ev.Source != "agent/"+r.cfg.Agent:
 			var d abi.CancelParams
@@ -306,7 +306,7 @@ func (r *Runtime) concerns(ev *abi.Event) bool {
 	case ev.Type == abi.SubjectObservation:
 		var o abi.Observation
 		return msgpack.Unmarshal(ev.Data, &o) == nil && (o.Agent == "" || o.Agent == r.cfg.Agent)
-	case ev.Type == abi.SubjectToolResult, ev.Type == abi.SubjectAgentNote, strings.HasPrefix(ev.Type, "kairo.process."):
+	case ev.Type == abi.SubjectToolResult, ev.Type == abi.SubjectAgentNote, abi.SubjectIn(ev.Type, abi.SubjectProcessAll):
 		l := r.st.loops[ev.CorrelationID]
 		return l != nil && l.status == ""
 	}

@@ -200,7 +200,7 @@ func (s *state) apply(ev *abi.Event) {
 		if a.result == "" && len(d.Result) > 0 {
 			a.result = shortResult(d.Result)
 		}
-	case strings.HasPrefix(ev.Type, "kairo.process."):
+	case abi.SubjectIn(ev.Type, abi.SubjectProcessAll):
 		var ref abi.ProcessRef
 		if msgpack.Unmarshal(ev.Data, &ref) != nil {
 			return

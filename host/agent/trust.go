@@ -25,12 +25,12 @@ func trusted(ev *abi.Event) bool {
 		return true
 	}
 	switch {
-	case strings.HasPrefix(ev.Type, "kairo.process."):
+	case abi.SubjectIn(ev.Type, abi.SubjectProcessAll):
 		// The agent records kairo.process.interrupted itself.
 		return src == procSource || strings.HasPrefix(src, abi.PrincipalAgent+"/")
 	case ev.Type == abi.SubjectIntentCancel:
 		return src != "" && !strings.HasPrefix(src, abi.PrincipalKernel)
-	case strings.HasPrefix(ev.Type, "kairo.agent."), strings.HasPrefix(ev.Type, "kairo.intent."), strings.HasPrefix(ev.Type, "kairo.tool."):
+	case abi.SubjectIn(ev.Type, abi.SubjectAgentAll), abi.SubjectIn(ev.Type, abi.SubjectIntentAll), abi.SubjectIn(ev.Type, abi.SubjectToolAll):
 		return strings.HasPrefix(src, abi.PrincipalAgent+"/")
 	}
 	return true

@@ -115,6 +115,8 @@ type Error struct {
 	retry bool // worth sending again
 }
 
+// Error names the endpoint, the HTTP status when there was one, what
+// failed, and the attempts when there were retries.
 func (e *Error) Error() string {
 	s := "llm: POST " + e.URL
 	if e.Status != 0 {
@@ -127,6 +129,7 @@ func (e *Error) Error() string {
 	return s
 }
 
+// Unwrap is the underlying error, for errors.Is and errors.As.
 func (e *Error) Unwrap() error { return e.Err }
 
 // DivergenceError says that a replayed run loop asked the model something
@@ -139,6 +142,7 @@ type DivergenceError struct {
 	What string
 }
 
+// Error names the run loop, the request and the first difference.
 func (e *DivergenceError) Error() string {
 	return fmt.Sprintf("replay of run loop %q diverged at LLM request %d: %s", e.RunLoopID, e.Request, e.What)
 }

@@ -336,7 +336,7 @@ func (c *cutter) cut(ev *abi.Event) {
 		p.prov = toolProvenance(d.Tool)
 		p.data = wordsOf(d.Error + "\n" + valueText(d.Result))
 		it.results = append(it.results, p)
-	case ev.Type == "kairo.process.spawned":
+	case ev.Type == abi.SubjectProcessSpawned:
 		// Only to know which action a later note is about.
 		var d struct {
 			ProcessID string `msgpack:"processId"`
@@ -373,10 +373,7 @@ func (c *cutter) cut(ev *abi.Event) {
 	}
 }
 
-func isAgentMessage(subject string) bool {
-	return strings.HasPrefix(subject, "kairo.agent.") && strings.HasSuffix(subject, ".message") &&
-		strings.Count(subject, ".") == 3
-}
+func isAgentMessage(subject string) bool { return abi.IsAgentMessageSubject(subject) }
 
 // action renders a policy's action as a segment.
 func (c *cutter) action(a *abi.ActionEvent, ev *abi.Event) (piece, bool) {

@@ -189,7 +189,7 @@ func TestGrantMethod(t *testing.T) {
 	e.waitState("asker", abi.PluginRunning)
 	grant := abi.PluginGrant{Plugin: "asker", Call: []string{"process.spawn"}}
 
-	for _, s := range []kernel.Session{newPluginSession(context.Background(), "asker"),
+	for _, s := range []kernel.Session{newPluginSession(context.Background(), "asker", &Grants{Grants: kernel.Grants{Call: []string{"plugins.grant"}}}),
 		&pluginSession{ctx: context.Background(), caller: kernel.Caller{Kind: kernel.KindSkill, Name: "s"}}} {
 		if _, aerr := e.invoke(s, "plugins.grant", grant); aerr == nil || aerr.Code != abi.CodePermissionDenied {
 			t.Errorf("plugins.grant by %s: %v, want permission_denied", s.Caller(), aerr)

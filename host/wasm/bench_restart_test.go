@@ -2,6 +2,8 @@ package wasm
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -9,25 +11,39 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/internal/meter"
 )
 
 // BenchmarkPluginRestart is a failed plugin back to serving, as its unit
-// restarts it: its last instance closed, the module loaded again in the
-// same Host (from its compilation cache) and initialised. Beside each, in
-// the same loop, the floor: wazero instantiating the same module, already
-// compiled, in a runtime that already has its imports, and running its
-// _initialize. Restarts and floors alternate, so a busy machine slows both
-// alike; it reports the p50 of each in ms and their ratio.
+// restarts it: its last instance closed, its files read again (the module
+// from the unit's last read, as the file is unchanged), an instance made of
+// the module the unit holds, and initialised. Beside each, in the same loop,
+// the floor: wazero instantiating the same module, already compiled, in the
+// same runtime, which has its imports, and running its _initialize.
+// Restarts and floors alternate, so a busy machine slows both alike; it
+// reports the p50 of each in ms and their ratio.
 func BenchmarkPluginRestart(b *testing.B) {
+	dir := b.TempDir()
+	path := filepath.Join(dir, "echo.wasm")
+	if err := os.WriteFile(path, guests["echo"], 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "echo.toml"), []byte("[plugin]\nname = \"echo\"\nkinds = [\"policy\"]\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
 	for _, mode := range []string{"trusted", "enforced"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
 			opts := Options{Name: "echo", Trusted: mode == "trusted"}
-			wasm := guests["echo"]
+			// The unit's own code: readFiles and instance.
+			u := &unit{m: &Manager{cfg: ManagerConfig{Host: testHost}}, files: pluginFiles{wasm: path, stamp: stampOf(path)}}
+			defer u.dropModules()
 			restart := func() time.Duration {
 				t0 := time.Now()
-				p, err := testHost.Load(ctx, wasm, opts)
+				_, wasm, err := u.readFiles()
+				var p *Plugin
+				if err == nil {
+					p, err = u.instance(ctx, wasm, opts)
+				}
 				if err == nil {
 					_, err = p.Init(ctx, configOf(nil))
 				}
@@ -38,39 +54,31 @@ func BenchmarkPluginRestart(b *testing.B) {
 				p.Close(ctx)
 				return took
 			}
+			restart() // the unit's first start: prepares the module
 
-			// The floor's runtime: an instance's, kept open, whose module
-			// stays compiled in the host's engine.
-			held, err := testHost.Load(ctx, wasm, opts)
+			// The floor's runtime: the module's, and its compiled guest.
+			// Its instance's host functions serve held, as an instance's
+			// serve their plugin.
+			held, err := u.held.prep.Instantiate(ctx, opts)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer held.Close(ctx)
-			var bin []byte
-			if held.metered {
-				bin, err = meter.Rewrite(wasm)
-			} else {
-				bin, err = meter.Compact(wasm)
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			compiled, err := held.rt.CompileModule(ctx, bin)
-			if err != nil {
-				b.Fatal(err)
-			}
-			mcfg := wazero.NewModuleConfig().WithName("").WithStartFunctions()
+			mod := held.module
+			name := mod.register("floor", held)
+			defer mod.unregister(name)
+			mcfg := wazero.NewModuleConfig().WithName(name).WithStartFunctions()
 			floor := func() time.Duration {
 				t0 := time.Now()
-				mod, err := held.rt.InstantiateModule(ctx, compiled, mcfg)
+				g, err := mod.rt.InstantiateModule(ctx, mod.compiled, mcfg)
 				if err == nil {
-					_, err = mod.ExportedFunction(abi.ExportInitialize).Call(ctx)
+					_, err = g.ExportedFunction(abi.ExportInitialize).Call(ctx)
 				}
 				took := time.Since(t0)
 				if err != nil {
 					b.Fatal(err)
 				}
-				mod.Close(ctx)
+				g.Close(ctx)
 				return took
 			}
 
@@ -84,14 +92,16 @@ func BenchmarkPluginRestart(b *testing.B) {
 				floors = append(floors, floor())
 			}
 			b.StopTimer()
-			p50 := func(d []time.Duration) float64 {
-				slices.Sort(d)
-				return float64(d[len(d)/2].Microseconds()) / 1e3
-			}
-			r, f := p50(took), p50(floors)
+			r, f := p50ms(took), p50ms(floors)
 			b.ReportMetric(r, "ms")
 			b.ReportMetric(f, "floor-ms")
 			b.ReportMetric(r/f, "ratio")
 		})
 	}
+}
+
+// p50ms is the median of d in ms.
+func p50ms(d []time.Duration) float64 {
+	slices.Sort(d)
+	return float64(d[len(d)/2].Microseconds()) / 1e3
 }

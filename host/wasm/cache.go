@@ -141,6 +141,7 @@ type CacheError struct {
 	euid    int
 }
 
+// Error names the cache, what is wrong with it and what to run.
 func (e *CacheError) Error() string {
 	return fmt.Sprintf("compilation cache %s refused: %s; the host runs the machine code in it, so no one but its user (%s) may write it: %s",
 		e.Root, e.Problem, owner(e.euid), e.Fix)

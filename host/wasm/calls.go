@@ -283,13 +283,19 @@ type pluginSession struct {
 	caller kernel.Caller
 }
 
-func newPluginSession(ctx context.Context, name string) *pluginSession {
-	return &pluginSession{ctx: ctx, caller: kernel.Caller{
+// Its calls carry the plugin's grants, so the kernel holds it to the lists
+// its imports are checked against (nil: the host's own code, ungranted).
+func newPluginSession(ctx context.Context, name string, grants *Grants) *pluginSession {
+	s := &pluginSession{ctx: ctx, caller: kernel.Caller{
 		Kind: kernel.KindPlugin, Name: name, UID: math.MaxUint32, GID: math.MaxUint32,
 		// What the operator granted the plugin: installed skills by name
 		// and commands under the default profile, in workspaces Kairo makes.
 		Spawn: &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true},
 	}}
+	if grants != nil {
+		s.caller.Grants = &grants.Grants
+	}
+	return s
 }
 
 func (s *pluginSession) Caller() kernel.Caller              { return s.caller }

@@ -51,6 +51,8 @@ type Failure struct {
 	Stderr string
 }
 
+// Error says which plugin failed, in which call, why, and what the guest
+// wrote to stderr (for a native plugin, the panic's stack).
 func (f *Failure) Error() string {
 	msg := fmt.Sprintf("plugin %s: %s: %s: %v", f.Plugin, f.Op, f.Reason, f.Err)
 	if f.Stderr != "" {
@@ -59,6 +61,7 @@ func (f *Failure) Error() string {
 	return msg
 }
 
+// Unwrap returns the cause, so errors.As finds a CapError in it.
 func (f *Failure) Unwrap() error { return f.Err }
 
 // boundsError is the panic of a host function that was given a range
@@ -83,6 +86,7 @@ type CapError struct {
 	Cap  string // the bound, as its owner names it: "Options.MaxCallArgs"
 }
 
+// Error names what was over which cap, and by how much.
 func (e *CapError) Error() string {
 	return fmt.Sprintf("%s: %d %s, over the cap of %d (%s)", e.What, e.Got, e.Unit, e.Max, e.Cap)
 }

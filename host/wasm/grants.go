@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/manifests"
 )
@@ -26,12 +27,15 @@ import (
 // code the host runs as its own (tests, benchmarks); the kernel passes every
 // plugin its grants.
 //
+// The lists are a kernel.Grants, the one idea of what a principal may
+// call, publish and subscribe to — a sandboxed skill's [ipc] grants are
+// another — and the plugin's calls of kernel methods carry them, so the
+// kernel holds the plugin to the same lists the host module does.
+//
 // A Grants may be shared by several instances of a plugin; do not change it
 // after the first Load that uses it.
 type Grants struct {
-	Call      []string // exact method names
-	Publish   []string // subjects or patterns: "*" is one token, ">" the rest
-	Subscribe []string // patterns; see CheckSubscriptions
+	kernel.Grants
 	// OnDenied, when set, is told of every call or publish the grants
 	// refused, as it happens: the manager counts them and reports a
 	// batch's as one kairo.plugin.denied event. It runs inside the
@@ -58,13 +62,14 @@ type Denial struct {
 	Target string // the method or the subject asked for
 }
 
+// Error names the plugin, the import and what it was refused.
 func (d Denial) Error() string {
 	return fmt.Sprintf("plugin %s: %s: not granted: %s", d.Plugin, d.Import, d.Target)
 }
 
 // GrantsFor returns the grants of a plugin manifest, narrowed or not.
 func GrantsFor(m *manifests.Plugin, onDenied func(Denial)) *Grants {
-	return &Grants{Call: m.Grants.Call, Publish: m.Grants.Publish, Subscribe: m.Grants.Subscribe, OnDenied: onDenied}
+	return &Grants{Grants: kernel.Grants{Call: m.Grants.Call, Publish: m.Grants.Publish, Subscribe: m.Grants.Subscribe}, OnDenied: onDenied}
 }
 
 // compile validates the lists once and prepares them for the imports.
@@ -362,8 +367,8 @@ func (m *Manager) foldGrant(g *abi.PluginGrant, revoke bool) {
 
 // Subjects of the operator's grants, published by the host.
 const (
-	subjectGranted = "kairo.plugin.granted"
-	subjectRevoked = "kairo.plugin.revoked"
+	subjectGranted = abi.SubjectPluginGranted
+	subjectRevoked = abi.SubjectPluginRevoked
 )
 
 // foldLog reads the log's kairo.plugin.granted and kairo.plugin.revoked

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/manifests"
 )
 
@@ -37,7 +38,7 @@ func (d *denials) get() []Denial {
 func TestCallNotGranted(t *testing.T) {
 	t.Run("granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", Options{Grants: &Grants{Call: []string{"events.query", "kernel.ping"}, Publish: []string{"flood"}, OnDenied: seen.add}})
+		p := load(t, "hostile", Options{Grants: &Grants{Grants: kernel.Grants{Call: []string{"events.query", "kernel.ping"}, Publish: []string{"flood"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "imports"})
 		out, err := p.Handle(context.Background(), testBatch(0, 0))
 		if err != nil || out.Reply.Error != "" {
@@ -52,7 +53,7 @@ func TestCallNotGranted(t *testing.T) {
 	})
 	t.Run("not granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", Options{Grants: &Grants{Call: []string{"events.query"}, Publish: []string{"flood"}, OnDenied: seen.add}})
+		p := load(t, "hostile", Options{Grants: &Grants{Grants: kernel.Grants{Call: []string{"events.query"}, Publish: []string{"flood"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "imports"})
 		for round := range 2 {
 			out, err := p.Handle(context.Background(), testBatch(0, 0))
@@ -80,7 +81,7 @@ func TestCallNotGranted(t *testing.T) {
 func TestPublishNotGranted(t *testing.T) {
 	t.Run("granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", Options{MaxPublishes: 10, Grants: &Grants{Call: []string{"kernel.ping"}, Publish: []string{"kairo.>", "flood"}, OnDenied: seen.add}})
+		p := load(t, "hostile", Options{MaxPublishes: 10, Grants: &Grants{Grants: kernel.Grants{Call: []string{"kernel.ping"}, Publish: []string{"kairo.>", "flood"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "flood"})
 		out, err := p.Handle(context.Background(), testBatch(0, 0))
 		if err != nil {
@@ -95,7 +96,7 @@ func TestPublishNotGranted(t *testing.T) {
 	})
 	t.Run("not granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", Options{MaxPublishes: 10, Grants: &Grants{Call: []string{"kernel.ping"}, Publish: []string{"kairo.>", "flood.*"}, OnDenied: seen.add}})
+		p := load(t, "hostile", Options{MaxPublishes: 10, Grants: &Grants{Grants: kernel.Grants{Call: []string{"kernel.ping"}, Publish: []string{"kairo.>", "flood.*"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "flood"})
 		out, err := p.Handle(context.Background(), testBatch(0, 0))
 		if err != nil {
@@ -116,7 +117,7 @@ func TestPublishNotGranted(t *testing.T) {
 
 // Publish grants match subjects as the bus does: "*" one token, ">" the rest.
 func TestAllowPublish(t *testing.T) {
-	g := &Grants{Publish: []string{"agent.*.said", "tool.>", "exact"}}
+	g := &Grants{Grants: kernel.Grants{Publish: []string{"agent.*.said", "tool.>", "exact"}}}
 	if err := g.compile(); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestAllowPublish(t *testing.T) {
 // that the same grants publish the subjects next to them.
 func TestKernelSubjectsNotGranted(t *testing.T) {
 	for _, grant := range []string{">", "kairo.>", "kairo.process.exited"} {
-		g := &Grants{Publish: []string{grant}}
+		g := &Grants{Grants: kernel.Grants{Publish: []string{grant}}}
 		if err := g.compile(); err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +154,7 @@ func TestKernelSubjectsNotGranted(t *testing.T) {
 			}
 		}
 	}
-	g := &Grants{Publish: []string{"kairo.>", "app.>"}}
+	g := &Grants{Grants: kernel.Grants{Publish: []string{"kairo.>", "app.>"}}}
 	g.compile()
 	for _, subject := range []string{"kairo.user.message", "kairo.observation", "kairo.timer.fired", "app.order.created"} {
 		if !g.allowPublish(subject) {
@@ -172,11 +173,11 @@ func TestImportNotGrantedRefusedAtLoad(t *testing.T) {
 		grants *Grants
 		says   string // "" when it loads
 	}{
-		{"Go guest importing call", guests["hostile"], &Grants{Publish: []string{"flood"}}, "imports kairo.call, but its manifest grants no method to call"},
-		{"Go guest importing publish", guests["hostile"], &Grants{Call: []string{"kernel.ping"}}, "imports kairo.publish, but its manifest grants no subject"},
+		{"Go guest importing call", guests["hostile"], &Grants{Grants: kernel.Grants{Publish: []string{"flood"}}}, "imports kairo.call, but its manifest grants no method to call"},
+		{"Go guest importing publish", guests["hostile"], &Grants{Grants: kernel.Grants{Call: []string{"kernel.ping"}}}, "imports kairo.publish, but its manifest grants no subject"},
 		{"hand-assembled guest importing call", asmGuest{version: 1, extraImport: abi.ImportCall}.bytes(), &Grants{}, "imports kairo.call"},
-		{"a bad publish grant", guests["echo"], &Grants{Publish: []string{"echo.>.x"}}, "grants: publish: invalid subject \"echo.>.x\""},
-		{"echo imports publish only", guests["echo"], &Grants{Publish: []string{"echo.>"}}, ""},
+		{"a bad publish grant", guests["echo"], &Grants{Grants: kernel.Grants{Publish: []string{"echo.>.x"}}}, "grants: publish: invalid subject \"echo.>.x\""},
+		{"echo imports publish only", guests["echo"], &Grants{Grants: kernel.Grants{Publish: []string{"echo.>"}}}, ""},
 		{"hand-assembled guest importing only log", asmGuest{version: 1}.bytes(), &Grants{}, ""},
 	}
 	for _, c := range cases {

@@ -53,19 +53,6 @@ func hostFuncNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (p *Plugin) instantiateImports(ctx context.Context) error {
-	b := p.rt.NewHostModuleBuilder(abi.HostModule)
-	for name, f := range hostFuncs {
-		b.NewFunctionBuilder().
-			WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-				f.fn(p, ctx, m, stack)
-			}), f.params, f.results).
-			Export(name)
-	}
-	_, err := b.Instantiate(ctx)
-	return err
-}
-
 // read returns a view of the guest's memory, or stops the guest: wazero
 // turns the panic into the error of the export that is running, and
 // importErr tells callRaw why.
@@ -83,40 +70,49 @@ func (p *Plugin) hostCall(_ context.Context, m api.Module, stack []uint64) {
 	mptr, mlen, aptr, alen := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
 	method := p.read(m, abi.HostModule+".call method", mptr, mlen)
 	args := p.read(m, abi.HostModule+".call args", aptr, alen)
+	stack[0] = api.EncodeI64(p.importCall(string(method), args))
+}
+
+// importCall is the call import: it queues the call of method with args
+// (a view it copies) and returns its token, or a negative abi.Errno.
+func (p *Plugin) importCall(method string, args []byte) int64 {
 	switch {
 	case p.out == nil:
-		stack[0] = api.EncodeI64(int64(abi.ErrnoBusy))
+		return int64(abi.ErrnoBusy)
 	case len(p.out.Calls) >= p.opts.MaxCalls:
-		stack[0] = api.EncodeI64(int64(abi.ErrnoBusy))
 		p.throttle.calls++
-	case len(method) == 0 || len(method) > maxMethodLen || !utf8.Valid(method):
-		stack[0] = api.EncodeI64(int64(abi.ErrnoInvalid))
-	case !p.opts.Grants.allowCall(string(method)):
-		stack[0] = api.EncodeI64(int64(abi.ErrnoNotGranted))
-		p.deny(abi.ImportCall, string(method))
-	default:
-		if len(args) > p.opts.MaxCallArgs {
-			p.overCap(&CapError{What: abi.HostModule + ".call args of " + string(method), Got: int64(len(args)), Max: int64(p.opts.MaxCallArgs), Unit: "bytes", Cap: "Options.MaxCallArgs"})
-		}
-		if err := p.charge(abi.HostModule+".call args", len(args)); err != nil {
-			p.overCap(err)
-		}
-		p.nextToken++
-		p.out.Calls = append(p.out.Calls, Call{Token: p.nextToken, Method: string(method), Args: slices.Clone(args)})
-		stack[0] = uint64(p.nextToken)
+		return int64(abi.ErrnoBusy)
+	case len(method) == 0 || len(method) > maxMethodLen || !utf8.ValidString(method):
+		return int64(abi.ErrnoInvalid)
+	case !p.opts.Grants.allowCall(method):
+		p.deny(abi.ImportCall, method)
+		return int64(abi.ErrnoNotGranted)
 	}
+	if len(args) > p.opts.MaxCallArgs {
+		p.overCap(&CapError{What: abi.HostModule + ".call args of " + method, Got: int64(len(args)), Max: int64(p.opts.MaxCallArgs), Unit: "bytes", Cap: "Options.MaxCallArgs"})
+	}
+	if err := p.charge(abi.HostModule+".call args", len(args)); err != nil {
+		p.overCap(err)
+	}
+	p.nextToken++
+	p.out.Calls = append(p.out.Calls, Call{Token: p.nextToken, Method: method, Args: slices.Clone(args)})
+	return p.nextToken
 }
 
 func (p *Plugin) hostPublish(_ context.Context, m api.Module, stack []uint64) {
 	raw := p.read(m, abi.HostModule+".publish event", uint32(stack[0]), uint32(stack[1]))
+	stack[0] = api.EncodeI32(p.importPublish(raw))
+}
+
+// importPublish is the publish import: it takes the encoded event raw (a
+// view it copies) for the bus, and returns 0 or a negative abi.Errno.
+func (p *Plugin) importPublish(raw []byte) int32 {
 	if p.out == nil {
-		stack[0] = api.EncodeI32(int32(abi.ErrnoBusy))
-		return
+		return int32(abi.ErrnoBusy)
 	}
 	if len(p.out.Published) >= p.opts.MaxPublishes {
-		stack[0] = api.EncodeI32(int32(abi.ErrnoBusy))
 		p.throttle.publishes++
-		return
+		return int32(abi.ErrnoBusy)
 	}
 	// The bus would refuse the event: refuse it before copying it.
 	if len(raw) > bus.MaxEventData+maxEventHead {
@@ -129,26 +125,28 @@ func (p *Plugin) hostPublish(_ context.Context, m api.Module, stack []uint64) {
 	// DecodeEvent aliases its input, and guest memory changes under it.
 	rest, err := abi.DecodeEvent(slices.Clone(raw), &ev)
 	if err != nil || len(rest) != 0 || bus.ValidateSubject(ev.Type) != nil {
-		stack[0] = api.EncodeI32(int32(abi.ErrnoInvalid))
-		return
+		return int32(abi.ErrnoInvalid)
 	}
 	if len(ev.Data) > bus.MaxEventData {
 		p.overCap(&CapError{What: abi.HostModule + ".publish event " + ev.Type + " data", Got: int64(len(ev.Data)), Max: bus.MaxEventData, Unit: "bytes", Cap: "bus.MaxEventData"})
 	}
 	if !p.opts.Grants.allowPublish(ev.Type) {
-		stack[0] = api.EncodeI32(int32(abi.ErrnoNotGranted))
 		p.deny(abi.ImportPublish, ev.Type)
-		return
+		return int32(abi.ErrnoNotGranted)
 	}
 	ev.Source = "plugin/" + p.opts.Name
 	ev.Seq = 0
 	p.out.Published = append(p.out.Published, ev)
-	stack[0] = 0
+	return 0
 }
 
 func (p *Plugin) hostLog(ctx context.Context, m api.Module, stack []uint64) {
 	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
-	msg := p.read(m, abi.HostModule+".log message", ptr, n)
+	p.importLog(ctx, level, p.read(m, abi.HostModule+".log message", ptr, n))
+}
+
+// importLog is the log import: msg, a view, at level.
+func (p *Plugin) importLog(ctx context.Context, level int32, msg []byte) {
 	if p.logLines++; p.logLines > maxLogLines {
 		p.throttle.logLines++
 		return

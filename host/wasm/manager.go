@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/manifests"
+	"github.com/kairo-os/kairo/sdk/plugin"
 )
 
 // Folder is a folder of plugins: every NAME.wasm in it, with its manifest.
@@ -44,6 +46,11 @@ type ManagerConfig struct {
 	// Folders are scanned in order; a plugin name found again in a later
 	// folder is refused.
 	Folders []Folder
+	// Builtins are plugins compiled into the host (native.go). They come
+	// after the Builtin folders and before the others: a module of a
+	// built-in folder replaces the built-in plugin of its name, and a
+	// drop-in of that name is refused.
+	Builtins []plugin.Builtin
 	// Overrides are kairo.toml's [plugins.NAME].
 	Overrides map[string]manifests.PluginOverride
 	// Deadline and MemoryPages apply to a plugin whose manifest and
@@ -133,6 +140,8 @@ type Manager struct {
 
 	scanMu sync.Mutex // one scan at a time
 
+	natives []nativePlugin // cfg.Builtins whose manifests parse
+
 	mu       sync.Mutex
 	units    map[string]*unit
 	services map[string]*unit // method → the running plugin serving it
@@ -142,6 +151,11 @@ type Manager struct {
 	// (plugins.grant, plugins.revoke), by plugin.
 	grantMu sync.Mutex
 	granted map[string]*abi.PluginGrant
+
+	// hints are the modules of the units a scan or a reload stopped, held
+	// for the units that replace them (unit_module.go).
+	hintMu sync.Mutex
+	hints  map[string]*unitModule
 }
 
 // NewManager returns a Manager; Start loads the plugins.
@@ -150,6 +164,15 @@ func NewManager(cfg ManagerConfig) *Manager {
 	m := &Manager{cfg: cfg, log: cfg.Logger, units: map[string]*unit{}, services: map[string]*unit{}, granted: map[string]*abi.PluginGrant{}}
 	m.svc.pending = map[int64]*pendingService{}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	for i := range cfg.Builtins {
+		b := &cfg.Builtins[i]
+		man, err := manifests.ParsePlugin("a built-in plugin's manifest", b.Manifest)
+		if err != nil || b.New == nil {
+			m.log.Error("a built-in plugin cannot run; it is left out", "err", cmp.Or[error](err, errors.New("no constructor")))
+			continue
+		}
+		m.natives = append(m.natives, nativePlugin{name: man.Plugin.Name, Builtin: b})
+	}
 	return m
 }
 
@@ -201,7 +224,27 @@ func (m *Manager) Rescan() []*unit {
 		return nil
 	}
 	found := map[string]pluginFiles{}
+	add := func(name string, files pluginFiles) {
+		if len(m.cfg.Only) > 0 && !slices.Contains(m.cfg.Only, name) {
+			return
+		}
+		if prev, dup := found[name]; dup {
+			m.log.Warn("two plugins have one name; the first is loaded", "plugin", name, "loaded", prev.source(), "ignored", files.source())
+			return
+		}
+		found[name] = files
+	}
+	natives := func() {
+		for _, b := range m.natives {
+			add(b.name, pluginFiles{folder: Folder{Builtin: true}, native: b.Builtin})
+		}
+	}
+	nativesAdded := false
 	for _, f := range m.cfg.Folders {
+		if !f.Builtin && !nativesAdded {
+			natives()
+			nativesAdded = true
+		}
 		entries, err := os.ReadDir(f.Path)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
@@ -214,16 +257,12 @@ func (m *Manager) Rescan() []*unit {
 			if !ok || e.IsDir() {
 				continue
 			}
-			if len(m.cfg.Only) > 0 && !slices.Contains(m.cfg.Only, name) {
-				continue
-			}
 			path := filepath.Join(f.Path, e.Name())
-			if prev, dup := found[name]; dup {
-				m.log.Warn("two plugins have one name; the first is loaded", "plugin", name, "loaded", prev.wasm, "ignored", path)
-				continue
-			}
-			found[name] = pluginFiles{folder: f, wasm: path, stamp: stampOf(path)}
+			add(name, pluginFiles{folder: f, wasm: path, stamp: stampOf(path)})
 		}
+	}
+	if !nativesAdded {
+		natives()
 	}
 
 	// The units to replace stop first, outside m.mu: a stopping unit
@@ -238,9 +277,16 @@ func (m *Manager) Rescan() []*unit {
 	}
 	m.mu.Unlock()
 	for _, u := range gone {
+		if f, ok := found[u.name]; ok {
+			m.holdModule(u, &f)
+		} else {
+			m.holdModule(u, nil)
+		}
+	}
+	for _, u := range gone {
 		u.stop()
 		if _, ok := found[u.name]; !ok {
-			u.publishState("kairo.plugin.unloaded", "its file was removed")
+			u.publishState(abi.SubjectPluginUnloaded, "its file was removed")
 		}
 	}
 
@@ -255,6 +301,7 @@ func (m *Manager) Rescan() []*unit {
 		m.units[name] = u
 		started = append(started, u)
 	}
+	m.dropHints()
 	return started
 }
 
@@ -264,6 +311,23 @@ type pluginFiles struct {
 	folder Folder
 	wasm   string
 	stamp  fileStamp
+	// native is the plugin when it is built into the host; then wasm is
+	// empty.
+	native *plugin.Builtin
+}
+
+// source names where the plugin comes from, for a person.
+func (f pluginFiles) source() string {
+	if f.native != nil {
+		return "built into kairo"
+	}
+	return f.wasm
+}
+
+// nativePlugin is a built-in plugin and the name its manifest gives it.
+type nativePlugin struct {
+	name string
+	*plugin.Builtin
 }
 
 // fileStamp tells a changed file: the module's and the manifest's size and
@@ -480,11 +544,13 @@ func (m *Manager) reload(ctx context.Context, name string) {
 	if !ok {
 		return
 	}
+	m.holdModule(old, nil)
 	old.stop()
 	m.mu.Lock()
 	u := m.newUnit(name, old.files)
 	m.units[name] = u
 	m.mu.Unlock()
+	m.dropHints()
 	u.waitStarted(ctx)
 }
 

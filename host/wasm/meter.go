@@ -127,17 +127,6 @@ func compileModule(ctx context.Context, rt wazero.Runtime, wasm []byte) (compile
 	return rt.CompileModule(ctx, wasm)
 }
 
-// instantiateMeter instantiates the kairo_meter host module of a metered
-// instance.
-func (p *Plugin) instantiateMeter(ctx context.Context) error {
-	_, err := p.rt.NewHostModuleBuilder(meter.ImportModule).
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(p.meterYield), nil, []api.ValueType{api.ValueTypeI32}).
-		Export(meter.ImportYield).
-		Instantiate(ctx)
-	return err
-}
-
 // meterYield is kairo_meter.yield: the next budget, or a trap once the
 // instance is stopped.
 func (p *Plugin) meterYield(_ context.Context, _ api.Module, stack []uint64) {

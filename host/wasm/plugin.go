@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/internal/meter"
+	"github.com/kairo-os/kairo/sdk/plugin"
 )
 
 // Config configures a Host. The zero value works: modules are compiled in
@@ -37,9 +40,11 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
-// Host loads and runs WebAssembly plugins. Each plugin instance runs in a
-// wazero runtime of its own, so its memory limit and deadline enforcement
-// are its own; the runtimes share one compilation cache.
+// Host loads and runs WebAssembly plugins. Each module it prepares
+// (prepared.go) runs in a wazero runtime of its own, which its instances
+// share — the options that make a runtime (the memory limit, the deadline
+// enforcement) are part of what a module is prepared for; the runtimes
+// share one compilation cache.
 type Host struct {
 	cacheDir string
 	memCache wazero.CompilationCache // in memory, when the disk fails
@@ -53,6 +58,15 @@ type Host struct {
 	refused   bool                    // cacheDir is not the user's own: never opened
 	closed    bool
 	diskUntil time.Time // the disk cache is not used before then
+
+	// The prepared modules (prepared.go), by bytes and options, and those
+	// being prepared; compiles counts the modules prepared since New.
+	pmu       sync.Mutex
+	modules   map[moduleKey]*Module
+	idle      []*Module // released, kept for a while (idleKeep)
+	preparing map[moduleKey]chan struct{}
+	compiles  int
+	shut      bool
 }
 
 // cacheRetry is how long the host compiles in memory after the disk cache
@@ -113,8 +127,18 @@ func New(cfg Config) (*Host, error) {
 	return h, nil
 }
 
-// Close releases the compilation cache. Close the plugins first.
+// Close releases the prepared modules and the compilation cache. Close the
+// plugins first.
 func (h *Host) Close(ctx context.Context) error {
+	h.pmu.Lock()
+	h.shut = true
+	mods := append(slices.Collect(maps.Values(h.modules)), h.idle...)
+	clear(h.modules)
+	h.idle = nil
+	h.pmu.Unlock()
+	for _, mod := range mods {
+		mod.close()
+	}
 	err := h.memCache.Close(ctx)
 	h.cmu.Lock()
 	defer h.cmu.Unlock()
@@ -233,6 +257,15 @@ type Plugin struct {
 	init   api.Function
 	handle api.Function
 	stderr stderrBuffer
+	// native is the plugin when it is built into the host (native.go):
+	// then there is no runtime and no module.
+	native *plugin.Native
+
+	// module is what rt and mod are an instance of (prepared.go), held
+	// until Close; modName is mod's name in rt; closed is set by Close.
+	module  *Module
+	modName string
+	closed  atomic.Bool
 
 	mu     sync.Mutex
 	failed *Failure
@@ -262,11 +295,29 @@ type Plugin struct {
 	throttle  throttleCounts
 }
 
-// Load compiles the module (or takes it from the compilation cache),
-// checks that it speaks the plugin ABI, instantiates it with WASI (no
-// files, no environment) and the host module, and runs _initialize.
+// Load prepares the module (Host.Prepare: compiled, or the one the host
+// keeps for the same bytes and options) and makes an instance of it
+// (Module.Instantiate).
 func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, error) {
+	mod, err := h.Prepare(ctx, wasm, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer mod.Release()
+	return mod.Instantiate(ctx, opts)
+}
+
+// Instantiate makes an instance of the module, which holds the module
+// until it is closed: checks its imports against opts.Grants, instantiates
+// it with WASI (no files, no environment unless opts.WASI lists them) and
+// runs _initialize. opts must be what the module was prepared for:
+// Trusted and MemoryPages; the rest are the instance's own.
+func (mod *Module) Instantiate(ctx context.Context, opts Options) (*Plugin, error) {
 	opts.defaults()
+	if opts.Trusted != mod.key.trusted || opts.MemoryPages != mod.key.pages {
+		return nil, fmt.Errorf("plugin %s: the module was prepared for other options (trusted %v, %d memory pages)", opts.Name, mod.key.trusted, mod.key.pages)
+	}
+	h := mod.h
 	p := &Plugin{opts: opts, logger: h.logger.With("plugin", opts.Name)}
 	if !opts.Trusted {
 		p.expired = make(chan struct{})
@@ -274,66 +325,36 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 		p.timer = time.AfterFunc(time.Hour, func() { p.expire(errDeadlinePassed) })
 		p.timer.Stop()
 	}
-
-	refuse := func(err error) error {
-		return &Failure{Plugin: opts.Name, Op: "load", Reason: ReasonRefused, Err: err}
-	}
-	if err := checkModuleCaps(wasm); err != nil {
+	refuse := func(err error) error { return refusal(&opts, err) }
+	if err := opts.Grants.checkImports(mod.compiled); err != nil {
 		return nil, refuse(err)
 	}
-	rt, compiled, metered, err := h.compile(ctx, wasm, &opts)
-	if err != nil && ctx.Err() != nil {
-		return nil, fmt.Errorf("plugin %s: %w", opts.Name, err)
-	}
-	if err != nil {
-		return nil, refuse(fmt.Errorf("not a valid WebAssembly module: %w", err))
-	}
-	p.rt, p.metered = rt, metered
+	mod.retain()
+	p.module, p.rt, p.metered = mod, mod.rt, mod.metered
+	p.modName = mod.register(opts.Name, p)
 	ok := false
 	defer func() {
 		if !ok {
-			_ = p.rt.Close(context.Background())
+			_ = p.Close(context.Background())
 		}
 	}()
-	if err := checkImports(compiled, metered); err != nil {
-		return nil, refuse(err)
-	}
-	if err := opts.Grants.checkImports(compiled); err != nil {
-		return nil, refuse(err)
-	}
-	if err := checkExports(compiled); err != nil {
-		return nil, refuse(err)
-	}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, p.rt); err != nil {
-		return nil, fmt.Errorf("plugin %s: WASI: %w", opts.Name, err)
-	}
-	if err := p.instantiateImports(ctx); err != nil {
-		return nil, fmt.Errorf("plugin %s: host module: %w", opts.Name, err)
-	}
-	if metered {
-		if err := p.instantiateMeter(ctx); err != nil {
-			return nil, fmt.Errorf("plugin %s: meter module: %w", opts.Name, err)
-		}
-	}
 	// No start functions: _initialize runs below, under the start deadline.
-	mcfg := wazero.NewModuleConfig().WithName(opts.Name).WithStartFunctions().
+	mcfg := wazero.NewModuleConfig().WithName(p.modName).WithStartFunctions().
 		WithStderr(&p.stderr).WithStdout(&p.stderr)
 	mcfg = opts.WASI.apply(mcfg)
 	// A module's start function (its start section, unlike _initialize)
 	// runs within InstantiateModule: under the start deadline too.
 	ictx, unwatch := p.arm(ctx, opts.StartDeadline)
-	p.mod, err = p.rt.InstantiateModule(experimental.WithMemoryAllocator(ictx, guestMemory), compiled, mcfg)
+	var err error
+	p.mod, err = p.rt.InstantiateModule(experimental.WithMemoryAllocator(ictx, mod.mem.allocator()), mod.compiled, mcfg)
 	if p.disarm(unwatch) {
-		if p.mod != nil {
-			_ = p.mod.Close(context.Background())
-		}
 		return nil, &Failure{Plugin: opts.Name, Op: "load", Reason: ReasonDeadline,
 			Err: fmt.Errorf("its start function %w", p.stopCause(opts.StartDeadline, ctx))}
 	}
 	if err != nil {
 		return nil, refuse(err)
 	}
-	if metered {
+	if p.metered {
 		fuel, ok := p.mod.ExportedGlobal(meter.ExportFuel).(api.MutableGlobal)
 		if !ok {
 			return nil, fmt.Errorf("plugin %s: the metered module exports no mutable %s", opts.Name, meter.ExportFuel)
@@ -423,12 +444,23 @@ func (p *Plugin) Err() error {
 	return p.failed
 }
 
-// Close stops the instance and releases its runtime.
+// Close stops the instance and releases its module, which the host closes
+// once nothing else holds it.
 func (p *Plugin) Close(ctx context.Context) error {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-	return p.rt.Close(ctx)
+	if p.module == nil || !p.closed.CompareAndSwap(false, true) {
+		return nil // native, or closed already
+	}
+	// The instance alone: its module serves the next.
+	var err error
+	if p.mod != nil {
+		err = p.mod.Close(ctx)
+	}
+	p.module.unregister(p.modName)
+	p.module.Release()
+	return err
 }
 
 // roundTrip writes data to the guest's input buffer, calls fn and returns a
@@ -436,6 +468,9 @@ func (p *Plugin) Close(ctx context.Context) error {
 // memory changes with the next call. out, when set, collects the imports'
 // work.
 func (p *Plugin) roundTrip(ctx context.Context, op string, fn api.Function, deadline time.Duration, data []byte, out *Output) ([]byte, error) {
+	if p.native != nil {
+		return p.nativeTrip(ctx, op, data, out)
+	}
 	n := uint32(len(data))
 
 	p.stack[0] = uint64(n)
@@ -513,7 +548,9 @@ func (p *Plugin) callRaw(ctx context.Context, op string, fn api.Function, deadli
 // state, so it is never called again.
 func (p *Plugin) stop(ctx context.Context, op string, reason Reason, err error) error {
 	p.failed = &Failure{Plugin: p.opts.Name, Op: op, Reason: reason, Err: err, Stderr: p.stderr.String()}
-	_ = p.mod.CloseWithExitCode(context.WithoutCancel(ctx), 1)
+	if p.mod != nil {
+		_ = p.mod.CloseWithExitCode(context.WithoutCancel(ctx), 1)
+	}
 	p.logger.Warn("plugin stopped", "op", op, "reason", reason, "err", err)
 	return p.failed
 }

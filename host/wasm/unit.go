@@ -80,6 +80,10 @@ type unit struct {
 	toolQueue []abi.ToolCall
 	toolWait  map[string]*toolWait
 	toolsOpen bool
+
+	// held is the module the unit's instances are made of (unit_module.go),
+	// under mu.
+	held unitModule
 }
 
 func (m *Manager) newUnit(name string, files pluginFiles) *unit {
@@ -90,6 +94,7 @@ func (m *Manager) newUnit(name string, files pluginFiles) *unit {
 		state: abi.PluginStarting, since: time.Now(),
 	}
 	u.ctx, u.cancel = context.WithCancel(m.ctx)
+	u.held = m.takeHeld(name)
 	m.wg.Add(1)
 	go u.run()
 	return u
@@ -124,7 +129,7 @@ func (u *unit) status() abi.PluginStatus {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	s := abi.PluginStatus{
-		Name: u.name, File: u.files.wasm, Builtin: u.files.folder.Builtin, Trusted: u.trusted,
+		Name: u.name, File: u.files.wasm, Builtin: u.files.folder.Builtin, Native: u.files.native != nil, Trusted: u.trusted,
 		State: u.state, Error: u.lastErr, Since: u.since,
 		Failures: len(u.failures), Restarts: u.restarts, Denied: u.denied,
 		Version: u.info.Version, Kinds: u.info.Kinds, Services: u.info.Services,
@@ -151,6 +156,7 @@ func (u *unit) status() abi.PluginStatus {
 func (u *unit) run() {
 	defer u.m.wg.Done()
 	defer close(u.done)
+	defer u.dropModules()
 	startedOnce := sync.OnceFunc(func() { close(u.started) })
 	defer startedOnce()
 	envTries := 0
@@ -164,6 +170,9 @@ func (u *unit) run() {
 		var rf errRefused
 		switch {
 		case errors.As(err, &rf):
+			// It waits for its files to change or an operator: what it
+			// holds is of no use meanwhile.
+			u.dropModules()
 			reason := err.Error()
 			if environmental(err) {
 				// Not the plugin's fault: it is tried again, less often
@@ -174,13 +183,14 @@ func (u *unit) run() {
 			}
 			u.setState(abi.PluginRefused, reason)
 			u.m.log.Error("plugin refused", "plugin", u.name, "err", reason)
-			u.publishState("kairo.plugin.refused", reason)
+			u.publishState(abi.SubjectPluginRefused, reason)
 		default:
 			pause = u.recordFailure(err)
 		}
 		if pause == 0 {
 			// Stays as it is until its files change (a new unit) or an
-			// operator restarts it.
+			// operator restarts it: what it holds is of no use meanwhile.
+			u.dropModules()
 			select {
 			case <-u.ctx.Done():
 				return
@@ -248,9 +258,9 @@ func (u *unit) recordFailure(err error) time.Duration {
 		u.setState(abi.PluginStopped, fmt.Sprintf("failed %d times within %v; last: %v", n, cfg.FailureWindow, err))
 		u.m.log.Error("plugin failed too often; it stays stopped", "plugin", u.name, "failures", n, "window", cfg.FailureWindow, "err", ev.Error)
 	}
-	u.m.publish("kairo.plugin.failed", ev)
+	u.m.publish(abi.SubjectPluginFailed, ev)
 	if pause == 0 {
-		u.publishState("kairo.plugin.stopped", fmt.Sprintf("failed %d times within %v", n, cfg.FailureWindow))
+		u.publishState(abi.SubjectPluginStopped, fmt.Sprintf("failed %d times within %v", n, cfg.FailureWindow))
 	}
 	return pause
 }
@@ -281,7 +291,7 @@ func (u *unit) flushDenied() {
 	u.mu.Unlock()
 	if b.ev.Count > 0 {
 		b.ev.Plugin = u.name
-		u.m.publish("kairo.plugin.denied", b.ev)
+		u.m.publish(abi.SubjectPluginDenied, b.ev)
 	}
 }
 
@@ -289,7 +299,7 @@ func (u *unit) flushDenied() {
 // then handle batches until the instance fails or the unit stops.
 func (u *unit) serve(started func()) error {
 	m := u.m
-	man, wasm, err := ReadPlugin(u.files.wasm)
+	man, wasm, err := u.readFiles()
 	if err != nil {
 		return errRefused{err}
 	}
@@ -319,7 +329,7 @@ func (u *unit) serve(started func()) error {
 
 	ctx, cancel := context.WithCancel(u.ctx)
 	defer cancel()
-	p, err := m.cfg.Host.Load(ctx, wasm, opts)
+	p, err := u.instance(ctx, wasm, opts)
 	if err != nil {
 		var f *Failure
 		if errors.As(err, &f) && f.Reason == ReasonRefused {
@@ -354,7 +364,7 @@ func (u *unit) serve(started func()) error {
 	}
 	defer m.unregisterServices(u, gen)
 
-	sess := newPluginSession(ctx, u.name)
+	sess := newPluginSession(ctx, u.name, grants)
 	if len(info.Subscriptions) > 0 {
 		sub, err := u.subscribe(ctx, info.Subscriptions)
 		if err != nil {
@@ -364,8 +374,8 @@ func (u *unit) serve(started func()) error {
 	}
 	u.openTools()
 	u.setState(abi.PluginRunning, "")
-	u.publishState("kairo.plugin.started", "")
-	u.m.log.Info("plugin started", "plugin", u.name, "version", info.Version, "trusted", opts.Trusted, "file", u.files.wasm)
+	u.publishState(abi.SubjectPluginStarted, "")
+	u.m.log.Info("plugin started", "plugin", u.name, "version", info.Version, "trusted", opts.Trusted, "file", u.files.source())
 	started()
 	err = u.loop(ctx, p, gen, sess)
 	u.closeTools(err)
@@ -601,7 +611,7 @@ func (u *unit) tick(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 func (u *unit) dispatch(ctx context.Context, gen int, sess *pluginSession, out *Output, depth serviceDepth, notify bool) {
 	m := u.m
 	if len(out.Throttled) > 0 {
-		m.publish("kairo.plugin.throttled", abi.PluginThrottled{Plugin: u.name, Caps: out.Throttled})
+		m.publish(abi.SubjectPluginThrottled, abi.PluginThrottled{Plugin: u.name, Caps: out.Throttled})
 	}
 	if len(out.Published) > 0 {
 		evs := make([]*abi.Event, len(out.Published))

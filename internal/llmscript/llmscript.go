@@ -28,6 +28,9 @@ type Server struct {
 	prompts []string
 }
 
+// ServeHTTP answers POST /v1/chat/completions with the scripted message as
+// the one choice; anything else, or a script that ran out, is an HTTP
+// error with an OpenAI-shaped body.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Messages []struct {

@@ -36,7 +36,13 @@ func Plugin(name, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := Build("./plugins/"+name, filepath.Join(dir, name+".wasm")); err != nil {
+	// A built-in plugin is a package, built as a module from its wasm
+	// folder; echo is a main package itself.
+	pkg := "./plugins/" + name
+	if fi, err := os.Stat(filepath.Join(root(), "plugins", name, "wasm")); err == nil && fi.IsDir() {
+		pkg += "/wasm"
+	}
+	if err := Build(pkg, filepath.Join(dir, name+".wasm")); err != nil {
 		return err
 	}
 	manifest, err := os.ReadFile(filepath.Join(root(), "plugins", name, name+".toml"))

@@ -14,7 +14,7 @@ import (
 
 // SubjectStoreWritable is published once the store takes events again
 // after the disk it is on filled up: how long it refused and how many.
-const SubjectStoreWritable = "kairo.system.store.writable"
+const SubjectStoreWritable = abi.SubjectSystemStoreWritable
 
 // StoreWritable is the data of SubjectStoreWritable.
 type StoreWritable struct {
@@ -30,11 +30,14 @@ type DiskFullError struct {
 	Err   error
 }
 
+// Error says the event was not stored, since when the disk is full, and
+// that publishing resumes by itself once there is space.
 func (e *DiskFullError) Error() string {
 	return fmt.Sprintf("the disk of the event store (%s) is full since %s: the event was not stored; free space and publishing resumes by itself (reads and subscriptions still work): %v",
 		e.Store, e.Since.Format(time.TimeOnly), e.Err)
 }
 
+// Unwrap is the store's own error: one IsDiskFull recognises.
 func (e *DiskFullError) Unwrap() error { return e.Err }
 
 // fullState is the bus's view of a store whose disk is full.

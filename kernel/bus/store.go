@@ -55,6 +55,7 @@ type GapError struct {
 	From, To uint64 // the missing sequence numbers, inclusive
 }
 
+// Error names the evicted range and the stores that keep everything.
 func (e *GapError) Error() string {
 	return "events " + utoa(e.From) + ".." + utoa(e.To) + " were evicted from the in-memory store before they were read; use the SQLite store or a larger ring"
 }

@@ -46,16 +46,26 @@ func NewMemoryStore(size int) *MemoryStore {
 	return &MemoryStore{ring: make([]abi.Event, size), mono: make([]monoEntry, size), byID: make(map[string]uint64)}
 }
 
-func (m *MemoryStore) Describe() string  { return "memory" }
-func (m *MemoryStore) GroupCommit() bool { return false }
-func (m *MemoryStore) Close() error      { return nil }
+// Describe is "memory".
+func (m *MemoryStore) Describe() string { return "memory" }
 
+// GroupCommit is false: an append to the ring is cheap enough to make
+// under the bus's lock.
+func (m *MemoryStore) GroupCommit() bool { return false }
+
+// Close does nothing; the events go with the store.
+func (m *MemoryStore) Close() error { return nil }
+
+// LastSeq is the sequence number of the last event appended, 0 if none,
+// whether or not the ring still holds it.
 func (m *MemoryStore) LastSeq() uint64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.last
 }
 
+// Append stores evs in the ring, evicting the oldest events when it is
+// full; an ID the store still remembers is a duplicate, as Store says.
 func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -36,6 +36,7 @@ type StoreReport struct {
 // SeqRange is an inclusive range of sequence numbers.
 type SeqRange struct{ From, To uint64 }
 
+// String is "From..To", or the one number when the range holds one.
 func (r SeqRange) String() string {
 	if r.From == r.To {
 		return utoa(r.From)

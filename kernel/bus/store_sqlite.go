@@ -199,9 +199,16 @@ func openSQLiteFile(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 	return s, nil
 }
 
-func (s *SQLiteStore) Describe() string  { return "sqlite:" + s.path }
+// Describe is "sqlite:" and the database file's path.
+func (s *SQLiteStore) Describe() string { return "sqlite:" + s.path }
+
+// GroupCommit is true: each append is a transaction on disk, so the bus
+// batches the events of many publishers into one.
 func (s *SQLiteStore) GroupCommit() bool { return true }
-func (s *SQLiteStore) LastSeq() uint64   { return s.last.Load() }
+
+// LastSeq is the sequence number of the last event stored, 0 if none; it
+// takes no lock and reads no disk.
+func (s *SQLiteStore) LastSeq() uint64 { return s.last.Load() }
 
 // Close closes the store after a final checkpoint that empties the WAL, so
 // the file is complete on its own.

@@ -16,6 +16,7 @@ type SubjectError struct {
 	Rule    string
 }
 
+// Error quotes the subject and names the rule it broke.
 func (e *SubjectError) Error() string {
 	return fmt.Sprintf("invalid subject %q: %s", e.Subject, e.Rule)
 }
@@ -141,6 +142,7 @@ func MustCompilePattern(p string) *Pattern {
 	return pt
 }
 
+// String is the pattern as it was compiled.
 func (p *Pattern) String() string { return p.raw }
 
 // Match reports whether subject s matches the pattern. s is assumed valid.

@@ -70,6 +70,7 @@ type BehindError struct {
 	Next  uint64 // the first sequence number not delivered
 }
 
+// Error says how far the subscription fell behind and where to resubscribe.
 func (e *BehindError) Error() string {
 	return fmt.Sprintf("fell behind by more than %s; resubscribe from seq %d", e.Bound, e.Next)
 }

@@ -45,6 +45,8 @@ type Launch struct {
 // so that the whole tree can be signalled, killed when the kernel dies.
 type Exec struct{}
 
+// Launch builds the command of spec unconfined: its argv, folder and
+// environment, a process group of its own and SIGKILL when the kernel dies.
 func (Exec) Launch(spec *Spec) (*Launch, error) {
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Cwd

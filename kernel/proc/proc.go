@@ -475,7 +475,7 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 		}
 		cancel()
 	}
-	s.m.publish(s, "kairo.process.exited", data)
+	s.m.publish(s, abi.SubjectProcessExited, data)
 	if s.tree.Root() == s {
 		s.endTree()
 	}

@@ -673,6 +673,8 @@ type NoProgramError struct {
 	Path string // the sandbox's PATH
 }
 
+// Error names the program, the PATH it was looked for on, and where the
+// installed skills are listed.
 func (e *NoProgramError) Error() string {
 	return fmt.Sprintf("no program or skill named %s (not on the sandbox's PATH %s); `kairo tools` lists the skills", e.Name, e.Path)
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kairo-os/kairo/abi"
 )
 
 // Tree is a process tree: the session a spawn without a Parent made (its
@@ -157,7 +159,7 @@ func (s *Session) abort(reason string) {
 	if !s.reason.CompareAndSwap(nil, &reason) {
 		return // ended once already
 	}
-	s.m.publish(s, "kairo.process.canceled", map[string]any{
+	s.m.publish(s, abi.SubjectProcessCanceled, map[string]any{
 		"processId": s.id, "pid": s.info.PID, "reason": reason,
 	})
 	s.kill()

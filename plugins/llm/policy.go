@@ -1,4 +1,4 @@
-package main
+package llm
 
 import (
 	"encoding/json"
@@ -64,9 +64,10 @@ type state struct {
 	// agentTools are the agent's tools as the last prompt offered them,
 	// under the agent's names.
 	agentTools []abi.Tool
+	// composing are the labels of the prompt being composed, kept with
+	// the call once it is made.
+	composing map[string]string
 }
-
-var st state
 
 // tools are offered to the model besides the JSON answer.
 var tools = []abi.Tool{{
@@ -89,11 +90,7 @@ var routing = map[string]any{
 	"answers":   map[string]any{"type": "string", "description": "the label of the user's message this call answers, such as m1; else the last one"},
 }
 
-// pendingLabels are the labels of the prompt being composed, kept with the
-// call once it is made.
-var pendingLabels map[string]string
-
-func decide(b *abi.Batch, call func(method string, args any) (int64, error)) abi.Reply {
+func (st *state) decide(b *abi.Batch, call func(method string, args any) (int64, error)) abi.Reply {
 	var reply abi.Reply
 	message := false
 	for _, ev := range b.Events {
@@ -122,7 +119,7 @@ func decide(b *abi.Batch, call func(method string, args any) (int64, error)) abi
 			reply.Error = "llm.chat answered what is not a ChatResult: " + err.Error()
 			continue
 		}
-		thought, actions, err := parse(&res.Message, st.cause)
+		thought, actions, err := st.parse(&res.Message, st.cause)
 		if err != nil {
 			reply.Error = err.Error()
 			continue
@@ -131,13 +128,13 @@ func decide(b *abi.Batch, call func(method string, args any) (int64, error)) abi
 		reply.Actions = append(reply.Actions, actions...)
 	}
 	if st.pending == 0 && len(st.backlog) > 0 {
-		params := compose(b, st.backlog)
+		params := st.compose(b, st.backlog)
 		tok, err := call(abi.MethodLLMChat, params)
 		if err != nil {
 			reply.Error = "call llm.chat: " + err.Error()
 			return reply
 		}
-		st.pending, st.cause, st.labels = tok, params.CausationID, pendingLabels
+		st.pending, st.cause, st.labels = tok, params.CausationID, st.composing
 		st.inflight, st.backlog = st.backlog, nil
 	}
 	return reply
@@ -146,7 +143,7 @@ func decide(b *abi.Batch, call func(method string, args any) (int64, error)) abi
 // observed reports whether an event is worth the model's attention.
 func observed(ev *abi.Event) bool {
 	switch {
-	case strings.HasPrefix(ev.Type, "kairo.agent.") && strings.HasSuffix(ev.Type, ".message"):
+	case abi.IsAgentMessageSubject(ev.Type):
 		return true
 	case ev.Type == abi.SubjectProcessExited, ev.Type == abi.SubjectProcessProgress, ev.Type == abi.SubjectProcessCanceled,
 		ev.Type == abi.SubjectToolResult && toolAnswered(ev):
@@ -164,7 +161,7 @@ func toolAnswered(ev *abi.Event) bool {
 }
 
 // compose builds the prompt: Compose(x_t, m_{t-1}, t, Hz).
-func compose(b *abi.Batch, x []abi.Event) abi.ChatParams {
+func (st *state) compose(b *abi.Batch, x []abi.Event) abi.ChatParams {
 	var u strings.Builder
 	in := b.Agent
 	if in == nil {
@@ -212,20 +209,20 @@ func compose(b *abi.Batch, x []abi.Event) abi.ChatParams {
 	}
 	u.WriteString("\nNew observations (may be incomplete):\n")
 	cause, corr := "", ""
-	pendingLabels = map[string]string{}
+	st.composing = map[string]string{}
 	for _, ev := range x {
 		u.WriteString("- ")
 		if strings.HasSuffix(ev.Type, ".message") {
 			cause, corr = ev.ID, ev.CorrelationID
-			label := fmt.Sprintf("m%d", len(pendingLabels)+1)
-			pendingLabels[label] = ev.ID
+			label := fmt.Sprintf("m%d", len(st.composing)+1)
+			st.composing[label] = ev.ID
 			u.WriteString("[" + label + "] ")
 		}
 		u.WriteString(describe(&ev) + "\n")
 	}
 	p := abi.ChatParams{
 		Messages: []abi.ChatMessage{{Role: abi.RoleSystem, Content: systemPrompt}, {Role: abi.RoleUser, Content: u.String()}},
-		Tools:    offer(in), CausationID: cause, CorrelationID: corr,
+		Tools:    st.offer(in), CausationID: cause, CorrelationID: corr,
 	}
 	if t, ok := st.config["temperature"].(float64); ok {
 		p.Temperature = &t
@@ -239,7 +236,7 @@ func compose(b *abi.Batch, x []abi.Event) abi.ChatParams {
 // offer is the tools the model is offered: process_spawn, then every other
 // tool of the agent under the name modelname.Assign gives it — the name
 // `kairo tools` shows.
-func offer(in *abi.AgentInput) []abi.Tool {
+func (st *state) offer(in *abi.AgentInput) []abi.Tool {
 	var out []abi.Tool
 	for _, t := range tools {
 		out = append(out, withRouting(t))
@@ -292,7 +289,7 @@ func withRouting(t abi.Tool) abi.Tool {
 
 // ownsArg reports whether the agent's tool named tool declares the
 // argument name itself (then it is the tool's, not the policy's).
-func ownsArg(tool, name string) bool {
+func (st *state) ownsArg(tool, name string) bool {
 	if tool == "process.spawn" {
 		return false
 	}
@@ -371,11 +368,11 @@ type actionJSON struct {
 // come first; else the content must be the JSON asked for (a code fence
 // around it is forgiven). An action answers the message its "answers"
 // label names, else cause.
-func parse(m *abi.ChatMessage, cause string) (string, []abi.Action, error) {
+func (st *state) parse(m *abi.ChatMessage, cause string) (string, []abi.Action, error) {
 	if len(m.ToolCalls) > 0 {
 		var out []abi.Action
 		for _, tc := range m.ToolCalls {
-			a, err := toolCall(tc.Name, []byte(tc.Arguments), "", "", cause)
+			a, err := st.toolCall(tc.Name, []byte(tc.Arguments), "", "", cause)
 			if err != nil {
 				return "", nil, err
 			}
@@ -400,7 +397,7 @@ func parse(m *abi.ChatMessage, cause string) (string, []abi.Action, error) {
 		case abi.ActionNoop:
 			continue
 		case abi.ActionToolCall:
-			act, err := toolCall(a.Tool, a.Args, a.RunLoopID, a.Answers, cause)
+			act, err := st.toolCall(a.Tool, a.Args, a.RunLoopID, a.Answers, cause)
 			if err != nil {
 				return "", nil, err
 			}
@@ -410,7 +407,7 @@ func parse(m *abi.ChatMessage, cause string) (string, []abi.Action, error) {
 		default:
 			return "", nil, fmt.Errorf("the model asked for action %q; the actions are noop, say, query, tool_call and cancel", a.Type)
 		}
-		from, err := answered(a.Answers, cause)
+		from, err := st.answered(a.Answers, cause)
 		if err != nil {
 			return "", nil, err
 		}
@@ -427,7 +424,7 @@ func parse(m *abi.ChatMessage, cause string) (string, []abi.Action, error) {
 // (the name it was offered under, or the agent's own): its arguments
 // without the routing ones, in the run loop and answering the message
 // they name.
-func toolCall(name string, raw []byte, loop, answers, cause string) (abi.Action, error) {
+func (st *state) toolCall(name string, raw []byte, loop, answers, cause string) (abi.Action, error) {
 	tool := st.offered[name]
 	if tool == "" {
 		for _, agent := range st.offered {
@@ -448,7 +445,7 @@ func toolCall(name string, raw []byte, loop, answers, cause string) (abi.Action,
 	routed := false
 	for _, k := range []string{"runLoopId", "answers"} {
 		v, ok := args[k]
-		if !ok || ownsArg(tool, k) {
+		if !ok || st.ownsArg(tool, k) {
 			continue
 		}
 		var s string
@@ -464,7 +461,7 @@ func toolCall(name string, raw []byte, loop, answers, cause string) (abi.Action,
 		delete(args, k)
 		routed = true
 	}
-	from, err := answered(answers, cause)
+	from, err := st.answered(answers, cause)
 	if err != nil {
 		return abi.Action{}, err
 	}
@@ -486,7 +483,7 @@ func toolCall(name string, raw []byte, loop, answers, cause string) (abi.Action,
 
 // answered is the routed message an action answers: the one its label
 // names, else cause.
-func answered(label, cause string) (string, error) {
+func (st *state) answered(label, cause string) (string, error) {
 	if label == "" {
 		return cause, nil
 	}

@@ -1,4 +1,4 @@
-package main
+package llm
 
 import (
 	"strings"
@@ -10,6 +10,8 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/tools/modelname"
 )
+
+var st state
 
 func TestParse(t *testing.T) {
 	for _, c := range []struct {
@@ -34,9 +36,9 @@ func TestParse(t *testing.T) {
 		{"unknown tool", "", []abi.ToolCall{{Name: "rm_rf", Arguments: `{}`}}, nil, "called rm_rf({})"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			offer(&abi.AgentInput{Tools: []abi.Tool{{Name: "process.spawn"}, {Name: "process.kill"},
+			st.offer(&abi.AgentInput{Tools: []abi.Tool{{Name: "process.spawn"}, {Name: "process.kill"},
 				{Name: "notes.add", Parameters: map[string]any{"type": "object", "properties": map[string]any{"answers": map[string]any{"type": "string"}}}}}})
-			_, acts, err := parse(&abi.ChatMessage{Content: c.content, ToolCalls: c.calls}, "cause-1")
+			_, acts, err := st.parse(&abi.ChatMessage{Content: c.content, ToolCalls: c.calls}, "cause-1")
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err = %v, want %q", err, c.err)
@@ -67,7 +69,7 @@ func TestOfferedTools(t *testing.T) {
 	}}
 	offered := map[string]string{} // model's name → agent's
 	var names []string
-	for _, tool := range offer(in) {
+	for _, tool := range st.offer(in) {
 		names = append(names, tool.Name)
 		offered[tool.Name] = st.offered[tool.Name]
 	}
@@ -83,7 +85,7 @@ func TestOfferedTools(t *testing.T) {
 	if offered[read] != "mcp.files.read_file" || !strings.HasPrefix(read, "mcp_files_read_file_") {
 		t.Fatalf("mcp.files.read_file offered as %q: %q", read, offered)
 	}
-	_, acts, err := parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{ID: "c", Name: read, Arguments: `{"path":"/srv/a"}`}}}, "cause-1")
+	_, acts, err := st.parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{ID: "c", Name: read, Arguments: `{"path":"/srv/a"}`}}}, "cause-1")
 	if err != nil || len(acts) != 1 {
 		t.Fatalf("actions %+v, err %v", acts, err)
 	}
@@ -92,7 +94,7 @@ func TestOfferedTools(t *testing.T) {
 	if acts[0].Type != abi.ActionToolCall || d.Tool != "mcp.files.read_file" || d.Args != `{"path":"/srv/a"}` {
 		t.Fatalf("action %s %+v", acts[0].Type, d)
 	}
-	if _, _, err := parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{Name: "skill_progress-demo", Arguments: `{oops`}}}, "c"); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
+	if _, _, err := st.parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{Name: "skill_progress-demo", Arguments: `{oops`}}}, "c"); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
 		t.Fatalf("bad arguments: %v", err)
 	}
 }
@@ -104,7 +106,7 @@ func TestOfferLongNamesThatShareAPrefix(t *testing.T) {
 	prefix := "mcp.evil." + strings.Repeat("a", 61)
 	in := &abi.AgentInput{Tools: []abi.Tool{{Name: prefix + "one"}, {Name: prefix + "two"}, {Name: "mcp.good.echo"}}}
 	done := make(chan []abi.Tool)
-	go func() { done <- offer(in) }()
+	go func() { done <- st.offer(in) }()
 	var got []abi.Tool
 	select {
 	case got = <-done:
@@ -118,7 +120,7 @@ func TestOfferLongNamesThatShareAPrefix(t *testing.T) {
 		t.Fatalf("offered %q and %q", a, b)
 	}
 	for _, tool := range got[1:3] {
-		_, acts, err := parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{ID: "c", Name: tool.Name, Arguments: `{}`}}}, "cause-1")
+		_, acts, err := st.parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{ID: "c", Name: tool.Name, Arguments: `{}`}}}, "cause-1")
 		var d abi.ActionData
 		if err == nil && len(acts) == 1 {
 			msgpack.Unmarshal(acts[0].Data, &d)
@@ -134,10 +136,10 @@ func TestOfferLongNamesThatShareAPrefix(t *testing.T) {
 // never gave is an error. A tool call takes its run loop and its message
 // from its routing arguments; cancel keeps "keep".
 func TestAnswers(t *testing.T) {
-	offer(&abi.AgentInput{Tools: []abi.Tool{{Name: "process.spawn"}, {Name: "process.kill"}}})
+	st.offer(&abi.AgentInput{Tools: []abi.Tool{{Name: "process.spawn"}, {Name: "process.kill"}}})
 	st.labels = map[string]string{"m1": "ev-1", "m2": "ev-2", "m3": "ev-3"}
 	defer func() { st.labels = nil }()
-	_, acts, err := parse(&abi.ChatMessage{Content: `{"actions":[
+	_, acts, err := st.parse(&abi.ChatMessage{Content: `{"actions":[
 		{"type":"say","text":"one","answers":"m1"},
 		{"type":"say","text":"two","answers":"m2"},
 		{"type":"cancel","runLoopId":"r1","keep":true,"answers":"ev-3"},
@@ -156,11 +158,11 @@ func TestAnswers(t *testing.T) {
 	if !d.Keep || d.RunLoopID != "r1" {
 		t.Fatalf("cancel %+v; want keep in r1", d)
 	}
-	_, acts, err = parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{Name: "process_kill", Arguments: `{"processId":"p1","answers":"m2","runLoopId":"r9"}`}}}, "ev-3")
+	_, acts, err = st.parse(&abi.ChatMessage{ToolCalls: []abi.ToolCall{{Name: "process_kill", Arguments: `{"processId":"p1","answers":"m2","runLoopId":"r9"}`}}}, "ev-3")
 	if err != nil || len(acts) != 1 || acts[0].CausationID != "ev-2" || acts[0].CorrelationID != "r9" {
 		t.Fatalf("tool call %+v, err %v; want answering ev-2 in r9", acts, err)
 	}
-	if _, _, err := parse(&abi.ChatMessage{Content: `{"action":{"type":"say","text":"x","answers":"m7"}}`}, "ev-3"); err == nil || !strings.Contains(err.Error(), `answers "m7"`) {
+	if _, _, err := st.parse(&abi.ChatMessage{Content: `{"action":{"type":"say","text":"x","answers":"m7"}}`}, "ev-3"); err == nil || !strings.Contains(err.Error(), `answers "m7"`) {
 		t.Fatalf("an unknown label: %v", err)
 	}
 }
@@ -170,7 +172,7 @@ func TestAnswers(t *testing.T) {
 func TestOfferedRouting(t *testing.T) {
 	own := map[string]any{"type": "object", "properties": map[string]any{"runLoopId": map[string]any{"type": "integer"}}}
 	in := &abi.AgentInput{Tools: []abi.Tool{{Name: "process.kill", Parameters: map[string]any{"type": "object", "properties": map[string]any{"processId": map[string]any{"type": "string"}}}}, {Name: "odd.tool", Parameters: own}}}
-	got := offer(in)
+	got := st.offer(in)
 	for _, tool := range got {
 		props := tool.Parameters["properties"].(map[string]any)
 		if props["answers"] == nil || props["runLoopId"] == nil {

@@ -1,4 +1,4 @@
-package main
+package rules
 
 import (
 	"encoding/json"
@@ -67,7 +67,7 @@ func decide(b *abi.Batch) abi.Reply {
 	for i := range b.Events {
 		ev := &b.Events[i]
 		switch {
-		case strings.HasPrefix(ev.Type, "kairo.agent.") && strings.HasSuffix(ev.Type, ".message"):
+		case abi.IsAgentMessageSubject(ev.Type):
 			var m abi.UserMessage
 			if msgpack.Unmarshal(ev.Data, &m) != nil {
 				continue
@@ -76,7 +76,7 @@ func decide(b *abi.Batch) abi.Reply {
 				a.CausationID = ev.ID // each answer belongs to its own message
 				reply.Actions = append(reply.Actions, a)
 			}
-		case ev.Type == "kairo.process.exited":
+		case ev.Type == abi.SubjectProcessExited:
 			if a, ok := onExit(ev, loops); ok {
 				reply.Actions = append(reply.Actions, a)
 			}

@@ -1,4 +1,4 @@
-package main
+package timer
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ type source struct {
 //	[[timers]]
 //	name = "backup"; every = "24h"; offset = "3h"; say = "run ./backup.sh"
 func newSource(cfg map[string]any) (*source, error) {
-	s := &source{forward: []string{"kairo.plugin.stopped", "kairo.plugin.refused"}}
+	s := &source{forward: []string{abi.SubjectPluginStopped, abi.SubjectPluginRefused}}
 	if v, ok := cfg["forward"]; ok {
 		list, ok := v.([]any)
 		if !ok {
@@ -104,7 +104,7 @@ func readTimer(i int, e any) (*timer, error) {
 // subscriptions are the plugin's: its own start, which arms the timers, and
 // what it forwards.
 func (s *source) subscriptions() []string {
-	return append([]string{"kairo.plugin.started"}, s.forward...)
+	return append([]string{abi.SubjectPluginStarted}, s.forward...)
 }
 
 // next is the first due time of t after now.
@@ -124,7 +124,7 @@ func (s *source) handle(b *abi.Batch) output {
 	now := b.Time
 	for i := range b.Events {
 		ev := &b.Events[i]
-		if ev.Type == "kairo.plugin.started" {
+		if ev.Type == abi.SubjectPluginStarted {
 			var st abi.PluginState
 			if msgpack.Unmarshal(ev.Data, &st) == nil && st.Plugin == "timer" && !s.armed {
 				s.armed = true

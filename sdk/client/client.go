@@ -309,6 +309,34 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 	return time.Since(start), err
 }
 
+// WaitReady waits until the daemon is up — its plugins, tools, memory and
+// agent started, not only the socket this client dialed — by asking
+// kernel.ping until it answers ready (abi.PingResult.Ready). It returns
+// ctx's error if that comes first, and the call's error if the kernel
+// cannot answer: the daemon failed to start or is stopping. A kernel that
+// predates the ready flag never answers ready; give ctx a deadline.
+func (c *Client) WaitReady(ctx context.Context) error {
+	const most = 200 * time.Millisecond
+	wait := 5 * time.Millisecond
+	for {
+		var res abi.PingResult
+		if err := c.Call(ctx, abi.MethodKernelPing, nil, &res); err != nil {
+			return err
+		}
+		if res.Ready {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		wait = min(2*wait, most)
+	}
+}
+
 // Publish appends ev to the bus; it returns once the event is durable.
 func (c *Client) Publish(ctx context.Context, ev abi.Event) (abi.PublishResult, error) {
 	var res abi.PublishResult

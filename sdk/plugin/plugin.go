@@ -14,14 +14,15 @@
 // plugin do not run between the host's calls.
 //
 // Outside GOOS=wasip1 the package compiles, so tools and tests that load it
-// work, but the host functions return ErrNotWasm.
+// work, but the package's host functions return ErrNotWasm. A plugin that
+// may also be built into the host binary (as Kairo's own are: see
+// Builtin and NewNative) is written against a Host it is given — New(host
+// Host) Plugin — and its wasm main registers New(Imports).
 package plugin
 
 import (
 	"errors"
 	"log/slog"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
@@ -66,63 +67,42 @@ type Tool struct {
 // ErrNotWasm is returned by the host functions outside a wasm guest.
 var ErrNotWasm = errors.New("plugin: host functions exist only in a GOOS=wasip1 guest")
 
-var registered Plugin
+// module is the plugin of a wasm guest: one per module, set by Register.
+var module instance
 
 // Register sets the plugin's handlers. Call it from an init function of the
 // main package; a later call replaces the handlers.
-func Register(p Plugin) { registered = p }
+func Register(p Plugin) { module.p = p }
 
-// describe adds the definitions of the registered tools to info, except
-// those Init described itself.
-func describe(info *abi.PluginInfo) {
-	for _, t := range registered.Tools {
-		if !slices.ContainsFunc(info.Tools, func(d abi.Tool) bool { return d.Name == t.Name }) {
-			info.Tools = append(info.Tools, t.Tool)
-		}
-	}
+// Host is what a plugin reaches of Kairo while it handles a call: the
+// imports of the plugin ABI. A plugin built as a wasm module reaches them
+// through the package's functions (or Imports); a plugin that may also be
+// built into the host (NewNative) takes the Host it is given instead, so
+// that each of its instances reaches its own.
+type Host interface {
+	// Publish publishes ev on the bus, if the plugin's manifest grants
+	// its subject. The host sets Source to the plugin.
+	Publish(ev *abi.Event) error
+	// Call starts the kernel or host method with MsgPack-encodable args
+	// and returns its token at once; the abi.CallResult with that token
+	// arrives in a later batch.
+	Call(method string, args any) (int64, error)
+	// Log writes a line to the host's log, attributed to the plugin.
+	Log(level slog.Level, msg string)
+	// Now returns the time of the batch being handled. It does not move
+	// during a call, so a replayed run sees the same times.
+	Now() time.Time
 }
 
-// toolResults is the slice of the replies' tool results, reused: a reply
-// is encoded before the next call.
-var toolResults []abi.ToolResult
+// Imports is the Host of a wasm guest: the package's functions.
+var Imports Host = imports{}
 
-// handle runs the registered tools on b's tool calls, then Handle on what
-// is left, and answers with both.
-func handle(b *abi.Batch) (abi.Reply, error) {
-	results := toolResults[:0]
-	left := b.ToolCalls[:0]
-	for i := range b.ToolCalls {
-		c := &b.ToolCalls[i]
-		j := slices.IndexFunc(registered.Tools, func(t Tool) bool { return t.Name == c.Name })
-		switch {
-		case j >= 0:
-			res := abi.ToolResult{ID: c.ID}
-			var err error
-			if res.Content, err = registered.Tools[j].Run(c); err != nil {
-				res.Content, res.IsError = err.Error(), true
-			}
-			results = append(results, res)
-		case registered.Handle == nil:
-			results = append(results, abi.ToolResult{ID: c.ID, IsError: true, Content: "this plugin has no tool " + strconv.Quote(c.Name)})
-		default:
-			left = append(left, *c)
-		}
-	}
-	b.ToolCalls = left
-	var reply abi.Reply
-	var err error
-	switch {
-	case registered.Handle != nil:
-		reply, err = registered.Handle(b)
-	case len(registered.Tools) == 0:
-		err = errors.New("the plugin registered no Handle and no Tools")
-	}
-	if len(results) > 0 {
-		reply.ToolResults = append(results, reply.ToolResults...)
-		toolResults = reply.ToolResults
-	}
-	return reply, err
-}
+type imports struct{}
+
+func (imports) Publish(ev *abi.Event) error                 { return Publish(ev) }
+func (imports) Call(method string, args any) (int64, error) { return Call(method, args) }
+func (imports) Log(level slog.Level, msg string)            { Log(level, msg) }
+func (imports) Now() time.Time                              { return Now() }
 
 // Publish publishes ev on the bus, if the plugin's manifest grants its
 // subject. The host sets Source to the plugin when it is empty.

@@ -28,7 +28,7 @@ func TestTools(t *testing.T) {
 		},
 	})
 	b := &abi.Batch{ToolCalls: []abi.ToolCall{{ID: "1", Name: "upper", Arguments: "x"}, {ID: "2", Name: "other"}, {ID: "3", Name: "fail"}}}
-	reply, err := handle(b)
+	reply, err := module.run(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestTools(t *testing.T) {
 	}
 
 	info := abi.PluginInfo{Tools: []abi.Tool{{Name: "upper", Description: "Init's own"}}}
-	describe(&info)
+	module.describe(&info)
 	if len(info.Tools) != 2 || info.Tools[0].Description != "Init's own" || info.Tools[1].Name != "fail" {
 		t.Errorf("info tools %+v", info.Tools)
 	}
@@ -46,12 +46,12 @@ func TestTools(t *testing.T) {
 	// Without a Handle, a call of no registered tool is answered with an
 	// error; with neither, the batch is.
 	Register(Plugin{Tools: []Tool{{Tool: abi.Tool{Name: "upper"}, Run: func(*abi.ToolCall) (string, error) { return "", nil }}}})
-	reply, err = handle(&abi.Batch{ToolCalls: []abi.ToolCall{{ID: "9", Name: "nope"}}})
+	reply, err = module.run(&abi.Batch{ToolCalls: []abi.ToolCall{{ID: "9", Name: "nope"}}})
 	if err != nil || len(reply.ToolResults) != 1 || !reply.ToolResults[0].IsError || reply.ToolResults[0].Content != `this plugin has no tool "nope"` {
 		t.Errorf("no Handle: %+v %v", reply, err)
 	}
 	Register(Plugin{})
-	if _, err := handle(&abi.Batch{}); err == nil {
+	if _, err := module.run(&abi.Batch{}); err == nil {
 		t.Error("a plugin with neither Handle nor Tools handled a batch")
 	}
 }

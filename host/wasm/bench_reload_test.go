@@ -1,0 +1,197 @@
+package wasm
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// reloadManifest is echo's, with a config that keeps its batches off the
+// bus: a reload's first batch is the plugin's work alone.
+const reloadManifest = `[plugin]
+name = "echo"
+kinds = ["policy"]
+
+[grants]
+subscribe = ["demo.>"]
+publish = ["echo.>"]
+
+[limits]
+memory = "32MiB"
+
+[config]
+subscribe = "demo.>"
+publish = false
+`
+
+// BenchmarkHotReload is a plugin's module file written again with the same
+// bytes, as `make plugins` writes it (a temporary file renamed over it), to
+// the reloaded plugin having handled its first batch: the manager's rescan
+// (what its watcher runs once the folder has been quiet for settle, a
+// pause left out here) stops the old unit, and the new one reads the file,
+// finds its bytes are the module the old unit held, makes an instance of it
+// and initialises it, subscribes, and takes a tick. Beside each, in the
+// same loop, the floor of BenchmarkPluginRestart: wazero instantiating the
+// same module, already compiled, and running its _initialize. It reports
+// the p50 of each in ms and their ratio; and fails if a reload compiled.
+//
+// Bytes that changed pay a compile (wazero's compiler, or its cache on
+// disk): new-bytes-ms is one such reload, of the module with a custom
+// section added, which wazero has never seen; measured once per mode.
+func BenchmarkHotReload(b *testing.B) {
+	for _, mode := range []string{"trusted", "enforced"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			folder := Folder{Path: b.TempDir(), Granted: true}
+			if mode == "trusted" {
+				folder = Folder{Path: folder.Path, Builtin: true}
+			}
+			path := filepath.Join(folder.Path, "echo.wasm")
+			if err := os.WriteFile(filepath.Join(folder.Path, "echo.toml"), []byte(reloadManifest), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			write := func(wasm []byte) {
+				tmp := path + ".tmp"
+				if err := os.WriteFile(tmp, wasm, 0o600); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.Rename(tmp, path); err != nil {
+					b.Fatal(err)
+				}
+			}
+			write(guests["echo"])
+			m := startBenchManager(b, folder)
+			batch := testBatch(1, 64)
+			// reload rescans after the file was written, and waits for
+			// the new unit's first batch.
+			reload := func() time.Duration {
+				t0 := time.Now()
+				m.Rescan()
+				for {
+					batch.Time = time.Now()
+					_, err := m.Decide(ctx, "echo", batch)
+					if err == nil {
+						break
+					}
+					if time.Since(t0) > time.Minute {
+						b.Fatalf("the reloaded plugin does not serve: %v", err)
+					}
+				}
+				return time.Since(t0)
+			}
+			reload()
+
+			// The floor, in a runtime of its own: one the benchmark held
+			// would keep the module for the reloads.
+			u, _ := m.unit("echo")
+			u.mu.Lock()
+			pages := u.held.prep.key.pages
+			u.mu.Unlock()
+			opts := Options{Name: "echo", Trusted: mode == "trusted", MemoryPages: pages}
+			opts.defaults()
+			fm, err := testHost.prepare(ctx, guests["echo"], &opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer fm.close()
+			name := fm.register("floor", &Plugin{opts: opts})
+			mcfg := wazero.NewModuleConfig().WithName(name).WithStartFunctions()
+			floor := func() time.Duration {
+				t0 := time.Now()
+				g, err := fm.rt.InstantiateModule(ctx, fm.compiled, mcfg)
+				if err == nil {
+					_, err = g.ExportedFunction(abi.ExportInitialize).Call(ctx)
+				}
+				took := time.Since(t0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				g.Close(ctx)
+				return took
+			}
+
+			write(guests["echo"])
+			reload()
+			floor()
+			compiles := testHost.compileCount()
+			took := make([]time.Duration, 0, b.N)
+			floors := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				write(guests["echo"])
+				b.StartTimer()
+				took = append(took, reload())
+				floors = append(floors, floor())
+			}
+			b.StopTimer()
+			if n := testHost.compileCount() - compiles; n != 0 {
+				b.Fatalf("%d reloads of the same bytes prepared the module %d times, want 0", b.N, n)
+			}
+			r, f := p50ms(took), p50ms(floors)
+			b.ReportMetric(r, "ms")
+			b.ReportMetric(f, "floor-ms")
+			b.ReportMetric(r/f, "ratio")
+
+			newBytesOnce[mode].Do(func() {
+				wasm := withCustomSection(guests["echo"], "bench", strconv.FormatInt(time.Now().UnixNano(), 10))
+				write(wasm)
+				newBytes[mode] = reload()
+				write(guests["echo"])
+				reload()
+			})
+			b.ReportMetric(float64(newBytes[mode].Microseconds())/1e3, "new-bytes-ms")
+		})
+	}
+}
+
+// One reload of new bytes per mode and test binary: it compiles.
+var (
+	newBytesOnce = map[string]*sync.Once{"trusted": {}, "enforced": {}}
+	newBytes     = map[string]time.Duration{}
+)
+
+// withCustomSection is wasm with a custom section name holding text added.
+func withCustomSection(wasm []byte, name, text string) []byte {
+	body := uleb(nil, uint64(len(name)))
+	body = append(append(body, name...), text...)
+	out := append([]byte(nil), wasm...)
+	out = append(out, 0)
+	out = uleb(out, uint64(len(body)))
+	return append(out, body...)
+}
+
+// startBenchManager starts a manager over folder on a kernel of its own,
+// with the shared host; it stops when the benchmark ends.
+func startBenchManager(tb testing.TB, folder Folder) *Manager {
+	tb.Helper()
+	store, err := bus.OpenSQLite(filepath.Join(tb.TempDir(), "events.db"), bus.SQLiteOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bs := bus.New(store, bus.Options{})
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	k := kernel.New(bs, kernel.Options{Logger: logger})
+	m := NewManager(ManagerConfig{Host: testHost, Kernel: k, Folders: []Folder{folder}, Logger: logger})
+	tb.Cleanup(func() {
+		m.Stop()
+		k.Close()
+		bs.Close()
+	})
+	if err := m.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}

@@ -1,0 +1,310 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// freshHost is a Host of the test's own, on the shared compilation cache:
+// its modules are its own to count.
+func freshHost(t *testing.T) *Host {
+	t.Helper()
+	h, err := New(Config{CacheDir: filepath.Join(guestDir, "cache"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+func wantModules(t *testing.T, h *Host, held, idle, compiles int) {
+	t.Helper()
+	gh, gi := h.LiveModules()
+	if gh != held || gi != idle || h.compileCount() != compiles {
+		t.Fatalf("the host holds %d modules, %d idle, and prepared %d; want %d, %d and %d", gh, gi, h.compileCount(), held, idle, compiles)
+	}
+}
+
+// Instances of the same bytes and options share one module, each with its
+// own memory; closing one, or its failure, leaves the module to the other;
+// the last release closes it, but for the one idle module the host keeps.
+func TestModuleSharedByInstances(t *testing.T) {
+	ctx := context.Background()
+	h := freshHost(t)
+	for _, trusted := range []bool{false, true} {
+		opts := Options{Name: "echo", Trusted: trusted}
+		p1, err := h.Load(ctx, guests["echo"], opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2, err := h.Load(ctx, guests["echo"], opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p1.module != p2.module || p1.modName != "echo" || p2.modName == "echo" {
+			t.Fatalf("two instances: modules %p and %p, names %q and %q; want one module, two names", p1.module, p2.module, p1.modName, p2.modName)
+		}
+		if trusted {
+			wantModules(t, h, 1, 1, 2)
+		} else {
+			wantModules(t, h, 1, 0, 1)
+		}
+		for _, p := range []*Plugin{p1, p2} {
+			initPlugin(t, p, map[string]any{"publish": true})
+		}
+		// Each instance's imports serve that instance: its own output.
+		out, err := p2.Handle(ctx, testBatch(2, 8))
+		if err != nil || len(out.Published) != 2 {
+			t.Fatalf("p2: %d published, err %v; want 2", len(out.Published), err)
+		}
+		if err := p1.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out, err = p2.Handle(ctx, testBatch(3, 8))
+		if err != nil || len(out.Published) != 3 || len(out.Reply.Actions) != 3 {
+			t.Fatalf("p2 after p1 closed: %d published, %d actions, err %v; want 3 and 3", len(out.Published), len(out.Reply.Actions), err)
+		}
+		p2.Close(ctx)
+		p2.Close(ctx) // twice is once
+	}
+	// The last released is kept idle; the one before it was closed.
+	wantModules(t, h, 0, 1, 2)
+	// Another memory limit is another module.
+	p, err := h.Load(ctx, guests["echo"], Options{Name: "echo", MemoryPages: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantModules(t, h, 1, 1, 3)
+	p.Close(ctx)
+	wantModules(t, h, 0, 1, 3)
+	// The idle one serves its bytes again, without preparing them.
+	p, err = h.Load(ctx, guests["echo"], Options{Name: "echo", MemoryPages: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantModules(t, h, 1, 0, 3)
+	p.Close(ctx)
+}
+
+// An instance whose call failed never serves again; the next instance of
+// the same module starts with fresh memory and serves.
+func TestModuleOutlivesAFailedInstance(t *testing.T) {
+	ctx := context.Background()
+	h := freshHost(t)
+	opts := Options{Name: "hostile"}
+	p, err := h.Load(ctx, guests["hostile"], opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initPlugin(t, p, map[string]any{"mode": "panic"})
+	if _, err := p.Handle(ctx, testBatch(1, 8)); err == nil {
+		t.Fatal("the panicking plugin handled its batch")
+	}
+	if _, err := p.Handle(ctx, testBatch(1, 8)); err == nil {
+		t.Fatal("a failed instance served again")
+	}
+	mod := p.module
+	mod.retain() // as its unit does
+	p.Close(ctx)
+	q, err := mod.Instantiate(ctx, opts)
+	mod.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close(ctx)
+	initPlugin(t, q, map[string]any{"mode": "noop"})
+	if out, err := q.Handle(ctx, testBatch(1, 8)); err != nil || len(out.Reply.Actions) != 1 {
+		t.Fatalf("the next instance: %d actions, err %v", len(out.Reply.Actions), err)
+	}
+	wantModules(t, h, 1, 0, 1)
+}
+
+// anyGuestManifest runs echo, or hostile under the name echo.
+const anyGuestManifest = `[plugin]
+name = "echo"
+kinds = ["policy"]
+
+[grants]
+subscribe = ["demo.>"]
+publish = ["echo.>"]
+call = ["kernel.ping"]
+
+[config]
+name = "echo"
+subscribe = "demo.>"
+`
+
+// A unit keeps its module across restarts; a reload of the same bytes
+// takes the old unit's module; new bytes are prepared and the old module
+// is let go (kept idle, one at most), so reloads do not pile up modules; a
+// removed plugin leaves none held.
+func TestReloadReusesAndClosesModules(t *testing.T) {
+	e := newManagerEnv(t)
+	h := freshHost(t)
+	e.drop("echo", "echo", anyGuestManifest)
+	e.m = NewManager(ManagerConfig{Host: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := e.m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState("echo", abi.PluginRunning)
+	wantModules(t, h, 1, 0, 1)
+	path := filepath.Join(e.dir, "echo.wasm")
+	// asker says it is asker: refused, it still holds its module.
+	rewrite := func(guest string) {
+		t.Helper()
+		state := abi.PluginRunning
+		if guest == "asker" {
+			state = abi.PluginRefused
+		}
+		if err := os.WriteFile(path+".tmp", guests[guest], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+		if len(e.m.Rescan()) != 1 {
+			t.Fatal("the rescan did not reload the plugin")
+		}
+		e.waitState("echo", state)
+	}
+	for range 3 {
+		rewrite("echo")
+	}
+	wantModules(t, h, 1, 0, 1)
+	// Other bytes (hostile, which takes the name its config gives it).
+	rewrite("hostile")
+	wantModules(t, h, 1, 1, 2)
+	rewrite("echo") // put back: the idle module
+	wantModules(t, h, 1, 1, 2)
+	rewrite("hostile")
+	rewrite("echo")
+	rewrite("hostile")
+	wantModules(t, h, 1, 1, 2)
+	// A refused plugin holds no module.
+	rewrite("asker")
+	wantModules(t, h, 0, 1, 3)
+	rewrite("hostile")
+	wantModules(t, h, 1, 1, 4)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	e.m.Rescan()
+	wantModules(t, h, 0, 1, 4)
+	e.m.Stop()
+	e.m = nil
+	wantModules(t, h, 0, 1, 4)
+}
+
+// Every plugin's file written again at once, as `make plugins` does: each
+// new unit takes its old unit's module, none is prepared again — more than
+// the one idle module the host keeps.
+func TestReloadOfAllKeepsEveryModule(t *testing.T) {
+	e := newManagerEnv(t)
+	h := freshHost(t)
+	const manifest = `[plugin]
+name = "%s"
+kinds = ["policy"]
+
+[grants]
+subscribe = ["demo.>"]
+publish = ["echo.>"]
+call = ["kernel.ping"]
+
+[config]
+name = "%s"
+subscribe = "demo.>"
+`
+	e.drop("echo", "echo", fmt.Sprintf(manifest, "echo", "echo"))
+	e.drop("two", "hostile", fmt.Sprintf(manifest, "two", "two"))
+	e.m = NewManager(ManagerConfig{Host: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := e.m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wantModules(t, h, 2, 0, 2)
+	for range 2 {
+		e.drop("echo", "echo", "")
+		e.drop("two", "hostile", "")
+		for _, u := range e.m.Rescan() {
+			u.waitStarted(context.Background())
+		}
+		e.waitState("echo", abi.PluginRunning)
+		e.waitState("two", abi.PluginRunning)
+		wantModules(t, h, 2, 0, 2)
+	}
+}
+
+// New bytes are prepared by the rescan while the old unit still serves,
+// and handed to the unit that replaces it.
+func TestRescanPreparesNewBytesAhead(t *testing.T) {
+	e := newManagerEnv(t)
+	h := freshHost(t)
+	e.drop("echo", "echo", anyGuestManifest)
+	e.m = NewManager(ManagerConfig{Host: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := e.m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState("echo", abi.PluginRunning)
+	old, _ := e.m.unit("echo")
+	wasm := guests["hostile"]
+	if err := os.WriteFile(filepath.Join(e.dir, "echo.wasm"), wasm, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := old.files
+	f.stamp = stampOf(f.wasm)
+	e.m.holdModule(old, &f)
+	select {
+	case <-old.done:
+		t.Fatal("the old unit stopped")
+	default:
+	}
+	wantModules(t, h, 2, 0, 2)
+	e.m.hintMu.Lock()
+	held := e.m.hints["echo"]
+	e.m.hintMu.Unlock()
+	if len(held.hints) != 2 || !bytes.Equal(held.hints[0].wasm, wasm) || &held.wasm[0] != &held.hints[0].wasm[0] {
+		t.Fatalf("handed over %d modules, the new one first: %v", len(held.hints), held.hints)
+	}
+	e.m.dropHints()
+	wantModules(t, h, 1, 1, 2)
+	// The rescan does the same, and the new unit takes it.
+	e.m.Rescan()
+	e.waitState("echo", abi.PluginRunning)
+	wantModules(t, h, 1, 1, 2)
+}
+
+func TestFileHolds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.wasm")
+	want := bytes.Repeat([]byte("kairo"), 200_000) // over one piece
+	for _, c := range []struct {
+		name string
+		file []byte
+		ok   bool
+	}{
+		{"same", want, true},
+		{"last byte", append(bytes.Clone(want[:len(want)-1]), 'x'), false},
+		{"first byte", append([]byte("x"), want[1:]...), false},
+		{"shorter", want[:len(want)-1], false},
+		{"longer", append(bytes.Clone(want), 'x'), false},
+	} {
+		if err := os.WriteFile(path, c.file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := fileHolds(path, want); got != c.ok {
+			t.Errorf("%s: fileHolds = %v, want %v", c.name, got, c.ok)
+		}
+	}
+	if fileHolds(filepath.Join(t.TempDir(), "none"), want) {
+		t.Error("a missing file holds the bytes")
+	}
+}

@@ -1,0 +1,246 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+
+	"github.com/kairo-os/kairo/manifests"
+)
+
+// A unit holds the module of its plugin (prepared.go) from its first start
+// to its stop, so a restart after a failure only makes an instance of it.
+// On a reload the old unit's module is handed over to the unit that
+// replaces it (Manager.hints), so a reload of the same bytes — the same
+// file written again — does not prepare it again either; and when the
+// bytes changed, the rescan prepares (compiles) the new module before it
+// stops the old unit, which serves meanwhile. A module no unit took is let
+// go when the rescan ends.
+
+// unitModule is what a unit holds, under u.mu; and what a rescan hands
+// over to the unit that replaces another.
+type unitModule struct {
+	prep  *Module   // the module its instances are made of
+	hints []*Module // handed over, until prep is set
+	// wasm is the module file as read, and the stamp it had then: a
+	// restart with the file unchanged reads only the manifest again.
+	wasm  []byte
+	stamp fileStamp
+}
+
+func (h *unitModule) release() {
+	h.prep.Release()
+	for _, mod := range h.hints {
+		mod.Release()
+	}
+	*h = unitModule{}
+}
+
+// readFiles reads the plugin's manifest and module, the module from the
+// unit's last read when the file has the same size and time as then.
+func (u *unit) readFiles() (*manifests.Plugin, []byte, error) {
+	if u.files.native != nil {
+		return u.files.read()
+	}
+	stamp := stampOf(u.files.wasm)
+	u.mu.Lock()
+	wasm, same := u.held.wasm, u.held.wasm != nil && sameModuleFile(stamp, u.held.stamp)
+	u.mu.Unlock()
+	if same {
+		man, err := PluginManifest(u.files.wasm, wasm)
+		return man, wasm, err
+	}
+	man, wasm, err := u.files.read()
+	if err == nil {
+		u.mu.Lock()
+		u.held.wasm, u.held.stamp = wasm, stamp
+		u.mu.Unlock()
+	}
+	return man, wasm, err
+}
+
+// sameModuleFile reports whether two stamps say the module file is the
+// same.
+func sameModuleFile(a, b fileStamp) bool {
+	return a.wasmSize == b.wasmSize && a.wasmTime.Equal(b.wasmTime)
+}
+
+// instance starts an instance of the unit's plugin: a built-in's, or one
+// of the module the unit holds.
+func (u *unit) instance(ctx context.Context, wasm []byte, opts Options) (*Plugin, error) {
+	if u.files.native != nil {
+		return u.load(ctx, wasm, opts)
+	}
+	mod, err := u.module(ctx, wasm, opts)
+	if err != nil {
+		return nil, err
+	}
+	return mod.Instantiate(ctx, opts)
+}
+
+// module returns the module of wasm for opts: the one the unit holds, one
+// handed over, or one the host prepares; the unit holds it from then on,
+// and lets the others go.
+func (u *unit) module(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
+	want := opts
+	want.defaults()
+	u.mu.Lock()
+	prep := u.held.prep
+	if prep.fits(wasm, &want) {
+		u.mu.Unlock()
+		return prep, nil
+	}
+	var mod *Module
+	for _, h := range u.held.hints {
+		if h.fits(wasm, &want) {
+			mod = h
+			mod.retain()
+			break
+		}
+	}
+	u.mu.Unlock()
+	if mod == nil {
+		var err error
+		if mod, err = u.m.cfg.Host.Prepare(ctx, wasm, opts); err != nil {
+			return nil, err
+		}
+	}
+	u.mu.Lock()
+	old := u.held
+	u.held = unitModule{prep: mod, wasm: old.wasm, stamp: old.stamp}
+	if len(old.wasm) > 0 && len(wasm) > 0 && &old.wasm[0] == &wasm[0] {
+		u.held.wasm = mod.wasm // the same bytes: one copy
+	}
+	old.wasm = nil
+	u.mu.Unlock()
+	old.release()
+	return mod, nil
+}
+
+// dropModules lets go of what the unit holds, as it stops.
+func (u *unit) dropModules() {
+	u.mu.Lock()
+	old := u.held
+	u.held = unitModule{}
+	u.mu.Unlock()
+	old.release()
+}
+
+// holdModule keeps the module the unit u holds for the unit that will
+// replace it: newUnit takes it (takeHeld), and the scan that stopped u
+// lets go of what no unit took (dropHints). With next, the plugin's files
+// as the scan found them, it also prepares their module, now, while u
+// serves, when its bytes are not u's.
+func (m *Manager) holdModule(u *unit, next *pluginFiles) {
+	u.mu.Lock()
+	mod := u.held.prep
+	if mod != nil {
+		mod.retain() // under u.mu: the unit cannot release it meanwhile
+	}
+	u.mu.Unlock()
+	var ahead unitModule
+	if next != nil && next.native == nil {
+		ahead = m.prepareAhead(*next, mod)
+	}
+	if mod != nil {
+		ahead.hints = append(ahead.hints, mod)
+	}
+	if ahead.hints == nil && ahead.wasm == nil {
+		return
+	}
+	m.hintMu.Lock()
+	if m.hints == nil {
+		m.hints = map[string]*unitModule{}
+	}
+	prev := m.hints[u.name]
+	m.hints[u.name] = &ahead
+	m.hintMu.Unlock()
+	if prev != nil {
+		prev.release()
+	}
+}
+
+// prepareAhead reads the plugin's files and, unless its module's bytes are
+// those of cur, prepares them. What fails is left for the new unit to
+// find again and report.
+func (m *Manager) prepareAhead(f pluginFiles, cur *Module) unitModule {
+	stamp := stampOf(f.wasm)
+	var man *manifests.Plugin
+	var wasm []byte
+	var err error
+	if cur != nil && fileHolds(f.wasm, cur.wasm) {
+		// Written again, the same: compared as it is read, without a copy.
+		wasm = cur.wasm
+		man, err = PluginManifest(f.wasm, wasm)
+	} else {
+		man, wasm, err = f.read()
+	}
+	if err != nil {
+		return unitModule{}
+	}
+	read := unitModule{wasm: wasm, stamp: stamp}
+	auth, err := m.authorize(man, f.folder)
+	if err != nil || m.cfg.Overrides[man.Plugin.Name].Disabled() {
+		return read
+	}
+	opts := m.options(auth.plugin, f.folder.Builtin, nil)
+	opts.defaults()
+	if cur.fits(wasm, &opts) {
+		read.wasm = cur.wasm // the same bytes: one copy, told at once
+		return read
+	}
+	if mod, err := m.cfg.Host.Prepare(m.ctx, wasm, opts); err == nil {
+		read.hints, read.wasm = []*Module{mod}, mod.wasm
+	}
+	return read
+}
+
+// takeHeld hands what was held for the plugin name to its new unit, and
+// the module file as the rescan read it.
+func (m *Manager) takeHeld(name string) unitModule {
+	m.hintMu.Lock()
+	defer m.hintMu.Unlock()
+	h := m.hints[name]
+	delete(m.hints, name)
+	if h == nil {
+		return unitModule{}
+	}
+	return *h
+}
+
+// dropHints lets go of the modules held for units that were not started
+// again (their files were removed).
+func (m *Manager) dropHints() {
+	m.hintMu.Lock()
+	hints := m.hints
+	m.hints = nil
+	m.hintMu.Unlock()
+	for _, h := range hints {
+		h.release()
+	}
+}
+
+// fileHolds reports whether the file at path holds exactly want, reading it
+// a piece at a time: a module written again the same is told without a
+// copy of it.
+func fileHolds(path string, want []byte) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(want)) {
+		return false
+	}
+	buf := make([]byte, max(1, min(len(want), 256<<10)))
+	for len(want) > 0 {
+		n, err := io.ReadFull(f, buf[:min(len(buf), len(want))])
+		if err != nil || !bytes.Equal(buf[:n], want[:n]) {
+			return false
+		}
+		want = want[n:]
+	}
+	n, _ := f.Read(buf[:1])
+	return n == 0
+}
