@@ -40,8 +40,8 @@ test: lint testdata
 	$(MAKE) fuzz
 
 # What the tests run besides Go: the reference MCP filesystem server, from
-# npm, at the version host/mcp/testdata/npm/package-lock.json pins.
-MCP_NPM := host/mcp/testdata/npm
+# npm, at the version internal/mcp/testdata/npm/package-lock.json pins.
+MCP_NPM := internal/mcp/testdata/npm
 testdata: $(MCP_NPM)/node_modules/.package-lock.json
 $(MCP_NPM)/node_modules/.package-lock.json: $(MCP_NPM)/package-lock.json
 	@command -v npm >/dev/null || { echo "the tests need Node.js and npm (apt-get install nodejs npm)"; exit 1; }

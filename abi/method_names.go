@@ -33,11 +33,11 @@ const (
 	MethodPluginsGrant   = "plugins.grant"
 	MethodPluginsRevoke  = "plugins.revoke"
 
-	// host/tools: the agent's tools.
+	// internal/tools: the agent's tools.
 	MethodToolsList   = "tools.list"
 	MethodToolsResult = "tools.result"
 
-	// host/agent: run loops and memory; host: replay.
+	// internal/agent: run loops and memory; host: replay.
 	MethodAgentRuns      = "agent.runs"
 	MethodAgentReplay    = "agent.replay"
 	MethodMemoryRetrieve = "memory.retrieve"

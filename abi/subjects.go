@@ -77,7 +77,7 @@ const (
 	SubjectTerminalInput = "kairo.input.terminal"
 )
 
-// The agent and its run loops (host/agent). The data types are in agent.go.
+// The agent and its run loops (internal/agent). The data types are in agent.go.
 const (
 	SubjectAgentThought = "kairo.agent.thought"
 	SubjectAgentAction  = "kairo.agent.action"
@@ -110,7 +110,7 @@ func IsAgentMessageSubject(subject string) bool {
 	return ok && id != "" && !strings.Contains(id, ".")
 }
 
-// The agent's tools (host/tools, host/agent): a call and its result.
+// The agent's tools (internal/tools, internal/agent): a call and its result.
 const (
 	SubjectToolInvoke = "kairo.tool.invoke"
 	SubjectToolResult = "kairo.tool.result"
@@ -118,7 +118,7 @@ const (
 	SubjectToolAll = "kairo.tool.>"
 )
 
-// The recording of the model's exchanges (host/llm). Both carry the
+// The recording of the model's exchanges (internal/llm). Both carry the
 // correlationId of the run loop the request belongs to; a response's
 // causationId is its request's id. What a replay answers from.
 const (
@@ -128,7 +128,7 @@ const (
 	SubjectLLMAll = "kairo.llm.>"
 )
 
-// The agent's long-term memory (host/agent, host/memory): a run loop
+// The agent's long-term memory (internal/agent, internal/memory): a run loop
 // indexed, and what the operator made it forget.
 const (
 	SubjectMemoryIndexed   = "kairo.memory.indexed"

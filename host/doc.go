@@ -14,13 +14,13 @@
 //
 //   - host/wasm: the WebAssembly plugin host, on wazero; its Manager runs
 //     the plugins of folders.
-//   - host/agent: the agent runtime: the tick loop, the observations, the
+//   - internal/agent: the agent runtime: the tick loop, the observations, the
 //     run loops and the dispatch of what the policy decides.
-//   - host/llm: the host method llm.chat, the one way to a language model.
-//   - host/tools: the tool registry, one table of every source's tools;
-//     host/tools/modelname names them for a model.
-//   - host/mcp: the tools of MCP servers.
-//   - host/memory: the memory of each open run loop, and of those that
+//   - internal/llm: the host method llm.chat, the one way to a language model.
+//   - internal/tools: the tool registry, one table of every source's tools;
+//     internal/tools/modelname names them for a model.
+//   - internal/mcp: the tools of MCP servers.
+//   - internal/memory: the memory of each open run loop, and of those that
 //     ended.
 //   - host/internal/meter: rewrites a plugin's module so that the host can
 //     stop it at any time.

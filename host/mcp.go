@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/mcp"
-	"github.com/kairo-os/kairo/host/tools"
+	"github.com/kairo-os/kairo/internal/mcp"
+	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/manifests"
 )
 

@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/agent"
 	"github.com/kairo-os/kairo/host/wasm"
+	"github.com/kairo-os/kairo/internal/agent"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/manifests"

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kairo-os/kairo/host/tools/modelname"
+	"github.com/kairo-os/kairo/internal/tools/modelname"
 )
 
 // The MCP cases of issue 15 against a real `kairo up`, real MCP stdio
@@ -215,7 +215,7 @@ deadline = "3s"
 	}
 }
 
-// buildMCPServer builds host/mcp's test server, static, where a sandboxed
+// buildMCPServer builds internal/mcp's test server, static, where a sandboxed
 // uid of its own may run it.
 func buildMCPServer(t *testing.T) string {
 	t.Helper()
@@ -226,7 +226,7 @@ func buildMCPServer(t *testing.T) string {
 		}
 	}
 	bin := filepath.Join(dir, "mcp-server")
-	build := exec.Command(goTool(), "build", "-o", bin, "../../host/mcp/testdata/server")
+	build := exec.Command(goTool(), "build", "-o", bin, "../../internal/mcp/testdata/server")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // the grants name no libraries
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the MCP test server: %v\n%s", err, out)

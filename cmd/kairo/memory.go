@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/agent"
-	"github.com/kairo-os/kairo/host/memory"
+	"github.com/kairo-os/kairo/internal/agent"
+	"github.com/kairo-os/kairo/internal/memory"
 )
 
 var memoryCommands []command

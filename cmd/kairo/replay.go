@@ -11,9 +11,9 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
-	"github.com/kairo-os/kairo/host/agent"
-	"github.com/kairo-os/kairo/host/tools"
 	"github.com/kairo-os/kairo/host/wasm"
+	"github.com/kairo-os/kairo/internal/agent"
+	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/manifests"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/tools"
+	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/manifests"
 )
 

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/tools/modelname"
+	"github.com/kairo-os/kairo/internal/tools/modelname"
 )
 
 func runTools(ctx context.Context, args []string) error {

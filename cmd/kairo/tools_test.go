@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/agent"
-	"github.com/kairo-os/kairo/host/tools"
+	"github.com/kairo-os/kairo/internal/agent"
+	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"

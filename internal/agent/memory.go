@@ -1,0 +1,597 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/memory"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// MemoryConfig is what the agent remembers beyond the state of its run
+// loops.
+type MemoryConfig struct {
+	// Store is the long-term memory: each run loop is indexed into it when
+	// it ends, and a new run loop is given what it recalls of earlier ones.
+	// Nil: none.
+	Store *memory.Store
+	// KeepReasoning lets the policy's thoughts into long-term memory; off,
+	// only the public actions, results and summaries of a run loop reach
+	// the disk (seed 000 §4.2).
+	KeepReasoning bool
+	// Recall is how many chunks of earlier run loops a new run loop is
+	// given; default 3, negative for none.
+	Recall int
+	// ShortTerm sizes the short-term memory of each open run loop; its
+	// Summarizer rewrites a run loop's summary when the ring overflows
+	// (default extractive; LLMSummarizer with a model configured).
+	ShortTerm memory.ShortTermOptions
+}
+
+// LLMSummarizer rewrites a run loop's short-term summary with a language
+// model, through llm.chat's Chatter. Its requests are marked
+// abi.PurposeSummary, so a replay of the policy passes them by.
+type LLMSummarizer struct {
+	Chat interface {
+		Chat(ctx context.Context, p abi.ChatParams) (abi.ChatResult, error)
+	}
+}
+
+const summaryPrompt = `You keep the running summary of one task of an assistant that runs commands on a computer.
+Rewrite the summary so it also covers the new lines below. Keep the facts that matter later:
+what the user asked, what ran and how it ended (exit codes, durations, files), what is still
+running, decisions and open questions. Drop chatter. Plain text, no preamble, at most %d bytes.`
+
+// Summarize folds evicted into summary.
+func (s LLMSummarizer) Summarize(ctx context.Context, summary string, evicted []string, maxBytes int) (string, error) {
+	var u strings.Builder
+	fmt.Fprintf(&u, "Summary so far:\n%s\n\nNew lines:\n", orNothing(summary))
+	for _, l := range evicted {
+		u.WriteString("- " + l + "\n")
+	}
+	res, err := s.Chat.Chat(ctx, abi.ChatParams{Purpose: abi.PurposeSummary, MaxTokens: maxBytes/3 + 16, Messages: []abi.ChatMessage{
+		{Role: abi.RoleSystem, Content: fmt.Sprintf(summaryPrompt, maxBytes)},
+		{Role: abi.RoleUser, Content: u.String()},
+	}})
+	if err != nil {
+		return "", err
+	}
+	text := strings.TrimSpace(res.Message.Content)
+	if text == "" {
+		return "", fmt.Errorf("the model answered no summary (finish reason %q)", res.FinishReason)
+	}
+	if len(text) > maxBytes {
+		text = text[:maxBytes]
+	}
+	return text, nil
+}
+
+func orNothing(s string) string {
+	if s == "" {
+		return "(nothing yet)"
+	}
+	return s
+}
+
+// SubjectMemoryIndexed says a run loop is in long-term memory: a run loop
+// that ended without one is indexed at the next start.
+const SubjectMemoryIndexed = abi.SubjectMemoryIndexed
+
+// MemoryIndexed is its data.
+type MemoryIndexed struct {
+	RunLoopID string `msgpack:"runLoopId"`
+	Segments  int    `msgpack:"segments"`
+}
+
+// SubjectMemoryForgotten says the operator made memory forget something:
+// what it names is left out whenever a run loop is indexed again, at a
+// start or in a rebuild of memory.db from the log.
+const SubjectMemoryForgotten = abi.SubjectMemoryForgotten
+
+// MemoryForgotten is its data: what was asked (one of Anchor, Task, Query),
+// by whom, and what that named when it was asked.
+type MemoryForgotten struct {
+	By     string `msgpack:"by"`
+	Anchor string `msgpack:"anchor,omitempty"`
+	Task   string `msgpack:"task,omitempty"`
+	Query  string `msgpack:"query,omitempty"`
+	memory.Forgetting
+}
+
+// The kernel methods of long-term memory, for plugins (granted in their
+// manifests) and clients; memory.forget is the operator's alone.
+const (
+	MethodMemoryRetrieve = abi.MethodMemoryRetrieve
+	MethodMemoryExpand   = abi.MethodMemoryExpand
+	MethodMemoryForget   = abi.MethodMemoryForget
+)
+
+// ForgetParams are memory.forget's params: exactly one of an anchor (as
+// memory.Anchor.String writes it), a run loop (every segment of it), or a
+// query (every segment whose text holds it, as memory.Store.Find). It
+// answers ForgetResult.
+type ForgetParams struct {
+	Anchor string `msgpack:"anchor,omitempty"`
+	Task   string `msgpack:"task,omitempty"`
+	Query  string `msgpack:"query,omitempty"`
+}
+
+// ForgetResult is what memory.forget forgot.
+type ForgetResult struct {
+	// Segments are the segments it removed from the store.
+	Segments []memory.SegmentRef `msgpack:"segments"`
+	// Recorded is whether kairo.memory.forgotten was recorded (nothing
+	// matched a query: nothing to record).
+	Recorded bool `msgpack:"recorded"`
+}
+
+// RetrieveParams are memory.retrieve's params; it answers []memory.Chunk.
+type RetrieveParams struct {
+	Query string `msgpack:"query"`
+	K     int    `msgpack:"k,omitempty"`
+}
+
+// ExpandParams are memory.expand's params; it answers memory.Expanded.
+type ExpandParams struct {
+	Anchor memory.Anchor `msgpack:"anchor"`
+	Window int           `msgpack:"window,omitempty"`
+}
+
+// keeper is the runtime's memory: the short-term memory of the open run
+// loops, fed by every event the runtime observes, and the long-term store,
+// fed with each run loop as it ends. Indexing and recall run on the
+// keeper's goroutine, one job at a time, never on a tick.
+type keeper struct {
+	r     *Runtime
+	cfg   MemoryConfig
+	short *memory.ShortTerm
+
+	mu      sync.Mutex
+	events  map[string][]abi.Event    // of the open run loops, as observed
+	recall  map[string][]memory.Chunk // what each open run loop recalled
+	indexed map[string]bool           // run loops in the store (from the log)
+	ended   []string                  // run loops that ended, in order (from the log)
+	forgot  memory.Forgetting         // what the operator made memory forget (from the log)
+
+	// imu serializes indexing and forgetting: a run loop indexed while it
+	// is forgotten is either indexed first or leaves it out.
+	imu sync.Mutex
+
+	jobs chan func(context.Context)
+	// shortQ are the events the short-term memory has yet to take: it may
+	// ask a model, so it never runs on the bus's delivery.
+	shortQ    []abi.Event
+	shortWake chan struct{}
+}
+
+func newKeeper(r *Runtime, cfg MemoryConfig) *keeper {
+	if cfg.Recall == 0 {
+		cfg.Recall = 3
+	}
+	return &keeper{r: r, cfg: cfg, short: memory.NewShortTerm(cfg.ShortTerm),
+		events: map[string][]abi.Event{}, recall: map[string][]memory.Chunk{}, indexed: map[string]bool{},
+		jobs: make(chan func(context.Context), 256), shortWake: make(chan struct{}, 1)}
+}
+
+// rebuild folds one stored event at start.
+func (k *keeper) rebuild(ev *abi.Event) {
+	switch ev.Type {
+	case abi.SubjectIntentEnded:
+		k.ended = append(k.ended, ev.CorrelationID)
+	case SubjectMemoryIndexed:
+		var d MemoryIndexed
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			k.indexed[d.RunLoopID] = true
+		}
+	case SubjectMemoryForgotten:
+		var d MemoryForgotten
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			k.forgot.Add(d.Forgetting)
+		}
+	}
+}
+
+// follow buffers the events of the run loops open at start from now on;
+// start's catch-up adds those the log held before.
+func (k *keeper) follow(open []string) {
+	k.mu.Lock()
+	for _, id := range open {
+		k.events[id] = nil
+	}
+	k.mu.Unlock()
+}
+
+// start runs the keeper's goroutine, first bringing memory up to the log:
+// what the operator made it forget, the short-term memory and events of
+// the run loops still open, and the run loops that ended but are not in
+// the store as the log has them: never indexed (the daemon stopped first,
+// or memory.db was removed: a rebuild), or indexed before provenance was
+// kept.
+func (k *keeper) start(ctx context.Context, open []string, upTo uint64) {
+	var missing []string
+	if k.cfg.Store != nil {
+		if !k.forgot.Empty() {
+			// Recorded, then applied: a daemon that died between the two
+			// applies it now.
+			if _, err := k.cfg.Store.Forget(ctx, k.forgot); err != nil {
+				k.r.log.Warn("memory: apply what was forgotten", "err", err)
+			}
+		}
+		stored, err := k.cfg.Store.Indexed(ctx)
+		if err != nil {
+			k.r.log.Warn("memory: list what is indexed; trusting the log", "err", err)
+		}
+		seen := map[string]bool{}
+		for _, id := range k.ended {
+			legacy, in := stored[id]
+			if seen[id] || (k.indexed[id] && (err != nil || (in && !legacy))) {
+				continue
+			}
+			seen[id] = true
+			missing = append(missing, id)
+		}
+	}
+	k.ended, k.indexed = nil, nil
+	want := map[string]bool{}
+	for _, id := range append(append([]string(nil), open...), missing...) {
+		want[id] = true
+	}
+	k.r.wg.Add(1)
+	go func() { // owned by the runtime: ends with its context
+		defer k.r.wg.Done()
+		if len(want) > 0 {
+			k.catchUp(ctx, want, upTo, missing)
+		}
+		// The short-term memory is fed at most once a shortEvery: what
+		// comes between is one batch, so a burst of events costs a run
+		// loop one summary, not one each time its ring overflows.
+		var fed time.Time
+		var later <-chan time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case job := <-k.jobs:
+				job(ctx)
+			case <-k.shortWake:
+				if wait := shortEvery - time.Since(fed); wait > 0 {
+					if later == nil {
+						later = time.After(wait)
+					}
+					continue
+				}
+				k.feedShort(ctx)
+				fed = time.Now()
+			case <-later:
+				later = nil
+				k.feedShort(ctx)
+				fed = time.Now()
+			}
+		}
+	}()
+}
+
+// shortEvery is the least time between two feeds of the short-term memory.
+const shortEvery = 250 * time.Millisecond
+
+// feedShort hands the short-term memory what waits for it, as one batch.
+func (k *keeper) feedShort(ctx context.Context) {
+	k.mu.Lock()
+	evs := k.shortQ
+	k.shortQ = nil
+	k.mu.Unlock()
+	// All at once: a burst of events costs one summary per run loop.
+	if err := k.short.ObserveAll(ctx, evs); err != nil && ctx.Err() == nil {
+		k.r.log.Warn("memory: short-term", "err", err)
+	}
+}
+
+// catchUp reads the log once for the events of the run loops in want.
+func (k *keeper) catchUp(ctx context.Context, want map[string]bool, upTo uint64, missing []string) {
+	byLoop := map[string][]abi.Event{}
+	err := k.r.k.Bus.Replay(ctx, bus.Query{ToSeq: upTo}, func(ev *abi.Event) error {
+		id := memory.LoopOf(ev)
+		if !want[id] {
+			return nil
+		}
+		c := *ev
+		c.Data = append([]byte(nil), ev.Data...)
+		byLoop[id] = append(byLoop[id], c)
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			k.r.log.Warn("memory: read the log", "err", err)
+		}
+		return
+	}
+	for _, id := range missing {
+		if len(byLoop[id]) > 0 { // none: the log no longer has it; keep what the store has
+			k.index(ctx, id, byLoop[id])
+		}
+		delete(byLoop, id)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var stored []abi.Event
+	for id, evs := range byLoop {
+		stored = append(stored, evs...)
+		k.events[id] = append(evs, k.events[id]...)
+	}
+	slices.SortFunc(stored, func(a, b abi.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	k.shortQ = append(stored, k.shortQ...) // before what was observed since
+	select {
+	case k.shortWake <- struct{}{}:
+	default:
+	}
+}
+
+// observe takes one event as the runtime observed it from the bus.
+func (k *keeper) observe(ctx context.Context, ev *abi.Event) {
+	id := memory.LoopOf(ev)
+	if id == "" {
+		return
+	}
+	k.mu.Lock()
+	_, open := k.events[id]
+	if ev.Type == abi.SubjectIntentStarted {
+		open = true
+	}
+	if !open {
+		k.mu.Unlock()
+		return
+	}
+	c := *ev
+	c.Data = append([]byte(nil), ev.Data...)
+	k.events[id] = append(k.events[id], c)
+	k.shortQ = append(k.shortQ, c)
+	select {
+	case k.shortWake <- struct{}{}:
+	default:
+	}
+	var evs []abi.Event
+	if ev.Type == abi.SubjectIntentEnded {
+		evs = k.events[id]
+		delete(k.events, id)
+		delete(k.recall, id)
+	}
+	k.mu.Unlock()
+
+	switch {
+	case k.cfg.Store == nil:
+	case ev.Type == abi.SubjectIntentStarted:
+		var d abi.IntentStarted
+		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Goal != "" && k.cfg.Recall > 0 {
+			k.queue(func(ctx context.Context) { k.recallFor(ctx, id, d.Goal) })
+		}
+	case ev.Type == abi.SubjectIntentEnded:
+		k.queue(func(ctx context.Context) { k.index(ctx, id, evs) })
+	}
+}
+
+func (k *keeper) queue(job func(context.Context)) {
+	select {
+	case k.jobs <- job:
+	default:
+		k.r.log.Warn("memory: too much to index at once; a run loop is indexed at the next start")
+	}
+}
+
+// index cuts a run loop that ended into segments, stores them but what the
+// operator made memory forget, and says so on the bus.
+func (k *keeper) index(ctx context.Context, id string, evs []abi.Event) {
+	k.imu.Lock()
+	defer k.imu.Unlock()
+	segs := memory.Segments(evs, memory.SegmentOptions{KeepReasoning: k.cfg.KeepReasoning})
+	k.mu.Lock()
+	segs = k.forgot.Keep(id, segs)
+	k.mu.Unlock()
+	if err := k.cfg.Store.Index(ctx, id, segs); err != nil {
+		if ctx.Err() == nil {
+			k.r.log.Warn("memory: index a run loop; it is tried again at the next start", "runLoop", id, "err", err)
+		}
+		return
+	}
+	k.r.publish(&abi.Event{Type: SubjectMemoryIndexed, CorrelationID: id}, MemoryIndexed{RunLoopID: id, Segments: len(segs)})
+}
+
+// recallFor retrieves what earlier run loops say about a new one's goal.
+func (k *keeper) recallFor(ctx context.Context, id, goal string) {
+	chunks, err := k.cfg.Store.Retrieve(ctx, goal, k.cfg.Recall+2)
+	if err != nil {
+		k.r.log.Warn("memory: recall", "runLoop", id, "err", err)
+		return
+	}
+	var kept []memory.Chunk
+	for _, c := range chunks {
+		if c.Anchor.RunLoopID == id || len(kept) == k.cfg.Recall {
+			continue
+		}
+		kept = append(kept, c)
+	}
+	if len(kept) == 0 {
+		return
+	}
+	k.mu.Lock()
+	if _, open := k.events[id]; open {
+		k.recall[id] = kept
+	}
+	k.mu.Unlock()
+}
+
+// text is the memory the policy is shown: for each open run loop, its
+// short-term memory and what it recalled of earlier run loops.
+func (k *keeper) text(open []*runLoop) string {
+	var b strings.Builder
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, l := range open {
+		// Recalled text keeps its provenance: what came from a tool, a
+		// process or a server is fenced as quoted data.
+		short, recalled := k.short.Context(l.id), memory.RenderRecall(k.recall[l.id], 300)
+		if short == "" && recalled == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "Task %s (%q):\n%s%s", l.id, oneLine(l.goal, 120), short, recalled)
+	}
+	return b.String()
+}
+
+// register serves memory.retrieve, memory.expand and memory.forget.
+func (k *keeper) register() {
+	if k.cfg.Store == nil {
+		return
+	}
+	store := k.cfg.Store
+	k.r.k.Register(kernel.Method{Name: MethodMemoryRetrieve, Summary: "the chunks of earlier run loops that best answer a query, with their anchors",
+		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
+			var p RetrieveParams
+			if err := c.Decode(&p); err != nil {
+				return nil, err
+			}
+			chunks, err := store.Retrieve(ctx, p.Query, p.K)
+			if err != nil {
+				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+			}
+			return chunks, nil
+		}})
+	k.r.k.Register(kernel.Method{Name: MethodMemoryExpand, Summary: "a remembered chunk with the chunks of its run loop around it",
+		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
+			var p ExpandParams
+			if err := c.Decode(&p); err != nil {
+				return nil, err
+			}
+			x, err := store.Expand(ctx, p.Anchor, p.Window)
+			if err != nil {
+				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+			}
+			return x, nil
+		}})
+	k.r.k.Register(kernel.Method{Name: MethodMemoryForget, Summary: "forget a remembered segment, a run loop, or every segment that holds a phrase (the operator's alone; recorded)",
+		Handler: k.forget})
+}
+
+func oneLine(s string, most int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > most {
+		s = s[:most] + "…"
+	}
+	return s
+}
+
+// forget is memory.forget: the operator makes memory forget a segment, a
+// run loop or a phrase. What that names is resolved against the store,
+// recorded as kairo.memory.forgotten (durable before it applies, so a
+// restart or a rebuild from the log forgets it too), then removed from the
+// store and from what the open run loops recalled.
+func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
+	caller := c.Session.Caller()
+	if caller.Kind != kernel.KindOperator {
+		return nil, abi.Errorf(abi.CodePermissionDenied, "%s is the operator's alone; %s may not make memory forget", MethodMemoryForget, caller)
+	}
+	var p ForgetParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	p.Anchor, p.Task, p.Query = strings.TrimSpace(p.Anchor), strings.TrimSpace(p.Task), strings.TrimSpace(p.Query)
+	n := 0
+	for _, v := range []string{p.Anchor, p.Task, p.Query} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "%s: give exactly one of anchor, task or query", MethodMemoryForget)
+	}
+	store := k.cfg.Store
+	k.imu.Lock()
+	defer k.imu.Unlock()
+	var f memory.Forgetting
+	switch {
+	case p.Anchor != "":
+		a, err := memory.ParseAnchor(p.Anchor)
+		if err != nil {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+		}
+		sg, err := store.Segment(ctx, a)
+		if errors.Is(err, memory.ErrNotFound) {
+			return nil, abi.Errorf(abi.CodeNotFound, "%v", err)
+		} else if err != nil {
+			return nil, err
+		}
+		f.Segments = []memory.SegmentRef{memory.RefOf(&sg)}
+	case p.Task != "":
+		k.r.mu.Lock()
+		_, known := k.r.st.loops[p.Task]
+		k.r.mu.Unlock()
+		if !known {
+			stored, err := store.Indexed(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if _, known = stored[p.Task]; !known {
+				return nil, abi.Errorf(abi.CodeNotFound, "no run loop %q; `kairo runs` lists them", p.Task)
+			}
+		}
+		f.Tasks = []string{p.Task}
+	default:
+		segs, err := store.Find(ctx, p.Query)
+		if err != nil {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+		}
+		for i := range segs {
+			f.Segments = append(f.Segments, memory.RefOf(&segs[i]))
+		}
+		if f.Empty() {
+			return ForgetResult{Segments: []memory.SegmentRef{}}, nil
+		}
+	}
+	d := MemoryForgotten{By: caller.Source(), Anchor: p.Anchor, Task: p.Task, Query: p.Query, Forgetting: f}
+	// No correlation: the event is about memory, not a step of the run loop.
+	ev := &abi.Event{Type: SubjectMemoryForgotten}
+	if !k.r.prepare(ev, d) {
+		return nil, fmt.Errorf("encode %s", SubjectMemoryForgotten)
+	}
+	if _, err := k.r.k.Bus.Publish(ctx, ev); err != nil {
+		return nil, fmt.Errorf("record %s: %w", SubjectMemoryForgotten, err)
+	}
+	k.mu.Lock()
+	k.forgot.Add(f)
+	for id, chunks := range k.recall {
+		k.recall[id] = slices.DeleteFunc(chunks, func(c memory.Chunk) bool { return forgets(&f, &c) })
+	}
+	k.mu.Unlock()
+	removed, err := store.Forget(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("recorded, but the store kept it until the next start: %w", err)
+	}
+	if removed == nil {
+		removed = []memory.SegmentRef{}
+	}
+	k.r.log.Info("memory forgotten by the operator", "by", d.By, "anchor", p.Anchor, "task", p.Task, "query", p.Query, "segments", len(removed))
+	return ForgetResult{Segments: removed, Recorded: true}, nil
+}
+
+// forgets reports whether f forgets a recalled chunk: chunks and f were
+// read from the same store, so their places agree.
+func forgets(f *memory.Forgetting, c *memory.Chunk) bool {
+	if slices.Contains(f.Tasks, c.Anchor.RunLoopID) {
+		return true
+	}
+	for _, r := range f.Segments {
+		if r.RunLoopID == c.Anchor.RunLoopID && r.IterationIndex == c.Anchor.IterationIndex && r.SegmentIndex == c.Anchor.SegmentIndex {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,538 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host/wasm"
+	"github.com/kairo-os/kairo/internal/llm"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/manifests"
+	"github.com/kairo-os/kairo/sdk/plugin"
+)
+
+// A replay hands a policy plugin the ticks of a recorded run loop again and
+// checks that it decides what it decided then. Each recorded tick
+// (kairo.agent.tick) says what the batch held: the events observed, how
+// many answers to earlier calls, and where in the log the agent's state
+// was, so folding the log up to there gives the run loops the policy saw.
+// The policy runs alone in a kernel of its own, over a store in memory:
+// nothing it does reaches the real log or starts a process. Its llm.chat is
+// answered from the recorded kairo.llm.response events, each held back
+// until the tick that delivered it then, so the policy sees its answers
+// when it saw them. A policy must decide from its batches; state it keeps
+// from before the run loop began is not replayed.
+
+// ReplaySetup is what a replay needs.
+type ReplaySetup struct {
+	// Events is the log from its start, in sequence order, at least
+	// through the run loop's end.
+	Events []abi.Event
+	// RunLoop is the run loop's id, or the end of it as `kairo runs`
+	// shows it.
+	RunLoop string
+	// Agent, BargeIn and Skills are the agent's settings, as Config's.
+	Agent   string
+	BargeIn string
+	Skills  []string
+	// Tools are the agent's tools as the policy is shown them: today's,
+	// so a tool added since the run can make a model's prompt differ.
+	Tools []abi.Tool
+	// Host, Folders, Builtins and Overrides find and load the policy
+	// plugin Policy.
+	Host      *wasm.Host
+	Folders   []wasm.Folder
+	Builtins  []plugin.Builtin
+	Overrides map[string]manifests.PluginOverride
+	Policy    string
+	Logger    *slog.Logger
+}
+
+// ReplayReport is what a replay found.
+type ReplayReport struct {
+	RunLoop string `msgpack:"runLoop"`
+	Goal    string `msgpack:"goal,omitempty"`
+	// Decisions counts the ticks handed to the policy again, from
+	// FirstTick to LastTick.
+	Decisions int    `msgpack:"decisions"`
+	FirstTick uint64 `msgpack:"firstTick"`
+	LastTick  uint64 `msgpack:"lastTick"`
+	// Actions and Thoughts count what was compared; Answers the recorded
+	// model answers handed back.
+	Actions  int `msgpack:"actions"`
+	Thoughts int `msgpack:"thoughts"`
+	Answers  int `msgpack:"answers"`
+	// Unrecorded counts the ticks that decided in the run loop but whose
+	// record the log lacks (the daemon died as it decided): not replayed.
+	Unrecorded int `msgpack:"unrecorded,omitempty"`
+	// Divergence is the first difference; nil when the policy decided as
+	// recorded.
+	Divergence *Divergence `msgpack:"divergence,omitempty"`
+}
+
+// Divergence is where a replay first decided otherwise.
+type Divergence struct {
+	Tick     uint64 `msgpack:"tick"`
+	Decision int    `msgpack:"decision"` // 1-based, of Decisions
+	What     string `msgpack:"what"`
+}
+
+// replayWait bounds each wait of a replay on the policy: for a call it
+// should make, or an answer to reach it.
+const replayWait = 10 * time.Second
+
+// Replay re-runs the decisions of a recorded run loop and reports the first
+// that differs. An error means the replay could not be made (no such run
+// loop, a log from before ticks were recorded, a policy that does not
+// load); a policy that decides otherwise is a Divergence in the report.
+func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
+	if s.Agent == "" {
+		s.Agent = "default"
+	}
+	if s.BargeIn == "" {
+		s.BargeIn = abi.BargeInBoundary
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	rec, err := readRecording(s.Events, s.RunLoop, s.Agent)
+	if err != nil {
+		return nil, err
+	}
+	rep := &ReplayReport{RunLoop: rec.loop, Goal: rec.goal, Decisions: len(rec.ticks), Unrecorded: rec.unrecorded,
+		FirstTick: rec.ticks[0].Tick, LastTick: rec.ticks[len(rec.ticks)-1].Tick}
+
+	answers, err := llm.NewReplay(rec.llm)
+	if err != nil {
+		return nil, err
+	}
+	g := &gate{answers: answers, tokens: make(chan struct{})}
+	b := bus.New(bus.NewMemoryStore(4096), bus.Options{})
+	defer b.Close()
+	k := kernel.New(b, kernel.Options{Logger: s.Logger})
+	defer k.Close()
+	llm.Register(k, g)
+	// The operator's grants of plugins (kairo plugins grant) as they were
+	// when the run loop last decided: the manager folds them from its log.
+	last := rec.ticks[len(rec.ticks)-1].Seq
+	for i := range s.Events {
+		ev := s.Events[i]
+		if ev.Seq <= last && ev.Source == abi.PrincipalHost && (ev.Type == abi.SubjectPluginGranted || ev.Type == abi.SubjectPluginRevoked) {
+			ev.Seq = 0
+			if _, err := b.Publish(context.Background(), &ev); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m := wasm.NewManager(wasm.ManagerConfig{Host: s.Host, Kernel: k, Folders: s.Folders, Builtins: s.Builtins, Overrides: s.Overrides, Only: []string{s.Policy}, Logger: s.Logger})
+	if err := m.Start(); err != nil {
+		s.Logger.Warn("replay: the plugin folders are not watched", "err", err)
+	}
+	defer m.Stop()
+	if err := policyRunning(m, s.Policy); err != nil {
+		return nil, err
+	}
+
+	st := newState(s.Agent)
+	next := 0 // the next event of the log to fold
+	mem := "" // the memory shown, as last recorded
+	for i, tr := range rec.ticks {
+		for next < len(s.Events) && s.Events[next].Seq <= tr.Seq {
+			st.apply(&s.Events[next])
+			next++
+		}
+		for _, id := range tr.Pending {
+			if ev := rec.byID[id]; ev != nil {
+				c := *ev
+				c.Seq = 0
+				st.apply(&c)
+				st.own[id] = struct{}{}
+			}
+		}
+		diverge := func(format string, args ...any) (*ReplayReport, error) {
+			rep.Divergence = &Divergence{Tick: tr.Tick, Decision: i + 1, What: fmt.Sprintf(format, args...)}
+			return rep, nil
+		}
+		if tr.MemoryChanged {
+			mem = tr.Memory
+		}
+		in := &abi.AgentInput{Agent: s.Agent, Hz: tr.Hz, BargeIn: s.BargeIn, Skills: s.Skills, Tools: s.Tools, Memory: mem}
+		for _, l := range st.open {
+			in.RunLoops = append(in.RunLoops, l.view())
+		}
+		batch := &abi.Batch{Time: tr.At, Tick: tr.Tick, Agent: in}
+		for _, id := range tr.Observed {
+			ev := rec.byID[id]
+			if ev == nil {
+				return nil, fmt.Errorf("replay: tick %d observed event %s, which the log does not hold", tr.Tick, id)
+			}
+			batch.Events = append(batch.Events, *ev)
+		}
+		if err := g.release(ctx, m, s.Policy, tr.Results); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return diverge("%v", err)
+		}
+		rep.Answers += tr.Results
+		reply, err := m.Decide(ctx, s.Policy, batch)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			return diverge("the policy failed: %v", err)
+		}
+		if err := g.diverged(); err != nil {
+			return diverge("%v", err)
+		}
+		now := decisions(reply, st)
+		was := rec.outputs[i]
+		rep.Actions += len(was) - countThoughts(was)
+		rep.Thoughts += countThoughts(was)
+		if what := compareDecisions(was, now); what != "" {
+			return diverge("%s", what)
+		}
+	}
+	return rep, nil
+}
+
+// recording is the part of the log a replay reads.
+type recording struct {
+	loop, goal string
+	ticks      []abi.TickRecord // of the span, in order
+	outputs    [][]string       // by tick of ticks
+	llm        []abi.Event      // the model's exchanges within the span
+	unrecorded int
+	memory     string // the memory recorded last before the span
+	byID       map[string]*abi.Event
+}
+
+func readRecording(events []abi.Event, id, agent string) (*recording, error) {
+	rec := &recording{byID: make(map[string]*abi.Event, len(events))}
+	var matches []string
+	var trigger string
+	for i := range events {
+		ev := &events[i]
+		rec.byID[ev.ID] = ev
+		if ev.Type != abi.SubjectIntentStarted {
+			continue
+		}
+		var d abi.IntentStarted
+		if msgpack.Unmarshal(ev.Data, &d) != nil || d.Agent != agent {
+			continue
+		}
+		if d.RunLoopID == id || (len(id) >= 4 && strings.HasSuffix(d.RunLoopID, id)) {
+			matches = append(matches, d.RunLoopID)
+			rec.loop, rec.goal, trigger = d.RunLoopID, d.Goal, ev.CausationID
+		}
+	}
+	switch {
+	case len(matches) == 0:
+		return nil, fmt.Errorf("replay: agent %s has no run loop %q in the log; `kairo runs` lists them", agent, id)
+	case len(matches) > 1:
+		return nil, fmt.Errorf("replay: %q names %d run loops (%s); give more of the id", id, len(matches), strings.Join(matches, ", "))
+	}
+
+	// The span: from the tick that observed the message opening the run
+	// loop to the tick that made its last decision. A tick's actions and
+	// thought are published before its record, after the last tick's.
+	self := "agent/" + agent
+	var lastOut uint64 // the seq of the run loop's last decision
+	for i := range events {
+		ev := &events[i]
+		if ev.Source == self && ev.CorrelationID == rec.loop && isDecision(ev) {
+			lastOut = ev.Seq
+		}
+	}
+	type placed struct {
+		tr       abi.TickRecord
+		from, to uint64 // the seqs its decisions lie between
+	}
+	var span []placed
+	var prev uint64
+	for i := range events {
+		ev := &events[i]
+		if ev.Source != self || ev.Type != abi.SubjectAgentTick {
+			continue
+		}
+		var tr abi.TickRecord
+		if err := msgpack.Unmarshal(ev.Data, &tr); err != nil {
+			return nil, fmt.Errorf("replay: event %s (seq %d): %s data: %w", ev.ID, ev.Seq, ev.Type, err)
+		}
+		from := prev
+		prev = ev.Seq
+		if len(span) == 0 && !slices.Contains(tr.Observed, trigger) {
+			if tr.MemoryChanged {
+				rec.memory = tr.Memory // what the span's first tick may carry on
+			}
+			continue
+		}
+		span = append(span, placed{tr, from, ev.Seq})
+		if ev.Seq > lastOut {
+			break
+		}
+	}
+	if len(span) == 0 {
+		return nil, fmt.Errorf("replay: the log holds no recorded ticks (%s) of run loop %s: it ran on a Kairo that did not record them, and cannot be replayed", abi.SubjectAgentTick, rec.loop)
+	}
+
+	// What the policy decided at those ticks, in every run loop: it is one
+	// policy, and the replay hands it every tick of the span.
+	rec.outputs = make([][]string, len(span))
+	first, end := span[0].from, span[len(span)-1].to
+	requests := map[string]bool{}
+	at := 0
+	for i := range events {
+		ev := &events[i]
+		switch {
+		case ev.Seq <= first || ev.Seq > end:
+		case ev.Source == self && isDecision(ev):
+			for at < len(span) && ev.Seq > span[at].to {
+				at++
+			}
+			if at < len(span) && tickOf(ev) == span[at].tr.Tick {
+				rec.outputs[at] = append(rec.outputs[at], describeOutput(ev))
+			} else if ev.CorrelationID == rec.loop {
+				rec.unrecorded++
+			}
+		case ev.Type == abi.SubjectLLMRequest && ev.Seq > span[0].tr.Seq && !summaryRequest(ev):
+			requests[ev.ID] = true
+			rec.llm = append(rec.llm, *ev)
+		case ev.Type == abi.SubjectLLMResponse && requests[ev.CausationID]:
+			rec.llm = append(rec.llm, *ev)
+		}
+	}
+	for _, p := range span {
+		rec.ticks = append(rec.ticks, p.tr)
+	}
+	if lastOut > end {
+		rec.unrecorded++ // the last decision's tick went unrecorded
+	}
+	return rec, nil
+}
+
+// summaryRequest reports whether ev asked the model for a memory summary,
+// not for the policy's decision.
+func summaryRequest(ev *abi.Event) bool {
+	var r abi.LLMRequest
+	return msgpack.Unmarshal(ev.Data, &r) == nil && r.Params.Purpose != ""
+}
+
+// isDecision reports whether ev is an action or thought, what a policy
+// decides.
+func isDecision(ev *abi.Event) bool {
+	return ev.Type == abi.SubjectAgentAction || ev.Type == abi.SubjectAgentThought
+}
+
+// tickOf reads the tick of an agent's action or thought.
+func tickOf(ev *abi.Event) uint64 {
+	if ev.Type == abi.SubjectAgentThought {
+		var t abi.Thought
+		msgpack.Unmarshal(ev.Data, &t)
+		return t.Tick
+	}
+	var a abi.ActionEvent
+	msgpack.Unmarshal(ev.Data, &a)
+	return a.Tick
+}
+
+// describeOutput renders a recorded action or thought as decisions renders
+// a reply's, so the two compare as text.
+func describeOutput(ev *abi.Event) string {
+	if ev.Type == abi.SubjectAgentThought {
+		var t abi.Thought
+		msgpack.Unmarshal(ev.Data, &t)
+		return "thought " + quote(t.Text)
+	}
+	var a abi.ActionEvent
+	msgpack.Unmarshal(ev.Data, &a)
+	return describeAction(a.Type, &a.ActionData)
+}
+
+// decisions renders what the runtime would carry out of reply, in the order
+// it publishes them: the actions it accepts, then the thought.
+func decisions(reply *abi.Reply, st *state) []string {
+	var out []string
+	for _, a := range reply.Actions {
+		var d abi.ActionData
+		if len(a.Data) > 0 && msgpack.Unmarshal(a.Data, &d) != nil {
+			continue
+		}
+		switch a.Type {
+		case abi.ActionSay, abi.ActionQuery, abi.ActionToolCall, abi.ActionCancel:
+		default:
+			continue
+		}
+		if a.CausationID != "" && st.routed[a.CausationID] == nil {
+			continue
+		}
+		if id := a.CorrelationID; id != "" && a.Type != abi.ActionCancel {
+			if l := st.loops[id]; l == nil || l.status != "" {
+				continue
+			}
+		}
+		out = append(out, describeAction(a.Type, &d))
+	}
+	if reply.Thought != "" {
+		out = append(out, "thought "+quote(reply.Thought))
+	}
+	return out
+}
+
+func describeAction(typ string, d *abi.ActionData) string {
+	var b strings.Builder
+	b.WriteString(typ)
+	if d.Text != "" {
+		b.WriteString(" " + quote(d.Text))
+	}
+	if d.Tool != "" {
+		b.WriteString(" " + d.Tool)
+	}
+	if d.Args != "" {
+		b.WriteString(" " + d.Args)
+	}
+	if d.RunLoopID != "" {
+		b.WriteString(" run=" + d.RunLoopID)
+	}
+	if d.Reason != "" {
+		b.WriteString(" reason=" + quote(d.Reason))
+	}
+	if d.Done {
+		b.WriteString(" (done)")
+	}
+	return b.String()
+}
+
+func quote(s string) string {
+	const most = 200
+	if len(s) > most {
+		s = s[:most] + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+func countThoughts(out []string) int {
+	n := 0
+	for _, o := range out {
+		if strings.HasPrefix(o, "thought ") {
+			n++
+		}
+	}
+	return n
+}
+
+// compareDecisions names the first difference between what the policy
+// decided at a tick then (was) and now, or returns "".
+func compareDecisions(was, now []string) string {
+	for i := range min(len(was), len(now)) {
+		if was[i] != now[i] {
+			return fmt.Sprintf("decision %d is now %s; it was %s", i+1, now[i], was[i])
+		}
+	}
+	switch {
+	case len(now) > len(was):
+		return fmt.Sprintf("the policy now also decides %s", now[len(was)])
+	case len(was) > len(now):
+		return fmt.Sprintf("the policy no longer decides %s", was[len(now)])
+	}
+	return ""
+}
+
+// policyRunning waits for the replay's policy to serve.
+func policyRunning(m *wasm.Manager, name string) error {
+	for _, p := range m.List() {
+		if p.Name != name {
+			continue
+		}
+		if p.State != abi.PluginRunning {
+			return fmt.Errorf("replay: the policy plugin %s does not run (%s): %s", name, p.State, p.Error)
+		}
+		return nil
+	}
+	return fmt.Errorf("replay: no policy plugin %q is installed; `kairo plugins` lists the plugins", name)
+}
+
+// gate answers the policy's llm.chat from the recording, each answer held
+// until release lets it through, as the recorded tick that delivered it.
+type gate struct {
+	answers *llm.Replay
+	tokens  chan struct{}
+
+	mu      sync.Mutex
+	blocked int   // calls waiting for their answer to be released
+	first   error // the first divergence of a request
+}
+
+func (g *gate) Chat(ctx context.Context, p abi.ChatParams) (abi.ChatResult, error) {
+	g.mu.Lock()
+	g.blocked++
+	g.mu.Unlock()
+	select {
+	case <-g.tokens: // release counted it off
+	case <-ctx.Done():
+		g.mu.Lock()
+		g.blocked--
+		g.mu.Unlock()
+		return abi.ChatResult{}, ctx.Err()
+	}
+	res, err := g.answers.Chat(ctx, p)
+	var de *llm.DivergenceError
+	if errors.As(err, &de) {
+		g.mu.Lock()
+		if g.first == nil {
+			g.first = err
+		}
+		g.mu.Unlock()
+	}
+	return res, err
+}
+
+func (g *gate) diverged() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.first
+}
+
+// release lets n answers through and waits until they wait in the policy's
+// inbox: its calls still out are then only those still held.
+func (g *gate) release(ctx context.Context, m *wasm.Manager, policy string, n int) error {
+	for i := range n {
+		select {
+		case g.tokens <- struct{}{}:
+			g.mu.Lock()
+			g.blocked--
+			g.mu.Unlock()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(replayWait):
+			return fmt.Errorf("the recorded batch carried %d answers to the policy's calls; the policy now asked %d questions", n, i)
+		}
+	}
+	deadline := time.Now().Add(replayWait)
+	for {
+		g.mu.Lock()
+		held := g.blocked
+		g.mu.Unlock()
+		if m.InFlight(policy) <= held {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("an answer to the policy did not reach it within %v", replayWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Microsecond):
+		}
+	}
+}

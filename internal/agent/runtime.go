@@ -1,0 +1,409 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/host/wasm"
+	"github.com/kairo-os/kairo/internal/tools"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// Policy decides a tick: given the tick's batch — the observations in
+// Events, the composed input in Agent — it returns a thought and actions.
+type Policy interface {
+	Decide(ctx context.Context, batch *abi.Batch) (*abi.Reply, error)
+}
+
+// PolicyFunc is a Policy in Go, for tests and benchmarks.
+type PolicyFunc func(ctx context.Context, batch *abi.Batch) (*abi.Reply, error)
+
+// Decide calls f.
+func (f PolicyFunc) Decide(ctx context.Context, b *abi.Batch) (*abi.Reply, error) { return f(ctx, b) }
+
+// Config configures a Runtime. Kernel and Policy are required.
+type Config struct {
+	Kernel *kernel.Kernel
+	Policy Policy
+	// Agent is the agent's id; default "default".
+	Agent string
+	// Hz is the tick rate; default 10. Overrun is what a late tick does;
+	// default OverrunSkip.
+	Hz      float64
+	Overrun Overrun
+	// Spin is how long before each tick the loop waits by spinning rather
+	// than sleeping, for sub-millisecond precision (see Ticker.Spin);
+	// default 2 ms, -1 for none.
+	Spin time.Duration
+	// MaxIterations bounds the decisions in one run loop; default 25. Each
+	// tool call counts as one, so one answer of many calls uses up as many.
+	MaxIterations int
+	// MaxToolCalls bounds the tool calls one decision carries out; the
+	// calls past it are refused with a result the policy reads. Default 16.
+	MaxToolCalls int
+	// QueryBackoff: after this many queries in a row that no user message
+	// answered, the rate halves (down to MinHz) until one does; default 3
+	// and 1 Hz.
+	QueryBackoff int
+	MinHz        float64
+	// Skills are the binary skills the agent may run by name: name → the
+	// absolute path of its skill.toml.
+	Skills map[string]string
+	// Spawn is what the agent may start for a run loop ([agent.grants]);
+	// default: every installed skill, and commands under the default
+	// profile in workspaces Kairo makes.
+	Spawn *kernel.SpawnAuthority
+	// Memory is what the agent remembers beyond its run loops' state; nil:
+	// short-term memory only.
+	Memory *MemoryConfig
+	// Tools carries out the policy's tool calls; default a tools.Registry
+	// over Kernel and Skills, which the runtime closes on Stop.
+	Tools Tools
+	// BargeIn is abi.BargeInBoundary (the default), BargeInQueue or
+	// BargeInPreempt.
+	BargeIn string
+	// Heartbeat: with run loops open and nothing observed, the policy is
+	// still asked this often, so it can act on time; default 1 s.
+	Heartbeat time.Duration
+	Logger    *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Spawn == nil {
+		c.Spawn = &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true}
+	}
+	if c.Agent == "" {
+		c.Agent = "default"
+	}
+	if c.Hz == 0 {
+		c.Hz = 10
+	}
+	if c.MaxIterations <= 0 {
+		c.MaxIterations = 25
+	}
+	if c.MaxToolCalls <= 0 {
+		c.MaxToolCalls = 16
+	}
+	if c.QueryBackoff <= 0 {
+		c.QueryBackoff = 3
+	}
+	if c.MinHz <= 0 {
+		c.MinHz = 1
+	}
+	if c.Spin == 0 {
+		c.Spin = 2 * time.Millisecond
+	}
+	if c.Spin < 0 {
+		c.Spin = 0
+	}
+	if c.BargeIn == "" {
+		c.BargeIn = abi.BargeInBoundary
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Runtime is one agent: it routes user messages to itself, turns what it
+// observes into ticks for its policy, and carries out the policy's actions
+// through the kernel, every step an event of the run loop it belongs to.
+type Runtime struct {
+	cfg    Config
+	k      *kernel.Kernel
+	log    *slog.Logger
+	ticker *Ticker
+	sess   *session
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	sub    *bus.Subscription
+
+	skills   []string        // the names of cfg.Skills, sorted
+	ownTools *tools.Registry // the default Tools, closed by Stop
+	mem      *keeper
+	// recorded is the memory the last recorded tick showed the policy.
+	recorded string
+
+	mu       sync.Mutex
+	st       *state
+	obs      []abi.Event // observed since the last tick: x_t
+	lastCall time.Time   // of the policy
+	backoff  bool        // the rate is lowered for unanswered queries
+	// halts are the run loops whose processes are being stopped, each
+	// closed once they are gone (beginHalt).
+	halts map[string]chan struct{}
+
+	// OnTick, when set before Start, is told of every tick after it ran,
+	// with whether the policy was asked.
+	OnTick func(tk Tick, decided bool)
+}
+
+// New returns a runtime; Start runs it.
+func New(cfg Config) (*Runtime, error) {
+	cfg.defaults()
+	if cfg.Kernel == nil || cfg.Policy == nil {
+		return nil, errors.New("agent: Config.Kernel and Config.Policy are required")
+	}
+	switch cfg.BargeIn {
+	case abi.BargeInBoundary, abi.BargeInQueue, abi.BargeInPreempt:
+	default:
+		return nil, fmt.Errorf("agent %s: barge-in %q: want %q, %q or %q", cfg.Agent, cfg.BargeIn, abi.BargeInBoundary, abi.BargeInQueue, abi.BargeInPreempt)
+	}
+	t, err := NewTicker(cfg.Hz, cfg.Overrun)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", cfg.Agent, err)
+	}
+	t.Spin = cfg.Spin
+	var owned *tools.Registry
+	if cfg.Tools == nil {
+		if owned, err = tools.New(tools.Config{Kernel: cfg.Kernel, Skills: cfg.Skills, Logger: cfg.Logger}); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", cfg.Agent, err)
+		}
+		cfg.Tools = owned
+	}
+	skills := slices.Sorted(maps.Keys(cfg.Skills))
+	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills, ownTools: owned,
+		halts: map[string]chan struct{}{}}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.sess = newSession(r.ctx, r)
+	mc := MemoryConfig{}
+	if cfg.Memory != nil {
+		mc = *cfg.Memory
+	}
+	r.mem = newKeeper(r, mc)
+	r.recorded = "\x00" // nothing recorded yet: the first record says the memory
+	return r, nil
+}
+
+// Start rebuilds the agent's state from the event log, marks what died with
+// the last daemon as interrupted, routes the user messages stored but not
+// yet routed, then follows the bus and starts ticking.
+func (r *Runtime) Start() error {
+	start := time.Now()
+	n := 0
+	err := r.k.Bus.Replay(r.ctx, bus.Query{}, func(ev *abi.Event) error {
+		n++
+		r.st.apply(ev)
+		r.mem.rebuild(ev)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("agent %s: rebuild from the event log: %w", r.cfg.Agent, err)
+	}
+	r.log.Info("agent state rebuilt", "events", n, "runLoops", len(r.st.loops), "open", len(r.st.open), "took", time.Since(start).Round(time.Millisecond))
+
+	// The memory reads what the log holds up to here itself, and takes
+	// the rest as the subscription brings it.
+	open := make([]string, len(r.st.open))
+	for i, l := range r.st.open {
+		open[i] = l.id
+	}
+	upTo := r.st.lastSeq
+	r.mem.follow(open)
+	sub, err := r.k.Bus.Subscribe(r.ctx, ">", bus.SubscribeOptions{FromSeq: upTo + 1}, r.observe)
+	if err != nil {
+		return fmt.Errorf("agent %s: follow the bus: %w", r.cfg.Agent, err)
+	}
+	r.sub = sub
+	r.register()
+	r.mem.start(r.ctx, open, upTo)
+	r.mem.register()
+	r.markInterrupted()
+	r.mu.Lock()
+	pending := make([]*abi.Event, 0, len(r.st.unrouted))
+	for _, ev := range r.st.unrouted {
+		pending = append(pending, ev)
+	}
+	r.mu.Unlock()
+	for _, ev := range pending {
+		r.route(ev)
+	}
+	r.wg.Add(1)
+	go func() { // owned by the runtime: ends with Stop
+		defer r.wg.Done()
+		r.ticker.Run(r.ctx, r.tick)
+	}()
+	return nil
+}
+
+// Stop stops ticking and following the bus. Processes the agent started
+// keep running until the kernel ends them.
+func (r *Runtime) Stop() {
+	r.cancel()
+	r.wg.Wait()
+	if r.sub != nil {
+		<-r.sub.Done()
+	}
+	if r.ownTools != nil {
+		r.ownTools.Close()
+	}
+}
+
+// Hz is the current tick rate.
+func (r *Runtime) Hz() float64 { return r.ticker.Hz() }
+
+// observe is the bus subscription: every event updates the state, and what
+// concerns the agent is buffered for the next tick.
+func (r *Runtime) observe(evs []abi.Event) error {
+	for i := range evs {
+		ev := &evs[i]
+		if !trusted(ev) {
+			r.log.Warn("ignored an event of a kernel subject from an untrusted source", "type", ev.Type, "source", ev.Source, "id", ev.ID)
+			continue
+		}
+		r.mu.Lock()
+		_, own := r.st.own[ev.ID]
+		r.st.apply(ev)
+		keep := !own && r.concerns(ev)
+		if keep {
+			c := *ev
+			c.Data = append([]byte(nil), ev.Data...)
+			r.obs = append(r.obs, c)
+		}
+		r.mu.Unlock()
+		r.mem.observe(r.ctx, ev)
+		switch {
+		case ev.Type == abi.SubjectUserMessage:
+			r.route(ev)
+		case ev.Type == abi.SubjectProcessExited:
+			r.noteExit(ev)
+		case ev.Type == abi.SubjectIntentCancel && ev.Source != "agent/"+r.cfg.Agent:
+			var d abi.CancelParams
+			if msgpack.Unmarshal(ev.Data, &d) == nil && d.CorrelationID != "" {
+				id := ev.ID // the event is lent for this call only
+				prev, done := r.beginHalt(d.CorrelationID)
+				r.wg.Add(1)
+				go func() { defer r.wg.Done(); r.cancelLoop(d.CorrelationID, d.Reason, id, id, prev, done) }()
+			}
+		}
+	}
+	return nil
+}
+
+// concerns reports whether ev is an observation of this agent: a message
+// routed to it, or an event of one of its run loops. Called under r.mu.
+func (r *Runtime) concerns(ev *abi.Event) bool {
+	switch {
+	case ev.Type == abi.AgentMessageSubject(r.cfg.Agent):
+		return true
+	case ev.Source == "agent/"+r.cfg.Agent:
+		return false // its own actions and thoughts
+	case ev.Type == abi.SubjectObservation:
+		var o abi.Observation
+		return msgpack.Unmarshal(ev.Data, &o) == nil && (o.Agent == "" || o.Agent == r.cfg.Agent)
+	case ev.Type == abi.SubjectToolResult, ev.Type == abi.SubjectAgentNote, abi.SubjectIn(ev.Type, abi.SubjectProcessAll):
+		l := r.st.loops[ev.CorrelationID]
+		return l != nil && l.status == ""
+	}
+	return false
+}
+
+// route delivers a user message to the agent, once per messageId.
+func (r *Runtime) route(ev *abi.Event) {
+	var m abi.UserMessage
+	if err := msgpack.Unmarshal(ev.Data, &m); err != nil || strings.TrimSpace(m.Text) == "" {
+		return
+	}
+	if m.Agent != "" && m.Agent != r.cfg.Agent {
+		return
+	}
+	if m.MessageID == "" {
+		m.MessageID = ev.ID
+	}
+	r.mu.Lock()
+	_, dup := r.st.seen[m.MessageID]
+	r.st.seen[m.MessageID] = struct{}{}
+	corr := ""
+	if l := r.st.loopNamed(m.RunLoopID); l != nil && l.status == "" {
+		corr = l.id
+	} else if m.RunLoopID == "" {
+		// A message after the agent's question answers it.
+		for i := len(r.st.open) - 1; i >= 0; i-- {
+			l := r.st.open[i]
+			if n := len(l.actions); n > 0 && l.actions[n-1].typ == abi.ActionQuery {
+				corr = l.id
+				break
+			}
+		}
+	}
+	if r.backoff {
+		r.backoff = false
+		r.ticker.SetHz(r.cfg.Hz)
+	}
+	r.mu.Unlock()
+	if dup {
+		return
+	}
+	m.Agent = r.cfg.Agent
+	// Observed at once, not when the bus brings it back: the next tick
+	// answers it.
+	routed := r.emit(&abi.Event{Type: abi.AgentMessageSubject(r.cfg.Agent), CorrelationID: corr, CausationID: ev.ID}, m)
+	r.mu.Lock()
+	r.obs = append(r.obs, *routed)
+	r.mu.Unlock()
+}
+
+// prepare encodes data into ev and fills what the agent sets; false when
+// data cannot be encoded (logged).
+func (r *Runtime) prepare(ev *abi.Event, data any) bool {
+	raw, err := msgpack.Marshal(data)
+	if err != nil {
+		r.log.Error("encode event", "type", ev.Type, "err", err)
+		return false
+	}
+	ev.Data, ev.Source = raw, "agent/"+r.cfg.Agent
+	if ev.ID == "" {
+		ev.ID = bus.NewID()
+	}
+	return true
+}
+
+// publish appends an event of the agent's, queued; the bus keeps the
+// order of what one goroutine publishes.
+func (r *Runtime) publish(ev *abi.Event, data any) {
+	if !r.prepare(ev, data) {
+		return
+	}
+	if _, err := r.k.Bus.PublishAsync(ev); err != nil && r.ctx.Err() == nil {
+		r.log.Warn("publish", "type", ev.Type, "err", err)
+	}
+}
+
+// Waiter is a Policy that can have work of its own waiting, such as a
+// model's answer: it is asked on the next tick even with nothing observed.
+type Waiter interface {
+	// Waiting: something waits for the policy's next tick.
+	Waiting() bool
+	// Busy: a decision of the policy's is still in progress.
+	Busy() bool
+}
+
+// PluginPolicy is the policy plugin name that m runs.
+func PluginPolicy(m *wasm.Manager, name string) Policy { return pluginPolicy{m, name} }
+
+type pluginPolicy struct {
+	m    *wasm.Manager
+	name string
+}
+
+func (p pluginPolicy) Decide(ctx context.Context, b *abi.Batch) (*abi.Reply, error) {
+	return p.m.Decide(ctx, p.name, b)
+}
+
+func (p pluginPolicy) Waiting() bool { return p.m.Waiting(p.name) }
+func (p pluginPolicy) Busy() bool    { return p.m.Busy(p.name) }
