@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-
-	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
@@ -106,22 +103,7 @@ func BenchmarkHotReload(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer fm.close()
-			name := fm.register("floor", &Plugin{opts: opts})
-			mcfg := wazero.NewModuleConfig().WithName(name).WithStartFunctions()
-			floor := func() time.Duration {
-				t0 := time.Now()
-				g, err := fm.rt.InstantiateModule(ctx, fm.compiled, mcfg)
-				if err == nil {
-					_, err = g.ExportedFunction(abi.ExportInitialize).Call(ctx)
-				}
-				took := time.Since(t0)
-				if err != nil {
-					b.Fatal(err)
-				}
-				g.Close(ctx)
-				return took
-			}
-
+			floor := floorOf(b, fm, &Plugin{opts: opts})
 			write(guests["echo"])
 			reload()
 			floor()
@@ -140,10 +122,7 @@ func BenchmarkHotReload(b *testing.B) {
 			if n := testHost.compileCount() - compiles; n != 0 {
 				b.Fatalf("%d reloads of the same bytes prepared the module %d times, want 0", b.N, n)
 			}
-			r, f := p50ms(took), p50ms(floors)
-			b.ReportMetric(r, "ms")
-			b.ReportMetric(f, "floor-ms")
-			b.ReportMetric(r/f, "ratio")
+			reportRatio(b, took, floors)
 
 			newBytesOnce[mode].Do(func() {
 				wasm := withCustomSection(guests["echo"], "bench", strconv.FormatInt(time.Now().UnixNano(), 10))
