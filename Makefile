@@ -40,9 +40,11 @@ test: lint testdata
 	$(MAKE) fuzz
 
 # What the tests run besides Go: the reference MCP filesystem server, from
-# npm, at the version internal/mcp/testdata/npm/package-lock.json pins.
+# npm, at the version internal/mcp/testdata/npm/package-lock.json pins; and
+# Chromium, which internal/console's tests drive headless.
 MCP_NPM := internal/mcp/testdata/npm
 testdata: $(MCP_NPM)/node_modules/.package-lock.json
+	@[ -x /usr/bin/chromium ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || { echo "the console's tests need Chromium (apt-get install chromium)"; exit 1; }
 $(MCP_NPM)/node_modules/.package-lock.json: $(MCP_NPM)/package-lock.json
 	@command -v npm >/dev/null || { echo "the tests need Node.js and npm (apt-get install nodejs npm)"; exit 1; }
 	npm ci --prefix $(MCP_NPM) --no-audit --no-fund

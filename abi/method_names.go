@@ -43,6 +43,9 @@ const (
 	MethodMemoryRetrieve = "memory.retrieve"
 	MethodMemoryExpand   = "memory.expand"
 	MethodMemoryForget   = "memory.forget"
+
+	// host: the console, the daemon's web page.
+	MethodConsoleURL = "console.url"
 )
 
 // Methods is every method a daemon serves: the table host.Daemon's
@@ -56,4 +59,5 @@ var Methods = []string{
 	MethodPluginsList, MethodPluginsRestart, MethodPluginsGrant, MethodPluginsRevoke,
 	MethodToolsList, MethodToolsResult,
 	MethodAgentRuns, MethodAgentReplay, MethodMemoryRetrieve, MethodMemoryExpand, MethodMemoryForget,
+	MethodConsoleURL,
 }

@@ -192,6 +192,12 @@ type ResizeParams struct {
 	Rows      uint16 `msgpack:"rows"`
 }
 
+// ConsoleURLResult is console.url: the address of the console's page
+// with its token, which the operator opens in a browser (`kairo console`).
+type ConsoleURLResult struct {
+	URL string `msgpack:"url"`
+}
+
 // CancelParams is intent.cancel: end every process of the run loop.
 type CancelParams struct {
 	CorrelationID string `msgpack:"correlationId"`

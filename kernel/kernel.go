@@ -55,6 +55,9 @@ type Caller struct {
 func (c Caller) String() string {
 	switch c.Kind {
 	case KindOperator:
+		if c.Name != "" { // a part of the daemon acting for the operator: "console"
+			return fmt.Sprintf("operator %s pid %d (uid %d)", c.Name, c.PID, c.UID)
+		}
 		return fmt.Sprintf("operator pid %d (uid %d)", c.PID, c.UID)
 	default:
 		return string(c.Kind) + " " + c.Name

@@ -7,10 +7,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +36,7 @@ type Config struct {
 	LLM     LLMConfig     `toml:"llm"`
 	Agent   AgentConfig   `toml:"agent"`
 	Memory  MemoryConfig  `toml:"memory"`
+	Console ConsoleConfig `toml:"console"`
 	// Plugins are the operator's word on each plugin, [plugins.NAME]: it
 	// may turn one off, trust it, narrow its grants, change its limits.
 	Plugins map[string]PluginOverride `toml:"plugins"`
@@ -154,6 +158,60 @@ func UserCachePath(home string) string {
 
 // MemoryPath is the long-term memory's SQLite file.
 func (c *Config) MemoryPath(home string) string { return underHome(home, c.Memory.Path) }
+
+// ConsoleConfig is the [console] table: the web page `kairo up` serves.
+// Off by default; when on, on a loopback address unless AllowRemote says
+// otherwise.
+type ConsoleConfig struct {
+	// Listen is the console's address, "127.0.0.1:8765"; "" (the default)
+	// turns it off. Port 0 picks a free port.
+	Listen string `toml:"listen"`
+	// AllowRemote lets Listen be an address other machines reach; false
+	// refuses one. The daemon warns when it listens so.
+	AllowRemote bool `toml:"allow_remote"`
+}
+
+// Loopback reports whether Listen is a loopback address: 127.0.0.0/8,
+// ::1 or "localhost". Valid once Validate passed.
+func (c ConsoleConfig) Loopback() bool {
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+func (c *ConsoleConfig) validate() []*Error {
+	if c.Listen == "" {
+		return nil
+	}
+	bad := func(format string, args ...any) []*Error {
+		return []*Error{{Key: "console.listen", Msg: fmt.Sprintf(format, args...)}}
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return bad("%q is not an address; write HOST:PORT, such as \"127.0.0.1:8765\" (or \"\" to turn the console off)", c.Listen)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return bad("%q: the port %q is not a number from 0 to 65535; write HOST:PORT, such as \"127.0.0.1:8765\"", c.Listen, port)
+	}
+	if host == "" {
+		return bad("%q names no host; write \"127.0.0.1:%s\" (or \"0.0.0.0:%s\" with [console] allow_remote = true, for every address)", c.Listen, port, port)
+	}
+	if host != "localhost" {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return bad("%q: the host %q is not an IP address; write an address, such as \"127.0.0.1:8765\" (a name would be looked up, and could change)", c.Listen, host)
+		}
+	}
+	if !c.Loopback() && !c.AllowRemote {
+		return bad("%q is not a loopback address: the console would be reachable from other machines; listen on \"127.0.0.1:%s\", or set [console] allow_remote = true to mean it", c.Listen, port)
+	}
+	return nil
+}
 
 // MemoryConfig is the [memory] table: what the agent remembers.
 type MemoryConfig struct {
@@ -513,6 +571,7 @@ func (c *Config) validate() []*Error {
 	}
 	errs = append(errs, c.LLM.validate()...)
 	errs = append(errs, c.Agent.validate()...)
+	errs = append(errs, c.Console.validate()...)
 	names := slices.Sorted(maps.Keys(c.Plugins))
 	for _, name := range names {
 		op := c.Plugins[name]

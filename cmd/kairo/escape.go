@@ -1,10 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/kairo-os/kairo/internal/jsonview"
 )
 
 // Text that an outside party wrote — an event's source, a tool server's
@@ -65,46 +66,5 @@ func termSafe(s string, multiline bool) string {
 }
 
 // unsafeRune reports whether r, past ASCII, is one a terminal acts on or
-// that changes how the text around it reads: a C1 control, a bidi control,
-// a line or paragraph separator.
-func unsafeRune(r rune) bool {
-	switch {
-	case r >= 0x80 && r <= 0x9f: // C1: CSI (U+009B) and OSC (U+009D) among them
-		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069: // bidi embeddings, overrides, isolates
-		return true
-	case r == 0x200e || r == 0x200f || r == 0x061c: // bidi marks
-		return true
-	case r == 0x2028 || r == 0x2029:
-		return true
-	}
-	return false
-}
-
-// jsonSafe escapes, in JSON that encoding/json wrote, what it leaves raw
-// but a terminal acts on: DEL, C1 controls and bidi controls become \u
-// escapes (encoding/json already escapes C0, U+2028 and U+2029, and
-// replaces invalid UTF-8). They can only stand inside strings, where a \u
-// escape means the same character, so the JSON means what it meant.
-func jsonSafe(j []byte) []byte {
-	i := 0
-	for i < len(j) && j[i] < 0x7f {
-		i++
-	}
-	if i == len(j) {
-		return j
-	}
-	var b bytes.Buffer
-	b.Grow(len(j) + 16)
-	b.Write(j[:i])
-	for i < len(j) {
-		r, n := utf8.DecodeRune(j[i:])
-		if r == 0x7f || unsafeRune(r) {
-			fmt.Fprintf(&b, `\u%04x`, r)
-		} else {
-			b.Write(j[i : i+n])
-		}
-		i += n
-	}
-	return b.Bytes()
-}
+// that changes how the text around it reads (jsonview.UnsafeRune).
+func unsafeRune(r rune) bool { return jsonview.UnsafeRune(r) }

@@ -3,6 +3,7 @@
 //
 //	kairo up [--config FILE] [--home DIR]      run the kernel in the foreground
 //	kairo send "TEXT" | chat                   talk to the agent
+//	kairo console [--print]                    open the web console, or print its address
 //	kairo runs [show ID]                       the agent's run loops
 //	kairo replay --run ID                      re-run a run loop's decisions
 //	kairo memory search QUERY | show ANCHOR    what the agent remembers, and from where
@@ -67,6 +68,7 @@ func init() {
 		{"up", "run the kernel in the foreground until SIGINT or SIGTERM", runUp},
 		{"send", "send the agent a message and print its replies", runSend},
 		{"chat", "talk to the agent, a line at a time", runChat},
+		{"console", "print the console's address (the web page) and open it in a browser", runConsole},
 		{"runs", "list the agent's run loops, or show one (kairo runs show ID)", runRuns},
 		{"tools", "list the agent's tools with their sources and grants", runTools},
 		{"skills", "list the installed binary skills, or add one (kairo skills add FOLDER)", runSkills},

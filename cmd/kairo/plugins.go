@@ -10,6 +10,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/wasm"
+	"github.com/kairo-os/kairo/internal/jsonview"
 )
 
 func runPlugins(ctx context.Context, args []string) error {
@@ -90,65 +91,16 @@ capped.`)
 	return nil
 }
 
-// pluginJSON is the --json form of a plugin; the keys are the wire names
-// of abi.PluginStatus, and every key is always there (a list empty, not
-// null).
-type pluginJSON struct {
-	Name      string     `json:"name"`
-	Version   string     `json:"version"`
-	Kinds     []string   `json:"kinds"`
-	File      string     `json:"file"`
-	Builtin   bool       `json:"builtin"`
-	Native    bool       `json:"native"`
-	Trusted   bool       `json:"trusted"`
-	State     string     `json:"state"`
-	Error     string     `json:"error"`
-	Since     time.Time  `json:"since"`
-	Failures  int        `json:"failures"`
-	Restarts  int        `json:"restarts"`
-	Denied    int        `json:"denied"`
-	Subscribe []string   `json:"subscribe"`
-	Publish   []string   `json:"publish"`
-	Call      []string   `json:"call"`
-	WASIFS    []string   `json:"wasiFs"`
-	WASIEnv   []string   `json:"wasiEnv"`
-	Services  []string   `json:"services"`
-	Tools     []string   `json:"tools"`
-	Requested *grantJSON `json:"requested"` // null when it asks nothing beyond its grants
-	Capped    []string   `json:"capped"`
-}
-
 // grantJSON is what a manifest requested beyond the grants, as
 // abi.PluginGrant names it.
-type grantJSON struct {
-	Subscribe []string `json:"subscribe"`
-	Publish   []string `json:"publish"`
-	Call      []string `json:"call"`
-	WASIFS    []string `json:"wasiFs"`
-	WASIEnv   []string `json:"wasiEnv"`
-}
+type grantJSON = jsonview.Grant
 
-func newPluginJSON(p abi.PluginStatus) pluginJSON {
-	o := pluginJSON{
-		Name: p.Name, Version: p.Version, Kinds: orEmpty(p.Kinds), File: p.File, Builtin: p.Builtin, Native: p.Native, Trusted: p.Trusted,
-		State: p.State, Error: p.Error, Since: p.Since, Failures: p.Failures, Restarts: p.Restarts, Denied: p.Denied,
-		Subscribe: orEmpty(p.Subscribe), Publish: orEmpty(p.Publish), Call: orEmpty(p.Call), WASIFS: orEmpty(p.WASIFS), WASIEnv: orEmpty(p.WASIEnv),
-		Services: orEmpty(p.Services), Tools: orEmpty(p.Tools), Capped: orEmpty(p.Capped),
-	}
-	if r := p.Requested; r != nil {
-		o.Requested = &grantJSON{Subscribe: orEmpty(r.Subscribe), Publish: orEmpty(r.Publish), Call: orEmpty(r.Call), WASIFS: orEmpty(r.WASIFS), WASIEnv: orEmpty(r.WASIEnv)}
-	}
-	return o
-}
+// newPluginJSON is the --json form of a plugin, the console's too.
+func newPluginJSON(p abi.PluginStatus) jsonview.Plugin { return jsonview.NewPlugin(p) }
 
 // orEmpty is l, or an empty list for nil: --json prints [] rather than null
 // for a list with nothing in it.
-func orEmpty[T any](l []T) []T {
-	if l == nil {
-		return []T{}
-	}
-	return l
-}
+func orEmpty[T any](l []T) []T { return jsonview.OrEmpty(l) }
 
 func runPluginGrant(ctx context.Context, verb string, args []string) error {
 	method, did := "plugins.grant", "granted"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/jsonview"
 	"github.com/kairo-os/kairo/sdk/client"
 )
 
@@ -46,37 +47,8 @@ func runPing(ctx context.Context, args []string) error {
 	return nil
 }
 
-// statusJSON is the --json form of kairo status.
-type statusJSON struct {
-	Home       string   `json:"home"`     // the data folder, absolute; "" when KAIRO_SOCKET names the socket
-	HomeFrom   string   `json:"homeFrom"` // how it was found: "KAIRO_HOME", "cwd", "pointer" or "KAIRO_SOCKET"
-	Socket     string   `json:"socket"`
-	Version    string   `json:"version"`
-	ABIVersion int      `json:"abiVersion"`
-	Ready      bool     `json:"ready"` // the daemon is up, not only its socket (kernel.ping)
-	Methods    []string `json:"methods"`
-	Metrics    struct {
-		UptimeSeconds float64 `json:"uptimeSeconds"`
-		Goroutines    int     `json:"goroutines"`
-		HeapBytes     uint64  `json:"heapBytes"`
-		Connections   int     `json:"connections"`
-		Subscriptions int     `json:"subscriptions"`
-		LastSeq       uint64  `json:"lastSeq"`
-		Published     uint64  `json:"published"`
-		Duplicates    uint64  `json:"duplicates"`
-		Delivered     uint64  `json:"delivered"`
-		CatchUps      uint64  `json:"catchUps"`
-		Requests      uint64  `json:"requests"`
-		BadFrames     uint64  `json:"badFrames"`
-		Store         string  `json:"store"`
-		// StoreFull is set while the store's disk is full: since when, and
-		// how many events it refused.
-		StoreFull *struct {
-			Since   time.Time `json:"since"`
-			Refused uint64    `json:"refused"`
-		} `json:"storeFull,omitempty"`
-	} `json:"metrics"`
-}
+// statusJSON is the --json form of kairo status, the console's too.
+type statusJSON = jsonview.Status
 
 func runStatus(ctx context.Context, args []string) error {
 	f := newFlags("status", "kairo status [--json]", `
@@ -111,19 +83,7 @@ cache folder's kairo/current), else ./.kairo.`)
 		return callError(abi.MethodKernelPing, err)
 	}
 	if *asJSON {
-		s := statusJSON{Home: home, HomeFrom: from, Socket: path, Version: in.Version, ABIVersion: in.ABIVersion, Ready: ping.Ready, Methods: in.Methods}
-		s.Metrics.UptimeSeconds = m.Uptime.Seconds()
-		s.Metrics.Goroutines, s.Metrics.HeapBytes = m.Goroutines, m.HeapBytes
-		s.Metrics.Connections, s.Metrics.Subscriptions = m.Connections, m.Subscriptions
-		s.Metrics.LastSeq, s.Metrics.Published, s.Metrics.Duplicates = m.LastSeq, m.Published, m.Duplicates
-		s.Metrics.Delivered, s.Metrics.CatchUps = m.Delivered, m.CatchUps
-		s.Metrics.Requests, s.Metrics.BadFrames, s.Metrics.Store = m.Requests, m.BadFrames, m.Store
-		if !m.StoreFullSince.IsZero() {
-			s.Metrics.StoreFull = &struct {
-				Since   time.Time `json:"since"`
-				Refused uint64    `json:"refused"`
-			}{m.StoreFullSince, m.StoreRefused}
-		}
+		s := jsonview.NewStatus(home, from, path, in, m, ping)
 		fmt.Printf("%s\n", marshalJSON(s))
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/jsonview"
 	"github.com/kairo-os/kairo/internal/tools/modelname"
 )
 
@@ -85,39 +86,12 @@ parameters, source, origin, grants, error.`)
 	return nil
 }
 
-// toolJSON is the --json form of a tool; the keys are the wire names of
-// abi.ToolInfo, and every key is always there.
-type toolJSON struct {
-	Name        string         `json:"name"`
-	Offered     string         `json:"offered"` // the name the model is offered it under; "" when it cannot be called
-	Description string         `json:"description"`
-	Parameters  map[string]any `json:"parameters"` // the JSON schema of its arguments
-	Source      string         `json:"source"`
-	Origin      string         `json:"origin"`
-	Grants      []string       `json:"grants"`
-	Error       string         `json:"error"`
-}
-
-func newToolJSON(t abi.ToolInfo, offered string) toolJSON {
-	o := toolJSON{Name: t.Name, Offered: offered, Description: t.Description, Parameters: t.Parameters,
-		Source: t.Source, Origin: t.Origin, Grants: orEmpty(t.Grants), Error: t.Error}
-	if o.Parameters == nil {
-		o.Parameters = map[string]any{}
-	}
-	return o
-}
+// newToolJSON is the --json form of a tool, the console's too.
+func newToolJSON(t abi.ToolInfo, offered string) jsonview.Tool { return jsonview.NewTool(t, offered) }
 
 // offeredNames are the names the LLM policy offers the callable tools to
-// the model under, as it computes them.
-func offeredNames(tools []abi.ToolInfo) map[string]string {
-	var names []string
-	for _, t := range tools {
-		if t.Error == "" {
-			names = append(names, t.Name)
-		}
-	}
-	return modelname.Assign(names)
-}
+// the model under (jsonview.OfferedNames).
+func offeredNames(tools []abi.ToolInfo) map[string]string { return jsonview.OfferedNames(tools) }
 
 // printTool shows one tool. Its name, description and error come from
 // whoever provides the tool (an MCP server, a plugin, a skill's manifest),

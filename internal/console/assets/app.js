@@ -1,0 +1,778 @@
+// Kairo's console: the agent's run loops, rebuilt from the event log alone.
+//
+// The page reads the newest events (GET /api/events, newest first, bounded),
+// folds them oldest first into run loops, then follows the log live
+// (GET /api/stream, Server-Sent Events) from the last seq it holds. What it
+// shows is a fold of the events, as internal/agent/state.go folds them:
+// a run loop is a correlation chain, its id the correlationId of its
+// events. Every string that came from an event reaches the DOM through
+// textContent, never as HTML: the page builds its elements itself.
+"use strict";
+
+(() => {
+  // Events read for the first paint, and per "load older": the server's
+  // most (MaxEventsLimit), so that a run loop among many other events
+  // is still in the first read.
+  const FIRST_PAINT = 10000;
+  const PAGE = 10000;
+  const MAX_LINES = 2000; // lines of output kept per process
+  const MAX_LINE = 8192; // characters per line before it wraps
+  const MAX_OTHERS = 300; // events outside run loops kept in the DOM
+  const MAX_CHAT = 200;
+  const MAX_HELD = 50000; // events held for their envelopes and causes
+  const MAX_TICKS = 5000; // context windows held
+
+  const $ = (id) => document.getElementById(id);
+
+  // el builds an element: class names, then children (strings become text).
+  function el(tag, cls, ...kids) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    for (const k of kids) {
+      if (k === null || k === undefined) continue;
+      e.append(typeof k === "string" ? document.createTextNode(k) : k);
+    }
+    return e;
+  }
+
+  const str = (v) => (typeof v === "string" ? v : v === undefined || v === null ? "" : JSON.stringify(v));
+  const shortId = (id) => (id && id.length > 8 ? id.slice(-8) : id || "");
+  const pad = (n) => (n < 10 ? "0" : "") + n;
+  // clock is an event's local time of day (toLocaleTimeString is many times
+  // slower, which a first paint of thousands of events feels).
+  const clock = (t) => {
+    const d = new Date(t);
+    return isNaN(d) ? "" : pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+  };
+  function human(ms) {
+    if (!(ms >= 0)) return "";
+    if (ms < 1000) return Math.round(ms) + " ms";
+    if (ms < 60000) return (ms / 1000).toFixed(1) + " s";
+    return Math.floor(ms / 60000) + " min " + Math.round((ms % 60000) / 1000) + " s";
+  }
+  const clip = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s);
+
+  // ---- ANSI: SGR codes become classes; every other escape is dropped ----
+
+  const ESC_RE =
+    /\x1b\[([0-?]*)[ -/]*([@-~])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_][^\x1b]*\x1b\\|\x1b[ -/]*[0-~]|[\x00-\x08\x0b-\x1f\x7f]/g;
+  const ESC_WHOLE =
+    /^(?:\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_][^\x1b]*\x1b\\|\x1b[ -/]*[0-~])/;
+
+  function sgr(st, params) {
+    const p = params === "" ? [0] : params.split(/[;:]/).map((x) => (x === "" ? 0 : parseInt(x, 10)));
+    for (let i = 0; i < p.length; i++) {
+      const n = p[i];
+      if (n === 0) Object.assign(st, { fg: -1, bg: -1, b: false, d: false, i: false, u: false, inv: false });
+      else if (n === 1) st.b = true;
+      else if (n === 2) st.d = true;
+      else if (n === 3) st.i = true;
+      else if (n === 4) st.u = true;
+      else if (n === 7) st.inv = true;
+      else if (n === 22) st.b = st.d = false;
+      else if (n === 23) st.i = false;
+      else if (n === 24) st.u = false;
+      else if (n === 27) st.inv = false;
+      else if (n >= 30 && n <= 37) st.fg = n - 30;
+      else if (n >= 90 && n <= 97) st.fg = n - 90 + 8;
+      else if (n === 39) st.fg = -1;
+      else if (n >= 40 && n <= 47) st.bg = n - 40;
+      else if (n >= 100 && n <= 107) st.bg = n - 100 + 8;
+      else if (n === 49) st.bg = -1;
+      else if (n === 38 || n === 48) {
+        // 256 colours: the first 16 as classes; others, and RGB, as default.
+        let c = -1;
+        if (p[i + 1] === 5) {
+          c = p[i + 2] < 16 ? p[i + 2] : -1;
+          i += 2;
+        } else if (p[i + 1] === 2) i += 4;
+        if (n === 38) st.fg = c;
+        else st.bg = c;
+      }
+    }
+    const cls = [];
+    if (st.fg >= 0) cls.push("a-fg" + st.fg);
+    if (st.bg >= 0) cls.push("a-bg" + st.bg);
+    if (st.b) cls.push("a-b");
+    if (st.d) cls.push("a-d");
+    if (st.i) cls.push("a-i");
+    if (st.u) cls.push("a-u");
+    if (st.inv) cls.push("a-inv");
+    st.cls = cls.join(" ");
+  }
+
+  // Output is one process's stdout and stderr as lines of spans, its tail
+  // kept: at most MAX_LINES lines.
+  class Output {
+    constructor() {
+      this.pre = el("pre", "out");
+      this.head = el("div", "out-head");
+      this.lines = 0;
+      this.dropped = 0;
+      this.cur = null;
+      this.curLen = 0;
+      this.pending = { stdout: "", stderr: "" };
+      this.st = { fg: -1, bg: -1, b: false, d: false, i: false, u: false, inv: false, cls: "" };
+    }
+    newLine() {
+      this.cur = el("div", "ln");
+      this.curLen = 0;
+      this.pre.append(this.cur);
+      if (++this.lines > MAX_LINES) {
+        this.pre.firstChild.remove();
+        this.lines--;
+        this.dropped++;
+        this.head.textContent = this.dropped + " earlier lines not kept";
+      }
+    }
+    text(s, stream) {
+      const parts = s.split("\n");
+      for (let j = 0; j < parts.length; j++) {
+        if (j > 0 || !this.cur) this.newLine();
+        let t = parts[j];
+        while (t.length > 0) {
+          if (this.curLen >= MAX_LINE) this.newLine();
+          const piece = t.slice(0, MAX_LINE - this.curLen);
+          t = t.slice(piece.length);
+          this.curLen += piece.length;
+          const cls = (this.st.cls + (stream === "stderr" ? " err" : "")).trim();
+          if (cls) this.cur.append(el("span", cls, piece));
+          else this.cur.append(document.createTextNode(piece));
+        }
+      }
+    }
+    write(data, stream) {
+      let s = (this.pending[stream] || "") + data;
+      this.pending[stream] = "";
+      const at = s.lastIndexOf("\x1b");
+      if (at >= 0 && !ESC_WHOLE.test(s.slice(at)) && s.length - at < 4096) {
+        this.pending[stream] = s.slice(at);
+        s = s.slice(0, at);
+      }
+      let last = 0;
+      ESC_RE.lastIndex = 0;
+      for (let m; (m = ESC_RE.exec(s)); ) {
+        if (m.index > last) this.text(s.slice(last, m.index), stream);
+        last = ESC_RE.lastIndex;
+        if (m[2] === "m") sgr(this.st, m[1]);
+      }
+      if (last < s.length) this.text(s.slice(last), stream);
+    }
+  }
+
+  // ---- the model: run loops folded from events ----
+
+  let all = []; // every event held, by seq ascending
+  let byId = new Map();
+  let loops = new Map();
+  let procs = new Map(); // processId → proc
+  const outputs = new Map(); // processId → Output: live only, kept across rebuilds
+  let lastSeq = 0;
+  let othersCount = 0;
+  // The context windows: each recorded tick (kairo.agent.tick) by its
+  // agent and number, with the memory its policy was shown; and the lane
+  // elements of the iterations each tick decided.
+  let ticks = new Map();
+  let tickIters = new Map();
+  let memories = new Map(); // agent → the memory last recorded
+
+  function reset() {
+    ticks = new Map();
+    tickIters = new Map();
+    memories = new Map();
+    all = [];
+    byId = new Map();
+    loops = new Map();
+    procs = new Map();
+    lastSeq = 0;
+    othersCount = 0;
+    $("loops").replaceChildren();
+    $("others").replaceChildren();
+    $("messages").replaceChildren();
+    $("empty").hidden = false;
+  }
+
+  function output(pid) {
+    let o = outputs.get(pid);
+    if (!o) {
+      o = new Output();
+      outputs.set(pid, o);
+      const box = el("div", "orphan", el("div", "muted", "process " + pid), o.head, o.pre);
+      o.orphan = box;
+      $("orphans").append(box);
+      $("orphans").hidden = false;
+    }
+    return o;
+  }
+
+  function newLoop(id, ev) {
+    const l = {
+      id,
+      goal: "",
+      status: "open",
+      interrupted: false,
+      iterations: 0,
+      lastTick: undefined,
+      running: new Set(),
+      started: ev.time,
+    };
+    l.goalEl = el("span", "goal", "(started before the events shown)");
+    l.statusEl = el("span", "status", "open");
+    l.metaEl = el("span", "meta", "");
+    l.cancel = el("button", "cancel", "cancel");
+    l.cancel.type = "button";
+    l.cancel.dataset.cancel = id;
+    l.lane = el("ol", "lane");
+    l.el = el(
+      "section",
+      "loop s-open",
+      el("header", "loop-head", l.statusEl, l.goalEl, el("span", "loop-id", shortId(id)), l.metaEl, l.cancel),
+      l.lane,
+    );
+    l.el.dataset.loop = id;
+    l.el.title = "run loop " + id;
+    l.iter = null;
+    loops.set(id, l);
+    $("loops").prepend(l.el);
+    $("empty").hidden = true;
+    return l;
+  }
+
+  function loopStatus(l) {
+    let s = l.status;
+    if (s === "open" && l.interrupted && l.running.size === 0) s = "interrupted";
+    l.el.className = "loop s-" + s;
+    l.statusEl.textContent = s;
+    l.cancel.hidden = l.status !== "open";
+    l.metaEl.textContent =
+      l.iterations + (l.iterations === 1 ? " iteration" : " iterations") + (l.running.size ? " · " + l.running.size + " running" : "");
+  }
+
+  // iteration returns the lane element an item of l goes to: a new one
+  // when tick is a tick l has not seen.
+  function iteration(l, tick, source) {
+    if (tick !== undefined && tick !== null && (l.lastTick !== tick || !l.iter)) {
+      l.lastTick = tick;
+      l.iterations++;
+      l.iter = el("ol", "items");
+      l.lane.append(el("li", "iter", el("div", "iter-head", "iteration " + l.iterations + " · tick " + tick), l.iter));
+      const key = source + "#" + tick;
+      const rec = ticks.get(key);
+      if (rec) l.iter.append(contextItem(rec));
+      if (!tickIters.has(key)) tickIters.set(key, []);
+      tickIters.get(key).push(l.iter);
+    }
+    if (!l.iter) {
+      l.iter = el("ol", "items");
+      l.lane.append(el("li", "iter", el("div", "iter-head", "start"), l.iter));
+    }
+    return l.iter;
+  }
+
+  // trim drops a map's oldest entries past MAX_TICKS.
+  function trim(m) {
+    if (m.size <= MAX_TICKS) return;
+    for (const k of m.keys()) {
+      m.delete(k);
+      if (m.size <= MAX_TICKS * 0.8) break;
+    }
+  }
+
+  // contextItem shows what the policy was shown at a tick: the events it
+  // observed and the memory it was given. What it answered follows in the
+  // iteration: the actions.
+  function contextItem(rec) {
+    const d = rec.ev.data || {};
+    const observed = Array.isArray(d.observed) ? d.observed : [];
+    const list = el("ol", "observed");
+    for (const id of observed) {
+      const o = byId.get(str(id));
+      if (!o) {
+        list.append(el("li", "muted", str(id) + " (not among the events loaded)"));
+        continue;
+      }
+      const b = el("button", "cause", "[" + o.seq + "] " + o.type);
+      b.type = "button";
+      b.dataset.show = o.seq;
+      const od = o.data && typeof o.data === "object" ? o.data : {};
+      list.append(el("li", "", b, " ", el("span", "text", clip(str(od.text || od.name || ""), 200))));
+    }
+    const parts = [observed.length + " observed"];
+    if (d.results) parts.push(d.results + " results");
+    if (rec.memory) parts.push("memory");
+    const box = el("details", "context", el("summary", "", "context window: " + parts.join(", ")), list);
+    if (rec.memory) box.append(el("pre", "memory", rec.memory));
+    return item(rec.ev, "context", box);
+  }
+
+  function item(ev, kind, ...kids) {
+    const li = el("li", "ev k-" + kind, el("span", "t", clock(ev.time)), el("span", "kind", kind), " ", ...kids);
+    li.dataset.seq = ev.seq;
+    li.dataset.type = ev.type;
+    return li;
+  }
+
+  function chat(ev, who, text) {
+    const li = el("li", "msg " + who, el("span", "who", who === "user" ? "you" : "agent"), el("span", "msg-text", text));
+    li.dataset.seq = ev.seq;
+    const m = $("messages");
+    m.append(li);
+    while (m.childElementCount > MAX_CHAT) m.firstChild.remove();
+  }
+
+  const isAgentMessage = (t) => /^kairo\.agent\.[^.]+\.message$/.test(t);
+
+  function procBlock(l, ev, d) {
+    const pid = d.processId;
+    const o = output(pid);
+    if (o.orphan) {
+      o.orphan.remove();
+      o.orphan = null;
+    }
+    const p = { id: pid, loop: l, ended: false };
+    p.state = el("span", "pstate", "running");
+    p.fill = el("div", "fill");
+    p.dur = el("span", "dur", "");
+    p.kill = el("button", "kill", "kill");
+    p.kill.type = "button";
+    p.kill.dataset.kill = pid;
+    const argv = Array.isArray(d.argv) ? d.argv.map(str).join(" ") : "";
+    p.el = el(
+      "div",
+      "proc running",
+      el("div", "proc-head", el("span", "argv", argv), el("span", "pid", "pid " + str(d.pid) + " · " + pid), p.state, p.kill),
+      el("div", "bar", p.fill, p.dur),
+      o.head,
+      o.pre,
+    );
+    p.el.dataset.process = pid;
+    p.el.dataset.pid = str(d.pid);
+    procs.set(pid, p);
+    if (l) l.running.add(pid);
+    return p.el;
+  }
+
+  function procEnd(p, text, cls, ms) {
+    p.ended = true;
+    p.state.textContent = text;
+    p.el.className = "proc " + cls;
+    p.kill.hidden = true;
+    if (ms >= 0) {
+      // A log scale: a second and an hour both stay visible.
+      p.fill.style.width = Math.min(100, Math.max(1, (Math.log10(ms + 1) / Math.log10(3600001)) * 100)) + "%";
+      p.dur.textContent = human(ms);
+    }
+    if (p.loop) p.loop.running.delete(p.id);
+  }
+
+  // fold applies one event to the model and the DOM.
+  function fold(ev) {
+    if (!(ev.seq > lastSeq)) return;
+    lastSeq = ev.seq;
+    all.push(ev);
+    if (ev.id) byId.set(ev.id, ev);
+    if (all.length > MAX_HELD) {
+      // A page open for long keeps the newest: the DOM it drew stays.
+      for (const o of all.splice(0, MAX_HELD / 5)) byId.delete(o.id);
+    }
+    const d = ev.data && typeof ev.data === "object" ? ev.data : {};
+    const t = ev.type || "";
+    const corr = ev.correlationId || "";
+
+    if (t === "kairo.agent.tick" && d.tick !== undefined) {
+      const src = str(ev.source);
+      if (d.memoryChanged) memories.set(src, str(d.memory));
+      const rec = { ev, memory: memories.get(src) || "" };
+      const key = src + "#" + d.tick;
+      ticks.set(key, rec);
+      for (const ol of tickIters.get(key) || []) ol.prepend(contextItem(rec));
+      trim(ticks);
+      trim(tickIters);
+    }
+
+    if (t === "kairo.user.message") {
+      chat(ev, "user", str(d.text));
+    }
+    if (t === "kairo.intent.started" && d.runLoopId) {
+      const l = loops.get(d.runLoopId) || newLoop(d.runLoopId, ev);
+      l.goal = str(d.goal);
+      l.goalEl.textContent = l.goal || "(no goal)";
+      l.started = ev.time;
+      iteration(l).append(item(ev, "started", el("span", "text", l.goal)));
+      loopStatus(l);
+      return;
+    }
+    let l = loops.get(corr);
+    if (!l && corr && (t === "kairo.agent.action" || t === "kairo.intent.ended" || isAgentMessage(t))) l = newLoop(corr, ev);
+    if (t === "kairo.intent.ended" && loops.get(d.runLoopId)) l = loops.get(d.runLoopId);
+    if (!l) {
+      if (t === "kairo.process.exited" || t === "kairo.process.canceled" || t === "kairo.process.interrupted") {
+        const p = procs.get(d.processId);
+        if (p && !p.ended) procEnd(p, t.slice(14), "ended", d.durationMs);
+      }
+      if (t !== "kairo.user.message") other(ev);
+      return;
+    }
+    const add = (kind, ...kids) => iteration(l, d.tick, str(ev.source)).append(item(ev, kind, ...kids));
+
+    switch (true) {
+      case isAgentMessage(t):
+        add("message", el("span", "text user", str(d.text)));
+        break;
+      case t === "kairo.agent.action": {
+        const ty = str(d.type);
+        if (ty === "say" || ty === "query") {
+          add(ty === "say" ? "says" : "asks", el("span", "text reply", str(d.text)));
+          chat(ev, "agent", str(d.text));
+        } else if (ty === "tool_call") {
+          l.interrupted = false;
+          add("tool call", el("span", "tool", str(d.tool)), " ", el("code", "args", clip(str(d.args), 400)));
+        } else if (ty === "cancel") {
+          add("cancel", el("span", "text", str(d.reason) + (d.keep ? " (keeps the run loop)" : "")));
+        } else {
+          add(ty || "action");
+        }
+        break;
+      }
+      case t === "kairo.agent.thought":
+        add("thought", el("span", "text thought", str(d.text)));
+        break;
+      case t === "kairo.agent.tick": {
+        const obs = Array.isArray(d.observed) ? d.observed.length : 0;
+        const kids = [el("span", "text", obs + " observed" + (d.results ? ", " + d.results + " results" : ""))];
+        if (d.memoryChanged && d.memory) kids.push(el("details", "memory", el("summary", "", "memory shown"), el("pre", "", str(d.memory))));
+        add("tick", ...kids);
+        break;
+      }
+      case t === "kairo.agent.error":
+        add("error", el("span", "text error", str(d.error || d.text || d.message || d)));
+        break;
+      case t === "kairo.agent.note": {
+        const parts = [str(d.status)];
+        if (d.exitCode !== undefined && d.exitCode !== null) parts.push("exit " + d.exitCode);
+        if (d.duration) parts.push(human(d.duration / 1e6));
+        const kids = [el("span", "text", parts.join(" · ") + (d.text ? " — " + str(d.text) : ""))];
+        if (Array.isArray(d.lastLines) && d.lastLines.length) {
+          const o = new Output();
+          o.write(d.lastLines.map(str).join("\n"), "stdout");
+          kids.push(el("details", "last", el("summary", "", "last lines"), o.pre));
+        }
+        add("note", ...kids);
+        break;
+      }
+      case t === "kairo.tool.invoke":
+        add("invoke", el("span", "tool", str(d.tool)));
+        break;
+      case t === "kairo.tool.result": {
+        const st = str(d.status);
+        if (st === "interrupted") l.interrupted = true;
+        const res = d.error ? str(d.error) : d.result !== undefined ? clip(str(d.result), 400) : "";
+        add("result", el("span", "st st-" + st, st), " ", el("span", "dur", human((d.duration || 0) / 1e6)), " ", el("span", "text", res));
+        break;
+      }
+      case t === "kairo.process.spawned":
+        add("spawned", procBlock(l, ev, d));
+        break;
+      case t === "kairo.process.exited": {
+        const p = procs.get(d.processId);
+        const how = d.exitCode !== undefined && d.exitCode !== null ? "exit " + d.exitCode : "killed by " + str(d.signal);
+        if (p) procEnd(p, how + (d.reason ? " (" + str(d.reason) + ")" : ""), d.exitCode === 0 ? "ok" : "failed", d.durationMs);
+        add("exited", el("span", "text", how + " after " + human(d.durationMs) + (d.reason ? " — " + str(d.reason) : "")));
+        break;
+      }
+      case t === "kairo.process.canceled":
+        add("canceled", el("span", "text", str(d.reason)));
+        break;
+      case t === "kairo.process.interrupted": {
+        l.interrupted = true;
+        const p = procs.get(d.processId);
+        if (p) procEnd(p, "interrupted", "interrupted", -1);
+        add("interrupted", el("span", "text", str(d.reason)));
+        break;
+      }
+      case t === "kairo.process.progress":
+        add("progress", el("span", "text", clip(str(d.values), 200)));
+        break;
+      case t === "kairo.intent.ended":
+        l.status = str(d.status) || "done";
+        add("ended", el("span", "text", l.status + (d.summary ? " — " + str(d.summary) : "")));
+        break;
+      default:
+        add(t.replace(/^kairo\./, ""), el("span", "text", clip(str(ev.data), 300)));
+    }
+    loopStatus(l);
+  }
+
+  // bulk collects the events outside run loops while a read of the log is
+  // folded: only the last MAX_OTHERS of them are drawn (drawOthers).
+  let bulk = null;
+  const otherEl = (ev) => item(ev, ev.type || "event", el("span", "src", str(ev.source)), " ", el("span", "text", clip(str(ev.data), 300)));
+
+  function other(ev) {
+    if (bulk) {
+      bulk.push(ev);
+      return;
+    }
+    const o = $("others");
+    o.append(otherEl(ev));
+    if (++othersCount > MAX_OTHERS) {
+      o.firstChild.remove();
+      othersCount--;
+    }
+  }
+
+  // foldAll folds a read of the log, oldest first.
+  function foldAll(evs) {
+    bulk = [];
+    for (const ev of evs) fold(ev);
+    const tail = bulk.slice(-MAX_OTHERS);
+    bulk = null;
+    const o = $("others");
+    o.append(...tail.map(otherEl));
+    othersCount = o.childElementCount;
+    while (othersCount > MAX_OTHERS) {
+      o.firstChild.remove();
+      othersCount--;
+    }
+  }
+
+  // ---- live: events and chunks queued, applied once a frame ----
+
+  let queue = [];
+  let frame = 0;
+  function enqueue(x) {
+    queue.push(x);
+    if (!frame) frame = requestAnimationFrame(flush);
+  }
+  function flush() {
+    frame = 0;
+    const q = queue;
+    queue = [];
+    let plugins = false;
+    for (const x of q) {
+      if (x.chunk) {
+        output(str(x.chunk.processId)).write(str(x.chunk.data), str(x.chunk.stream));
+      } else {
+        fold(x);
+        if (/^kairo\.(plugin|mcp)\./.test(x.type || "")) plugins = true;
+      }
+    }
+    document.body.dataset.lastSeq = lastSeq;
+    if (plugins) panels();
+  }
+
+  let source = null;
+  let retry = 0;
+  function stream() {
+    if (source) source.close();
+    source = new EventSource("/api/stream?from=" + lastSeq);
+    source.addEventListener("open", () => {
+      retry = 0;
+      setConn("live", "conn-live");
+    });
+    source.addEventListener("kairo", (m) => {
+      try {
+        enqueue(JSON.parse(m.data));
+      } catch (e) {
+        console.warn("kairo console: an event that is not JSON", e);
+      }
+    });
+    source.addEventListener("chunk", (m) => {
+      try {
+        enqueue({ chunk: JSON.parse(m.data) });
+      } catch (e) {
+        console.warn("kairo console: a chunk that is not JSON", e);
+      }
+    });
+    source.addEventListener("dropped", () => location.reload());
+    source.addEventListener("error", () => {
+      // The daemon went away (a restart): follow again from the last seq
+      // held, once it answers.
+      source.close();
+      source = null;
+      setConn("reconnecting", "conn-wait");
+      setTimeout(stream, Math.min(5000, 250 * 2 ** retry++));
+    });
+  }
+
+  function setConn(text, cls) {
+    const c = $("conn");
+    c.textContent = text;
+    c.className = "conn " + cls;
+  }
+
+  // ---- requests ----
+
+  async function api(path, body) {
+    const init = body === undefined ? {} : { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+    const r = await fetch(path, init);
+    if (!r.ok) {
+      const text = await r.text();
+      throw new Error(path + ": " + r.status + " " + text.trim());
+    }
+    const ct = r.headers.get("Content-Type") || "";
+    return ct.includes("json") ? r.json() : r.text();
+  }
+
+  function showError(e) {
+    const p = $("error");
+    p.textContent = e ? String(e.message || e) : "";
+    p.hidden = !e;
+  }
+
+  async function loadEvents(before) {
+    const q = "/api/events?limit=" + (before ? PAGE : FIRST_PAINT) + (before ? "&before=" + before : "");
+    const r = await api(q);
+    performance.mark("kairo:read");
+    const evs = Array.isArray(r.events) ? r.events : [];
+    return { evs: evs.slice().reverse(), last: r.lastSeq || 0 };
+  }
+
+  async function older() {
+    const first = all.length ? all[0].seq : 0;
+    if (first <= 1) return;
+    try {
+      const { evs } = await loadEvents(first);
+      const keep = all;
+      reset();
+      foldAll(evs.concat(keep));
+      $("older").hidden = !all.length || all[0].seq <= 1;
+    } catch (e) {
+      showError(e);
+    }
+  }
+
+  function list(r, key) {
+    if (Array.isArray(r)) return r;
+    if (r && Array.isArray(r[key])) return r[key];
+    return [];
+  }
+
+  async function panels() {
+    try {
+      const [pl, tl] = await Promise.all([api("/api/plugins"), api("/api/tools")]);
+      const ul = $("plugins");
+      ul.replaceChildren(
+        ...list(pl, "plugins").map((p) => {
+          const grants = [];
+          for (const k of ["subscribe", "publish", "call", "services", "tools", "wasiFs", "wasiEnv"]) {
+            if (Array.isArray(p[k]) && p[k].length) grants.push(k + ": " + p[k].map(str).join(", "));
+          }
+          const li = el(
+            "li",
+            "plugin p-" + str(p.state),
+            el("span", "name", str(p.name)),
+            " ",
+            el("span", "state", str(p.state)),
+            " ",
+            el("span", "muted", [p.version ? "v" + str(p.version) : "", p.failures ? p.failures + " failures" : "", p.restarts ? p.restarts + " restarts" : "", p.denied ? p.denied + " denied" : ""].filter(Boolean).join(" · ")),
+          );
+          if (p.error) li.append(el("div", "error", str(p.error)));
+          if (grants.length) li.append(el("div", "grants", grants.join("; ")));
+          if (p.requested) li.append(el("div", "requested", "requested: " + str(p.requested)));
+          return li;
+        }),
+      );
+      $("tools").replaceChildren(
+        ...list(tl, "tools").map((t) => {
+          const li = el("li", "tool-row", el("span", "name", str(t.name)), " ", el("span", "muted", str(t.source) + (t.origin ? " · " + str(t.origin) : "")));
+          if (t.description) li.title = str(t.description);
+          if (t.error) li.append(el("div", "error", str(t.error)));
+          return li;
+        }),
+      );
+    } catch (e) {
+      showError(e);
+    }
+    try {
+      const s = await api("/api/status");
+      const bits = [];
+      if (s && typeof s === "object") {
+        for (const k of ["version", "abiVersion", "agent", "policy"]) if (s[k] !== undefined) bits.push(k + " " + str(s[k]));
+      }
+      $("status").textContent = bits.join(" · ");
+    } catch (e) {
+      // The status is a nicety; the timeline does without it.
+    }
+  }
+
+  // ---- the detail of an event: its envelope and its cause ----
+
+  function detail(seq) {
+    const ev = all.find((e) => e.seq === seq);
+    if (!ev) return;
+    $("detail").hidden = false;
+    $("envelope").textContent = JSON.stringify(ev, null, 2);
+    const c = $("cause");
+    if (!ev.causationId) {
+      c.replaceChildren(el("span", "muted", "nothing: it begins its chain"));
+      return;
+    }
+    const cause = byId.get(ev.causationId);
+    if (!cause) {
+      c.replaceChildren(el("span", "muted", ev.causationId + " (not among the events loaded)"));
+      return;
+    }
+    const b = el("button", "cause", "[" + cause.seq + "] " + cause.type);
+    b.type = "button";
+    b.dataset.show = cause.seq;
+    c.replaceChildren(b);
+  }
+
+  // ---- wiring ----
+
+  document.addEventListener("click", (e) => {
+    const t = e.target.closest("button, [data-seq]");
+    if (!t) return;
+    if (t.dataset.cancel) {
+      api("/api/cancel", { runLoopId: t.dataset.cancel }).then(() => showError(null), showError);
+    } else if (t.dataset.kill) {
+      api("/api/kill", { processId: t.dataset.kill, signal: "TERM" }).then(() => showError(null), showError);
+    } else if (t.dataset.show) {
+      detail(Number(t.dataset.show));
+    } else if (t.id === "close-detail") {
+      $("detail").hidden = true;
+    } else if (t.id === "older") {
+      older();
+    } else if (t.dataset.seq) {
+      detail(Number(t.dataset.seq));
+    }
+  });
+
+  $("send").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const input = $("text");
+    const text = input.value.trim();
+    if (!text) return;
+    api("/api/send", { text }).then(() => {
+      input.value = "";
+      showError(null);
+    }, showError);
+  });
+
+  async function start() {
+    try {
+      const { evs, last } = await loadEvents(0);
+      foldAll(evs);
+      performance.mark("kairo:folded");
+      if (last > lastSeq) lastSeq = last;
+      $("older").hidden = !all.length || all[0].seq <= 1;
+    } catch (e) {
+      showError(e);
+    }
+    // ready: the first paint's DOM is built; painted: ms from the
+    // navigation's start to just after the frame that drew it.
+    document.body.dataset.lastSeq = lastSeq;
+    document.body.dataset.events = all.length;
+    document.body.dataset.ready = "1";
+    requestAnimationFrame(() => setTimeout(() => (document.body.dataset.painted = performance.now().toFixed(1))));
+    stream();
+    panels();
+  }
+
+  document.addEventListener("securitypolicyviolation", (e) => {
+    console.error("kairo console: CSP violation: " + e.violatedDirective + " " + e.blockedURI);
+  });
+
+  start();
+})();
