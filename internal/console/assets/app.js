@@ -688,7 +688,7 @@
       const s = await api("/api/status");
       const bits = [];
       if (s && typeof s === "object") {
-        for (const k of ["version", "abiVersion", "agent", "policy"]) if (s[k] !== undefined) bits.push(k + " " + str(s[k]));
+        for (const k of ["version", "abiVersion", "ready"]) if (s[k] !== undefined) bits.push(k + " " + str(s[k]));
       }
       $("status").textContent = bits.join(" · ");
     } catch (e) {
