@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/internal/testkit"
 
 	"github.com/kairo-os/kairo/sdk/client"
 )
@@ -22,28 +23,14 @@ import (
 var kairoBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kairo-bin-")
+	bin, remove, err := testkit.BuildKairo()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// Sandboxed skills run as uids of their own and may exec kairo itself.
-	os.Chmod(dir, 0o755)
-	kairoBin = filepath.Join(dir, "kairo")
-	build := exec.Command(goTool(), "build", "-o", kairoBin, ".")
-	// Static, as `make build` builds it: a cgo kairo's sandbox helper
-	// makes its threads with pthread_create, whose 8 MiB stacks a skill's
-	// memory limit can refuse on a loaded machine (seen: "runtime/cgo:
-	// pthread_create failed" in the archive example).
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build kairo:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	kairoBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
@@ -51,21 +38,8 @@ func TestMain(m *testing.M) {
 // its GOROOT/bin first in PATH.
 func goTool() string { return "go" }
 
-// childEnv is the environment of a kairo child: ours without KAIRO_*, with
-// KAIRO_HOME set to home, and XDG_RUNTIME_DIR a folder that does not
-// exist, so that a daemon of the tests names its home in no pointer file
-// (pointer.go): not the user's, not one another test's client reads.
-// XDG_CACHE_HOME is the home's folder "cache": each home compiles its
-// plugins into a compilation cache of its own, never the user's.
-func childEnv(home string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KAIRO_") && !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") && !strings.HasPrefix(kv, "XDG_CACHE_HOME=") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "KAIRO_HOME="+home, "XDG_RUNTIME_DIR="+filepath.Join(home, "no-runtime-dir"), "XDG_CACHE_HOME="+filepath.Join(home, "cache"))
-}
+// childEnv is the environment of a kairo child on home (testkit.ChildEnv).
+func childEnv(home string) []string { return testkit.ChildEnv(home) }
 
 // result is a finished kairo run.
 type result struct {
@@ -114,22 +88,7 @@ func kairoRun(t *testing.T, dir string, env []string, in io.Reader, args ...stri
 }
 
 // syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.SyncBuffer
 
 // upProc is a `kairo up` child process.
 type upProc struct {

@@ -1,16 +1,16 @@
 package wasm
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/internal/testkit"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -36,22 +36,7 @@ func cacheFiles(t *testing.T, root string) map[string]uint64 {
 }
 
 // logBuffer is a logger and what it wrote.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer = testkit.SyncBuffer
 
 // serveOnce loads wasm in h and has it handle a batch.
 func serveOnce(t *testing.T, h *Host, wasm []byte) {

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/internal/testkit"
+
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/vmihailenco/msgpack/v5"
@@ -33,23 +35,14 @@ import (
 var kairoBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kairo-console-bin-")
+	bin, remove, err := testkit.BuildKairo()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	kairoBin = filepath.Join(dir, "kairo")
-	// Static, as `make build` builds it (see cmd/kairo's TestMain).
-	build := exec.Command("go", "build", "-o", kairoBin, "../../cmd/kairo")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build kairo:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	kairoBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
@@ -86,18 +79,8 @@ func artifacts(t testing.TB) string {
 	return dir
 }
 
-// childEnv is the environment of a kairo child: ours without KAIRO_*, with
-// its home, no pointer file and a compilation cache of its own (as in
-// cmd/kairo's tests).
-func childEnv(home string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KAIRO_") && !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") && !strings.HasPrefix(kv, "XDG_CACHE_HOME=") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "KAIRO_HOME="+home, "XDG_RUNTIME_DIR="+filepath.Join(home, "no-runtime-dir"), "XDG_CACHE_HOME="+filepath.Join(home, "cache"))
-}
+// childEnv is the environment of a kairo child on home.
+func childEnv(home string) []string { return testkit.ChildEnv(home) }
 
 // newHome is a data folder whose kairo.toml turns the console on, on a
 // free loopback port.
@@ -127,22 +110,7 @@ type daemon struct {
 	err    error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.SyncBuffer
 
 // startDaemon starts `kairo up` on home and returns once it is ready
 // (client.WaitReady). The test's cleanup kills it if it still runs.
