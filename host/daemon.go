@@ -577,6 +577,9 @@ func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.
 		log.Warn("this kernel has no Landlock: every spawn will be refused (set sandbox.best_effort to run them with seccomp and rlimits only)")
 	}
 	log.Info("sandbox on", "landlockABI", abi, "bestEffort", sc.BestEffort, "workspaces", root)
+	if sandbox.CgoWarning != "" {
+		log.Warn(sandbox.CgoWarning)
+	}
 	if sc.BestEffort {
 		// What the default profile loses here; a skill's own grants may
 		// lose more, and `kairo run --explain` says what.

@@ -1,0 +1,6 @@
+//go:build !cgo
+
+package sandbox
+
+// CgoWarning is "" in a static build; see cgo.go.
+const CgoWarning = ""
