@@ -1,0 +1,118 @@
+package egress
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRulesAllow(t *testing.T) {
+	r, err := ParseRules([]string{
+		"api.github.com:443",
+		"*.pythonhosted.org",
+		"Example.COM.:80",
+		"127.0.0.1:8080",
+		"[::1]:9000",
+		"10.0.0.7",
+		"xn--bcher-kva.example",
+		"svc.internal:8443",
+		"svc.internal:9443",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each denial sits beside a control that differs in one thing.
+	for _, c := range []struct {
+		host string
+		port int
+		want bool
+	}{
+		{"api.github.com", 443, true},
+		{"api.github.com", 80, false}, // listed with a port: only that port
+		{"API.GitHub.com.", 443, true},
+		{"github.com", 443, false},
+		{"evil.api.github.com", 443, false}, // not a wildcard entry
+
+		{"files.pythonhosted.org", 443, true},
+		{"files.pythonhosted.org", 80, true},
+		{"files.pythonhosted.org", 8080, false}, // no port: 80 and 443 only
+		{"a.b.pythonhosted.org", 443, true},     // more than one label
+		{"pythonhosted.org", 443, false},        // never the bare suffix
+		{"xpythonhosted.org", 443, false},       // a label boundary, not a string suffix
+		{"pythonhosted.org.evil.com", 443, false},
+
+		{"example.com", 80, true},
+		{"example.com", 443, false},
+
+		{"127.0.0.1", 8080, true},
+		{"127.0.0.1", 8081, false},
+		{"127.0.0.2", 8080, false},
+		{"::ffff:127.0.0.1", 8080, true}, // the same address, mapped
+		{"[::1]", 9000, true},
+		{"::1", 9000, true},
+		{"::1", 9001, false},
+		{"10.0.0.7", 443, true},
+		{"10.0.0.7", 22, false},
+
+		{"xn--bcher-kva.example", 443, true},
+		{"bücher.example", 443, false}, // compared as written, no IDNA mapping
+
+		{"svc.internal", 8443, true}, // two entries for one host merge
+		{"svc.internal", 9443, true},
+		{"svc.internal", 443, false},
+
+		{"api.github.com", 0, false},
+		{"api.github.com", 70000, false},
+		{"", 443, false},
+	} {
+		if got := r.Allow(c.host, c.port); got != c.want {
+			t.Errorf("Allow(%q, %d) = %v, want %v", c.host, c.port, got, c.want)
+		}
+	}
+	var none *Rules
+	if none.Allow("api.github.com", 443) {
+		t.Error("nil Rules allowed a host")
+	}
+}
+
+func TestParseRulesErrors(t *testing.T) {
+	for _, c := range []struct{ entry, says string }{
+		{"", "empty"},
+		{"*", "'*' is allowed only"},
+		{"*.", "'*' is allowed only"},
+		{"foo.*.com", "'*' is allowed only"},
+		{"*foo.com", "'*' is allowed only"},
+		{"api.github.com:0", "port \"0\""},
+		{"api.github.com:https", "port \"https\""},
+		{"api.github.com:65536", "port \"65536\""},
+		{"bücher.example", "punycode"},
+		{"a..b", "empty label"},
+		{"-a.com", "starts or ends with '-'"},
+		{"a b.com", "not allowed"},
+		{"1.2.3", "looks like an IP address"},
+		{"fe80::1%eth0", "zone"},
+		{"::1:443", "IPv6 literal"}, // parses as an address: no error, see below
+		{"[::1", "missing ]"},
+		{"[example.com]:443", "not an IPv6 address"},
+		{"http://example.com", "not a URL"},
+		{"1::2::3", "more than one colon"},
+	} {
+		_, err := ParseRules([]string{"ok.example", c.entry})
+		if c.entry == "::1:443" { // a valid IPv6 address, not ::1 port 443
+			if err != nil {
+				t.Errorf("%q: %v", c.entry, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("ParseRules(%q) succeeded", c.entry)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, c.says) || !strings.Contains(msg, "*.suffix") {
+			t.Errorf("ParseRules(%q) error %q: want it to say %q and what is allowed", c.entry, msg, c.says)
+		}
+	}
+	if _, err := ParseRules([]string{"ok.example", " spaced.example:8080 ", "[::1]", "1.2.3.4:22"}); err != nil {
+		t.Errorf("valid entries: %v", err)
+	}
+}
