@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -336,31 +335,27 @@ func (d *Daemon) startPlugins(home string, cfg manifests.Config) error {
 		MaxFailures: cfg.Host.MaxFailures, FailureWindow: cfg.Host.FailureWindowDuration(),
 		Watch: true, Logger: d.log,
 	})
-	for name := range cfg.Plugins {
-		found := slices.ContainsFunc(builtins, func(b plugin.Builtin) bool {
-			m, err := manifests.ParsePlugin("", b.Manifest)
-			return err == nil && m.Plugin.Name == name
-		})
-		for _, f := range folders {
-			if _, err := os.Stat(filepath.Join(f.Path, name+".wasm")); err == nil {
-				found = true
-			}
-		}
-		if !found {
-			d.log.Warn("kairo.toml has [plugins."+name+"], but no plugin of that name is installed", "folders", folders)
-		}
-	}
 	d.progress(Progress{Step: StepPlugins, Folders: folders, Cache: cfg.CachePath(home)})
 	if err := d.plugins.Start(); err != nil {
 		d.log.Warn("plugins load, but changes to their files need a restart", "err", err)
 	}
+	// The manager has a unit for every plugin it found, built in or in a
+	// folder, running or not: an override of none of them names nothing.
+	list := d.plugins.List()
+	installed := map[string]bool{}
 	n := 0
-	for _, p := range d.plugins.List() {
+	for _, p := range list {
+		installed[p.Name] = true
 		if p.State == abi.PluginRunning {
 			n++
 		}
 	}
-	d.log.Info("plugins loaded", "running", n, "of", len(d.plugins.List()))
+	for name := range cfg.Plugins {
+		if !installed[name] {
+			d.log.Warn("kairo.toml has [plugins."+name+"], but no plugin of that name is installed", "folders", folders)
+		}
+	}
+	d.log.Info("plugins loaded", "running", n, "of", len(list))
 	d.progress(Progress{Step: StepAgent})
 	return nil
 }

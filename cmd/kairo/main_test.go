@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,24 +14,13 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/internal/testkit"
-
 	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // kairoBin is the kairo binary the tests run, built once by TestMain.
 var kairoBin string
 
-func TestMain(m *testing.M) {
-	bin, remove, err := testkit.BuildKairo()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	kairoBin = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m, &kairoBin) }
 
 // goTool is the go command of the toolchain running the tests: go test puts
 // its GOROOT/bin first in PATH.

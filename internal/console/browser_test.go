@@ -21,30 +21,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kairo-os/kairo/internal/testkit"
-
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/testkit"
 	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // kairoBin is the kairo binary the tests run, built once by TestMain.
 var kairoBin string
 
-func TestMain(m *testing.M) {
-	bin, remove, err := testkit.BuildKairo()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	kairoBin = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m, &kairoBin) }
 
 // chromiumPath is the browser the tests drive: Debian's chromium, else one
 // on PATH. Without one the tests fail, saying how to install it: a browser

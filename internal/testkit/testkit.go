@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // root is the module's root folder, found from this file's place in it.
@@ -42,6 +43,20 @@ func BuildKairo() (bin string, remove func(), err error) {
 		return "", nil, fmt.Errorf("build kairo: %v\n%s", err, out)
 	}
 	return bin, remove, nil
+}
+
+// Main is a TestMain for tests that run kairo: it builds the binary
+// (BuildKairo) into *bin, runs the tests and removes it.
+func Main(m *testing.M, bin *string) {
+	b, remove, err := BuildKairo()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin = b
+	code := m.Run()
+	remove()
+	os.Exit(code)
 }
 
 // ChildEnv is the environment of a kairo child: ours without KAIRO_*, with
