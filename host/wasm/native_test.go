@@ -211,3 +211,30 @@ func TestPluginCallsCarryGrants(t *testing.T) {
 		t.Fatalf("events.replay, not granted: %v", aerr)
 	}
 }
+
+// An import's cap stops a native plugin as it stops a module: call args
+// over Options.MaxCallArgs are a limit, not a call (the calls of
+// TestNativePlugin are the control).
+func TestNativeImportCap(t *testing.T) {
+	ctx := context.Background()
+	big := func(host plugin.Host) plugin.Plugin {
+		return plugin.Plugin{
+			Init: func(abi.PluginConfig) (abi.PluginInfo, error) { return abi.PluginInfo{Name: "big"}, nil },
+			Handle: func(*abi.Batch) (abi.Reply, error) {
+				_, err := host.Call("kernel.ping", make([]byte, 4096))
+				return abi.Reply{}, err
+			},
+		}
+	}
+	p, err := testHost.LoadNative(ctx, plugin.Builtin{New: big}, Options{Name: "big", MaxCallArgs: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	initPlugin(t, p, nil)
+	out, err := p.Handle(ctx, &abi.Batch{})
+	var f *Failure
+	if !errors.As(err, &f) || f.Reason != ReasonLimit || len(out.Calls) != 0 {
+		t.Fatalf("call args over the cap: %v, calls %d, reply %q", err, len(out.Calls), out.Reply.Error)
+	}
+}
