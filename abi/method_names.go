@@ -27,6 +27,10 @@ const (
 	MethodProcessAttach     = "process.attach"
 	MethodIntentCancel      = "intent.cancel"
 
+	MethodApprovalRequest = "approval.request"
+	MethodApprovalDecide  = "approval.decide"
+	MethodApprovalList    = "approval.list"
+
 	// host/wasm: the plugins.
 	MethodPluginsList    = "plugins.list"
 	MethodPluginsRestart = "plugins.restart"
@@ -55,6 +59,7 @@ var Methods = []string{
 	MethodEventsPublish, MethodEventsSubscribe, MethodEventsUnsubscribe, MethodEventsReplay,
 	MethodProcessSpawn, MethodProcessStdinWrite, MethodProcessWait, MethodProcessStatus, MethodProcessSignal,
 	MethodProcessKill, MethodProcessPause, MethodProcessResume, MethodProcessResize, MethodProcessAttach, MethodIntentCancel,
+	MethodApprovalRequest, MethodApprovalDecide, MethodApprovalList,
 	MethodLLMChat,
 	MethodPluginsList, MethodPluginsRestart, MethodPluginsGrant, MethodPluginsRevoke,
 	MethodToolsList, MethodToolsResult,

@@ -148,6 +148,10 @@ type SpawnParams struct {
 	// operator names a manifest file).
 	Skill  string    `msgpack:"skill,omitempty"`
 	Params StringMap `msgpack:"params,omitempty"`
+	// Approval names an approved on-deny approval of this skill: the run
+	// holds the approval's grants besides the manifest's. An approval's
+	// grants are spent by one spawn.
+	Approval string `msgpack:"approval,omitempty"`
 }
 
 // ProcessRef names a process: process.status, .kill, .pause, .resume,

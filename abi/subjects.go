@@ -145,9 +145,22 @@ const (
 	SubjectMCPAll = "kairo.mcp.>"
 )
 
-// Families no event is published in yet, reserved to the kernel.
+// The sandbox's refusals (kernel/proc): what a process tree tried and was
+// refused, and the audit subsystem's state as Kairo found and left it.
+// The data types are in consent.go.
 const (
-	SubjectSandboxAll  = "kairo.sandbox.>"
+	SubjectSandboxDenied = "kairo.sandbox.denied"
+	SubjectSandboxAudit  = "kairo.sandbox.audit"
+
+	SubjectSandboxAll = "kairo.sandbox.>"
+)
+
+// Approvals (kernel): an action waiting for a person, and the decision.
+// The data types are in consent.go.
+const (
+	SubjectApprovalRequested = "kairo.approval.requested"
+	SubjectApprovalDecided   = "kairo.approval.decided"
+
 	SubjectApprovalAll = "kairo.approval.>"
 )
 

@@ -161,6 +161,9 @@ type Manager struct {
 	closed   bool
 	nextID   atomic.Uint64
 	wg       sync.WaitGroup
+
+	treesMu sync.Mutex
+	byUID   map[int]*Tree // the trees by their sandbox uid (TreeOfUID)
 }
 
 // NewManager returns a manager publishing to b.
@@ -298,6 +301,8 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	m.mu.Unlock()
 	if s.tree.Root() != s {
 		s.tree.joined(s) // before its reap can take it out again
+	} else {
+		m.trackUID(s.tree)
 	}
 	// Not waited for here: the spawn's answer is not its acknowledgement,
 	// and the exited event, published after it, waits for both.
@@ -474,6 +479,12 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 			s.m.log("publish kairo.process.spawned for %s: %v", s.id, err)
 		}
 		cancel()
+	}
+	if s.tree.Root() == s {
+		// What the tree was refused is published before it is said to
+		// have ended: a consumer of the exit knows why it failed.
+		s.tree.denials.end()
+		s.m.untrackUID(s.tree)
 	}
 	s.m.publish(s, abi.SubjectProcessExited, data)
 	if s.tree.Root() == s {

@@ -29,6 +29,8 @@ type Tree struct {
 	// stopBy is when a clean stop's grace ends: until then the end of
 	// the root lets the rest of the tree finish on its own.
 	stopBy time.Time
+
+	denials denials // what the sandbox refused it (Deny)
 }
 
 func newTree() *Tree { return &Tree{uid: -1, members: map[*Session]bool{}} }
