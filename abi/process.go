@@ -12,6 +12,9 @@ type ProcessSpawned struct {
 	Argv      []string `msgpack:"argv"`
 	Cwd       string   `msgpack:"cwd"`
 	PTY       bool     `msgpack:"pty"`
+	// Approval names the approval whose grants the run holds besides its
+	// manifest's (SpawnParams.Approval).
+	Approval string `msgpack:"approval,omitempty"`
 }
 
 // ProcessExitedEvent is the data of kairo.process.exited.

@@ -117,6 +117,9 @@ type Options struct {
 	Version  string        // reported by kernel.introspect
 	Launcher proc.Launcher // how processes start; default proc.Exec
 	Logger   *slog.Logger
+	// ApprovalTimeout is how long an approval waits for a person before
+	// it is denied; default DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
 }
 
 // Kernel holds the method table and the system components behind it.
@@ -139,6 +142,8 @@ type Kernel struct {
 	requests atomic.Uint64
 	gauges   sync.Map    // name → func() int, e.g. connections from the IPC server
 	ready    atomic.Bool // SetReady: what kernel.ping says of the daemon
+
+	approvals *approvals
 }
 
 // New returns a kernel over b with the built-in methods registered.
@@ -155,6 +160,7 @@ func New(b *bus.Bus, opts Options) *Kernel {
 	k.registerEvents()
 	k.registerProcess()
 	k.registerDevices()
+	k.registerApprovals()
 	return k
 }
 
@@ -169,7 +175,10 @@ func (k *Kernel) Ready() bool { return k.ready.Load() }
 
 // Close ends every process the kernel runs (the whole trees) and waits for
 // their exits to be published. Close the doors first and the bus after.
-func (k *Kernel) Close() { k.Proc.Close() }
+func (k *Kernel) Close() {
+	k.approvals.close()
+	k.Proc.Close()
+}
 
 // Register adds m to the table, replacing a method of the same name.
 func (k *Kernel) Register(m Method) {

@@ -67,9 +67,30 @@ func (k *Kernel) spawn(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	var used func(string)
+	var release func()
+	if p.Approval != "" {
+		// The grants a person approved for one run of this skill, after
+		// the sandbox refused them: added to its policy, and spent.
+		if spec.Skill == "" {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "approval %q: an approval's grants are for a run of an installed skill (give skill)", p.Approval)
+		}
+		var g abi.Grants
+		if g, used, release, err = k.spendApproval(caller, p.Approval, spec.Skill); err != nil {
+			return nil, err
+		}
+		withGrants(&spec, g)
+		spec.Approval = p.Approval
+	}
 	s, err := k.Proc.Spawn(spec, c.Session, &sessionSink{c.Session})
 	if err != nil {
+		if release != nil {
+			release()
+		}
 		return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+	}
+	if used != nil {
+		used(s.ID())
 	}
 	return s.Info(), nil
 }

@@ -82,6 +82,9 @@ type Spec struct {
 	// Skill names the binary skill the spec runs, if it runs one: the
 	// principal its kernel connection (IPC) speaks as.
 	Skill string
+	// Approval names the approval whose grants the spawn holds besides its
+	// manifest's, for the spawned event.
+	Approval string
 	// IPC, when set, gives the process a connection to the kernel with
 	// these scopes only (a sandboxing launcher with ServeIPC).
 	IPC *manifests.IPCGrants
@@ -307,7 +310,7 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	// Not waited for here: the spawn's answer is not its acknowledgement,
 	// and the exited event, published after it, waits for both.
 	s.spawned = m.publishAsync(s, abi.SubjectProcessSpawned, abi.ProcessSpawned{
-		ProcessID: s.id, PID: s.info.PID, Argv: spec.Argv, Cwd: cwd, PTY: spec.PTY,
+		ProcessID: s.id, PID: s.info.PID, Argv: spec.Argv, Cwd: cwd, PTY: spec.PTY, Approval: spec.Approval,
 	})
 	var pumps sync.WaitGroup
 	for _, p := range outs {

@@ -1,0 +1,529 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/proc"
+	"github.com/kairo-os/kairo/sandbox"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// approvalSource is the source of the kernel's approval events.
+const approvalSource = abi.PrincipalKernel + "/approval"
+
+// Bounds of the approval table: pending ones past maxPendingApprovals are
+// refused (a policy that asks for a thousand runs at once asks for too
+// many); decided ones are kept, newest, up to maxKeptApprovals.
+const (
+	maxPendingApprovals = 256
+	maxKeptApprovals    = 4096
+	maxApprovalArgs     = 64 << 10
+	maxApprovalReason   = 1024
+	maxApprovalGrants   = 64
+	// DefaultApprovalTimeout is how long a request waits for a person
+	// before it is denied, unless Options.ApprovalTimeout says otherwise.
+	DefaultApprovalTimeout = 10 * time.Minute
+)
+
+// approvals is the kernel's table of approvals: a fold of the
+// kairo.approval events (and of the spawns that spent an approval's
+// grants), rebuilt from the log by LoadApprovals.
+type approvals struct {
+	k       *Kernel
+	timeout time.Duration
+
+	mu     sync.Mutex
+	byID   map[string]*approvalEntry
+	order  []*approvalEntry // requested, oldest first
+	closed bool
+}
+
+type approvalEntry struct {
+	a     abi.Approval
+	timer *time.Timer
+}
+
+func (k *Kernel) registerApprovals() {
+	t := k.opts.ApprovalTimeout
+	if t <= 0 {
+		t = DefaultApprovalTimeout
+	}
+	k.approvals = &approvals{k: k, timeout: t, byID: map[string]*approvalEntry{}}
+	for _, m := range []Method{
+		{Name: abi.MethodApprovalRequest, Summary: "ask a person to approve an action (the agent and the host)", Handler: k.approvalRequest},
+		{Name: abi.MethodApprovalDecide, Summary: "approve or deny a pending approval (the operator)", Handler: k.approvalDecide},
+		{Name: abi.MethodApprovalList, Summary: "the pending approvals, or all recent ones", Handler: k.approvalList, Quick: true},
+	} {
+		k.Register(m)
+	}
+}
+
+// LoadApprovals rebuilds the approval table from the log: a request with
+// no decision is pending again, with what is left of its time (one whose
+// time ran out while the daemon was down is denied now), and an approval
+// whose grants a spawn spent stays spent. The daemon calls it once, before
+// it serves.
+func (k *Kernel) LoadApprovals(ctx context.Context) error {
+	ap := k.approvals
+	pat, err := bus.CompilePattern(abi.SubjectApprovalAll)
+	if err != nil {
+		return err
+	}
+	err = k.Bus.Replay(ctx, bus.Query{Pattern: pat}, func(ev *abi.Event) error {
+		if ev.Source != approvalSource {
+			return nil
+		}
+		switch ev.Type {
+		case abi.SubjectApprovalRequested:
+			var r abi.ApprovalRequest
+			if msgpack.Unmarshal(ev.Data, &r) == nil && r.ID != "" {
+				ap.add(r, ev.Time)
+			}
+		case abi.SubjectApprovalDecided:
+			var d abi.ApprovalDecision
+			if msgpack.Unmarshal(ev.Data, &d) == nil {
+				ap.decided(d)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load approvals: %w", err)
+	}
+	spawned, err := bus.CompilePattern(abi.SubjectProcessSpawned)
+	if err != nil {
+		return err
+	}
+	err = k.Bus.Replay(ctx, bus.Query{Pattern: spawned}, func(ev *abi.Event) error {
+		var d abi.ProcessSpawned
+		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Approval != "" {
+			ap.mu.Lock()
+			if e := ap.byID[d.Approval]; e != nil {
+				e.a.UsedBy = d.ProcessID
+			}
+			ap.mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load approvals: %w", err)
+	}
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	for _, e := range ap.order {
+		if e.a.State == abi.ApprovalPending && e.timer == nil {
+			ap.armLocked(e)
+		}
+	}
+	return nil
+}
+
+// add records a request as pending (idempotent by id).
+func (ap *approvals) add(r abi.ApprovalRequest, at time.Time) *approvalEntry {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	if e := ap.byID[r.ID]; e != nil {
+		return e
+	}
+	e := &approvalEntry{a: abi.Approval{ApprovalRequest: r, State: abi.ApprovalPending, RequestedAt: at}}
+	ap.byID[r.ID] = e
+	ap.order = append(ap.order, e)
+	ap.pruneLocked()
+	return e
+}
+
+// decided records d, the first decision of its approval; a later one
+// changes nothing.
+func (ap *approvals) decided(d abi.ApprovalDecision) {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	e := ap.byID[d.ID]
+	if e == nil || e.a.State != abi.ApprovalPending {
+		return
+	}
+	e.a.State = abi.ApprovalDenied
+	if d.Approved {
+		e.a.State = abi.ApprovalApproved
+	}
+	e.a.Decided = &d
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+}
+
+// pruneLocked drops the oldest decided approvals past maxKeptApprovals.
+func (ap *approvals) pruneLocked() {
+	if len(ap.order) <= maxKeptApprovals {
+		return
+	}
+	keep := ap.order[:0]
+	drop := len(ap.order) - maxKeptApprovals
+	for _, e := range ap.order {
+		if drop > 0 && e.a.State != abi.ApprovalPending {
+			delete(ap.byID, e.a.ID)
+			drop--
+			continue
+		}
+		keep = append(keep, e)
+	}
+	clear(ap.order[len(keep):])
+	ap.order = keep
+}
+
+// armLocked starts e's timeout: past its Expires it is denied, by
+// "timeout".
+func (ap *approvals) armLocked(e *approvalEntry) {
+	if ap.closed {
+		return
+	}
+	id := e.a.ID
+	e.timer = time.AfterFunc(time.Until(e.a.Expires), func() {
+		ap.k.decideApproval(context.Background(), abi.ApprovalDecision{
+			ID: id, By: "timeout", Reason: "nobody decided within " + ap.timeout.String(),
+		})
+	})
+}
+
+// close stops every timeout; the pending approvals stay pending in the log.
+func (ap *approvals) close() {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	ap.closed = true
+	for _, e := range ap.order {
+		if e.timer != nil {
+			e.timer.Stop()
+			e.timer = nil
+		}
+	}
+}
+
+func (k *Kernel) approvalRequest(ctx context.Context, c *Call) (any, error) {
+	var r abi.ApprovalRequest
+	if err := c.Decode(&r); err != nil {
+		return nil, err
+	}
+	caller := c.Session.Caller()
+	switch caller.Kind {
+	case KindAgent, KindHost, KindOperator:
+	default:
+		return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: %s may not ask for approvals; the agent and the host do", caller)
+	}
+	if err := checkApprovalRequest(&r); err != nil {
+		return nil, err
+	}
+	r.ID = "ap-" + r.ActionID
+	if r.Mode == abi.ApprovalOnDeny {
+		r.ID += "-rerun"
+	}
+	r.Requester = caller.Source()
+	ap := k.approvals
+	ap.mu.Lock()
+	if e := ap.byID[r.ID]; e != nil {
+		a := e.a
+		ap.mu.Unlock()
+		return a, nil // asked again: the same approval
+	}
+	pending := 0
+	for _, e := range ap.order {
+		if e.a.State == abi.ApprovalPending {
+			pending++
+		}
+	}
+	ap.mu.Unlock()
+	if pending >= maxPendingApprovals {
+		return nil, abi.Errorf(abi.CodeUnavailable, "%d approvals are pending already, the most the kernel holds; decide some (kairo approvals) first", pending)
+	}
+	now := time.Now()
+	r.Expires = now.Add(ap.timeout)
+	raw, err := msgpack.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	// The event's id is the approval's: asked twice, the log holds it once.
+	ev := &abi.Event{ID: r.ID, Type: abi.SubjectApprovalRequested, Source: approvalSource, Time: now,
+		CorrelationID: r.CorrelationID, CausationID: r.ActionID, Data: raw}
+	if _, err := k.Bus.Publish(ctx, ev); err != nil {
+		return nil, err
+	}
+	e := ap.add(r, ev.Time)
+	ap.mu.Lock()
+	if e.a.State == abi.ApprovalPending && e.timer == nil {
+		ap.armLocked(e)
+	}
+	a := e.a
+	ap.mu.Unlock()
+	return a, nil
+}
+
+// checkApprovalRequest refuses a request the kernel should not show a
+// person: unbounded, unnamed or granting what no manifest could.
+func checkApprovalRequest(r *abi.ApprovalRequest) error {
+	bad := func(format string, args ...any) error {
+		return abi.Errorf(abi.CodeInvalidParams, "approval.request: "+format, args...)
+	}
+	switch {
+	case r.ActionID == "" || len(r.ActionID) > abi.MaxIDLen:
+		return bad("actionId must name the action, in at most %d bytes", abi.MaxIDLen)
+	case r.Tool == "" || len(r.Tool) > abi.MaxIDLen:
+		return bad("tool must name the tool, in at most %d bytes", abi.MaxIDLen)
+	case r.Mode != abi.ApprovalAlways && r.Mode != abi.ApprovalOnDeny:
+		return bad("mode %q: want %q or %q", r.Mode, abi.ApprovalAlways, abi.ApprovalOnDeny)
+	case len(r.Args) > maxApprovalArgs:
+		return bad("args are %d bytes, more than %d", len(r.Args), maxApprovalArgs)
+	case len(r.Reason) > maxApprovalReason:
+		return bad("reason is %d bytes, more than %d", len(r.Reason), maxApprovalReason)
+	case len(r.CorrelationID) > abi.MaxIDLen || len(r.Skill) > abi.MaxIDLen:
+		return bad("correlationId and skill are at most %d bytes", abi.MaxIDLen)
+	}
+	g := r.Grants
+	if n := len(g.Read) + len(g.Write) + len(g.Exec) + len(g.ConnectTCP) + len(g.BindTCP) + len(g.Hosts); n > maxApprovalGrants {
+		return bad("%d grants, more than %d", n, maxApprovalGrants)
+	}
+	if !g.Empty() && (r.Mode != abi.ApprovalOnDeny || r.Skill == "") {
+		return bad("grants are asked for the re-run of a refused skill only: give mode %q and the skill", abi.ApprovalOnDeny)
+	}
+	for _, ps := range [][]string{g.Read, g.Write, g.Exec} {
+		for _, p := range ps {
+			if !filepath.IsAbs(p) || filepath.Clean(p) != p || len(p) > abi.MaxPathLen {
+				return bad("grant path %q: want a clean absolute path", p)
+			}
+		}
+	}
+	for _, p := range slices.Concat(g.ConnectTCP, g.BindTCP) {
+		if p == 0 {
+			return bad("grant port 0 is not a port")
+		}
+	}
+	for _, h := range g.Hosts {
+		if h == "" || len(h) > 255 || strings.ContainsAny(h, " \t\r\n") {
+			return bad("grant host %q: want a host name, with :port if not 80 or 443", h)
+		}
+	}
+	return nil
+}
+
+func (k *Kernel) approvalDecide(ctx context.Context, c *Call) (any, error) {
+	var d abi.ApprovalDecision
+	if err := c.Decode(&d); err != nil {
+		return nil, err
+	}
+	caller := c.Session.Caller()
+	ap := k.approvals
+	ap.mu.Lock()
+	e := ap.byID[d.ID]
+	var a abi.Approval
+	if e != nil {
+		a = e.a
+	}
+	ap.mu.Unlock()
+	if e == nil {
+		return nil, abi.Errorf(abi.CodeNotFound, "no approval %q; approval.list (kairo approvals) shows the pending ones", d.ID)
+	}
+	switch caller.Kind {
+	case KindOperator:
+		if d.MessageID != "" {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "messageId is the agent's, for a decision taken from the chat; leave it empty")
+		}
+	case KindAgent:
+		// The agent passes on the user's "yes" or "no" from the chat: the
+		// kernel reads that message itself.
+		if err := k.chatDecision(ctx, caller, &a, &d); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: only the operator decides approvals, not %s", caller)
+	}
+	if len(d.Reason) > maxApprovalReason {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "reason is %d bytes, more than %d", len(d.Reason), maxApprovalReason)
+	}
+	d.By = caller.Source()
+	return k.decideApproval(ctx, d)
+}
+
+// decideApproval records d as its approval's decision, unless one was
+// recorded before: then it answers that one, with Already set. The
+// decided event's id is derived from the approval's, so a decision
+// delivered twice — from two doors at once, or retried — is stored once.
+func (k *Kernel) decideApproval(ctx context.Context, d abi.ApprovalDecision) (abi.Approval, error) {
+	ap := k.approvals
+	ap.mu.Lock()
+	e := ap.byID[d.ID]
+	if e == nil {
+		ap.mu.Unlock()
+		return abi.Approval{}, abi.Errorf(abi.CodeNotFound, "no approval %q", d.ID)
+	}
+	if e.a.State != abi.ApprovalPending {
+		a := e.a
+		ap.mu.Unlock()
+		a.Already = true
+		return a, nil
+	}
+	d.ActionID = e.a.ActionID
+	loop := e.a.CorrelationID
+	ap.mu.Unlock()
+	raw, err := msgpack.Marshal(d)
+	if err != nil {
+		return abi.Approval{}, err
+	}
+	ev := &abi.Event{ID: d.ID + "-decided", Type: abi.SubjectApprovalDecided, Source: approvalSource,
+		CorrelationID: loop, CausationID: d.ID, Data: raw}
+	res, err := k.Bus.Publish(ctx, ev)
+	if err != nil {
+		return abi.Approval{}, err
+	}
+	ap.decided(d)
+	ap.mu.Lock()
+	a := e.a
+	ap.mu.Unlock()
+	a.Already = res.Duplicate || a.Decided == nil || a.Decided.By != d.By || a.Decided.Approved != d.Approved
+	return a, nil
+}
+
+// chatDecision checks a decision the agent passes on from the chat: d
+// names a user message the operator (or an input plugin the operator
+// installed) sent after the request, which says yes or no as d does.
+func (k *Kernel) chatDecision(ctx context.Context, caller Caller, a *abi.Approval, d *abi.ApprovalDecision) error {
+	if a.Requester != caller.Source() {
+		return abi.Errorf(abi.CodePermissionDenied, "permission denied: %s may pass on the chat's decisions of its own requests only", caller)
+	}
+	if d.MessageID == "" {
+		return abi.Errorf(abi.CodePermissionDenied, "permission denied: the agent decides an approval only from the user's message (messageId); the operator decides with kairo approve or kairo deny")
+	}
+	pat, err := bus.CompilePattern(abi.SubjectUserMessage)
+	if err != nil {
+		return err
+	}
+	var found *abi.UserMessage
+	var src string
+	err = k.Bus.Replay(ctx, bus.Query{Since: a.RequestedAt, Pattern: pat, Limit: 10000}, func(ev *abi.Event) error {
+		var m abi.UserMessage
+		if msgpack.Unmarshal(ev.Data, &m) == nil && (m.MessageID == d.MessageID || ev.ID == d.MessageID) {
+			found, src = &m, ev.Source
+			return bus.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if found == nil {
+		return abi.Errorf(abi.CodePermissionDenied, "permission denied: no user message %q after the request %s", d.MessageID, a.ID)
+	}
+	if !strings.HasPrefix(src, abi.PrincipalOperator+"/") && !strings.HasPrefix(src, abi.PrincipalPlugin+"/") {
+		return abi.Errorf(abi.CodePermissionDenied, "permission denied: message %q is from %s, not the user", d.MessageID, src)
+	}
+	yes, ok := ChatAnswer(found.Text)
+	if !ok || yes != d.Approved {
+		return abi.Errorf(abi.CodePermissionDenied, "permission denied: message %q does not say %s", d.MessageID, map[bool]string{true: "yes", false: "no"}[d.Approved])
+	}
+	d.Reason = "answered " + strings.TrimSpace(found.Text) + " in the chat"
+	return nil
+}
+
+// ChatAnswer reads a chat message as an answer to an approval: "yes",
+// "y", "approve", "ok" are yes; "no", "n", "deny" are no; anything else is
+// not an answer.
+func ChatAnswer(text string) (yes, ok bool) {
+	switch strings.ToLower(strings.TrimRight(strings.TrimSpace(text), ".!")) {
+	case "yes", "y", "approve", "approved", "ok":
+		return true, true
+	case "no", "n", "deny", "denied":
+		return false, true
+	}
+	return false, false
+}
+
+func (k *Kernel) approvalList(ctx context.Context, c *Call) (any, error) {
+	var p abi.ApprovalListParams
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	switch caller := c.Session.Caller(); caller.Kind {
+	case KindOperator, KindAgent, KindHost:
+	default:
+		return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: %s may not list approvals", caller)
+	}
+	return abi.ApprovalListResult{Approvals: k.Approvals(p.All)}, nil
+}
+
+// Approvals lists the pending approvals, oldest first; with all, every one
+// the kernel keeps.
+func (k *Kernel) Approvals(all bool) []abi.Approval {
+	ap := k.approvals
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	out := []abi.Approval{}
+	for _, e := range ap.order {
+		if all || e.a.State == abi.ApprovalPending {
+			out = append(out, e.a)
+		}
+	}
+	return out
+}
+
+// spendApproval gives the grants of approval id to one spawn of skill by
+// caller: it must be an approved on-deny request of that caller for that
+// skill whose grants no spawn spent yet. release gives them back if the
+// spawn fails; used records the process that spent them.
+func (k *Kernel) spendApproval(caller Caller, id, skill string) (g abi.Grants, used func(processID string), release func(), err error) {
+	ap := k.approvals
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	e := ap.byID[id]
+	switch {
+	case e == nil:
+		return g, nil, nil, abi.Errorf(abi.CodeNotFound, "no approval %q", id)
+	case e.a.Requester != caller.Source() && caller.Kind != KindOperator:
+		return g, nil, nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: approval %s was asked for by %s, not %s", id, e.a.Requester, caller)
+	case e.a.State != abi.ApprovalApproved:
+		return g, nil, nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: approval %s is %s, not approved", id, e.a.State)
+	case e.a.Skill != skill:
+		return g, nil, nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: approval %s is for the skill %q, not %q", id, e.a.Skill, skill)
+	case e.a.UsedBy != "":
+		return g, nil, nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: approval %s was spent by %s; an approval's grants hold for one run", id, e.a.UsedBy)
+	}
+	e.a.UsedBy = "spawning"
+	used = func(pid string) { ap.mu.Lock(); e.a.UsedBy = pid; ap.mu.Unlock() }
+	release = func() { ap.mu.Lock(); e.a.UsedBy = ""; ap.mu.Unlock() }
+	return e.a.Grants, used, release, nil
+}
+
+// withGrants widens spec's policy by an approval's grants g, and nothing
+// else.
+func withGrants(spec *proc.Spec, g abi.Grants) {
+	base := spec.Policy
+	if base == nil {
+		return
+	}
+	spec.Policy = func(work, tmp string) (*sandbox.Policy, error) {
+		p, err := base(work, tmp)
+		if err != nil {
+			return nil, err
+		}
+		p.Read = appendNew(p.Read, g.Read...)
+		p.Write = appendNew(p.Write, g.Write...)
+		p.Exec = appendNew(p.Exec, g.Exec...)
+		p.ConnectTCP = appendNew(p.ConnectTCP, g.ConnectTCP...)
+		p.BindTCP = appendNew(p.BindTCP, g.BindTCP...)
+		return p, nil
+	}
+}
+
+func appendNew[T comparable](s []T, more ...T) []T {
+	s = slices.Clip(s)
+	for _, v := range more {
+		if !slices.Contains(s, v) {
+			s = append(s, v)
+		}
+	}
+	return s
+}
