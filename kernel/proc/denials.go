@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -58,6 +59,9 @@ func (t *Tree) Deny(d abi.SandboxDenied) {
 	}
 	if d.Count <= 0 {
 		d.Count = 1
+	}
+	if d.Grant == "" {
+		d.Grant = GrantLine(d.Op, d.Object)
 	}
 	dn := &t.denials
 	dn.mu.Lock()
@@ -188,4 +192,73 @@ func (m *Manager) untrackUID(t *Tree) {
 		}
 		m.treesMu.Unlock()
 	})
+}
+
+// GrantLine is the skill manifest line that would allow op on object, as
+// a refusal reports it; "" for what no manifest line grants (a system
+// call the filter always refuses, a scope).
+func GrantLine(op, object string) string {
+	list := func(table, key, v string) string { return "[" + table + "] " + key + " = [" + strconv.Quote(v) + "]" }
+	switch op {
+	case abi.DeniedRead:
+		return list("fs", "read", object)
+	case abi.DeniedWrite:
+		return list("fs", "write", object)
+	case abi.DeniedExec:
+		return list("fs", "exec", object)
+	case abi.DeniedHost:
+		return list("net", "hosts", object)
+	case abi.DeniedConnectTCP, abi.DeniedBindTCP:
+		key := "connect_tcp"
+		if op == abi.DeniedBindTCP {
+			key = "bind_tcp"
+		}
+		if _, err := strconv.ParseUint(object, 10, 16); err == nil {
+			return "[net] " + key + " = [" + object + "]"
+		}
+	}
+	return ""
+}
+
+// GrantsFor is what an approval adds for the refusals ds: exactly the
+// grants GrantLine names, each once.
+func GrantsFor(ds []abi.SandboxDenied) abi.Grants {
+	var g abi.Grants
+	add := func(s []string, v string) []string {
+		for _, x := range s {
+			if x == v {
+				return s
+			}
+		}
+		return append(s, v)
+	}
+	addPort := func(s []uint16, v string) []uint16 {
+		n, err := strconv.ParseUint(v, 10, 16)
+		if err != nil || n == 0 {
+			return s
+		}
+		for _, x := range s {
+			if x == uint16(n) {
+				return s
+			}
+		}
+		return append(s, uint16(n))
+	}
+	for _, d := range ds {
+		switch d.Op {
+		case abi.DeniedRead:
+			g.Read = add(g.Read, d.Object)
+		case abi.DeniedWrite:
+			g.Write = add(g.Write, d.Object)
+		case abi.DeniedExec:
+			g.Exec = add(g.Exec, d.Object)
+		case abi.DeniedHost:
+			g.Hosts = add(g.Hosts, d.Object)
+		case abi.DeniedConnectTCP:
+			g.ConnectTCP = addPort(g.ConnectTCP, d.Object)
+		case abi.DeniedBindTCP:
+			g.BindTCP = addPort(g.BindTCP, d.Object)
+		}
+	}
+	return g
 }
