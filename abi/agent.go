@@ -115,6 +115,10 @@ type ActionData struct {
 	// actions after it in the same answer continue it, once the processes
 	// are gone (a change of parameters is an iteration, not a new task).
 	Keep bool `msgpack:"keep,omitempty"`
+	// Approval, on a tool call the runtime makes itself, names the approved
+	// on-deny approval it re-runs a refused call with; the runtime clears
+	// it on a policy's actions.
+	Approval string `msgpack:"approval,omitempty"`
 }
 
 // ActionEvent is the data of kairo.agent.action. The event's id is the

@@ -232,8 +232,17 @@ func (d *Daemon) start() error {
 		return err
 	}
 	b := bus.New(store, bus.Options{})
-	k := kernel.New(b, kernel.Options{Version: d.cfg.Version, Logger: log, Launcher: launcher})
+	k := kernel.New(b, kernel.Options{Version: d.cfg.Version, Logger: log, Launcher: launcher, ApprovalTimeout: cfg.Approval.TimeoutDuration()})
 	k.SetSkills(installedSkills(cfg.SkillsPath(home)))
+	// What waited for a person when the daemon stopped waits again, with
+	// what is left of its time.
+	if err := k.LoadApprovals(context.Background()); err != nil {
+		b.Close()
+		return bus.ExplainDamage(err, cfg.StorePath(home))
+	}
+	if n := len(k.Approvals(false)); n > 0 {
+		log.Warn("approvals wait for a decision: kairo approvals lists them", "pending", n)
+	}
 	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: sock, MaxFrame: uint32(cfg.Kernel.MaxFrame), Logger: log})
 	if err != nil {
 		b.Close()
@@ -444,6 +453,11 @@ func (d *Daemon) startAgent(home string, cfg manifests.Config) error {
 		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
 		MaxToolCalls: a.MaxToolCalls, QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
 		Spawn: &kernel.SpawnAuthority{Skills: a.Grants.Skills, Commands: a.Grants.Commands, Folders: a.Grants.Folders},
+		// The operator's [approval] rules and a skill's own [approval]:
+		// the stricter of the two.
+		Approval: func(tool string) string {
+			return manifests.StricterApproval(cfg.Approval.ModeFor(tool), reg.ApprovalMode(tool))
+		},
 	})
 	if err != nil {
 		return err

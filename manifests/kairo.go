@@ -37,6 +37,8 @@ type Config struct {
 	Agent   AgentConfig   `toml:"agent"`
 	Memory  MemoryConfig  `toml:"memory"`
 	Console ConsoleConfig `toml:"console"`
+	// Approval says which tools need a person's yes ([approval]).
+	Approval ApprovalConfig `toml:"approval"`
 	// Plugins are the operator's word on each plugin, [plugins.NAME]: it
 	// may turn one off, trust it, narrow its grants, change its limits.
 	Plugins map[string]PluginOverride `toml:"plugins"`
@@ -527,6 +529,7 @@ func (c *Config) validate() []*Error {
 		bad("store.ring_size", "%d: the memory store needs room for at least 1 event", c.Store.RingSize)
 	}
 	errs = append(errs, c.Sandbox.validate()...)
+	errs = append(errs, c.Approval.validate()...)
 	if _, err := c.Log.SlogLevel(); err != nil {
 		bad("log.level", "%v", err)
 	}

@@ -35,6 +35,7 @@ type Skill struct {
 	Limits   SkillLimits      `toml:"limits"`
 	Sandbox  SandboxOptions   `toml:"sandbox"`
 	Progress []ProgressRule   `toml:"progress"`
+	Approval SkillApproval    `toml:"approval"`
 }
 
 // SkillInfo is the [skill] table.
@@ -229,6 +230,7 @@ func (c *skillCheck) check() {
 	c.checkIPC()
 	c.checkEnv()
 	c.checkLimits()
+	c.checkApproval()
 	if c.s.Sandbox.MinLandlockABI < 0 {
 		c.bad(toml.Key{"sandbox", "min_landlock_abi"}, "%d is negative; give a Landlock ABI version such as 4, or 0 to leave it to the sandbox", c.s.Sandbox.MinLandlockABI)
 	}

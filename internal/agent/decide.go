@@ -207,6 +207,7 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 				continue
 			}
 		}
+		d.Approval = "" // only the runtime's re-runs hold an approval
 		switch a.Type {
 		case abi.ActionSay, abi.ActionQuery, abi.ActionToolCall, abi.ActionCancel:
 		default:
@@ -451,13 +452,23 @@ func (r *Runtime) runTool(loop, actionID string, d abi.ActionData, halt <-chan s
 	r.mu.Lock()
 	pending := inFlight()
 	r.mu.Unlock()
-	if !pending {
+	if !pending || !r.gate(loop, actionID, d) {
+		return
+	}
+	r.mu.Lock()
+	a := r.st.actions[actionID]
+	once := a != nil && a.status == abi.StatusInProgress && !a.invoked
+	if once {
+		a.invoked = true // the call runs once, however often it is started
+	}
+	r.mu.Unlock()
+	if !once {
 		return
 	}
 	r.emit(&abi.Event{Type: abi.SubjectToolInvoke, CorrelationID: loop, CausationID: actionID},
 		abi.ToolInvoke{ActionID: actionID, Tool: d.Tool, Args: d.Args})
 	start := time.Now()
-	res := r.cfg.Tools.Call(r.ctx, ToolCall{ActionID: actionID, CorrelationID: loop, Tool: d.Tool, Args: d.Args, Session: r.sess})
+	res := r.cfg.Tools.Call(r.ctx, ToolCall{ActionID: actionID, CorrelationID: loop, Tool: d.Tool, Args: d.Args, Session: r.sess, Approval: d.Approval})
 	res.ActionID, res.Tool = actionID, d.Tool
 	if res.Status == "" {
 		res.Status = abi.StatusDone

@@ -38,6 +38,9 @@ func (r *Runtime) markInterrupted() {
 	var gone, alive []lost
 	for _, l := range r.st.open {
 		for _, a := range l.inProgress() {
+			if a.waitsForApproval() {
+				continue // it waits for a person, not for a process
+			}
 			if a.processID != "" {
 				if _, ok := r.k.Proc.Get(a.processID); ok {
 					continue

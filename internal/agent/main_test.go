@@ -97,6 +97,9 @@ func (e *env) open() {
 	}
 	e.bus = bus.New(store, bus.Options{})
 	e.kernel = kernel.New(e.bus, kernel.Options{Logger: quiet})
+	if err := e.kernel.LoadApprovals(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
 	e.events = watch(e.t, e.bus)
 	k, b := e.kernel, e.bus
 	e.t.Cleanup(func() { k.Close(); b.Close() })

@@ -76,6 +76,9 @@ type Config struct {
 	// Heartbeat: with run loops open and nothing observed, the policy is
 	// still asked this often, so it can act on time; default 1 s.
 	Heartbeat time.Duration
+	// Approval is the approval mode of a tool (manifests.ApprovalAlways,
+	// ApprovalOnDeny or ApprovalNever); nil: no tool needs one.
+	Approval func(tool string) string
 	Logger    *slog.Logger
 }
 
@@ -224,6 +227,7 @@ func (r *Runtime) Start() error {
 	r.mem.start(r.ctx, open, upTo)
 	r.mem.register()
 	r.markInterrupted()
+	r.resumeApprovals()
 	r.mu.Lock()
 	pending := make([]*abi.Event, 0, len(r.st.unrouted))
 	for _, ev := range r.st.unrouted {
@@ -280,8 +284,21 @@ func (r *Runtime) observe(evs []abi.Event) error {
 		switch {
 		case ev.Type == abi.SubjectUserMessage:
 			r.route(ev)
-		case ev.Type == abi.SubjectProcessExited:
-			r.noteExit(ev)
+		case ev.Type == abi.SubjectApprovalDecided:
+			r.decided(ev)
+		case ev.Type == abi.SubjectProcessExited, ev.Type == abi.SubjectSandboxDenied:
+			var ref abi.ProcessRef
+			if msgpack.Unmarshal(ev.Data, &ref) == nil {
+				r.mu.Lock()
+				a := r.st.procs[ref.ProcessID]
+				r.mu.Unlock()
+				if a != nil {
+					r.maybeAskRerun(a)
+				}
+			}
+			if ev.Type == abi.SubjectProcessExited {
+				r.noteExit(ev)
+			}
 		case ev.Type == abi.SubjectIntentCancel && ev.Source != "agent/"+r.cfg.Agent:
 			var d abi.CancelParams
 			if msgpack.Unmarshal(ev.Data, &d) == nil && d.CorrelationID != "" {
@@ -327,6 +344,17 @@ func (r *Runtime) route(ev *abi.Event) {
 	}
 	r.mu.Lock()
 	_, dup := r.st.seen[m.MessageID]
+	r.mu.Unlock()
+	if !dup && r.chatAnswer(ev, &m) {
+		// The user's yes or no to the one pending approval: decided, not
+		// a message for the policy (the decision is in the log).
+		r.mu.Lock()
+		r.st.seen[m.MessageID] = struct{}{}
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Lock()
+	_, dup = r.st.seen[m.MessageID]
 	r.st.seen[m.MessageID] = struct{}{}
 	corr := ""
 	if l := r.st.loopNamed(m.RunLoopID); l != nil && l.status == "" {

@@ -64,6 +64,16 @@ type action struct {
 	result                    string
 	started, ended            time.Time
 	exitCode                  *int
+
+	// What a person was asked and said: the approval before the call runs
+	// (mode always) and the one to re-run it with what the sandbox refused
+	// (mode on-deny), each with its state ("" none, then pending, approved
+	// or denied); approvalOf is the approval a re-run holds the grants of.
+	approval, approvalState string
+	rerun, rerunState       string
+	approvalOf              string
+	invoked                 bool                // its kairo.tool.invoke is in the log
+	denials                 []abi.SandboxDenied // what the sandbox refused its process, latest count each
 }
 
 func newState(agent string) *state {
@@ -142,7 +152,7 @@ func (s *state) apply(ev *abi.Event) {
 		if msgpack.Unmarshal(ev.Data, &d) != nil || s.actions[ev.ID] != nil {
 			return
 		}
-		a := &action{id: ev.ID, typ: d.Type, tool: d.Tool, args: d.Args, text: d.Text, loop: l, started: ev.Time, status: abi.StatusDone}
+		a := &action{id: ev.ID, typ: d.Type, tool: d.Tool, args: d.Args, text: d.Text, loop: l, started: ev.Time, status: abi.StatusDone, approvalOf: d.Approval}
 		if d.Type == abi.ActionToolCall {
 			a.status = abi.StatusInProgress
 		}
@@ -199,6 +209,22 @@ func (s *state) apply(ev *abi.Event) {
 		a.result = d.Error
 		if a.result == "" && len(d.Result) > 0 {
 			a.result = shortResult(d.Result)
+		}
+	case ev.Type == abi.SubjectToolInvoke:
+		var d abi.ToolInvoke
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			if a := s.actions[d.ActionID]; a != nil {
+				a.invoked = true
+			}
+		}
+	case ev.Type == abi.SubjectApprovalRequested, ev.Type == abi.SubjectApprovalDecided:
+		s.applyApproval(ev)
+	case ev.Type == abi.SubjectSandboxDenied:
+		var d abi.SandboxDenied
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			if a := s.procs[d.ProcessID]; a != nil {
+				a.denied(d)
+			}
 		}
 	case abi.SubjectIn(ev.Type, abi.SubjectProcessAll):
 		var ref abi.ProcessRef
@@ -310,10 +336,11 @@ func (s *state) active() bool {
 	return false
 }
 
-// running reports whether an action of l is in progress.
+// running reports whether an action of l is in progress, or waits for a
+// person's decision to run again.
 func (l *runLoop) running() bool {
 	for _, a := range l.actions {
-		if a.status == abi.StatusInProgress {
+		if a.status == abi.StatusInProgress || a.rerunState == abi.ApprovalPending {
 			return true
 		}
 	}

@@ -28,6 +28,10 @@ func trusted(ev *abi.Event) bool {
 	case abi.SubjectIn(ev.Type, abi.SubjectProcessAll):
 		// The agent records kairo.process.interrupted itself.
 		return src == procSource || strings.HasPrefix(src, abi.PrincipalAgent+"/")
+	case abi.SubjectIn(ev.Type, abi.SubjectApprovalAll):
+		return src == approvalSource
+	case abi.SubjectIn(ev.Type, abi.SubjectSandboxAll):
+		return src == procSource
 	case ev.Type == abi.SubjectIntentCancel:
 		return src != "" && !strings.HasPrefix(src, abi.PrincipalKernel)
 	case abi.SubjectIn(ev.Type, abi.SubjectAgentAll), abi.SubjectIn(ev.Type, abi.SubjectIntentAll), abi.SubjectIn(ev.Type, abi.SubjectToolAll):
@@ -36,5 +40,9 @@ func trusted(ev *abi.Event) bool {
 	return true
 }
 
-// procSource is the source of the process manager's events.
-const procSource = "kernel/proc"
+// procSource is the source of the process manager's events, and
+// approvalSource of the kernel's approvals.
+const (
+	procSource     = "kernel/proc"
+	approvalSource = "kernel/approval"
+)

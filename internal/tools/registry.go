@@ -70,6 +70,9 @@ type Call struct {
 	// Session is the agent's kernel session. A tool that starts a process
 	// starts it in this session, with the run loop as its correlation.
 	Session kernel.Session
+	// Approval names an approved on-deny approval: a skill's run holds its
+	// grants besides the manifest's (abi.SpawnParams.Approval).
+	Approval string
 }
 
 // Func runs a call of a tool written in Go. It returns when ctx ends at

@@ -120,7 +120,7 @@ func (r *Registry) runSkill(ctx context.Context, c *Call, name, path string) abi
 	if _, err := sk.Argv(params, nil); err != nil {
 		return errorResult("%s: %v", c.Tool, err)
 	}
-	return r.spawn(ctx, c, abi.SpawnParams{Skill: name, Params: params})
+	return r.spawn(ctx, c, abi.SpawnParams{Skill: name, Params: params, Approval: c.Approval})
 }
 
 func jsonKind(v any) string {
@@ -187,4 +187,23 @@ func SkillGrants(sk *manifests.Skill) []string {
 		out = append(out, "pty")
 	}
 	return out
+}
+
+// ApprovalMode is the [approval] mode the manifest of the skill behind
+// tool ("skill.NAME") asks for; "never" for another tool, or a skill whose
+// manifest says none (or cannot be read: its call fails anyway).
+func (r *Registry) ApprovalMode(tool string) string {
+	name, ok := strings.CutPrefix(tool, "skill.")
+	if !ok {
+		return manifests.ApprovalNever
+	}
+	path, ok := r.SkillPath(name)
+	if !ok {
+		return manifests.ApprovalNever
+	}
+	sk, err := manifests.LoadSkill(path)
+	if err != nil || sk.Approval.Mode == "" {
+		return manifests.ApprovalNever
+	}
+	return sk.Approval.Mode
 }
