@@ -45,6 +45,26 @@ type SandboxDenied struct {
 	Reporter string `msgpack:"reporter"`
 }
 
+// SandboxAudit is the data of kairo.sandbox.audit: the audit subsystem as
+// a daemon found and left it at its start, and whether the sandbox's
+// refusals are reported.
+type SandboxAudit struct {
+	// Enabled says audit is on now.
+	Enabled bool `msgpack:"enabled"`
+	// ByKairo says it is on because a kairo turned it on; the last kairo
+	// of the machine to stop turns it off again.
+	ByKairo bool `msgpack:"byKairo"`
+	// TurnedOn says this daemon turned it on.
+	TurnedOn bool `msgpack:"turnedOn"`
+	// Previous is how audit was before any kairo turned it on: "off",
+	// "on" or "locked".
+	Previous string `msgpack:"previous,omitempty"`
+	// Reporting says the sandbox's refusals are read and published as
+	// kairo.sandbox.denied; Reason says why not, when they are not.
+	Reporting bool   `msgpack:"reporting"`
+	Reason    string `msgpack:"reason,omitempty"`
+}
+
 // Approval modes: when a tool or a skill needs a person's yes.
 const (
 	ApprovalAlways = "always" // before every run

@@ -188,6 +188,7 @@ type Daemon struct {
 	console *console.Server // nil when [console] listen is ""
 
 	launcher proc.Launcher
+	audit    *auditWatch // nil when the sandbox's refusals are not read
 
 	stopOnce sync.Once
 	stopErr  error
@@ -263,6 +264,7 @@ func (d *Daemon) start() error {
 	case err != nil:
 		return err
 	}
+	d.audit = d.startAudit(k, launcher, cfg.Sandbox) // before the first spawn
 	chat, err := llm.Open(cfg.LLM, b)
 	if err != nil {
 		return err
@@ -743,6 +745,7 @@ func (d *Daemon) stop() error {
 		grace = sl.StopGrace
 	}
 	d.kernel.Proc.Stop(grace)
+	d.audit.stop() // after the trees: their last refusals are still reported
 	d.kernel.Close()
 	if sl, ok := d.launcher.(*proc.Sandboxed); ok {
 		sl.Close()         // the helpers waiting for spawns, the watchdog

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/egress"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/sandbox"
@@ -304,8 +305,8 @@ func checkApprovalRequest(r *abi.ApprovalRequest) error {
 		}
 	}
 	for _, h := range g.Hosts {
-		if h == "" || len(h) > 255 || strings.ContainsAny(h, " \t\r\n") {
-			return bad("grant host %q: want a host name, with :port if not 80 or 443", h)
+		if err := egress.CheckEntry(h); err != nil {
+			return bad("grant host: %v", err)
 		}
 	}
 	return nil
@@ -514,6 +515,7 @@ func withGrants(spec *proc.Spec, g abi.Grants) {
 		p.Exec = appendNew(p.Exec, g.Exec...)
 		p.ConnectTCP = appendNew(p.ConnectTCP, g.ConnectTCP...)
 		p.BindTCP = appendNew(p.BindTCP, g.BindTCP...)
+		p.Hosts = appendNew(p.Hosts, g.Hosts...)
 		return p, nil
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/egress"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
@@ -182,6 +183,7 @@ func (k *Kernel) attenuate(caller Caller, p *abi.SpawnParams) (proc.Spec, error)
 				c := *ceiling
 				c.Read, c.Write, c.Exec, c.Unix = slices.Clone(c.Read), append(slices.Clone(c.Write), work, tmp), slices.Clone(c.Exec), slices.Clone(c.Unix)
 				c.ConnectTCP, c.BindTCP = slices.Clone(c.ConnectTCP), slices.Clone(c.BindTCP)
+				c.Hosts = slices.Clone(c.Hosts)
 				c.Env = sandbox.MergeEnv(sandbox.Default(work, tmp, nil).Env, env)
 				c.Dir = work
 				return &c, nil
@@ -250,6 +252,7 @@ func Intersect(p, ceiling *sandbox.Policy, work, tmp string) *sandbox.Policy {
 	out.ConnectTCP = intersectPorts(p.ConnectTCP, ceiling.ConnectTCP)
 	out.BindTCP = intersectPorts(p.BindTCP, ceiling.BindTCP)
 	out.UDP = p.UDP && ceiling.UDP
+	out.Hosts = intersectHosts(p.Hosts, ceiling.Hosts)
 	out.MinLandlockABI = max(p.MinLandlockABI, ceiling.MinLandlockABI)
 	// The environment: the sandbox's own variables, and of the child's
 	// others only what the spawner holds too — a skill run by another
@@ -336,6 +339,31 @@ func (g *Grants) intersect(want manifests.IPCGrants) manifests.IPCGrants {
 	for _, s := range want.Subscribe {
 		if coveredBy(s, g.Subscribe) {
 			out.Subscribe = append(out.Subscribe, s)
+		}
+	}
+	return out
+}
+
+// intersectHosts keeps the [net] hosts entries of want that the list have
+// covers; an entry without a port keeps those of 443 and 80 that have
+// holds.
+func intersectHosts(want, have []string) []string {
+	out := []string{}
+	rules, err := egress.ParseRules(have)
+	if err != nil || len(have) == 0 {
+		return out
+	}
+	for _, h := range want {
+		if rules.Covers(h) {
+			out = append(out, h)
+			continue
+		}
+		if !strings.Contains(h, ":") {
+			for _, port := range []string{":443", ":80"} {
+				if rules.Covers(h + port) {
+					out = append(out, h+port)
+				}
+			}
 		}
 	}
 	return out

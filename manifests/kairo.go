@@ -336,7 +336,18 @@ type SandboxConfig struct {
 	// Limits replace the default profile's limits (sandbox.DefaultLimits)
 	// where set; 0 keeps the profile's.
 	Limits SkillLimits `toml:"limits"`
+	// Audit is how a root kernel learns what the sandbox refused, from
+	// the Linux audit subsystem: SandboxAuditAuto (also "") turns audit
+	// on while a kairo runs if it is off, SandboxAuditOff leaves audit
+	// alone and reports no refusal.
+	Audit string `toml:"audit"`
 }
+
+// Values of [sandbox] audit.
+const (
+	SandboxAuditAuto = "auto"
+	SandboxAuditOff  = "off"
+)
 
 // StopGraceDuration is StopGrace parsed; valid once Validate passed.
 func (s SandboxConfig) StopGraceDuration() time.Duration {
@@ -377,6 +388,11 @@ func (s *SandboxConfig) validate() []*Error {
 				bad("sandbox.uid_base", "the range %d-%d holds the %s %s (%d in %s): a tree would run with its rights; move uid_base or shrink uid_count", s.UIDBase, s.UIDBase+s.UIDCount-1, what, name, id, file)
 			}
 		}
+	}
+	switch s.Audit {
+	case "", SandboxAuditAuto, SandboxAuditOff:
+	default:
+		bad("sandbox.audit", "%q: want %q (learn the sandbox's refusals from the audit subsystem, turning it on while kairo runs) or %q (leave audit alone)", s.Audit, SandboxAuditAuto, SandboxAuditOff)
 	}
 	if d, err := time.ParseDuration(s.StopGrace); err != nil || d < 0 {
 		bad("sandbox.stop_grace", "%q is not a duration; write it as \"5s\" (\"0s\" kills at once)", s.StopGrace)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/kairo-os/kairo/internal/egress"
 )
 
 // Skill is a binary skill's manifest, skill.toml: a native program, the
@@ -90,6 +91,12 @@ type NetGrants struct {
 	BindTCP    []uint16 `toml:"bind_tcp"`    // ports it may listen on
 	UDP        bool     `toml:"udp"`
 	Unix       []string `toml:"unix"` // unix sockets it may connect to, as paths
+	// Hosts are the host names the skill may reach, through the kernel's
+	// egress proxy for its tree (HTTPS_PROXY): "api.github.com:443",
+	// "*.pythonhosted.org" (80 and 443 when no port is given), or an IP
+	// literal. The proxy resolves the names; the sandbox itself may
+	// connect only to the proxy.
+	Hosts []string `toml:"hosts"`
 }
 
 // IPCGrants is the [ipc] table: the kernel methods and event subjects the
@@ -483,6 +490,11 @@ func (c *skillCheck) checkNet() {
 	for i, p := range c.s.Net.Unix {
 		if msg := checkPath(p); msg != "" {
 			c.bad(toml.Key{"net", "unix", index(i)}, "%s", msg)
+		}
+	}
+	for i, h := range c.s.Net.Hosts {
+		if err := egress.CheckEntry(h); err != nil {
+			c.bad(toml.Key{"net", "hosts", index(i)}, "%v, such as \"api.github.com:443\" or \"*.pythonhosted.org\"", err)
 		}
 	}
 }

@@ -237,6 +237,12 @@ func TestParseSkillErrors(t *testing.T) {
 		{"empty path", skillHead + "write = [\"/tmp\", \"\"]\n", 7, "fs.write[1]", `is empty; give an absolute path`},
 		{"port 0", skillHead + "[net]\nbind_tcp = [8080, 0]\n", 8, "net.bind_tcp[1]", `0 is not a port; give a port from 1 to 65535`},
 		{"relative unix socket", skillHead + "[net]\nunix = [\"agent.sock\"]\n", 8, "net.unix[0]", `"agent.sock" is relative`},
+		{"host as a URL", skillHead + "[net]\nhosts = [\"api.github.com:443\", \"https://pypi.org\"]\n", 8, "net.hosts[1]",
+			`^"https://pypi.org": a host, not a URL.*an entry is a host name, \*\.suffix or an IP literal.*such as "api.github.com:443" or "\*.pythonhosted.org"$`},
+		{"host port 0", skillHead + "[net]\nudp = false\nhosts = [\"api.github.com:0\"]\n", 9, "net.hosts[0]", `"api.github.com:0": port "0" is not a number from 1 to 65535`},
+		{"host wildcard inside", skillHead + "[net]\nhosts = [\"files.*.org\"]\n", 8, "net.hosts[0]", `'\*' is allowed only as the whole first label`},
+		{"empty host", skillHead + "[net]\nhosts = [\"\"]\n", 8, "net.hosts[0]", `"": empty entry`},
+		{"unknown key in [net]", skillHead + "[net]\nhost = [\"pypi.org\"]\n", 8, "net.host", `\[net\] takes connect_tcp, bind_tcp, udp, unix, hosts\)`},
 		{"after a table header with a comment", skillHead + "[ipc]   # none\ncall = [\"\"]\n", 8, "ipc.call[0]", `"" is not a kernel method`},
 		{"empty method", skillHead + "[ipc]\ncall = [\"events.publish\", \"\"]\n", 8, "ipc.call[1]", `"" is not a kernel method`},
 		{"subject with a space", skillHead + "[ipc]\nsubscribe = [\"kairo process\"]\n", 8, "ipc.subscribe[0]", `is not a subject or pattern; write one without spaces`},
@@ -749,5 +755,17 @@ func TestExamplesRun(t *testing.T) {
 	gz, err := os.ReadFile(filepath.Join(work, "out", "backup.tar.gz"))
 	if err != nil || !bytes.HasPrefix(gz, []byte{0x1f, 0x8b}) {
 		t.Errorf("archive wrote no gzip file: %v", err)
+	}
+}
+
+// TestParseSkillHosts: [net] hosts is read as written; the proxy, not the
+// manifest, normalizes names.
+func TestParseSkillHosts(t *testing.T) {
+	s, err := ParseSkill("/skills/t/skill.toml", []byte(skillHead+"[net]\nhosts = [\"api.github.com:443\", \"*.pythonhosted.org\", \"[::1]:8080\", \"10.0.0.7\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"api.github.com:443", "*.pythonhosted.org", "[::1]:8080", "10.0.0.7"}; !slices.Equal(s.Net.Hosts, want) {
+		t.Errorf("[net] hosts = %q, want %q", s.Net.Hosts, want)
 	}
 }

@@ -22,7 +22,7 @@ func Unenforced(p *Policy, abi int) []string {
 	if abi < 3 {
 		out = append(out, "filesystem: truncating files outside fs.write (Landlock ABI 3)")
 	}
-	if abi < 4 && (len(p.ConnectTCP) > 0 || len(p.BindTCP) > 0) {
+	if abi < 4 && (len(p.ConnectTCP) > 0 || len(p.BindTCP) > 0 || len(p.Hosts) > 0) {
 		out = append(out, "network: TCP to every port, not only the granted ones (Landlock ABI 4)")
 	}
 	if abi < 5 {
@@ -180,7 +180,11 @@ func Explain(w io.Writer, p *Policy, target string) {
 	for _, m := range missing {
 		fmt.Fprintf(w, "   (skipped, does not exist) %s\n", m)
 	}
-	fmt.Fprintf(w, "   tcp connect  %s\n", portsStr(q.ConnectTCP))
+	if len(q.Hosts) > 0 {
+		fmt.Fprintf(w, "   tcp connect  %s; and the port of the tree's egress proxy, chosen at spawn\n", portsStr(q.ConnectTCP))
+	} else {
+		fmt.Fprintf(w, "   tcp connect  %s\n", portsStr(q.ConnectTCP))
+	}
 	fmt.Fprintf(w, "   tcp bind     %s\n", portsStr(q.BindTCP))
 	fmt.Fprintf(w, "   scoped       abstract unix sockets and signals stay inside the sandbox\n")
 	if hidesProc() && !q.SharedProc {
@@ -202,6 +206,7 @@ func Explain(w io.Writer, p *Policy, target string) {
 		fmt.Fprintf(w, "   OFF (ablation test)\n")
 	} else {
 		fp := q.filterPolicy()
+		fp.TCP = fp.TCP || len(q.Hosts) > 0 // the proxy's port
 		fmt.Fprintf(w, "   kill: foreign architectures, x32 calls\n")
 		fmt.Fprintf(w, "   deny: ptrace, process_vm_*, mount family, unshare, setns, namespace clone flags, clone3 (ENOSYS), keyctl, bpf, perf_event_open, userfaultfd, io_uring, kexec, modules, TIOCSTI, TIOCLINUX, System V IPC, POSIX message queues, memfd_create without MFD_NOEXEC_SEAL\n")
 		fmt.Fprintf(w, "   sockets: tcp %s, udp %s, unix %s; never raw, packet, netlink, vsock, MPTCP\n", onOff(fp.TCP), onOff(fp.UDP), onOff(fp.Unix))
@@ -212,12 +217,44 @@ func Explain(w io.Writer, p *Policy, target string) {
 	for _, kv := range env {
 		fmt.Fprintf(w, "   %s\n", kv)
 	}
+	if len(q.Hosts) > 0 {
+		fmt.Fprintf(w, "   and, at spawn, HTTPS_PROXY, HTTP_PROXY, ALL_PROXY (and in lower case) = the egress proxy's address; NO_PROXY and no_proxy empty\n")
+	}
+	explainHosts(w, q.Hosts)
 	if miss := slices.Concat(Unenforced(q, LandlockABI()), Gaps(q)); len(miss) > 0 {
 		fmt.Fprintf(w, "\nNOT enforced on this kernel:\n")
 		for _, m := range miss {
 			fmt.Fprintf(w, "   %s\n", m)
 		}
 	}
+}
+
+// explainHosts prints the [net] hosts the tree reaches through its
+// egress proxy, and how.
+func explainHosts(w io.Writer, hosts []string) {
+	if len(hosts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n8. egress proxy: the kernel's, on 127.0.0.1 on a port of the tree's own; the only way to these hosts\n")
+	for _, h := range hosts {
+		fmt.Fprintf(w, "   host         %s\n", hostStr(h))
+	}
+	fmt.Fprintf(w, "   the proxy resolves the names (the sandbox has no UDP, so no DNS of its own) and dials what it resolved;\n")
+	fmt.Fprintf(w, "   redirects and IP literals are checked against the same list; a refused host is a 403 and kairo.sandbox.denied\n")
+}
+
+// hostStr is a [net] hosts entry with the ports it allows spelled out
+// when it names none.
+func hostStr(h string) string {
+	h = strings.TrimSpace(h)
+	hasPort := strings.Count(h, ":") == 1 // name:port, v4:port
+	if strings.HasPrefix(h, "[") {
+		hasPort = !strings.HasSuffix(h, "]") // [v6]:port
+	}
+	if hasPort {
+		return h
+	}
+	return h + " (ports 80 and 443)"
 }
 
 func orNone(s string) string {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,46 @@ func TestCheckReportsProcGap(t *testing.T) {
 		if !strings.Contains(b.String(), "/proc        the sandbox's own") || strings.Contains(b.String(), "NOT enforced") {
 			t.Errorf("explain as root:\n%s", b.String())
 		}
+	}
+}
+
+// TestExplainHosts: an explanation lists the [net] hosts, says they are
+// reached through the tree's egress proxy, its port and its environment;
+// a policy without hosts (the control) says nothing of a proxy.
+func TestExplainHosts(t *testing.T) {
+	p := Default("/work", "/tmp", nil)
+	p.Hosts = []string{"api.github.com:443", "*.pythonhosted.org", "[::1]:8080", "[::1]", "10.0.0.7"}
+	var b bytes.Buffer
+	Explain(&b, p, "")
+	out := b.String()
+	for _, want := range []string{
+		"tcp connect  none; and the port of the tree's egress proxy, chosen at spawn",
+		"sockets: tcp allowed, udp denied",
+		"HTTPS_PROXY, HTTP_PROXY, ALL_PROXY (and in lower case) = the egress proxy's address; NO_PROXY and no_proxy empty",
+		"8. egress proxy: the kernel's, on 127.0.0.1 on a port of the tree's own",
+		"   host         api.github.com:443\n",
+		"   host         *.pythonhosted.org (ports 80 and 443)\n",
+		"   host         [::1]:8080\n",
+		"   host         [::1] (ports 80 and 443)\n",
+		"   host         10.0.0.7 (ports 80 and 443)\n",
+		"the proxy resolves the names",
+		"kairo.sandbox.denied",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explanation does not say %q:\n%s", want, out)
+		}
+	}
+
+	b.Reset()
+	Explain(&b, Default("/work", "/tmp", nil), "")
+	if out := b.String(); strings.Contains(out, "proxy") || !strings.Contains(out, "tcp connect  none\n") || !strings.Contains(out, "sockets: tcp denied") {
+		t.Errorf("explanation without hosts:\n%s", out)
+	}
+
+	if u := Unenforced(p, 3); !slices.ContainsFunc(u, func(s string) bool { return strings.HasPrefix(s, "network: TCP to every port") }) {
+		t.Errorf("hosts on Landlock ABI 3: %q, want the TCP gap named", u)
+	}
+	if u := Unenforced(p, 4); slices.ContainsFunc(u, func(s string) bool { return strings.HasPrefix(s, "network:") }) {
+		t.Errorf("hosts on Landlock ABI 4: %q, want no TCP gap", u)
 	}
 }

@@ -158,10 +158,23 @@ func applyRuleset(p *plan) error {
 			}
 		}
 	}
-	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
+	if err := ll.LandlockRestrictSelf(fd, restrictFlags()); err != nil {
 		return fmt.Errorf("landlock: restrict: %w", err)
 	}
 	return nil
+}
+
+// restrictFlags are landlock_restrict_self's flags on this kernel. By
+// default Landlock logs only the refusals of the program that made the
+// domain, which is the helper; from ABI 7 on, LOG_NEW_EXEC_ON logs those
+// of the target and everything it execs too, so that the audit subsystem
+// reports what the sandbox refused (internal/audit). Older ABIs reject
+// the flag, and log nothing then.
+func restrictFlags() uint32 {
+	if LandlockABI() >= 7 {
+		return unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
+	}
+	return 0
 }
 
 // existing is the paths of ps that exist on this machine.

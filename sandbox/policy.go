@@ -26,6 +26,12 @@ type Policy struct {
 	// Unix lists the pathname unix sockets the binary may connect to; any
 	// entry lets it create AF_UNIX sockets.
 	Unix []string
+	// Hosts are the host names (manifest [net] hosts entries) the binary
+	// may reach, only through the kernel's egress proxy: the sandbox
+	// itself grants nothing for them. The launcher starts the proxy for
+	// the tree, adds its port to ConnectTCP and its address to Env
+	// (HTTPS_PROXY and the others); without that, Hosts reach nothing.
+	Hosts []string
 
 	// IPC hands the binary a connection to the kernel (Cmd.SetIPC) as
 	// descriptor 3, named by KAIRO_IPC_FD: the only way out of the

@@ -280,13 +280,39 @@ func retErrno(e unix.Errno) uint32 {
 // lock the goroutine to its OS thread for both calls); TSYNC copies it to
 // the other threads. The filter is inherited across fork and execve and
 // cannot be removed.
+//
+// prog is loaded with SECCOMP_FILTER_FLAG_LOG, so that its refusals reach
+// the audit subsystem (where kairo reports them as the tree's denials)
+// when kernel.seccomp.actions_logged holds "errno", as it does by
+// default. clone3's ENOSYS is no refusal but the way to clone, which the C
+// library tries first for every thread and posix_spawn: a second filter,
+// without the flag, returns the same ENOSYS, and the kernel takes the
+// verdict of the newest filter among equals, so it is never logged. That
+// filter allows every other call, which leaves prog's verdict standing.
 func InstallFilter(prog []unix.SockFilter) error {
 	if len(prog) == 0 || len(prog) > bpfMaxInsns {
 		return fmt.Errorf("sandbox: install seccomp filter: %d instructions; the kernel takes 1 to %d", len(prog), bpfMaxInsns)
 	}
+	if err := installFilter(prog, unix.SECCOMP_FILTER_FLAG_TSYNC|unix.SECCOMP_FILTER_FLAG_LOG); err != nil {
+		return err
+	}
+	return installFilter(quietClone3, unix.SECCOMP_FILTER_FLAG_TSYNC)
+}
+
+// quietClone3 fails clone3 with ENOSYS as BuildFilter's program does,
+// without logging it, and allows the rest. It compares the number alone,
+// so the kernel's seccomp cache skips it for every other call.
+var quietClone3 = []unix.SockFilter{
+	{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: seccompDataNr},
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: argSyscalls.clone3},
+	{Code: unix.BPF_RET | unix.BPF_K, K: retErrno(clone3Errno)},
+	{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+}
+
+func installFilter(prog []unix.SockFilter, flags uintptr) error {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	tid, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+		flags, uintptr(unsafe.Pointer(&fprog)))
 	switch {
 	case errno == unix.EACCES:
 		return fmt.Errorf("sandbox: install seccomp filter: %w; set no_new_privs first", errno)

@@ -26,11 +26,19 @@ type Config struct {
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// OnDenied receives the refusals, coalesced per (host, port) within
 	// DenialWindow, from one goroutine at a time; it may block without
-	// holding up the proxy, but Close waits for it.
+	// holding up the proxy, but Close waits for it. See ReportNow for
+	// the other way.
 	OnDenied func(Denial)
 	// DenialWindow is how long further refusals of one (host, port) are
 	// counted before they are reported as one Denial; default 10s.
 	DenialWindow time.Duration
+	// ReportNow gives OnDenied each refusal as it happens, with Count 1,
+	// in the request's own goroutine before the client reads its 403:
+	// for a caller that coalesces refusals itself and must hold each one
+	// before the client can act on it (the kernel publishes a tree's
+	// refusals before its exit). OnDenied must then be quick and safe for
+	// concurrent use; DenialWindow is unused.
+	ReportNow bool
 	// AllowLocal lets a listed name resolve to loopback and link-local
 	// addresses. Without it only "localhost" names and listed IP literals
 	// reach them, so a listed public name that someone points at
@@ -116,7 +124,11 @@ func New(cfg Config) (*Proxy, error) {
 		conns:    map[*net.TCPConn]struct{}{},
 		refusing: make(chan struct{}, 32),
 	}
-	p.reporter = newReporter(cfg.OnDenied, cfg.DenialWindow)
+	onDenied := cfg.OnDenied
+	if cfg.ReportNow {
+		onDenied = nil // deny calls it; the reporter only waits for Close
+	}
+	p.reporter = newReporter(onDenied, cfg.DenialWindow)
 	p.fwd = newForwarder(p)
 	p.srv = &http.Server{
 		Handler:           p,
@@ -254,7 +266,15 @@ var quiet = log.New(io.Discard, "", 0)
 // normal form so EXAMPLE.com. and example.com coalesce.
 func (p *Proxy) deny(w http.ResponseWriter, host string, port int, method, reason string) {
 	host = normalizeName(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	p.reporter.add(Denial{Host: host, Port: port, Method: method, Reason: reason})
+	d := Denial{Host: host, Port: port, Method: method, Reason: reason}
+	if p.cfg.ReportNow {
+		if p.cfg.OnDenied != nil {
+			d.Count = 1
+			p.cfg.OnDenied(d)
+		}
+	} else {
+		p.reporter.add(d)
+	}
 	refuse(w, http.StatusForbidden, reason)
 }
 

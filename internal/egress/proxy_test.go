@@ -531,3 +531,30 @@ func TestHeaderBounds(t *testing.T) {
 		t.Fatalf("unfinished header: closed after %v with %v, want closed within the timeout", time.Since(start), err)
 	}
 }
+
+// TestReportNow: with ReportNow each refusal reaches OnDenied before the
+// client has its 403, one by one; without it (the control) the first is
+// reported and the rest wait for the window.
+func TestReportNow(t *testing.T) {
+	for _, now := range []bool{true, false} {
+		p, d := startProxy(t, Config{DenialWindow: time.Hour, ReportNow: now}, "api.example.com")
+		for i := 1; i <= 3; i++ {
+			if _, code, _ := rawConnect(t, p, "evil.example.com:443"); code != http.StatusForbidden {
+				t.Fatalf("CONNECT: %d, want 403", code)
+			}
+			got := d.get()
+			if !now {
+				continue
+			}
+			if len(got) != i || got[i-1].Host != "evil.example.com" || got[i-1].Port != 443 || got[i-1].Count != 1 {
+				t.Fatalf("ReportNow: after refusal %d the reports are %+v, want %d of count 1", i, got, i)
+			}
+		}
+		if !now {
+			p.Close()
+			if got := d.get(); len(got) != 2 || got[0].Count != 1 || got[1].Count != 2 {
+				t.Errorf("coalesced: %+v, want 1 then 2", got)
+			}
+		}
+	}
+}

@@ -56,17 +56,82 @@ func (ps ports) merge(add ports) ports {
 // in their ASCII (punycode, "xn--") form and are compared as written.
 // The error of an invalid entry names it and says what is allowed.
 func ParseRules(list []string) (*Rules, error) {
-	r := &Rules{
+	r := newRules()
+	for _, entry := range list {
+		if err := r.add(entry); err != nil {
+			return nil, fmt.Errorf("egress: [net] hosts entry %q: %w; %s", entry, err, entryHelp)
+		}
+	}
+	return r, nil
+}
+
+// entryHelp says what a [net] hosts entry is, for errors.
+const entryHelp = "an entry is a host name, *.suffix or an IP literal, with an optional :port (1-65535)"
+
+func newRules() *Rules {
+	return &Rules{
 		names:    map[string]ports{},
 		suffixes: map[string]ports{},
 		addrs:    map[netip.Addr]ports{},
 	}
-	for _, entry := range list {
-		if err := r.add(entry); err != nil {
-			return nil, fmt.Errorf("egress: [net] hosts entry %q: %w; an entry is a host name, *.suffix or an IP literal, with an optional :port (1-65535)", entry, err)
+}
+
+// CheckEntry checks one [net] hosts entry as ParseRules reads it, for a
+// manifest's check, which names the file, line and key itself: the error
+// names the entry, what is wrong with it and what an entry is.
+func CheckEntry(entry string) error {
+	if err := newRules().add(entry); err != nil {
+		return fmt.Errorf("%q: %w; %s", entry, err, entryHelp)
+	}
+	return nil
+}
+
+// Covers reports whether r allows everything entry allows: every port of
+// a name or IP literal, and for "*.suffix" a wildcard entry of r for that
+// suffix or one of its parents. An invalid entry is covered by nothing.
+// It is how a child's list is cut to what its spawner's list holds too.
+func (r *Rules) Covers(entry string) bool {
+	e := newRules()
+	if r == nil || e.add(entry) != nil {
+		return false
+	}
+	for name, ps := range e.names {
+		for _, p := range ps {
+			if !r.Allow(name, int(p)) {
+				return false
+			}
 		}
 	}
-	return r, nil
+	for a, ps := range e.addrs {
+		for _, p := range ps {
+			if !r.addrs[a].has(int(p)) {
+				return false
+			}
+		}
+	}
+	for suffix, ps := range e.suffixes {
+		for _, p := range ps {
+			if !r.coversSuffix(suffix, int(p)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// coversSuffix reports whether a wildcard of r matches every name under
+// suffix on port: "*.suffix" itself or "*.parent" of it.
+func (r *Rules) coversSuffix(suffix string, port int) bool {
+	for s := suffix; ; {
+		if ps, ok := r.suffixes[s]; ok && ps.has(port) {
+			return true
+		}
+		i := strings.IndexByte(s, '.')
+		if i < 0 {
+			return false
+		}
+		s = s[i+1:]
+	}
 }
 
 func (r *Rules) add(entry string) error {

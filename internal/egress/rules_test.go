@@ -116,3 +116,53 @@ func TestParseRulesErrors(t *testing.T) {
 		t.Errorf("valid entries: %v", err)
 	}
 }
+
+// TestCheckEntry: one entry is checked as ParseRules checks it, and the
+// error names the entry and what an entry is, without ParseRules' prefix.
+func TestCheckEntry(t *testing.T) {
+	if err := CheckEntry("api.github.com:443"); err != nil {
+		t.Errorf("a valid entry: %v", err)
+	}
+	err := CheckEntry("https://api.github.com")
+	if err == nil || !strings.HasPrefix(err.Error(), `"https://api.github.com": `) || !strings.Contains(err.Error(), "not a URL") || !strings.Contains(err.Error(), "*.suffix") {
+		t.Errorf("a URL: %v, want the entry, the reason and what an entry is", err)
+	}
+}
+
+// TestRulesCovers: an entry is covered when the rules allow every host
+// and port it allows; each refusal beside the covered neighbour.
+func TestRulesCovers(t *testing.T) {
+	r, err := ParseRules([]string{"api.github.com:443", "*.pythonhosted.org", "example.com", "10.0.0.7:22"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		entry string
+		want  bool
+	}{
+		{"api.github.com:443", true},
+		{"api.github.com", false}, // 80 and 443, and 80 is not listed
+		{"API.github.com.:443", true},
+		{"example.com", true},
+		{"example.com:80", true},
+		{"example.com:8080", false},
+		{"files.pythonhosted.org", true}, // a name under the wildcard
+		{"*.pythonhosted.org", true},
+		{"*.a.pythonhosted.org:443", true}, // a narrower wildcard
+		{"*.pythonhosted.org:8443", false},
+		{"pythonhosted.org", false}, // the bare suffix is not under it
+		{"*.org", false},            // wider than the rules
+		{"*.github.com:443", false}, // a name is not a wildcard
+		{"10.0.0.7:22", true},
+		{"10.0.0.7", false},
+		{"not a host", false},
+	} {
+		if got := r.Covers(c.entry); got != c.want {
+			t.Errorf("Covers(%q) = %v, want %v", c.entry, got, c.want)
+		}
+	}
+	var none *Rules
+	if none.Covers("example.com") {
+		t.Error("nil rules cover an entry")
+	}
+}

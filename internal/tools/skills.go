@@ -159,6 +159,7 @@ func SkillGrants(sk *manifests.Skill) []string {
 		out = append(out, "net.udp")
 	}
 	list("net.unix", sk.Net.Unix)
+	list("net.hosts", sk.Net.Hosts)
 	list("ipc.call", sk.IPC.Call)
 	list("ipc.publish", sk.IPC.Publish)
 	list("ipc.subscribe", sk.IPC.Subscribe)

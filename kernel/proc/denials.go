@@ -60,7 +60,9 @@ func (t *Tree) Deny(d abi.SandboxDenied) {
 	if d.Count <= 0 {
 		d.Count = 1
 	}
-	if d.Grant == "" {
+	if d.Grant == "" && d.Reporter != "egress" {
+		// The proxy names its own (none for a listed host it refused
+		// because of where it resolved).
 		d.Grant = GrantLine(d.Op, d.Object)
 	}
 	dn := &t.denials

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kairo-os/kairo/internal/egress"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
 	"golang.org/x/sys/unix"
@@ -75,6 +76,10 @@ type Sandboxed struct {
 	StopGrace time.Duration
 	// Watchdog, when set, is stopped by Close.
 	Watchdog *Watchdog
+	// EgressConfig, when set, adjusts the egress proxy of each tree whose
+	// policy lists [net] hosts before it starts (see egress.go); tests
+	// resolve names to their own servers with it.
+	EgressConfig func(*egress.Config)
 
 	poolOnce sync.Once
 	pool     chan *warmHelper
@@ -89,6 +94,7 @@ type Sandboxed struct {
 
 	sizes   sizeCheck
 	janitor janitor
+	egress  egressTrees
 }
 
 func (l *Sandboxed) uidRange() (base, count int) {
@@ -170,6 +176,13 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	}
 	p.Dir = work
 	p.BestEffort = p.BestEffort || l.BestEffort
+	stopEgress, err := l.treeEgress(tree, member, p)
+	if err != nil {
+		return fail(err)
+	}
+	if stopEgress != nil {
+		undo = append(undo, stopEgress)
+	}
 	uid := -1
 	if os.Geteuid() == 0 {
 		if member {
@@ -285,6 +298,9 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		}
 		if dirs != nil {
 			l.sizes.forget(dirs)
+		}
+		if stopEgress != nil {
+			stopEgress()
 		}
 		// Off the exit's path: removing folders on a virtual disk takes
 		// a millisecond or more. Close waits for what is queued.

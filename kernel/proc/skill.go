@@ -64,6 +64,7 @@ func SkillPolicy(s *manifests.Skill, work, tmp string, callerEnv []string) *sand
 		BindTCP:        s.Net.BindTCP,
 		UDP:            s.Net.UDP,
 		Unix:           expand(s.Net.Unix),
+		Hosts:          slices.Clone(s.Net.Hosts),
 		Dir:            work,
 		UID:            -1,
 		GID:            -1,
