@@ -8,6 +8,8 @@
 //	kairo replay --run ID                      re-run a run loop's decisions
 //	kairo memory search QUERY | show ANCHOR    what the agent remembers, and from where
 //	kairo memory forget --anchor|--task|--query make it forget (recorded)
+//	kairo approvals [--all]                    what waits for a person's yes
+//	kairo approve ID | deny [--reason R] ID    decide it (the first decision stands)
 //	kairo tools [NAME...]                      list the agent's tools
 //	kairo events publish SUBJECT [JSON]        append an event
 //	kairo events tail [PATTERN]                follow events live
@@ -70,6 +72,9 @@ func init() {
 		{"chat", "talk to the agent, a line at a time", runChat},
 		{"console", "print the console's address (the web page) and open it in a browser", runConsole},
 		{"runs", "list the agent's run loops, or show one (kairo runs show ID)", runRuns},
+		{"approvals", "list the approvals waiting for a person (--all: the decided ones too)", runApprovals},
+		{"approve", "approve a pending approval: kairo approve ID", runApprove},
+		{"deny", "deny a pending approval: kairo deny [--reason TEXT] ID", runDeny},
 		{"tools", "list the agent's tools with their sources and grants", runTools},
 		{"skills", "list the installed binary skills, or add one (kairo skills add FOLDER)", runSkills},
 		{"replay", "re-run a run loop's decisions against its recording (kairo replay --run ID)", runReplayRun},
@@ -152,7 +157,7 @@ usage: kairo COMMAND [flags] [args]
 commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
 Run "kairo COMMAND -h" for a command's flags.

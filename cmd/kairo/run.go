@@ -14,6 +14,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/internal/audit"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
@@ -120,7 +121,16 @@ for the run and removed after it.`)
 		fmt.Fprintln(os.Stderr, "kairo: --best-effort is ignored: the running kernel follows sandbox.best_effort in its kairo.toml")
 	}
 	defer c.Close()
-	return spawnAttached(ctx, c, spawn)
+	// What the sandbox refused the run is said after it. The tree's events,
+	// its members' too, carry this causation: it tells them from another
+	// client's.
+	spawn.CausationID = "kairo-run-" + bus.NewID()
+	refused := followDenials(ctx, c, spawn.CausationID)
+	err = spawnAttached(ctx, c, spawn)
+	for _, d := range refused.end(denialGrace) {
+		fmt.Fprintf(os.Stderr, "kairo: %s\n", denialLine(d))
+	}
+	return err
 }
 
 // warnUnwritableWork says so when skill writes its workspace and the
@@ -212,6 +222,13 @@ need more than this kernel has is refused unless best effort is chosen.`)
 	} else {
 		fmt.Printf("process trees: each in a cgroup of its own, under one per home: %s\n", cgs)
 	}
+	// What the kernel can learn of the sandbox's refusals; kairo.toml
+	// says whether `kairo up` may turn audit on.
+	mode := manifests.SandboxAuditAuto
+	if cfg, err := manifests.Load(filepath.Join(clientHome().dir, "kairo.toml")); err == nil {
+		mode = cfg.Sandbox.Audit
+	}
+	audit.WriteCheck(os.Stdout, feat.LandlockABI, mode)
 	if feat.LandlockABI == 0 {
 		return errors.New("this kernel has no Landlock: skills are refused unless best effort is chosen")
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -83,19 +84,42 @@ func (a *action) denied(d abi.SandboxDenied) {
 	}
 }
 
-// modeOf is the approval mode of tool.
-func (r *Runtime) modeOf(tool string) string {
+// modeOf is the approval mode of a call of tool with args: the tool's,
+// and for a call that runs an installed skill (process.spawn of a skill),
+// the stricter of that and the skill's.
+func (r *Runtime) modeOf(tool, args string) string {
 	if r.cfg.Approval == nil {
 		return manifests.ApprovalNever
 	}
-	return r.cfg.Approval(tool)
+	m := r.cfg.Approval(tool)
+	if s := skillOf(tool, args); s != "" && tool != "skill."+s {
+		m = manifests.StricterApproval(m, r.cfg.Approval("skill."+s))
+	}
+	return m
+}
+
+// skillOf is the installed skill a call of tool with args runs: NAME of
+// skill.NAME, or the skill a process.spawn names; "" for none.
+func skillOf(tool, args string) string {
+	if name, ok := strings.CutPrefix(tool, "skill."); ok {
+		return name
+	}
+	if tool == "process.spawn" {
+		var a struct {
+			Skill string `json:"skill"`
+		}
+		if json.Unmarshal([]byte(args), &a) == nil {
+			return a.Skill
+		}
+	}
+	return ""
 }
 
 // gate reports whether the tool call actionID may run now. A call of a
 // tool marked "always" asks for an approval the first time and runs once
 // it is approved (decided); a re-run holds its approval already.
 func (r *Runtime) gate(loop, actionID string, d abi.ActionData) bool {
-	if d.Approval != "" || r.modeOf(d.Tool) != manifests.ApprovalAlways {
+	if d.Approval != "" || r.modeOf(d.Tool, d.Args) != manifests.ApprovalAlways {
 		return true
 	}
 	r.mu.Lock()
@@ -199,7 +223,7 @@ func (r *Runtime) rerunWith(loop, actionID, approval, cause string) {
 func (r *Runtime) maybeAskRerun(a *action) {
 	r.mu.Lock()
 	ask := a.typ == abi.ActionToolCall && a.approvalOf == "" && a.rerun == "" && len(a.denials) > 0 &&
-		a.processEnded() && a.loop != nil && strings.HasPrefix(a.tool, "skill.")
+		a.processEnded() && a.loop != nil && skillOf(a.tool, a.args) != ""
 	var req abi.ApprovalRequest
 	if ask {
 		g := proc.GrantsFor(a.denials)
@@ -212,13 +236,13 @@ func (r *Runtime) maybeAskRerun(a *action) {
 		}
 		req = abi.ApprovalRequest{
 			ActionID: a.id, CorrelationID: a.loop.id, Tool: a.tool, Args: a.args, Mode: abi.ApprovalOnDeny,
-			Skill: strings.TrimPrefix(a.tool, "skill."), Grants: g,
+			Skill: skillOf(a.tool, a.args), Grants: g,
 			Reason: "the sandbox refused " + strings.Join(lines, ", ") + "; run it again with that allowed?",
 		}
 		a.rerun = "asking" // until the request comes back
 	}
 	r.mu.Unlock()
-	if !ask || r.modeOf(req.Tool) != manifests.ApprovalOnDeny {
+	if !ask || r.modeOf(req.Tool, req.Args) != manifests.ApprovalOnDeny {
 		if ask {
 			r.mu.Lock()
 			a.rerun = ""

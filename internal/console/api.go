@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -228,4 +229,78 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, jsonview.NewStatus(s.cfg.Home, "daemon", s.cfg.Socket, in, m, ping))
+}
+
+// approvals answers approval.list: the pending approvals, oldest first, or
+// with ?all=1 every one the kernel keeps. Each is its wire form, the names
+// of the kairo.approval.requested event's data and more: state,
+// requestedAt, decided, usedBy.
+func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
+	all := false
+	switch v := r.URL.Query().Get("all"); v {
+	case "", "0", "false":
+	case "1", "true":
+		all = true
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("all %q: give 1 for the decided approvals too, or leave it out", v))
+		return
+	}
+	var res abi.ApprovalListResult
+	if err := s.call(r.Context(), s.sess, abi.MethodApprovalList, abi.ApprovalListParams{All: all}, &res); err != nil {
+		writeCallError(w, abi.MethodApprovalList, err)
+		return
+	}
+	list := make([]json.RawMessage, 0, len(res.Approvals))
+	for _, a := range res.Approvals {
+		j, err := approvalJSON(a)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, abi.MethodApprovalList+": "+err.Error())
+			return
+		}
+		list = append(list, j)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Approvals []json.RawMessage `json:"approvals"`
+	}{list})
+}
+
+// approve decides an approval, as `kairo approve` and `kairo deny` do: it
+// answers the approval as approval.decide does, with already set when it
+// had been decided before (the first decision stands; this one changed
+// nothing).
+func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ID       string `json:"id"`
+		Approved *bool  `json:"approved"`
+		Reason   string `json:"reason"`
+	}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	if body.ID == "" || body.Approved == nil {
+		writeError(w, http.StatusBadRequest, `send {"id": "ap-...", "approved": true or false, "reason": "..."}: the approval's id (GET /api/approvals lists them) and the decision`)
+		return
+	}
+	var a abi.Approval
+	d := abi.ApprovalDecision{ID: body.ID, Approved: *body.Approved, Reason: body.Reason}
+	if err := s.call(r.Context(), s.sess, abi.MethodApprovalDecide, d, &a); err != nil {
+		writeCallError(w, abi.MethodApprovalDecide, err)
+		return
+	}
+	j, err := approvalJSON(a)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, abi.MethodApprovalDecide+": "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
+}
+
+// approvalJSON is an approval's wire form as JSON: the names approval.list
+// gives it, the form `kairo approvals --json` prints.
+func approvalJSON(a abi.Approval) (json.RawMessage, error) {
+	raw, err := msgpack.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	return jsonview.FromMsgpack(raw)
 }

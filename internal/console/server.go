@@ -3,7 +3,7 @@
 // in the binary and an HTTP API over the kernel — the newest events of the
 // log, a Server-Sent Events stream of the events and of the processes'
 // output, and the operator's few actions (send a message, cancel a run
-// loop, signal a process), each the kernel method the CLI calls.
+// loop, signal a process, decide an approval), each the kernel method the CLI calls.
 //
 // Every request must name the configured host (against DNS rebinding) and
 // carry the token of $KAIRO_HOME/console.token, as the cookie kairo_console
@@ -246,6 +246,8 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /api/plugins", s.plugins)
 	mux.HandleFunc("GET /api/tools", s.tools)
 	mux.HandleFunc("GET /api/status", s.status)
+	mux.HandleFunc("GET /api/approvals", s.approvals)
+	mux.HandleFunc("POST /api/approve", s.approve)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no API "+r.Method+" "+r.URL.Path+"; the README lists the console's API")
 	})

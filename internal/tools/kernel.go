@@ -167,7 +167,7 @@ func (r *Registry) spawnTool(ctx context.Context, c *Call) abi.ToolResultEvent {
 		if _, err := sk.Argv(params, extra); err != nil {
 			return errorResult("process.spawn: skill %s: %v", a.Skill, err)
 		}
-		p.Skill, p.Params, p.Argv = a.Skill, params, extra
+		p.Skill, p.Params, p.Argv, p.Approval = a.Skill, params, extra, c.Approval
 	}
 	return r.spawn(ctx, c, p)
 }

@@ -493,6 +493,17 @@
       case t === "kairo.process.progress":
         add("progress", el("span", "text", clip(str(d.values), 200)));
         break;
+      case t === "kairo.approval.requested":
+        add("approval", el("span", "tool", str(d.tool)), " ", el("span", "text", str(d.reason)));
+        break;
+      case t === "kairo.approval.decided":
+        add(d.approved ? "approved" : "denied", el("span", "text", "by " + str(d.by) + (d.reason ? ": " + str(d.reason) : "")));
+        break;
+      case t === "kairo.sandbox.denied": {
+        const n = Number(d.count) > 1 ? " (" + Number(d.count) + " times)" : "";
+        add("refused", el("span", "text", str(d.op) + " " + str(d.object) + n + (d.grant ? " — to allow it: " + str(d.grant) : "")));
+        break;
+      }
       case t === "kairo.intent.ended":
         l.status = str(d.status) || "done";
         add("ended", el("span", "text", l.status + (d.summary ? " — " + str(d.summary) : "")));
@@ -555,6 +566,7 @@
       } else {
         fold(x);
         if (/^kairo\.(plugin|mcp)\./.test(x.type || "")) plugins = true;
+        if (/^kairo\.approval\./.test(x.type || "")) approvalEvent(x);
       }
     }
     document.body.dataset.lastSeq = lastSeq;
@@ -696,6 +708,196 @@
     }
   }
 
+  // ---- approvals: what waits for the operator's yes ----
+  //
+  // The panel starts from GET /api/approvals (the pending ones) and follows
+  // the stream's kairo.approval.* events. A decision is POST /api/approve;
+  // the kernel keeps the first decision of each, so its answer says whether
+  // this one counted or an earlier one stands.
+
+  const MAX_DECIDED = 20; // decided approvals kept in the panel
+  const approvals = new Map(); // id → row
+
+  // grantLines are the manifest lines an approval's grants add, as
+  // `kairo approvals` prints them.
+  function grantLines(g) {
+    if (!g || typeof g !== "object") return [];
+    const out = [];
+    const line = (table, key, quote) => {
+      const l = g[key === "connect_tcp" ? "connectTcp" : key === "bind_tcp" ? "bindTcp" : key];
+      if (!Array.isArray(l) || !l.length) return;
+      out.push("[" + table + "] " + key + " = [" + l.map((v) => (quote ? JSON.stringify(str(v)) : String(Number(v)))).join(", ") + "]");
+    };
+    line("fs", "read", true);
+    line("fs", "write", true);
+    line("fs", "exec", true);
+    line("net", "connect_tcp", false);
+    line("net", "bind_tcp", false);
+    line("net", "hosts", true);
+    return out;
+  }
+
+  function minutes(ms) {
+    if (ms < 60000) return Math.max(0, Math.floor(ms / 1000)) + " s";
+    if (ms < 3600000) return Math.round(ms / 60000) + " min";
+    return Math.floor(ms / 3600000) + " h " + (Math.round(ms / 60000) % 60) + " min";
+  }
+
+  function approvalRow(a) {
+    const id = str(a.id);
+    let row = approvals.get(id);
+    if (!row) {
+      row = { a: {} };
+      row.tool = el("span", "tool", "");
+      row.when = el("span", "ap-when muted", "");
+      row.reason = el("div", "ap-reason", "");
+      row.args = el("code", "args ap-args", "");
+      row.meta = el("div", "ap-meta muted", "");
+      row.grants = el("pre", "ap-grants", "");
+      row.state = el("div", "ap-state", "");
+      row.note = el("input", "ap-note");
+      row.note.placeholder = "reason (optional)";
+      row.note.autocomplete = "off";
+      row.approve = el("button", "approve", "Approve");
+      row.approve.type = "button";
+      row.approve.dataset.approve = id;
+      row.deny = el("button", "deny", "Deny");
+      row.deny.type = "button";
+      row.deny.dataset.deny = id;
+      row.actions = el("div", "ap-actions", row.note, row.approve, row.deny);
+      row.result = el("div", "ap-result", "");
+      row.li = el(
+        "li",
+        "approval",
+        el("div", "ap-head", row.tool, " ", el("span", "ap-id", id), " ", row.when),
+        row.reason,
+        row.args,
+        row.meta,
+        row.grants,
+        row.state,
+        row.actions,
+        row.result,
+      );
+      row.li.dataset.approval = id;
+      approvals.set(id, row);
+      $("approvals").append(row.li);
+    }
+    const { already, ...rest } = a;
+    Object.assign(row.a, rest);
+    drawApproval(row);
+    countApprovals();
+    return row;
+  }
+
+  function drawApproval(row) {
+    const a = row.a;
+    const st = str(a.state) || "pending";
+    row.li.className = "approval ap-" + st;
+    row.li.dataset.state = st;
+    row.tool.textContent = str(a.tool);
+    row.reason.textContent = str(a.reason);
+    row.args.textContent = clip(str(a.args), 300);
+    row.args.hidden = !a.args;
+    const meta = [];
+    if (a.correlationId) meta.push("run loop " + shortId(str(a.correlationId)));
+    if (a.skill) meta.push("skill " + str(a.skill));
+    if (a.requester) meta.push("asked by " + str(a.requester));
+    row.meta.textContent = meta.join(" · ");
+    const g = grantLines(a.grants);
+    row.grants.textContent = g.length ? "adds to the manifest, for one run:\n" + g.join("\n") : "";
+    row.grants.hidden = !g.length;
+    const d = a.decided && typeof a.decided === "object" ? a.decided : null;
+    row.state.textContent = st === "pending" ? "" : st + (d ? " by " + str(d.by) + (d.reason ? ": " + str(d.reason) : "") : "");
+    row.state.hidden = st === "pending";
+    row.actions.hidden = st !== "pending";
+    drawWhen(row);
+  }
+
+  function drawWhen(row) {
+    const a = row.a;
+    const now = Date.now();
+    const parts = [];
+    const asked = Date.parse(str(a.requestedAt));
+    if (!isNaN(asked)) parts.push("asked " + minutes(now - asked) + " ago");
+    const exp = Date.parse(str(a.expires));
+    if (row.a.state === "pending" && !isNaN(exp)) parts.push(exp > now ? "expires in " + minutes(exp - now) : "expired");
+    row.when.textContent = parts.join(" · ");
+  }
+
+  // countApprovals shows how many wait, and keeps the newest decided rows.
+  function countApprovals() {
+    let pending = 0;
+    const decided = [];
+    for (const row of approvals.values()) {
+      if (row.a.state === "pending") pending++;
+      else decided.push(row);
+    }
+    for (const row of decided.slice(0, Math.max(0, decided.length - MAX_DECIDED))) {
+      row.li.remove();
+      approvals.delete(str(row.a.id));
+    }
+    $("approvals-count").textContent = pending ? String(pending) : "";
+    $("approvals-empty").hidden = pending > 0;
+    document.body.dataset.approvals = pending;
+  }
+
+  // approvalEvent applies a kairo.approval event of the stream.
+  function approvalEvent(ev) {
+    const d = ev.data && typeof ev.data === "object" ? ev.data : {};
+    const id = str(d.id);
+    if (!id) return;
+    const row = approvals.get(id);
+    if (ev.type === "kairo.approval.requested") {
+      if (!row) approvalRow(Object.assign({ state: "pending", requestedAt: ev.time }, d));
+    } else if (ev.type === "kairo.approval.decided" && row && row.a.state === "pending") {
+      // The first decision stands: a later event changes nothing.
+      approvalRow({ id, state: d.approved ? "approved" : "denied", decided: d });
+    }
+  }
+
+  async function loadApprovals() {
+    try {
+      const r = await api("/api/approvals");
+      for (const a of list(r, "approvals")) approvalRow(a);
+      countApprovals();
+    } catch (e) {
+      showError(e);
+    }
+  }
+
+  // decide sends the operator's decision and shows what the kernel made
+  // of it: this decision, or the one that stood before.
+  function decide(id, approved) {
+    const row = approvals.get(id);
+    if (!row) return;
+    const reason = row.note.value.trim();
+    row.approve.disabled = row.deny.disabled = true;
+    row.result.className = "ap-result";
+    row.result.textContent = approved ? "approving…" : "denying…";
+    api("/api/approve", { id, approved, reason }).then(
+      (a) => {
+        row.approve.disabled = row.deny.disabled = false;
+        const d = a && a.decided && typeof a.decided === "object" ? a.decided : {};
+        const what = str(a.state) + (d.by ? " by " + str(d.by) : "") + (d.reason ? ": " + str(d.reason) : "");
+        if (a.already) {
+          row.result.className = "ap-result already";
+          row.result.textContent = "decided before: " + what + " — nothing changed";
+        } else {
+          row.result.className = "ap-result done";
+          row.result.textContent = "your decision is recorded";
+        }
+        approvalRow(a);
+        showError(null);
+      },
+      (e) => {
+        row.approve.disabled = row.deny.disabled = false;
+        row.result.className = "ap-result error";
+        row.result.textContent = String(e.message || e);
+        showError(e);
+      },
+    );
+  }
+
   // ---- the detail of an event: its envelope and its cause ----
 
   function detail(seq) {
@@ -724,7 +926,11 @@
   document.addEventListener("click", (e) => {
     const t = e.target.closest("button, [data-seq]");
     if (!t) return;
-    if (t.dataset.cancel) {
+    if (t.dataset.approve) {
+      decide(t.dataset.approve, true);
+    } else if (t.dataset.deny) {
+      decide(t.dataset.deny, false);
+    } else if (t.dataset.cancel) {
       api("/api/cancel", { runLoopId: t.dataset.cancel }).then(() => showError(null), showError);
     } else if (t.dataset.kill) {
       api("/api/kill", { processId: t.dataset.kill, signal: "TERM" }).then(() => showError(null), showError);
@@ -766,8 +972,13 @@
     document.body.dataset.events = all.length;
     document.body.dataset.ready = "1";
     requestAnimationFrame(() => setTimeout(() => (document.body.dataset.painted = performance.now().toFixed(1))));
+    // The approvals after the events, before the stream: what is decided
+    // meanwhile comes on the stream, from the last seq read.
+    await loadApprovals();
+    document.body.dataset.approvalsLoaded = "1";
     stream();
     panels();
+    setInterval(() => approvals.forEach(drawWhen), 15000);
   }
 
   document.addEventListener("securitypolicyviolation", (e) => {
