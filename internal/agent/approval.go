@@ -175,7 +175,10 @@ func (r *Runtime) decided(ev *abi.Event) {
 		}
 		r.emitIf(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: d.ActionID},
 			abi.ToolResultEvent{ActionID: d.ActionID, Tool: data.Tool, Status: abi.StatusFailed, Error: why},
-			func() bool { x := r.st.actions[d.ActionID]; return x != nil && x.status == abi.StatusInProgress && !x.invoked })
+			func() bool {
+				x := r.st.actions[d.ActionID]
+				return x != nil && x.status == abi.StatusInProgress && !x.invoked
+			})
 		r.mu.Lock()
 		r.obs = append(r.obs, *ev)
 		r.mu.Unlock()

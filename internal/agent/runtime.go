@@ -79,7 +79,7 @@ type Config struct {
 	// Approval is the approval mode of a tool (manifests.ApprovalAlways,
 	// ApprovalOnDeny or ApprovalNever); nil: no tool needs one.
 	Approval func(tool string) string
-	Logger    *slog.Logger
+	Logger   *slog.Logger
 }
 
 func (c *Config) defaults() {
