@@ -141,6 +141,16 @@ func (ap *approvals) add(r abi.ApprovalRequest, at time.Time) *approvalEntry {
 	return e
 }
 
+// remove takes back e, a request whose event could not be stored.
+func (ap *approvals) remove(e *approvalEntry) {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	if ap.byID[e.a.ID] == e && e.a.State == abi.ApprovalPending {
+		delete(ap.byID, e.a.ID)
+		ap.order = slices.DeleteFunc(ap.order, func(x *approvalEntry) bool { return x == e })
+	}
+}
+
 // decided records d, the first decision of its approval; a later one
 // changes nothing.
 func (ap *approvals) decided(d abi.ApprovalDecision) {
@@ -252,10 +262,13 @@ func (k *Kernel) approvalRequest(ctx context.Context, c *Call) (any, error) {
 	// The event's id is the approval's: asked twice, the log holds it once.
 	ev := &abi.Event{ID: r.ID, Type: abi.SubjectApprovalRequested, Source: approvalSource, Time: now,
 		CorrelationID: r.CorrelationID, CausationID: r.ActionID, Data: raw}
+	// In the table before the event is out: whoever sees the event may
+	// decide at once.
+	e := ap.add(r, now)
 	if _, err := k.Bus.Publish(ctx, ev); err != nil {
+		ap.remove(e)
 		return nil, err
 	}
-	e := ap.add(r, ev.Time)
 	ap.mu.Lock()
 	if e.a.State == abi.ApprovalPending && e.timer == nil {
 		ap.armLocked(e)
