@@ -1,0 +1,213 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pendingApproval is one line of `kairo approvals --json`.
+type pendingApproval struct {
+	ID     string `json:"id"`
+	Mode   string `json:"mode"`
+	State  string `json:"state"`
+	Skill  string `json:"skill"`
+	Grants struct {
+		Read       []string `json:"read"`
+		Write      []string `json:"write"`
+		Exec       []string `json:"exec"`
+		ConnectTCP []int    `json:"connectTcp"`
+		Hosts      []string `json:"hosts"`
+	} `json:"grants"`
+}
+
+func approvalsJSON(t *testing.T, home string) []pendingApproval {
+	t.Helper()
+	r := kairo(t, home, "approvals", "--json")
+	if r.code != 0 {
+		t.Fatalf("approvals --json:\n%s", r)
+	}
+	var out []pendingApproval
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		var a pendingApproval
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("approvals --json line %q: %v", line, err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// installSkill writes skill.toml text as the installed skill name of home.
+func installSkill(t *testing.T, home, name, text string) {
+	t.Helper()
+	dir := filepath.Join(home, "skills", name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "skill.toml"), []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sharedDir is a folder every sandbox uid may pass and write, outside any
+// grant: where a skill's write is refused by Landlock alone.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "kairo-consent-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func lineCount(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "\n")
+}
+
+const writerSkill = `[skill]
+name = "writer"
+description = "appends a line to out in a folder"
+command = ["/usr/bin/sh", "-c", "echo written >> {dir}/out"]
+[params.dir]
+description = "the folder"
+[fs]
+read = ["/usr", "/lib", "/lib64", "/etc/ld.so.cache"]
+exec = ["/usr/bin"]
+[approval]
+mode = "on-deny"
+`
+
+// An on-deny skill that writes outside its grants: the sandbox refuses the
+// write (it did not happen) and kairo.sandbox.denied names the folder; the
+// operator is asked to run it again with exactly that folder writable,
+// approves from the CLI, and the re-run writes. Approved twice, it runs
+// once.
+func TestOnDenyApprovedFromCLI(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the sandbox's refusals are read from the audit subsystem by a root daemon")
+	}
+	home := t.TempDir()
+	out := sharedDir(t)
+	installSkill(t, home, "writer", writerSkill)
+	d := startUp(t, home)
+	if r := kairo(t, home, "send", "--no-follow", "run writer dir="+out); r.code != 0 {
+		t.Fatalf("send:\n%s\n%s", r, d.stderr)
+	}
+	var ap pendingApproval
+	until(t, "the request to run writer again", func() bool {
+		for _, a := range approvalsJSON(t, home) {
+			if a.Mode == "on-deny" {
+				ap = a
+				return true
+			}
+		}
+		return false
+	})
+	if lineCount(filepath.Join(out, "out")) != 0 {
+		t.Fatal("the refused write happened")
+	}
+	g := ap.Grants
+	if ap.Skill != "writer" || !slices.Equal(g.Write, []string{out}) || len(g.Read)+len(g.Exec)+len(g.ConnectTCP)+len(g.Hosts) != 0 {
+		t.Fatalf("the re-run asks for %+v, want exactly write %s", ap, out)
+	}
+	var denied bool
+	for _, ev := range eventLog(t, home) {
+		if ev.Type == "kairo.sandbox.denied" && ev.Data["op"] == "fs.write" && ev.Data["object"] == out {
+			denied = true
+			if grant, _ := ev.Data["grant"].(string); grant != `[fs] write = ["`+out+`"]` {
+				t.Errorf("denied event's grant: %q", grant)
+			}
+		}
+	}
+	if !denied {
+		t.Fatalf("no kairo.sandbox.denied names %s", out)
+	}
+
+	if r := kairo(t, home, "approve", ap.ID); r.code != 0 {
+		t.Fatalf("approve:\n%s", r)
+	}
+	until(t, "the re-run's write", func() bool { return lineCount(filepath.Join(out, "out")) == 1 })
+	r := kairo(t, home, "approve", ap.ID)
+	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "before") {
+		t.Fatalf("the second approve:\n%s", r)
+	}
+	time.Sleep(500 * time.Millisecond) // a second run, if there were one, would be under way
+	if n := lineCount(filepath.Join(out, "out")); n != 1 {
+		t.Fatalf("the approved re-run ran %d times", n)
+	}
+	spawned := 0
+	for _, ev := range eventLog(t, home) {
+		if ev.Type == "kairo.process.spawned" && ev.Data["approval"] == ap.ID {
+			spawned++
+		}
+	}
+	if spawned != 1 {
+		t.Fatalf("%d spawns hold approval %s, want 1", spawned, ap.ID)
+	}
+}
+
+// A skill marked "always" waits for the operator; the daemon is killed
+// with SIGKILL meanwhile, and after the restart the approval is still
+// pending, nothing ran, and approved it runs once.
+func TestApprovalPendingAcrossKill(t *testing.T) {
+	home := t.TempDir()
+	out := sharedDir(t)
+	installSkill(t, home, "stamp", `[skill]
+name = "stamp"
+description = "appends a line to out in a folder"
+command = ["/usr/bin/sh", "-c", "echo stamped >> {dir}/out"]
+[params.dir]
+description = "the folder"
+[fs]
+read = ["/usr", "/lib", "/lib64", "/etc/ld.so.cache"]
+exec = ["/usr/bin"]
+write = ["`+out+`"]
+[approval]
+mode = "always"
+`)
+	d := startUp(t, home)
+	if r := kairo(t, home, "send", "--no-follow", "run stamp dir="+out); r.code != 0 {
+		t.Fatalf("send:\n%s\n%s", r, d.stderr)
+	}
+	var ap pendingApproval
+	until(t, "the request to run stamp", func() bool {
+		as := approvalsJSON(t, home)
+		if len(as) == 1 {
+			ap = as[0]
+		}
+		return len(as) == 1
+	})
+	d.kill()
+	d = startUp(t, home)
+	as := approvalsJSON(t, home)
+	if len(as) != 1 || as[0].ID != ap.ID || as[0].State != "pending" {
+		t.Fatalf("after kill -9 and a restart: %+v\n%s", as, d.stderr)
+	}
+	if lineCount(filepath.Join(out, "out")) != 0 {
+		t.Fatal("it ran before it was approved")
+	}
+	if r := kairo(t, home, "approve", ap.ID); r.code != 0 {
+		t.Fatalf("approve:\n%s", r)
+	}
+	until(t, "the approved run", func() bool { return lineCount(filepath.Join(out, "out")) == 1 })
+	time.Sleep(500 * time.Millisecond)
+	if n := lineCount(filepath.Join(out, "out")); n != 1 {
+		t.Fatalf("ran %d times", n)
+	}
+}
