@@ -169,8 +169,11 @@ func privateKernel(bestEffort bool) (*client.Client, func(), error) {
 		host.StartCgroups(launcher, "kairo-run-"+strconv.Itoa(os.Getpid()), log)
 	}
 	k := kernel.New(b, kernel.Options{Version: version, Logger: log, Launcher: launcher})
+	// The run's refusals, as `kairo up` learns them: printed at its end.
+	stopAudit := host.WatchAudit(k, launcher, manifests.SandboxAuditAuto, log)
 	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: filepath.Join(dir, "kernel.sock"), Logger: log})
 	if err != nil {
+		stopAudit()
 		b.Close()
 		os.RemoveAll(dir)
 		return nil, nil, err
@@ -182,6 +185,7 @@ func privateKernel(bestEffort bool) (*client.Client, func(), error) {
 		srv.Close()
 		<-served
 		k.Close()
+		stopAudit() // after the trees: their last refusals are still reported
 		launcher.Close()
 		b.Close()
 		os.RemoveAll(dir)
