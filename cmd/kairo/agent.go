@@ -116,6 +116,10 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 			}
 		case ev.Type == abi.SubjectProcessProgress && ev.CorrelationID == loop && loop != "":
 			v.out.progress(ev, "· ")
+		case consentEvent(ev.Type) && ev.CorrelationID == loop && loop != "":
+			if line := chatLine(ev); line != "" {
+				v.out.event(ev, line)
+			}
 		case ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == loop && loop != "":
 			return nil
 		case ev.Type == abi.SubjectAgentError && ev.CausationID == "" && replies == 0 && routed != "":
@@ -343,6 +347,36 @@ func chatLine(ev *abi.Event) string {
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
 			return "· the agent: " + termText(d.Error)
 		}
+	case abi.SubjectApprovalRequested:
+		var d abi.ApprovalRequest
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			return fmt.Sprintf("approve? [%s] %s — %s %s — answer yes or no (or kairo approve %s)",
+				termLine(shortID(ev.CorrelationID)), termText(d.Reason), termLine(d.Tool), termLine(d.Args), termLine(d.ID))
+		}
+	case abi.SubjectApprovalDecided:
+		var d abi.ApprovalDecision
+		if msgpack.Unmarshal(ev.Data, &d) == nil {
+			what := "denied"
+			if d.Approved {
+				what = "approved"
+			}
+			line := fmt.Sprintf("· [%s] %s by %s", termLine(shortID(ev.CorrelationID)), what, termLine(d.By))
+			if d.Reason != "" {
+				line += ": " + termText(d.Reason)
+			}
+			return line
+		}
+	case abi.SubjectSandboxDenied:
+		var d abi.SandboxDenied
+		if msgpack.Unmarshal(ev.Data, &d) == nil && ev.CorrelationID != "" {
+			return "· [" + termLine(shortID(ev.CorrelationID)) + "] " + denialLine(d)
+		}
 	}
 	return ""
+}
+
+// consentEvent reports whether subject is an approval's or a refusal's:
+// what a chat shows of a task besides its actions.
+func consentEvent(subject string) bool {
+	return abi.SubjectIn(subject, abi.SubjectApprovalAll) || subject == abi.SubjectSandboxDenied
 }

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/audit"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // pendingApproval is one line of `kairo approvals --json`.
@@ -101,6 +105,9 @@ mode = "on-deny"
 func TestOnDenyApprovedFromCLI(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the sandbox's refusals are read from the audit subsystem by a root daemon")
+	}
+	if st, err := audit.GetStatus(); err != nil || st.Enabled == audit.Locked {
+		t.Skipf("the audit subsystem cannot be used here (%v, %+v): no refusal would be reported", err, st)
 	}
 	home := t.TempDir()
 	out := sharedDir(t)
@@ -209,5 +216,37 @@ mode = "always"
 	time.Sleep(500 * time.Millisecond)
 	if n := lineCount(filepath.Join(out, "out")); n != 1 {
 		t.Fatalf("ran %d times", n)
+	}
+}
+
+// The chat shows an approval's question, its decision and a refusal of a
+// task, with what the agent or a skill wrote escaped for the terminal.
+func TestChatShowsConsent(t *testing.T) {
+	enc := func(v any) []byte {
+		raw, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	req := chatLine(&abi.Event{Type: abi.SubjectApprovalRequested, CorrelationID: "loop-00000001", Data: enc(abi.ApprovalRequest{
+		ID: "ap-a1", Tool: "skill.deploy", Args: `{"env":"prod"}`, Reason: "deploy needs approval\x1b[2J",
+	})})
+	for _, want := range []string{"approve? [00000001]", "deploy needs approval^[[2J", `skill.deploy {"env":"prod"}`, "answer yes or no", "kairo approve ap-a1"} {
+		if !strings.Contains(req, want) {
+			t.Errorf("request line %q lacks %q", req, want)
+		}
+	}
+	dec := chatLine(&abi.Event{Type: abi.SubjectApprovalDecided, CorrelationID: "loop-00000001", Data: enc(abi.ApprovalDecision{ID: "ap-a1", By: "operator/0", Reason: "not today"})})
+	if dec != "· [00000001] denied by operator/0: not today" {
+		t.Errorf("decision line %q", dec)
+	}
+	den := chatLine(&abi.Event{Type: abi.SubjectSandboxDenied, CorrelationID: "loop-00000001", Data: enc(abi.SandboxDenied{Op: "fs.write", Object: "/etc", Count: 2, Grant: `[fs] write = ["/etc"]`})})
+	if den != `· [00000001] denied: fs.write /etc (2 times) — to allow it, add to the manifest: [fs] write = ["/etc"]` {
+		t.Errorf("refusal line %q", den)
+	}
+	// The control: an event of no task shows nothing of a refusal.
+	if l := chatLine(&abi.Event{Type: abi.SubjectSandboxDenied, Data: enc(abi.SandboxDenied{Op: "fs.write", Object: "/etc"})}); l != "" {
+		t.Errorf("a refusal of no task: %q", l)
 	}
 }
