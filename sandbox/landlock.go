@@ -112,7 +112,9 @@ func grants(p *Policy) (gs []grant, missing []string) {
 	add("read", p.Read, readDir, readFile)
 	add("write", p.Write, writeDir, writeFile)
 	add("exec", p.Exec, execDir, execFile)
-	add("device", devReadWrite, 0, writeFile)
+	// ioctl on the sinks too: isatty(/dev/null) must answer ENOTTY, not
+	// a refusal every program would make (and report) at its start.
+	add("device", devReadWrite, 0, writeFile|ll.AccessFSIoctlDev)
 	add("device", devRead, 0, readFile)
 	return gs, missing
 }
