@@ -181,13 +181,16 @@ func TestSpawnAttenuated(t *testing.T) {
 func TestIntersect(t *testing.T) {
 	ceiling := &sandbox.Policy{
 		Read: []string{"/usr", "/data"}, Write: []string{"/data/out", "/w0"}, Exec: []string{"/usr/bin"},
-		ConnectTCP: []uint16{443}, UDP: false,
+		ConnectTCP: []uint16{443}, UDP: false, Hosts: []string{"*.github.com", "pypi.org:443"},
 		Limits: sandbox.Limits{Memory: 1 << 30, Processes: 64, Wall: time.Minute},
 	}
 	ceiling.Env = []string{"PATH=/usr/bin", "SHARED=yes"}
 	child := &sandbox.Policy{
 		Read: []string{"/", "/data/in"}, Write: []string{"/data", "/home/u1"}, Exec: []string{"/usr/bin/python3", "/opt/bin"},
 		ConnectTCP: []uint16{443, 22}, UDP: true,
+		// A name the spawner's list covers stays, one without a port keeps
+		// the port the spawner has, and what it lacks goes.
+		Hosts:  []string{"api.github.com:443", "pypi.org", "evil.example"},
 		Limits: sandbox.Limits{Memory: 4 << 30, CPUSeconds: 10},
 		Env:    []string{"PATH=/usr/local/bin", "HOME=/w1", "DEPLOY_TOKEN=secret", "SHARED=yes", "SHARED2=no"},
 	}
@@ -195,6 +198,7 @@ func TestIntersect(t *testing.T) {
 	want := &sandbox.Policy{
 		Read: []string{"/usr", "/data", "/data/out", "/w0", "/usr/bin", "/data/in"}, Write: []string{"/data/out", "/w1", "/t1"},
 		Exec: []string{"/usr/bin/python3"}, Unix: []string{}, ConnectTCP: []uint16{443}, BindTCP: []uint16{},
+		Hosts:  []string{"api.github.com:443", "pypi.org:443"},
 		Limits: sandbox.Limits{Memory: 1 << 30, Processes: 64, CPUSeconds: 10, Wall: time.Minute},
 		Env:    []string{"PATH=/usr/local/bin", "HOME=/w1", "SHARED=yes"}, // not the child's own secrets
 	}
