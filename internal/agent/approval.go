@@ -39,7 +39,7 @@ func (s *state) applyApproval(ev *abi.Event) {
 				a.progress = "waiting for approval: kairo approve " + r.ID
 			}
 		case abi.ApprovalOnDeny:
-			if a.rerun == "" {
+			if a.rerun == "" || a.rerun == asking {
 				a.rerun, a.rerunState = r.ID, abi.ApprovalPending
 			}
 		}
@@ -242,7 +242,7 @@ func (r *Runtime) maybeAskRerun(a *action) {
 			Skill: skillOf(a.tool, a.args), Grants: g,
 			Reason: "the sandbox refused " + strings.Join(lines, ", ") + "; run it again with that allowed?",
 		}
-		a.rerun = "asking" // until the request comes back
+		a.rerun = asking // until the request comes back
 	}
 	r.mu.Unlock()
 	if !ask || r.modeOf(req.Tool, req.Args) != manifests.ApprovalOnDeny {
@@ -268,7 +268,7 @@ func (r *Runtime) maybeAskRerun(a *action) {
 			r.log.Warn("ask for a re-run", "action", a.id, "err", aerr.Message)
 			return
 		}
-		if a.rerun == "asking" {
+		if a.rerun == asking { // else its event, applied meanwhile, set it
 			a.rerun, a.rerunState = ap.ID, abi.ApprovalPending
 		}
 	}()
@@ -353,6 +353,10 @@ func (r *Runtime) resumeApprovals() {
 		r.maybeAskRerun(a)
 	}
 }
+
+// asking stands for the id of a re-run's approval while its request is on
+// its way to the kernel.
+const asking = "asking"
 
 // waitsForApproval reports whether a, in progress, waits for a person
 // rather than for a process: not interrupted by a restart.

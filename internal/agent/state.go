@@ -340,7 +340,7 @@ func (s *state) active() bool {
 // person's decision to run again.
 func (l *runLoop) running() bool {
 	for _, a := range l.actions {
-		if a.status == abi.StatusInProgress || a.rerunState == abi.ApprovalPending {
+		if a.status == abi.StatusInProgress || a.rerunState == abi.ApprovalPending || a.rerun == asking {
 			return true
 		}
 	}
