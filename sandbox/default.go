@@ -13,7 +13,7 @@ import (
 var systemRead = []string{
 	"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin",
 	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-	"/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+	"/etc/localtime", "/etc/locale.alias", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
 	"/etc/alternatives", "/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/mime.types",
 	"/proc",
 }

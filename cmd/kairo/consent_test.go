@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,6 +48,28 @@ func approvalsJSON(t *testing.T, home string) []pendingApproval {
 		out = append(out, a)
 	}
 	return out
+}
+
+// waitOrDump waits up to a minute for f, and past it fails with what the
+// daemon logged and the log's events of processes, tools, refusals and
+// approvals: what a loaded machine made of the test.
+func waitOrDump(t *testing.T, d *upProc, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !f() {
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, ev := range eventLog(t, d.home) {
+				if strings.HasPrefix(ev.Type, "kairo.process.") || strings.HasPrefix(ev.Type, "kairo.tool.") ||
+					strings.HasPrefix(ev.Type, "kairo.sandbox.") || strings.HasPrefix(ev.Type, "kairo.approval.") || ev.Type == "kairo.agent.action" {
+					fmt.Fprintf(&b, "  %d %s %v\n", ev.Seq, ev.Type, ev.Data)
+				}
+			}
+			logged, _ := os.ReadFile(filepath.Join(d.home, "kairo.log"))
+			t.Fatalf("no %s within a minute; events:\n%s\nkairo.log:\n%s\nstderr:\n%s", what, b.String(), logged, d.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // installSkill writes skill.toml text as the installed skill name of home.
@@ -117,7 +140,7 @@ func TestOnDenyApprovedFromCLI(t *testing.T) {
 		t.Fatalf("send:\n%s\n%s", r, d.stderr)
 	}
 	var ap pendingApproval
-	until(t, "the request to run writer again", func() bool {
+	waitOrDump(t, d, "the request to run writer again", func() bool {
 		for _, a := range approvalsJSON(t, home) {
 			if a.Mode == "on-deny" {
 				ap = a
@@ -149,7 +172,7 @@ func TestOnDenyApprovedFromCLI(t *testing.T) {
 	if r := kairo(t, home, "approve", ap.ID); r.code != 0 {
 		t.Fatalf("approve:\n%s", r)
 	}
-	until(t, "the re-run's write", func() bool { return lineCount(filepath.Join(out, "out")) == 1 })
+	waitOrDump(t, d, "the re-run's write", func() bool { return lineCount(filepath.Join(out, "out")) == 1 })
 	r := kairo(t, home, "approve", ap.ID)
 	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "before") {
 		t.Fatalf("the second approve:\n%s", r)

@@ -379,7 +379,15 @@ func (cg *cgroup) setLimits(memory, pids uint64) error {
 		writes = append(writes, [2]string{pid + "/pids.max", val(pids)})
 	}
 	for _, w := range writes {
-		if err := writeCtl(w[0], w[1]); err != nil && !(errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(w[0], "swap.max")) {
+		err := writeCtl(w[0], w[1])
+		// v1 refuses a memory limit under what the cgroup holds while it
+		// cannot reclaim the rest at once (the helper's page cache, on a
+		// busy disk): it is reclaimed within moments.
+		for wait := 5 * time.Millisecond; errors.Is(err, syscall.EBUSY) && wait <= 320*time.Millisecond; wait *= 2 {
+			time.Sleep(wait)
+			err = writeCtl(w[0], w[1])
+		}
+		if err != nil && !(errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(w[0], "swap.max")) {
 			return fmt.Errorf("cgroup limit: %w", err)
 		}
 	}

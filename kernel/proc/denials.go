@@ -19,7 +19,7 @@ const (
 	maxDenyKinds = 64
 	// uidLinger is how long a tree is still found by its uid after it
 	// ended: the audit subsystem hands records over asynchronously.
-	uidLinger = 3 * time.Second
+	uidLinger = 10 * time.Second
 )
 
 type denyKey struct{ op, object string }
