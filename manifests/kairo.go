@@ -445,11 +445,94 @@ type KernelConfig struct {
 
 // StoreConfig is the [store] table.
 type StoreConfig struct {
-	Kind        string `toml:"kind"`        // "sqlite" or "memory"
+	Kind        string `toml:"kind"`        // "sqlite", "memory" or "jetstream"
 	Path        string `toml:"path"`        // SQLite file, relative to KAIRO_HOME
 	Synchronous string `toml:"synchronous"` // "normal" or "full"
 	WALMax      Size   `toml:"wal_max"`     // bound of the SQLite write-ahead log
 	RingSize    int    `toml:"ring_size"`   // events the memory store holds
+	// JetStream is [store.jetstream], for kind "jetstream".
+	JetStream JetStreamConfig `toml:"jetstream"`
+}
+
+// JetStreamConfig is [store.jetstream]: the bus on NATS JetStream, either
+// a server Kairo starts in its own process (Embedded) or an existing
+// cluster (URL and its credentials).
+type JetStreamConfig struct {
+	// Embedded starts a nats-server with JetStream inside kairo, storing
+	// under Dir (relative to KAIRO_HOME; default "jetstream"): one host, no
+	// extra process.
+	Embedded bool   `toml:"embedded"`
+	Dir      string `toml:"dir"`
+	// URL is the cluster's ("nats://host:4222", several separated by
+	// commas); with it, Creds (a credentials file), NKey (an nkey seed
+	// file), and TLS's CA, Cert and Key files, as the cluster asks.
+	URL   string `toml:"url"`
+	Creds string `toml:"creds"`
+	NKey  string `toml:"nkey"`
+	CA    string `toml:"ca"`
+	Cert  string `toml:"cert"`
+	Key   string `toml:"key"`
+	// Stream is the stream's name (default "KAIRO"); Replicas its copies
+	// in a cluster (default 1); MaxAge ("720h") and MaxBytes ("10GiB")
+	// bound what it keeps (default: no bound).
+	Stream   string `toml:"stream"`
+	Replicas int    `toml:"replicas"`
+	MaxAge   string `toml:"max_age"`
+	MaxBytes Size   `toml:"max_bytes"`
+}
+
+// MaxAgeDuration is MaxAge parsed; 0 when it is empty.
+func (j JetStreamConfig) MaxAgeDuration() time.Duration {
+	d, _ := time.ParseDuration(j.MaxAge)
+	return d
+}
+
+func (j JetStreamConfig) validate() []*Error {
+	var errs []*Error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &Error{Key: "store.jetstream." + key, Msg: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case j.Embedded && j.URL != "":
+		bad("url", "%q: give embedded = true (a server inside kairo) or url (an existing cluster), not both", j.URL)
+	case !j.Embedded && j.URL == "":
+		bad("embedded", "the jetstream store needs embedded = true (a server inside kairo) or url = \"nats://host:4222\" (an existing cluster)")
+	}
+	for _, u := range strings.Split(j.URL, ",") {
+		if u = strings.TrimSpace(u); u == "" && j.URL != "" {
+			bad("url", "%q has an empty entry; separate the servers' URLs with commas", j.URL)
+		} else if u != "" {
+			pu, err := url.Parse(u)
+			if err != nil || (pu.Scheme != "nats" && pu.Scheme != "tls") || pu.Host == "" {
+				bad("url", "%q is not a NATS URL; write nats://host:4222 (or tls://host:4222)", u)
+			}
+		}
+	}
+	if j.Embedded {
+		for key, v := range map[string]string{"creds": j.Creds, "nkey": j.NKey, "ca": j.CA, "cert": j.Cert, "key": j.Key} {
+			if v != "" {
+				bad(key, "is for a cluster at url; the embedded server needs none")
+			}
+		}
+	}
+	if (j.Cert == "") != (j.Key == "") {
+		bad("cert", "give cert and key together (the client's certificate and its key)")
+	}
+	if j.Replicas < 0 || j.Replicas > 5 {
+		bad("replicas", "%d: JetStream keeps 1 to 5 replicas of a stream", j.Replicas)
+	}
+	if j.Embedded && j.Replicas > 1 {
+		bad("replicas", "%d: the embedded server is one node; replicas are a cluster's (give url)", j.Replicas)
+	}
+	if j.MaxAge != "" {
+		if d, err := time.ParseDuration(j.MaxAge); err != nil || d <= 0 {
+			bad("max_age", "%q: give a duration such as \"720h\", or leave it out to keep events forever", j.MaxAge)
+		}
+	}
+	if j.Stream != "" && strings.ContainsAny(j.Stream, " \t.*>/\\") {
+		bad("stream", "%q: a stream name has no spaces, dots, wildcards or slashes", j.Stream)
+	}
+	return errs
 }
 
 // MinWALMax is the least store.wal_max.
@@ -462,8 +545,9 @@ type LogConfig struct {
 
 // Store kinds.
 const (
-	StoreSQLite = "sqlite"
-	StoreMemory = "memory"
+	StoreSQLite    = "sqlite"
+	StoreMemory    = "memory"
+	StoreJetStream = "jetstream"
 )
 
 // Bounds of kernel.max_frame: a frame must hold a useful event, and a
@@ -530,8 +614,10 @@ func (c *Config) validate() []*Error {
 			bad("store.path", "is empty; name the SQLite file, such as \"events.db\" (relative to KAIRO_HOME)")
 		}
 	case StoreMemory:
+	case StoreJetStream:
+		errs = append(errs, c.Store.JetStream.validate()...)
 	default:
-		bad("store.kind", "%q is not a store kind; want %q or %q", c.Store.Kind, StoreSQLite, StoreMemory)
+		bad("store.kind", "%q is not a store kind; want %q, %q or %q", c.Store.Kind, StoreSQLite, StoreMemory, StoreJetStream)
 	}
 	switch c.Store.Synchronous {
 	case "normal", "full":

@@ -103,7 +103,7 @@ func TestLoadErrors(t *testing.T) {
 		{"syntax", "[store]\nkind = \"sqlite\nx = 1\n", 2, "store.kind", `TOML syntax: strings cannot contain newlines`},
 		{"duplicate key", "[log]\nlevel = \"info\"\nlevel = \"debug\"\n", 3, "log.level", `TOML syntax: this key is already defined; define each key once`},
 		{"unknown key", "[store]\nkind = \"memory\"\nkinds = \"sqlite\"\n", 3, "store.kinds",
-			`unknown key; check its spelling or remove it \(\[store\] takes kind, path, synchronous, wal_max, ring_size\)`},
+			`unknown key; check its spelling or remove it \(\[store\] takes kind, path, synchronous, wal_max, ring_size, \[jetstream\]\)`},
 		{"unknown table", "# a comment\n\n[bogus]\nx = 1\n", 3, "bogus",
 			`unknown table or key; .*takes \[kernel\], \[store\], \[log\]`},
 		{"unknown dotted key", "log.colour = true\n", 1, "log.colour", `unknown key`},
@@ -114,7 +114,7 @@ func TestLoadErrors(t *testing.T) {
 		{"value for table", "log = \"debug\"\n", 1, "log", `"debug" is a string, want a table`},
 		{"bad size", "[kernel]\nmax_frame = \"16 parsecs\"\n", 2, "kernel.max_frame", `unknown unit "parsecs"`},
 		{"size too small", "[kernel]\nmax_frame = 10\n", 2, "kernel.max_frame", `10B is out of range; give a size between 1KiB and 1GiB`},
-		{"bad kind", "[store]\nkind = \"postgres\"\n", 2, "store.kind", `"postgres" is not a store kind; want "sqlite" or "memory"`},
+		{"bad kind", "[store]\nkind = \"postgres\"\n", 2, "store.kind", `"postgres" is not a store kind; want "sqlite", "memory" or "jetstream"`},
 		{"bad synchronous", "[store]\nsynchronous = \"off\"\n", 2, "store.synchronous", `"off": want "normal" .* or "full"`},
 		{"empty path", "[store]\npath = \"\"\n", 2, "store.path", `is empty`},
 		{"zero ring", "store.ring_size = 0\n", 1, "store.ring_size", `at least 1 event`},
@@ -197,5 +197,36 @@ func TestPaths(t *testing.T) {
 	c.Store.Path = "/var/kairo.db"
 	if got := c.StorePath("/h"); got != "/var/kairo.db" {
 		t.Errorf("StorePath = %q", got)
+	}
+}
+
+func TestJetStreamConfig(t *testing.T) {
+	load := func(text string) error {
+		p := filepath.Join(t.TempDir(), "kairo.toml")
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(p)
+		return err
+	}
+	for _, good := range []string{
+		"[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\n",
+		"[store]\nkind = \"jetstream\"\n[store.jetstream]\nurl = \"nats://a:4222, nats://b:4222\"\nreplicas = 3\nmax_age = \"720h\"\nmax_bytes = \"10GiB\"\ncreds = \"/etc/kairo.creds\"\n",
+	} {
+		if err := load(good); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+	for _, bad := range []struct{ text, want string }{
+		{"[store]\nkind = \"jetstream\"\n", "store.jetstream.embedded: the jetstream store needs embedded = true"},
+		{"[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\nurl = \"nats://a:4222\"\n", "not both"},
+		{"[store]\nkind = \"jetstream\"\n[store.jetstream]\nurl = \"http://a:4222\"\n", "is not a NATS URL"},
+		{"[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\nreplicas = 3\n", "the embedded server is one node"},
+		{"[store]\nkind = \"jetstream\"\n[store.jetstream]\nurl = \"nats://a:4222\"\ncert = \"/c.pem\"\n", "give cert and key together"},
+		{"[store]\nkind = \"jetstream\"\n[store.jetstream]\nurl = \"nats://a:4222\"\nmax_age = \"forever\"\n", `"forever": give a duration`},
+	} {
+		if err := load(bad.text); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: got %v, want %q", bad.text, err, bad.want)
+		}
 	}
 }
