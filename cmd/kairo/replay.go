@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -108,8 +107,8 @@ func replayLog(ctx context.Context, home, cfgPath, run string) (*agent.ReplayRep
 	if err != nil {
 		return nil, nil, err
 	}
-	if cfg.Store.Kind == manifests.StoreMemory {
-		return nil, nil, errors.New("replay: the event store is kept in memory, so only the running daemon has the log: start kairo up and replay the run loop then")
+	if cfg.Store.Kind == manifests.StoreMemory || cfg.Store.Kind == manifests.StoreJetStream {
+		return nil, nil, fmt.Errorf("replay: the event store is kept in %s, which kairo replay does not open on its own: start kairo up and replay the run loop then", cfg.Store.Kind)
 	}
 	path := cfg.StorePath(home)
 	if _, err := os.Stat(path); err != nil {

@@ -36,6 +36,9 @@ func storeFile(homeFlag, configFlag string) (string, error) {
 	if cfg.Store.Kind == manifests.StoreMemory {
 		return "", errors.New("the event store is kept in memory ([store] kind = \"memory\"): there is no file to check")
 	}
+	if cfg.Store.Kind == manifests.StoreJetStream {
+		return "", errors.New("the events are kept in a JetStream stream ([store] kind = \"jetstream\"): its server checks and repairs it (nats stream info, nats stream backup); kairo store check and salvage are for the SQLite file")
+	}
 	return cfg.StorePath(home), nil
 }
 
