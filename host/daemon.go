@@ -220,6 +220,17 @@ func (d *Daemon) start() error {
 	switch cfg.Store.Kind {
 	case manifests.StoreMemory:
 		store = bus.NewMemoryStore(cfg.Store.RingSize)
+	case manifests.StoreJetStream:
+		j := cfg.Store.JetStream
+		s, err := bus.OpenJetStream(bus.JetStreamOptions{
+			Embedded: j.Embedded, Dir: cfg.JetStreamPath(home), SyncAlways: cfg.Store.Synchronous == "full",
+			URL: j.URL, CredsFile: j.Creds, NKeySeedFile: j.NKey, CAFile: j.CA, CertFile: j.Cert, KeyFile: j.Key,
+			Stream: j.Stream, Replicas: j.Replicas, MaxAge: j.MaxAgeDuration(), MaxBytes: int64(j.MaxBytes),
+		})
+		if err != nil {
+			return fmt.Errorf("the JetStream store: %w", err)
+		}
+		store = s
 	default:
 		s, err := bus.OpenSQLite(cfg.StorePath(home), bus.SQLiteOptions{Synchronous: cfg.Store.Synchronous, WALMax: int64(cfg.Store.WALMax), Logger: log})
 		if err != nil {

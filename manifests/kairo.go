@@ -857,6 +857,15 @@ func (c *Config) SocketPath(home string) string {
 // StorePath is the SQLite file for a daemon whose data folder is home.
 func (c *Config) StorePath(home string) string { return underHome(home, c.Store.Path) }
 
+// JetStreamPath is the embedded JetStream server's folder under home.
+func (c *Config) JetStreamPath(home string) string {
+	dir := c.Store.JetStream.Dir
+	if dir == "" {
+		dir = "jetstream"
+	}
+	return underHome(home, dir)
+}
+
 func underHome(home, p string) string {
 	if filepath.IsAbs(p) {
 		return p

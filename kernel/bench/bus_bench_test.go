@@ -11,9 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TestMain removes the replay benchmark's store, which outlives the single
@@ -105,21 +109,127 @@ func publishWindowed(bs *bus.Bus, n, publishers, window int, data msgpack.RawMes
 }
 
 // BenchmarkPublishDurable: 8 publishers, each with up to 512 publishes in
-// flight, into SQLite; an event counts once its append is acknowledged.
+// flight, into each store; an event counts once its append is
+// acknowledged. jetstream-bare is the floor a JetStream store stands on: a
+// file-store stream on the same embedded server written with nats.go
+// directly (async publishes of the same envelope, no bus, no deduplication).
 func BenchmarkPublishDurable(b *testing.B) {
-	bs := bus.New(openSQLite(b, filepath.Join(b.TempDir(), "events.db")), bus.Options{})
-	defer bs.Close()
-	data := benchPayload(b)
+	stores := []struct {
+		name string
+		open func(b *testing.B) bus.Store
+	}{
+		{"memory", func(*testing.B) bus.Store { return bus.NewMemoryStore(1 << 20) }},
+		{"sqlite", func(b *testing.B) bus.Store { return openSQLite(b, filepath.Join(b.TempDir(), "events.db")) }},
+		{"jetstream-embedded", func(b *testing.B) bus.Store {
+			s, err := bus.OpenJetStream(bus.JetStreamOptions{Embedded: true, Dir: b.TempDir()})
+			if err != nil {
+				b.Fatalf("OpenJetStream: %v", err)
+			}
+			return s
+		}},
+	}
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			bs := bus.New(st.open(b), bus.Options{})
+			defer bs.Close()
+			data := benchPayload(b)
+			b.ResetTimer()
+			start := time.Now()
+			acked, err := publishWindowed(bs, b.N, 8, 512, data)
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if err != nil {
+				b.Fatalf("publish: %v", err)
+			}
+			if acked != int64(b.N) || bs.LastSeq() != uint64(b.N) {
+				b.Fatalf("acknowledged %d, stored up to seq %d, want %d", acked, bs.LastSeq(), b.N)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+		})
+	}
+	b.Run("jetstream-bare", benchJetStreamBare)
+}
+
+// benchJetStreamBare publishes as publishWindowed does, with nats.go's
+// async publish straight into a stream.
+func benchJetStreamBare(b *testing.B) {
+	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: b.TempDir(), DontListen: true, NoSigs: true, NoLog: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.Start()
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		b.Fatal("embedded nats-server not ready")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8*512))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BARE", Subjects: []string{"bare.>"}, Storage: jetstream.FileStorage}); err != nil {
+		b.Fatal(err)
+	}
+	// The same bytes a bus event is stored as.
+	env := abi.AppendEvent(nil, &abi.Event{ID: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: benchPayload(b)})
+	const publishers, window = 8, 512
+	var acked atomic.Int64
+	errs := make(chan error, publishers)
+	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
-	acked, err := publishWindowed(bs, b.N, 8, 512, data)
+	for p := range publishers {
+		count := b.N / publishers
+		if p < b.N%publishers {
+			count++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ring := make([]jetstream.PubAckFuture, window)
+			wait := func(f jetstream.PubAckFuture) bool {
+				select {
+				case <-f.Ok():
+					acked.Add(1)
+					return true
+				case err := <-f.Err():
+					errs <- err
+					return false
+				}
+			}
+			for i := range count {
+				slot := i % window
+				if i >= window && !wait(ring[slot]) {
+					return
+				}
+				f, err := js.PublishAsync("bare.kairo.bench.event", env)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ring[slot] = f
+			}
+			for i := max(0, count-window); i < count; i++ {
+				if !wait(ring[i%window]) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if err != nil {
+	close(errs)
+	if err := <-errs; err != nil {
 		b.Fatalf("publish: %v", err)
 	}
-	if acked != int64(b.N) || bs.LastSeq() != uint64(b.N) {
-		b.Fatalf("acknowledged %d, stored up to seq %d, want %d", acked, bs.LastSeq(), b.N)
+	if acked.Load() != int64(b.N) {
+		b.Fatalf("acknowledged %d of %d", acked.Load(), b.N)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 }

@@ -1,0 +1,259 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// Every bus test runs over the embedded JetStream store too.
+func init() {
+	storeKinds = append(storeKinds, struct {
+		name string
+		open func(t testing.TB) Store
+	}{"jetstream", func(t testing.TB) Store {
+		return openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir()})
+	}})
+}
+
+// An ID is one subject token: kept as it is when it is made of letters,
+// digits, '-' and '_', encoded otherwise, and never the token of another ID.
+func TestJetStreamIDToken(t *testing.T) {
+	ids := []string{
+		"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "ev-1", "a_b", "with.dot", "star*", "gt>", "sp ace",
+		"tab\t", "~x", "ünï", "/slash", "", "A", "a",
+	}
+	seen := map[string]string{}
+	for _, id := range ids {
+		tok := jetStreamIDToken(id)
+		if err := ValidateSubject("p." + tok + ".x"); err != nil && id != "" {
+			t.Errorf("id %q: token %q is not a subject token: %v", id, tok, err)
+		}
+		if strings.ContainsAny(tok, ".*> \t") {
+			t.Errorf("id %q: token %q holds a subject's special byte", id, tok)
+		}
+		if other, ok := seen[tok]; ok {
+			t.Errorf("ids %q and %q share the token %q", id, other, tok)
+		}
+		seen[tok] = id
+	}
+	if tok := jetStreamIDToken("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"); tok != "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b" {
+		t.Errorf("a canonical UUID was encoded: %q", tok)
+	}
+}
+
+// Options that cannot work are refused before anything starts, naming the
+// field.
+func TestOpenJetStreamErrors(t *testing.T) {
+	for _, tc := range []struct {
+		opts JetStreamOptions
+		want string
+	}{
+		{JetStreamOptions{}, "embedded"},
+		{JetStreamOptions{Embedded: true}, "dir"},
+		{JetStreamOptions{Embedded: true, Dir: "x", URL: "nats://h:4222"}, "not both"},
+		{JetStreamOptions{Embedded: true, Dir: "x", Stream: "a.b"}, "stream"},
+		{JetStreamOptions{Embedded: true, Dir: "x", Prefix: "a.*"}, "prefix"},
+		{JetStreamOptions{Embedded: true, Dir: "x", Replicas: 7}, "replicas"},
+		{JetStreamOptions{Embedded: true, Dir: "x", MaxBytes: -1}, "negative"},
+		{JetStreamOptions{Embedded: true, Dir: "x", CredsFile: "c"}, "credentials"},
+		{JetStreamOptions{URL: "nats://h:4222", CertFile: "c"}, "key_file"},
+		{JetStreamOptions{URL: "nats://127.0.0.1:1", Timeout: 200 * time.Millisecond}, "connect"},
+	} {
+		s, err := OpenJetStream(tc.opts)
+		if err == nil {
+			s.Close()
+			t.Errorf("OpenJetStream(%+v) opened", tc.opts)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("OpenJetStream(%+v): %v; want it to say %q", tc.opts, err, tc.want)
+		}
+	}
+}
+
+func TestJetStreamDescribe(t *testing.T) {
+	dir := t.TempDir()
+	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir})
+	defer s.Close()
+	if got, want := s.Describe(), "jetstream embedded at "+dir; got != want {
+		t.Fatalf("Describe = %q, want %q", got, want)
+	}
+}
+
+// An append that fails part way stores nothing of its events: the ones
+// the server took are deleted again, and publishing them once more stores
+// them (they are not duplicates of events that were never acknowledged).
+func TestJetStreamAppendFailureStoresNothing(t *testing.T) {
+	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir()})
+	defer s.Close()
+	appendN(t, s, 0, 3)
+	huge := storeEvent(t, "huge", 2)
+	huge.Data = payload(t, make([]byte, MaxEventData+128<<10)) // over the server's limit
+	evs := []*abi.Event{storeEvent(t, "a", 0), storeEvent(t, "b", 1), huge}
+	if err := s.Append(evs, nil, make([]bool, 3)); err == nil {
+		t.Fatal("an append with an event over the server's maximum payload succeeded")
+	}
+	for _, ev := range evs {
+		if ev.Seq != 0 {
+			t.Fatalf("event %s has seq %d after a failed append", ev.ID, ev.Seq)
+		}
+	}
+	if got := scanAll(t, s, Query{}); len(got) != 3 || s.LastSeq() != 3 {
+		t.Fatalf("after a failed append: %d events, LastSeq %d; want the 3 before it", len(got), s.LastSeq())
+	}
+	dup := appendOrFail(t, s, evs[:2], true)
+	if dup[0] || dup[1] || evs[0].Seq <= 3 || evs[1].Seq <= evs[0].Seq {
+		t.Fatalf("publishing the undone events again: dup %v, seqs %d %d", dup, evs[0].Seq, evs[1].Seq)
+	}
+	got := scanAll(t, s, Query{FromSeq: 4})
+	if len(got) != 2 || got[0].ID != "a" || got[1].ID != "b" {
+		t.Fatalf("after the retry the store holds %+v", got)
+	}
+}
+
+// A stream at its MaxBytes refuses through the bus as a full disk does:
+// a DiskFullError naming the limit, reads still served, and once old
+// events expire (MaxAge) the bus reports the store writable and takes
+// events again.
+func TestJetStreamFullThroughBus(t *testing.T) {
+	defer func(d time.Duration) { probeInterval = d }(probeInterval)
+	probeInterval = 20 * time.Millisecond
+	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir(), MaxBytes: 32 << 10, MaxAge: 2 * time.Second})
+	b := New(s, Options{})
+	defer b.Close()
+	writable := newCollector()
+	subscribe(t, b, SubjectStoreWritable, SubscribeOptions{}, writable.handle)
+	big := payload(t, strings.Repeat("x", 2000))
+	var full *DiskFullError
+	acked := 0
+	for {
+		_, err := b.Publish(testCtx(t), &abi.Event{Type: "kairo.test.full", Data: big})
+		if errors.As(err, &full) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("publish into a stream with room: %v", err)
+		}
+		if acked++; acked > 100 {
+			t.Fatal("a stream of 32 KiB took 200 KB")
+		}
+	}
+	for _, want := range []string{"max_bytes", "32768", "full"} {
+		if !strings.Contains(full.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", full, want)
+		}
+	}
+	if n := len(replayAll(t, b, Query{})); n != acked {
+		t.Fatalf("a full stream replays %d of %d events", n, acked)
+	}
+	evs := writable.wait(t, 1) // once the first events expire
+	var w StoreWritable
+	if err := msgpack.Unmarshal(evs[0].Data, &w); err != nil || w.Refused == 0 {
+		t.Fatalf("writable event %+v (%v)", w, err)
+	}
+	mustPublish(t, b, &abi.Event{Type: "kairo.test.full", Data: big})
+}
+
+// BenchmarkJetStreamReplay reads a store of 200k events back with Scan.
+func BenchmarkJetStreamReplay(b *testing.B) {
+	s := openJetStream(b, JetStreamOptions{Embedded: true, Dir: b.TempDir()})
+	defer s.Close()
+	const n = 200_000
+	data := payload(b, make([]byte, 256))
+	for i := 0; i < n; i += 1024 {
+		var evs []*abi.Event
+		for j := i; j < min(i+1024, n); j++ {
+			evs = append(evs, &abi.Event{ID: newIDAt(time.Now()), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
+		}
+		appendOrFail(b, s, evs, false)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		count := 0
+		if err := s.Scan(ctx, Query{}, func(*abi.Event) error { count++; return nil }); err != nil {
+			b.Fatal(err)
+		}
+		if count != n {
+			b.Fatalf("replayed %d of %d events", count, n)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "events/s")
+}
+
+// BenchmarkJetStreamSubjectCost measures what a subject per event costs the
+// server: the heap it holds after the events are stored, and the bytes on
+// disk, per event, for the store (a subject per event, PREFIX.ID.TYPE)
+// against a stream of the same envelopes on one subject.
+func BenchmarkJetStreamSubjectCost(b *testing.B) {
+	n := 200_000
+	if v := os.Getenv("KAIRO_BENCH_SUBJECT_EVENTS"); v != "" {
+		fmt.Sscanf(v, "%d", &n)
+	}
+	for _, perEvent := range []bool{true, false} {
+		name := "subject-per-event"
+		if !perEvent {
+			name = "one-subject"
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				dir := b.TempDir()
+				heap0 := heapInUse()
+				s := openJetStream(b, JetStreamOptions{Embedded: true, Dir: dir})
+				data := payload(b, make([]byte, 256))
+				for i := 0; i < n; i += 1024 {
+					var evs []*abi.Event
+					for j := i; j < min(i+1024, n); j++ {
+						evs = append(evs, &abi.Event{ID: newIDAt(time.Now()), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
+					}
+					if perEvent {
+						appendOrFail(b, s, evs, false)
+						continue
+					}
+					for _, ev := range evs {
+						env, _ := s.EncodeEnv(ev)
+						if _, err := s.js.PublishAsync(s.opts.Prefix+".one", env); err != nil {
+							b.Fatal(err)
+						}
+					}
+					<-s.js.PublishAsyncComplete()
+				}
+				heap1 := heapInUse()
+				b.ReportMetric(float64(heap1-heap0)/float64(n), "heap-B/event")
+				b.ReportMetric(float64(dirSize(dir))/float64(n), "disk-B/event")
+				s.Close()
+			}
+		})
+	}
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse)
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
