@@ -101,6 +101,9 @@ func startAudit(k *kernel.Kernel, l proc.Launcher, mode string, log *slog.Logger
 		return nil
 	}
 	data.Reporting = true
+	// The sandboxes log their refusals from now on; without a reader they
+	// would only fill the audit log.
+	l.(*proc.Sandboxed).LogDenials = true
 	reason := ""
 	if v := sandbox.LandlockABI(); v < 7 {
 		reason = "Landlock logs the refusals of the programs a sandbox runs from ABI 7 on; this kernel has ABI " + strconv.Itoa(v) + ": only the seccomp filter's refusals are reported"

@@ -132,7 +132,11 @@ func confine(p *plan, argv []string) error {
 	// The seccomp filter, last: after it, the calls the steps above
 	// needed may be gone.
 	if p.filter != nil {
-		if err := InstallFilter(p.filter); err != nil {
+		install := InstallFilter
+		if !p.logDenials {
+			install = installQuiet
+		}
+		if err := install(p.filter); err != nil {
 			return err
 		}
 	}

@@ -160,7 +160,11 @@ func applyRuleset(p *plan) error {
 			}
 		}
 	}
-	if err := ll.LandlockRestrictSelf(fd, restrictFlags()); err != nil {
+	var flags uint32
+	if p.logDenials {
+		flags = restrictFlags()
+	}
+	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
 		return fmt.Errorf("landlock: restrict: %w", err)
 	}
 	return nil

@@ -29,6 +29,7 @@ type plan struct {
 	// privateProc mounts a procfs of the sandbox's own on /proc (see
 	// procfs.go); set when the kernel, and so the helper, is root.
 	privateProc bool
+	logDenials  bool // Policy.LogDenials
 	env         []string
 }
 
@@ -44,7 +45,7 @@ func makePlan(p *Policy) (*plan, error) {
 	pl := &plan{
 		connect: p.ConnectTCP, bind: p.BindTCP,
 		limits: p.Limits, uid: p.UID, gid: p.GID, ipc: p.IPC, env: p.Env,
-		privateProc: hidesProc() && !p.SharedProc,
+		privateProc: hidesProc() && !p.SharedProc, logDenials: p.LogDenials,
 	}
 	if abi := LandlockABI(); abi > 0 {
 		pl.ruleset = handled(abi)
@@ -127,6 +128,7 @@ func (pl *plan) encode() []byte {
 	u(uint64(int64(pl.gid)))
 	flag(pl.ipc)
 	flag(pl.privateProc)
+	flag(pl.logDenials)
 	u(uint64(len(pl.env)))
 	for _, kv := range pl.env {
 		str(kv)
@@ -201,6 +203,7 @@ func decodePlan(b []byte) (*plan, error) {
 	pl.gid = int(int64(u()))
 	pl.ipc = u() == 1
 	pl.privateProc = u() == 1
+	pl.logDenials = u() == 1
 	pl.env = make([]string, count())
 	for i := range pl.env {
 		pl.env[i] = str()

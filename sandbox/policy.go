@@ -57,6 +57,12 @@ type Policy struct {
 	// It is the operator's explicit choice, never a default.
 	BestEffort bool
 
+	// LogDenials has Landlock log the refusals of the target and what it
+	// execs, and the seccomp filter log its own, to the audit subsystem:
+	// set by a kernel that reads them there (kairo.sandbox.denied). Off,
+	// a sandbox adds nothing to the audit log.
+	LogDenials bool
+
 	// SkipSeccomp leaves the seccomp filter off. It exists for the
 	// ablation tests that show each rule of the filter is load-bearing;
 	// nothing outside tests sets it.

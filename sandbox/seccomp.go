@@ -299,6 +299,15 @@ func InstallFilter(prog []unix.SockFilter) error {
 	return installFilter(quietClone3, unix.SECCOMP_FILTER_FLAG_TSYNC)
 }
 
+// installQuiet installs prog as InstallFilter does, without logging its
+// refusals.
+func installQuiet(prog []unix.SockFilter) error {
+	if len(prog) == 0 || len(prog) > bpfMaxInsns {
+		return fmt.Errorf("sandbox: install seccomp filter: %d instructions; the kernel takes 1 to %d", len(prog), bpfMaxInsns)
+	}
+	return installFilter(prog, unix.SECCOMP_FILTER_FLAG_TSYNC)
+}
+
 // quietClone3 fails clone3 with ENOSYS as BuildFilter's program does,
 // without logging it, and allows the rest. It compares the number alone,
 // so the kernel's seccomp cache skips it for every other call.

@@ -58,6 +58,7 @@ func (c *collector) wait(match func(Denial) bool, timeout time.Duration) *Denial
 func runSandboxed(t *testing.T, dir string, uid int, script string) (string, error) {
 	t.Helper()
 	p := sandbox.Default(dir, dir, nil)
+	p.LogDenials = true
 	p.UID, p.GID = uid, uid
 	cmd, err := sandbox.Command(os.Args[0], p, []string{"/bin/sh", "-c", script})
 	if err != nil {

@@ -74,6 +74,10 @@ type Sandboxed struct {
 	// StopGrace is how long a clean stop lets each tree end after
 	// SIGTERM (Manager.Stop).
 	StopGrace time.Duration
+	// LogDenials has every sandbox log its refusals to the audit subsystem
+	// (sandbox.Policy.LogDenials): set it, before the first spawn, when
+	// something reads them there.
+	LogDenials bool
 	// Watchdog, when set, is stopped by Close.
 	Watchdog *Watchdog
 	// EgressConfig, when set, adjusts the egress proxy of each tree whose
@@ -176,6 +180,7 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	}
 	p.Dir = work
 	p.BestEffort = p.BestEffort || l.BestEffort
+	p.LogDenials = l.LogDenials
 	stopEgress, err := l.treeEgress(tree, member, p)
 	if err != nil {
 		return fail(err)
