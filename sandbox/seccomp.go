@@ -320,7 +320,10 @@ var quietClone3 = []unix.SockFilter{
 
 func installFilter(prog []unix.SockFilter, flags uintptr) error {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	tid, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+	// Raw: the call never blocks, and the runtime must not take it as a
+	// chance to start a thread — the helper's limits are set by now, and
+	// under a tight RLIMIT_AS a new thread's stack may not fit.
+	tid, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		flags, uintptr(unsafe.Pointer(&fprog)))
 	switch {
 	case errno == unix.EACCES:
