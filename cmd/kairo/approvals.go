@@ -12,6 +12,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/jsonview"
 	"github.com/kairo-os/kairo/sdk/client"
 )
 
@@ -45,7 +46,7 @@ usedBy.`)
 	}
 	if *asJSON {
 		for _, a := range list {
-			j, err := approvalJSON(a)
+			j, err := jsonview.Approval(a)
 			if err != nil {
 				return err
 			}
@@ -77,16 +78,6 @@ func listApprovals(ctx context.Context, all bool) ([]abi.Approval, error) {
 		return nil, err
 	}
 	return res.Approvals, nil
-}
-
-// approvalJSON is the --json form of an approval: its wire form with the
-// names of approval.list, the form the console serves too.
-func approvalJSON(a abi.Approval) ([]byte, error) {
-	raw, err := msgpack.Marshal(a)
-	if err != nil {
-		return nil, err
-	}
-	return msgpackToJSON(raw)
 }
 
 // approvalBlock is one approval for a person, a few lines; every string

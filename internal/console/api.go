@@ -252,7 +252,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
 	}
 	list := make([]json.RawMessage, 0, len(res.Approvals))
 	for _, a := range res.Approvals {
-		j, err := approvalJSON(a)
+		j, err := jsonview.Approval(a)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, abi.MethodApprovalList+": "+err.Error())
 			return
@@ -287,20 +287,10 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		writeCallError(w, abi.MethodApprovalDecide, err)
 		return
 	}
-	j, err := approvalJSON(a)
+	j, err := jsonview.Approval(a)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, abi.MethodApprovalDecide+": "+err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, j)
-}
-
-// approvalJSON is an approval's wire form as JSON: the names approval.list
-// gives it, the form `kairo approvals --json` prints.
-func approvalJSON(a abi.Approval) (json.RawMessage, error) {
-	raw, err := msgpack.Marshal(a)
-	if err != nil {
-		return nil, err
-	}
-	return jsonview.FromMsgpack(raw)
 }

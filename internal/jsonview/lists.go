@@ -1,10 +1,12 @@
 package jsonview
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/internal/tools/modelname"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Plugin is the --json form of a plugin; the keys are the wire names
@@ -154,4 +156,14 @@ func NewStatus(home, from, socket string, in abi.IntrospectResult, m abi.Metrics
 		}{m.StoreFullSince, m.StoreRefused}
 	}
 	return s
+}
+
+// Approval is an approval's wire form as JSON: the names approval.list
+// gives it, the form `kairo approvals --json` prints and the console serves.
+func Approval(a abi.Approval) (json.RawMessage, error) {
+	raw, err := msgpack.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	return FromMsgpack(raw)
 }
