@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/kairo-os/kairo/abi"
 )
 
 // Approval modes, as [approval] tables write them: when a tool or a skill
 // needs a person's yes.
 const (
-	ApprovalAlways = "always" // before every run
+	ApprovalAlways = abi.ApprovalAlways // before every run
 	// ApprovalOnDeny runs it sandboxed; when the sandbox refused it
 	// something, a person is asked to run it again with exactly that
 	// grant added, once.
-	ApprovalOnDeny = "on-deny"
-	ApprovalNever  = "never"
+	ApprovalOnDeny = abi.ApprovalOnDeny
+	ApprovalNever  = abi.ApprovalNever
 )
 
 // ApprovalConfig is kairo.toml's [approval]: which tools need a person,
