@@ -264,8 +264,10 @@ func (k *Kernel) approvalRequest(ctx context.Context, c *Call) (any, error) {
 		CorrelationID: r.CorrelationID, CausationID: r.ActionID, Data: raw}
 	// In the table before the event is out: whoever sees the event may
 	// decide at once.
+	// The publish is waited for even when the caller leaves: an event
+	// stored while its caller gave up must be in the table too.
 	e := ap.add(r, now)
-	if _, err := k.Bus.Publish(ctx, ev); err != nil {
+	if _, err := k.Bus.Publish(context.WithoutCancel(ctx), ev); err != nil {
 		ap.remove(e)
 		return nil, err
 	}
@@ -390,7 +392,7 @@ func (k *Kernel) decideApproval(ctx context.Context, d abi.ApprovalDecision) (ab
 	}
 	ev := &abi.Event{ID: d.ID + "-decided", Type: abi.SubjectApprovalDecided, Source: approvalSource,
 		CorrelationID: loop, CausationID: d.ID, Data: raw}
-	res, err := k.Bus.Publish(ctx, ev)
+	res, err := k.Bus.Publish(context.WithoutCancel(ctx), ev) // as in approvalRequest
 	if err != nil {
 		return abi.Approval{}, err
 	}

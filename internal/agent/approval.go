@@ -139,7 +139,9 @@ func (r *Runtime) gate(loop, actionID string, d abi.ActionData) bool {
 		ActionID: actionID, CorrelationID: loop, Tool: d.Tool, Args: d.Args, Mode: abi.ApprovalAlways,
 		Reason: d.Tool + " needs a person's approval before it runs",
 	})
-	if aerr != nil {
+	// A runtime stopping as it asked leaves the call to the next start:
+	// asked, it waits there; not asked, it is interrupted.
+	if aerr != nil && r.ctx.Err() == nil {
 		r.emitIf(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: actionID},
 			abi.ToolResultEvent{ActionID: actionID, Tool: d.Tool, Status: abi.StatusFailed, Error: "it needs approval, which could not be asked for: " + aerr.Message},
 			func() bool { x := r.st.actions[actionID]; return x != nil && x.status == abi.StatusInProgress })
