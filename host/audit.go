@@ -129,6 +129,7 @@ func (w *auditWatch) route(d audit.Denial) {
 		t = w.procs.TreeOfPID(d.DomainPID)
 	}
 	if t == nil {
+		w.log.Debug("a refusal of no tree of this daemon's", "uid", d.UID, "pid", d.PID, "domainPid", d.DomainPID, "op", d.Op, "object", d.Object)
 		return
 	}
 	t.Deny(abi.SandboxDenied{PID: d.PID, Op: d.Op, Object: d.Object, Detail: d.Detail, Reporter: d.Reporter})

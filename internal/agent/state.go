@@ -222,7 +222,8 @@ func (s *state) apply(ev *abi.Event) {
 	case ev.Type == abi.SubjectSandboxDenied:
 		var d abi.SandboxDenied
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
-			if a := s.procs[d.ProcessID]; a != nil {
+			// It may come before the process's spawned event.
+			if a := s.procOf(d.ProcessID, ev.CausationID); a != nil {
 				a.denied(d)
 			}
 		}
@@ -231,16 +232,26 @@ func (s *state) apply(ev *abi.Event) {
 		if msgpack.Unmarshal(ev.Data, &ref) != nil {
 			return
 		}
-		a := s.procs[ref.ProcessID]
-		if a == nil {
-			if a = s.actions[ev.CausationID]; a == nil || ref.ProcessID == "" {
-				return
-			}
-			a.processID = ref.ProcessID
-			s.procs[ref.ProcessID] = a
+		if a := s.procOf(ref.ProcessID, ev.CausationID); a != nil {
+			s.applyProcess(ev, a)
 		}
-		s.applyProcess(ev, a)
 	}
+}
+
+// procOf is the action whose process is id, learnt from the first event
+// of the process, which names the action as its cause; nil for a process
+// of no action, and for the processes its process started (they carry
+// its cause too).
+func (s *state) procOf(id, cause string) *action {
+	a := s.procs[id]
+	if a == nil {
+		if a = s.actions[cause]; a == nil || id == "" || a.processID != "" {
+			return nil
+		}
+		a.processID = id
+		s.procs[id] = a
+	}
+	return a
 }
 
 // applyProcess folds a kernel event of a's process into a.

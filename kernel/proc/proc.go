@@ -254,6 +254,12 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 		s.leaveFailed()
 		return nil, err
 	}
+	root := tree.Root() == s
+	if root {
+		// Findable by its uid before it runs: the sandbox may refuse it
+		// something, and audit report it, before Spawn returns.
+		m.trackUID(tree)
+	}
 	cmd := l.Cmd
 	s.cmd, s.l = cmd, l
 	var outs []*pump
@@ -286,6 +292,9 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 		if l.Cleanup != nil {
 			l.Cleanup()
 		}
+		if root {
+			m.untrackUID(tree)
+		}
 		s.leaveFailed()
 		return nil, fmt.Errorf("spawn %q: %w", spec.Argv[0], err)
 	}
@@ -302,10 +311,8 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	m.mu.Lock()
 	m.sessions[s.id] = s
 	m.mu.Unlock()
-	if s.tree.Root() != s {
+	if !root {
 		s.tree.joined(s) // before its reap can take it out again
-	} else {
-		m.trackUID(s.tree)
 	}
 	// Not waited for here: the spawn's answer is not its acknowledgement,
 	// and the exited event, published after it, waits for both.
