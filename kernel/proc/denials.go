@@ -160,10 +160,8 @@ func (m *Manager) TreeOfUID(uid int) *Tree {
 func (m *Manager) TreeOfPID(pid int) *Tree {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, s := range m.sessions {
-		if s.info.PID == pid {
-			return s.tree
-		}
+	if s := m.byPID[pid]; s != nil {
+		return s.tree
 	}
 	return nil
 }

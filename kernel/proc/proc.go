@@ -161,6 +161,8 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+	byPID    map[int]*Session // the sessions by their leader's pid
+	ended    []*Session       // the ended sessions kept, oldest first
 	closed   bool
 	nextID   atomic.Uint64
 	wg       sync.WaitGroup
@@ -183,7 +185,30 @@ func NewManager(b *bus.Bus, opts Options) *Manager {
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = 2 * time.Second
 	}
-	return &Manager{bus: b, opts: opts, sessions: map[string]*Session{}}
+	return &Manager{bus: b, opts: opts, sessions: map[string]*Session{}, byPID: map[int]*Session{}}
+}
+
+// maxEnded is how many ended sessions the manager keeps for Get and List;
+// the oldest ended is forgotten first (its events stay in the log). A
+// variable for the tests.
+var maxEnded = 1024
+
+// retire keeps s, which ended, among the last maxEnded ended sessions.
+func (m *Manager) retire(s *Session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ended = append(m.ended, s)
+	for len(m.ended) > maxEnded {
+		old := m.ended[0]
+		m.ended[0] = nil
+		m.ended = m.ended[1:]
+		if m.sessions[old.id] == old {
+			delete(m.sessions, old.id)
+		}
+		if m.byPID[old.info.PID] == old {
+			delete(m.byPID, old.info.PID)
+		}
+	}
 }
 
 func (m *Manager) log(format string, args ...any) { m.opts.Logger.Warn(fmt.Sprintf(format, args...)) }
@@ -310,6 +335,7 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	}
 	m.mu.Lock()
 	m.sessions[s.id] = s
+	m.byPID[s.info.PID] = s
 	m.mu.Unlock()
 	if !root {
 		s.tree.joined(s) // before its reap can take it out again
@@ -507,6 +533,7 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 		s.tree.leave(s)
 	}
 	close(s.done)
+	s.m.retire(s)
 }
 
 func signalName(sig syscall.Signal) string {
@@ -684,7 +711,8 @@ func (m *Manager) Get(id string) (*Session, bool) {
 	return s, ok
 }
 
-// List returns every session, running or not, in spawn order.
+// List returns every running session and the last ended ones (maxEnded),
+// in spawn order.
 func (m *Manager) List() []abi.ProcessInfo {
 	m.mu.Lock()
 	all := make([]*Session, 0, len(m.sessions))
