@@ -185,7 +185,12 @@ func NewManager(b *bus.Bus, opts Options) *Manager {
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = 2 * time.Second
 	}
-	return &Manager{bus: b, opts: opts, sessions: map[string]*Session{}, byPID: map[int]*Session{}}
+	m := &Manager{bus: b, opts: opts, sessions: map[string]*Session{}, byPID: map[int]*Session{}}
+	// A process's id is never one the log already has for another: each
+	// spawn stores at least one event, so the ids of the daemons before
+	// are all at most the log's last sequence number.
+	m.nextID.Store(b.LastSeq())
+	return m
 }
 
 // maxEnded is how many ended sessions the manager keeps for Get and List;

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -43,5 +44,30 @@ func TestEndedSessionsBounded(t *testing.T) {
 	}
 	if n := len(e.m.List()); n != 4 {
 		t.Errorf("List has %d sessions; want the running one and the last 3 ended", n)
+	}
+}
+
+// A manager over a log that has events numbers its processes past them:
+// a process of the daemon before (whose events are in the log) and one
+// of this daemon never share an id. The control: over an empty log the
+// first process is p1.
+func TestProcessIDsNotReused(t *testing.T) {
+	e := newEnv(t, Options{})
+	first := e.spawn(Spec{Argv: []string{"true"}})
+	wait(t, first)
+	if first.ID() != "p1" {
+		t.Fatalf("the first process over an empty log is %s; want p1", first.ID())
+	}
+	e.event("kairo.process.exited", first.ID())
+	last := e.bus.LastSeq()
+	again := NewManager(e.bus, Options{}) // a restart over the same log
+	defer again.Close()
+	s, err := again.Spawn(Spec{Argv: []string{"true"}}, "owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, s)
+	if want := "p" + strconv.FormatUint(last+1, 10); s.ID() != want {
+		t.Fatalf("after a restart the first process is %s; want %s, past the log's %d events", s.ID(), want, last)
 	}
 }
