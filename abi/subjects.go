@@ -39,12 +39,16 @@ const (
 )
 
 // The daemon itself (host): its start and its clean stop — the last event
-// a cleanly stopped daemon stores — and the store taking events again after
-// its disk was full (kernel/bus).
+// a cleanly stopped daemon stores — the store taking events again after
+// its disk was full, and a store across the network going away and coming
+// back (kernel/bus). Unreachable and reachable are stored together, once
+// the store is back: while it is away nothing can be.
 const (
-	SubjectSystemStarted       = "kairo.system.started"
-	SubjectSystemStopping      = "kairo.system.stopping"
-	SubjectSystemStoreWritable = "kairo.system.store.writable"
+	SubjectSystemStarted          = "kairo.system.started"
+	SubjectSystemStopping         = "kairo.system.stopping"
+	SubjectSystemStoreWritable    = "kairo.system.store.writable"
+	SubjectSystemStoreUnreachable = "kairo.system.store.unreachable"
+	SubjectSystemStoreReachable   = "kairo.system.store.reachable"
 
 	SubjectSystemAll = "kairo.system.>"
 )

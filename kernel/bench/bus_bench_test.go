@@ -110,9 +110,11 @@ func publishWindowed(bs *bus.Bus, n, publishers, window int, data msgpack.RawMes
 
 // BenchmarkPublishDurable: 8 publishers, each with up to 512 publishes in
 // flight, into each store; an event counts once its append is
-// acknowledged. jetstream-bare is the floor a JetStream store stands on: a
-// file-store stream on the same embedded server written with nats.go
-// directly (async publishes of the same envelope, no bus, no deduplication).
+// acknowledged. jetstream-bare is a file-store stream on the same embedded
+// server written with nats.go directly, a message per event (async
+// publishes of the same envelope, no bus, no deduplication): the floor of
+// the JetStream store's first design, which the store's message per append
+// now passes.
 func BenchmarkPublishDurable(b *testing.B) {
 	stores := []struct {
 		name string

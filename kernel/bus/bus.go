@@ -93,7 +93,8 @@ type Bus struct {
 
 	clientBytes atomic.Int64 // held for budgeted subscriptions, at most opts.MaxClientBytes
 
-	full fullState // the store's disk filled up (full.go)
+	full    fullState        // the store's disk filled up (full.go)
+	unreach unreachableState // the store could not be reached (unreachable.go)
 }
 
 type batch struct {
@@ -108,7 +109,7 @@ type batch struct {
 func New(store Store, opts Options) *Bus {
 	opts.fill()
 	b := &Bus{store: store, opts: opts, delivered: store.LastSeq()}
-	b.full.stop, b.full.done = make(chan struct{}), make(chan struct{})
+	b.full.stop = make(chan struct{})
 	b.qcond = sync.NewCond(&b.qmu)
 	if store.GroupCommit() {
 		b.kick = make(chan struct{}, 1)
@@ -370,9 +371,15 @@ func (b *Bus) flushOnce() bool {
 // appendLocked stores evs and delivers the new ones; the caller holds b.mu,
 // which orders appends with deliveries on every path.
 func (b *Bus) appendLocked(evs []*abi.Event, envs [][]byte, dup []bool) error {
+	if err := b.refuseUnreachable(evs); err != nil {
+		return err
+	}
 	if err := b.store.Append(evs, envs, dup); err != nil {
 		if IsDiskFull(err) {
 			return b.noteFull(evs, err)
+		}
+		if IsUnreachable(err) {
+			return b.noteUnreachable(evs, err)
 		}
 		return fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
 	}
@@ -464,11 +471,12 @@ func (b *Bus) Close() error {
 	}
 	close(b.full.stop)
 	b.full.mu.Lock()
-	probing := b.full.probing
+	probe := b.full.done // of the last probe, which may still be ending
 	b.full.mu.Unlock()
-	if probing {
-		<-b.full.done
+	if probe != nil {
+		<-probe
 	}
+	b.unreach.stopProbe()
 	b.mu.Lock()
 	subs := b.subs
 	b.mu.Unlock()

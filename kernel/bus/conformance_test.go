@@ -79,15 +79,20 @@ func openJetStream(t testing.TB, opts JetStreamOptions) *JetStreamStore {
 // promises its users does not depend on where the events are kept.
 func TestConformance(t *testing.T) {
 	for _, cs := range conformanceStores {
-		t.Run(cs.name, func(t *testing.T) {
-			t.Run("publish", func(t *testing.T) { conformPublish(t, cs) })
-			t.Run("replay", func(t *testing.T) { conformReplay(t, cs) })
-			t.Run("duplicates", func(t *testing.T) { conformDuplicates(t, cs) })
-			t.Run("subscriptions", func(t *testing.T) { conformSubscriptions(t, cs) })
-			t.Run("reopen", func(t *testing.T) { conformReopen(t, cs) })
-			t.Run("full", func(t *testing.T) { conformFull(t, cs) })
-		})
+		t.Run(cs.name, func(t *testing.T) { conform(t, cs) })
 	}
+	// Three nats-servers on loopback ports, the stream on all three.
+	t.Run("jetstream-cluster", func(t *testing.T) { conform(t, clusterStore(startCluster(t))) })
+}
+
+// conform runs the contract against the store cs opens.
+func conform(t *testing.T, cs conformanceStore) {
+	t.Run("publish", func(t *testing.T) { conformPublish(t, cs) })
+	t.Run("replay", func(t *testing.T) { conformReplay(t, cs) })
+	t.Run("duplicates", func(t *testing.T) { conformDuplicates(t, cs) })
+	t.Run("subscriptions", func(t *testing.T) { conformSubscriptions(t, cs) })
+	t.Run("reopen", func(t *testing.T) { conformReopen(t, cs) })
+	t.Run("full", func(t *testing.T) { conformFull(t, cs) })
 }
 
 // Every acknowledgement carries a new sequence number, higher than the

@@ -47,7 +47,7 @@ type fullState struct {
 	refused uint64
 	probing bool
 	stop    chan struct{}
-	done    chan struct{}
+	done    chan struct{} // of the latest probe; nil before the first
 }
 
 // probeInterval spaces the attempts to publish SubjectStoreWritable while
@@ -69,17 +69,18 @@ func (b *Bus) noteFull(evs []*abi.Event, err error) error {
 		}
 	}
 	if !f.probing && !b.closed.Load() {
-		f.probing = true
-		go b.probe()
+		// A probe per episode of a full disk, each with its own done.
+		f.probing, f.done = true, make(chan struct{})
+		go b.probe(f.done)
 	}
 	return &DiskFullError{Store: b.store.Describe(), Since: f.since, Err: err}
 }
 
 // probe publishes SubjectStoreWritable as soon as the store takes it: the
 // first event stored after the disk had room again.
-func (b *Bus) probe() {
+func (b *Bus) probe(done chan<- struct{}) {
 	f := &b.full
-	defer close(f.done)
+	defer close(done)
 	t := time.NewTicker(probeInterval)
 	defer t.Stop()
 	for {

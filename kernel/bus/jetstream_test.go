@@ -3,10 +3,6 @@ package bus
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -24,32 +20,6 @@ func init() {
 	}{"jetstream", func(t testing.TB) Store {
 		return openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir()})
 	}})
-}
-
-// An ID is one subject token: kept as it is when it is made of letters,
-// digits, '-' and '_', encoded otherwise, and never the token of another ID.
-func TestJetStreamIDToken(t *testing.T) {
-	ids := []string{
-		"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "ev-1", "a_b", "with.dot", "star*", "gt>", "sp ace",
-		"tab\t", "~x", "ünï", "/slash", "", "A", "a",
-	}
-	seen := map[string]string{}
-	for _, id := range ids {
-		tok := jetStreamIDToken(id)
-		if err := ValidateSubject("p." + tok + ".x"); err != nil && id != "" {
-			t.Errorf("id %q: token %q is not a subject token: %v", id, tok, err)
-		}
-		if strings.ContainsAny(tok, ".*> \t") {
-			t.Errorf("id %q: token %q holds a subject's special byte", id, tok)
-		}
-		if other, ok := seen[tok]; ok {
-			t.Errorf("ids %q and %q share the token %q", id, other, tok)
-		}
-		seen[tok] = id
-	}
-	if tok := jetStreamIDToken("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"); tok != "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b" {
-		t.Errorf("a canonical UUID was encoded: %q", tok)
-	}
 }
 
 // Options that cannot work are refused before anything starts, naming the
@@ -162,10 +132,17 @@ func TestJetStreamFullThroughBus(t *testing.T) {
 	if err := msgpack.Unmarshal(evs[0].Data, &w); err != nil || w.Refused == 0 {
 		t.Fatalf("writable event %+v (%v)", w, err)
 	}
+	// The stream expires its messages a few at a time: the probe's small
+	// event may find room before a large one does.
+	eventually(t, "room for a large event", func() bool {
+		info, err := s.stream.Info(testCtx(t))
+		return err == nil && info.State.Bytes < 16<<10
+	})
 	mustPublish(t, b, &abi.Event{Type: "kairo.test.full", Data: big})
 }
 
-// BenchmarkJetStreamReplay reads a store of 200k events back with Scan.
+// BenchmarkJetStreamReplay reads a store of 200k events back with Scan:
+// 196 messages of 1024 events each.
 func BenchmarkJetStreamReplay(b *testing.B) {
 	s := openJetStream(b, JetStreamOptions{Embedded: true, Dir: b.TempDir()})
 	defer s.Close()
@@ -191,69 +168,4 @@ func BenchmarkJetStreamReplay(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "events/s")
-}
-
-// BenchmarkJetStreamSubjectCost measures what a subject per event costs the
-// server: the heap it holds after the events are stored, and the bytes on
-// disk, per event, for the store (a subject per event, PREFIX.ID.TYPE)
-// against a stream of the same envelopes on one subject.
-func BenchmarkJetStreamSubjectCost(b *testing.B) {
-	n := 200_000
-	if v := os.Getenv("KAIRO_BENCH_SUBJECT_EVENTS"); v != "" {
-		fmt.Sscanf(v, "%d", &n)
-	}
-	for _, perEvent := range []bool{true, false} {
-		name := "subject-per-event"
-		if !perEvent {
-			name = "one-subject"
-		}
-		b.Run(name, func(b *testing.B) {
-			for range b.N {
-				dir := b.TempDir()
-				heap0 := heapInUse()
-				s := openJetStream(b, JetStreamOptions{Embedded: true, Dir: dir})
-				data := payload(b, make([]byte, 256))
-				for i := 0; i < n; i += 1024 {
-					var evs []*abi.Event
-					for j := i; j < min(i+1024, n); j++ {
-						evs = append(evs, &abi.Event{ID: newIDAt(time.Now()), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
-					}
-					if perEvent {
-						appendOrFail(b, s, evs, false)
-						continue
-					}
-					for _, ev := range evs {
-						env, _ := s.EncodeEnv(ev)
-						if _, err := s.js.PublishAsync(s.opts.Prefix+".one", env); err != nil {
-							b.Fatal(err)
-						}
-					}
-					<-s.js.PublishAsyncComplete()
-				}
-				heap1 := heapInUse()
-				b.ReportMetric(float64(heap1-heap0)/float64(n), "heap-B/event")
-				b.ReportMetric(float64(dirSize(dir))/float64(n), "disk-B/event")
-				s.Close()
-			}
-		})
-	}
-}
-
-func heapInUse() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapInuse)
-}
-
-func dirSize(dir string) int64 {
-	var n int64
-	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
-		if err == nil && !fi.IsDir() {
-			n += fi.Size()
-		}
-		return nil
-	})
-	return n
 }

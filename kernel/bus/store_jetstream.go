@@ -52,9 +52,9 @@ type JetStreamOptions struct {
 
 	// Stream is the stream's name. Default DefaultJetStreamStream.
 	Stream string
-	// Prefix is the first token(s) of the stream's subjects, so that
-	// several Kairo installations can share one cluster, each with its own
-	// stream and prefix. Default: Stream.
+	// Prefix is the first token(s) of the stream's subject, PREFIX.log,
+	// so that several Kairo installations can share one cluster, each with
+	// its own stream and prefix. Default: Stream.
 	Prefix string
 	// Replicas is the stream's replica count on a cluster. Default 1.
 	Replicas int
@@ -64,9 +64,9 @@ type JetStreamOptions struct {
 	// MaxBytes bounds the stream; once it is reached appends are refused
 	// with a *StreamFullError, never by dropping old events. Zero: no bound.
 	MaxBytes int64
-	// DuplicateWindow is JetStream's own window for Nats-Msg-Id; the store
-	// does not rely on it (its deduplication is permanent) and sets the
-	// server's minimum by default. Tests shorten it.
+	// DuplicateWindow is JetStream's own window for Nats-Msg-Id, which the
+	// store does not use: its deduplication is its own and permanent. It
+	// is set on the stream, the server's minimum by default.
 	DuplicateWindow time.Duration
 	// Timeout bounds each wait for the server: an acknowledgement, a
 	// request. Default 10 s.
@@ -119,10 +119,15 @@ func (o *JetStreamOptions) fill() error {
 	return nil
 }
 
-// JetStreamStore keeps events in a NATS JetStream stream. Each event is one
-// message whose data is its envelope (abi.AppendEvent) and whose subject is
-// PREFIX.ID.TYPE, the ID encoded as one token (jetStreamIDToken). Sequence
-// numbers are the stream's own. See docs/RATIONALE.md, "The event bus".
+// JetStreamStore keeps events in a NATS JetStream stream, one message per
+// append on the subject PREFIX.log (store_jetstream_format.go). Sequence
+// numbers are the store's own, dense across messages; an index of each
+// message's first seq (seqIndex) and one of the IDs (idIndex), both in
+// memory and built when the store opens, serve replay and permanent
+// deduplication. Several stores may append to one stream, on several
+// hosts: each publish expects the stream's last sequence to be the one the
+// store knows, and a store that finds another writer was first reads what
+// it appended and tries again. See docs/RATIONALE.md, "The event bus".
 type JetStreamStore struct {
 	opts     JetStreamOptions
 	describe string
@@ -130,20 +135,45 @@ type JetStreamStore struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	stream   jetstream.Stream
-	last     atomic.Uint64
+	subject  string // PREFIX.log
+	writer   string // this store's name in its messages' hdrMsgID
+	maxData  int    // the most data one message holds
+	ctx      context.Context
+	cancel   context.CancelFunc // ends Follow, on Close
+	wg       sync.WaitGroup     // Follow's goroutines
 
-	mu     sync.Mutex // serialises appends, as the bus does, and Close
-	closed bool
+	// mu serialises appends, catching up with other writers, and Close;
+	// an append holds it through its round trips to the server, as the bus
+	// holds its own lock. It guards what follows up to imu.
+	mu         sync.Mutex
+	closed     bool
+	ids        idIndex
+	lastStream uint64          // every message up to this stream sequence is indexed
+	sent       uint64          // messages published, numbering hdrMsgID
+	fetched    *jsMessage      // the last message read back to confirm a duplicate
+	lost       map[string]bool // hdrMsgID of messages whose append failed unanswered
+	followers  []chan struct{} // woken when another writer's events are indexed
+	scratch    struct {        // an append's buffers, kept for the next
+		buf  []byte
+		undo []idUndo
+	}
+
+	// imu guards seqs, which Scan reads while an append runs. seqs and
+	// last change under mu and imu both.
+	imu  sync.RWMutex
+	seqs seqIndex
+	last atomic.Uint64 // seq of the last event stored, by any writer
 }
 
-// OpenJetStream connects to (or, Embedded, starts) a JetStream server and
-// creates or updates the stream: an existing stream keeps its events and
-// takes the limits of opts.
+// OpenJetStream connects to (or, Embedded, starts) a JetStream server,
+// creates or updates the stream (an existing stream keeps its events and
+// takes the limits of opts), and reads it once to build the store's
+// indexes: about a second per million events (docs/RATIONALE.md).
 func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	s := &JetStreamStore{opts: opts}
+	s := &JetStreamStore{opts: opts, subject: opts.Prefix + ".log", writer: nats.NewInbox()[len(nats.InboxPrefix):], ids: newIDIndex(), lost: map[string]bool{}}
 	var err error
 	if opts.Embedded {
 		if s.srv, err = startEmbedded(opts); err != nil {
@@ -161,32 +191,38 @@ func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 			s.srv.Shutdown()
 			s.srv.WaitForShutdown()
 		}
+		if what == "" {
+			return nil, fmt.Errorf("open %s: %w", s.describe, err)
+		}
 		return nil, fmt.Errorf("open %s: %s: %w", s.describe, what, err)
 	}
 	if s.nc, err = connect(opts, s.srv); err != nil {
 		return fail("connect", err)
 	}
-	if s.js, err = jetstream.New(s.nc,
-		jetstream.WithPublishAsyncMaxPending(2*appendWindow),
-		jetstream.WithPublishAsyncTimeout(opts.Timeout),
-		jetstream.WithDefaultTimeout(opts.Timeout)); err != nil {
+	s.maxData = int(s.nc.MaxPayload()) - jsHeaderRoom
+	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(opts.Timeout)); err != nil {
 		return fail("jetstream", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Timeout)
 	defer cancel()
+	if err := s.checkFormat(ctx); err != nil {
+		return fail("", err)
+	}
 	cfg := jetstream.StreamConfig{
 		Name:        opts.Stream,
 		Description: "Kairo's event bus",
-		Subjects:    []string{opts.Prefix + ".>"},
+		Subjects:    []string{s.subject},
 		Storage:     jetstream.FileStorage,
 		Replicas:    opts.Replicas,
 		MaxAge:      opts.MaxAge,
 		MaxBytes:    opts.MaxBytes,
 		// A full stream refuses new events: dropping old ones would drop
 		// what replay and deduplication stand on.
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  opts.DuplicateWindow,
-		AllowDirect: true,
+		Discard:    jetstream.DiscardNew,
+		Duplicates: opts.DuplicateWindow,
+		// A direct get may be answered by a replica that lags; with one
+		// replica there is none, and it spares the leader's API.
+		AllowDirect: opts.Replicas == 1,
 	}
 	if opts.MaxBytes == 0 {
 		cfg.MaxBytes = -1
@@ -194,12 +230,51 @@ func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 	if s.stream, err = s.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 		return fail("create stream "+opts.Stream, err)
 	}
-	info, err := s.stream.Info(ctx)
+	// Reading a large stream takes longer than one request may.
+	s.mu.Lock()
+	err = s.catchUpLocked(context.Background(), 0)
+	s.mu.Unlock()
 	if err != nil {
-		return fail("stream info", err)
+		return fail("read the stream", err)
 	}
-	s.last.Store(info.State.LastSeq)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
+}
+
+// checkFormat refuses a stream that holds events in the format of an
+// earlier Kairo, one message per event, before the stream is updated.
+func (s *JetStreamStore) checkFormat(ctx context.Context) error {
+	st, err := s.js.Stream(ctx, s.opts.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", s.opts.Stream, err)
+	}
+	info := st.CachedInfo()
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	raw, err := st.GetMsg(ctx, info.State.FirstSeq, jetstream.WithGetMsgSubject(">"))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream %s: read its first message: %w", s.opts.Stream, err)
+	}
+	if _, err := parseMessage(raw.Sequence, raw.Header, raw.Data); err != nil {
+		return s.notOurs(raw.Sequence, raw.Subject, err)
+	}
+	return nil
+}
+
+// notOurs is the error for a stream message the store cannot read.
+func (s *JetStreamStore) notOurs(seq uint64, subject string, err error) error {
+	if errors.Is(err, errNotKairoMessage) {
+		return fmt.Errorf("stream %s holds events in the format of an earlier Kairo, one message per event (message %d on %s): this Kairo keeps a message per append; move the stream aside (nats stream backup %s DIR, then nats stream rm %s) or set [store.jetstream] stream to another name",
+			s.opts.Stream, seq, subject, s.opts.Stream, s.opts.Stream)
+	}
+	return fmt.Errorf("stream %s: message %d on %s: %w", s.opts.Stream, seq, subject, err)
 }
 
 func startEmbedded(opts JetStreamOptions) (*server.Server, error) {
@@ -258,6 +333,10 @@ func connect(opts JetStreamOptions, srv *server.Server) (*nats.Conn, error) {
 	no := []nats.Option{
 		nats.Name("kairo"),
 		nats.MaxReconnects(-1),
+		// A publish while the server is away fails at once rather than
+		// wait in the client to be sent on reconnect, after its append
+		// was reported failed.
+		nats.ReconnectBufSize(-1),
 		nats.Timeout(opts.Timeout),
 	}
 	url := opts.URL
@@ -288,23 +367,26 @@ func connect(opts JetStreamOptions, srv *server.Server) (*nats.Conn, error) {
 func (s *JetStreamStore) Describe() string { return s.describe }
 
 // GroupCommit is true: an append waits for a round trip to the server, so
-// the bus hands it the events of many publishers at once, published
-// together and acknowledged together.
+// the bus hands it the events of many publishers at once, published in one
+// message and acknowledged together.
 func (s *JetStreamStore) GroupCommit() bool { return true }
 
-// LastSeq is the stream sequence of the last event this store appended, or
-// the stream's last sequence when it was opened; it reads no network.
+// LastSeq is the seq of the last event stored, by this store or, as far
+// as it has seen them (an append, Follow), by other writers on the stream.
+// It reads no network.
 func (s *JetStreamStore) LastSeq() uint64 { return s.last.Load() }
 
-// Close drains the connection (every acknowledgement in flight arrives)
-// and stops the embedded server.
+// Close stops Follow, drains the connection and stops the embedded server.
 func (s *JetStreamStore) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
 	var err error
 	if s.nc != nil {
 		done := make(chan struct{})
@@ -329,8 +411,8 @@ func (s *JetStreamStore) Close() error {
 	return nil
 }
 
-// EncodeEnv encodes the stored form of ev, the message data: the envelope
-// without seq, which is the stream's.
+// EncodeEnv encodes the stored form of ev, one envelope of a message's
+// data: without seq, which the message's header gives.
 func (s *JetStreamStore) EncodeEnv(ev *abi.Event) ([]byte, error) {
 	e := *ev
 	e.Seq = 0

@@ -2,9 +2,9 @@ package bus
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,16 +15,16 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// appendWindow is how many publishes of one append are in flight before
-// the oldest acknowledgement is waited for.
-const appendWindow = 4096
-
 // JetStream error codes the store acts on.
 const (
 	jsWrongLastSeq     = 10071 // "wrong last sequence: {seq}"
 	jsStoreFailed      = 10077 // "maximum bytes exceeded", among others
 	jsResourceExceeded = 10047 // the server's or account's storage is used up
 )
+
+// jsRaceTries is how many times an append tries again when other writers
+// keep appending before it.
+const jsRaceTries = 100
 
 // StreamFullError is what an append gets when the stream is at its
 // MaxBytes (or the server's storage limit). The bus treats it as a full
@@ -51,150 +51,229 @@ func (e *StreamFullError) Unwrap() error { return e.Err }
 // the same way for both.
 func (e *StreamFullError) Is(target error) bool { return target == syscall.ENOSPC }
 
-// jetStreamIDToken encodes an event ID as one subject token. IDs made of
-// letters, digits, '-' and '_' (every canonical UUID) are their own token;
-// any other ID is '~' and its unpadded base64url, which never collides with
-// the first kind since '~' is not among them.
-func jetStreamIDToken(id string) string {
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return "~" + base64.RawURLEncoding.EncodeToString([]byte(id))
-		}
-	}
-	return id
-}
-
-// subject is where ev is stored: PREFIX.ID.TYPE. The ID comes before the
-// type so that "PREFIX.ID.>" names every event of that ID whatever its type,
-// which the server checks for deduplication.
-func (s *JetStreamStore) subject(idTok, typ string) string {
-	return s.opts.Prefix + "." + idTok + "." + typ
-}
-
-// Append publishes evs in order, all in flight together, and waits for
-// every acknowledgement. Each message carries the expectation that no
-// message is stored under PREFIX.ID.> yet, which the server checks
-// atomically with the write: a duplicate ID, also one stored long ago or by
-// another host, is refused with the sequence of the stored one, and costs
-// no second round trip. The deduplication lasts as long as the event does
-// (MaxAge), not a duplicate window.
+// Append publishes the new events of evs in one message (more only when
+// they pass the server's maximum payload) and waits for its
+// acknowledgement. A duplicate is found in the id index, confirmed by
+// reading the stored event's ID, and not published.
 //
-// On an error that is not a duplicate, the events of evs that the server
-// did store are deleted again before Append returns the error, so nothing
-// of evs is stored; if the deletion fails too (the connection is gone),
-// those events stay, a publisher's retry with the same IDs finds them as
-// duplicates, and the error says so.
+// The message expects the stream's last sequence to be the one the store
+// knows, which the server checks atomically with the write. When another
+// writer appended first, the store reads what it appended (indexing its
+// events: some of evs may now be duplicates) and tries again. A publish
+// the server does not answer within the Timeout fails the append; should
+// its message land later, the store deletes it when it reads it (its next
+// append finds the stream longer than it knew, or Follow shows it).
+//
+// On an error, the messages of evs that the server stored are deleted
+// again before Append returns it, so nothing of evs is stored; if the
+// deletion fails too (the connection is gone), those events stay, a
+// publisher's retry with the same IDs finds them as duplicates, and the
+// error says so.
 func (s *JetStreamStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
-	futs := make([]jetstream.PubAckFuture, len(evs))
-	stored := make([]uint64, 0, len(evs))
-	var firstErr error
-	waited := 0
-	wait := func() {
-		i := waited
-		waited++
-		ev := evs[i]
-		ev.Seq, dup[i] = 0, false
-		if futs[i] == nil {
-			return
-		}
-		var err error
-		select {
-		case ack := <-futs[i].Ok():
-			ev.Seq = ack.Sequence
-			if ack.Duplicate {
-				dup[i] = true // a Nats-Msg-Id someone else set; not ours
-			} else {
-				stored = append(stored, ack.Sequence)
-			}
-			return
-		case err = <-futs[i].Err():
-		}
-		if seq, ok := s.duplicateOf(err, futs[i].Msg()); ok {
-			ev.Seq, dup[i] = seq, true
-			return
-		}
-		if firstErr == nil {
-			firstErr = s.appendError(ev, err)
+	if envs == nil {
+		envs = make([][]byte, len(evs))
+		for i, ev := range evs {
+			envs[i], _ = s.EncodeEnv(ev)
 		}
 	}
 	for i, ev := range evs {
-		if firstErr != nil {
-			break
-		}
-		var env []byte
-		if envs != nil {
-			env = envs[i]
-		} else {
-			env, _ = s.EncodeEnv(ev)
-		}
-		tok := jetStreamIDToken(ev.ID)
-		m := &nats.Msg{
-			Subject: s.subject(tok, ev.Type),
-			Data:    env,
-			Header: nats.Header{
-				jetstream.ExpectedLastSubjSeqHeader:     []string{"0"},
-				jetstream.ExpectedLastSubjSeqSubjHeader: []string{s.opts.Prefix + "." + tok + ".>"},
-			},
-		}
-		f, err := s.js.PublishMsgAsync(m)
-		if err != nil {
-			firstErr = s.appendError(ev, err)
-			break
-		}
-		futs[i] = f
-		if i-waited >= appendWindow {
-			wait()
+		ev.Seq, dup[i] = 0, false
+		if n := 1 + frameRoom(len(envs[i])); n > s.maxData {
+			return fmt.Errorf("%s: event %s (%s) takes %d bytes stored, more than a message of the server holds (max_payload %d, less %d for headers); raise the server's max_payload or publish less data", s.describe, ev.ID, ev.Type, n, s.nc.MaxPayload(), jsHeaderRoom)
 		}
 	}
-	for waited < len(evs) {
-		wait()
-	}
-	if firstErr == nil {
-		for i := 1; i < len(stored); i++ {
-			if stored[i] <= stored[i-1] {
-				firstErr = fmt.Errorf("%s: the stream stored the events of one append out of order (seq %d after %d): is another writer publishing on %s.> without the store?", s.describe, stored[i], stored[i-1], s.opts.Prefix)
-				break
-			}
+	s.fetched = nil // kept within one append only: its writer may delete it
+	a := appendRun{s: s, evs: evs, envs: envs, dup: dup, buf: s.scratch.buf, undo: s.scratch.undo[:0]}
+	defer func() {
+		s.scratch.buf, s.scratch.undo = a.buf, a.undo
+	}()
+	if err := a.run(); err != nil {
+		for i, ev := range evs {
+			ev.Seq, dup[i] = 0, false
 		}
-	}
-	if firstErr != nil {
-		for _, ev := range evs {
-			ev.Seq = 0
-		}
-		return s.rollback(stored, firstErr)
-	}
-	if n := len(stored); n > 0 && stored[n-1] > s.last.Load() {
-		s.last.Store(stored[n-1])
+		return a.rollback(err)
 	}
 	return nil
 }
 
-// duplicateOf reports whether err is the server refusing m because an event
-// of its ID is stored, and that event's sequence number.
-func (s *JetStreamStore) duplicateOf(err error, m *nats.Msg) (uint64, bool) {
+// appendRun is one Append under way.
+type appendRun struct {
+	s    *JetStreamStore
+	evs  []*abi.Event
+	envs [][]byte
+	dup  []bool
+	done int // evs[:done] are stored or found duplicates
+
+	cur    []*abi.Event // the events of the message being framed
+	buf    []byte
+	undo   []idUndo // what this append added to the id index
+	stored []storedMessage
+	races  int
+}
+
+// storedMessage is a message of this append the server stored, and its
+// part of undo.
+type storedMessage struct {
+	stream     uint64
+	undoFrom   int
+	undoTo     int
+	first, end uint64 // its events' seqs, end exclusive
+}
+
+func (a *appendRun) run() error {
+	for a.done < len(a.evs) {
+		m, n, err := a.frame()
+		if err != nil {
+			return err
+		}
+		if m == nil { // duplicates only
+			a.done += n
+			continue
+		}
+		ok, err := a.publish(m)
+		if err != nil {
+			return err
+		}
+		if ok {
+			a.done += n
+		}
+	}
+	return nil
+}
+
+// frame builds the next message from evs[done:]: the new events that fit,
+// each given the next seq, and the duplicates among and after them marked
+// as such. It returns nil when evs[done:done+n] are all duplicates.
+func (a *appendRun) frame() (*jsMessage, int, error) {
+	s := a.s
+	m := &jsMessage{first: s.last.Load() + 1, maxTime: math.MinInt64}
+	a.buf = append(a.buf[:0], jsFormat)
+	a.cur = a.cur[:0]
+	i := a.done
+	for ; i < len(a.evs); i++ {
+		ev := a.evs[i]
+		h := s.ids.sum(ev.ID)
+		seq, err := a.lookup(ev.ID, h)
+		if err != nil {
+			return nil, 0, err
+		}
+		if seq != 0 {
+			ev.Seq, a.dup[i] = seq, true
+			continue
+		}
+		if m.count > 0 && len(a.buf)+frameRoom(len(a.envs[i])) > s.maxData {
+			break
+		}
+		a.buf = appendFrame(a.buf, a.envs[i])
+		ev.Seq, a.dup[i] = m.first+uint64(m.count), false
+		m.count++
+		m.maxTime = max(m.maxTime, ev.Time.UnixNano())
+		a.cur = append(a.cur, ev)
+		// In the index before it is stored, so that a later event of evs
+		// with the same ID is its duplicate; taken out if it is not stored.
+		a.undo = append(a.undo, s.ids.add(ev.ID, h, ev.Seq))
+	}
+	if m.count == 0 {
+		return nil, i - a.done, nil
+	}
+	m.data = a.buf
+	return m, i - a.done, nil
+}
+
+// lookup returns the seq of the stored event of id, 0 if none.
+func (a *appendRun) lookup(id string, h uint64) (uint64, error) {
+	exact, bySum := a.s.ids.candidates(id, h)
+	for _, seq := range [2]uint64{exact, bySum} {
+		if seq == 0 {
+			continue
+		}
+		got, err := a.idAt(seq)
+		if err != nil {
+			return 0, err
+		}
+		if got == id {
+			return seq, nil
+		}
+	}
+	return 0, nil
+}
+
+// idAt is the ID of the event at seq: one of the message being framed, or
+// one read back from the stream; "" when none is (it expired, or its
+// append was undone).
+func (a *appendRun) idAt(seq uint64) (string, error) {
+	if first := a.s.last.Load() + 1; seq >= first {
+		if k := seq - first; k < uint64(len(a.cur)) {
+			return a.cur[k].ID, nil
+		}
+		return "", nil
+	}
+	return a.s.storedIDLocked(seq)
+}
+
+// publish publishes m and reports whether it is stored; false means
+// another writer appended first, and evs[done:] must be framed again.
+// One try waits for the server at most the store's Timeout.
+func (a *appendRun) publish(m *jsMessage) (bool, error) {
+	s := a.s
+	s.sent++
+	m.msgID = s.writer + "." + utoa(s.sent)
+	undoFrom := len(a.undo) - m.count
+	ack, err := s.publishOnce(m)
+	if err == nil {
+		m.stream = ack.Sequence
+		s.placeLocked(m)
+		a.stored = append(a.stored, storedMessage{m.stream, undoFrom, len(a.undo), m.first, m.first + uint64(m.count)})
+		return true, nil
+	}
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		// No answer: the message may still land. The store deletes it
+		// when it reads it, as the append it was part of failed.
+		s.lost[m.msgID] = true
+	}
+	lseq, raced := wrongLastSeq(err)
+	if !raced {
+		return false, s.appendError(a.cur[0], err)
+	}
+	if a.races++; a.races > jsRaceTries {
+		return false, fmt.Errorf("%s: other writers appended before each of %d tries; giving up: %w", s.describe, jsRaceTries, err)
+	}
+	for i := len(a.undo) - 1; i >= undoFrom; i-- {
+		s.ids.undo(a.undo[i])
+	}
+	a.undo = a.undo[:undoFrom]
+	if err := s.catchUpLocked(context.Background(), lseq); err != nil {
+		return false, fmt.Errorf("%s: read what other writers appended: %w", s.describe, err)
+	}
+	return false, nil
+}
+
+func (s *JetStreamStore) publishOnce(m *jsMessage) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	return s.js.PublishMsg(ctx, &nats.Msg{Subject: s.subject, Header: m.header(s.lastStream), Data: m.data})
+}
+
+// wrongLastSeq reports whether err is the server refusing a message because
+// the stream's last sequence is another than expected, and that sequence
+// (0 if the error does not say).
+func wrongLastSeq(err error) (uint64, bool) {
 	var api *jetstream.APIError
 	if !errors.As(err, &api) || api.ErrorCode != jsWrongLastSeq {
 		return 0, false
 	}
-	// "wrong last sequence: 42": the server names the stored event.
 	if i := strings.LastIndexByte(api.Description, ':'); i >= 0 {
-		if seq, err := strconv.ParseUint(strings.TrimSpace(api.Description[i+1:]), 10, 64); err == nil && seq > 0 {
+		if seq, err := strconv.ParseUint(strings.TrimSpace(api.Description[i+1:]), 10, 64); err == nil {
 			return seq, true
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-	defer cancel()
-	raw, gerr := s.stream.GetLastMsgForSubject(ctx, m.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader))
-	if gerr != nil {
-		return 0, false
-	}
-	return raw.Sequence, true
+	return 0, true
 }
 
 // appendError turns the server's refusal into the store's error.
@@ -208,24 +287,198 @@ func (s *JetStreamStore) appendError(ev *abi.Event, err error) error {
 			return &StreamFullError{Stream: s.opts.Stream, Err: err}
 		}
 	}
-	return fmt.Errorf("%s: publish event %s (%s): %w", s.describe, ev.ID, ev.Type, err)
+	return fmt.Errorf("%s: publish events from %s (%s): %w", s.describe, ev.ID, ev.Type, err)
 }
 
-// rollback deletes the events of a failed append that the server stored.
-func (s *JetStreamStore) rollback(stored []uint64, err error) error {
-	if len(stored) == 0 {
-		return err
-	}
+// rollback deletes the messages of a failed append that the server stored
+// and takes them out of the indexes.
+func (a *appendRun) rollback(err error) error {
+	s := a.s
+	undone := make(map[uint64]bool, len(a.stored))
+	var left []storedMessage
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	var left []uint64
-	for _, seq := range stored {
-		if derr := s.stream.DeleteMsg(ctx, seq); derr != nil {
-			left = append(left, seq)
+	for _, m := range a.stored {
+		if derr := s.stream.DeleteMsg(ctx, m.stream); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
+			left = append(left, m)
+			continue
+		}
+		undone[m.stream] = true
+	}
+	// Undo the id index but for the messages that stay stored.
+	keep := make([]bool, len(a.undo))
+	for _, m := range left {
+		for i := m.undoFrom; i < m.undoTo; i++ {
+			keep[i] = true
 		}
 	}
+	for i := len(a.undo) - 1; i >= 0; i-- {
+		if !keep[i] {
+			s.ids.undo(a.undo[i])
+		}
+	}
+	if len(undone) > 0 {
+		s.unplaceLocked(undone)
+	}
 	if len(left) > 0 {
-		return fmt.Errorf("%w (and %d events of the same append, seq %d..%d, stay stored: the deletion that undoes them failed; publishing them again finds them as duplicates)", err, len(left), left[0], left[len(left)-1])
+		return fmt.Errorf("%w (and events of the same append, seq %d..%d, stay stored: the deletion that undoes them failed; publishing them again finds them as duplicates)", err, left[0].first, left[len(left)-1].end-1)
 	}
 	return err
+}
+
+// placeLocked adds a stored message to the seq index.
+func (s *JetStreamStore) placeLocked(m *jsMessage) {
+	s.imu.Lock()
+	n := len(s.seqs)
+	// A writer that knew the whole stream gave m its first seq: messages
+	// at or past it were undone by their writer, after this store read
+	// them.
+	for n > 0 && s.seqs[n-1].first >= m.first {
+		n--
+	}
+	s.seqs = s.seqs[:n]
+	since := m.maxTime
+	if n > 0 {
+		since = max(since, s.seqs[n-1].since)
+	}
+	s.seqs = append(s.seqs, seqEntry{first: m.first, stream: m.stream, since: since})
+	s.last.Store(m.last())
+	s.imu.Unlock()
+	s.lastStream = max(s.lastStream, m.stream)
+}
+
+// unplaceLocked takes deleted messages out of the seq index; the events
+// after the last message left are no longer stored.
+func (s *JetStreamStore) unplaceLocked(deleted map[uint64]bool) {
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	n := 0
+	var cut uint64 // first seq of the earliest deleted message after every kept one
+	for _, e := range s.seqs {
+		if deleted[e.stream] {
+			if cut == 0 {
+				cut = e.first
+			}
+			continue
+		}
+		s.seqs[n] = e
+		n++
+		cut = 0
+	}
+	s.seqs = s.seqs[:n]
+	if cut != 0 {
+		s.last.Store(cut - 1)
+	}
+}
+
+// storedIDLocked reads back the ID of the stored event at seq, "" if no
+// event is stored there. The last message read is kept for the rest of
+// the append: a batch published again is many duplicates in one message.
+func (s *JetStreamStore) storedIDLocked(seq uint64) (string, error) {
+	i := s.seqs.at(seq)
+	if i >= len(s.seqs) || s.seqs[i].first > seq {
+		return "", nil
+	}
+	stream := s.seqs[i].stream
+	m := s.fetched
+	if m == nil || m.stream != stream {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		raw, err := s.stream.GetMsg(ctx, stream)
+		cancel()
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s: read message %d to confirm a duplicate: %w", s.describe, stream, err)
+		}
+		if m, err = parseMessage(raw.Sequence, raw.Header, raw.Data); err != nil {
+			return "", s.notOurs(raw.Sequence, raw.Subject, err)
+		}
+		s.fetched = m
+	}
+	var id []byte
+	var idErr error
+	err := m.envs(func(at uint64, env []byte) bool {
+		if at < seq {
+			return true
+		}
+		id, idErr = envID(env)
+		return false
+	})
+	if err == nil {
+		err = idErr
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s: message %d: %w", s.describe, stream, err)
+	}
+	return string(id), nil
+}
+
+// catchUpLocked indexes the messages stored after lastStream, up to the
+// stream's last sequence lseq (0: as far as the stream goes).
+func (s *JetStreamStore) catchUpLocked(ctx context.Context, lseq uint64) error {
+	if lseq == 0 {
+		info, err := s.stream.Info(ctx)
+		if err != nil {
+			return err
+		}
+		lseq = info.State.LastSeq
+	}
+	foreign := false
+	if lseq > s.lastStream {
+		err := s.read(ctx, s.lastStream+1, lseq, int(min(lseq-s.lastStream, math.MaxInt32)), func(m *jsMessage) error {
+			if m.stream <= s.lastStream {
+				return nil
+			}
+			if s.lost[m.msgID] {
+				return s.dropLostLocked(ctx, m)
+			}
+			foreign = true
+			return s.indexLocked(m)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	// The server expects lseq, also when the last messages were deleted.
+	s.lastStream = lseq
+	if foreign {
+		s.wakeFollowersLocked()
+	}
+	return nil
+}
+
+// dropLostLocked deletes a message of this store that landed after its
+// append had failed for want of an answer, so that nothing of a failed
+// append stays stored.
+func (s *JetStreamStore) dropLostLocked(ctx context.Context, m *jsMessage) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	if err := s.stream.DeleteMsg(ctx, m.stream); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("delete message %d, of an append that failed: %w", m.stream, err)
+	}
+	delete(s.lost, m.msgID)
+	s.lastStream = max(s.lastStream, m.stream)
+	return nil
+}
+
+// indexLocked adds a message read from the stream to both indexes.
+func (s *JetStreamStore) indexLocked(m *jsMessage) error {
+	var idErr error
+	err := m.envs(func(seq uint64, env []byte) bool {
+		var id []byte
+		if id, idErr = envID(env); idErr != nil {
+			return false
+		}
+		s.ids.addBytes(id, seq)
+		return true
+	})
+	if err == nil {
+		err = idErr
+	}
+	if err != nil {
+		return fmt.Errorf("message %d: %w", m.stream, err)
+	}
+	s.placeLocked(m)
+	return nil
 }

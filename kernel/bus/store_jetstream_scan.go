@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,26 +11,22 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// scanPull is how many messages a replay asks the server for at a time.
-const scanPull = 4096
+// A read of this many messages or fewer asks for each by itself; a longer
+// one goes through an ordered consumer, which streams them.
+const jsGetReads = 4
 
-// filters are the stream subject filters for a Kairo pattern: the pattern
-// after PREFIX and the ID token. The server filters, so a remote replay
-// sends only the matching events; the bus's own matching still decides.
-// Every subject of the stream matches "every subject", which needs no
-// filter: the server then skips matching each message.
-func (s *JetStreamStore) filters(p *Pattern) []string {
-	if p == nil || p.all {
-		return nil
-	}
-	return []string{s.opts.Prefix + ".*." + p.String()}
-}
+// jsPullMessages bounds the messages a consumer buffers; jsPullBytes, at
+// least twice the largest message, the bytes of one pull.
+const (
+	jsPullMessages = 1024
+	jsPullBytes    = 16 << 20
+)
 
-// Scan reads the matching events in sequence order through an ordered
-// consumer starting at q.FromSeq, and stops at the last sequence stored
-// when it began (or q.ToSeq). Time bounds are the events' own times, which
-// the stream does not index: a replay by time reads its whole sequence
-// range and filters, as the SQLite store does past its last span.
+// Scan reads the messages that may hold matching events, from the one
+// holding q.FromSeq (or the first that may hold an event at q.Since or
+// later) to the one holding the last event stored when it began (or
+// q.ToSeq), and filters their events: time and subject are the events'
+// own, which the stream does not index.
 func (s *JetStreamStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) error) error {
 	lo, hi := max(q.FromSeq, 1), s.last.Load()
 	if q.ToSeq > 0 && q.ToSeq < hi {
@@ -38,62 +35,204 @@ func (s *JetStreamStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) 
 	if lo > hi {
 		return nil
 	}
-	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    s.filters(q.Pattern),
-		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       lo,
-		InactiveThreshold: time.Minute,
-	})
-	if err != nil {
-		return fmt.Errorf("scan %s: %w", s.describe, err)
+	s.imu.RLock()
+	if len(s.seqs) == 0 {
+		s.imu.RUnlock()
+		return nil
 	}
-	// No more than the range holds (or the limit asks for): a short scan,
-	// a subscriber catching up, does not have the server send 4096.
-	pull := min(hi-lo+1, scanPull)
-	if q.Limit > 0 {
-		pull = min(pull, uint64(q.Limit))
+	i, j := s.seqs.at(lo), s.seqs.at(hi)
+	if !q.Since.IsZero() {
+		i = max(i, s.seqs.since(q.Since.UnixNano()))
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(int(pull)))
-	if err != nil {
-		return fmt.Errorf("scan %s: %w", s.describe, err)
+	var from, to uint64
+	if i <= j {
+		from, to = s.seqs[i].stream, s.seqs[j].stream
 	}
-	defer it.Stop()
-	if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
+	s.imu.RUnlock()
+	if i > j {
 		return nil
 	}
 	out := handOut{fn: fn, limit: q.Limit}
-	evs := make([]abi.Event, 1)
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
+	var evs []abi.Event
+	var handErr error // fn's, or ErrStop
+	err := s.read(ctx, from, to, j-i+1, func(m *jsMessage) error {
+		if m.first > hi {
+			return errEndRead
+		}
+		evs = evs[:0]
+		var decodeErr error
+		err := m.envs(func(seq uint64, env []byte) bool {
+			if seq < lo {
+				return true
+			}
+			if seq > hi {
+				return false
+			}
+			evs = append(evs, abi.Event{})
+			ev := &evs[len(evs)-1]
+			if _, decodeErr = abi.DecodeEvent(env, ev); decodeErr != nil {
+				return false
+			}
+			ev.Seq = seq
+			if !q.matchMeta(ev) {
+				evs = evs[:len(evs)-1]
+				return true
+			}
+			// A copy: the event may outlive the message, which is large.
+			ev.Data = append([]byte(nil), ev.Data...)
+			return true
+		})
+		if err == nil {
+			err = decodeErr
+		}
+		if err != nil {
+			return fmt.Errorf("message %d: %w", m.stream, err)
+		}
+		if handErr = out.hand(evs); handErr != nil {
+			return errEndRead
+		}
+		return nil
+	})
+	switch {
+	case err == errEndRead && (handErr == nil || handErr == ErrStop):
+		return nil
+	case err == errEndRead:
+		return handErr
+	case err != nil && ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		return fmt.Errorf("scan %s: %w", s.describe, err)
+	}
+	return nil
+}
+
+// errEndRead, returned by a read's callback, ends the read early.
+var errEndRead = errors.New("end of read")
+
+// read calls fn with each message of the stream from stream sequence from
+// to to, in order, until fn returns an error; n is how many the caller
+// expects there are.
+func (s *JetStreamStore) read(ctx context.Context, from, to uint64, n int, fn func(*jsMessage) error) error {
+	if n <= jsGetReads {
+		return s.readByGet(ctx, from, to, fn)
+	}
+	return s.readByConsumer(ctx, from, to, fn)
+}
+
+// readByGet asks for each message, the next one stored from a sequence on.
+func (s *JetStreamStore) readByGet(ctx context.Context, from, to uint64, fn func(*jsMessage) error) error {
+	for seq := from; seq <= to; {
+		raw, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("scan %s: %w", s.describe, err)
+			return err
+		}
+		if raw.Sequence > to {
+			return nil
+		}
+		m, err := parseMessage(raw.Sequence, raw.Header, raw.Data)
+		if err != nil {
+			return s.notOurs(raw.Sequence, raw.Subject, err)
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+		seq = raw.Sequence + 1
+	}
+	return nil
+}
+
+// readByConsumer streams the messages through an ordered consumer. A
+// consumer that stalls — seen on a cluster under load: it says messages
+// are pending and sends none — is made again from where it was, and after
+// jsStalls of them the rest is read by get.
+func (s *JetStreamStore) readByConsumer(ctx context.Context, from, to uint64, fn func(*jsMessage) error) error {
+	for stalls := 0; ; stalls++ {
+		next, err := s.consume(ctx, from, to, fn)
+		switch {
+		case err == errShort, err == errStalled && stalls == jsStalls:
+			return s.readByGet(ctx, next, to, fn)
+		case err != errStalled:
+			return err
+		}
+		from = next
+	}
+}
+
+// jsStalls is how many stalled consumers a read makes again; jsStall is
+// how long a consumer may send nothing while messages are pending.
+const (
+	jsStalls = 2
+	jsStall  = 2 * time.Second
+)
+
+var (
+	errStalled = errors.New("the consumer sent nothing while messages were pending")
+	// errShort: the consumer has nothing more before the read's end. Its
+	// replica of the stream may lag the leader's (or the last messages
+	// were deleted): a get, which the leader answers, reads the rest.
+	errShort = errors.New("the consumer ended before the read")
+)
+
+// consume reads from stream sequence from to to through one ordered
+// consumer; when it stalls it returns errStalled and the sequence to read
+// from next.
+func (s *JetStreamStore) consume(ctx context.Context, from, to uint64, fn func(*jsMessage) error) (uint64, error) {
+	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return from, err
+	}
+	if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
+		return from, errShort
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(jsPullMessages, max(jsPullBytes, 2*s.maxData)))
+	if err != nil {
+		return from, err
+	}
+	defer it.Stop()
+	for {
+		nctx, cancel := context.WithTimeout(ctx, min(jsStall, s.opts.Timeout))
+		msg, err := it.Next(jetstream.NextContext(nctx))
+		stalled := err != nil && nctx.Err() != nil
+		cancel()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return from, ctx.Err()
+		case stalled:
+			return from, errStalled
+		case err != nil:
+			return from, err
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
-			return fmt.Errorf("scan %s: %w", s.describe, err)
+			return from, err
 		}
 		seq := meta.Sequence.Stream
-		if seq > hi {
-			return nil
+		if seq > to {
+			return from, nil
 		}
-		ev := &evs[0]
-		if _, err := abi.DecodeEvent(msg.Data(), ev); err != nil {
-			return fmt.Errorf("scan %s: message seq %d (%s): %w", s.describe, seq, msg.Subject(), err)
+		m, err := parseMessage(seq, msg.Headers(), msg.Data())
+		if err != nil {
+			return from, s.notOurs(seq, msg.Subject(), err)
 		}
-		ev.Seq = seq
-		if q.matchMeta(ev) {
-			if err := out.hand(evs); err != nil {
-				if err == ErrStop {
-					return nil
-				}
-				return err
-			}
+		if err := fn(m); err != nil {
+			return from, err
 		}
-		if seq == hi || meta.NumPending == 0 {
-			return nil
+		from = seq + 1
+		switch {
+		case seq == to:
+			return from, nil
+		case meta.NumPending == 0:
+			return from, errShort
 		}
 	}
 }

@@ -1,0 +1,68 @@
+package bus
+
+import (
+	"context"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// fillable is a store whose disk can be made full: its appends fail with
+// ENOSPC, as a real full disk's do (TestStoreFullDisk fills a real one).
+type fillable struct {
+	Store
+	full atomic.Bool
+}
+
+func (f *fillable) Append(evs []*abi.Event, envs [][]byte, dup []bool) error {
+	if f.full.Load() {
+		return syscall.ENOSPC
+	}
+	return f.Store.Append(evs, envs, dup)
+}
+
+// A disk that fills, is freed, and fills again: each episode is refused
+// and ends with its own kairo.system.store.writable (a second episode once
+// closed the first probe's channel again, a panic), and Close after the
+// second is clean.
+func TestStoreFullTwice(t *testing.T) {
+	defer func(d time.Duration) { probeInterval = d }(probeInterval)
+	probeInterval = 10 * time.Millisecond
+	st := &fillable{Store: NewMemoryStore(0)}
+	b := New(st, Options{})
+	defer b.Close()
+	ctx := context.Background()
+	for episode := 1; episode <= 2; episode++ {
+		if _, err := b.Publish(ctx, &abi.Event{Type: "test.ok"}); err != nil { // the control
+			t.Fatalf("episode %d: a publish before the disk filled: %v", episode, err)
+		}
+		st.full.Store(true)
+		if _, err := b.Publish(ctx, &abi.Event{Type: "test.refused"}); !IsDiskFull(err) {
+			t.Fatalf("episode %d: a publish on the full disk: %v; want a full-disk error", episode, err)
+		}
+		st.full.Store(false)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n := 0
+			b.Replay(ctx, Query{}, func(ev *abi.Event) error {
+				if ev.Type == SubjectStoreWritable {
+					n++
+				}
+				return nil
+			})
+			if n == episode {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("episode %d: %d writable events within 10s; want %d", episode, n, episode)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,149 @@
+package bus
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// jsFollowRetry is how long Follow waits before it watches the stream
+// again after losing it (the server restarts, the connection is away).
+const jsFollowRetry = time.Second
+
+// Follow watches the stream for the events other writers append (Kairo
+// on other hosts of a cluster, on the same stream), adds them to the
+// store's indexes — so that LastSeq counts them, Scan reads them and a
+// duplicate of one is found without a round trip to the server — and calls
+// notify with the new LastSeq. Events another writer appended that an
+// Append of this store read first, to place its own, are notified too;
+// events this store appends are not.
+//
+// Follow returns at once. notify runs on a goroutine of Follow's, never
+// under the store's locks, one call at a time; appends close together
+// may come as one call. The goroutines end when ctx ends or the store is
+// closed, and Close waits for them. Without Follow the store still learns
+// of other writers' events, later: when an append finds the stream longer
+// than it knew.
+func (s *JetStreamStore) Follow(ctx context.Context, notify func(lastSeq uint64)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	wake := make(chan struct{}, 1)
+	s.followers = append(s.followers, wake)
+	from := s.lastStream + 1
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.watch(ctx, from)
+	}()
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		defer stop()
+		for {
+			select {
+			case <-ctx.Done():
+				s.mu.Lock()
+				for i, w := range s.followers {
+					if w == wake {
+						s.followers = append(s.followers[:i], s.followers[i+1:]...)
+						break
+					}
+				}
+				s.mu.Unlock()
+				return
+			case <-wake:
+				notify(s.LastSeq())
+			}
+		}
+	}()
+}
+
+// wakeFollowersLocked tells every Follow that events of other writers were
+// indexed.
+func (s *JetStreamStore) wakeFollowersLocked() {
+	for _, w := range s.followers {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watch reads the stream from stream sequence from on, as messages arrive,
+// and indexes those no append has read yet; it starts again after
+// jsFollowRetry when it loses the stream.
+func (s *JetStreamStore) watch(ctx context.Context, from uint64) {
+	for {
+		s.watchOnce(ctx, &from)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(jsFollowRetry):
+		}
+	}
+}
+
+func (s *JetStreamStore) watchOnce(ctx context.Context, from *uint64) {
+	// Headers only: most messages are the store's own, indexed already;
+	// another writer's is then read whole.
+	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       *from,
+		HeadersOnly:       true,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(jsPullMessages, max(jsPullBytes, 2*s.maxData)))
+	if err != nil {
+		return
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			return
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return
+		}
+		seq := meta.Sequence.Stream
+		*from = seq + 1
+		s.mu.Lock()
+		if !s.closed && seq > s.lastStream {
+			s.followLocked(ctx, seq)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// followLocked reads the message at stream sequence seq, another writer's
+// (or a lost one of this store's), and indexes it. A message the store
+// cannot read is left to the next append, which reads it again and says
+// what is wrong.
+func (s *JetStreamStore) followLocked(ctx context.Context, seq uint64) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	raw, err := s.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return
+	}
+	m, err := parseMessage(seq, raw.Header, raw.Data)
+	switch {
+	case err != nil:
+	case s.lost[m.msgID]:
+		s.dropLostLocked(ctx, m)
+	case s.indexLocked(m) == nil:
+		s.wakeFollowersLocked()
+	}
+}
