@@ -30,6 +30,9 @@ type Event struct {
 	CausationID string `msgpack:"causationId,omitempty"`
 	// Seq is the store sequence number, assigned on append; 0 before.
 	Seq uint64 `msgpack:"seq,omitempty"`
+	// Host names the kairo that published the event, when several share
+	// one store (a JetStream cluster); empty on a store of one host.
+	Host string `msgpack:"host,omitempty"`
 }
 
 var (

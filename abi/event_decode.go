@@ -30,6 +30,8 @@ func DecodeEvent(b []byte, ev *Event) ([]byte, error) {
 			ev.CausationID, rest, err = readStr(b)
 		case "seq":
 			ev.Seq, rest, err = readUint(b)
+		case "host":
+			ev.Host, rest, err = readStr(b)
 		default:
 			_, rest, err = skip(b, 0)
 		}

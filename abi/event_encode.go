@@ -5,7 +5,7 @@ package abi
 // encoder (EncodeMsgpack calls it) and what the store and the socket write.
 func AppendEvent(dst []byte, ev *Event) []byte {
 	n := 3
-	for _, s := range [...]string{ev.Source, ev.CorrelationID, ev.CausationID} {
+	for _, s := range [...]string{ev.Source, ev.CorrelationID, ev.CausationID, ev.Host} {
 		if s != "" {
 			n++
 		}
@@ -16,7 +16,7 @@ func AppendEvent(dst []byte, ev *Event) []byte {
 	if ev.Seq != 0 {
 		n++
 	}
-	dst = append(dst, 0x80|byte(n)) // n <= 8: a fixmap
+	dst = append(dst, 0x80|byte(n)) // n <= 9: a fixmap
 	dst = appendStr(appendStr(dst, "id"), ev.ID)
 	dst = appendStr(appendStr(dst, "type"), ev.Type)
 	if ev.Source != "" {
@@ -34,6 +34,9 @@ func AppendEvent(dst []byte, ev *Event) []byte {
 	}
 	if ev.Seq != 0 {
 		dst = appendUint(appendStr(dst, "seq"), ev.Seq)
+	}
+	if ev.Host != "" {
+		dst = appendStr(appendStr(dst, "host"), ev.Host)
 	}
 	return dst
 }

@@ -23,11 +23,13 @@ type mirrorEvent struct {
 	CorrelationID string             `msgpack:"correlationId,omitempty"`
 	CausationID   string             `msgpack:"causationId,omitempty"`
 	Seq           uint64             `msgpack:"seq,omitempty"`
+	Host          string             `msgpack:"host,omitempty"`
 }
 
 // reversedEvent is mirrorEvent with its fields in the opposite order, so its
 // encoding has the keys in the opposite order.
 type reversedEvent struct {
+	Host          string             `msgpack:"host,omitempty"`
 	Seq           uint64             `msgpack:"seq,omitempty"`
 	CausationID   string             `msgpack:"causationId,omitempty"`
 	CorrelationID string             `msgpack:"correlationId,omitempty"`
@@ -74,6 +76,7 @@ func codecCases(t testing.TB) []struct {
 			CorrelationID: "intent-1",
 			CausationID:   "cause-7",
 			Seq:           42,
+			Host:          "build-2",
 		}},
 		{"some optional", Event{ID: "id", Type: "kairo.tool.result", Time: time.Unix(5, 1), CausationID: "c", Seq: 1}},
 		{"data only", Event{ID: "id", Type: "t", Time: time.Unix(1, 0), Data: data("just a string")}},
@@ -326,7 +329,7 @@ func TestEventMatchesReflectionCodec(t *testing.T) {
 			}
 
 			// Keys in another order decode the same.
-			rev := reversedEvent{tc.ev.Seq, tc.ev.CausationID, tc.ev.CorrelationID, tc.ev.Data, tc.ev.Time, tc.ev.Source, tc.ev.Type, tc.ev.ID}
+			rev := reversedEvent{tc.ev.Host, tc.ev.Seq, tc.ev.CausationID, tc.ev.CorrelationID, tc.ev.Data, tc.ev.Time, tc.ev.Source, tc.ev.Type, tc.ev.ID}
 			var fromRev Event
 			if err := msgpack.Unmarshal(mustMarshal(t, &rev), &fromRev); err != nil {
 				t.Fatalf("Unmarshal reversed keys: %v", err)

@@ -54,7 +54,7 @@ func CheckLen(field, s string, max int, bound string) error {
 }
 
 // CheckEventLimits refuses an event whose id, source, correlation or
-// causation id is over its bound. The bus checks the subject.
+// causation id or host is over its bound. The bus checks the subject.
 func CheckEventLimits(ev *Event) error {
 	for _, c := range [...]struct {
 		field, s string
@@ -65,6 +65,7 @@ func CheckEventLimits(ev *Event) error {
 		{"event.source", ev.Source, MaxSourceLen, "MaxSourceLen"},
 		{"event.correlationId", ev.CorrelationID, MaxIDLen, "MaxIDLen"},
 		{"event.causationId", ev.CausationID, MaxIDLen, "MaxIDLen"},
+		{"event.host", ev.Host, MaxIDLen, "MaxIDLen"},
 	} {
 		if err := CheckLen(c.field, c.s, c.max, c.bound); err != nil {
 			return err

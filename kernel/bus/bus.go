@@ -31,6 +31,10 @@ type Options struct {
 	MaxPending int
 	// Source is set on published events that have none. Default "kairo".
 	Source string
+	// Host is set on every event published through this bus, whatever
+	// the publisher said: the kairo that published it, when several
+	// share one store. Empty on a store of one host.
+	Host string
 	// MaxClientBytes bounds the bytes of events held, together, for every
 	// subscription opened with a Budget (the clients'): buffered, or on
 	// their way to a handler that has not returned. Default 64 MiB.
@@ -314,6 +318,7 @@ func (b *Bus) prepareAt(ev *abi.Event, now time.Time) error {
 	if ev.Source == "" {
 		ev.Source = b.opts.Source
 	}
+	ev.Host = b.opts.Host // no publisher speaks for another host
 	ev.Seq = 0
 	return nil
 }
