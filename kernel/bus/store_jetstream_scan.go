@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kairo-os/kairo/abi"
@@ -121,6 +122,7 @@ func (s *JetStreamStore) read(ctx context.Context, from, to uint64, n int, fn fu
 
 // readByGet asks for each message, the next one stored from a sequence on.
 func (s *JetStreamStore) readByGet(ctx context.Context, from, to uint64, fn func(*jsMessage) error) error {
+	timeouts := 0
 	for seq := from; seq <= to; {
 		raw, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -129,6 +131,10 @@ func (s *JetStreamStore) readByGet(ctx context.Context, from, to uint64, fn func
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if transientRead(err) && timeouts < jsReadTries {
+				timeouts++
+				continue
 			}
 			return err
 		}
@@ -152,16 +158,32 @@ func (s *JetStreamStore) readByGet(ctx context.Context, from, to uint64, fn func
 // are pending and sends none — is made again from where it was, and after
 // jsStalls of them the rest is read by get.
 func (s *JetStreamStore) readByConsumer(ctx context.Context, from, to uint64, fn func(*jsMessage) error) error {
-	for stalls := 0; ; stalls++ {
+	stalls, timeouts := 0, 0
+	for {
 		next, err := s.consume(ctx, from, to, fn)
 		switch {
 		case err == errShort, err == errStalled && stalls == jsStalls:
 			return s.readByGet(ctx, next, to, fn)
-		case err != errStalled:
+		case err == errStalled:
+			stalls++
+		case err != nil && ctx.Err() == nil && transientRead(err) && timeouts < jsReadTries:
+			timeouts++
+		default:
 			return err
 		}
 		from = next
 	}
+}
+
+// jsReadTries is how many times a read asks again, from where it was,
+// after the server did not answer in time: while a cluster elects a new
+// leader, a request can go unanswered once or twice, and a read is safe
+// to repeat.
+const jsReadTries = 3
+
+// transientRead reports whether err is the server not answering in time.
+func transientRead(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // jsStalls is how many stalled consumers a read makes again; jsStall is
