@@ -20,6 +20,9 @@ type IntrospectResult struct {
 	ABIVersion int      `msgpack:"abiVersion"`
 	Version    string   `msgpack:"version"`
 	Methods    []string `msgpack:"methods"`
+	// Host is the kernel's name among the hosts that share its store;
+	// empty when the store is its alone.
+	Host string `msgpack:"host,omitempty"`
 }
 
 // Metrics answers system.get_metrics.

@@ -223,7 +223,7 @@ func (d *Daemon) start() error {
 	case manifests.StoreJetStream:
 		j := cfg.Store.JetStream
 		s, err := bus.OpenJetStream(bus.JetStreamOptions{
-			Embedded: j.Embedded, Dir: cfg.JetStreamPath(home), SyncAlways: cfg.Store.Synchronous == "full",
+			Embedded: j.Embedded, Dir: cfg.JetStreamPath(home), Listen: j.Listen, SyncAlways: cfg.Store.Synchronous == "full",
 			URL: j.URL, CredsFile: j.Creds, NKeySeedFile: j.NKey, CAFile: j.CA, CertFile: j.Cert, KeyFile: j.Key,
 			Stream: j.Stream, Replicas: j.Replicas, MaxAge: j.MaxAgeDuration(), MaxBytes: int64(j.MaxBytes),
 		})
@@ -243,8 +243,9 @@ func (d *Daemon) start() error {
 		store.Close()
 		return err
 	}
-	b := bus.New(store, bus.Options{})
-	k := kernel.New(b, kernel.Options{Version: d.cfg.Version, Logger: log, Launcher: launcher, ApprovalTimeout: cfg.Approval.TimeoutDuration()})
+	hostName := cfg.HostName()
+	b := bus.New(store, bus.Options{Host: hostName})
+	k := kernel.New(b, kernel.Options{Version: d.cfg.Version, Host: hostName, Logger: log, Launcher: launcher, ApprovalTimeout: cfg.Approval.TimeoutDuration()})
 	k.SetSkills(installedSkills(cfg.SkillsPath(home)))
 	// What waited for a person when the daemon stopped waits again, with
 	// what is left of its time.
@@ -294,7 +295,11 @@ func (d *Daemon) start() error {
 	if err := d.startConsole(home, cfg); err != nil {
 		return err
 	}
-	log.Info("kairo is up", "version", d.cfg.Version, "pid", os.Getpid(), "socket", sock, "store", store.Describe(), "lastSeq", seq)
+	up := []any{"version", d.cfg.Version, "pid", os.Getpid(), "socket", sock, "store", store.Describe(), "lastSeq", seq}
+	if hostName != "" {
+		up = append(up, "host", hostName)
+	}
+	log.Info("kairo is up", up...)
 	return nil
 }
 

@@ -114,7 +114,12 @@ type Method struct {
 
 // Options configures a Kernel.
 type Options struct {
-	Version  string        // reported by kernel.introspect
+	Version string // reported by kernel.introspect
+	// Host is this kernel's name among the hosts that share its store,
+	// reported by kernel.introspect: its process ids are "pN@HOST", and a
+	// call for another host's process says which host runs it. Empty: the
+	// store is this host's alone, ids are "pN".
+	Host     string
 	Launcher proc.Launcher // how processes start; default proc.Exec
 	Logger   *slog.Logger
 	// ApprovalTimeout is how long an approval waits for a person before
@@ -152,7 +157,7 @@ func New(b *bus.Bus, opts Options) *Kernel {
 		opts.Version = "dev"
 	}
 	k := &Kernel{
-		Bus: b, Proc: proc.NewManager(b, proc.Options{Launcher: opts.Launcher, Logger: opts.Logger}),
+		Bus: b, Proc: proc.NewManager(b, proc.Options{Launcher: opts.Launcher, Logger: opts.Logger, Host: opts.Host}),
 		opts: opts, started: time.Now(), methods: map[string]Method{},
 		subs: map[subKey]*bus.Subscription{}, attached: map[attachKey]*sessionSink{},
 	}

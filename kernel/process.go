@@ -154,7 +154,7 @@ func (k *Kernel) process(c *Call, id string) (*proc.Session, error) {
 	}
 	s, ok := k.Proc.Get(id)
 	if !ok {
-		return nil, abi.Errorf(abi.CodeNotFound, "no process %q; process.status lists yours", id)
+		return nil, k.noProcess(id, "; process.status lists yours")
 	}
 	if s.Owner() == c.Session {
 		return s, nil
@@ -166,6 +166,21 @@ func (k *Kernel) process(c *Call, id string) (*proc.Session, error) {
 		return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: process %s belongs to another client; process.attach first", id)
 	}
 	return s, nil
+}
+
+// noProcess is the error for a process id this kernel does not run: for
+// an id of another host ("pN@OTHER"), that host runs it and only its
+// kairo controls it; else there is no such process, and hint may say
+// where to look.
+func (k *Kernel) noProcess(id, hint string) *abi.Error {
+	if host, ok := proc.IDHost(id); ok && host != k.opts.Host {
+		here := "which has no host name"
+		if k.opts.Host != "" {
+			here = strconv.Quote(k.opts.Host)
+		}
+		return abi.Errorf(abi.CodeNotFound, "process %s runs on host %q, not on this one (%s): control it with the kairo of that host (KAIRO_HOME there, or its socket)", id, host, here)
+	}
+	return abi.Errorf(abi.CodeNotFound, "no process %q%s", id, hint)
 }
 
 func (k *Kernel) stdinWrite(ctx context.Context, c *Call) (any, error) {
@@ -240,7 +255,7 @@ func (k *Kernel) status(ctx context.Context, c *Call) (any, error) {
 	if p.ProcessID != "" {
 		s, ok := k.Proc.Get(p.ProcessID)
 		if !ok {
-			return nil, abi.Errorf(abi.CodeNotFound, "no process %q; process.status lists yours", p.ProcessID)
+			return nil, k.noProcess(p.ProcessID, "; process.status lists yours")
 		}
 		if !k.sameUser(c, s) {
 			return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: process %s belongs to another user", s.ID())
@@ -346,7 +361,7 @@ func (k *Kernel) attach(ctx context.Context, c *Call) (any, error) {
 	}
 	s, ok := k.Proc.Get(p.ProcessID)
 	if !ok {
-		return nil, abi.Errorf(abi.CodeNotFound, "no process %q", p.ProcessID)
+		return nil, k.noProcess(p.ProcessID, "")
 	}
 	if !k.sameUser(c, s) {
 		return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: process %s belongs to another user", s.ID())

@@ -13,7 +13,7 @@ func (k *Kernel) registerSystem() {
 		return abi.PingResult{Time: time.Now(), Ready: k.ready.Load()}, nil
 	}})
 	k.Register(Method{Name: abi.MethodKernelIntrospect, Summary: "list the methods and the ABI version", Quick: true, Handler: func(context.Context, *Call) (any, error) {
-		return abi.IntrospectResult{ABIVersion: abi.Version, Version: k.opts.Version, Methods: k.Methods()}, nil
+		return abi.IntrospectResult{ABIVersion: abi.Version, Version: k.opts.Version, Host: k.opts.Host, Methods: k.Methods()}, nil
 	}})
 	k.Register(Method{Name: abi.MethodClockWait, Summary: "answer at a time to come (a timer for plugins, whose call answers asynchronously)", Handler: clockWait})
 	k.Register(Method{Name: abi.MethodSystemMetrics, Summary: "the kernel's counters", Handler: func(context.Context, *Call) (any, error) {

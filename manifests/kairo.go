@@ -81,8 +81,13 @@ type MCPSandbox struct {
 	Limits   SkillLimits `toml:"limits"`
 }
 
-// HostConfig is the [host] table: the plugin host.
+// HostConfig is the [host] table: this host — its name among the hosts
+// that share a store — and its plugins.
 type HostConfig struct {
+	// Name is the host's name on a store several hosts share: stamped on
+	// the events it publishes (abi.Event.Host) and on its process ids
+	// ("p12@NAME"). Empty: see Config.HostName.
+	Name string `toml:"name"`
 	// PluginsDir is the drop-in folder, relative to KAIRO_HOME.
 	PluginsDir string `toml:"plugins_dir"`
 	// Builtins loads the plugins in the folder "plugins" beside the kairo
@@ -130,6 +135,56 @@ func (h HostConfig) MaxDeadlineDuration() time.Duration {
 func (h HostConfig) FailureWindowDuration() time.Duration {
 	d, _ := time.ParseDuration(h.FailureWindow)
 	return d
+}
+
+// MaxHostName is the longest [host] name.
+const MaxHostName = 64
+
+// validHostName reports whether name is 1 to MaxHostName of [A-Za-z0-9._-].
+func validHostName(name string) bool {
+	if name == "" || len(name) > MaxHostName {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// HostName is the daemon's name among the hosts that share its store:
+// [host] name; else, on a store others can reach (JetStream at a url, or an
+// embedded server that listens), the machine's host name; else "": the
+// store is this host's alone, and its events and process ids carry no name.
+func (c *Config) HostName() string {
+	if c.Host.Name != "" {
+		return c.Host.Name
+	}
+	j := c.Store.JetStream
+	if c.Store.Kind != StoreJetStream || (j.URL == "" && j.Listen == "") {
+		return ""
+	}
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		return "localhost"
+	}
+	return sanitizeHostName(name)
+}
+
+// sanitizeHostName makes the machine's name a valid [host] name: each
+// other character a "-", cut to MaxHostName.
+func sanitizeHostName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !validHostName(string(c)) {
+			b[i] = '-'
+		}
+	}
+	if len(b) > MaxHostName {
+		b = b[:MaxHostName]
+	}
+	return string(b)
 }
 
 // PluginsPath is the drop-in folder of a daemon whose data folder is home.
@@ -463,6 +518,9 @@ type JetStreamConfig struct {
 	// extra process.
 	Embedded bool   `toml:"embedded"`
 	Dir      string `toml:"dir"`
+	// Listen, with Embedded, serves the stream to other hosts' kairo on
+	// this address (HOST:PORT), without authentication.
+	Listen string `toml:"listen"`
 	// URL is the cluster's ("nats://host:4222", several separated by
 	// commas); with it, Creds (a credentials file), NKey (an nkey seed
 	// file), and TLS's CA, Cert and Key files, as the cluster asks.
@@ -506,6 +564,15 @@ func (j JetStreamConfig) validate() []*Error {
 			if err != nil || (pu.Scheme != "nats" && pu.Scheme != "tls") || pu.Host == "" {
 				bad("url", "%q is not a NATS URL; write nats://host:4222 (or tls://host:4222)", u)
 			}
+		}
+	}
+	if j.Listen != "" {
+		if !j.Embedded {
+			bad("listen", "%q: listen is for the embedded server (embedded = true); a cluster at url has its own", j.Listen)
+		} else if host, port, err := net.SplitHostPort(j.Listen); err != nil || host == "" {
+			bad("listen", "%q is not an address; write HOST:PORT, such as \"127.0.0.1:4222\"", j.Listen)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			bad("listen", "%q: the port %q is not a number from 0 to 65535; write HOST:PORT, such as \"127.0.0.1:4222\"", j.Listen, port)
 		}
 	}
 	if j.Embedded {
@@ -634,6 +701,9 @@ func (c *Config) validate() []*Error {
 	errs = append(errs, c.Approval.validate()...)
 	if _, err := c.Log.SlogLevel(); err != nil {
 		bad("log.level", "%v", err)
+	}
+	if n := c.Host.Name; n != "" && !validHostName(n) {
+		bad("host.name", "%q: a host name is 1 to %d of the letters A-Z and a-z, the digits and \".\", \"_\", \"-\", such as \"build-2\" (or leave it out: see Config.HostName)", n, MaxHostName)
 	}
 	if c.Host.PluginsDir == "" {
 		bad("host.plugins_dir", "is empty; name the drop-in folder, such as \"plugins\" (relative to KAIRO_HOME)")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/sdk/client"
 	"golang.org/x/sys/unix"
 )
@@ -350,10 +351,14 @@ func shellJoin(argv []string) string {
 }
 
 // processError is callError, but a process the kernel does not know is
-// named as the user wrote it, with where to look.
+// named as the user wrote it, with where to look; one of another host
+// keeps the kernel's word on which host runs it.
 func processError(what, id string, err error) error {
 	var ae *abi.Error
 	if errors.As(err, &ae) && ae.Code == abi.CodeNotFound {
+		if _, ok := proc.IDHost(id); ok && !strings.HasPrefix(ae.Message, "no process") {
+			return errors.New(ae.Message)
+		}
 		return fmt.Errorf("no process %s; `kairo ps` lists yours", id)
 	}
 	return callError(what, err)

@@ -104,6 +104,9 @@ cache folder's kairo/current), else ./.kairo.`)
 		fmt.Fprintf(w, "home\t%s (in the current folder)\n", termLine(home))
 	}
 	fmt.Fprintf(w, "socket\t%s\n", termLine(path))
+	if in.Host != "" {
+		fmt.Fprintf(w, "host\t%s (its name among the hosts sharing the store)\n", termLine(in.Host))
+	}
 	fmt.Fprintf(w, "store\t%s, last seq %d\n", m.Store, m.LastSeq)
 	if !m.StoreFullSince.IsZero() {
 		fmt.Fprintf(w, "\tREFUSING WRITES: its disk is full since %s (%v ago), %d events refused; reads and subscriptions work; free space and it resumes\n",

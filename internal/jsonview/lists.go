@@ -113,7 +113,8 @@ type Status struct {
 	Socket     string   `json:"socket"`
 	Version    string   `json:"version"`
 	ABIVersion int      `json:"abiVersion"`
-	Ready      bool     `json:"ready"` // the daemon is up, not only its socket (kernel.ping)
+	Ready      bool     `json:"ready"`          // the daemon is up, not only its socket (kernel.ping)
+	Host       string   `json:"host,omitempty"` // its name among the hosts sharing its store
 	Methods    []string `json:"methods"`
 	Metrics    struct {
 		UptimeSeconds float64 `json:"uptimeSeconds"`
@@ -142,7 +143,7 @@ type Status struct {
 // system.get_metrics and kernel.ping answer; home, from and socket say
 // where it was found.
 func NewStatus(home, from, socket string, in abi.IntrospectResult, m abi.Metrics, ping abi.PingResult) Status {
-	s := Status{Home: home, HomeFrom: from, Socket: socket, Version: in.Version, ABIVersion: in.ABIVersion, Ready: ping.Ready, Methods: in.Methods}
+	s := Status{Home: home, HomeFrom: from, Socket: socket, Version: in.Version, ABIVersion: in.ABIVersion, Ready: ping.Ready, Host: in.Host, Methods: in.Methods}
 	s.Metrics.UptimeSeconds = m.Uptime.Seconds()
 	s.Metrics.Goroutines, s.Metrics.HeapBytes = m.Goroutines, m.HeapBytes
 	s.Metrics.Connections, s.Metrics.Subscriptions = m.Connections, m.Subscriptions

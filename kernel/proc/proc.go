@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -152,6 +153,9 @@ type Options struct {
 	// KillGrace is how long a cancel waits after SIGTERM before SIGKILL.
 	// Default 2 s.
 	KillGrace time.Duration
+	// Host, when set, ends every process id: "p12@HOST", so that the ids
+	// of hosts sharing one store never meet (see IDHost).
+	Host string
 }
 
 // Manager owns the process sessions of a kernel.
@@ -191,6 +195,28 @@ func NewManager(b *bus.Bus, opts Options) *Manager {
 	// are all at most the log's last sequence number.
 	m.nextID.Store(b.LastSeq())
 	return m
+}
+
+// newID is the next process id: "pN", or "pN@HOST" with Options.Host.
+func (m *Manager) newID() string {
+	id := "p" + strconv.FormatUint(m.nextID.Add(1), 10)
+	if m.opts.Host != "" {
+		id += "@" + m.opts.Host
+	}
+	return id
+}
+
+// IDHost is the host of a process id "pN@HOST", and whether id has that
+// form; an id "pN" names no host.
+func IDHost(id string) (string, bool) {
+	n, host, ok := strings.Cut(id, "@")
+	if !ok || host == "" || len(n) < 2 || n[0] != 'p' {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(n[1:], 10, 64); err != nil {
+		return "", false
+	}
+	return host, true
 }
 
 // maxEnded is how many ended sessions the manager keeps for Get and List;
@@ -269,7 +295,7 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	spec.tree = tree
 	s := &Session{
 		m:     m,
-		id:    "p" + strconv.FormatUint(m.nextID.Add(1), 10),
+		id:    m.newID(),
 		spec:  spec,
 		owner: owner,
 		sinks: sinks,
