@@ -7,7 +7,8 @@
 // publishers and never loses events: when its bounded buffer overflows it
 // reads the store from where it was and rejoins the live stream once caught
 // up. Publishing an ID that is already stored is a no-op that returns the
-// stored sequence number.
+// stored sequence number. On a store the buses of several hosts share,
+// each delivers the others' events too, in sequence order with its own.
 package bus
 
 import (
@@ -73,7 +74,10 @@ type Bus struct {
 
 	// mu orders appends with delivery and guards the subscriber list, so a
 	// subscriber joining the live stream sees every event after the ones it
-	// read from the store, exactly once.
+	// read from the store, exactly once. On a store other writers share,
+	// their events are delivered under it too, before any of this bus's
+	// that the store placed after them (follow.go): every subscriber sees
+	// every event once, in seq order, whoever wrote it.
 	mu        sync.Mutex
 	subs      []*Subscription // copy-on-write
 	delivered uint64          // last seq handed to live subscribers
@@ -93,12 +97,14 @@ type Bus struct {
 	closed  atomic.Bool
 
 	published, duplicates, deliveredN, catchUps atomic.Uint64
+	followed                                    atomic.Uint64  // other writers' events
 	wg                                          sync.WaitGroup // subscription goroutines
 
 	clientBytes atomic.Int64 // held for budgeted subscriptions, at most opts.MaxClientBytes
 
 	full    fullState        // the store's disk filled up (full.go)
 	unreach unreachableState // the store could not be reached (unreachable.go)
+	follow  followState      // other writers of a shared store (follow.go)
 }
 
 type batch struct {
@@ -121,6 +127,7 @@ func New(store Store, opts Options) *Bus {
 		b.flushed = make(chan struct{})
 		go b.flusher()
 	}
+	b.startFollowing()
 	return b
 }
 
@@ -393,13 +400,25 @@ func (b *Bus) appendLocked(evs []*abi.Event, envs [][]byte, dup []bool) error {
 }
 
 // deliverLocked hands freshly stored events to live subscribers. It never
-// blocks: a subscriber whose buffer is full is marked lagging and reads the
-// store later.
+// waits for a subscriber: one whose buffer is full is marked lagging and
+// reads the store later. On a shared store it may read the store first,
+// for the other writers' events placed before these (one comparison per
+// event when there are none).
 func (b *Bus) deliverLocked(evs []*abi.Event, dup []bool) {
 	var fresh uint64
+	from := 0 // evs[from:] are not offered yet
 	for i, ev := range evs {
 		if dup[i] {
 			continue
+		}
+		if ev.Seq > b.delivered+1 {
+			// A shared store placed other writers' events before this
+			// one, learnt of during the append: they go first.
+			for _, s := range b.subs {
+				s.offer(evs[from:i], dup[from:i])
+			}
+			b.deliverStoredLocked(ev.Seq - 1)
+			from = i
 		}
 		fresh++
 		b.delivered = ev.Seq
@@ -412,7 +431,7 @@ func (b *Bus) deliverLocked(evs []*abi.Event, dup []bool) {
 		return
 	}
 	for _, s := range b.subs {
-		s.offer(evs, dup)
+		s.offer(evs[from:], dup[from:])
 	}
 }
 
@@ -427,7 +446,10 @@ func (b *Bus) Replay(ctx context.Context, q Query, fn func(*abi.Event) error) er
 // Stats are the bus's counters.
 type Stats struct {
 	Published, Duplicates, Delivered, CatchUps uint64
-	Subscriptions                              int
+	// Followed counts the events other writers of a shared store appended,
+	// which the bus delivers live as it does its own (Follower).
+	Followed      uint64
+	Subscriptions int
 	// Lagging counts subscriptions that overflowed their buffer and have
 	// not yet caught up from the store.
 	Lagging int
@@ -453,6 +475,7 @@ func (b *Bus) Stats() Stats {
 		Duplicates:    b.duplicates.Load(),
 		Delivered:     b.deliveredN.Load(),
 		CatchUps:      b.catchUps.Load(),
+		Followed:      b.followed.Load(),
 		Subscriptions: n,
 		ClientBytes:   b.clientBytes.Load(),
 	}
@@ -482,6 +505,7 @@ func (b *Bus) Close() error {
 		<-probe
 	}
 	b.unreach.stopProbe()
+	b.stopFollowing()
 	b.mu.Lock()
 	subs := b.subs
 	b.mu.Unlock()

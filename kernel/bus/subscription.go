@@ -294,6 +294,18 @@ func (s *Subscription) offer(evs []*abi.Event, dup []bool) {
 	}
 }
 
+// lag makes the subscription read what follows from the store, as after an
+// overflow; called by the bus, under bus.mu.
+func (s *Subscription) lag() {
+	s.mu.Lock()
+	s.lagging = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
 // charge counts ev against a budgeted subscription's bounds, under s.mu.
 // Past one, the subscription lags: its buffer is freed at once, and what
 // it held is read from the store again when its handler is ready.

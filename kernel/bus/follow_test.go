@@ -1,0 +1,343 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// twoHosts starts a nats-server with JetStream on loopback and two buses,
+// of hosts "a" and "b", each over its own store on one stream through it,
+// as the kairo daemons of two hosts of a cluster share one; both are
+// closed at the end of the test. opts.Host is replaced.
+func twoHosts(t *testing.T, opts Options) (a, b *Bus) {
+	t.Helper()
+	port := freePorts(t, 1)[0]
+	startNATS(t, port, t.TempDir())
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	open := func(host string) *Bus {
+		o := opts
+		o.Host = host
+		bus := New(openJetStream(t, JetStreamOptions{URL: url, Stream: "HOSTS"}), o)
+		t.Cleanup(func() {
+			if err := bus.Close(); err != nil {
+				t.Errorf("Close of host %s's bus: %v", host, err)
+			}
+		})
+		return bus
+	}
+	return open("a"), open("b")
+}
+
+// settle waits a moment and fails if c received more than n events: what
+// was awaited came once, and nothing after it.
+func settle(t *testing.T, what string, c *collector, n int) {
+	t.Helper()
+	time.Sleep(200 * time.Millisecond)
+	if got := len(c.events()); got != n {
+		t.Fatalf("%s received %d events, want %d", what, got, n)
+	}
+}
+
+// checkEvents fails unless evs come from host, each with the ID want
+// names, in that order.
+func checkEvents(t *testing.T, what string, evs []abi.Event, host string, want []string) {
+	t.Helper()
+	if len(evs) != len(want) {
+		t.Fatalf("%s: %d events, want %d", what, len(evs), len(want))
+	}
+	for i, ev := range evs {
+		if ev.ID != want[i] || ev.Host != host {
+			t.Fatalf("%s: event %d is %s from host %q, want %s from host %q", what, i, ev.ID, ev.Host, want[i], host)
+		}
+	}
+}
+
+// publishIDs publishes one event per id on subject, one at a time, and
+// returns the ids.
+func publishIDs(t *testing.T, b *Bus, subject string, ids ...string) []string {
+	t.Helper()
+	for _, id := range ids {
+		mustPublish(t, b, &abi.Event{ID: id, Type: subject, Data: payload(t, id)})
+	}
+	return ids
+}
+
+func idRange(prefix string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%03d", prefix, i)
+	}
+	return ids
+}
+
+// A subscriber on host b receives host a's events live, in order, each
+// once and marked as a's, though b publishes nothing; so does one that
+// starts from the store and joins the live stream. The control: what b
+// publishes itself follows them as before.
+func TestFollowLive(t *testing.T) {
+	a, b := twoHosts(t, Options{})
+	got := newCollector()
+	subscribe(t, b, ">", SubscribeOptions{}, got.handle)
+
+	sent := publishIDs(t, a, "test.a", idRange("a", 20)...)
+	checkEvents(t, "b's subscriber", got.wait(t, len(sent)), "a", sent)
+	late := newCollector()
+	subscribe(t, b, ">", SubscribeOptions{FromSeq: 1}, late.handle)
+	sent = append(sent, publishIDs(t, a, "test.a", idRange("a2", 20)...)...)
+	for _, c := range []*collector{got, late} {
+		evs := c.wait(t, len(sent))
+		checkEvents(t, "b's subscriber", evs, "a", sent)
+		checkDense(t, evs, 1)
+		settle(t, "b's subscriber", c, len(sent))
+	}
+	if st := b.Stats(); st.Followed != 40 || st.Published != 0 {
+		t.Fatalf("b's stats: %d followed, %d published; want 40 and 0", st.Followed, st.Published)
+	}
+
+	own := publishIDs(t, b, "test.b", idRange("b", 5)...) // the control
+	for _, c := range []*collector{got, late} {
+		evs := c.wait(t, len(sent)+len(own))
+		checkEvents(t, "b's own events", evs[len(sent):], "b", own)
+		checkDense(t, evs, 1)
+		settle(t, "b's subscriber", c, len(sent)+len(own))
+	}
+}
+
+// Both hosts publish at once, from several publishers each: a subscriber
+// on either bus sees every event of both once, with dense seqs, and the
+// replay of either store is the same sequence. The subscribers keep up
+// with small buffers too, and when the bus leaves every subscriber to read
+// others' events from the store itself.
+func TestFollowInterleaved(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		buffer int
+		read   uint64 // maxFollowRead
+	}{
+		{"live", 0, maxFollowRead},
+		{"small buffers", 4, maxFollowRead},
+		{"subscribers read the store", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Put back after the buses closed, which the cleanups of
+			// twoHosts do, running before this one.
+			t.Cleanup(func(n uint64) func() { return func() { maxFollowRead = n } }(maxFollowRead))
+			maxFollowRead = tc.read
+			a, b := twoHosts(t, Options{SubscriberBuffer: tc.buffer})
+			buses := map[string]*Bus{"a": a, "b": b}
+			got := map[string]*collector{"a": newCollector(), "b": newCollector()}
+			for host, bus := range buses {
+				subscribe(t, bus, ">", SubscribeOptions{}, got[host].handle)
+			}
+
+			const publishers, each = 3, 100
+			var wg sync.WaitGroup
+			for host, bus := range buses {
+				for p := range publishers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						ctx := testCtx(t)
+						for i := range each {
+							ev := &abi.Event{ID: fmt.Sprintf("%s-%d-%03d", host, p, i), Type: "test." + host, Data: payload(t, i)}
+							if _, err := bus.Publish(ctx, ev); err != nil {
+								t.Errorf("host %s publisher %d: %v", host, p, err)
+								return
+							}
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+
+			const total = 2 * publishers * each
+			for host, bus := range buses { // the last appends of the other may be on their way
+				eventually(t, "host "+host+" has read every event", func() bool { return bus.LastSeq() == total })
+			}
+			replay := replayAll(t, a, Query{})
+			checkDense(t, replay, 1)
+			if len(replay) != total {
+				t.Fatalf("a replays %d events, want %d", len(replay), total)
+			}
+			for _, ev := range replay {
+				if ev.Type != "test."+ev.Host {
+					t.Fatalf("event %s of type %s is marked as host %q's", ev.ID, ev.Type, ev.Host)
+				}
+			}
+			if fromB := replayAll(t, b, Query{}); !slices.EqualFunc(replay, fromB, func(x, y abi.Event) bool { return x.ID == y.ID && x.Seq == y.Seq }) {
+				t.Fatalf("the replays of a and b differ")
+			}
+			for host, c := range got {
+				evs := c.wait(t, total)
+				checkDense(t, evs, 1)
+				for i, ev := range evs {
+					if ev.ID != replay[i].ID || ev.Host != replay[i].Host {
+						t.Fatalf("host %s's subscriber: event %d is %s of %q, the store holds %s of %q", host, i, ev.ID, ev.Host, replay[i].ID, replay[i].Host)
+					}
+				}
+				settle(t, "host "+host+"'s subscriber", c, total)
+			}
+			for host, bus := range buses {
+				if st := bus.Stats(); st.Published != publishers*each || st.Followed != publishers*each {
+					t.Errorf("host %s: %d published, %d followed; want %d each", host, st.Published, st.Followed, publishers*each)
+				}
+			}
+		})
+	}
+}
+
+// A pattern subscription on b gets only the matching events of a, and of
+// b itself (the control).
+func TestFollowPattern(t *testing.T) {
+	a, b := twoHosts(t, Options{})
+	got := newCollector()
+	subscribe(t, b, "test.even.>", SubscribeOptions{}, got.handle)
+	var even []string
+	for i := range 30 {
+		kind := []string{"even", "odd"}[i%2]
+		id := fmt.Sprintf("a-%02d", i)
+		publishIDs(t, a, "test."+kind+".n", id)
+		if kind == "even" {
+			even = append(even, id)
+		}
+	}
+	evs := got.wait(t, len(even))
+	checkEvents(t, "b's even subscriber", evs, "a", even)
+	settle(t, "b's even subscriber", got, len(even))
+
+	publishIDs(t, b, "test.odd.n", "b-odd")
+	own := publishIDs(t, b, "test.even.n", "b-even")
+	evs = got.wait(t, len(even)+1)
+	checkEvents(t, "b's even subscriber, b's events", evs[len(even):], "b", own)
+	if evs[len(even)].Seq != 32 {
+		t.Fatalf("b's even event has seq %d, want 32", evs[len(even)].Seq)
+	}
+	settle(t, "b's even subscriber", got, len(even)+1)
+}
+
+// unfollowed hides a store's Follow: the bus learns of other writers'
+// events only when the store does, during the bus's own appends.
+type unfollowed struct{ Store }
+
+// An append of b's that the store places after a's events, which it
+// learnt of while appending, delivers a's first: b's subscriber sees both
+// in seq order, with no gap.
+func TestFollowGapOnAppend(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	startNATS(t, port, t.TempDir())
+	opts := JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "GAP"}
+	a := New(openJetStream(t, opts), Options{Host: "a"})
+	defer a.Close()
+	b := New(unfollowed{openJetStream(t, opts)}, Options{Host: "b"})
+	defer b.Close()
+	got := newCollector()
+	subscribe(t, b, ">", SubscribeOptions{}, got.handle)
+
+	ownFirst := publishIDs(t, b, "test.b", "b-0") // the control
+	checkEvents(t, "b's first event", got.wait(t, 1), "b", ownFirst)
+	others := publishIDs(t, a, "test.a", idRange("a", 5)...)
+	time.Sleep(100 * time.Millisecond)
+	if n := len(got.events()); n != 1 {
+		t.Fatalf("b's subscriber received %d events before b appended again, want 1: b does not follow", n)
+	}
+	res := publishN(t, b, "test.b", 3)
+	if res[0].Seq != 7 {
+		t.Fatalf("b's append after a's five events got seq %d, want 7", res[0].Seq)
+	}
+	evs := got.wait(t, 9)
+	checkDense(t, evs, 1)
+	checkEvents(t, "a's events on b", evs[1:6], "a", others)
+	for _, ev := range evs[6:] {
+		if ev.Host != "b" {
+			t.Fatalf("event %d is from host %q, want b", ev.Seq, ev.Host)
+		}
+	}
+	settle(t, "b's subscriber", got, 9)
+}
+
+// Close of a bus that follows its store ends the follower and the store's
+// watch promptly, while the other host keeps publishing, and leaves no
+// goroutine behind.
+func TestFollowClose(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	startNATS(t, port, t.TempDir())
+	opts := JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "CLOSE"}
+	if left := busGoroutines(); len(left) > 0 {
+		t.Fatalf("goroutines of buses or NATS clients run before the test:\n%s", strings.Join(left, "\n\n"))
+	}
+
+	a := New(openJetStream(t, opts), Options{Host: "a"})
+	b := New(openJetStream(t, opts), Options{Host: "b"})
+	got := newCollector()
+	subscribe(t, b, ">", SubscribeOptions{}, got.handle)
+	publishIDs(t, b, "test.b", "b-0") // the control
+	publishIDs(t, a, "test.a", idRange("a", 10)...)
+	got.wait(t, 11)
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { // a keeps b's follower busy while b closes
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			if _, err := a.Publish(ctx, &abi.Event{Type: "test.a", Data: payload(t, i)}); err != nil && ctx.Err() == nil {
+				t.Errorf("a's publish %d: %v", i, err)
+				return
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if err := b.Close(); err != nil {
+		t.Fatalf("b's Close: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("b's Close took %v", d)
+	}
+	select {
+	case <-b.follow.done:
+	default:
+		t.Fatal("b's follower runs after Close")
+	}
+	stop()
+	waitDone(t, "a's publisher", done)
+	if err := a.Close(); err != nil {
+		t.Fatalf("a's Close: %v", err)
+	}
+	deadline := time.Now().Add(waitLimit)
+	for {
+		left := busGoroutines()
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines of the buses or their NATS clients run after Close:\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// busGoroutines are the stacks of the goroutines, other than the caller's,
+// that run code of this package or of the NATS client: none are left once
+// every bus and store is closed. The nats-server's own may stay.
+func busGoroutines() []string {
+	buf := make([]byte, 4<<20)
+	all := strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n")
+	var ours []string
+	for _, g := range all[1:] { // the first is the caller's
+		if strings.Contains(g, "kairo/kernel/bus.") || strings.Contains(g, "nats-io/nats.go") {
+			ours = append(ours, g)
+		}
+	}
+	return ours
+}
