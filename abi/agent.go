@@ -245,6 +245,7 @@ type Note struct {
 type RunSummary struct {
 	ID         string    `msgpack:"id"`
 	Agent      string    `msgpack:"agent"`
+	Host       string    `msgpack:"host,omitempty"` // the kairo whose agent runs it, when several share a store
 	Goal       string    `msgpack:"goal"`
 	Status     string    `msgpack:"status"` // "open", "interrupted" (open, waiting for the user), or how it ended
 	StartedAt  time.Time `msgpack:"startedAt"`

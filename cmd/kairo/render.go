@@ -17,10 +17,15 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 //	[12] 2025-06-01T10:00:00.000+02:00 app.order.created cli {"id":7}
 //
 // The type and the source are the publisher's words, shown escaped; the
-// data is JSON, escaped by marshalJSON.
+// data is JSON, escaped by marshalJSON. When kairos share one store, the
+// source is followed by @ and the host that published it (cli@build-2).
 func eventLine(ev *abi.Event) string {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "[%d] %s %s %s", ev.Seq, ev.Time.Local().Format(timeLayout), termLine(ev.Type), termLine(ev.Source))
+	src := ev.Source
+	if ev.Host != "" {
+		src += "@" + ev.Host
+	}
+	fmt.Fprintf(&b, "[%d] %s %s %s", ev.Seq, ev.Time.Local().Format(timeLayout), termLine(ev.Type), termLine(src))
 	if len(ev.Data) > 0 {
 		b.WriteByte(' ')
 		b.Write(dataJSON(ev.Data))

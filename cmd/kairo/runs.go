@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,8 +25,9 @@ daemon stopped while it ran: it waits for the user, who may say "again"),
 or how it ended. "kairo runs show ID" prints one as a timeline (ID may be
 the last 8 characters the list shows).
 
-With --json, one JSON object per run loop: id, agent, goal, status,
-startedAt, endedAt (once ended), iterations, actions, inProgress.`)
+With --json, one JSON object per run loop: id, agent, host (when kairos
+share one store), goal, status, startedAt, endedAt (once ended),
+iterations, actions, inProgress.`)
 	open := f.Bool("open", false, "only the run loops still open")
 	limit := f.Int("limit", 20, "at most `N` run loops")
 	asJSON := f.Bool("json", false, "print one JSON object per run loop")
@@ -46,10 +48,20 @@ startedAt, endedAt (once ended), iterations, actions, inProgress.`)
 		fmt.Println(`no run loops yet: send the agent a message, e.g. kairo send "run sleep 5"`)
 		return nil
 	}
+	// HOST only when kairos share the store: their run loops name theirs.
+	hosts := slices.ContainsFunc(res.Runs, func(r abi.RunSummary) bool { return r.Host != "" })
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tSTARTED\tSTATUS\tSTEPS\tRUNNING\tGOAL")
+	head := "ID\tSTARTED\tSTATUS\tSTEPS\tRUNNING\tGOAL"
+	if hosts {
+		head = "ID\tHOST\tSTARTED\tSTATUS\tSTEPS\tRUNNING\tGOAL"
+	}
+	fmt.Fprintln(w, head)
 	for _, r := range res.Runs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", shortID(r.ID), r.StartedAt.Local().Format("01-02 15:04:05"),
+		id := shortID(r.ID)
+		if hosts {
+			id += "\t" + termLine(orDash(r.Host))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", id, r.StartedAt.Local().Format("01-02 15:04:05"),
 			termLine(r.Status), r.Iterations, r.InProgress, termLine(clip(r.Goal, 60)))
 	}
 	return w.Flush()
@@ -60,6 +72,7 @@ startedAt, endedAt (once ended), iterations, actions, inProgress.`)
 type runObject struct {
 	ID         string     `json:"id"`
 	Agent      string     `json:"agent"`
+	Host       string     `json:"host,omitempty"`
 	Goal       string     `json:"goal"`
 	Status     string     `json:"status"`
 	StartedAt  time.Time  `json:"startedAt"`
@@ -70,7 +83,7 @@ type runObject struct {
 }
 
 func runJSON(r abi.RunSummary) runObject {
-	o := runObject{ID: r.ID, Agent: r.Agent, Goal: r.Goal, Status: r.Status, StartedAt: r.StartedAt,
+	o := runObject{ID: r.ID, Agent: r.Agent, Host: r.Host, Goal: r.Goal, Status: r.Status, StartedAt: r.StartedAt,
 		Iterations: r.Iterations, Actions: r.Actions, InProgress: r.InProgress}
 	if !r.EndedAt.IsZero() {
 		t := r.EndedAt

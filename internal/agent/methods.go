@@ -22,12 +22,25 @@ func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
 		p.Limit = 50
 	}
 	r.mu.Lock()
-	out := make([]abi.RunSummary, 0, len(r.st.loops))
-	for _, l := range r.st.loops {
-		if p.Open && l.status != "" {
+	out := r.runs(nil, r.st, r.k.Bus.Host(), p.Open)
+	for host, st := range r.others {
+		out = r.runs(out, st, host, p.Open)
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b abi.RunSummary) int { return b.StartedAt.Compare(a.StartedAt) })
+	if len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return abi.RunsResult{Runs: out}, nil
+}
+
+// runs appends the run loops of st, host's, to out; the caller holds r.mu.
+func (r *Runtime) runs(out []abi.RunSummary, st *state, host string, open bool) []abi.RunSummary {
+	for _, l := range st.loops {
+		if open && l.status != "" {
 			continue
 		}
-		s := abi.RunSummary{ID: l.id, Agent: r.cfg.Agent, Goal: l.goal, Status: l.status, StartedAt: l.started, EndedAt: l.ended,
+		s := abi.RunSummary{ID: l.id, Agent: r.cfg.Agent, Host: host, Goal: l.goal, Status: l.status, StartedAt: l.started, EndedAt: l.ended,
 			Iterations: l.iterations, Actions: len(l.actions), InProgress: len(l.inProgress())}
 		switch {
 		case s.Status != "":
@@ -38,10 +51,5 @@ func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
 		}
 		out = append(out, s)
 	}
-	r.mu.Unlock()
-	slices.SortFunc(out, func(a, b abi.RunSummary) int { return b.StartedAt.Compare(a.StartedAt) })
-	if len(out) > p.Limit {
-		out = out[:p.Limit]
-	}
-	return abi.RunsResult{Runs: out}, nil
+	return out
 }

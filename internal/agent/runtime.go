@@ -151,6 +151,12 @@ type Runtime struct {
 	// closed once they are gone (beginHalt).
 	halts map[string]chan struct{}
 
+	// others are the states of the other hosts sharing the store, by
+	// host, for agent.runs only (hosts.go); othersFull says a host past
+	// maxOtherHosts was met.
+	others     map[string]*state
+	othersFull bool
+
 	// OnTick, when set before Start, is told of every tick after it ran,
 	// with whether the policy was asked.
 	OnTick func(tk Tick, decided bool)
@@ -181,7 +187,7 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	skills := slices.Sorted(maps.Keys(cfg.Skills))
 	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills, ownTools: owned,
-		halts: map[string]chan struct{}{}}
+		halts: map[string]chan struct{}{}, others: map[string]*state{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.sess = newSession(r.ctx, r)
 	mc := MemoryConfig{}
@@ -201,6 +207,11 @@ func (r *Runtime) Start() error {
 	n := 0
 	err := r.k.Bus.Replay(r.ctx, bus.Query{}, func(ev *abi.Event) error {
 		n++
+		if r.foreign(ev) {
+			r.foldOther(ev)
+			r.st.lastSeq = max(r.st.lastSeq, ev.Seq) // followed from after it
+			return nil
+		}
 		r.st.apply(ev)
 		r.mem.rebuild(ev)
 		return nil
@@ -266,6 +277,12 @@ func (r *Runtime) Hz() float64 { return r.ticker.Hz() }
 func (r *Runtime) observe(evs []abi.Event) error {
 	for i := range evs {
 		ev := &evs[i]
+		if r.foreign(ev) {
+			r.mu.Lock()
+			r.foldOther(ev)
+			r.mu.Unlock()
+			continue
+		}
 		if !trusted(ev) {
 			r.log.Warn("ignored an event of a kernel subject from an untrusted source", "type", ev.Type, "source", ev.Source, "id", ev.ID)
 			continue

@@ -30,13 +30,14 @@ type Event struct {
 	Data          json.RawMessage `json:"data"`
 	CorrelationID string          `json:"correlationId"`
 	CausationID   string          `json:"causationId"`
+	Host          string          `json:"host,omitempty"` // when kairos share one store
 }
 
 // EventObject renders an event as one JSON object (no newline).
 func EventObject(ev *abi.Event) []byte {
 	o := Event{
 		Seq: ev.Seq, ID: ev.ID, Type: ev.Type, Source: ev.Source, Time: ev.Time,
-		Data: json.RawMessage("null"), CorrelationID: ev.CorrelationID, CausationID: ev.CausationID,
+		Data: json.RawMessage("null"), CorrelationID: ev.CorrelationID, CausationID: ev.CausationID, Host: ev.Host,
 	}
 	if len(ev.Data) > 0 {
 		o.Data = Data(ev.Data)

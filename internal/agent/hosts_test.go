@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+)
+
+// host is one kairo of several on one JetStream stream: its bus names it
+// on every event, its kernel runs its processes, its agent its run loops.
+type host struct {
+	bus    *bus.Bus
+	kernel *kernel.Kernel
+}
+
+func newHost(t *testing.T, name string, store bus.Store) *host {
+	t.Helper()
+	b := bus.New(store, bus.Options{Host: name})
+	k := kernel.New(b, kernel.Options{Logger: quiet})
+	t.Cleanup(func() { k.Close(); b.Close() })
+	return &host{bus: b, kernel: k}
+}
+
+func (h *host) say(t *testing.T, text string) {
+	t.Helper()
+	raw, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: bus.NewID()})
+	if _, err := h.bus.Publish(context.Background(), &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runs is what agent.runs answers on h, by host.
+func (h *host) runs(t *testing.T) map[string]int {
+	t.Helper()
+	raw, _ := msgpack.Marshal(abi.RunsParams{})
+	out, aerr := h.kernel.Invoke(context.Background(), abi.MethodAgentRuns, &kernel.Call{Session: operatorSession{}, Params: raw})
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	var res abi.RunsResult
+	if err := msgpack.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]int{}
+	for _, r := range res.Runs {
+		by[r.Host]++
+	}
+	return by
+}
+
+// Two kairos on one stream, each with its agent: a message sent on host a
+// is acted on by a's agent only, b's agent lists a's run loop with its
+// host, and the other way round.
+func TestAgentsOfTwoHosts(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	sa, err := bus.OpenJetStream(bus.JetStreamOptions{Embedded: true, Dir: t.TempDir(), Listen: "127.0.0.1:" + port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := bus.OpenJetStream(bus.JetStreamOptions{URL: "nats://127.0.0.1:" + port})
+	if err != nil {
+		sa.Close()
+		t.Fatal(err)
+	}
+	a := newHost(t, "a", sa)
+	b := newHost(t, "b", sb) // closed first: a's store is the server
+	dir := t.TempDir()
+	ranA, ranB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, x := range []struct {
+		h      *host
+		marker string
+	}{{a, ranA}, {b, ranB}} {
+		r, err := New(Config{Kernel: x.h.kernel, Policy: onceSpawn("echo ran >> " + x.marker), Logger: quiet, Hz: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Stop)
+	}
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 20s: %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	a.say(t, "run it")
+	eventually("a's agent ran a's task", func() bool { return lines(t, ranA) == 1 })
+	eventually("b lists a's run loop as a's", func() bool { return b.runs(t)["a"] == 1 })
+	if n := lines(t, ranB); n != 0 {
+		t.Fatalf("b's agent acted on a message sent on a: ran %d times", n)
+	}
+	if got := b.runs(t)["b"]; got != 0 {
+		t.Fatalf("b lists %d run loops of its own; it was sent nothing", got)
+	}
+
+	b.say(t, "run it") // the control: b's agent acts on b's message
+	eventually("b's agent ran b's task", func() bool { return lines(t, ranB) == 1 })
+	eventually("a lists both", func() bool { r := a.runs(t); return r["a"] == 1 && r["b"] == 1 })
+	if n := lines(t, ranA); n != 1 {
+		t.Fatalf("a's agent ran %d times; b's message is b's", n)
+	}
+}
