@@ -78,8 +78,11 @@ func (k *Kernel) LoadApprovals(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Another host's approvals are its own kernel's: its agent asked, and
+	// only its agent acts on the decision.
+	other := func(ev *abi.Event) bool { return ev.Host != "" && ev.Host != k.Bus.Host() }
 	err = k.Bus.Replay(ctx, bus.Query{Pattern: pat}, func(ev *abi.Event) error {
-		if ev.Source != approvalSource {
+		if ev.Source != approvalSource || other(ev) {
 			return nil
 		}
 		switch ev.Type {
@@ -105,7 +108,7 @@ func (k *Kernel) LoadApprovals(ctx context.Context) error {
 	}
 	err = k.Bus.Replay(ctx, bus.Query{Pattern: spawned}, func(ev *abi.Event) error {
 		var d abi.ProcessSpawned
-		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Approval != "" {
+		if !other(ev) && msgpack.Unmarshal(ev.Data, &d) == nil && d.Approval != "" {
 			ap.mu.Lock()
 			if e := ap.byID[d.Approval]; e != nil {
 				e.a.UsedBy = d.ProcessID

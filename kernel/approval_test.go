@@ -236,3 +236,36 @@ func TestApprovalSpentOnce(t *testing.T) {
 		t.Fatalf("spent twice: %v", err)
 	}
 }
+
+// On a store several hosts share, a kernel loads its own host's approvals
+// only: another host's request is for that host's agent, which alone acts
+// on its decision. The control: the host that asked finds it pending.
+func TestApprovalsOfAnotherHost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	open := func(host string) (*Kernel, func()) {
+		st, err := bus.OpenSQLite(path, bus.SQLiteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := bus.New(st, bus.Options{Host: host})
+		k := New(b, Options{Host: host})
+		if err := k.LoadApprovals(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return k, func() { k.Close(); b.Close() }
+	}
+	k, stop := open("b")
+	asked := request(t, k, "on-b")
+	stop()
+
+	k, stop = open("a")
+	if got := k.Approvals(false); len(got) != 0 {
+		t.Fatalf("host a loaded host b's approvals: %+v", got)
+	}
+	stop()
+	k, stop = open("b")
+	defer stop()
+	if got := k.Approvals(false); len(got) != 1 || got[0].ID != asked.ID {
+		t.Fatalf("host b after a restart: %+v; want its own pending request", got)
+	}
+}
