@@ -44,6 +44,11 @@ type Metrics struct {
 	// refused; StoreRefused counts them.
 	StoreFullSince time.Time `msgpack:"storeFullSince,omitempty"`
 	StoreRefused   uint64    `msgpack:"storeRefused,omitempty"`
+	// StoreUnreachableSince is set while the store (a NATS cluster) cannot
+	// be reached and events are refused; StoreUnreachableRefused counts
+	// them.
+	StoreUnreachableSince   time.Time `msgpack:"storeUnreachableSince,omitempty"`
+	StoreUnreachableRefused uint64    `msgpack:"storeUnreachableRefused,omitempty"`
 }
 
 // PublishParams is events.publish. The kernel fills an empty ID, Time and

@@ -67,6 +67,7 @@ func (k *Kernel) Metrics() abi.Metrics {
 		Store:         k.Bus.Store().Describe(),
 	}
 	m.StoreFullSince, m.StoreRefused = k.Bus.Full()
+	m.StoreUnreachableSince, m.StoreUnreachableRefused = k.Bus.Unreachable()
 	if f, ok := k.gauges.Load("connections"); ok {
 		m.Connections = f.(func() int)()
 	}

@@ -112,6 +112,10 @@ cache folder's kairo/current), else ./.kairo.`)
 		fmt.Fprintf(w, "\tREFUSING WRITES: its disk is full since %s (%v ago), %d events refused; reads and subscriptions work; free space and it resumes\n",
 			m.StoreFullSince.Local().Format(time.TimeOnly), time.Since(m.StoreFullSince).Round(time.Second), m.StoreRefused)
 	}
+	if !m.StoreUnreachableSince.IsZero() {
+		fmt.Fprintf(w, "\tREFUSING WRITES: it cannot be reached since %s (%v ago), %d events refused; processes run on; it resumes once the store answers\n",
+			m.StoreUnreachableSince.Local().Format(time.TimeOnly), time.Since(m.StoreUnreachableSince).Round(time.Second), m.StoreUnreachableRefused)
+	}
 	fmt.Fprintf(w, "events\t%d published, %d duplicates, %d delivered, %d catch-ups\n", m.Published, m.Duplicates, m.Delivered, m.CatchUps)
 	fmt.Fprintf(w, "clients\t%d connections, %d subscriptions, %d requests, %d bad frames\n", m.Connections, m.Subscriptions, m.Requests, m.BadFrames)
 	fmt.Fprintf(w, "runtime\t%d goroutines, %s heap\n", m.Goroutines, humanBytes(m.HeapBytes))

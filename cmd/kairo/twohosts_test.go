@@ -34,7 +34,7 @@ func TestTwoHostsOneStream(t *testing.T) {
 	}
 	config(homeA, "a", "embedded = true\nlisten = \"127.0.0.1:"+port+"\"\n")
 	config(homeB, "b", "url = \"nats://127.0.0.1:"+port+"\"\n")
-	startUp(t, homeA)
+	upA := startUp(t, homeA)
 	startUp(t, homeB) // stopped first: a serves the stream
 
 	tail := exec.Command(kairoBin, "events", "tail", "--json", "kairo.>")
@@ -116,5 +116,18 @@ func TestTwoHostsOneStream(t *testing.T) {
 	}
 	if r := kairo(t, homeA, "kill", proc); r.code != 0 { // the control
 		t.Fatalf("kill of a's process on a:\n%s", r)
+	}
+
+	// a stops, and with it the server b's store is on: b refuses writes
+	// with a clear error, runs on, and says so in its status.
+	if code := upA.stop(); code != 0 {
+		t.Fatalf("a's kairo up exited %d", code)
+	}
+	r = kairo(t, homeB, "events", "publish", "test.after")
+	if r.code == 0 || !strings.Contains(r.stderr, "cannot be reached") {
+		t.Fatalf("publish on b with the stream away:\n%s", r)
+	}
+	if r := kairo(t, homeB, "status"); r.code != 0 || !strings.Contains(r.stdout, "REFUSING WRITES: it cannot be reached since") {
+		t.Fatalf("status of b with the stream away:\n%s", r)
 	}
 }

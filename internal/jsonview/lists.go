@@ -132,10 +132,9 @@ type Status struct {
 		Store         string  `json:"store"`
 		// StoreFull is set while the store's disk is full: since when, and
 		// how many events it refused.
-		StoreFull *struct {
-			Since   time.Time `json:"since"`
-			Refused uint64    `json:"refused"`
-		} `json:"storeFull,omitempty"`
+		StoreFull *Refusing `json:"storeFull,omitempty"`
+		// StoreUnreachable is set while the store cannot be reached.
+		StoreUnreachable *Refusing `json:"storeUnreachable,omitempty"`
 	} `json:"metrics"`
 }
 
@@ -151,12 +150,18 @@ func NewStatus(home, from, socket string, in abi.IntrospectResult, m abi.Metrics
 	s.Metrics.Delivered, s.Metrics.CatchUps = m.Delivered, m.CatchUps
 	s.Metrics.Requests, s.Metrics.BadFrames, s.Metrics.Store = m.Requests, m.BadFrames, m.Store
 	if !m.StoreFullSince.IsZero() {
-		s.Metrics.StoreFull = &struct {
-			Since   time.Time `json:"since"`
-			Refused uint64    `json:"refused"`
-		}{m.StoreFullSince, m.StoreRefused}
+		s.Metrics.StoreFull = &Refusing{m.StoreFullSince, m.StoreRefused}
+	}
+	if !m.StoreUnreachableSince.IsZero() {
+		s.Metrics.StoreUnreachable = &Refusing{m.StoreUnreachableSince, m.StoreUnreachableRefused}
 	}
 	return s
+}
+
+// Refusing is a store refusing writes: since when, and how many events.
+type Refusing struct {
+	Since   time.Time `json:"since"`
+	Refused uint64    `json:"refused"`
 }
 
 // Approval is an approval's wire form as JSON: the names approval.list
