@@ -477,7 +477,15 @@ func (r *Runtime) runTool(loop, actionID string, d abi.ActionData, halt <-chan s
 		}
 	}
 	res.Duration = time.Since(start)
-	ev, ok := r.emitIf(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: actionID}, res, inFlight)
+	// Recorded while the call is in flight, and also when the process it
+	// started has ended already (its exit, applied first, ended the
+	// action): every invoke has its result. Not after a cancel.
+	recordable := func() bool {
+		a := r.st.actions[actionID]
+		return a != nil && (a.status == abi.StatusInProgress ||
+			res.ProcessID != "" && a.processID == res.ProcessID && a.status != abi.StatusCanceled)
+	}
+	ev, ok := r.emitIf(&abi.Event{Type: abi.SubjectToolResult, CorrelationID: loop, CausationID: actionID}, res, recordable)
 	if !ok {
 		if s, found := r.k.Proc.Get(res.ProcessID); found && res.ProcessID != "" {
 			s.Terminate(killGrace)

@@ -14,6 +14,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/tools"
+	"github.com/kairo-os/kairo/kernel"
 )
 
 // A message opens a run loop; the process it asks for runs; its end comes
@@ -353,4 +355,40 @@ func TestRunSkill(t *testing.T) {
 
 	e.say("run nosuchskill now", "")
 	e.events.until(t, "a shell's answer", sayIn("", "`nosuchskill now` failed"))
+}
+
+// slowAnswer is Tools that answers a call only once the process it
+// started has ended and its exit had time to reach the agent: the order a
+// loaded machine can give a quick process.
+type slowAnswer struct {
+	Tools
+	k *kernel.Kernel
+}
+
+func (s slowAnswer) Call(ctx context.Context, c ToolCall) abi.ToolResultEvent {
+	res := s.Tools.Call(ctx, c)
+	if p, ok := s.k.Proc.Get(res.ProcessID); ok {
+		p.Wait(ctx)
+		time.Sleep(200 * time.Millisecond)
+	}
+	return res
+}
+
+// A call whose process ended before the call returned still has its
+// result in the log: every invoke has one. (The exit, applied first,
+// ended the action; the result once went unrecorded.)
+func TestResultAfterTheProcessEnded(t *testing.T) {
+	e := newEnv(t)
+	reg, err := tools.New(tools.Config{Kernel: e.kernel, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	e.start(Config{Policy: onceSpawn("true"), Tools: slowAnswer{reg, e.kernel}})
+	e.say("run it", "")
+	exited := e.events.until(t, "the process's exit", typed(abi.SubjectProcessExited))
+	res := decodeAs[abi.ToolResultEvent](t, e.events.until(t, "the tool's result", typed(abi.SubjectToolResult)))
+	if res.Status != abi.StatusDone || res.ProcessID == "" || !strings.Contains(decodeAny(exited.Data), res.ProcessID) {
+		t.Fatalf("result %+v after the exit %s", res, decodeAny(exited.Data))
+	}
 }
