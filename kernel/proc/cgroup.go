@@ -353,8 +353,10 @@ func (h *CgroupHome) make(parents []string, name string) (*cgroup, error) {
 	return cg, nil
 }
 
-// setLimits writes memory.max and pids.max (or their v1 names).
-func (cg *cgroup) setLimits(memory, pids uint64) error {
+// setLimits writes memory.max and pids.max (or their v1 names). A v1
+// memory limit under what the cgroup holds is refused with EBUSY; patient,
+// it is tried again for a moment while the kernel reclaims.
+func (cg *cgroup) setLimits(memory, pids uint64, patient bool) error {
 	if !cg.home.Limits {
 		return nil
 	}
@@ -383,7 +385,7 @@ func (cg *cgroup) setLimits(memory, pids uint64) error {
 		// v1 refuses a memory limit under what the cgroup holds while it
 		// cannot reclaim the rest at once (the helper's page cache, on a
 		// busy disk): it is reclaimed within moments.
-		for wait := 5 * time.Millisecond; errors.Is(err, syscall.EBUSY) && wait <= 320*time.Millisecond; wait *= 2 {
+		for wait := 5 * time.Millisecond; patient && errors.Is(err, syscall.EBUSY) && wait <= 320*time.Millisecond; wait *= 2 {
 			time.Sleep(wait)
 			err = writeCtl(w[0], w[1])
 		}

@@ -267,14 +267,23 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		}
 	}
 	if cg != nil && !member && (p.Limits.Memory != w.memory || p.Limits.Processes != w.pids) {
-		// Limits other than those the cgroup was made with bite from the
-		// target's exec on: the helper's own start is not charged against
-		// a small limit. Until then the target's rlimits bound it.
+		// Limits other than those the cgroup was made with are written
+		// before the target runs, so they bound it from its first
+		// instruction. A limit under what the waiting helper holds (a
+		// large helper, a small limit) cannot be written then; it bites
+		// from the target's exec on, and until then the target's rlimits
+		// bound it.
 		limits := p.Limits
+		early := false
+		handoff := launch.Handoff
+		launch.Handoff = func(stdin, stdout, stderr *os.File, ctty bool) error {
+			early = cg.setLimits(limits.Memory, limits.Processes, false) == nil
+			return handoff(stdin, stdout, stderr, ctty)
+		}
 		launch.Started = func() error {
 			err := c.Started()
-			if err == nil {
-				err = cg.setLimits(limits.Memory, limits.Processes)
+			if err == nil && !early {
+				err = cg.setLimits(limits.Memory, limits.Processes, true)
 			}
 			return err
 		}
@@ -487,7 +496,7 @@ func (l *Sandboxed) startWarm() (*warmHelper, error) {
 		// spawn writes none. They are wide enough for the helper.
 		lim := sandbox.DefaultLimits
 		overrideLimits(&lim, l.Limits)
-		if err = w.cg.setLimits(lim.Memory, lim.Processes); err != nil {
+		if err = w.cg.setLimits(lim.Memory, lim.Processes, true); err != nil {
 			return fail(err)
 		}
 		w.memory, w.pids = lim.Memory, lim.Processes
