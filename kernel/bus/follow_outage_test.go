@@ -51,9 +51,9 @@ func TestFollowAcrossOutage(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	evs := got.wait(t, 20)
+	got.wait(t, 20)
 	mustPublish(t, b, &abi.Event{ID: "b-after", Type: "test.b"})
-	evs = got.wait(t, 21)
+	evs := got.wait(t, 21)
 	want := append(idRange("before", 10), idRange("after", 10)...)
 	checkEvents(t, "b's subscriber, a's events", evs[:20], "a", want)
 	if evs[20].ID != "b-after" || evs[20].Host != "b" {
