@@ -28,12 +28,17 @@ func TestFollowAcrossOutage(t *testing.T) {
 	defer b.Close()
 	got := newCollector()
 	subscribe(t, b, "test.>", SubscribeOptions{}, got.handle)
+	outage := newCollector()
+	subscribe(t, b, "kairo.system.store.>", SubscribeOptions{}, outage.handle)
 
 	publishIDs(t, a, "test.a", idRange("before", 10)...)
 	got.wait(t, 10) // the control
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
+	if _, err := a.Publish(testCtx(t), &abi.Event{Type: "kairo.test.away"}); !IsUnreachable(err) {
+		t.Fatalf("a publish with the server down: %v; want it refused as unreachable", err)
+	}
 	startNATS(t, port, dir)
 	// a publishes as soon as the store takes it again: the same IDs on
 	// every try, so a try that landed unacknowledged is not stored twice.
@@ -65,4 +70,10 @@ func TestFollowAcrossOutage(t *testing.T) {
 		}
 	}
 	settle(t, "b's subscriber", got, 21)
+	// a's record of its outage is a's, as every event it publishes.
+	for _, ev := range outage.wait(t, 2) {
+		if ev.Host != "a" {
+			t.Fatalf("%s of a's outage names host %q", ev.Type, ev.Host)
+		}
+	}
 }

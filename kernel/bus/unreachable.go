@@ -199,9 +199,11 @@ func (b *Bus) probeOnce() bool {
 	back := time.Now()
 	gone, _ := msgpack.Marshal(StoreUnreachable{Store: b.store.Describe(), Since: u.since, Cause: u.cause.Error()})
 	came, _ := msgpack.Marshal(StoreReachable{Store: b.store.Describe(), Since: u.since, Back: back, Down: back.Sub(u.since), Refused: u.refused})
+	// Appended as they are, not through prepare: they carry the bus's
+	// host themselves.
 	evs := []*abi.Event{
-		{ID: u.ids[0], Type: SubjectStoreUnreachable, Source: "kernel", Time: u.since, Data: gone},
-		{ID: u.ids[1], Type: SubjectStoreReachable, Source: "kernel", Time: back, Data: came},
+		{ID: u.ids[0], Type: SubjectStoreUnreachable, Source: "kernel", Time: u.since, Data: gone, Host: b.opts.Host},
+		{ID: u.ids[1], Type: SubjectStoreReachable, Source: "kernel", Time: back, Data: came, Host: b.opts.Host},
 	}
 	u.mu.Unlock()
 	dup := make([]bool, len(evs))
