@@ -121,3 +121,26 @@ func TestAgentsOfTwoHosts(t *testing.T) {
 		t.Fatalf("a's agent ran %d times; b's message is b's", n)
 	}
 }
+
+// The other hosts an agent keeps run loops of are bounded: events of hosts
+// past maxOtherHosts are not folded (and said once), whoever writes them
+// into the shared stream. The control: the first maxOtherHosts hosts are
+// listed.
+func TestOtherHostsBounded(t *testing.T) {
+	e := newEnv(t)
+	r, err := New(Config{Kernel: e.kernel, Policy: onceSpawn("true"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxOtherHosts + 10 {
+		raw, _ := msgpack.Marshal(abi.IntentStarted{RunLoopID: "loop-" + strconv.Itoa(i), Agent: "default", Goal: "g"})
+		r.foldOther(&abi.Event{ID: bus.NewID(), Type: abi.SubjectIntentStarted, Source: "agent/default",
+			Host: "h" + strconv.Itoa(i), CorrelationID: "loop-" + strconv.Itoa(i), Data: raw, Seq: uint64(i + 1)})
+	}
+	if len(r.others) != maxOtherHosts || !r.othersFull {
+		t.Fatalf("%d other hosts kept (full %v); want %d", len(r.others), r.othersFull, maxOtherHosts)
+	}
+	if st := r.others["h0"]; st == nil || len(st.loops) != 1 {
+		t.Fatalf("the first host's run loop is not listed: %+v", st)
+	}
+}
