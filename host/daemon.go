@@ -216,6 +216,7 @@ func (d *Daemon) start() error {
 	if len(sock) > maxSocketPath {
 		return fmt.Errorf("the socket path %s is %d bytes, over the %d a Unix socket allows; set KAIRO_SOCKET or kernel.socket in kairo.toml to a shorter path", sock, len(sock), maxSocketPath)
 	}
+	hostName := cfg.HostName()
 	var store bus.Store
 	switch cfg.Store.Kind {
 	case manifests.StoreMemory:
@@ -225,7 +226,7 @@ func (d *Daemon) start() error {
 		s, err := bus.OpenJetStream(bus.JetStreamOptions{
 			Embedded: j.Embedded, Dir: cfg.JetStreamPath(home), Listen: j.Listen, SyncAlways: cfg.Store.Synchronous == "full",
 			URL: j.URL, CredsFile: j.Creds, NKeySeedFile: j.NKey, CAFile: j.CA, CertFile: j.Cert, KeyFile: j.Key,
-			Stream: j.Stream, Replicas: j.Replicas, MaxAge: j.MaxAgeDuration(), MaxBytes: int64(j.MaxBytes),
+			Stream: j.Stream, Host: hostName, Replicas: j.Replicas, MaxAge: j.MaxAgeDuration(), MaxBytes: int64(j.MaxBytes),
 		})
 		if err != nil {
 			return fmt.Errorf("the JetStream store: %w", err)
@@ -243,7 +244,6 @@ func (d *Daemon) start() error {
 		store.Close()
 		return err
 	}
-	hostName := cfg.HostName()
 	b := bus.New(store, bus.Options{Host: hostName})
 	k := kernel.New(b, kernel.Options{Version: d.cfg.Version, Host: hostName, Logger: log, Launcher: launcher, ApprovalTimeout: cfg.Approval.TimeoutDuration()})
 	k.SetSkills(installedSkills(cfg.SkillsPath(home)))

@@ -52,10 +52,17 @@ type JetStreamOptions struct {
 
 	// Stream is the stream's name. Default DefaultJetStreamStream.
 	Stream string
-	// Prefix is the first token(s) of the stream's subject, PREFIX.log,
-	// so that several Kairo installations can share one cluster, each with
-	// its own stream and prefix. Default: Stream.
+	// Prefix is the first token(s) of the stream's subjects, PREFIX.log
+	// and PREFIX.log.>, so that several Kairo installations can share one
+	// cluster, each with its own stream and prefix. Default: Stream.
 	Prefix string
+	// Host is the name of the host this store writes for, the bus's
+	// Options.Host: its messages go to PREFIX.log.HOST (PREFIX.log for a
+	// host of no name), the subject a cluster's permissions give that host
+	// alone. A reader takes an event's host from the subject its message
+	// was stored on, never from the event (docs/RATIONALE.md, "Several
+	// hosts, one log").
+	Host string
 	// Replicas is the stream's replica count on a cluster. Default 1.
 	Replicas int
 	// MaxAge removes events older than this. Zero keeps them for good.
@@ -88,6 +95,9 @@ func (o *JetStreamOptions) fill() error {
 	}
 	if err := ValidateSubject(o.Prefix); err != nil {
 		return fmt.Errorf("jetstream store: prefix: %w", err)
+	}
+	if err := ValidateSubject(hostSubject(o.Prefix, o.Host)); err != nil || strings.ContainsAny(o.Host, "*>") {
+		return fmt.Errorf("jetstream store: host %q is not a name a subject can carry: letters, digits, \"-\", \"_\" and dots between them", o.Host)
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 1
@@ -135,7 +145,8 @@ type JetStreamStore struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	stream   jetstream.Stream
-	subject  string // PREFIX.log
+	subject  string // PREFIX.log.HOST, where this store publishes
+	logSubj  string // PREFIX.log
 	writer   string // this store's name in its messages' hdrMsgID
 	maxData  int    // the most data one message holds
 	ctx      context.Context
@@ -173,7 +184,7 @@ func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	s := &JetStreamStore{opts: opts, subject: opts.Prefix + ".log", writer: nats.NewInbox()[len(nats.InboxPrefix):], ids: newIDIndex(), lost: map[string]bool{}}
+	s := &JetStreamStore{opts: opts, subject: hostSubject(opts.Prefix, opts.Host), logSubj: opts.Prefix + ".log", writer: nats.NewInbox()[len(nats.InboxPrefix):], ids: newIDIndex(), lost: map[string]bool{}}
 	var err error
 	if opts.Embedded {
 		if s.srv, err = startEmbedded(opts); err != nil {
@@ -211,7 +222,7 @@ func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 	cfg := jetstream.StreamConfig{
 		Name:        opts.Stream,
 		Description: "Kairo's event bus",
-		Subjects:    []string{s.subject},
+		Subjects:    []string{s.logSubj, s.logSubj + ".>"},
 		Storage:     jetstream.FileStorage,
 		Replicas:    opts.Replicas,
 		MaxAge:      opts.MaxAge,
@@ -266,6 +277,29 @@ func (s *JetStreamStore) checkFormat(ctx context.Context) error {
 		return s.notOurs(raw.Sequence, raw.Subject, err)
 	}
 	return nil
+}
+
+// hostSubject is the subject the store of host publishes on.
+func hostSubject(prefix, host string) string {
+	if host == "" {
+		return prefix + ".log"
+	}
+	return prefix + ".log." + host
+}
+
+// writerHost is the host a message on subject was written for, as the
+// subject names it; ok is false for a subject that is not the log's.
+func (s *JetStreamStore) writerHost(subject string) (host string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.logSubj)
+	switch {
+	case !found:
+		return "", false
+	case rest == "":
+		return "", true
+	case rest[0] == '.' && len(rest) > 1:
+		return rest[1:], true
+	}
+	return "", false
 }
 
 // notOurs is the error for a stream message the store cannot read.
