@@ -49,6 +49,7 @@ const (
 	SubjectSystemStoreWritable    = "kairo.system.store.writable"
 	SubjectSystemStoreUnreachable = "kairo.system.store.unreachable"
 	SubjectSystemStoreReachable   = "kairo.system.store.reachable"
+	SubjectSystemStoreSkipped     = "kairo.system.store.skipped"
 
 	SubjectSystemAll = "kairo.system.>"
 )

@@ -244,7 +244,7 @@ func (d *Daemon) start() error {
 		store.Close()
 		return err
 	}
-	b := bus.New(store, bus.Options{Host: hostName})
+	b := bus.New(store, bus.Options{Host: hostName, Logger: log})
 	k := kernel.New(b, kernel.Options{Version: d.cfg.Version, Host: hostName, Logger: log, Launcher: launcher, ApprovalTimeout: cfg.Approval.TimeoutDuration()})
 	k.SetSkills(installedSkills(cfg.SkillsPath(home)))
 	// What waited for a person when the daemon stopped waits again, with

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,9 @@ type Options struct {
 	// subscription opened with a Budget (the clients'): buffered, or on
 	// their way to a handler that has not returned. Default 64 MiB.
 	MaxClientBytes int64
+	// Logger receives what the bus reports besides its events: messages
+	// of a shared store that it skipped. Default: nothing is logged.
+	Logger *slog.Logger
 }
 
 func (o *Options) fill() {
@@ -105,6 +109,7 @@ type Bus struct {
 	full    fullState        // the store's disk filled up (full.go)
 	unreach unreachableState // the store could not be reached (unreachable.go)
 	follow  followState      // other writers of a shared store (follow.go)
+	skips   skipState        // what the store skipped (skipped.go)
 }
 
 type batch struct {
@@ -128,6 +133,7 @@ func New(store Store, opts Options) *Bus {
 		go b.flusher()
 	}
 	b.startFollowing()
+	b.startSkipReports()
 	return b
 }
 
@@ -505,6 +511,7 @@ func (b *Bus) Close() error {
 		<-probe
 	}
 	b.unreach.stopProbe()
+	b.stopSkipReports()
 	b.stopFollowing()
 	b.mu.Lock()
 	subs := b.subs

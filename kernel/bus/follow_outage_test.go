@@ -22,9 +22,9 @@ func TestFollowAcrossOutage(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)
 	opts := JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "OUTAGE", Timeout: time.Second}
-	a := New(openJetStream(t, opts), Options{Host: "a"})
+	a := New(openJetStream(t, withHost(opts, "a")), Options{Host: "a"})
 	defer a.Close()
-	b := New(openJetStream(t, opts), Options{Host: "b"})
+	b := New(openJetStream(t, withHost(opts, "b")), Options{Host: "b"})
 	defer b.Close()
 	got := newCollector()
 	subscribe(t, b, "test.>", SubscribeOptions{}, got.handle)

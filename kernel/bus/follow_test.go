@@ -25,7 +25,7 @@ func twoHosts(t *testing.T, opts Options) (a, b *Bus) {
 	open := func(host string) *Bus {
 		o := opts
 		o.Host = host
-		bus := New(openJetStream(t, JetStreamOptions{URL: url, Stream: "HOSTS"}), o)
+		bus := New(openJetStream(t, JetStreamOptions{URL: url, Stream: "HOSTS", Host: host}), o)
 		t.Cleanup(func() {
 			if err := bus.Close(); err != nil {
 				t.Errorf("Close of host %s's bus: %v", host, err)
@@ -34,6 +34,12 @@ func twoHosts(t *testing.T, opts Options) (a, b *Bus) {
 		return bus
 	}
 	return open("a"), open("b")
+}
+
+// withHost is opts for the store of host.
+func withHost(opts JetStreamOptions, host string) JetStreamOptions {
+	opts.Host = host
+	return opts
 }
 
 // settle waits a moment and fails if c received more than n events: what
@@ -237,9 +243,9 @@ func TestFollowGapOnAppend(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	startNATS(t, port, t.TempDir())
 	opts := JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "GAP"}
-	a := New(openJetStream(t, opts), Options{Host: "a"})
+	a := New(openJetStream(t, withHost(opts, "a")), Options{Host: "a"})
 	defer a.Close()
-	b := New(unfollowed{openJetStream(t, opts)}, Options{Host: "b"})
+	b := New(unfollowed{openJetStream(t, withHost(opts, "b"))}, Options{Host: "b"})
 	defer b.Close()
 	got := newCollector()
 	subscribe(t, b, ">", SubscribeOptions{}, got.handle)
@@ -277,8 +283,8 @@ func TestFollowClose(t *testing.T) {
 		t.Fatalf("goroutines of buses or NATS clients run before the test:\n%s", strings.Join(left, "\n\n"))
 	}
 
-	a := New(openJetStream(t, opts), Options{Host: "a"})
-	b := New(openJetStream(t, opts), Options{Host: "b"})
+	a := New(openJetStream(t, withHost(opts, "a")), Options{Host: "a"})
+	b := New(openJetStream(t, withHost(opts, "b")), Options{Host: "b"})
 	got := newCollector()
 	subscribe(t, b, ">", SubscribeOptions{}, got.handle)
 	publishIDs(t, b, "test.b", "b-0") // the control

@@ -162,12 +162,13 @@ type JetStreamStore struct {
 	lastStream uint64          // every message up to this stream sequence is indexed
 	sent       uint64          // messages published, numbering hdrMsgID
 	fetched    *jsMessage      // the last message read back to confirm a duplicate
-	lost       map[string]bool // hdrMsgID of messages whose append failed unanswered
 	followers  []chan struct{} // woken when another writer's events are indexed
 	scratch    struct {        // an append's buffers, kept for the next
 		buf  []byte
 		undo []idUndo
+		ids  [][]byte
 	}
+	skips skipLog // what the store skipped, for the bus to report
 
 	// imu guards seqs, which Scan reads while an append runs. seqs and
 	// last change under mu and imu both.
@@ -184,7 +185,7 @@ func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	s := &JetStreamStore{opts: opts, subject: hostSubject(opts.Prefix, opts.Host), logSubj: opts.Prefix + ".log", writer: nats.NewInbox()[len(nats.InboxPrefix):], ids: newIDIndex(), lost: map[string]bool{}}
+	s := &JetStreamStore{opts: opts, subject: hostSubject(opts.Prefix, opts.Host), logSubj: opts.Prefix + ".log", writer: nats.NewInbox()[len(nats.InboxPrefix):], ids: newIDIndex()}
 	var err error
 	if opts.Embedded {
 		if s.srv, err = startEmbedded(opts); err != nil {
@@ -273,7 +274,7 @@ func (s *JetStreamStore) checkFormat(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: read its first message: %w", s.opts.Stream, err)
 	}
-	if _, err := parseMessage(raw.Sequence, raw.Header, raw.Data); err != nil {
+	if _, err := parseMessage(raw.Sequence, raw.Subject, raw.Header, raw.Data); err != nil {
 		return s.notOurs(raw.Sequence, raw.Subject, err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,6 +84,11 @@ func (s *JetStreamStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) err
 	}
 	for i, ev := range evs {
 		ev.Seq, dup[i] = 0, false
+		if ev.Host != s.opts.Host {
+			// Every reader would skip it as forged (its subject is this
+			// host's): the bus's Options.Host and the store's Host differ.
+			return fmt.Errorf("%s: event %s (%s) names host %q, and this store writes for host %q: give the bus and the store the same host", s.describe, ev.ID, ev.Type, ev.Host, s.opts.Host)
+		}
 		if n := 1 + frameRoom(len(envs[i])); n > s.maxData {
 			return fmt.Errorf("%s: event %s (%s) takes %d bytes stored, more than a message of the server holds (max_payload %d, less %d for headers); raise the server's max_payload or publish less data", s.describe, ev.ID, ev.Type, n, s.nc.MaxPayload(), jsHeaderRoom)
 		}
@@ -231,12 +237,9 @@ func (a *appendRun) publish(m *jsMessage) (bool, error) {
 		a.stored = append(a.stored, storedMessage{m.stream, undoFrom, len(a.undo), m.first, m.first + uint64(m.count)})
 		return true, nil
 	}
-	var api *jetstream.APIError
-	if !errors.As(err, &api) {
-		// No answer: the message may still land. The store deletes it
-		// when it reads it, as the append it was part of failed.
-		s.lost[m.msgID] = true
-	}
+	// Unanswered, the message may still land: the store then reads it as
+	// it reads another writer's, and its events are stored, which a retry
+	// with the same IDs finds.
 	lseq, raced := wrongLastSeq(err)
 	if !raced {
 		return false, s.appendError(a.cur[0], err)
@@ -290,38 +293,22 @@ func (s *JetStreamStore) appendError(ev *abi.Event, err error) error {
 	return fmt.Errorf("%s: publish events from %s (%s): %w", s.describe, ev.ID, ev.Type, err)
 }
 
-// rollback deletes the messages of a failed append that the server stored
-// and takes them out of the indexes.
+// rollback takes the events of a failed append out of the id index, but
+// for those of the messages the server stored: a message is never deleted
+// (a host that read it may have handed out the seqs after it), so those
+// events stay stored, and a publisher's retry with the same IDs finds them
+// as duplicates.
 func (a *appendRun) rollback(err error) error {
 	s := a.s
-	undone := make(map[uint64]bool, len(a.stored))
-	var left []storedMessage
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-	defer cancel()
-	for _, m := range a.stored {
-		if derr := s.stream.DeleteMsg(ctx, m.stream); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
-			left = append(left, m)
-			continue
-		}
-		undone[m.stream] = true
+	kept := 0
+	if n := len(a.stored); n > 0 {
+		kept = a.stored[n-1].undoTo
 	}
-	// Undo the id index but for the messages that stay stored.
-	keep := make([]bool, len(a.undo))
-	for _, m := range left {
-		for i := m.undoFrom; i < m.undoTo; i++ {
-			keep[i] = true
-		}
+	for i := len(a.undo) - 1; i >= kept; i-- {
+		s.ids.undo(a.undo[i])
 	}
-	for i := len(a.undo) - 1; i >= 0; i-- {
-		if !keep[i] {
-			s.ids.undo(a.undo[i])
-		}
-	}
-	if len(undone) > 0 {
-		s.unplaceLocked(undone)
-	}
-	if len(left) > 0 {
-		return fmt.Errorf("%w (and events of the same append, seq %d..%d, stay stored: the deletion that undoes them failed; publishing them again finds them as duplicates)", err, left[0].first, left[len(left)-1].end-1)
+	if kept > 0 {
+		return fmt.Errorf("%w (events of the same append, seq %d..%d, are stored: publishing them again finds them as duplicates)", err, a.stored[0].first, a.stored[len(a.stored)-1].end-1)
 	}
 	return err
 }
@@ -330,13 +317,6 @@ func (a *appendRun) rollback(err error) error {
 func (s *JetStreamStore) placeLocked(m *jsMessage) {
 	s.imu.Lock()
 	n := len(s.seqs)
-	// A writer that knew the whole stream gave m its first seq: messages
-	// at or past it were undone by their writer, after this store read
-	// them.
-	for n > 0 && s.seqs[n-1].first >= m.first {
-		n--
-	}
-	s.seqs = s.seqs[:n]
 	since := m.maxTime
 	if n > 0 {
 		since = max(since, s.seqs[n-1].since)
@@ -345,30 +325,6 @@ func (s *JetStreamStore) placeLocked(m *jsMessage) {
 	s.last.Store(m.last())
 	s.imu.Unlock()
 	s.lastStream = max(s.lastStream, m.stream)
-}
-
-// unplaceLocked takes deleted messages out of the seq index; the events
-// after the last message left are no longer stored.
-func (s *JetStreamStore) unplaceLocked(deleted map[uint64]bool) {
-	s.imu.Lock()
-	defer s.imu.Unlock()
-	n := 0
-	var cut uint64 // first seq of the earliest deleted message after every kept one
-	for _, e := range s.seqs {
-		if deleted[e.stream] {
-			if cut == 0 {
-				cut = e.first
-			}
-			continue
-		}
-		s.seqs[n] = e
-		n++
-		cut = 0
-	}
-	s.seqs = s.seqs[:n]
-	if cut != 0 {
-		s.last.Store(cut - 1)
-	}
 }
 
 // storedIDLocked reads back the ID of the stored event at seq, "" if no
@@ -391,10 +347,15 @@ func (s *JetStreamStore) storedIDLocked(seq uint64) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%s: read message %d to confirm a duplicate: %w", s.describe, stream, err)
 		}
-		if m, err = parseMessage(raw.Sequence, raw.Header, raw.Data); err != nil {
-			return "", s.notOurs(raw.Sequence, raw.Subject, err)
+		if m, err = parseMessage(raw.Sequence, raw.Subject, raw.Header, raw.Data); err != nil {
+			return "", nil // skipped when it was read: it holds no event
 		}
 		s.fetched = m
+	}
+	if host, _ := s.writerHost(m.subject); host != s.opts.Host {
+		// Another host's event: IDs are each host's own, so that no
+		// writer can take an ID another will publish.
+		return "", nil
 	}
 	var id []byte
 	var idErr error
@@ -402,7 +363,10 @@ func (s *JetStreamStore) storedIDLocked(seq uint64) (string, error) {
 		if at < seq {
 			return true
 		}
-		id, idErr = envID(env)
+		var ev abi.Event
+		if _, idErr = abi.DecodeEvent(env, &ev); idErr == nil && ev.Host == s.opts.Host {
+			id = []byte(ev.ID)
+		}
 		return false
 	})
 	if err == nil {
@@ -416,6 +380,13 @@ func (s *JetStreamStore) storedIDLocked(seq uint64) (string, error) {
 
 // catchUpLocked indexes the messages stored after lastStream, up to the
 // stream's last sequence lseq (0: as far as the stream goes).
+//
+// On a cluster the server checks an expected last sequence against the
+// messages its leader has accepted, some of which it may not have applied
+// yet: "wrong last sequence: N" can name a message no read returns for a
+// while. So the store reads until it has read message N, waiting for the
+// stream to apply it (what the stream's info says), and only then counts N
+// as read: counting it unread handed out its events' seqs a second time.
 func (s *JetStreamStore) catchUpLocked(ctx context.Context, lseq uint64) error {
 	if lseq == 0 {
 		info, err := s.stream.Info(ctx)
@@ -425,60 +396,67 @@ func (s *JetStreamStore) catchUpLocked(ctx context.Context, lseq uint64) error {
 		lseq = info.State.LastSeq
 	}
 	foreign := false
-	if lseq > s.lastStream {
-		err := s.read(ctx, s.lastStream+1, lseq, int(min(lseq-s.lastStream, math.MaxInt32)), func(m *jsMessage) error {
+	read := func(from uint64) (uint64, error) {
+		got := from - 1
+		err := s.read(ctx, from, lseq, int(min(lseq-got, math.MaxInt32)), func(m *jsMessage) error {
+			got = m.stream
 			if m.stream <= s.lastStream {
 				return nil
 			}
-			if s.lost[m.msgID] {
-				return s.dropLostLocked(ctx, m)
+			if s.takeLocked(m) {
+				foreign = true
 			}
-			foreign = true
-			return s.indexLocked(m)
+			s.lastStream = m.stream
+			return nil
 		})
+		return got, err
+	}
+	if lseq > s.lastStream {
+		got, err := read(s.lastStream + 1)
 		if err != nil {
 			return err
 		}
+		if got < lseq {
+			// The read ended before N: wait until the stream has applied
+			// it, then read what it had not. What is still missing was
+			// deleted.
+			if err := s.waitApplied(ctx, lseq); err != nil {
+				return err
+			}
+			if _, err := read(got + 1); err != nil {
+				return err
+			}
+		}
 	}
 	// The server expects lseq, also when the last messages were deleted.
-	s.lastStream = lseq
+	s.lastStream = max(s.lastStream, lseq)
 	if foreign {
 		s.wakeFollowersLocked()
 	}
 	return nil
 }
 
-// dropLostLocked deletes a message of this store that landed after its
-// append had failed for want of an answer, so that nothing of a failed
-// append stays stored.
-func (s *JetStreamStore) dropLostLocked(ctx context.Context, m *jsMessage) error {
+// waitApplied waits until the stream's leader has applied every message up
+// to stream sequence lseq, at most the store's Timeout.
+func (s *JetStreamStore) waitApplied(ctx context.Context, lseq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	if err := s.stream.DeleteMsg(ctx, m.stream); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("delete message %d, of an append that failed: %w", m.stream, err)
-	}
-	delete(s.lost, m.msgID)
-	s.lastStream = max(s.lastStream, m.stream)
-	return nil
-}
-
-// indexLocked adds a message read from the stream to both indexes.
-func (s *JetStreamStore) indexLocked(m *jsMessage) error {
-	var idErr error
-	err := m.envs(func(seq uint64, env []byte) bool {
-		var id []byte
-		if id, idErr = envID(env); idErr != nil {
-			return false
+	pause := time.Millisecond
+	for {
+		info, err := s.stream.Info(ctx)
+		if err == nil && info.State.LastSeq >= lseq {
+			return nil
 		}
-		s.ids.addBytes(id, seq)
-		return true
-	})
-	if err == nil {
-		err = idErr
+		if ctx.Err() != nil {
+			if err == nil {
+				err = ctx.Err()
+			}
+			return fmt.Errorf("the server named message %d as the stream's last, and the stream had not applied it within %v: %w", lseq, s.opts.Timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 50*time.Millisecond)
 	}
-	if err != nil {
-		return fmt.Errorf("message %d: %w", m.stream, err)
-	}
-	s.placeLocked(m)
-	return nil
 }

@@ -128,9 +128,9 @@ func (s *JetStreamStore) watchOnce(ctx context.Context, from *uint64) {
 }
 
 // followLocked reads the message at stream sequence seq, another writer's
-// (or a lost one of this store's), and indexes it. A message the store
-// cannot read is left to the next append, which reads it again and says
-// what is wrong.
+// (or one of this store's whose acknowledgement was lost), and indexes it
+// if it can be trusted (takeLocked). A message it cannot fetch is left to
+// the next append, which reads the stream from where the store was.
 func (s *JetStreamStore) followLocked(ctx context.Context, seq uint64) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
@@ -138,12 +138,12 @@ func (s *JetStreamStore) followLocked(ctx context.Context, seq uint64) {
 	if err != nil {
 		return
 	}
-	m, err := parseMessage(seq, raw.Header, raw.Data)
-	switch {
-	case err != nil:
-	case s.lost[m.msgID]:
-		s.dropLostLocked(ctx, m)
-	case s.indexLocked(m) == nil:
+	m, err := parseMessage(seq, raw.Subject, raw.Header, raw.Data)
+	if err != nil {
+		m = &jsMessage{stream: seq, subject: raw.Subject, bad: err}
+	}
+	if s.takeLocked(m) {
 		s.wakeFollowersLocked()
 	}
+	s.lastStream = seq
 }

@@ -26,6 +26,10 @@ const (
 	hdrMsgID = "Kairo-Msg-Id" // its writer and number: a writer knows its message that landed after its append failed
 )
 
+// jsMaxSeq bounds the seqs a message may claim, far past any a store hands
+// out, so that a message written to push them further cannot overflow them.
+const jsMaxSeq = 1 << 53
+
 // jsHeaderRoom is what a message's headers may take of the server's
 // maximum payload; the envelopes get the rest.
 const jsHeaderRoom = 1024
@@ -37,15 +41,17 @@ var errNotKairoMessage = errors.New("not a message of Kairo's event store")
 // jsMessage is one message of the stream as the store reads or writes it.
 type jsMessage struct {
 	stream  uint64 // its stream sequence; 0 until stored
+	subject string // the subject it was stored on, which names its writer
 	first   uint64 // seq of its first event
 	count   int
 	maxTime int64  // Unix ns
 	msgID   string // hdrMsgID
 	data    []byte
+	bad     error // set, and nothing else but stream and subject, for a message that is not Kairo's
 }
 
 // parseMessage reads a stored message's headers.
-func parseMessage(stream uint64, hdr nats.Header, data []byte) (*jsMessage, error) {
+func parseMessage(stream uint64, subject string, hdr nats.Header, data []byte) (*jsMessage, error) {
 	first, err1 := strconv.ParseUint(hdr.Get(hdrFirst), 10, 64)
 	count, err2 := strconv.Atoi(hdr.Get(hdrCount))
 	if err1 != nil || err2 != nil || first == 0 || count <= 0 || len(data) == 0 {
@@ -58,7 +64,10 @@ func parseMessage(stream uint64, hdr nats.Header, data []byte) (*jsMessage, erro
 	if err != nil {
 		t = math.MaxInt64 // unknown: a replay by time reads the message
 	}
-	return &jsMessage{stream: stream, first: first, count: count, maxTime: t, msgID: hdr.Get(hdrMsgID), data: data}, nil
+	if first > jsMaxSeq || uint64(count) > jsMaxSeq-first {
+		return nil, errors.New("its header places its events past the seqs a store hands out")
+	}
+	return &jsMessage{stream: stream, subject: subject, first: first, count: count, maxTime: t, msgID: hdr.Get(hdrMsgID), data: data}, nil
 }
 
 // header is what the store publishes with m, expecting the stream's last

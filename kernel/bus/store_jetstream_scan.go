@@ -56,23 +56,36 @@ func (s *JetStreamStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) 
 	out := handOut{fn: fn, limit: q.Limit}
 	var evs []abi.Event
 	var handErr error // fn's, or ErrStop
+	k := i            // the index entry of the message read next
 	err := s.read(ctx, from, to, j-i+1, func(m *jsMessage) error {
+		if !s.indexed(&k, m.stream) {
+			return nil // skipped when the store read it (takeLocked)
+		}
 		if m.first > hi {
 			return errEndRead
 		}
 		evs = evs[:0]
+		host, _ := s.writerHost(m.subject)
 		var decodeErr error
+		// Every event of the message is decoded, also those outside the
+		// query, so that whether it is read does not depend on the query.
+		var other abi.Event
 		err := m.envs(func(seq uint64, env []byte) bool {
-			if seq < lo {
-				return true
+			ev := &other
+			keep := seq >= lo && seq <= hi
+			if keep {
+				evs = append(evs, abi.Event{})
+				ev = &evs[len(evs)-1]
 			}
-			if seq > hi {
-				return false
-			}
-			evs = append(evs, abi.Event{})
-			ev := &evs[len(evs)-1]
 			if _, decodeErr = abi.DecodeEvent(env, ev); decodeErr != nil {
 				return false
+			}
+			if ev.Host != host {
+				decodeErr = forgedError(m, ev, host)
+				return false
+			}
+			if !keep {
+				return true
 			}
 			ev.Seq = seq
 			if !q.matchMeta(ev) {
@@ -87,7 +100,14 @@ func (s *JetStreamStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) 
 			err = decodeErr
 		}
 		if err != nil {
-			return fmt.Errorf("message %d: %w", m.stream, err)
+			// Indexed, so its seqs are taken, but its events are not
+			// read: every host skips them alike.
+			kind := SkipBroken
+			if errors.Is(err, errForged) {
+				kind = SkipForged
+			}
+			s.skip(m, kind, err)
+			return nil
 		}
 		if handErr = out.hand(evs); handErr != nil {
 			return errEndRead
@@ -107,8 +127,30 @@ func (s *JetStreamStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) 
 	return nil
 }
 
+// indexed reports whether the message at stream sequence stream is one
+// the seq index holds, moving *k, the position of the entry a Scan expects
+// next, past the entries before it.
+func (s *JetStreamStore) indexed(k *int, stream uint64) bool {
+	s.imu.RLock()
+	defer s.imu.RUnlock()
+	for *k < len(s.seqs) && s.seqs[*k].stream < stream {
+		*k++
+	}
+	return *k < len(s.seqs) && s.seqs[*k].stream == stream
+}
+
 // errEndRead, returned by a read's callback, ends the read early.
 var errEndRead = errors.New("end of read")
+
+// readMessage is the message read at stream sequence seq: parsed, or with
+// bad set when it is not Kairo's.
+func readMessage(seq uint64, subject string, hdr nats.Header, data []byte) *jsMessage {
+	m, err := parseMessage(seq, subject, hdr, data)
+	if err != nil {
+		return &jsMessage{stream: seq, subject: subject, bad: err}
+	}
+	return m
+}
 
 // read calls fn with each message of the stream from stream sequence from
 // to to, in order, until fn returns an error; n is how many the caller
@@ -141,11 +183,7 @@ func (s *JetStreamStore) readByGet(ctx context.Context, from, to uint64, fn func
 		if raw.Sequence > to {
 			return nil
 		}
-		m, err := parseMessage(raw.Sequence, raw.Header, raw.Data)
-		if err != nil {
-			return s.notOurs(raw.Sequence, raw.Subject, err)
-		}
-		if err := fn(m); err != nil {
+		if err := fn(readMessage(raw.Sequence, raw.Subject, raw.Header, raw.Data)); err != nil {
 			return err
 		}
 		seq = raw.Sequence + 1
@@ -242,11 +280,7 @@ func (s *JetStreamStore) consume(ctx context.Context, from, to uint64, fn func(*
 		if seq > to {
 			return from, nil
 		}
-		m, err := parseMessage(seq, msg.Headers(), msg.Data())
-		if err != nil {
-			return from, s.notOurs(seq, msg.Subject(), err)
-		}
-		if err := fn(m); err != nil {
+		if err := fn(readMessage(seq, msg.Subject(), msg.Headers(), msg.Data())); err != nil {
 			return from, err
 		}
 		from = seq + 1
