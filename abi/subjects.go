@@ -50,6 +50,7 @@ const (
 	SubjectSystemStoreUnreachable = "kairo.system.store.unreachable"
 	SubjectSystemStoreReachable   = "kairo.system.store.reachable"
 	SubjectSystemStoreSkipped     = "kairo.system.store.skipped"
+	SubjectSystemStoreDropped     = "kairo.system.store.dropped"
 
 	SubjectSystemAll = "kairo.system.>"
 )

@@ -149,6 +149,7 @@ type Kernel struct {
 	ready    atomic.Bool // SetReady: what kernel.ping says of the daemon
 
 	approvals *approvals
+	dropWatch *bus.Subscription // facts.go; nil without a logger
 }
 
 // New returns a kernel over b with the built-in methods registered.
@@ -166,6 +167,7 @@ func New(b *bus.Bus, opts Options) *Kernel {
 	k.registerProcess()
 	k.registerDevices()
 	k.registerApprovals()
+	k.watchDropped()
 	return k
 }
 
@@ -183,6 +185,9 @@ func (k *Kernel) Ready() bool { return k.ready.Load() }
 func (k *Kernel) Close() {
 	k.approvals.close()
 	k.Proc.Close()
+	if k.dropWatch != nil {
+		k.dropWatch.Close()
+	}
 }
 
 // Register adds m to the table, replacing a method of the same name.

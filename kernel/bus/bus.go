@@ -108,6 +108,7 @@ type Bus struct {
 
 	full    fullState        // the store's disk filled up (full.go)
 	unreach unreachableState // the store could not be reached (unreachable.go)
+	kept    keptState        // facts kept through an outage (outage_kept.go)
 	follow  followState      // other writers of a shared store (follow.go)
 	skips   skipState        // what the store skipped (skipped.go)
 }
@@ -116,6 +117,7 @@ type batch struct {
 	evs  []*abi.Event
 	envs [][]byte // nil unless the store is an EnvEncoder
 	dup  []bool
+	keep []bool // PublishKept's events, kept if the store is away; nil if none
 	err  error
 	done chan struct{}
 }
@@ -196,7 +198,7 @@ func (b *Bus) PublishBatch(ctx context.Context, evs []*abi.Event) ([]Result, err
 	acks := make([]*Ack, len(evs))
 	for i, ev := range evs {
 		var err error
-		if acks[i], err = b.enqueue(ev); err != nil {
+		if acks[i], err = b.enqueue(ev, false); err != nil {
 			return nil, err
 		}
 	}
@@ -229,7 +231,7 @@ func (a *Ack) Wait(ctx context.Context) (Result, error) {
 		return Result{}, ctx.Err()
 	}
 	if a.b.err != nil {
-		return Result{}, a.b.err
+		return Result{}, a.b.keptErr(a.i)
 	}
 	return Result{Seq: a.b.evs[a.i].Seq, Duplicate: a.b.dup[a.i]}, nil
 }
@@ -251,12 +253,12 @@ func (b *Bus) PublishAsync(ev *abi.Event) (*Ack, error) {
 	if err := b.prepare(ev); err != nil {
 		return nil, err
 	}
-	return b.enqueue(ev)
+	return b.enqueue(ev, false)
 }
 
 // enqueue hands a prepared event to the store: appended at once without
-// group commit, else queued for the flusher.
-func (b *Bus) enqueue(ev *abi.Event) (*Ack, error) {
+// group commit, else queued for the flusher; keep marks a PublishKept's.
+func (b *Bus) enqueue(ev *abi.Event, keep bool) (*Ack, error) {
 	var env []byte
 	if enc, ok := b.store.(EnvEncoder); ok {
 		var err error
@@ -288,6 +290,12 @@ func (b *Bus) enqueue(ev *abi.Event) (*Ack, error) {
 		bt.envs = append(bt.envs, env)
 	}
 	bt.dup = append(bt.dup, false)
+	if keep && bt.keep == nil {
+		bt.keep = make([]bool, i, cap(bt.evs))
+	}
+	if bt.keep != nil {
+		bt.keep = append(bt.keep, keep)
+	}
 	b.pending++
 	b.qmu.Unlock()
 	if fresh {
@@ -381,6 +389,9 @@ func (b *Bus) flushOnce() bool {
 	}
 	b.mu.Lock()
 	bt.err = b.appendLocked(bt.evs, bt.envs, bt.dup)
+	if bt.err != nil && bt.keep != nil {
+		b.keepLocked(bt.evs, bt.keep, bt.err)
+	}
 	b.mu.Unlock()
 	close(bt.done)
 	return true
@@ -392,12 +403,17 @@ func (b *Bus) appendLocked(evs []*abi.Event, envs [][]byte, dup []bool) error {
 	if err := b.refuseUnreachable(evs); err != nil {
 		return err
 	}
-	if err := b.store.Append(evs, envs, dup); err != nil {
+	start := time.Now() // an outage began no later than the append it failed
+	err := b.appendKeptLocked()
+	if err == nil {
+		err = b.store.Append(evs, envs, dup)
+	}
+	if err != nil {
 		if IsDiskFull(err) {
 			return b.noteFull(evs, err)
 		}
 		if IsUnreachable(err) {
-			return b.noteUnreachable(evs, err)
+			return b.noteUnreachable(evs, err, start)
 		}
 		return fmt.Errorf("append to %s store: %w", b.store.Describe(), err)
 	}

@@ -76,8 +76,11 @@ type JetStreamOptions struct {
 	// is set on the stream, the server's minimum by default.
 	DuplicateWindow time.Duration
 	// Timeout bounds each wait for the server: an acknowledgement, a
-	// request. Default 10 s.
+	// request. Default DefaultJetStreamTimeout.
 	Timeout time.Duration
+	// ReconnectWait is how long the client waits before it tries a server
+	// it lost again. Default DefaultJetStreamReconnectWait.
+	ReconnectWait time.Duration
 }
 
 // DefaultJetStreamStream is the stream a JetStreamStore uses by default.
@@ -109,7 +112,10 @@ func (o *JetStreamOptions) fill() error {
 		return errors.New("jetstream store: max_age, max_bytes, duplicate window and timeout cannot be negative")
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 10 * time.Second
+		o.Timeout = DefaultJetStreamTimeout
+	}
+	if o.ReconnectWait <= 0 {
+		o.ReconnectWait = DefaultJetStreamReconnectWait
 	}
 	if o.DuplicateWindow == 0 {
 		o.DuplicateWindow = 100 * time.Millisecond // the server's minimum
@@ -373,6 +379,7 @@ func connect(opts JetStreamOptions, srv *server.Server) (*nats.Conn, error) {
 		// was reported failed.
 		nats.ReconnectBufSize(-1),
 		nats.Timeout(opts.Timeout),
+		nats.ReconnectWait(opts.ReconnectWait),
 	}
 	url := opts.URL
 	if srv != nil {

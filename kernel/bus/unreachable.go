@@ -41,6 +41,9 @@ type StoreReachable struct {
 	Back    time.Time     `msgpack:"back"`
 	Down    time.Duration `msgpack:"down"`
 	Refused uint64        `msgpack:"refused"` // events refused while it was away
+	// Kept counts the kernel's facts kept meanwhile (PublishKept), stored
+	// right after this record.
+	Kept uint64 `msgpack:"kept,omitempty"`
 }
 
 // StoreUnreachableError is what a publish gets while the bus cannot reach
@@ -93,6 +96,7 @@ type unreachableState struct {
 	since   time.Time // zero while the store answers
 	cause   error     // the first failed append's
 	refused uint64
+	kept    uint64    // facts kept (outage_kept.go), not refused
 	ids     [2]string // of the probe's two events, the same on every try
 	probing bool
 	stop    chan struct{} // closed by stopProbe; nil until a probe starts
@@ -137,13 +141,15 @@ func (b *Bus) refuseWhileDown(evs []*abi.Event) error {
 
 // noteUnreachable records an append the store could not take because it
 // could not be reached, and starts the probe that reports it back. The
-// caller holds b.mu.
-func (b *Bus) noteUnreachable(evs []*abi.Event, err error) error {
+// outage began no later than start, when that append began: its failure
+// comes only after the store's timeout, which the record must not take
+// for a store that answered. The caller holds b.mu.
+func (b *Bus) noteUnreachable(evs []*abi.Event, err error, start time.Time) error {
 	u := &b.unreach
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.since.IsZero() {
-		u.since, u.cause = time.Now(), err
+		u.since, u.cause = start, err
 		u.ids = [2]string{newIDAt(u.since), newIDAt(u.since)}
 	}
 	u.down.Store(true)
@@ -159,7 +165,13 @@ func (b *Bus) noteUnreachable(evs []*abi.Event, err error) error {
 	return &StoreUnreachableError{Store: b.store.Describe(), Since: u.since, Err: err}
 }
 
-// probeReachable tries, every probeInterval, to store SubjectStoreUnreachable
+// reachInterval spaces the probe's tries while the store cannot be
+// reached. A try costs little (a connection that is down fails it at
+// once), and the first try after the store returns is when publishing
+// resumes: failover is the cluster's election plus at most this.
+var reachInterval = 100 * time.Millisecond
+
+// probeReachable tries, every reachInterval, to store SubjectStoreUnreachable
 // and SubjectStoreReachable in one append: the first events stored once
 // the store is back. It appends under b.mu itself rather than through the
 // group commit, which could split the two. Their IDs stay the same across
@@ -168,7 +180,7 @@ func (b *Bus) noteUnreachable(evs []*abi.Event, err error) error {
 // on a group-commit store, else at its next tick.
 func (b *Bus) probeReachable(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(probeInterval)
+	t := time.NewTicker(reachInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -198,7 +210,7 @@ func (b *Bus) probeOnce() bool {
 	}
 	back := time.Now()
 	gone, _ := msgpack.Marshal(StoreUnreachable{Store: b.store.Describe(), Since: u.since, Cause: u.cause.Error()})
-	came, _ := msgpack.Marshal(StoreReachable{Store: b.store.Describe(), Since: u.since, Back: back, Down: back.Sub(u.since), Refused: u.refused})
+	came, _ := msgpack.Marshal(StoreReachable{Store: b.store.Describe(), Since: u.since, Back: back, Down: back.Sub(u.since), Refused: u.refused, Kept: u.kept})
 	// Appended as they are, not through prepare: they carry the bus's
 	// host themselves.
 	evs := []*abi.Event{
@@ -206,14 +218,18 @@ func (b *Bus) probeOnce() bool {
 		{ID: u.ids[1], Type: SubjectStoreReachable, Source: "kernel", Time: back, Data: came, Host: b.opts.Host},
 	}
 	u.mu.Unlock()
+	// What the kernel saw meanwhile (outage_kept.go) is stored in the
+	// same append, right after the record of the outage.
+	evs = append(evs, b.kept.pendingLocked()...)
 	dup := make([]bool, len(evs))
 	err := b.store.Append(evs, nil, dup)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	switch {
 	case err == nil:
-		u.since, u.cause, u.refused, u.probing = time.Time{}, nil, 0, false
+		u.since, u.cause, u.refused, u.kept, u.probing = time.Time{}, nil, 0, 0, false
 		u.down.Store(false)
+		b.kept.clearLocked()
 		b.deliverLocked(evs, dup)
 		return true
 	case errors.Is(err, ErrClosed):

@@ -543,7 +543,7 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 	if s.spawned != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if _, err := s.spawned.Wait(ctx); err != nil {
-			s.m.log("publish kairo.process.spawned for %s: %v", s.id, err)
+			s.m.publishFailed(abi.SubjectProcessSpawned, s, err)
 		}
 		cancel()
 	}
@@ -823,12 +823,24 @@ func (m *Manager) publish(s *Session, subject string, data any) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := ack.Wait(ctx); err != nil {
-		m.log("publish %s for %s: %v", subject, s.id, err)
+		m.publishFailed(subject, s, err)
 	}
 }
 
+// publishFailed logs a process event the bus did not store: kept, it is
+// stored once the store is back; else it is lost.
+func (m *Manager) publishFailed(subject string, s *Session, err error) {
+	if errors.Is(err, bus.ErrKept) {
+		m.opts.Logger.Info(fmt.Sprintf("%s for %s waits for the store", subject, s.id), "err", err)
+		return
+	}
+	m.log("publish %s for %s: %v", subject, s.id, err)
+}
+
 // publishAsync puts a process event on the bus and returns its
-// acknowledgement to wait for; nil when it could not be published.
+// acknowledgement to wait for; nil when it could not be published. The
+// events of a process are facts: should the store be away when they
+// happen, the bus keeps them for when it is back (bus.PublishKept).
 func (m *Manager) publishAsync(s *Session, subject string, data any) *bus.Ack {
 	raw, err := msgpack.Marshal(data)
 	if err != nil {
@@ -837,7 +849,7 @@ func (m *Manager) publishAsync(s *Session, subject string, data any) *bus.Ack {
 	}
 	ev := &abi.Event{Type: subject, Source: "kernel/proc", Data: raw,
 		CorrelationID: s.spec.CorrelationID, CausationID: s.spec.CausationID}
-	ack, err := m.bus.PublishAsync(ev)
+	ack, err := m.bus.PublishKeptAsync(ev)
 	if err != nil {
 		m.log("publish %s for %s: %v", subject, s.id, err)
 		return nil
