@@ -223,13 +223,21 @@ func (d *Daemon) start() error {
 		store = bus.NewMemoryStore(cfg.Store.RingSize)
 	case manifests.StoreJetStream:
 		j := cfg.Store.JetStream
-		s, err := bus.OpenJetStream(bus.JetStreamOptions{
-			Embedded: j.Embedded, Dir: cfg.JetStreamPath(home), Listen: j.Listen, SyncAlways: cfg.Store.Synchronous == "full",
-			URL: j.URL, CredsFile: j.Creds, NKeySeedFile: j.NKey, CAFile: j.CA, CertFile: j.Cert, KeyFile: j.Key,
-			Stream: j.Stream, Host: hostName, Replicas: j.Replicas, MaxAge: j.MaxAgeDuration(), MaxBytes: int64(j.MaxBytes),
-		})
+		opts := cfg.JetStreamOptions(home, log)
+		if j.Listen != "" && j.AllowRemote && !bus.Loopback(j.Listen) {
+			log.Warn("the embedded JetStream server listens on an address other machines reach ([store.jetstream] allow_remote = true): its peers' passwords and the events cross the network in clear; a trusted network only", "listen", j.Listen, "peers", j.Peers)
+		}
+		s, err := bus.OpenJetStream(opts)
 		if err != nil {
 			return fmt.Errorf("the JetStream store: %w", err)
+		}
+		// The stream is the operator's: a setting of kairo.toml it differs
+		// in is reported, never applied behind their back.
+		for _, d := range s.Drift() {
+			log.Warn(d, "store", s.Describe())
+		}
+		for _, peer := range j.Peers {
+			log.Info("a peer may join the embedded JetStream server: give it url, and a copy of its password file (mode 0600) as password_file", "peer", peer, "url", "nats://"+j.Listen, "password_file", bus.PeerPasswordFile(opts.Dir, peer))
 		}
 		store = s
 	default:

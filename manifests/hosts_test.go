@@ -52,7 +52,7 @@ func TestConfigHostName(t *testing.T) {
 		{"sqlite, no name", "", ""},
 		{"sqlite, named", "[host]\nname = \"a\"\n", "a"},
 		{"embedded jetstream alone", "[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\n", ""},
-		{"embedded jetstream listening", "[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\nlisten = \"127.0.0.1:4222\"\n", machine},
+		{"embedded jetstream listening", "[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\nlisten = \"127.0.0.1:4222\"\npeers = [\"b\"]\n", machine},
 		{"a cluster", "[store]\nkind = \"jetstream\"\n[store.jetstream]\nurl = \"nats://n1:4222\"\n", machine},
 		{"a cluster, named", "[host]\nname = \"build-2\"\n[store]\nkind = \"jetstream\"\n[store.jetstream]\nurl = \"nats://n1:4222\"\n", "build-2"},
 	} {
@@ -85,8 +85,8 @@ func TestJetStreamListen(t *testing.T) {
 		toml string
 		want string // "" for valid
 	}{
-		{"embedded = true\nlisten = \"127.0.0.1:4222\"", ""},
-		{"embedded = true\nlisten = \"127.0.0.1:0\"", ""},
+		{"embedded = true\nlisten = \"127.0.0.1:4222\"\npeers = [\"b\"]", ""},
+		{"embedded = true\nlisten = \"127.0.0.1:0\"\npeers = [\"b\"]", ""},
 		{"embedded = true\nlisten = \"127.0.0.1\"", "HOST:PORT"},
 		{"embedded = true\nlisten = \":4222\"", "HOST:PORT"},
 		{"embedded = true\nlisten = \"127.0.0.1:nats\"", "0 to 65535"},

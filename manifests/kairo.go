@@ -518,9 +518,14 @@ type JetStreamConfig struct {
 	// extra process.
 	Embedded bool   `toml:"embedded"`
 	Dir      string `toml:"dir"`
-	// Listen, with Embedded, serves the stream to other hosts' kairo on
-	// this address (HOST:PORT), without authentication.
-	Listen string `toml:"listen"`
+	// Listen, with Embedded, serves the stream to the hosts of Peers on
+	// this address (HOST:PORT): a loopback address unless AllowRemote.
+	// Each peer logs in with a password made at the first start, in
+	// JETSTREAM_DIR/peers/NAME.password, and may append only as itself
+	// (bus.HostPermissions).
+	Listen      string   `toml:"listen"`
+	Peers       []string `toml:"peers"`
+	AllowRemote bool     `toml:"allow_remote"`
 	// URL is the cluster's ("nats://host:4222", several separated by
 	// commas); with it, Creds (a credentials file), NKey (an nkey seed
 	// file), and TLS's CA, Cert and Key files, as the cluster asks.
@@ -530,6 +535,15 @@ type JetStreamConfig struct {
 	CA    string `toml:"ca"`
 	Cert  string `toml:"cert"`
 	Key   string `toml:"key"`
+	// User and PasswordFile (relative to KAIRO_HOME) log in to the
+	// server at URL with a password, as a peer of another host's embedded
+	// server does; User defaults to this host's name.
+	User         string `toml:"user"`
+	PasswordFile string `toml:"password_file"`
+	// OpenTimeout is how long kairo up tries to reach the server and find
+	// or create the stream while the cluster is not ready ("60s", the
+	// default).
+	OpenTimeout string `toml:"open_timeout"`
 	// Stream is the stream's name (default "KAIRO"); Replicas its copies
 	// in a cluster (default 1); MaxAge ("720h") and MaxBytes ("10GiB")
 	// bound what it keeps (default: no bound).
@@ -537,6 +551,50 @@ type JetStreamConfig struct {
 	Replicas int    `toml:"replicas"`
 	MaxAge   string `toml:"max_age"`
 	MaxBytes Size   `toml:"max_bytes"`
+	// Timeout bounds each wait for the cluster, an acknowledgement or a
+	// request ("2s", the default); an append in flight when a stream's
+	// leader dies waits this long before the bus takes the store for
+	// away. ReconnectWait is how long the client waits before it tries a
+	// server it lost again ("500ms", the default).
+	Timeout       string `toml:"timeout"`
+	ReconnectWait string `toml:"reconnect_wait"`
+}
+
+// TimeoutDuration is Timeout parsed; 0 (the store's default) when empty.
+func (j JetStreamConfig) TimeoutDuration() time.Duration {
+	d, _ := time.ParseDuration(j.Timeout)
+	return d
+}
+
+// ReconnectWaitDuration is ReconnectWait parsed; 0 (the store's default)
+// when empty.
+func (j JetStreamConfig) ReconnectWaitDuration() time.Duration {
+	d, _ := time.ParseDuration(j.ReconnectWait)
+	return d
+}
+
+// OpenTimeoutDuration is OpenTimeout parsed; 0 (the store's default)
+// when empty.
+func (j JetStreamConfig) OpenTimeoutDuration() time.Duration {
+	d, _ := time.ParseDuration(j.OpenTimeout)
+	return d
+}
+
+// JetStreamOptions are the JetStream store's options for a daemon whose
+// data folder is home: [store.jetstream], the host's name, and log for
+// what the store reports while it opens.
+func (c *Config) JetStreamOptions(home string, log *slog.Logger) bus.JetStreamOptions {
+	j := c.Store.JetStream
+	o := bus.JetStreamOptions{
+		Embedded: j.Embedded, Dir: c.JetStreamPath(home), Listen: j.Listen, Peers: j.Peers, AllowRemote: j.AllowRemote, SyncAlways: c.Store.Synchronous == "full",
+		URL: j.URL, CredsFile: j.Creds, NKeySeedFile: j.NKey, CAFile: j.CA, CertFile: j.Cert, KeyFile: j.Key, User: j.User,
+		Stream: j.Stream, Host: c.HostName(), Replicas: j.Replicas, MaxAge: j.MaxAgeDuration(), MaxBytes: int64(j.MaxBytes),
+		Timeout: j.TimeoutDuration(), ReconnectWait: j.ReconnectWaitDuration(), OpenTimeout: j.OpenTimeoutDuration(), Logger: log,
+	}
+	if j.PasswordFile != "" {
+		o.PasswordFile = underHome(home, j.PasswordFile)
+	}
+	return o
 }
 
 // MaxAgeDuration is MaxAge parsed; 0 when it is empty.
@@ -552,17 +610,17 @@ func (j JetStreamConfig) validate() []*Error {
 	}
 	switch {
 	case j.Embedded && j.URL != "":
-		bad("url", "%q: give embedded = true (a server inside kairo) or url (an existing cluster), not both", j.URL)
+		bad("url", "%q: give embedded = true (a server inside kairo) or url (an existing cluster), not both", bus.RedactURL(j.URL))
 	case !j.Embedded && j.URL == "":
 		bad("embedded", "the jetstream store needs embedded = true (a server inside kairo) or url = \"nats://host:4222\" (an existing cluster)")
 	}
 	for _, u := range strings.Split(j.URL, ",") {
 		if u = strings.TrimSpace(u); u == "" && j.URL != "" {
-			bad("url", "%q has an empty entry; separate the servers' URLs with commas", j.URL)
+			bad("url", "%q has an empty entry; separate the servers' URLs with commas", bus.RedactURL(j.URL))
 		} else if u != "" {
 			pu, err := url.Parse(u)
 			if err != nil || (pu.Scheme != "nats" && pu.Scheme != "tls") || pu.Host == "" {
-				bad("url", "%q is not a NATS URL; write nats://host:4222 (or tls://host:4222)", u)
+				bad("url", "%q is not a NATS URL; write nats://host:4222 (or tls://host:4222)", bus.RedactURL(u))
 			}
 		}
 	}
@@ -596,10 +654,58 @@ func (j JetStreamConfig) validate() []*Error {
 			bad("max_age", "%q: give a duration such as \"720h\", or leave it out to keep events forever", j.MaxAge)
 		}
 	}
+	for key, v := range map[string]string{"timeout": j.Timeout, "reconnect_wait": j.ReconnectWait} {
+		if d, err := time.ParseDuration(v); v != "" && (err != nil || d <= 0 || d > time.Hour) {
+			bad(key, "%q: give a duration such as \"2s\" or \"500ms\" (at most an hour), or leave it out for the default", v)
+		}
+	}
+	j.validateAccess(bad)
 	if j.Stream != "" && strings.ContainsAny(j.Stream, " \t.*>/\\") {
 		bad("stream", "%q: a stream name has no spaces, dots, wildcards or slashes", j.Stream)
 	}
 	return errs
+}
+
+// validateAccess checks who may log in: the peers of an embedded server
+// that listens, on what address, and the user of a url.
+func (j JetStreamConfig) validateAccess(bad func(key, format string, args ...any)) {
+	switch {
+	case j.Listen != "" && j.Embedded && len(j.Peers) == 0:
+		bad("listen", "%q serves the stream to other hosts: name them, peers = [\"build-2\"], and each gets a password in the jetstream folder, peers/NAME.password", j.Listen)
+	case j.Listen == "" && len(j.Peers) > 0:
+		bad("peers", "peers join an embedded server that listens; give embedded = true and listen = \"127.0.0.1:4222\" too")
+	case j.Listen != "" && !j.AllowRemote && !bus.Loopback(j.Listen):
+		if _, port, err := net.SplitHostPort(j.Listen); err == nil && port != "" {
+			bad("listen", "%q is not a loopback address: other machines could reach the stream; listen on \"127.0.0.1:%s\", or set allow_remote = true to mean it (the peers' passwords cross the network in clear: a trusted network only)", j.Listen, port)
+		}
+	case j.AllowRemote && j.Listen == "":
+		bad("allow_remote", "is for listen, which serves the embedded stream to other hosts; leave it out")
+	}
+	seen := map[string]bool{}
+	for _, p := range j.Peers {
+		switch {
+		case !validHostName(p) || strings.Trim(p, ".") != p || strings.Contains(p, ".."):
+			bad("peers", "%q is not a host name: 1 to %d letters, digits, \"-\", \"_\", and dots between them, as the peer's [host] name", p, MaxHostName)
+		case seen[p]:
+			bad("peers", "%q is named twice", p)
+		}
+		seen[p] = true
+	}
+	switch {
+	case j.PasswordFile != "" && j.URL == "":
+		bad("password_file", "logs in to a server at url; the embedded server makes its peers' passwords itself")
+	case j.User != "" && j.PasswordFile == "":
+		bad("user", "%q needs password_file, the file that holds its password (a peer's is the serving host's jetstream/peers/NAME.password)", j.User)
+	case j.PasswordFile != "" && (j.Creds != "" || j.NKey != ""):
+		bad("password_file", "give one way to log in: password_file, creds or nkey")
+	case j.PasswordFile != "" && strings.Contains(j.URL, "@"):
+		bad("password_file", "the url holds credentials already; give one way to log in: take them out of the url")
+	}
+	if j.OpenTimeout != "" {
+		if d, err := time.ParseDuration(j.OpenTimeout); err != nil || d <= 0 || d > 24*time.Hour {
+			bad("open_timeout", "%q: give a duration such as \"60s\" or \"5m\" (at most a day), or leave it out for the default, 60s", j.OpenTimeout)
+		}
+	}
 }
 
 // MinWALMax is the least store.wal_max.

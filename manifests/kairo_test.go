@@ -56,7 +56,7 @@ func TestLoadOverlays(t *testing.T) {
 		{"empty file", "", func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
 		{"comments only", "# nothing here\n\n", func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
 		{"max_frame string", "[kernel]\nmax_frame = \"512KiB\"\n", func(c Config) bool {
-			return c.Kernel.MaxFrame == 512*KiB && c.Store == Default().Store
+			return c.Kernel.MaxFrame == 512*KiB && reflect.DeepEqual(c.Store, Default().Store)
 		}},
 		{"max_frame integer", "[kernel]\nmax_frame = 1048576\n", func(c Config) bool { return c.Kernel.MaxFrame == MiB }},
 		{"memory store", "[store]\nkind = \"memory\"\nring_size = 1000\n", func(c Config) bool {

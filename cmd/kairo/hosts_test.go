@@ -23,7 +23,7 @@ func TestHostNamed(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	toml := "[host]\nname = \"a\"\n[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\nlisten = \"" + addr + "\"\n"
+	toml := "[host]\nname = \"a\"\n[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\nlisten = \"" + addr + "\"\npeers = [\"b\"]\n"
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,11 @@ func runStore(ctx context.Context, args []string) error {
 	sub := []command{
 		{"check", "check every page and every event of the event store", runStoreCheck},
 		{"salvage", "copy every readable event into a fresh store: kairo store salvage NEW.db", runStoreSalvage},
+		{"apply", "apply kairo.toml's [store.jetstream] settings to the JetStream stream", runStoreApply},
+		{"permissions", "print the nats-server permissions of a host on the stream: kairo store permissions HOST", runStorePermissions},
 	}
 	if len(args) == 0 {
-		return &usageError{msg: "kairo store needs a command: check or salvage", synopsis: "kairo store check | salvage NEW.db"}
+		return &usageError{msg: "kairo store needs a command: check, salvage, apply or permissions", synopsis: "kairo store check | salvage NEW.db | apply | permissions HOST"}
 	}
 	return dispatch(ctx, sub, "kairo store", args)
 }

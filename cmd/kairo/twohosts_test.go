@@ -32,8 +32,9 @@ func TestTwoHostsOneStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	config(homeA, "a", "embedded = true\nlisten = \"127.0.0.1:"+port+"\"\n")
-	config(homeB, "b", "url = \"nats://127.0.0.1:"+port+"\"\n")
+	config(homeA, "a", "embedded = true\nlisten = \"127.0.0.1:"+port+"\"\npeers = [\"b\"]\n")
+	// b logs in with the password a made for it at its first start.
+	config(homeB, "b", "url = \"nats://127.0.0.1:"+port+"\"\npassword_file = \""+filepath.Join(homeA, "jetstream", "peers", "b.password")+"\"\n")
 	upA := startUp(t, homeA)
 	startUp(t, homeB) // stopped first: a serves the stream
 

@@ -59,6 +59,7 @@ var conformanceStores = []conformanceStore{
 			return s, func() {
 				s.Close()
 				opts.MaxBytes = 1 << 20
+				applyJetStream(t, opts)
 				*s = *openJetStream(t, opts)
 			}
 		},

@@ -194,6 +194,8 @@ func clusterStore(c *testCluster) conformanceStore {
 			return s, func() {
 				s.Close()
 				opts.MaxBytes = 1 << 20
+				opts.URL = c.url()
+				applyJetStream(t, opts)
 				*s = *c.open(t, opts)
 			}
 		},
@@ -589,7 +591,8 @@ func TestClusterStreamFull(t *testing.T) {
 	}
 	t.Logf("%d events filled the stream; then: %v", stored, err)
 	opts.MaxBytes = 1 << 20
-	c.open(t, opts).Close()
+	opts.URL = c.url()
+	applyJetStream(t, opts)
 	writable.wait(t, 1)
 	if _, err := b.Publish(testCtx(t), &abi.Event{Type: "kairo.test.full", Data: data}); err != nil {
 		t.Fatalf("publish once the limit is raised: %v", err)

@@ -38,7 +38,7 @@ func TestOpenJetStreamErrors(t *testing.T) {
 		{JetStreamOptions{Embedded: true, Dir: "x", MaxBytes: -1}, "negative"},
 		{JetStreamOptions{Embedded: true, Dir: "x", CredsFile: "c"}, "credentials"},
 		{JetStreamOptions{URL: "nats://h:4222", CertFile: "c"}, "key_file"},
-		{JetStreamOptions{URL: "nats://127.0.0.1:1", Timeout: 200 * time.Millisecond}, "connect"},
+		{JetStreamOptions{URL: "nats://127.0.0.1:1", Timeout: 200 * time.Millisecond, OpenTimeout: 500 * time.Millisecond}, "connect"},
 	} {
 		s, err := OpenJetStream(tc.opts)
 		if err == nil {

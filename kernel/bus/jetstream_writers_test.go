@@ -28,13 +28,13 @@ func jsListenAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// twoWriters opens an embedded store serving clients on loopback and a
-// second store on the same stream through that server: two writers, as
-// two hosts of a cluster are.
+// twoWriters opens two stores on one stream of a server on loopback: two
+// writers, as two hosts of a cluster are. (What an embedded server lets
+// the hosts that join it do is TestJetStreamPeerPermissions'.)
 func twoWriters(t *testing.T) (a, b *JetStreamStore) {
-	addr := jsListenAddr(t)
-	a = openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir(), Listen: addr})
-	b = openJetStream(t, JetStreamOptions{URL: "nats://" + addr})
+	url := "nats://" + plainServer(t)
+	a = openJetStream(t, JetStreamOptions{URL: url})
+	b = openJetStream(t, JetStreamOptions{URL: url})
 	t.Cleanup(func() {
 		b.Close()
 		a.Close()

@@ -2,8 +2,11 @@ package bus
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,10 +32,19 @@ type JetStreamOptions struct {
 	// Dir is where the embedded server keeps its streams. Required when
 	// Embedded.
 	Dir string
-	// Listen, with Embedded, also serves clients on this address
-	// ("127.0.0.1:4222"), without authentication: keep it on loopback.
-	// Empty serves only this process.
+	// Listen, with Embedded, also serves the hosts of Peers on this
+	// address ("127.0.0.1:4222"), each with its own password and
+	// HostPermissions. A loopback address unless AllowRemote. Empty serves
+	// only this process.
 	Listen string
+	// Peers are the other hosts that may join an embedded server that
+	// listens, by their [host] names; Listen needs at least one. Each
+	// gets a password, made at the first start and kept in
+	// PeerPasswordFile(Dir, NAME), and may append only as itself.
+	Peers []string
+	// AllowRemote lets Listen be an address other machines reach. The
+	// passwords cross the network in clear: a trusted network only.
+	AllowRemote bool
 	// SyncAlways, with Embedded, has the server fsync every write. Without
 	// it a stored event is in the operating system's page cache when it is
 	// acknowledged — it survives any crash of the process, as SQLite's
@@ -49,6 +61,10 @@ type JetStreamOptions struct {
 	// CAFile, CertFile and KeyFile set up TLS: the CA that signs the
 	// servers' certificates, and this client's certificate and key.
 	CAFile, CertFile, KeyFile string
+	// User and PasswordFile log in with a user and its password (the
+	// first line of the file, mode 0600), as a host that joins another's
+	// embedded server does: User defaults to Host.
+	User, PasswordFile string
 
 	// Stream is the stream's name. Default DefaultJetStreamStream.
 	Stream string
@@ -63,13 +79,20 @@ type JetStreamOptions struct {
 	// was stored on, never from the event (docs/RATIONALE.md, "Several
 	// hosts, one log").
 	Host string
-	// Replicas is the stream's replica count on a cluster. Default 1.
+	// Replicas, MaxAge and MaxBytes are the stream's settings. A store
+	// that finds no stream creates it with them; one that finds the
+	// stream leaves it as it is and reports each setting that differs
+	// (Drift), which ApplyJetStream applies. Zero is "not set": no opinion
+	// on a stream that exists, and the default on one created.
+	//
+	// Replicas is the stream's replica count on a cluster (default 1).
 	Replicas int
-	// MaxAge removes events older than this. Zero keeps them for good.
+	// MaxAge removes events older than this (default: kept for good).
 	// A removed event is no longer a duplicate: its ID may be stored again.
 	MaxAge time.Duration
 	// MaxBytes bounds the stream; once it is reached appends are refused
-	// with a *StreamFullError, never by dropping old events. Zero: no bound.
+	// with a *StreamFullError, never by dropping old events (default: no
+	// bound). Once the store is open it holds the stream's own bound.
 	MaxBytes int64
 	// DuplicateWindow is JetStream's own window for Nats-Msg-Id, which the
 	// store does not use: its deduplication is its own and permanent. It
@@ -81,6 +104,14 @@ type JetStreamOptions struct {
 	// ReconnectWait is how long the client waits before it tries a server
 	// it lost again. Default DefaultJetStreamReconnectWait.
 	ReconnectWait time.Duration
+	// OpenTimeout bounds how long OpenJetStream tries to connect and to
+	// find or create the stream, with backoff, while a cluster is not
+	// ready. Credentials or permissions the server refuses fail at once.
+	// Default 60 s.
+	OpenTimeout time.Duration
+	// Logger receives the retries while the store opens and the
+	// permissions the server refuses. Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultJetStreamStream is the stream a JetStreamStore uses by default.
@@ -102,20 +133,26 @@ func (o *JetStreamOptions) fill() error {
 	if err := ValidateSubject(hostSubject(o.Prefix, o.Host)); err != nil || strings.ContainsAny(o.Host, "*>") {
 		return fmt.Errorf("jetstream store: host %q is not a name a subject can carry: letters, digits, \"-\", \"_\" and dots between them", o.Host)
 	}
-	if o.Replicas == 0 {
-		o.Replicas = 1
-	}
-	if o.Replicas < 1 || o.Replicas > 5 {
+	if o.Replicas < 0 || o.Replicas > 5 {
 		return fmt.Errorf("jetstream store: replicas %d: want 1 to 5", o.Replicas)
 	}
-	if o.MaxAge < 0 || o.MaxBytes < 0 || o.DuplicateWindow < 0 || o.Timeout < 0 {
-		return errors.New("jetstream store: max_age, max_bytes, duplicate window and timeout cannot be negative")
+	if o.MaxAge < 0 || o.MaxBytes < 0 || o.DuplicateWindow < 0 || o.Timeout < 0 || o.OpenTimeout < 0 {
+		return errors.New("jetstream store: max_age, max_bytes, duplicate window, timeout and open_timeout cannot be negative")
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultJetStreamTimeout
 	}
 	if o.ReconnectWait <= 0 {
 		o.ReconnectWait = DefaultJetStreamReconnectWait
+	}
+	if o.OpenTimeout == 0 {
+		o.OpenTimeout = 60 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if err := o.fillAuth(); err != nil {
+		return err
 	}
 	if o.DuplicateWindow == 0 {
 		o.DuplicateWindow = 100 * time.Millisecond // the server's minimum
@@ -127,7 +164,7 @@ func (o *JetStreamOptions) fill() error {
 		return errors.New("jetstream store: set either embedded (with a dir) or url, not both")
 	case !o.Embedded && o.URL == "":
 		return errors.New("jetstream store: set embedded (with a dir) or the url of a NATS cluster")
-	case o.Embedded && (o.CredsFile != "" || o.NKeySeedFile != "" || o.CAFile != "" || o.CertFile != "" || o.KeyFile != ""):
+	case o.Embedded && (o.CredsFile != "" || o.NKeySeedFile != "" || o.CAFile != "" || o.CertFile != "" || o.KeyFile != "" || o.User != "" || o.PasswordFile != ""):
 		return errors.New("jetstream store: credentials and TLS files are for a url, not for the embedded server")
 	case (o.CertFile == "") != (o.KeyFile == ""):
 		return errors.New("jetstream store: a client certificate needs both cert_file and key_file")
@@ -176,6 +213,11 @@ type JetStreamStore struct {
 	}
 	skips skipLog // what the store skipped, for the bus to report
 
+	// What opening found and made (store_jetstream_open.go).
+	drift  []string      // settings of opts the stream differs in
+	denied *denials      // permissions the server refused
+	local  []nats.Option // the embedded server's login for this process
+
 	// imu guards seqs, which Scan reads while an append runs. seqs and
 	// last change under mu and imu both.
 	imu  sync.RWMutex
@@ -184,73 +226,41 @@ type JetStreamStore struct {
 }
 
 // OpenJetStream connects to (or, Embedded, starts) a JetStream server,
-// creates or updates the stream (an existing stream keeps its events and
-// takes the limits of opts), and reads it once to build the store's
-// indexes: about a second per million events (docs/RATIONALE.md).
+// finds the stream or, when there is none, creates it, and reads it once
+// to build the store's indexes: about a second per million events
+// (docs/RATIONALE.md). It never changes a stream that exists: Drift says
+// what differs from opts, ApplyJetStream applies it. While the server
+// cannot be reached or its cluster has no leader yet it tries again, with
+// backoff, for OpenTimeout; credentials or permissions it refuses fail at
+// once.
 func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
 	s := &JetStreamStore{opts: opts, subject: hostSubject(opts.Prefix, opts.Host), logSubj: opts.Prefix + ".log", writer: nats.NewInbox()[len(nats.InboxPrefix):], ids: newIDIndex()}
-	var err error
-	if opts.Embedded {
-		if s.srv, err = startEmbedded(opts); err != nil {
-			return nil, err
-		}
-		s.describe = "jetstream embedded at " + opts.Dir
-	} else {
-		s.describe = "jetstream " + opts.URL + " stream " + opts.Stream
-	}
+	s.describe = describe(opts)
 	fail := func(what string, err error) (*JetStreamStore, error) {
-		if s.nc != nil {
-			s.nc.Close()
-		}
-		if s.srv != nil {
-			s.srv.Shutdown()
-			s.srv.WaitForShutdown()
-		}
+		s.shut()
 		if what == "" {
-			return nil, fmt.Errorf("open %s: %w", s.describe, err)
+			return nil, s.redact(fmt.Errorf("open %s: %w", s.describe, err))
 		}
-		return nil, fmt.Errorf("open %s: %s: %w", s.describe, what, err)
+		return nil, s.redact(fmt.Errorf("open %s: %s: %w", s.describe, what, err))
 	}
-	if s.nc, err = connect(opts, s.srv); err != nil {
-		return fail("connect", err)
-	}
-	s.maxData = int(s.nc.MaxPayload()) - jsHeaderRoom
-	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(opts.Timeout)); err != nil {
-		return fail("jetstream", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), opts.OpenTimeout)
 	defer cancel()
-	if err := s.checkFormat(ctx); err != nil {
+	if err := s.dial(ctx); err != nil {
 		return fail("", err)
 	}
-	cfg := jetstream.StreamConfig{
-		Name:        opts.Stream,
-		Description: "Kairo's event bus",
-		Subjects:    []string{s.logSubj, s.logSubj + ".>"},
-		Storage:     jetstream.FileStorage,
-		Replicas:    opts.Replicas,
-		MaxAge:      opts.MaxAge,
-		MaxBytes:    opts.MaxBytes,
-		// A full stream refuses new events: dropping old ones would drop
-		// what replay and deduplication stand on.
-		Discard:    jetstream.DiscardNew,
-		Duplicates: opts.DuplicateWindow,
-		// A direct get may be answered by a replica that lags; with one
-		// replica there is none, and it spares the leader's API.
-		AllowDirect: opts.Replicas == 1,
+	s.maxData = int(s.nc.MaxPayload()) - jsHeaderRoom
+	if err := s.openStream(ctx); err != nil {
+		return fail("", err)
 	}
-	if opts.MaxBytes == 0 {
-		cfg.MaxBytes = -1
-	}
-	if s.stream, err = s.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return fail("create stream "+opts.Stream, err)
-	}
+	// What the stream refuses at is its own bound, which a full stream's
+	// error names.
+	s.opts.MaxBytes = max(s.stream.CachedInfo().Config.MaxBytes, 0)
 	// Reading a large stream takes longer than one request may.
 	s.mu.Lock()
-	err = s.catchUpLocked(context.Background(), 0)
+	err := s.catchUpLocked(context.Background(), 0)
 	s.mu.Unlock()
 	if err != nil {
 		return fail("read the stream", err)
@@ -260,15 +270,10 @@ func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 }
 
 // checkFormat refuses a stream that holds events in the format of an
-// earlier Kairo, one message per event, before the stream is updated.
-func (s *JetStreamStore) checkFormat(ctx context.Context) error {
-	st, err := s.js.Stream(ctx, s.opts.Stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", s.opts.Stream, err)
-	}
+// earlier Kairo, one message per event on PREFIX.ID.TYPE: its first
+// message is on no log subject. A message on the log's subjects that is
+// not Kairo's is the scan's to skip and report, not a reason to refuse.
+func (s *JetStreamStore) checkFormat(ctx context.Context, st jetstream.Stream) error {
 	info := st.CachedInfo()
 	if info.State.Msgs == 0 {
 		return nil
@@ -279,6 +284,9 @@ func (s *JetStreamStore) checkFormat(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("stream %s: read its first message: %w", s.opts.Stream, err)
+	}
+	if _, ok := s.writerHost(raw.Subject); ok {
+		return nil
 	}
 	if _, err := parseMessage(raw.Sequence, raw.Subject, raw.Header, raw.Data); err != nil {
 		return s.notOurs(raw.Sequence, raw.Subject, err)
@@ -318,13 +326,17 @@ func (s *JetStreamStore) notOurs(seq uint64, subject string, err error) error {
 	return fmt.Errorf("stream %s: message %d on %s: %w", s.opts.Stream, seq, subject, err)
 }
 
-func startEmbedded(opts JetStreamOptions) (*server.Server, error) {
+// startEmbedded starts the embedded server. One that listens takes only
+// users: this process's own connection, by a password made now and kept
+// in memory (returned as the option that logs in with it), and each peer,
+// by the password of its file, with HostPermissions alone.
+func startEmbedded(opts JetStreamOptions) (*server.Server, nats.Option, error) {
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("jetstream store: %w", err)
+		return nil, nil, fmt.Errorf("jetstream store: %w", err)
 	}
 	so := &server.Options{
 		ServerName: "kairo",
@@ -338,24 +350,52 @@ func startEmbedded(opts JetStreamOptions) (*server.Server, error) {
 		// and its envelope.
 		MaxPayload: MaxEventData + 64<<10,
 	}
+	var local nats.Option
 	if opts.Listen != "" {
 		host, port, err := splitHostPort(opts.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("jetstream store: listen %q: %w", opts.Listen, err)
+			return nil, nil, fmt.Errorf("jetstream store: listen %q: %w", opts.Listen, err)
 		}
 		so.Host, so.Port = host, port
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, nil, err
+		}
+		self, pw := localUser(opts), base64.RawURLEncoding.EncodeToString(b[:])
+		so.Users = []*server.User{{
+			Username: self, Password: pw,
+			// Nothing outside this process can log in as it.
+			AllowedConnectionTypes: map[string]struct{}{"IN_PROCESS": {}},
+		}}
+		for _, peer := range opts.Peers {
+			ppw, err := peerPassword(dir, peer)
+			if err != nil {
+				return nil, nil, err
+			}
+			so.Users = append(so.Users, &server.User{Username: peer, Password: ppw, Permissions: HostPermissions(opts.Stream, opts.Prefix, peer).server()})
+		}
+		local = nats.UserInfo(self, pw)
 	}
 	srv, err := server.NewServer(so)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream store: start the embedded server: %w", err)
+		return nil, nil, fmt.Errorf("jetstream store: start the embedded server: %w", err)
 	}
 	srv.Start()
 	if !srv.ReadyForConnections(opts.Timeout) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, fmt.Errorf("jetstream store: the embedded server at %s was not ready within %v", dir, opts.Timeout)
+		return nil, nil, fmt.Errorf("jetstream store: the embedded server at %s was not ready within %v", dir, opts.Timeout)
 	}
-	return srv, nil
+	return srv, local, nil
+}
+
+// localUser is the embedded server's user for its own process: the host's
+// name, which no peer may take.
+func localUser(opts JetStreamOptions) string {
+	if opts.Host != "" {
+		return opts.Host
+	}
+	return "kairo-local"
 }
 
 func splitHostPort(addr string) (string, int, error) {
@@ -370,7 +410,7 @@ func splitHostPort(addr string) (string, int, error) {
 	return addr[:i], port, nil
 }
 
-func connect(opts JetStreamOptions, srv *server.Server) (*nats.Conn, error) {
+func connect(opts JetStreamOptions, srv *server.Server, extra ...nats.Option) (*nats.Conn, error) {
 	no := []nats.Option{
 		nats.Name("kairo"),
 		nats.MaxReconnects(-1),
@@ -396,16 +436,25 @@ func connect(opts JetStreamOptions, srv *server.Server) (*nats.Conn, error) {
 		}
 		no = append(no, o)
 	}
+	if opts.PasswordFile != "" {
+		pw, err := ReadPasswordFile(opts.PasswordFile)
+		if err != nil {
+			// Not a connection that failed: trying again cannot mend it.
+			return nil, fmt.Errorf("%w: %w", err, errNotPermitted)
+		}
+		no = append(no, nats.UserInfo(opts.User, pw))
+	}
 	if opts.CAFile != "" {
 		no = append(no, nats.RootCAs(opts.CAFile))
 	}
 	if opts.CertFile != "" {
 		no = append(no, nats.ClientCert(opts.CertFile, opts.KeyFile))
 	}
-	return nats.Connect(url, no...)
+	return nats.Connect(url, append(no, extra...)...)
 }
 
-// Describe is "jetstream embedded at DIR" or "jetstream URL stream NAME".
+// Describe is "jetstream embedded at DIR" or "jetstream URL stream NAME",
+// the URL without its passwords: nats://user:xxxxx@host:4222.
 func (s *JetStreamStore) Describe() string { return s.describe }
 
 // GroupCommit is true: an append waits for a round trip to the server, so
