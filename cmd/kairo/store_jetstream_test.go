@@ -140,3 +140,36 @@ func TestStatusRedactsURL(t *testing.T) {
 		t.Errorf("kairo.log shows a password:\n%s", b)
 	}
 }
+
+// An embedded server that listens on every address, as allow_remote lets
+// it, is started with a warning; one on loopback without it (the control)
+// is not warned of. Each peer's password file is named in the log.
+func TestUpListenRemoteWarns(t *testing.T) {
+	for _, remote := range []bool{true, false} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		home := t.TempDir()
+		listen := fmt.Sprintf("listen = \"127.0.0.1:%d\"\n", port)
+		if remote {
+			listen = fmt.Sprintf("listen = \"0.0.0.0:%d\"\nallow_remote = true\n", port)
+		}
+		writeKairoTOML(t, home, "[host]\nname = \"a\"\n[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\npeers = [\"b\"]\n"+listen)
+		d := startUp(t, home)
+		if !waitFor(func() bool { return strings.Contains(d.stderr.String(), "b.password") }) {
+			t.Fatalf("kairo up names no password file of peer b:\n%s", d.stderr)
+		}
+		if warned := strings.Contains(d.stderr.String(), "other machines reach"); warned != remote {
+			t.Errorf("allow_remote %v: warned %v:\n%s", remote, warned, d.stderr)
+		}
+		if fi, err := os.Stat(filepath.Join(home, "jetstream", "peers", "b.password")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("b's password file: %v", err)
+		}
+		if code := d.stop(); code != 0 {
+			t.Fatalf("kairo up exited %d\n%s", code, d.stderr)
+		}
+	}
+}
