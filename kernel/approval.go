@@ -80,7 +80,7 @@ func (k *Kernel) LoadApprovals(ctx context.Context) error {
 	}
 	// Another host's approvals are its own kernel's: its agent asked, and
 	// only its agent acts on the decision.
-	other := func(ev *abi.Event) bool { return ev.Host != "" && ev.Host != k.Bus.Host() }
+	other := func(ev *abi.Event) bool { return ev.Host != k.Bus.Host() }
 	err = k.Bus.Replay(ctx, bus.Query{Pattern: pat}, func(ev *abi.Event) error {
 		if ev.Source != approvalSource || other(ev) {
 			return nil

@@ -387,8 +387,11 @@ func (m *Manager) foldLog(ctx context.Context) error {
 			return err
 		}
 		err = m.cfg.Kernel.Bus.Replay(ctx, bus.Query{Pattern: pt}, func(ev *abi.Event) error {
-			if ev.Source != abi.PrincipalHost {
-				return nil // only the host records grants
+			if ev.Source != abi.PrincipalHost || ev.Host != m.cfg.Kernel.Bus.Host() {
+				// Only the host records grants, and each host its own: an
+				// operator's grant on one host of a shared store is not
+				// the operator's word on another.
+				return nil
 			}
 			r := rec{seq: ev.Seq, revoke: subject == subjectRevoked}
 			if err := msgpack.Unmarshal(ev.Data, &r.g); err != nil || r.g.Plugin == "" {

@@ -14,11 +14,14 @@ import (
 // events of hosts past it are not folded (and said once).
 const maxOtherHosts = 64
 
-// foreign reports whether ev was published by another host: it names one,
-// and not this one. An event without a host is of this host's (written
-// before it had a name, or on a store of its own).
+// foreign reports whether ev was published by another host: it names
+// another than this one. The host an event names is the one whose subject
+// of a shared store it was written on (the store skips an event that names
+// another), so it is the cluster's word, not the writer's. An event
+// without a host is of a host without a name: on a shared store, where
+// every host has one, a writer on the log's bare subject, never this host.
 func (r *Runtime) foreign(ev *abi.Event) bool {
-	return ev.Host != "" && ev.Host != r.k.Bus.Host()
+	return ev.Host != r.k.Bus.Host()
 }
 
 // foldOther folds ev, another host's, into that host's state. The caller

@@ -67,11 +67,11 @@ func TestAgentsOfTwoHosts(t *testing.T) {
 	}
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
-	sa, err := bus.OpenJetStream(bus.JetStreamOptions{Embedded: true, Dir: t.TempDir(), Listen: "127.0.0.1:" + port})
+	sa, err := bus.OpenJetStream(bus.JetStreamOptions{Embedded: true, Dir: t.TempDir(), Listen: "127.0.0.1:" + port, Host: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := bus.OpenJetStream(bus.JetStreamOptions{URL: "nats://127.0.0.1:" + port})
+	sb, err := bus.OpenJetStream(bus.JetStreamOptions{URL: "nats://127.0.0.1:" + port, Host: "b"})
 	if err != nil {
 		sa.Close()
 		t.Fatal(err)

@@ -163,8 +163,9 @@ func (a *appendRun) frame() (*jsMessage, int, error) {
 	i := a.done
 	for ; i < len(a.evs); i++ {
 		ev := a.evs[i]
-		h := s.ids.sum(ev.ID)
-		seq, err := a.lookup(ev.ID, h)
+		key := idKey(s.opts.Host, ev.ID)
+		h := s.ids.sum(key)
+		seq, err := a.lookup(key, ev.ID, h)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -182,7 +183,7 @@ func (a *appendRun) frame() (*jsMessage, int, error) {
 		a.cur = append(a.cur, ev)
 		// In the index before it is stored, so that a later event of evs
 		// with the same ID is its duplicate; taken out if it is not stored.
-		a.undo = append(a.undo, s.ids.add(ev.ID, h, ev.Seq))
+		a.undo = append(a.undo, s.ids.add(key, h, ev.Seq))
 	}
 	if m.count == 0 {
 		return nil, i - a.done, nil
@@ -191,9 +192,10 @@ func (a *appendRun) frame() (*jsMessage, int, error) {
 	return m, i - a.done, nil
 }
 
-// lookup returns the seq of the stored event of id, 0 if none.
-func (a *appendRun) lookup(id string, h uint64) (uint64, error) {
-	exact, bySum := a.s.ids.candidates(id, h)
+// lookup returns the seq of this host's stored event of id, whose key in
+// the id index is key (idKey), 0 if none.
+func (a *appendRun) lookup(key, id string, h uint64) (uint64, error) {
+	exact, bySum := a.s.ids.candidates(key, h)
 	for _, seq := range [2]uint64{exact, bySum} {
 		if seq == 0 {
 			continue

@@ -163,11 +163,15 @@ func (s *JetStreamStore) takeLocked(m *jsMessage) bool {
 // none when its events are not as its header says.
 func (s *JetStreamStore) indexLocked(m *jsMessage) error {
 	ids := s.scratch.ids[:0]
+	host, _ := s.writerHost(m.subject)
 	var idErr error
 	err := m.envs(func(seq uint64, env []byte) bool {
 		var id []byte
 		if id, idErr = envID(env); idErr != nil {
 			return false
+		}
+		if host != "" {
+			id = append(append(append(make([]byte, 0, len(host)+1+len(id)), host...), 0), id...)
 		}
 		ids = append(ids, id)
 		return true
@@ -184,6 +188,17 @@ func (s *JetStreamStore) indexLocked(m *jsMessage) error {
 	}
 	s.placeLocked(m)
 	return nil
+}
+
+// idKey is the key of the ID id of host in the id index: IDs are each
+// host's own, so that no writer on a shared stream can take an ID another
+// host will publish and have that host's event dropped as its duplicate.
+// A host of no name (a store of one host) keys IDs by themselves.
+func idKey(host, id string) string {
+	if host == "" {
+		return id
+	}
+	return host + "\x00" + id
 }
 
 // errForged is what forgedError says of a message whose events name another
