@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -263,11 +264,11 @@ func checkSameEvents(t *testing.T, what string, got, want []abi.Event) {
 	}
 	times := map[string]int{}
 	for _, ev := range got {
-		times[ev.ID]++
+		times[hostKey(ev.Host, ev.ID)]++
 	}
 	var missing, twice []string
 	for _, ev := range want {
-		switch times[ev.ID] {
+		switch times[hostKey(ev.Host, ev.ID)] {
 		case 0:
 			missing = append(missing, fmt.Sprintf("%s at %d from %q", ev.ID, ev.Seq, ev.Host))
 		case 1:
@@ -319,8 +320,15 @@ func readLogMessages(t *testing.T, c *testCluster, stream string) []rawLogMessag
 		t.Fatalf("stream %s: an ordered consumer: %v", stream, err)
 	}
 	var out []rawLogMessage
+	retries := 0
 	for uint64(len(out)) < total {
 		batch, err := cons.Fetch(min(int(total)-len(out), 500), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil && retries < 10 && (IsUnreachable(err) || errors.Is(err, nats.ErrNoResponders)) {
+			// A node that came back moments ago may not answer yet.
+			retries++
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			t.Fatalf("stream %s: fetch after %d of %d messages: %v", stream, len(out), total, err)
 		}

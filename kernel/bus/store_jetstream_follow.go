@@ -7,6 +7,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// jsFollowPoll is how long Follow waits for its consumer before it asks
+// the stream whether messages came that the consumer did not deliver.
+const jsFollowPoll = time.Second
+
 // jsFollowRetry is how long Follow waits before it watches the stream
 // again after losing it (the server restarts, the connection is away).
 const jsFollowRetry = time.Second
@@ -109,7 +113,19 @@ func (s *JetStreamStore) watchOnce(ctx context.Context, from *uint64) {
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 	for {
-		msg, err := it.Next()
+		nctx, cancel := context.WithTimeout(ctx, jsFollowPoll)
+		msg, err := it.Next(jetstream.NextContext(nctx))
+		quiet := err != nil && nctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if quiet {
+			// Nothing came for a while. An ordered consumer on a
+			// cluster can stall after a leader change, saying nothing:
+			// ask the stream itself, and read what the consumer missed.
+			if s.pollLocked(ctx, from) {
+				return // a new consumer, from past what was read
+			}
+			continue
+		}
 		if err != nil {
 			return
 		}
@@ -127,23 +143,36 @@ func (s *JetStreamStore) watchOnce(ctx context.Context, from *uint64) {
 	}
 }
 
-// followLocked reads the message at stream sequence seq, another writer's
-// (or one of this store's whose acknowledgement was lost), and indexes it
-// if it can be trusted (takeLocked). A message it cannot fetch is left to
-// the next append, which reads the stream from where the store was.
+// pollLocked reads the messages the stream holds past what the store has
+// read, if there are any, and moves *from past them. It takes s.mu.
+func (s *JetStreamStore) pollLocked(ctx context.Context, from *uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || info.State.LastSeq <= s.lastStream {
+		return false
+	}
+	if err := s.catchUpLocked(ctx, info.State.LastSeq); err != nil {
+		return false
+	}
+	*from = s.lastStream + 1
+	return true
+}
+
+// followLocked reads the messages up to stream sequence seq, another
+// writer's (or one of this store's whose acknowledgement was lost), and
+// indexes those that can be trusted (takeLocked). It reads from where the
+// store was, not the one message: a message before seq that a failed read
+// left unread would otherwise look like a gap, and its events be lost to
+// this host. What it cannot read is left to the next append or poll, which
+// read the stream from where the store was.
 func (s *JetStreamStore) followLocked(ctx context.Context, seq uint64) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	raw, err := s.stream.GetMsg(ctx, seq)
-	if err != nil {
-		return
-	}
-	m, err := parseMessage(seq, raw.Subject, raw.Header, raw.Data)
-	if err != nil {
-		m = &jsMessage{stream: seq, subject: raw.Subject, bad: err}
-	}
-	if s.takeLocked(m) {
-		s.wakeFollowersLocked()
-	}
-	s.lastStream = seq
+	s.catchUpLocked(ctx, seq)
 }
