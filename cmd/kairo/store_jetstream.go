@@ -78,9 +78,11 @@ func runStorePermissions(ctx context.Context, args []string) error {
 	f := newFlags("store permissions", "kairo store permissions [--home DIR] [--config FILE] HOST", `
 Print the nats-server authorization block of the user for host HOST on
 this Kairo's stream, to paste into the configuration of a cluster the
-hosts share: HOST may append on its own subject (STREAM.log.HOST) and
-read the stream, and nothing else: no other host's subject, no deleting
-or purging messages, no creating, changing or deleting streams. Replace
+hosts share: HOST may append on its own subject (STREAM.log.HOST), read
+the stream, and receive on its own inboxes (_INBOX_HOST.>, the prefix
+kairo connects with), and nothing else: no other host's subject or
+inboxes, no deleting or purging messages, no creating, changing or
+deleting streams. Replace
 PASSWORD with the host's password, which the host reads from its
 [store.jetstream] password_file (user defaults to its [host] name).
 An embedded server that listens gives each of its peers these

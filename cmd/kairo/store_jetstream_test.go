@@ -30,7 +30,7 @@ func TestStorePermissions(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("store permissions:\n%s", r)
 	}
-	for _, want := range []string{"authorization {", `user: "build-2"`, `password: "PASSWORD"`, `"OPS.log.build-2"`, `"$JS.API.STREAM.MSG.DELETE.>"`, `"_INBOX.>"`} {
+	for _, want := range []string{"authorization {", `user: "build-2"`, `password: "PASSWORD"`, `"OPS.log.build-2"`, `"$JS.API.STREAM.MSG.DELETE.>"`, `"_INBOX_build-2.>"`} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the block lacks %s:\n%s", want, r.stdout)
 		}

@@ -258,10 +258,20 @@ func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 	// What the stream refuses at is its own bound, which a full stream's
 	// error names.
 	s.opts.MaxBytes = max(s.stream.CachedInfo().Config.MaxBytes, 0)
-	// Reading a large stream takes longer than one request may.
-	s.mu.Lock()
-	err := s.catchUpLocked(context.Background(), 0)
-	s.mu.Unlock()
+	// A stream just made on a cluster may have no leader yet to answer:
+	// reading waits for it, as finding the stream does. Each read goes on
+	// from what the last indexed.
+	err := retryOpen(ctx, opts.Logger, "read stream "+opts.Stream, opts.OpenTimeout, func(context.Context) error {
+		// Reading a large stream takes longer than one request may, or
+		// than OpenTimeout.
+		s.mu.Lock()
+		err := s.catchUpLocked(context.Background(), 0)
+		s.mu.Unlock()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+			return &permanentError{err}
+		}
+		return err
+	})
 	if err != nil {
 		return fail("read the stream", err)
 	}
@@ -425,6 +435,9 @@ func connect(opts JetStreamOptions, srv *server.Server, extra ...nats.Option) (*
 	if srv != nil {
 		no = append(no, nats.InProcessServer(srv))
 		url = ""
+	} else if opts.Host != "" {
+		// The inboxes HostPermissions lets this host subscribe to.
+		no = append(no, nats.CustomInboxPrefix(InboxPrefix(opts.Host)))
 	}
 	if opts.CredsFile != "" {
 		no = append(no, nats.UserCredentials(opts.CredsFile))
@@ -440,7 +453,7 @@ func connect(opts JetStreamOptions, srv *server.Server, extra ...nats.Option) (*
 		pw, err := ReadPasswordFile(opts.PasswordFile)
 		if err != nil {
 			// Not a connection that failed: trying again cannot mend it.
-			return nil, fmt.Errorf("%w: %w", err, errNotPermitted)
+			return nil, &permanentError{err}
 		}
 		no = append(no, nats.UserInfo(opts.User, pw))
 	}

@@ -112,6 +112,10 @@ func permanent(err error) bool {
 			return true
 		}
 	}
+	var final *permanentError
+	if errors.As(err, &final) {
+		return true
+	}
 	var unknownCA x509.UnknownAuthorityError
 	var badHost x509.HostnameError
 	var badCert *tls.CertificateVerificationError
@@ -139,6 +143,13 @@ func permanent(err error) bool {
 
 // errNotPermitted marks an error that says what the server refused.
 var errNotPermitted = errors.New("not permitted")
+
+// permanentError is an error that trying again cannot mend: a stream or a
+// file that is not what it must be. Its text is its error's.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
 
 // denials remembers the permission violations the server reports on a
 // connection. The server answers a request it does not permit with an
@@ -216,11 +227,11 @@ func (s *JetStreamStore) openStream(ctx context.Context) error {
 		}
 		cfg := st.CachedInfo().Config
 		if !subjectCovers(cfg.Subjects, s.logSubj+".>") {
-			return fmt.Errorf("stream %s takes the subjects %s, not %s.>, where this Kairo's hosts append: run `kairo store apply` to set its subjects (or nats stream edit %s --subjects %s --subjects '%s.>'): %w",
-				s.opts.Stream, strings.Join(cfg.Subjects, ", "), s.logSubj, s.opts.Stream, s.logSubj, s.logSubj, errNotPermitted)
+			return &permanentError{fmt.Errorf("stream %s takes the subjects %s, not %s.>, where this Kairo's hosts append: run `kairo store apply` to set its subjects (or nats stream edit %s --subjects %s --subjects '%s.>')",
+				s.opts.Stream, strings.Join(cfg.Subjects, ", "), s.logSubj, s.opts.Stream, s.logSubj, s.logSubj)}
 		}
 		if err := s.checkFormat(ctx, st); err != nil {
-			return fmt.Errorf("%w: %w", err, errNotPermitted)
+			return &permanentError{err}
 		}
 		s.stream, s.drift = st, drift(s.opts, s.logSubj, cfg)
 		return nil
@@ -280,6 +291,14 @@ func drift(opts JetStreamOptions, logSubj string, cfg jetstream.StreamConfig) []
 		// and deduplication stand on.
 		differ("discard", "old", "new (a full stream refuses events, never drops stored ones)", "--discard new")
 	}
+	// Headers a host writes that act on what other hosts wrote: the
+	// server carries them out whatever the host's permissions.
+	if cfg.AllowRollup {
+		out = append(out, fmt.Sprintf("stream %s allows Nats-Rollup headers: one host could purge what the others wrote; `kairo store apply` turns them off (or nats stream edit %s --no-allow-rollup)", opts.Stream, opts.Stream))
+	}
+	if cfg.AllowMsgSchedules {
+		out = append(out, fmt.Sprintf("stream %s allows message schedules: the server publishes a scheduled message on the subject it names, which could be another host's; `kairo store apply` turns them off, or move the stream aside", opts.Stream))
+	}
 	return out
 }
 
@@ -312,12 +331,22 @@ func applied(opts JetStreamOptions, cfg jetstream.StreamConfig) (jetstream.Strea
 		change("discard", "old", "new")
 		cfg.Discard = jetstream.DiscardNew
 	}
+	if cfg.AllowRollup {
+		change("allow_rollup_hdrs", "true", "false")
+		cfg.AllowRollup = false
+	}
+	if cfg.AllowMsgSchedules {
+		change("allow_msg_schedules", "true", "false")
+		cfg.AllowMsgSchedules = false
+	}
 	return cfg, changes
 }
 
 // ApplyJetStream makes the stream what opts say: it creates it when there
 // is none, else sets the replicas, max_bytes and max_age the options set
-// (zero leaves a setting as it is), the store's subjects, and discard new.
+// (zero leaves a setting as it is), the store's subjects, discard new, and
+// no rollup headers or message schedules, by which one host's message
+// would act on the others'.
 // It returns what it changed, one line each, or that it created the
 // stream. An embedded store's server must not be running: ApplyJetStream
 // starts it, without listening, for the time of the change.

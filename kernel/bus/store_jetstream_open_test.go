@@ -38,7 +38,7 @@ type rawPeer struct {
 func dialPeer(t *testing.T, addr, user, password string) *rawPeer {
 	t.Helper()
 	p := &rawPeer{}
-	nc, err := nats.Connect("nats://"+addr, nats.UserInfo(user, password), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	nc, err := nats.Connect("nats://"+addr, nats.UserInfo(user, password), nats.CustomInboxPrefix(InboxPrefix(user)), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		p.mu.Lock()
 		p.denied = append(p.denied, err.Error())
 		p.mu.Unlock()
@@ -133,6 +133,11 @@ func TestJetStreamPeerPermissions(t *testing.T) {
 		}
 		p.refusedOn(t, subject)
 	}
+	// A rollup header on its own subject would purge the stream: the
+	// stream Kairo made refuses it.
+	if _, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: "KAIRO.log.b", Header: nats.Header{"Nats-Rollup": []string{"all"}}, Data: []byte("purge")}); err == nil {
+		t.Error("b published a rollup")
+	}
 	if got := msgs(); got != before+1 {
 		t.Errorf("the stream holds %d messages, want %d: b's own one more, none of the forged", got, before+1)
 	}
@@ -181,6 +186,25 @@ func TestJetStreamPeerPermissions(t *testing.T) {
 	if got := msgs(); got != before+1 {
 		t.Errorf("the stream holds %d messages after b's reads, want %d", got, before+1)
 	}
+
+	// Its own inboxes: b subscribes. Another host's, or all: refused.
+	if _, err := p.nc.SubscribeSync("_INBOX_b.x"); err != nil {
+		t.Errorf("b subscribes to its own inbox: %v", err)
+	}
+	for _, subject := range []string{"_INBOX.>", "_INBOX_a.>", "_INBOX_c.x", "KAIRO.log.>"} {
+		if _, err := p.nc.SubscribeSync(subject); err != nil {
+			t.Fatal(err)
+		}
+		p.nc.Flush()
+		p.refusedOn(t, fmt.Sprintf("Subscription to %q", subject))
+	}
+	p.mu.Lock()
+	for _, d := range p.denied {
+		if strings.Contains(d, "_INBOX_b.x") {
+			t.Errorf("b's own inbox was refused: %s", d)
+		}
+	}
+	p.mu.Unlock()
 
 	// Credentials: c's password is not b's; none is no login; the control,
 	// c's own, logs in.
@@ -415,6 +439,27 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 	if changes, err := ApplyJetStream(context.Background(), opts); err != nil || len(changes) != 0 {
 		t.Errorf("apply again: %q, %v; want nothing to change", changes, err)
 	}
+	// A stream that lets a host's header purge the others' messages is
+	// reported, and apply turns it off.
+	s = openJetStream(t, opts)
+	cfg := s.stream.CachedInfo().Config
+	cfg.AllowRollup = true
+	if _, err := s.js.UpdateStream(testCtx(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openJetStream(t, opts)
+	if d := strings.Join(s.Drift(), "\n"); !strings.Contains(d, "Nats-Rollup") || !strings.Contains(d, "kairo store apply") {
+		t.Errorf("a stream that allows rollups: drift %q", d)
+	}
+	s.Close()
+	if changes, err := ApplyJetStream(context.Background(), opts); err != nil || strings.Join(changes, "\n") != "allow_rollup_hdrs: true → false" {
+		t.Errorf("apply to a stream that allows rollups: %q, %v", changes, err)
+	}
+	if cfg := config(); cfg.AllowRollup {
+		t.Error("after apply the stream still allows rollups")
+	}
+
 	// On no stream, apply creates it.
 	fresh := JetStreamOptions{Embedded: true, Dir: t.TempDir(), Stream: "FRESH"}
 	if changes, err := ApplyJetStream(context.Background(), fresh); err != nil || len(changes) != 1 || !strings.Contains(changes[0], "created stream FRESH") {

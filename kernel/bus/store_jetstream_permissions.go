@@ -31,8 +31,11 @@ type StorePermissions struct {
 	// calls that change or remove what is stored, so that a later widening
 	// of Publish cannot let them through.
 	DenyPublish []string
-	// Subscribe is where the host receives: its inboxes, where the
-	// server's replies and a consumer's messages arrive.
+	// Subscribe is where the host receives: its own inboxes
+	// (InboxPrefix), where the server's replies and a consumer's messages
+	// arrive. Not the other hosts': a host that could subscribe to them
+	// would see their traffic, and could learn an inbox to point a push
+	// consumer at.
 	Subscribe []string
 }
 
@@ -64,8 +67,19 @@ func HostPermissions(stream, prefix, host string) StorePermissions {
 			api + "STREAM.PURGE.>",
 			api + "STREAM.MSG.DELETE.>",
 		},
-		Subscribe: []string{"_INBOX.>"},
+		Subscribe: []string{InboxPrefix(host) + ".>"},
 	}
+}
+
+// InboxPrefix is the prefix of the inboxes of host's connection, its own
+// so that permissions can keep each host to its own: "_INBOX_NAME", a dot
+// of the name as "~" (which no host name holds, so that no host's inboxes
+// fall under another's); "_INBOX" for a host of no name.
+func InboxPrefix(host string) string {
+	if host == "" {
+		return "_INBOX"
+	}
+	return "_INBOX_" + strings.ReplaceAll(host, ".", "~")
 }
 
 // server is p as a nats-server user's permissions.
