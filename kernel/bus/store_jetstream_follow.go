@@ -135,12 +135,36 @@ func (s *JetStreamStore) watchOnce(ctx context.Context, from *uint64) {
 		}
 		seq := meta.Sequence.Stream
 		*from = seq + 1
+		if msg.Subject() == s.subject {
+			continue // this store's own: its append placed it
+		}
+		// Read outside the lock, which an append holds through its
+		// round trips: the append then finds the message read.
+		m := s.fetch(ctx, seq)
 		s.mu.Lock()
-		if !s.closed && seq > s.lastStream {
+		switch {
+		case s.closed || seq <= s.lastStream:
+		case m != nil && seq == s.lastStream+1:
+			if s.takeLocked(m) {
+				s.wakeFollowersLocked()
+			}
+			s.lastStream = seq
+		default:
 			s.followLocked(ctx, seq)
 		}
 		s.mu.Unlock()
 	}
+}
+
+// fetch reads the message at stream sequence seq, nil if it cannot.
+func (s *JetStreamStore) fetch(ctx context.Context, seq uint64) *jsMessage {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	raw, err := s.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return nil
+	}
+	return readMessage(seq, raw.Subject, raw.Header, raw.Data)
 }
 
 // pollLocked reads the messages the stream holds past what the store has
