@@ -267,7 +267,7 @@ func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 		s.mu.Lock()
 		err := s.catchUpLocked(context.Background(), 0)
 		s.mu.Unlock()
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		if err != nil && !transient(err) {
 			return &permanentError{err}
 		}
 		return err

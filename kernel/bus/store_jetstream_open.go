@@ -144,6 +144,12 @@ func permanent(err error) bool {
 // errNotPermitted marks an error that says what the server refused.
 var errNotPermitted = errors.New("not permitted")
 
+// transient reports whether err is a server that did not answer in time,
+// as one whose stream has no leader yet does.
+func transient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
 // permanentError is an error that trying again cannot mend: a stream or a
 // file that is not what it must be. Its text is its error's.
 type permanentError struct{ err error }
@@ -230,8 +236,10 @@ func (s *JetStreamStore) openStream(ctx context.Context) error {
 			return &permanentError{fmt.Errorf("stream %s takes the subjects %s, not %s.>, where this Kairo's hosts append: run `kairo store apply` to set its subjects (or nats stream edit %s --subjects %s --subjects '%s.>')",
 				s.opts.Stream, strings.Join(cfg.Subjects, ", "), s.logSubj, s.opts.Stream, s.logSubj, s.logSubj)}
 		}
-		if err := s.checkFormat(ctx, st); err != nil {
+		if err := s.checkFormat(ctx, st); err != nil && !transient(err) {
 			return &permanentError{err}
+		} else if err != nil {
+			return err
 		}
 		s.stream, s.drift = st, drift(s.opts, s.logSubj, cfg)
 		return nil
