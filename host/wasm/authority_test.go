@@ -278,3 +278,34 @@ func queryAll(t *testing.T, subject string) bus.Query {
 	}
 	return bus.Query{Pattern: pt}
 }
+
+// On a store several hosts share, a grant the operator recorded on
+// another host is that host's: a restart does not fold it. The control: the
+// same grant recorded by this host is folded.
+func TestGrantOfAnotherHost(t *testing.T) {
+	e := newManagerEnv(t)
+	e.drop("asker", "asker", fmt.Sprintf(askerManifest, "call", 0))
+	drop := Folder{Path: e.dir}
+	record := func(id, host string) {
+		t.Helper()
+		data, err := msgpack.Marshal(abi.PluginGrant{Plugin: "asker", Call: []string{"process.spawn"}, By: "operator/1000"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := &abi.Event{ID: id, Type: abi.SubjectPluginGranted, Source: abi.PrincipalHost, Time: time.Now(), Data: data, Host: host}
+		if err := e.bus.Store().Append([]*abi.Event{ev}, nil, make([]bool, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record("grant-of-b", "b")
+	e.startFolder(ManagerConfig{}, drop)
+	if s := e.waitState("asker", abi.PluginRunning); len(s.Call) != 0 {
+		t.Fatalf("a grant recorded on host b was folded here: call %q", s.Call)
+	}
+	e.m.Stop()
+	record("grant-of-this-host", e.bus.Host())
+	e.start2(drop)
+	if s := e.waitState("asker", abi.PluginRunning); !slices.Equal(s.Call, []string{"process.spawn"}) {
+		t.Fatalf("this host's own grant: call %q, want it folded", s.Call)
+	}
+}

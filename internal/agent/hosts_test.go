@@ -67,11 +67,12 @@ func TestAgentsOfTwoHosts(t *testing.T) {
 	}
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
-	sa, err := bus.OpenJetStream(bus.JetStreamOptions{Embedded: true, Dir: t.TempDir(), Listen: "127.0.0.1:" + port, Host: "a"})
+	jsDir := t.TempDir()
+	sa, err := bus.OpenJetStream(bus.JetStreamOptions{Embedded: true, Dir: jsDir, Listen: "127.0.0.1:" + port, Host: "a", Peers: []string{"b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := bus.OpenJetStream(bus.JetStreamOptions{URL: "nats://127.0.0.1:" + port, Host: "b"})
+	sb, err := bus.OpenJetStream(bus.JetStreamOptions{URL: "nats://127.0.0.1:" + port, Host: "b", PasswordFile: bus.PeerPasswordFile(jsDir, "b")})
 	if err != nil {
 		sa.Close()
 		t.Fatal(err)
