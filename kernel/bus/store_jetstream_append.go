@@ -40,7 +40,7 @@ type StreamFullError struct {
 // Error names the limit and what to do about it.
 func (e *StreamFullError) Error() string {
 	if e.MaxBytes > 0 {
-		return fmt.Sprintf("jetstream stream %s is full: it holds its max_bytes of %d bytes and refuses new events rather than drop old ones; raise [store.jetstream] max_bytes, set max_age, or purge old events: %v", e.Stream, e.MaxBytes, e.Err)
+		return fmt.Sprintf("jetstream stream %s is full: it holds its max_bytes of %d bytes and refuses new events rather than drop old ones; raise [store.jetstream] max_bytes and run kairo store apply (or nats stream edit %s --max-bytes), or set max_age: %v", e.Stream, e.MaxBytes, e.Stream, e.Err)
 	}
 	return fmt.Sprintf("jetstream stream %s is full: the server's storage for JetStream is used up; give the server more storage (max_file_store) or free some: %v", e.Stream, e.Err)
 }
@@ -287,7 +287,11 @@ func (s *JetStreamStore) appendError(ev *abi.Event, err error) error {
 	if errors.As(err, &api) {
 		switch {
 		case api.ErrorCode == jsStoreFailed && strings.Contains(api.Description, "maximum bytes"):
-			return &StreamFullError{Stream: s.opts.Stream, MaxBytes: s.opts.MaxBytes, Err: err}
+			limit := s.opts.MaxBytes
+			if info := s.stream.CachedInfo(); limit == 0 && info != nil {
+				limit = info.Config.MaxBytes // the stream's own, set by the operator
+			}
+			return &StreamFullError{Stream: s.opts.Stream, MaxBytes: max(limit, 1), Err: err}
 		case api.ErrorCode == jsResourceExceeded:
 			return &StreamFullError{Stream: s.opts.Stream, Err: err}
 		}
