@@ -33,14 +33,18 @@ const jsRaceTries = 100
 // subscriptions, and resumes by itself once the stream takes events again.
 type StreamFullError struct {
 	Stream   string
-	MaxBytes int64 // 0: the server's or account's limit, not the stream's
+	MaxBytes int64 // 0: the server's or account's limit, not the stream's; -1: the stream's, of a size unknown
 	Err      error
 }
 
 // Error names the limit and what to do about it.
 func (e *StreamFullError) Error() string {
-	if e.MaxBytes > 0 {
-		return fmt.Sprintf("jetstream stream %s is full: it holds its max_bytes of %d bytes and refuses new events rather than drop old ones; raise [store.jetstream] max_bytes and run kairo store apply (or nats stream edit %s --max-bytes), or set max_age: %v", e.Stream, e.MaxBytes, e.Stream, e.Err)
+	if e.MaxBytes != 0 {
+		limit := "its max_bytes"
+		if e.MaxBytes > 0 {
+			limit += " of " + utoa(uint64(e.MaxBytes)) + " bytes"
+		}
+		return fmt.Sprintf("jetstream stream %s is full: it holds %s and refuses new events rather than drop old ones; raise [store.jetstream] max_bytes and run kairo store apply (or nats stream edit %s --max-bytes), or set max_age: %v", e.Stream, limit, e.Stream, e.Err)
 	}
 	return fmt.Sprintf("jetstream stream %s is full: the server's storage for JetStream is used up; give the server more storage (max_file_store) or free some: %v", e.Stream, e.Err)
 }
@@ -291,7 +295,10 @@ func (s *JetStreamStore) appendError(ev *abi.Event, err error) error {
 			if info := s.stream.CachedInfo(); limit == 0 && info != nil {
 				limit = info.Config.MaxBytes // the stream's own, set by the operator
 			}
-			return &StreamFullError{Stream: s.opts.Stream, MaxBytes: max(limit, 1), Err: err}
+			if limit <= 0 {
+				limit = -1 // set on the stream after the store opened
+			}
+			return &StreamFullError{Stream: s.opts.Stream, MaxBytes: limit, Err: err}
 		case api.ErrorCode == jsResourceExceeded:
 			return &StreamFullError{Stream: s.opts.Stream, Err: err}
 		}
