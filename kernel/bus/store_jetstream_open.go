@@ -232,9 +232,12 @@ func (s *JetStreamStore) openStream(ctx context.Context) error {
 			return s.checkDenied(n, "look up stream "+s.opts.Stream, err)
 		}
 		cfg := st.CachedInfo().Config
-		if !subjectCovers(cfg.Subjects, s.logSubj+".>") {
-			return &permanentError{fmt.Errorf("stream %s takes the subjects %s, not %s.>, where this Kairo's hosts append: run `kairo store apply` to set its subjects (or nats stream edit %s --subjects %s --subjects '%s.>')",
-				s.opts.Stream, strings.Join(cfg.Subjects, ", "), s.logSubj, s.opts.Stream, s.logSubj, s.logSubj)}
+		// This host's own subject is what it needs: a stream of the Kairo
+		// before, on PREFIX.log alone, still serves a host of no name (one
+		// host's store), and its drift says what apply would add.
+		if !subjectCovers(cfg.Subjects, s.subject) {
+			return &permanentError{fmt.Errorf("stream %s takes the subjects %s, not %s, where this host appends: run `kairo store apply` to set its subjects (or nats stream edit %s --subjects %s --subjects '%s.>')",
+				s.opts.Stream, strings.Join(cfg.Subjects, ", "), s.subject, s.opts.Stream, s.logSubj, s.logSubj)}
 		}
 		if err := s.checkFormat(ctx, st); err != nil && !transient(err) {
 			return &permanentError{err}

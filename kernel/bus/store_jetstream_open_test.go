@@ -467,9 +467,10 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 	}
 }
 
-// A stream whose subjects lack PREFIX.log.> cannot take this Kairo's
-// messages: the store refuses to open, naming kairo store apply, which
-// mends it.
+// A stream whose subjects lack PREFIX.log.> (made by the Kairo before)
+// cannot take a named host's messages: the store refuses to open, naming
+// kairo store apply, which mends it. The control: a host of no name, whose
+// subject is PREFIX.log, opens it and is told of the difference.
 func TestJetStreamOldSubjects(t *testing.T) {
 	dir := t.TempDir()
 	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir, Stream: "OTHER"})
@@ -478,12 +479,17 @@ func TestJetStreamOldSubjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	opts := JetStreamOptions{Embedded: true, Dir: dir, Stream: "NARROW"}
+	unnamed := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir, Stream: "NARROW"})
+	if d := strings.Join(unnamed.Drift(), "\n"); !strings.Contains(d, "subjects") {
+		t.Errorf("a host of no name on the old stream is not told of its subjects: %q", d)
+	}
+	unnamed.Close()
+	opts := JetStreamOptions{Embedded: true, Dir: dir, Stream: "NARROW", Host: "b"}
 	_, err := OpenJetStream(opts)
 	if err == nil {
-		t.Fatal("a stream without NARROW.log.> opened")
+		t.Fatal("a stream without NARROW.log.> opened for host b")
 	}
-	for _, want := range []string{"NARROW.log.>", "kairo store apply", "nats stream edit NARROW"} {
+	for _, want := range []string{"NARROW.log.b", "kairo store apply", "nats stream edit NARROW"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not say %q", err, want)
 		}
