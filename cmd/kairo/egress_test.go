@@ -55,7 +55,7 @@ func checkFetch(t *testing.T, r result, port string) {
 		`^hello /listed exit=0$`,
 		`^curl: \(56\) CONNECT tunnel failed, response 403 exit=56$`,
 		`exit=7$`,
-		`^proxy=http://127\.0\.0\.1:\d+ no_proxy=\.$`,
+		`^proxy=http://kairo:[0-9a-f]{32}@127\.0\.0\.1:\d+ no_proxy=\.$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(lines[i]) {
 			t.Errorf("line %d: %q, want %s\n%s", i+1, lines[i], want, r)

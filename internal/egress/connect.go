@@ -20,8 +20,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusBadRequest, "CONNECT needs host:port, got "+strconv.Quote(r.Host))
 		return
 	}
-	if !p.cfg.Rules.Allow(host, port) {
-		p.deny(w, host, port, r.Method, notListed(host, port))
+	if !p.checkHost(w, host, port, r.Method) {
 		return
 	}
 	up, err := p.dial(r.Context(), host, port)

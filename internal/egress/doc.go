@@ -15,16 +15,38 @@
 // line the process can read, and a Denial given to Config.OnDenied,
 // coalesced per host and port so a loop makes few reports with a count.
 //
+// # Whom the proxy serves
+//
+// One tree. Its URL carries a secret New makes,
+// http://kairo:SECRET@127.0.0.1:PORT (see Proxy.URL and Env), and every
+// request must carry it as Proxy-Authorization: Basic, which curl,
+// Python's requests and Go's net/http send from HTTPS_PROXY on their own.
+// A request without it gets a 407 and is no Denial: what another user
+// asks for is never the tree's refusal, nor a re-run's grant. With
+// Config.PeerUID the proxy also closes, as it accepts them, connections
+// whose socket another uid owns (the kernel's sock_diag names the
+// owner), so another user cannot even hold the tree's connection slots.
+//
+// A refused host that is not one plain host name or IP literal (a
+// pattern such as "*.com") is refused like an unlisted one, and its
+// Denial names no grant: IsHostPort is what a refusal may turn into.
+//
 // # Which addresses the proxy dials
 //
-// Never the unspecified addresses (0.0.0.0, ::), multicast, broadcast
+// Never the unspecified addresses (0.0.0.0/8, ::), multicast, broadcast
 // or the proxy's own address: dialing those is a mistake or a loop, not
-// a service. Loopback and link-local addresses (127.0.0.0/8, ::1,
-// 169.254.0.0/16 with cloud metadata endpoints, fe80::/10) only for a
-// listed IP literal, a "localhost" name, or with Config.AllowLocal: a
-// listed public name whose DNS someone points at 127.0.0.1 must not open
-// the host's own services to the tree. Private ranges (10/8, 192.168/16,
-// …) are dialed: naming a host on the local network is a plain grant.
+// a service. The addresses that are not public — loopback (127/8, ::1),
+// link-local (169.254/16 with cloud metadata endpoints, fe80::/10),
+// private (10/8, 172.16/12, 192.168/16, fc00::/7, fec0::/10), shared
+// (100.64/10, carrier-grade NAT), their NAT64 forms (64:ff9b::/96) and
+// the machine's own addresses, public or not — only when the address is
+// listed as such: a listed IP literal reaches its address, and a listed
+// name reaches one of these addresses only when [net] hosts lists that
+// address too, for that port (["nas.lan:443", "192.168.1.10:443"]). A
+// "localhost" name reaches loopback. Config.AllowLocal lifts this, for
+// tests. A listed public name whose DNS someone points at 127.0.0.1 or
+// 10.0.0.1 must not open the host's or the network's services to the
+// tree.
 //
 // # Bounds
 //

@@ -85,8 +85,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		port = n
 	}
-	if !f.p.cfg.Rules.Allow(host, port) {
-		f.p.deny(w, host, port, r.Method, notListed(host, port))
+	if !f.p.checkHost(w, host, port, r.Method) {
 		return
 	}
 

@@ -3,6 +3,10 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -39,11 +43,21 @@ type Config struct {
 	// refusals before its exit). OnDenied must then be quick and safe for
 	// concurrent use; DenialWindow is unused.
 	ReportNow bool
-	// AllowLocal lets a listed name resolve to loopback and link-local
-	// addresses. Without it only "localhost" names and listed IP literals
-	// reach them, so a listed public name that someone points at
-	// 127.0.0.1 or 169.254.169.254 cannot reach the host's own services.
+	// AllowLocal lets a listed name resolve to any address that is not
+	// public: loopback, link-local, private, shared (CGNAT) and the
+	// machine's own. Without it a name reaches those only when the
+	// address itself is listed as an IP literal for that port (and a
+	// "localhost" name its loopback), so a listed public name that
+	// someone points at 127.0.0.1, 10.0.0.1 or 169.254.169.254 cannot
+	// reach the host's or the network's own services. For tests.
 	AllowLocal bool
+	// PeerUID, when positive, is the only uid whose sockets the proxy
+	// serves: a connection from a socket of another uid is closed as it
+	// is accepted, before it counts against MaxConns or is read. The
+	// kernel gives the tree's sandbox uid (or its own, for trees that run
+	// as it). Linux only, through sock_diag; Start fails if the kernel
+	// cannot tell a connection's uid.
+	PeerUID int
 	// MaxConns bounds the client connections open at once; past it a
 	// client gets a 503 with the reason. Default 256.
 	MaxConns int
@@ -104,6 +118,9 @@ type Proxy struct {
 	reporter *reporter
 	ln       net.Listener
 	self     netip.AddrPort // the listening address, never dialed
+	secret   string         // the password of the proxy's URL
+	auth     string         // the Proxy-Authorization every request must carry
+	locals   localAddrs     // the machine's own addresses, refreshed now and then
 
 	mu       sync.Mutex // guards closed, active, conns and the Adds of handlers
 	closed   bool
@@ -119,8 +136,15 @@ func New(cfg Config) (*Proxy, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("egress: a secret for the proxy's URL: %w", err)
+	}
+	secret := hex.EncodeToString(b[:])
 	p := &Proxy{
 		cfg:      cfg,
+		secret:   secret,
+		auth:     "Basic " + base64.StdEncoding.EncodeToString([]byte(proxyUser+":"+secret)),
 		conns:    map[*net.TCPConn]struct{}{},
 		refusing: make(chan struct{}, 32),
 	}
@@ -147,6 +171,14 @@ func (p *Proxy) Start() error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("egress: listen on loopback: %w", err)
+	}
+	if p.cfg.PeerUID > 0 {
+		// A proxy that cannot tell whose a connection is would serve any
+		// local user: it does not start.
+		if err := checkPeerUID(ln.(*net.TCPListener)); err != nil {
+			ln.Close()
+			return fmt.Errorf("egress: Config.PeerUID is set, but %w", err)
+		}
 	}
 	p.mu.Lock()
 	if p.closed || p.ln != nil {
@@ -243,14 +275,22 @@ func (p *Proxy) connState(c net.Conn, s http.ConnState) {
 	}
 }
 
-// ServeHTTP dispatches a CONNECT to a tunnel and an absolute-URI request
-// to the forwarder.
+// ServeHTTP checks the request's Proxy-Authorization, then dispatches a
+// CONNECT to a tunnel and an absolute-URI request to the forwarder.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.begin() {
 		refuse(w, http.StatusServiceUnavailable, "the proxy is shutting down")
 		return
 	}
 	defer p.handlers.Done()
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("Proxy-Authorization")), []byte(p.auth)) != 1 {
+		// Not the tree's: no Denial, so nothing of it reaches the tree's
+		// refusals or a re-run request.
+		w.Header().Set("Proxy-Authenticate", `Basic realm="kairo egress"`)
+		refuse(w, http.StatusProxyAuthRequired, "this proxy serves one sandbox: use the URL in its HTTPS_PROXY, with its credentials")
+		return
+	}
+	r.Header.Del("Proxy-Authorization")
 	if r.Method == http.MethodConnect {
 		p.connect(w, r)
 		return
@@ -276,6 +316,26 @@ func (p *Proxy) deny(w http.ResponseWriter, host string, port int, method, reaso
 		p.reporter.add(d)
 	}
 	refuse(w, http.StatusForbidden, reason)
+}
+
+// notAHost is the reason for a host that is not one host name or
+// address: a pattern, which no re-run may grant.
+func notAHost(host string) string {
+	return fmt.Sprintf("%q is not a host name or an IP address; the proxy connects to one host, never a pattern", host)
+}
+
+// checkHost refuses a host that is not plain, or not listed for port;
+// false if it refused.
+func (p *Proxy) checkHost(w http.ResponseWriter, host string, port int, method string) bool {
+	switch {
+	case !plainHost(host):
+		p.deny(w, host, port, method, notAHost(host))
+		return false
+	case !p.cfg.Rules.Allow(host, port):
+		p.deny(w, host, port, method, notListed(host, port))
+		return false
+	}
+	return true
 }
 
 // notListed is the reason for a host the rules do not allow.
@@ -307,6 +367,14 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		p := l.p
+		if p.cfg.PeerUID > 0 {
+			if uid, err := peerUID(c); err != nil || uid != p.cfg.PeerUID {
+				// Another user's (or one whose owner cannot be told): not
+				// the tree's, so it takes no slot and gets no answer.
+				c.Close()
+				continue
+			}
+		}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -379,16 +447,34 @@ func (c *clientConn) Close() error {
 	return err
 }
 
-// Env is the environment that sends a tree's HTTP clients through the
-// proxy: HTTP_PROXY, HTTPS_PROXY and ALL_PROXY in both cases (curl reads
-// only lowercase http_proxy; Go and Python read both), and an empty
-// NO_PROXY so an inherited one bypasses nothing. Nil before Start.
-func (p *Proxy) Env() []string {
+// proxyUser is the user name of the proxy's URL; the password is the
+// proxy's secret.
+const proxyUser = "kairo"
+
+// URL is the proxy's URL with its credentials,
+// http://kairo:SECRET@127.0.0.1:PORT: every request must carry them
+// (Proxy-Authorization: Basic), which curl, Python's requests and urllib
+// and Go's net/http send on their own when HTTPS_PROXY holds such a URL.
+// The secret is the proxy's, made by New; whoever holds the URL may use
+// the proxy, so it goes to the tree's environment only (never a command
+// line or an event). Empty before Start.
+func (p *Proxy) URL() string {
 	a := p.Addr()
 	if !a.IsValid() {
+		return ""
+	}
+	return "http://" + proxyUser + ":" + p.secret + "@" + a.String()
+}
+
+// Env is the environment that sends a tree's HTTP clients through the
+// proxy: HTTP_PROXY, HTTPS_PROXY and ALL_PROXY in both cases (curl reads
+// only lowercase http_proxy; Go and Python read both), set to URL, and an
+// empty NO_PROXY so an inherited one bypasses nothing. Nil before Start.
+func (p *Proxy) Env() []string {
+	u := p.URL()
+	if u == "" {
 		return nil
 	}
-	u := "http://" + a.String()
 	var env []string
 	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
 		env = append(env, k+"="+u, strings.ToLower(k)+"="+u)

@@ -73,7 +73,11 @@ func startProxy(t testing.TB, cfg Config, hosts ...string) (*Proxy, *denials) {
 // client returns srv's client (it trusts srv's certificate) going through p.
 func client(srv *httptest.Server, p *Proxy) *http.Client {
 	tr := srv.Client().Transport.(*http.Transport).Clone()
-	tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: p.Addr().String()})
+	u, err := url.Parse(p.URL())
+	if err != nil {
+		panic(err)
+	}
+	tr.Proxy = http.ProxyURL(u)
 	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
 }
 
@@ -106,7 +110,7 @@ func rawConnect(t *testing.T, p *Proxy, target string) (net.Conn, int, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, p.auth)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
 	if err != nil {
@@ -298,7 +302,7 @@ func TestNameResolvingToLoopback(t *testing.T) {
 	// Without AllowLocal a listed name that resolves to loopback is refused.
 	p, d := startProxy(t, Config{Resolve: loopbackResolver}, target)
 	_, code, body := rawConnect(t, p, target)
-	if code != http.StatusForbidden || !strings.Contains(body, "resolves only to addresses the proxy does not dial ([127.0.0.1])") {
+	if code != http.StatusForbidden || !strings.Contains(body, "resolves only to addresses the proxy does not dial (127.0.0.1: loopback)") {
 		t.Fatalf("%d %q", code, body)
 	}
 	p.Close()
@@ -319,7 +323,8 @@ func TestNameResolvingToLoopback(t *testing.T) {
 		t.Fatalf("0.0.0.0: %d", code)
 	}
 	// Nor does the proxy dial itself, even as a listed literal.
-	if self := p.Addr(); p.addrOK(self.Addr(), int(self.Port()), self.Addr().String(), true) {
+	self := p.Addr()
+	if ok, _ := p.addrOK(self.Addr(), int(self.Port()), self.Addr().String(), true); ok {
 		t.Error("the proxy would dial its own address")
 	}
 }
@@ -481,7 +486,7 @@ func TestEnv(t *testing.T) {
 	}
 	p, _ = startProxy(t, Config{})
 	env := strings.Join(p.Env(), " ")
-	u := "http://" + p.Addr().String()
+	u := "http://kairo:" + p.secret + "@" + p.Addr().String()
 	for _, want := range []string{"HTTPS_PROXY=" + u, "https_proxy=" + u, "http_proxy=" + u, "ALL_PROXY=" + u, "NO_PROXY= "} {
 		if !strings.Contains(env+" ", want) {
 			t.Errorf("Env %q lacks %q", env, want)

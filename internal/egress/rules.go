@@ -2,6 +2,7 @@ package egress
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -291,4 +292,35 @@ func (r *Rules) Allow(host string, port int) bool {
 		}
 	}
 	return false
+}
+
+// listsAddr reports whether an IP literal entry lists a on port.
+func (r *Rules) listsAddr(a netip.Addr, port int) bool {
+	return r != nil && r.addrs[a.Unmap()].has(port)
+}
+
+// plainHost reports whether host names one host exactly, as a [net]
+// hosts entry without a wildcard would: a host name, or an IP literal
+// without a zone (brackets allowed). A pattern ("*.com") or anything
+// else a client sends is not one: it is refused, and never becomes a
+// grant.
+func plainHost(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Zone() == ""
+	}
+	return checkName(normalizeName(host)) == nil
+}
+
+// IsHostPort reports whether s is exactly one host and one port,
+// "host:port" or "[v6]:port", with a host plainHost accepts: what a
+// refusal may turn into a grant. A wildcard, a missing port or anything
+// else is not.
+func IsHostPort(s string) bool {
+	host, p, err := net.SplitHostPort(s)
+	if err != nil || !plainHost(host) {
+		return false
+	}
+	_, err = parsePort(p)
+	return err == nil
 }

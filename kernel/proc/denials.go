@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/egress"
 )
 
 // A tree's refusals are coalesced: the first sight of an operation on an
@@ -207,7 +208,9 @@ func GrantLine(op, object string) string {
 	case abi.DeniedExec:
 		return list("fs", "exec", object)
 	case abi.DeniedHost:
-		return list("net", "hosts", object)
+		if egress.IsHostPort(object) { // one host and port, never a pattern
+			return list("net", "hosts", object)
+		}
 	case abi.DeniedConnectTCP, abi.DeniedBindTCP:
 		key := "connect_tcp"
 		if op == abi.DeniedBindTCP {
@@ -221,7 +224,9 @@ func GrantLine(op, object string) string {
 }
 
 // GrantsFor is what an approval adds for the refusals ds: exactly the
-// grants GrantLine names, each once.
+// grants GrantLine names, each once. A host is added only when its
+// refusal names a grant and is one host and port: the proxy names none
+// for a listed host refused for its address, nor for a pattern.
 func GrantsFor(ds []abi.SandboxDenied) abi.Grants {
 	var g abi.Grants
 	add := func(s []string, v string) []string {
@@ -253,7 +258,9 @@ func GrantsFor(ds []abi.SandboxDenied) abi.Grants {
 		case abi.DeniedExec:
 			g.Exec = add(g.Exec, d.Object)
 		case abi.DeniedHost:
-			g.Hosts = add(g.Hosts, d.Object)
+			if d.Grant != "" && egress.IsHostPort(d.Object) {
+				g.Hosts = add(g.Hosts, d.Object)
+			}
 		case abi.DeniedConnectTCP:
 			g.ConnectTCP = addPort(g.ConnectTCP, d.Object)
 		case abi.DeniedBindTCP:

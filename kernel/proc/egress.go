@@ -61,11 +61,13 @@ func (e *egressTrees) remove(t *Tree) {
 }
 
 // treeEgress points p, the policy of a spawn in tree, at the tree's
-// egress proxy when p lists hosts. A root starts the tree's proxy; stop,
+// egress proxy when p lists hosts. A root starts the tree's proxy, which
+// serves connections of uid's sockets only, and only requests with the
+// credentials of its URL, which the tree's environment holds; stop,
 // non-nil then, closes it and is the root launch's to call. A member uses
 // the proxy of its tree, whose list its own cannot widen; in a tree with
 // none, its hosts are taken away: it reaches no host by name.
-func (l *Sandboxed) treeEgress(tree *Tree, member bool, p *sandbox.Policy) (stop func(), err error) {
+func (l *Sandboxed) treeEgress(tree *Tree, member bool, p *sandbox.Policy, uid int) (stop func(), err error) {
 	if len(p.Hosts) == 0 {
 		return nil, nil
 	}
@@ -84,6 +86,7 @@ func (l *Sandboxed) treeEgress(tree *Tree, member bool, p *sandbox.Policy) (stop
 	cfg := egress.Config{
 		Rules:    rules,
 		MaxConns: egressMaxConns,
+		PeerUID:  uid,
 		// Each refusal is the tree's before the process reads its 403, so
 		// it is published before the tree's exit; Deny coalesces them.
 		ReportNow: true,
@@ -122,9 +125,10 @@ func throughProxy(p *sandbox.Policy, px *egress.Proxy) {
 }
 
 // hostDenied is the kairo.sandbox.denied of a proxy's refusal. The grant
-// that would allow it is named only for a host the list does not hold:
-// a listed name refused for what it resolved to needs no grant but a
-// different address.
+// that would allow it is named only for one plain host and port the list
+// does not hold: a listed name refused for what it resolved to needs a
+// different address or that address listed, which the operator writes,
+// and a pattern ("*.com") is never granted by a re-run.
 func hostDenied(d egress.Denial, rules *egress.Rules) abi.SandboxDenied {
 	object := d.Host
 	if d.Port > 0 {
@@ -133,7 +137,7 @@ func hostDenied(d egress.Denial, rules *egress.Rules) abi.SandboxDenied {
 	out := abi.SandboxDenied{
 		Op: abi.DeniedHost, Object: object, Detail: d.Reason, Count: d.Count, Reporter: "egress",
 	}
-	if d.Port > 0 && !rules.Allow(d.Host, d.Port) {
+	if d.Port > 0 && egress.IsHostPort(object) && !rules.Allow(d.Host, d.Port) {
 		out.Grant = fmt.Sprintf("[net] hosts = [%q]", object)
 	}
 	return out

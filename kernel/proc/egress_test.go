@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -299,8 +301,12 @@ func TestSandboxedEgress(t *testing.T) {
 	env, res := lines[:8], lines[8:]
 
 	proxy := strings.TrimSuffix(strings.TrimPrefix(env[0], "HTTPS_PROXY="), " set=true")
-	if !strings.HasPrefix(proxy, "http://127.0.0.1:") {
-		t.Fatalf("HTTPS_PROXY: %q", env[0])
+	pu, err := url.Parse(proxy)
+	if err != nil || pu.Scheme != "http" || !strings.HasPrefix(pu.Host, "127.0.0.1:") || pu.User.Username() != "kairo" {
+		t.Fatalf("HTTPS_PROXY: %q, want http://kairo:SECRET@127.0.0.1:PORT", env[0])
+	}
+	if pw, _ := pu.User.Password(); len(pw) < 32 {
+		t.Fatalf("HTTPS_PROXY: %q, want a secret of 128 bits or more", env[0])
 	}
 	for i, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"} {
 		if want := k + "=" + proxy + " set=true"; env[i] != want {
@@ -360,7 +366,7 @@ func TestSandboxedEgress(t *testing.T) {
 	if px := e.l.egress.get(sess.Tree()); px != nil {
 		t.Errorf("the tree's proxy is still registered after its end")
 	}
-	if c, err := net.DialTimeout("tcp", strings.TrimPrefix(proxy, "http://"), time.Second); err == nil {
+	if c, err := net.DialTimeout("tcp", pu.Host, time.Second); err == nil {
 		c.Close()
 		t.Errorf("the proxy at %s still accepts connections after its tree ended", proxy)
 	}
@@ -414,7 +420,7 @@ func TestSandboxedEgressMember(t *testing.T) {
 		if px == nil {
 			t.Fatal("the root's tree has no proxy")
 		}
-		if want := "HTTPS_PROXY=http://" + px.Addr().String() + " set=true"; !strings.Contains(stdout, want) {
+		if want := "HTTPS_PROXY=" + px.URL() + " set=true"; !strings.Contains(stdout, want) {
 			t.Errorf("member's environment: want %q in\n%s", want, stdout)
 		}
 		if !strings.Contains(stdout, `error: Get "https://other.test:`+tlsPort+`/": Forbidden`) {
@@ -442,4 +448,106 @@ func TestSandboxedEgressMember(t *testing.T) {
 			t.Errorf("member's policy: hosts %v, connect %v; want none", p.Hosts, p.ConnectTCP)
 		}
 	})
+}
+
+// TestSandboxedEgressOnlyItsTree: a tree's proxy serves the tree only.
+// Another uid, and the kernel's own, holding the proxy's URL with its
+// secret, are cut off as they connect, and their refused
+// attacker.test is no refusal of the tree's; the control, the tree's own
+// process, reaches its host and has its refusals reported. A refused
+// pattern (*.test) is reported with no grant and is not in what a re-run
+// would grant; the control, a refused plain name, is.
+func TestSandboxedEgressOnlyItsTree(t *testing.T) {
+	needRoot(t)
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl not installed")
+	}
+	e := newEgressEnv(t)
+	probe := netProbe(t)
+	tlsPort, _ := servers(t)
+	out := &collect{}
+	root := e.spawn(skillSpec(t, probeSkill(t, probe, []string{"api.test:" + tlsPort},
+		"get", "https://*.test:"+tlsPort+"/",
+		"get", "https://other.test:"+tlsPort+"/",
+		"get", "https://api.test:"+tlsPort+"/",
+		"wait"), ""), out)
+	px := e.l.egress.get(root.Tree())
+	if px == nil {
+		t.Fatal("the tree has no proxy")
+	}
+
+	// Outsiders, with everything the tree's environment holds.
+	const outsider = 0x7fd00000 // below the sandboxes' range: no tree's
+	for _, uid := range []int{outsider, os.Geteuid()} {
+		for _, u := range []string{"https://api.test:" + tlsPort + "/", "https://attacker.test:443/"} {
+			cmd := exec.Command(curl, "-sSk", "--max-time", "20", "-w", " %{http_code}", u)
+			cmd.Env = append([]string{"HOME=/", "PATH=/usr/bin:/bin"}, px.Env()...)
+			cmd.Dir = "/"
+			if uid != os.Geteuid() {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+			}
+			b, err := cmd.CombinedOutput()
+			if err == nil || strings.Contains(string(b), "hello") || strings.Contains(string(b), "403") {
+				t.Errorf("curl %s as uid %d through the tree's proxy: %v %q, want the connection cut", u, uid, err, b)
+			}
+		}
+	}
+
+	root.CloseStdin()
+	info := wait(t, root)
+	stdout := out.text("stdout")
+	if !exitedWith(info, 0) {
+		t.Fatalf("probe: %+v\nstdout %s\nstderr %s", info, stdout, out.text("stderr"))
+	}
+	if !strings.Contains(stdout, "status 200 hello from api.test:"+tlsPort) {
+		t.Errorf("the tree's own request: want status 200 in\n%s", stdout)
+	}
+	ds, _ := e.denied(root.ID())
+	var hosts []abi.SandboxDenied
+	for _, d := range ds {
+		if d.Op == abi.DeniedHost {
+			hosts = append(hosts, d)
+		}
+	}
+	byObject := map[string]abi.SandboxDenied{}
+	for _, d := range hosts {
+		byObject[d.Object] = d
+	}
+	if d, ok := byObject["attacker.test:443"]; ok {
+		t.Errorf("another uid's refusal was reported as the tree's: %+v", d)
+	}
+	pattern, ok := byObject["*.test:"+tlsPort]
+	if !ok {
+		t.Errorf("no refusal of *.test:%s; got %+v", tlsPort, hosts)
+	} else if pattern.Grant != "" {
+		t.Errorf("the refused pattern names a grant: %+v", pattern)
+	}
+	if d := byObject["other.test:"+tlsPort]; d.Grant != `[net] hosts = ["other.test:`+tlsPort+`"]` {
+		t.Errorf("the refused plain name: %+v, want its grant", d)
+	}
+	if g := GrantsFor(hosts); !slices.Equal(g.Hosts, []string{"other.test:" + tlsPort}) {
+		t.Errorf("a re-run would grant hosts %q, want exactly other.test:%s", g.Hosts, tlsPort)
+	}
+}
+
+// TestGrantsForHosts: a host refusal becomes a grant only when it names
+// one and is one host and port; the control, a plain one, does.
+func TestGrantsForHosts(t *testing.T) {
+	ds := []abi.SandboxDenied{
+		{Op: abi.DeniedHost, Object: "*.com:443", Grant: `[net] hosts = ["*.com:443"]`},
+		{Op: abi.DeniedHost, Object: "evil.example.com:443"}, // listed, refused for its address
+		{Op: abi.DeniedHost, Object: "api.example.com"},
+		{Op: abi.DeniedHost, Object: "api.example.com:443", Grant: `[net] hosts = ["api.example.com:443"]`},
+		{Op: abi.DeniedHost, Object: "[::1]:8080", Grant: `[net] hosts = ["[::1]:8080"]`},
+	}
+	if g := GrantsFor(ds); !slices.Equal(g.Hosts, []string{"api.example.com:443", "[::1]:8080"}) {
+		t.Errorf("hosts %q", g.Hosts)
+	}
+	if l := GrantLine(abi.DeniedHost, "*.com:443"); l != "" {
+		t.Errorf("GrantLine of a pattern: %q", l)
+	}
+	if l := GrantLine(abi.DeniedHost, "api.example.com:443"); l != `[net] hosts = ["api.example.com:443"]` {
+		t.Errorf("GrantLine of a host: %q", l)
+	}
 }

@@ -181,13 +181,6 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	p.Dir = work
 	p.BestEffort = p.BestEffort || l.BestEffort
 	p.LogDenials = l.LogDenials
-	stopEgress, err := l.treeEgress(tree, member, p)
-	if err != nil {
-		return fail(err)
-	}
-	if stopEgress != nil {
-		undo = append(undo, stopEgress)
-	}
 	uid := -1
 	if os.Geteuid() == 0 {
 		if member {
@@ -208,6 +201,19 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 		}
 	} else {
 		p.UID, p.GID = -1, -1
+	}
+	// The tree's proxy serves the tree's uid only (the kernel's own, for
+	// trees that run as it).
+	peer := uid
+	if peer < 0 {
+		peer = os.Geteuid()
+	}
+	stopEgress, err := l.treeEgress(tree, member, p, peer)
+	if err != nil {
+		return fail(err)
+	}
+	if stopEgress != nil {
+		undo = append(undo, stopEgress)
 	}
 	p.IPC = spec.IPC != nil
 	if name := missingProgram(spec.Argv, p.Env); name != "" {
