@@ -52,13 +52,18 @@ type Metrics struct {
 }
 
 // PublishParams is events.publish. The kernel fills an empty ID, Time and
-// Source; Seq is ignored.
+// Source; Seq is ignored. An ID the publisher chose is stored in its
+// scope, "SOURCE:ID" (the answer's ID): no publisher can take an id the
+// kernel derives, or another publisher's. Publishing the same ID again,
+// chosen or answered, is a duplicate.
 type PublishParams struct {
 	Event Event `msgpack:"event"`
 }
 
 // PublishResult is returned once the event is durable.
 type PublishResult struct {
+	// ID is the event's id as stored: the bus's own when the publisher
+	// left it empty, else the publisher's in its scope.
 	ID        string `msgpack:"id"`
 	Seq       uint64 `msgpack:"seq"`
 	Duplicate bool   `msgpack:"duplicate,omitempty"` // the ID was already stored at Seq

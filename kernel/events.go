@@ -43,6 +43,13 @@ func (k *Kernel) publish(ctx context.Context, c *Call) (any, error) {
 			"event.source %q: the kernel sets the source from who publishes (here %q); leave it empty", p.Event.Source, source)
 	}
 	p.Event.Source = source
+	// An id the caller chose is stored in its scope, never as it is: the
+	// kernel's own ids stay the kernel's (see ScopeEventID).
+	id, err := ScopeEventID(source, p.Event.ID)
+	if err != nil {
+		return nil, err
+	}
+	p.Event.ID = id
 	res, err := k.Bus.Publish(ctx, &p.Event)
 	if err != nil {
 		return nil, err

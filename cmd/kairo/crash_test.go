@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -24,7 +25,8 @@ func TestCrashRecovery(t *testing.T) {
 		clients = 4
 	)
 	home := t.TempDir()
-	acked := map[string]uint64{} // every acknowledged ID → its seq, all rounds
+	acked := map[string]uint64{}                      // every acknowledged ID → its seq, all rounds
+	scope := fmt.Sprintf("operator/%d:", os.Getuid()) // the ids the clients choose are stored in it
 
 	d := startUp(t, home)
 	for round := 0; round < rounds; round++ {
@@ -58,12 +60,12 @@ func TestCrashRecovery(t *testing.T) {
 					if err != nil {
 						return // the daemon died under us: this one was not acknowledged
 					}
-					if res.Duplicate || res.ID != id || res.Seq == 0 {
+					if res.Duplicate || res.ID != scope+id || res.Seq == 0 {
 						t.Errorf("publish %s: %+v, want a fresh event", id, res)
 						return
 					}
 					mu.Lock()
-					acked[id] = res.Seq
+					acked[res.ID] = res.Seq
 					mu.Unlock()
 				}
 			}()
@@ -96,7 +98,7 @@ func TestCrashRecovery(t *testing.T) {
 	// An acknowledged ID published again is a duplicate at the same seq.
 	c := d.dial()
 	for _, id := range []string{"c0-r0-0", fmt.Sprintf("c%d-r%d-0", clients-1, rounds-1)} {
-		want, ok := acked[id]
+		want, ok := acked[scope+id]
 		if !ok {
 			continue
 		}

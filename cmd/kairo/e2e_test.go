@@ -39,13 +39,15 @@ func TestEndToEnd(t *testing.T) {
 		{"e3", "test.note", ``},
 	}
 	seqs := map[string]uint64{}
+	// The operator's ids are stored in its scope, as every publisher's.
+	scope := fmt.Sprintf("operator/%d:", os.Getuid())
 	for _, p := range published {
 		args := []string{"events", "publish", "--id", p.id, "--correlation", "run-1", p.subject}
 		if p.data != "" {
 			args = append(args, p.data)
 		}
 		r := kairo(t, home, args...)
-		m := regexp.MustCompile(`^published seq=(\d+) id=` + p.id + `\n$`).FindStringSubmatch(r.stdout)
+		m := regexp.MustCompile(`^published seq=(\d+) id=` + regexp.QuoteMeta(scope+p.id) + `\n$`).FindStringSubmatch(r.stdout)
 		if r.code != 0 || m == nil {
 			t.Fatalf("publish %s: %s", p.id, r)
 		}
@@ -59,7 +61,7 @@ func TestEndToEnd(t *testing.T) {
 		ID        string `json:"id"`
 		Duplicate bool   `json:"duplicate"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &dup); err != nil || !dup.Duplicate || dup.Seq != seqs["e1"] || dup.ID != "e1" {
+	if err := json.Unmarshal([]byte(r.stdout), &dup); err != nil || !dup.Duplicate || dup.Seq != seqs["e1"] || dup.ID != scope+"e1" {
 		t.Errorf("duplicate publish: %+v, %v\n%s", dup, err, r)
 	}
 
@@ -94,7 +96,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	for i, p := range published {
 		ev := got[i]
-		if ev["id"] != p.id || ev["type"] != p.subject || ev["source"] != fmt.Sprintf("operator/%d", os.Getuid()) || ev["correlationId"] != "run-1" ||
+		if ev["id"] != scope+p.id || ev["type"] != p.subject || ev["source"] != fmt.Sprintf("operator/%d", os.Getuid()) || ev["correlationId"] != "run-1" ||
 			ev["seq"] != float64(seqs[p.id]) {
 			t.Errorf("event %d = %v, want id %s type %s seq %d", i, ev, p.id, p.subject, seqs[p.id])
 		}

@@ -55,9 +55,11 @@ func runPublish(ctx context.Context, args []string) error {
 Append an event on SUBJECT (dot-separated tokens, no wildcards) and print its
 sequence number and ID once the kernel has stored it. JSON, if given, is the
 event's data, converted to MsgPack; "-" reads it from stdin. Put flags before
-"--" when the JSON starts with '-'. Publishing an ID that is already stored
-stores nothing and prints the stored sequence number.`)
-	id := f.String("id", "", "the event's `ID` (default: a new UUIDv7); makes the publish idempotent")
+"--" when the JSON starts with '-'. An ID given is stored in the operator's
+scope, "operator/UID:ID", so it never takes an ID the kernel or another
+publisher uses. Publishing an ID that is already stored (given again, or
+as printed) stores nothing and prints the stored sequence number.`)
+	id := f.String("id", "", "the event's `ID`, stored as operator/UID:ID (default: a new UUIDv7); makes the publish idempotent")
 	corr := f.String("correlation", "", "the correlation `ID` (the run loop it belongs to)")
 	caus := f.String("causation", "", "the `ID` of the event that caused this one")
 	asJSON := f.Bool("json", false, "print the result as one JSON object")

@@ -334,8 +334,16 @@ func TestStringBoundsOverIPC(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Code != abi.CodeInvalidParams || !strings.Contains(ae.Message, "processId has 1048576 bytes") {
 		t.Fatalf("1 MiB process id: %v", err)
 	}
+	// A chosen id is stored in its publisher's scope, which the bound
+	// holds too: one byte more than fits is refused, saying how long an
+	// id may be.
+	fits := abi.MaxIDLen - len(fmt.Sprintf("operator/%d:", os.Getuid()))
+	_, err = c.Publish(ctx(t), abi.Event{Type: "app.x", ID: long[:fits+1]})
+	if !errors.As(err, &ae) || ae.Code != abi.CodeInvalidParams || !strings.Contains(ae.Message, fmt.Sprintf("choose an id of at most %d bytes", fits)) {
+		t.Fatalf("an id one byte over its scope's room: %v", err)
+	}
 	// The controls.
-	if _, err := c.Publish(ctx(t), abi.Event{Type: "app.x", ID: long[:abi.MaxIDLen], CorrelationID: long[:abi.MaxIDLen]}); err != nil {
+	if _, err := c.Publish(ctx(t), abi.Event{Type: "app.x", ID: long[:fits], CorrelationID: long[:abi.MaxIDLen]}); err != nil {
 		t.Fatal(err)
 	}
 	info := spawn(t, c, abi.SpawnParams{Argv: []string{"true"}, CorrelationID: long[:abi.MaxIDLen]})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -141,16 +142,19 @@ func TestPublishSubscribeReplay(t *testing.T) {
 	e := start(t, ipc.ServerOptions{})
 	pub, sub := e.dial(t), e.dial(t)
 	data, _ := msgpack.Marshal(map[string]any{"n": 1})
-	first, err := pub.Publish(ctx(t), abi.Event{Type: "app.first", Data: data, CorrelationID: "c1"})
+	first, err := pub.Publish(ctx(t), abi.Event{ID: "first", Type: "app.first", Data: data, CorrelationID: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Seq != 1 || first.ID == "" || first.Duplicate {
+	if first.Seq != 1 || first.ID != fmt.Sprintf("operator/%d:first", os.Getuid()) || first.Duplicate {
 		t.Fatalf("publish = %+v", first)
 	}
-	again, err := pub.Publish(ctx(t), abi.Event{ID: first.ID, Type: "app.first"})
-	if err != nil || !again.Duplicate || again.Seq != 1 {
-		t.Fatalf("republish = %+v, %v; want duplicate of seq 1", again, err)
+	// Again with the id it chose, or the one it was answered: a duplicate.
+	for _, id := range []string{"first", first.ID} {
+		again, err := pub.Publish(ctx(t), abi.Event{ID: id, Type: "app.first"})
+		if err != nil || !again.Duplicate || again.Seq != 1 || again.ID != first.ID {
+			t.Fatalf("republish %s = %+v, %v; want duplicate of seq 1", id, again, err)
+		}
 	}
 
 	live, err := sub.Subscribe(ctx(t), "app.>", 0)

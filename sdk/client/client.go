@@ -338,6 +338,9 @@ func (c *Client) WaitReady(ctx context.Context) error {
 }
 
 // Publish appends ev to the bus; it returns once the event is durable.
+// An ev.ID the caller sets is stored in its scope ("operator/1000:ID",
+// see abi.PublishParams), which the result's ID names; publishing either
+// id again is a duplicate.
 func (c *Client) Publish(ctx context.Context, ev abi.Event) (abi.PublishResult, error) {
 	var res abi.PublishResult
 	err := c.Call(ctx, abi.MethodEventsPublish, abi.PublishParams{Event: ev}, &res)
