@@ -228,7 +228,17 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, jsonview.NewStatus(s.cfg.Home, "daemon", s.cfg.Socket, in, m, ping))
+	st := s.Stats()
+	writeJSON(w, http.StatusOK, struct {
+		jsonview.Status
+		Console consoleJSON `json:"console"`
+	}{jsonview.NewStatus(s.cfg.Home, "daemon", s.cfg.Socket, in, m, ping), consoleJSON(st)})
+}
+
+// consoleJSON is the console's own part of /api/status.
+type consoleJSON struct {
+	TokenlessConnections int    `json:"tokenlessConnections"`
+	TokenlessClosed      uint64 `json:"tokenlessClosed"`
 }
 
 // approvals answers approval.list: the pending approvals, oldest first, or

@@ -9,7 +9,13 @@
 // carry the token of $KAIRO_HOME/console.token, as the cookie kairo_console
 // or an Authorization: Bearer header; a request that changes something
 // must come from the page's own origin (against CSRF) as JSON. The page
-// runs under a Content-Security-Policy without inline script.
+// runs under a Content-Security-Policy without inline script. The browser
+// gets the cookie from a login page only the operator can read
+// (WriteLoginPage) or from the address with the token.
+//
+// Connections that have not shown the token are bounded per remote address
+// and in all, and in the time they have to show it: past a bound the oldest
+// is closed and the console says so in its log and /api/status.
 package console
 
 import (
@@ -69,6 +75,15 @@ type Config struct {
 	MaxStreams   int
 	StreamBuffer int
 	Heartbeat    time.Duration
+	// MaxTokenlessPerAddr and MaxTokenless bound the connections open that
+	// have not shown the token yet, from one remote address (default 16)
+	// and in all (default 64); past a bound the oldest such connection is
+	// closed, with a log line. HeaderTimeout is how long a connection has
+	// from its accept to send a request with the token, and how long any
+	// request's headers may take (default 10s).
+	MaxTokenlessPerAddr int
+	MaxTokenless        int
+	HeaderTimeout       time.Duration
 }
 
 // Server is the console's HTTP server. New prepares it, Start serves, Close
@@ -78,7 +93,7 @@ type Server struct {
 	log   *slog.Logger
 	token string
 
-	ln     net.Listener
+	ln     *gate
 	srv    *http.Server
 	hosts  map[string]bool // Host headers accepted
 	anyIP  bool            // a wildcard address: any IP literal at the port
@@ -114,6 +129,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.MaxTokenlessPerAddr <= 0 {
+		cfg.MaxTokenlessPerAddr = DefaultMaxTokenlessPerAddr
+	}
+	if cfg.MaxTokenless <= 0 {
+		cfg.MaxTokenless = DefaultMaxTokenless
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
 	host, _, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
@@ -154,7 +178,7 @@ func (s *Server) Start() error {
 	}
 	host, _, _ := net.SplitHostPort(s.cfg.Listen)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	s.ln, s.port = ln, port
+	s.ln, s.port = newGate(ln, s.cfg.MaxTokenlessPerAddr, s.cfg.MaxTokenless, s.cfg.HeaderTimeout, s.log), port
 	s.hosts = map[string]bool{net.JoinHostPort(host, port): true}
 	urlHost := net.JoinHostPort(host, port)
 	ip, _ := netip.ParseAddr(host)
@@ -176,11 +200,12 @@ func (s *Server) Start() error {
 	s.urlOf = "http://" + urlHost + "/?token=" + s.token
 	s.srv = &http.Server{
 		Handler:           s.handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.cfg.HeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ConnContext:       withConn,
 	}
 	if err := s.hub.start(); err != nil {
 		s.cancel()
@@ -190,7 +215,7 @@ func (s *Server) Start() error {
 	s.wg.Add(1)
 	go func() { // owned by the server: ends with Close
 		defer s.wg.Done()
-		err := s.srv.Serve(ln)
+		err := s.srv.Serve(s.ln)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
@@ -203,6 +228,23 @@ func (s *Server) Start() error {
 // URL is the page's address with the token, for the operator to open; ""
 // before Start.
 func (s *Server) URL() string { return s.urlOf }
+
+// Stats is what the console counts of its connections.
+type Stats struct {
+	// TokenlessConnections are open and have not shown the token yet.
+	TokenlessConnections int
+	// TokenlessClosed were closed to stay within MaxTokenlessPerAddr or
+	// MaxTokenless since Start.
+	TokenlessClosed uint64
+}
+
+// Stats counts the connections; zero before Start.
+func (s *Server) Stats() Stats {
+	if s.ln == nil {
+		return Stats{}
+	}
+	return s.ln.stats()
+}
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
@@ -271,17 +313,27 @@ func (s *Server) handler() http.Handler {
 			h.Set("Cache-Control", "no-store")
 		}
 		if !s.hostOK(r.Host) {
-			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("the Host %q is not the console's; open the address `kairo console` prints", r.Host))
+			h.Set("Connection", "close")
+			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("the Host %q is not the console's; run `kairo console`, or open the address `kairo console --print` prints", r.Host))
 			return
 		}
 		if r.Method == http.MethodGet && r.URL.Path == "/" && r.URL.Query().Has("token") {
 			s.login(w, r)
 			return
 		}
+		if r.URL.Path == LoginPath {
+			s.loginForm(w, r)
+			return
+		}
 		bearer, ok := s.authorized(r)
-		if !ok {
+		if ok {
+			trustConn(r.Context())
+		} else {
+			// A connection that showed no token is not kept alive: it
+			// would count against the caps while it idles.
+			h.Set("Connection", "close")
 			h.Set("WWW-Authenticate", `Bearer realm="kairo console"`)
-			writeError(w, http.StatusUnauthorized, "no valid token: open the address `kairo console` prints, or send Authorization: Bearer $(cat $KAIRO_HOME/console.token)")
+			writeError(w, http.StatusUnauthorized, "no valid token: run `kairo console`, or open the address `kairo console --print` prints, or send Authorization: Bearer $(cat $KAIRO_HOME/console.token)")
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -309,19 +361,6 @@ func (s *Server) hostOK(host string) bool {
 		}
 	}
 	return false
-}
-
-// login takes the token from the URL `kairo console` printed, keeps it in
-// a cookie only this origin's requests carry, and sends the browser on to
-// the page without it, so the token leaves the address bar and history.
-func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	if !s.tokenOK(r.URL.Query().Get("token")) {
-		writeError(w, http.StatusUnauthorized, "the token in the address is not this console's; run `kairo console` for the current address")
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 // authorized checks the token of r, from its Authorization header or its
