@@ -127,6 +127,11 @@ type ApprovalDecision struct {
 	// "no") the decision is taken from; the kernel checks it is the
 	// operator's.
 	MessageID string `msgpack:"messageId,omitempty"`
+	// Withdrawn says the requester took the request back: the run loop
+	// that asked was canceled or ended, so the action will never run and
+	// nobody is left to approve it for. Only the requester withdraws, and
+	// only a pending request; Approved is then false.
+	Withdrawn bool `msgpack:"withdrawn,omitempty"`
 	// Set by the kernel: who decided ("operator/0", "timeout"), the
 	// request's action.
 	By       string `msgpack:"by,omitempty"`
@@ -138,6 +143,9 @@ const (
 	ApprovalPending  = "pending"
 	ApprovalApproved = "approved"
 	ApprovalDenied   = "denied"
+	// ApprovalWithdrawn: the requester took it back before anyone
+	// decided (its run loop ended); a later decision changes nothing.
+	ApprovalWithdrawn = "withdrawn"
 )
 
 // Approval is one approval as approval.list and approval.decide report it.

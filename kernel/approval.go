@@ -164,7 +164,10 @@ func (ap *approvals) decided(d abi.ApprovalDecision) {
 		return
 	}
 	e.a.State = abi.ApprovalDenied
-	if d.Approved {
+	switch {
+	case d.Withdrawn:
+		e.a.State = abi.ApprovalWithdrawn
+	case d.Approved:
 		e.a.State = abi.ApprovalApproved
 	}
 	e.a.Decided = &d
@@ -347,12 +350,21 @@ func (k *Kernel) approvalDecide(ctx context.Context, c *Call) (any, error) {
 	if e == nil {
 		return nil, abi.Errorf(abi.CodeNotFound, "no approval %q; approval.list (kairo approvals) shows the pending ones", d.ID)
 	}
-	switch caller.Kind {
-	case KindOperator:
+	switch {
+	case d.Withdrawn:
+		// What a run loop asked for is taken back by who asked, when the
+		// run loop ends: nobody is left to run the action for.
+		if a.Requester != caller.Source() {
+			return nil, abi.Errorf(abi.CodePermissionDenied, "permission denied: approval %s was asked for by %s; only the requester withdraws it, not %s", d.ID, a.Requester, caller)
+		}
+		if d.Approved || d.MessageID != "" {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "a withdrawal neither approves nor names a message: leave approved and messageId empty")
+		}
+	case caller.Kind == KindOperator:
 		if d.MessageID != "" {
 			return nil, abi.Errorf(abi.CodeInvalidParams, "messageId is the agent's, for a decision taken from the chat; leave it empty")
 		}
-	case KindAgent:
+	case caller.Kind == KindAgent:
 		// The agent passes on the user's "yes" or "no" from the chat: the
 		// kernel reads that message itself.
 		if err := k.chatDecision(ctx, caller, &a, &d); err != nil {
@@ -403,7 +415,7 @@ func (k *Kernel) decideApproval(ctx context.Context, d abi.ApprovalDecision) (ab
 	ap.mu.Lock()
 	a := e.a
 	ap.mu.Unlock()
-	a.Already = res.Duplicate || a.Decided == nil || a.Decided.By != d.By || a.Decided.Approved != d.Approved
+	a.Already = res.Duplicate || a.Decided == nil || a.Decided.By != d.By || a.Decided.Approved != d.Approved || a.Decided.Withdrawn != d.Withdrawn
 	return a, nil
 }
 
@@ -437,7 +449,10 @@ func (k *Kernel) chatDecision(ctx context.Context, caller Caller, a *abi.Approva
 	if found == nil {
 		return abi.Errorf(abi.CodePermissionDenied, "permission denied: no user message %q after the request %s", d.MessageID, a.ID)
 	}
-	if !strings.HasPrefix(src, abi.PrincipalOperator+"/") && !strings.HasPrefix(src, abi.PrincipalPlugin+"/") {
+	// A plugin's message is the user's only when the plugin spoke for
+	// itself, not for a writer it relayed (host/wasm, writer.go).
+	_, _, relayed := abi.Relayed(src)
+	if relayed || !strings.HasPrefix(src, abi.PrincipalOperator+"/") && !strings.HasPrefix(src, abi.PrincipalPlugin+"/") {
 		return abi.Errorf(abi.CodePermissionDenied, "permission denied: message %q is from %s, not the user", d.MessageID, src)
 	}
 	yes, ok := ChatAnswer(found.Text)

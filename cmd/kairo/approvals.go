@@ -204,7 +204,7 @@ the ID will do): the action it holds runs, or for the re-run of a refused
 skill, its next run holds the grants shown, once. The first decision
 stands: an approval decided before (by you, the chat or its timeout) is
 not changed, and kairo says so; it exits 0 if it was approved, 1 if it was
-denied.`)
+denied or withdrawn (the task that asked ended first).`)
 	reason := f.String("reason", "", "why, recorded with the decision")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
@@ -218,7 +218,8 @@ func runDeny(ctx context.Context, args []string) error {
 Deny approval ID (kairo approvals lists them; a unique start or end of the
 ID will do): the action it holds does not run, and the agent is told. The
 first decision stands: an approval decided before is not changed, and kairo
-says so; it exits 0 if it was denied, 1 if it was approved.`)
+says so; it exits 0 if it was denied, 1 if it was approved or withdrawn (the
+task that asked ended first).`)
 	reason := f.String("reason", "", "why, recorded with the decision and told to the agent")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
@@ -250,6 +251,13 @@ func decide(ctx context.Context, id string, approve bool, reason string) error {
 	want := abi.ApprovalDenied
 	if approve {
 		want = abi.ApprovalApproved
+	}
+	if a.Already && a.State == abi.ApprovalWithdrawn {
+		// The task that asked ended first: there is nothing left to run,
+		// so neither answer is what the operator asked for.
+		fmt.Fprintf(os.Stderr, "kairo: %s was withdrawn by %s: %s; nothing changed, and its action will not run\n",
+			termLine(a.ID), termLine(a.Decided.By), termLine(a.Decided.Reason))
+		return exitCode(1)
 	}
 	if a.Already {
 		msg := fmt.Sprintf("%s was decided before: %s; nothing changed", termLine(a.ID), decisionText(a))

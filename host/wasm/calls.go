@@ -46,6 +46,9 @@ var serviceDeadline = 30 * time.Second
 type serviceDepth struct {
 	n     int
 	chain string // "a → b → c", for the error that cuts it off
+	// writer is the writer of the batch the call was made in (writer.go):
+	// a service a skill's event set off answers for the skill.
+	writer string
 }
 
 // serviceCalls are the service calls delivered and not yet answered.
@@ -146,7 +149,7 @@ func (u *unit) call(ctx context.Context, gen int, sess *pluginSession, c Call, d
 		pgen := provider.gen
 		provider.calls = append(provider.calls, queuedService{
 			call:  abi.ServiceCall{ID: id, Method: c.Method, Args: c.Args, From: u.name},
-			depth: serviceDepth{n: depth.n + 1, chain: chain},
+			depth: serviceDepth{n: depth.n + 1, chain: chain, writer: depth.writer},
 		})
 		provider.inMu.Unlock()
 		ps := &pendingService{caller: u, gen: gen, token: c.Token, method: c.Method, provider: provider, pgen: pgen, wait: serviceDeadline}
@@ -162,6 +165,12 @@ func (u *unit) call(ctx context.Context, gen int, sess *pluginSession, c Call, d
 	}
 	m.mu.Unlock()
 
+	if depth.writer != "" && c.Method == abi.MethodEventsPublish {
+		// events.publish stamps the plugin's own source: the publish
+		// import is the door that names the writer.
+		fail(abi.CodePermissionDenied, "call %s: permission denied while handling events of %s: the kernel would stamp them as the plugin's own; publish them with the publish import, which names their writer", c.Method, depth.writer)
+		return
+	}
 	u.inMu.Lock()
 	if u.inFlight >= maxInFlight {
 		u.inMu.Unlock()

@@ -134,7 +134,7 @@ func (p *Plugin) importPublish(raw []byte) int32 {
 		p.deny(abi.ImportPublish, ev.Type)
 		return int32(abi.ErrnoNotGranted)
 	}
-	ev.Source = "plugin/" + p.opts.Name
+	ev.Source = p.source() // the batch's writer, when it is not the plugin (writer.go)
 	ev.Seq = 0
 	p.out.Published = append(p.out.Published, ev)
 	return 0

@@ -287,6 +287,7 @@ type Plugin struct {
 
 	// State of the call in progress, read by the host imports.
 	now       int64
+	writer    string // of the batch in hand, "" when vouched for (writer.go)
 	out       *Output
 	nextToken int64
 	logLines  int
@@ -413,12 +414,23 @@ func (p *Plugin) Init(ctx context.Context, config abi.PluginConfig) (abi.PluginI
 // Handle passes the plugin one batch and returns its reply and what it
 // published and called meanwhile. The imports see batch.Time as now.
 func (p *Plugin) Handle(ctx context.Context, batch *abi.Batch) (Output, error) {
+	return p.handleAs(ctx, batch, "")
+}
+
+// handleAs is Handle for a batch of writer (writer.go); "" makes it the
+// batch's events' own.
+func (p *Plugin) handleAs(ctx context.Context, batch *abi.Batch, writer string) (Output, error) {
+	if writer == "" {
+		writer = batchWriter(batch)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out Output
 	if p.failed != nil {
 		return out, fmt.Errorf("%w: %w", ErrStopped, p.failed)
 	}
+	p.writer = writer
+	defer func() { p.writer = "" }()
 	p.now = batch.Time.UnixNano()
 	p.inBuf = abi.AppendBatch(p.inBuf[:0], batch)
 	raw, err := p.roundTrip(ctx, "handle", p.handle, p.opts.Deadline, p.inBuf, &out)

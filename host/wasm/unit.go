@@ -438,7 +438,7 @@ func (u *unit) subscribe(ctx context.Context, pats []string) (*bus.Subscription,
 			ev := &evs[i]
 			// A plugin does not get back what it published: an echo of
 			// its own events would loop.
-			if ev.Source == self || !slices.ContainsFunc(compiled, func(p *bus.Pattern) bool { return p.Match(ev.Type) }) {
+			if ev.Source == self || relayedBy(ev.Source, self) || !slices.ContainsFunc(compiled, func(p *bus.Pattern) bool { return p.Match(ev.Type) }) {
 				continue
 			}
 			if err := u.pushEvent(ctx, ev); err != nil {
@@ -525,7 +525,7 @@ func (u *unit) loop(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 			if len(batch.Events) == 0 && len(batch.CallResults) == 0 && len(batch.ServiceCalls) == 0 && len(batch.ToolCalls) == 0 {
 				break
 			}
-			out, err := p.Handle(ctx, &batch)
+			out, err := p.handleAs(ctx, &batch, depth.writer)
 			u.flushDenied()
 			if err != nil {
 				u.m.failServices(batch.ServiceCalls, u.name, err)
@@ -547,6 +547,15 @@ func (u *unit) take(b *abi.Batch) serviceDepth {
 	var depth serviceDepth
 	u.inMu.Lock()
 	k := min(len(u.events), maxBatchEvents)
+	if k > 0 {
+		// The events of one writer at a time: what the plugin publishes
+		// while it handles them is that writer's (writer.go).
+		w, n := writerOf(&u.events[0]), 1
+		for n < k && writerOf(&u.events[n]) == w {
+			n++
+		}
+		k, depth.writer = n, w
+	}
 	b.Events = append(b.Events, u.events[:k]...)
 	u.events = append(u.events[:0], u.events[k:]...)
 	if k > 0 {
@@ -557,7 +566,10 @@ func (u *unit) take(b *abi.Batch) serviceDepth {
 	for _, c := range u.calls {
 		b.ServiceCalls = append(b.ServiceCalls, c.call)
 		if c.depth.n > depth.n {
-			depth = c.depth
+			depth.n, depth.chain = c.depth.n, c.depth.chain
+		}
+		if depth.writer == "" {
+			depth.writer = c.depth.writer
 		}
 	}
 	u.calls = nil
@@ -593,7 +605,7 @@ func (u *unit) tick(ctx context.Context, p *Plugin, gen int, sess *pluginSession
 	u.tickDriven = true
 	u.inMu.Unlock()
 	depth := u.take(b)
-	out, err := p.Handle(ctx, b)
+	out, err := p.handleAs(ctx, b, depth.writer)
 	u.flushDenied()
 	if err != nil {
 		u.m.failServices(b.ServiceCalls, u.name, err)

@@ -53,7 +53,10 @@ func (s *state) applyApproval(ev *abi.Event) {
 			return
 		}
 		state := abi.ApprovalDenied
-		if d.Approved {
+		switch {
+		case d.Withdrawn:
+			state = abi.ApprovalWithdrawn
+		case d.Approved:
 			state = abi.ApprovalApproved
 		}
 		switch d.ID {
@@ -135,10 +138,13 @@ func (r *Runtime) gate(loop, actionID string, d abi.ActionData) bool {
 	case abi.ApprovalPending, abi.ApprovalDenied:
 		return false
 	}
-	_, aerr := r.invoke(abi.MethodApprovalRequest, abi.ApprovalRequest{
+	out, aerr := r.invoke(abi.MethodApprovalRequest, abi.ApprovalRequest{
 		ActionID: actionID, CorrelationID: loop, Tool: d.Tool, Args: d.Args, Mode: abi.ApprovalAlways,
 		Reason: d.Tool + " needs a person's approval before it runs",
 	})
+	if aerr == nil {
+		r.asked(actionID, out)
+	}
 	// A runtime stopping as it asked leaves the call to the next start:
 	// asked, it waits there; not asked, it is interrupted.
 	if aerr != nil && r.ctx.Err() == nil {
@@ -186,6 +192,8 @@ func (r *Runtime) decided(ev *abi.Event) {
 		r.mu.Unlock()
 	case rerun && d.Approved:
 		r.rerunWith(loop, d.ActionID, d.ID, ev.ID)
+	case rerun && d.Withdrawn:
+		// Its run loop ended: nobody waits for the answer.
 	case rerun:
 		r.mu.Lock()
 		r.obs = append(r.obs, *ev) // the policy hears the no
@@ -264,14 +272,20 @@ func (r *Runtime) maybeAskRerun(a *action) {
 			aerr = decodeInto(out, &ap)
 		}
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		if aerr != nil {
 			a.rerun = ""
+			r.mu.Unlock()
 			r.log.Warn("ask for a re-run", "action", a.id, "err", aerr.Message)
 			return
 		}
 		if a.rerun == asking { // else its event, applied meanwhile, set it
 			a.rerun, a.rerunState = ap.ID, abi.ApprovalPending
+		}
+		// Its run loop ended while the request was on its way.
+		late, status := a.loop.status != "" && a.rerunState == abi.ApprovalPending, a.loop.status
+		r.mu.Unlock()
+		if late {
+			r.withdraw([]string{ap.ID}, withdrawReason(status, ""))
 		}
 	}()
 }
@@ -354,6 +368,7 @@ func (r *Runtime) resumeApprovals() {
 	for _, a := range ask {
 		r.maybeAskRerun(a)
 	}
+	r.withdrawStale()
 }
 
 // asking stands for the id of a re-run's approval while its request is on

@@ -383,6 +383,7 @@ func (r *Runtime) bound(touched map[string]bool) {
 		text := fmt.Sprintf("I stopped after %d steps, the limit for one task. Done so far: %s", l.iterations, summary)
 		r.emit(&abi.Event{Type: abi.SubjectAgentAction, CorrelationID: l.id}, abi.ActionEvent{Type: abi.ActionSay, ActionData: abi.ActionData{Text: text}})
 		r.stopProcesses(l.id, "the run loop reached its iteration limit", "")
+		r.withdrawApprovals(l.id, withdrawReason("max_iterations", ""), true)
 		r.emit(&abi.Event{Type: abi.SubjectIntentEnded, CorrelationID: l.id}, abi.IntentEnded{RunLoopID: l.id, Status: "max_iterations", Summary: summary})
 	}
 }
@@ -425,6 +426,7 @@ func (r *Runtime) endIfIdle(id, status, summary string) {
 	idle := l != nil && l.status == "" && len(l.inProgress()) == 0
 	r.mu.Unlock()
 	if idle {
+		r.withdrawApprovals(id, withdrawReason(status, ""), true)
 		r.emit(&abi.Event{Type: abi.SubjectIntentEnded, CorrelationID: id}, abi.IntentEnded{RunLoopID: id, Status: status, Summary: summary})
 	}
 }
@@ -597,6 +599,7 @@ func (r *Runtime) keepLoop(loop, reason string, prev, done chan struct{}) {
 	if _, aerr := r.invoke(abi.MethodIntentCancel, abi.CancelParams{CorrelationID: loop, Reason: reason}); aerr != nil {
 		r.log.Warn("intent.cancel", "runLoop", loop, "err", aerr.Message)
 	}
+	r.withdrawApprovals(loop, withdrawReason("", reason), false)
 }
 
 // cancelLoop cancels a run loop: every tool call still in flight gets a
@@ -621,6 +624,7 @@ func (r *Runtime) cancelLoop(loop, reason, cause, cancelID string, prev, done ch
 	// Tool calls accepted while the processes ended wait for this halt:
 	// they are canceled too, never made.
 	r.cancelActions(loop, reason, cancelID)
+	r.withdrawApprovals(loop, withdrawReason("canceled", reason), true)
 	r.mu.Lock()
 	summary := summarize(l)
 	goal := l.goal

@@ -18,7 +18,13 @@ func trusted(ev *abi.Event) bool {
 	src := ev.Source
 	if ev.Type == abi.SubjectUserMessage {
 		// A skill speaks for itself, never as the user: what it could
-		// make the agent do would exceed its own grants.
+		// make the agent do would exceed its own grants. Nor does it
+		// through a plugin: what a plugin made of an event the operator
+		// does not vouch for names that event's writer first
+		// (abi.RelayedSource), and is the writer's.
+		if _, _, relayed := abi.Relayed(src); relayed {
+			return false
+		}
 		return !strings.HasPrefix(src, abi.PrincipalSkill+"/")
 	}
 	if !bus.KernelOwned(ev.Type) {

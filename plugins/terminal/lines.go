@@ -6,8 +6,33 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// maxPending bounds a message continued over lines.
-const maxPending = 64 << 10
+// maxPending bounds a message continued over lines, and maxWriters the
+// writers whose continued lines are kept at once.
+const (
+	maxPending = 64 << 10
+	maxWriters = 16
+)
+
+// writers keeps each writer's continued lines apart, by the source of its
+// input events: a line a skill leaves open (one ending in a backslash) must not
+// become the start of the operator's next message, nor the other way
+// round. The host names the writer of what the plugin publishes by the
+// input it handles; this keeps the text of one writer's message its own.
+type writers map[string]*lines
+
+// of is the lines of source; past maxWriters, the others' unfinished
+// messages are dropped.
+func (w writers) of(source string) *lines {
+	if l := w[source]; l != nil {
+		return l
+	}
+	if len(w) >= maxWriters {
+		clear(w)
+	}
+	l := &lines{}
+	w[source] = l
+	return l
+}
 
 // lines turns typed lines into user messages.
 type lines struct {

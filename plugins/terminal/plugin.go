@@ -25,7 +25,7 @@ var Manifest []byte
 
 // New returns a terminal input source that publishes through host.
 func New(host plugin.Host) plugin.Plugin {
-	var in lines
+	in := writers{}
 	return plugin.Plugin{
 		Init: func(abi.PluginConfig) (abi.PluginInfo, error) {
 			return abi.PluginInfo{Name: "terminal", Version: "0.1.0", Kinds: []string{abi.KindInput}, Subscriptions: []string{abi.SubjectTerminalInput}}, nil
@@ -36,7 +36,7 @@ func New(host plugin.Host) plugin.Plugin {
 				if msgpack.Unmarshal(b.Events[i].Data, &t) != nil {
 					continue
 				}
-				m, ok := in.add(t)
+				m, ok := in.of(b.Events[i].Source).add(t)
 				if !ok {
 					continue
 				}
