@@ -34,6 +34,19 @@ const (
 	DefaultApprovalTimeout = 10 * time.Minute
 )
 
+// The ids the kernel derives for an approval of action X: "ap-X", or
+// "ap-X-rerun" on deny; its decision's event is that id and "-decided".
+// An actionId that ends in either suffix is refused, so no two of them
+// are one id, and one is short enough that the longest still fits
+// abi.MaxIDLen. No client stores an id without its scope (ScopeEventID),
+// so none holds one of these first.
+const (
+	approvalPrefix = "ap-"
+	rerunSuffix    = "-rerun"
+	decidedSuffix  = "-decided"
+	maxActionIDLen = abi.MaxIDLen - len(approvalPrefix) - len(rerunSuffix) - len(decidedSuffix)
+)
+
 // approvals is the kernel's table of approvals: a fold of the
 // kairo.approval events (and of the spawns that spent an approval's
 // grants), rebuilt from the log by LoadApprovals.
@@ -237,9 +250,9 @@ func (k *Kernel) approvalRequest(ctx context.Context, c *Call) (any, error) {
 	if err := checkApprovalRequest(&r); err != nil {
 		return nil, err
 	}
-	r.ID = "ap-" + r.ActionID
+	r.ID = approvalPrefix + r.ActionID
 	if r.Mode == abi.ApprovalOnDeny {
-		r.ID += "-rerun"
+		r.ID += rerunSuffix
 	}
 	r.Requester = caller.Source()
 	ap := k.approvals
@@ -293,8 +306,11 @@ func checkApprovalRequest(r *abi.ApprovalRequest) error {
 		return abi.Errorf(abi.CodeInvalidParams, "approval.request: "+format, args...)
 	}
 	switch {
-	case r.ActionID == "" || len(r.ActionID) > abi.MaxIDLen:
-		return bad("actionId must name the action, in at most %d bytes", abi.MaxIDLen)
+	case r.ActionID == "" || len(r.ActionID) > maxActionIDLen:
+		return bad("actionId must name the action, in at most %d bytes", maxActionIDLen)
+	case strings.HasSuffix(r.ActionID, rerunSuffix) || strings.HasSuffix(r.ActionID, decidedSuffix):
+		// "ap-X-rerun" would be X's re-run and "ap-X-decided" X's decision.
+		return bad("actionId %q ends in %q or %q, which the kernel adds to approvals' ids; choose another", r.ActionID, rerunSuffix, decidedSuffix)
 	case r.Tool == "" || len(r.Tool) > abi.MaxIDLen:
 		return bad("tool must name the tool, in at most %d bytes", abi.MaxIDLen)
 	case r.Mode != abi.ApprovalAlways && r.Mode != abi.ApprovalOnDeny:
@@ -405,7 +421,7 @@ func (k *Kernel) decideApproval(ctx context.Context, d abi.ApprovalDecision) (ab
 	if err != nil {
 		return abi.Approval{}, err
 	}
-	ev := &abi.Event{ID: d.ID + "-decided", Type: abi.SubjectApprovalDecided, Source: approvalSource,
+	ev := &abi.Event{ID: d.ID + decidedSuffix, Type: abi.SubjectApprovalDecided, Source: approvalSource,
 		CorrelationID: loop, CausationID: d.ID, Data: raw}
 	res, err := k.Bus.Publish(context.WithoutCancel(ctx), ev) // as in approvalRequest
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
 
@@ -135,7 +136,14 @@ func (p *Plugin) importPublish(raw []byte) int32 {
 		return int32(abi.ErrnoNotGranted)
 	}
 	ev.Source = p.source() // the batch's writer, when it is not the plugin (writer.go)
-	ev.Seq = 0
+	// An id the plugin chose is stored in its source's scope, as
+	// events.publish stores a client's: no plugin claims an id the
+	// kernel derives, or another principal's (kernel.ScopeEventID).
+	id, err := kernel.ScopeEventID(ev.Source, ev.ID)
+	if err != nil {
+		return int32(abi.ErrnoInvalid)
+	}
+	ev.ID, ev.Seq = id, 0
 	p.out.Published = append(p.out.Published, ev)
 	return 0
 }

@@ -214,6 +214,14 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 			r.report(tk.N, fmt.Sprintf("unknown action %q: want noop, say, query, tool_call or cancel", a.Type))
 			continue
 		}
+		// An id the policy chose is stored in the agent's scope: a policy
+		// cannot claim one the kernel derives, such as an approval's
+		// decision (kernel.ScopeEventID).
+		id, ierr := kernel.ScopeEventID("agent/"+r.cfg.Agent, a.ID)
+		if ierr != nil {
+			r.report(tk.N, fmt.Sprintf("action %s: %v", a.Type, ierr))
+			continue
+		}
 		trig, tmsg := trigger, msg
 		if a.CausationID != "" {
 			r.mu.Lock()
@@ -265,7 +273,7 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 			}
 			continue
 		}
-		ev := r.emit(&abi.Event{ID: a.ID, Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
+		ev := r.emit(&abi.Event{ID: id, Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
 			abi.ActionEvent{Type: a.Type, ActionData: d, Tick: tk.N})
 		if loop != "" {
 			touched[loop] = true
