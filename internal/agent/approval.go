@@ -281,8 +281,8 @@ func (r *Runtime) maybeAskRerun(a *action) {
 		if a.rerun == asking { // else its event, applied meanwhile, set it
 			a.rerun, a.rerunState = ap.ID, abi.ApprovalPending
 		}
-		// Its run loop ended while the request was on its way.
-		late, status := a.loop.status != "" && a.rerunState == abi.ApprovalPending, a.loop.status
+		// Its run loop was canceled while the request was on its way.
+		late, status := withdrawsReruns(a.loop.status) && a.rerunState == abi.ApprovalPending, a.loop.status
 		r.mu.Unlock()
 		if late {
 			r.withdraw([]string{ap.ID}, withdrawReason(status, ""))

@@ -434,7 +434,7 @@ func (r *Runtime) endIfIdle(id, status, summary string) {
 	idle := l != nil && l.status == "" && len(l.inProgress()) == 0
 	r.mu.Unlock()
 	if idle {
-		r.withdrawApprovals(id, withdrawReason(status, ""), true)
+		r.withdrawApprovals(id, withdrawReason(status, ""), withdrawsReruns(status))
 		r.emit(&abi.Event{Type: abi.SubjectIntentEnded, CorrelationID: id}, abi.IntentEnded{RunLoopID: id, Status: status, Summary: summary})
 	}
 }

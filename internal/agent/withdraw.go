@@ -66,8 +66,7 @@ func (r *Runtime) withdrawStale() {
 	var xs []stale
 	r.mu.Lock()
 	for _, l := range r.st.loops {
-		ended := l.status != ""
-		if ids := pendingOf(l, ended); len(ids) > 0 {
+		if ids := pendingOf(l, withdrawsReruns(l.status)); len(ids) > 0 {
 			xs = append(xs, stale{ids, withdrawReason(l.status, "")})
 		}
 	}
@@ -75,6 +74,15 @@ func (r *Runtime) withdrawStale() {
 	for _, x := range xs {
 		r.withdraw(x.ids, x.reason)
 	}
+}
+
+// withdrawsReruns reports whether a run loop that ended with status takes
+// back its pending re-run requests too. A loop that was canceled or stopped
+// at its limit does; one that finished does not: an on-deny re-run is asked
+// for once its call has ended, so its loop is often done by then, and the
+// operator may still approve it (it runs in that task again).
+func withdrawsReruns(status string) bool {
+	return status == abi.StatusCanceled || status == "max_iterations"
 }
 
 // withdrawReason says why a run loop's approvals were withdrawn: it ended
