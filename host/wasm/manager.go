@@ -577,6 +577,7 @@ func (m *Manager) options(n *manifests.Plugin, builtin bool, grants *Grants) Opt
 		MemoryPages: n.Limits.MemoryPages(),
 		Grants:      grants,
 		WASI:        WASI{FS: n.Grants.WASI.FS, Env: n.Grants.WASI.Env, LookupEnv: m.cfg.LookupEnv},
+		BusHost:     m.cfg.Kernel.Bus.Host(),
 	}
 	if o.Deadline == 0 {
 		o.Deadline = min(m.cfg.Deadline, m.cfg.MaxDeadline)

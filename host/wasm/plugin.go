@@ -190,6 +190,10 @@ type Options struct {
 	// WASI is what the plugin reaches through WASI: no files and no
 	// environment unless it lists them.
 	WASI WASI
+	// BusHost is the name of the host the plugin runs for (the bus's
+	// Options.Host): on a store several hosts share, what a plugin makes
+	// of another host's events is never this host's operator's word.
+	BusHost string
 }
 
 func (o *Options) defaults() {
@@ -421,7 +425,7 @@ func (p *Plugin) Handle(ctx context.Context, batch *abi.Batch) (Output, error) {
 // batch's events' own.
 func (p *Plugin) handleAs(ctx context.Context, batch *abi.Batch, writer string) (Output, error) {
 	if writer == "" {
-		writer = batchWriter(batch)
+		writer = batchWriter(batch, p.opts.BusHost)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -550,8 +550,9 @@ func (u *unit) take(b *abi.Batch) serviceDepth {
 	if k > 0 {
 		// The events of one writer at a time: what the plugin publishes
 		// while it handles them is that writer's (writer.go).
-		w, n := writerOf(&u.events[0]), 1
-		for n < k && writerOf(&u.events[n]) == w {
+		host := u.m.cfg.Kernel.Bus.Host()
+		w, n := writerOf(&u.events[0], host), 1
+		for n < k && writerOf(&u.events[n], host) == w {
 			n++
 		}
 		k, depth.writer = n, w

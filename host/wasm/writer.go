@@ -24,20 +24,29 @@ import "github.com/kairo-os/kairo/abi"
 // counted as the skill's. A service call carries the writer of the batch
 // that made it, so a chain of plugins keeps it.
 
-// writerOf is the writer an event of a batch counts as: "" when the
-// operator vouches for its source, else the source.
-func writerOf(ev *abi.Event) string {
+// writerOf is the writer an event of a batch counts as, on the host
+// named host: "" when the operator vouches for its source and it was
+// written on this host, else its source (and the host it was written on,
+// SOURCE@HOST, for another host's: even its operator is not this host's).
+func writerOf(ev *abi.Event, host string) string {
+	if ev.Host != host {
+		src := ev.Source
+		if src == "" {
+			src = "unknown"
+		}
+		return src + "@" + ev.Host
+	}
 	if abi.Vouched(ev.Source) {
 		return ""
 	}
 	return ev.Source
 }
 
-// batchWriter is the writer of b's events: the first whose source the
-// operator does not vouch for, or "".
-func batchWriter(b *abi.Batch) string {
+// batchWriter is the writer of b's events on the host named host: the
+// first whose writer the operator does not vouch for, or "".
+func batchWriter(b *abi.Batch, host string) string {
 	for i := range b.Events {
-		if w := writerOf(&b.Events[i]); w != "" {
+		if w := writerOf(&b.Events[i], host); w != "" {
 			return w
 		}
 	}

@@ -34,3 +34,24 @@ func TestRelayedEventNamesItsWriter(t *testing.T) {
 		t.Fatalf("the echo of the operator's event: %+v", evs[1])
 	}
 }
+
+// On a store several hosts share, another host's event is never this
+// host's operator's word, whoever wrote it there: a plugin that relays it
+// names that writer and host, and the relay is not vouched for. The
+// control: the same event written on this host is the operator's.
+func TestAnotherHostsEventIsNotVouched(t *testing.T) {
+	other := &abi.Event{Type: "kairo.input.terminal", Source: "operator/0", Host: "b"}
+	if w := writerOf(other, "a"); w != "operator/0@b" {
+		t.Fatalf("the writer of host b's operator event, on host a: %q", w)
+	}
+	if src := abi.RelayedSource(writerOf(other, "a"), "plugin/terminal"); abi.Vouched(src) {
+		t.Fatalf("its relay %q is vouched for", src)
+	}
+	if w := batchWriter(&abi.Batch{Events: []abi.Event{{Source: "operator/0", Host: "a"}, *other}}, "a"); w != "operator/0@b" {
+		t.Fatalf("a batch holding it: writer %q", w)
+	}
+	own := &abi.Event{Type: "kairo.input.terminal", Source: "operator/0", Host: "a"}
+	if w := writerOf(own, "a"); w != "" {
+		t.Fatalf("this host's operator event: writer %q, want none (vouched)", w)
+	}
+}
