@@ -156,14 +156,7 @@ func TestJetStreamStrayMessage(t *testing.T) {
 	}
 	// A restart: the store opens, reads past the stray, and keeps the
 	// seqs dense for the events it reads.
-	c := l.open(t, "c")
-	var replayed []abi.Event
-	if err := c.Replay(testCtx(t), Query{}, func(ev *abi.Event) error {
-		replayed = append(replayed, *ev)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	replayed := replayAll(t, l.open(t, "c"), Query{})
 	if !slices.Equal(idsOf(replayed, "test."), want) {
 		t.Fatalf("a store opened after the stray replays %v, want %v", idsOf(replayed, "test."), want)
 	}
@@ -191,14 +184,7 @@ func TestJetStreamStaleSeq(t *testing.T) {
 	next := &abi.Event{ID: "next-1", Type: "test.b", Source: "operator/0", Time: time.Now(), Host: "b"}
 	hdr, data = kairoMessage(l.next(t), next)
 	l.write(t, l.stream+".log.b", hdr, data)
-	c := l.open(t, "c")
-	var replayed []abi.Event
-	if err := c.Replay(testCtx(t), Query{}, func(ev *abi.Event) error {
-		replayed = append(replayed, *ev)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	replayed := replayAll(t, l.open(t, "c"), Query{})
 	want := append(append(sent, more...), "next-1")
 	if !slices.Equal(idsOf(replayed, "test."), want) {
 		t.Fatalf("replay: %v, want %v", idsOf(replayed, "test."), want)
