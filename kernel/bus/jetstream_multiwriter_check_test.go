@@ -60,6 +60,13 @@ func checkWriters(t *testing.T, c *testCluster, opts JetStreamOptions, ws []*hos
 	})
 	for _, w := range ws {
 		if got := w.bus.LastSeq(); got != n {
+			if js, ok := w.bus.Store().(*JetStreamStore); ok {
+				js.mu.Lock()
+				read := js.lastStream
+				js.mu.Unlock()
+				info, err := js.stream.Info(testCtx(t))
+				t.Logf("host %s's store has read the stream up to message %d; the stream's last is %+v (%v)", w.host, read, info.State, err)
+			}
 			t.Errorf("host %s: LastSeq is %d, the stream holds %d events", w.host, got, n)
 		}
 		checkSameEvents(t, "host "+w.host+"'s replay", replayAll(t, w.bus, Query{}), stored)
@@ -155,14 +162,15 @@ func awaitQuiet(t *testing.T, ws []*hostWriter) {
 }
 
 // awaitSettled polls done until it holds, or until what it reports of its
-// progress stopped changing for 3 s, or waitLimit passed: what did not
+// progress stopped changing for 10 s (a node that came back may keep a
+// follower waiting a few seconds), or waitLimit passed: what did not
 // arrive is reported by the checks after it, not by a timeout.
 func awaitSettled(done func() (bool, string)) {
 	deadline := time.Now().Add(waitLimit)
 	last, since := "", time.Now()
 	for {
 		ok, at := done()
-		if ok || time.Now().After(deadline) || time.Since(since) > 3*time.Second {
+		if ok || time.Now().After(deadline) || time.Since(since) > 10*time.Second {
 			return
 		}
 		if at != last {

@@ -431,13 +431,33 @@ func (s *JetStreamStore) catchUpLocked(ctx context.Context, lseq uint64) error {
 		}
 		if got < lseq {
 			// The read ended before N: wait until the stream has applied
-			// it, then read what it had not. What is still missing was
-			// deleted.
+			// it, then read what it had not. What is still missing must
+			// be deleted — the stream says so — else it is not counted
+			// as read: a message taken for deleted while a server that
+			// lagged answered the read would lose its events to this
+			// host, and hand out their seqs again.
 			if err := s.waitApplied(ctx, lseq); err != nil {
 				return err
 			}
-			if _, err := read(got + 1); err != nil {
-				return err
+			deadline := time.Now().Add(s.opts.Timeout)
+			for {
+				if got, err = read(got + 1); err != nil {
+					return err
+				}
+				if got >= lseq {
+					break
+				}
+				missing, err := s.undeleted(ctx, got+1, lseq)
+				if err != nil {
+					return err
+				}
+				if missing == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("message %d of the stream is neither readable nor deleted after %v: the server that answered lags; try again", missing, s.opts.Timeout)
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 		}
 	}
@@ -447,6 +467,25 @@ func (s *JetStreamStore) catchUpLocked(ctx context.Context, lseq uint64) error {
 		s.wakeFollowersLocked()
 	}
 	return nil
+}
+
+// undeleted returns the first message from stream sequence from to to
+// that the stream's info does not list as deleted, 0 if every one is.
+func (s *JetStreamStore) undeleted(ctx context.Context, from, to uint64) (uint64, error) {
+	info, err := s.stream.Info(ctx, jetstream.WithDeletedDetails(true))
+	if err != nil {
+		return 0, err
+	}
+	deleted := make(map[uint64]bool, len(info.State.Deleted))
+	for _, seq := range info.State.Deleted {
+		deleted[seq] = true
+	}
+	for seq := max(from, info.State.FirstSeq); seq <= to; seq++ {
+		if !deleted[seq] {
+			return seq, nil
+		}
+	}
+	return 0, nil
 }
 
 // waitApplied waits until the stream's leader has applied every message up
