@@ -13,9 +13,10 @@ import (
 // skipState is the bus's reporting of what its store skipped: a goroutine
 // that publishes each report as a SubjectStoreSkipped event and logs it.
 type skipState struct {
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	kick   chan struct{}
+	ctx    context.Context // ends the goroutine and any publish it waits on
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // startSkipReports makes the bus report what its store skips, when the
@@ -26,7 +27,8 @@ func (b *Bus) startSkipReports() {
 		return
 	}
 	st := &b.skips
-	st.kick, st.stop, st.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	st.kick, st.done = make(chan struct{}, 1), make(chan struct{})
+	st.ctx, st.cancel = context.WithCancel(context.Background())
 	go b.reportSkips(r)
 	r.OnSkip(func() {
 		select {
@@ -39,33 +41,25 @@ func (b *Bus) startSkipReports() {
 // stopSkipReports ends the reporting goroutine and waits for it. Close
 // calls it once publishing is refused.
 func (b *Bus) stopSkipReports() {
-	if b.skips.stop == nil {
+	if b.skips.cancel == nil {
 		return
 	}
-	close(b.skips.stop)
+	b.skips.cancel()
 	<-b.skips.done
 }
 
 func (b *Bus) reportSkips(r skipReporter) {
 	defer close(b.skips.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-b.skips.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx := b.skips.ctx
 	for {
 		select {
-		case <-b.skips.stop:
+		case <-ctx.Done():
 			return
 		case <-b.skips.kick:
 		}
 		reports, dropped := r.TakeSkipped()
 		if dropped > 0 {
-			reports = append(reports, StoreSkipped{Store: b.store.Describe(), Kind: "dropped",
+			reports = append(reports, StoreSkipped{Store: b.store.Describe(), Kind: SkipDropped,
 				Reason: fmt.Sprintf("%d more reports of skipped messages were dropped: at most %d are kept between reports", dropped, maxSkipReports)})
 		}
 		for i := range reports {
@@ -87,7 +81,7 @@ func (b *Bus) publishSkip(ctx context.Context, r *StoreSkipped) {
 		return
 	}
 	id := r.ID()
-	if r.Kind == "dropped" {
+	if r.Kind == SkipDropped {
 		id = ""
 	}
 	ev := &abi.Event{ID: id, Type: SubjectStoreSkipped, Source: "kernel", Data: data}

@@ -20,6 +20,8 @@ const (
 	SkipForged = "forged" // its events name another host than its subject
 	SkipBroken = "broken" // its events cannot be read
 	SkipGap    = "gap"    // seqs no message of the stream holds any more
+	// SkipDropped counts the reports dropped past maxSkipReports.
+	SkipDropped = "dropped"
 )
 
 // StoreSkipped is the data of SubjectStoreSkipped. A shared stream is a
