@@ -121,7 +121,7 @@ gets the structured log instead, as the file does.`)
 	if err := d.Start(); err != nil {
 		return err
 	}
-	defer d.Stop() // on a return before the clean stop below; then a no-op
+	defer d.Stop(context.Background()) // on a return before the clean stop below; then a no-op
 	if con != nil {
 		running, total := 0, 0
 		for _, p := range d.Plugins() {
@@ -175,7 +175,7 @@ gets the structured log instead, as the file does.`)
 	case serveErr = <-d.Failed():
 		log.Error("the socket server failed; stopping", "err", serveErr)
 	}
-	if err := d.Stop(); err != nil {
+	if err := d.Stop(context.Background()); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "kairo: stopped")
