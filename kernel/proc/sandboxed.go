@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kairo-os/kairo/internal/egress"
+	"github.com/kairo-os/kairo/kernel/internal/egress"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
 	"golang.org/x/sys/unix"
