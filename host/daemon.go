@@ -178,7 +178,7 @@ type Daemon struct {
 	served chan error // Serve's result
 	sock   string
 
-	host    *wasm.Host
+	engine  *wasm.Engine
 	plugins *wasm.Manager
 	llm     *llm.Mux
 	agent   *agent.Runtime
@@ -356,15 +356,15 @@ func (d *Daemon) ConsoleURL() string {
 // startPlugins loads the plugins: the built-ins beside the kairo binary, then
 // the drop-in folder, and follows the drop-in folder for changes.
 func (d *Daemon) startPlugins(home string, cfg manifests.Config) error {
-	h, err := wasm.New(wasm.Config{CacheDir: cfg.CachePath(home), Logger: d.log})
+	engine, err := wasm.NewEngine(wasm.EngineConfig{CacheDir: cfg.CachePath(home), Logger: d.log})
 	if err != nil {
 		return err
 	}
 	folders := PluginFolders(home, cfg)
 	builtins := builtinsOf(cfg, d.cfg.Builtins)
-	d.host = h
+	d.engine = engine
 	d.plugins = wasm.NewManager(wasm.ManagerConfig{
-		Host: h, Kernel: d.kernel, Folders: folders, Builtins: builtins, Overrides: cfg.Plugins,
+		Engine: engine, Kernel: d.kernel, Folders: folders, Builtins: builtins, Overrides: cfg.Plugins,
 		Deadline: cfg.Host.DeadlineDuration(), MemoryPages: uint32(cfg.Host.Memory / manifests.WasmPageSize),
 		MaxDeadline: cfg.Host.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.Host.MaxMemory / manifests.WasmPageSize), Public: cfg.Host.Public,
 		MaxFailures: cfg.Host.MaxFailures, FailureWindow: cfg.Host.FailureWindowDuration(),
@@ -759,7 +759,7 @@ func (d *Daemon) stop() error {
 	}
 	if d.plugins != nil {
 		d.plugins.Stop() // before the kernel: their calls and processes end first
-		d.host.Close(context.Background())
+		d.engine.Close(context.Background())
 	}
 	// Each tree gets SIGTERM and a grace to end on its own, then its
 	// cgroup is killed: no process outlives the daemon; their exits are

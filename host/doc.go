@@ -12,7 +12,7 @@
 //
 // The parts above the kernel are the subpackages of host:
 //
-//   - host/wasm: the WebAssembly plugin host, on wazero; its Manager runs
+//   - host/wasm: the WebAssembly plugin engine, on wazero; its Manager runs
 //     the plugins of folders.
 //   - internal/agent: the agent runtime: the tick loop, the observations, the
 //     run loops and the dispatch of what the policy decides.

@@ -34,7 +34,7 @@ func (d *Daemon) registerReplay(home string, cfg manifests.Config) {
 			if err != nil {
 				return nil, err
 			}
-			rep, err := ReplayEvents(ctx, evs, d.host, home, cfg, p.RunLoop, d.tools.Definitions(), d.log)
+			rep, err := ReplayEvents(ctx, evs, d.engine, home, cfg, p.RunLoop, d.tools.Definitions(), d.log)
 			if err != nil {
 				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
 			}
@@ -59,13 +59,13 @@ func ReadLog(ctx context.Context, b *bus.Bus) ([]abi.Event, error) {
 }
 
 // ReplayEvents replays the run loop run from the log evs, with the
-// policy plugin cfg names, loaded through h from the plugin folders of a
+// policy plugin cfg names, loaded through engine from the plugin folders of a
 // daemon on home.
-func ReplayEvents(ctx context.Context, evs []abi.Event, h *wasm.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
+func ReplayEvents(ctx context.Context, evs []abi.Event, engine *wasm.Engine, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
 	a := cfg.Agent
 	return agent.Replay(ctx, agent.ReplaySetup{
 		Events: evs, RunLoop: run, Agent: a.ID, BargeIn: a.BargeIn,
 		Skills: slices.Sorted(maps.Keys(FindSkills(cfg.SkillsPath(home), log))), Tools: defs,
-		Host: h, Folders: PluginFolders(home, cfg), Builtins: builtinsOf(cfg, nil), Overrides: cfg.Plugins, Policy: a.Policy, Logger: log,
+		Engine: engine, Folders: PluginFolders(home, cfg), Builtins: builtinsOf(cfg, nil), Overrides: cfg.Plugins, Policy: a.Policy, Logger: log,
 	})
 }

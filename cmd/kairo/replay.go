@@ -121,7 +121,7 @@ func replayLog(ctx context.Context, home, cfgPath, run string) (*agent.ReplayRep
 	b := bus.New(store, bus.Options{})
 	defer b.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := wasm.New(wasm.Config{CacheDir: cfg.CachePath(home), Logger: log})
+	h, err := wasm.NewEngine(wasm.EngineConfig{CacheDir: cfg.CachePath(home), Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -35,7 +35,7 @@ func BenchmarkPluginRestart(b *testing.B) {
 			ctx := context.Background()
 			opts := Options{Name: "echo", Trusted: mode == "trusted"}
 			// The unit's own code: readFiles and instance.
-			u := &unit{m: &Manager{cfg: ManagerConfig{Host: testHost}}, files: pluginFiles{wasm: path, stamp: stampOf(path)}}
+			u := &unit{m: &Manager{cfg: ManagerConfig{Engine: testEngine}}, files: pluginFiles{wasm: path, stamp: stampOf(path)}}
 			defer u.dropModules()
 			restart := func() time.Duration {
 				t0 := time.Now()

@@ -131,14 +131,14 @@ func floorCall(b *testing.B, batch *abi.Batch) func() error {
 }
 
 // BenchmarkPluginStartCached starts a plugin from the on-disk compilation
-// cache in a fresh Host, as after a restart: runtime, WASI and host module,
+// cache in a fresh Engine, as after a restart: runtime, WASI and host module,
 // instantiation and _initialize.
 func BenchmarkPluginStartCached(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	start := func() time.Duration {
-		h, err := New(Config{CacheDir: dir, Logger: logger})
+		h, err := NewEngine(EngineConfig{CacheDir: dir, Logger: logger})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func BenchmarkPluginMemory(b *testing.B) {
 		before := heapInUse()
 		ps := make([]*Plugin, n)
 		for i := range ps {
-			p, err := testHost.Load(ctx, guests["echo"], Options{Name: "echo"})
+			p, err := testEngine.Load(ctx, guests["echo"], Options{Name: "echo"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -186,7 +186,7 @@ func TestModuleCaps(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := testHost.Load(context.Background(), c.wasm, Options{Name: "big"})
+			_, err := testEngine.Load(context.Background(), c.wasm, Options{Name: "big"})
 			var f *Failure
 			var ce *CapError
 			if !errors.As(err, &f) || f.Reason != ReasonRefused || !errors.As(err, &ce) || ce.Cap != c.cap {

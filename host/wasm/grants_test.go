@@ -182,7 +182,7 @@ func TestImportNotGrantedRefusedAtLoad(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := testHost.Load(context.Background(), c.wasm, Options{Name: c.name, Grants: c.grants})
+			p, err := testEngine.Load(context.Background(), c.wasm, Options{Name: c.name, Grants: c.grants})
 			if c.says == "" {
 				if err != nil {
 					t.Fatalf("load: %v", err)

@@ -215,7 +215,7 @@ func TestRefusedAtLoad(t *testing.T) {
 			if wasm == nil {
 				wasm = emptyModule
 			}
-			_, err := testHost.Load(context.Background(), wasm, Options{Name: c.name})
+			_, err := testEngine.Load(context.Background(), wasm, Options{Name: c.name})
 			var f *Failure
 			if !errors.As(err, &f) || f.Reason != ReasonRefused || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("err = %v; want refused, saying %q", err, c.says)

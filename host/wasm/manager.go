@@ -38,10 +38,10 @@ type Folder struct {
 	Granted bool
 }
 
-// ManagerConfig configures a Manager. Host and Kernel are required; zero
+// ManagerConfig configures a Manager. Engine and Kernel are required; zero
 // values of the rest take the defaults the fields name.
 type ManagerConfig struct {
-	Host   *Host
+	Engine *Engine
 	Kernel *kernel.Kernel
 	// Folders are scanned in order; a plugin name found again in a later
 	// folder is refused.

@@ -60,7 +60,7 @@ func TestMeterStopsRunaways(t *testing.T) {
 			}
 
 			start := time.Now()
-			p, err := testHost.Load(context.Background(), c.runaway.bytes(), opts)
+			p, err := testEngine.Load(context.Background(), c.runaway.bytes(), opts)
 			if c.op != "handle" {
 				wantDeadline(t, err, c.op, deadline, time.Since(start))
 				return
@@ -183,7 +183,7 @@ func TestModuleThatPanicsWazeroIsRefused(t *testing.T) {
 	wasm = section(wasm, 3, []byte{2, 0, 9})
 	wasm = section(wasm, 10, []byte{2, 4, 0, 0x10, 0x01, 0x0b, 2, 0, 0x0b})
 	for _, trusted := range []bool{false, true} {
-		_, err := testHost.Load(context.Background(), wasm, Options{Name: "panics", Trusted: trusted})
+		_, err := testEngine.Load(context.Background(), wasm, Options{Name: "panics", Trusted: trusted})
 		var f *Failure
 		if !errors.As(err, &f) || f.Reason != ReasonRefused || !strings.Contains(err.Error(), "not a valid WebAssembly module") {
 			t.Fatalf("trusted=%v: err = %v; want refused", trusted, err)

@@ -22,10 +22,10 @@ import (
 
 // LoadNative starts the built-in plugin b with opts: a fresh plugin of its
 // constructor, which reaches the host through p's imports.
-func (h *Host) LoadNative(ctx context.Context, b plugin.Builtin, opts Options) (*Plugin, error) {
+func (e *Engine) LoadNative(ctx context.Context, b plugin.Builtin, opts Options) (*Plugin, error) {
 	opts.Trusted = true
 	opts.defaults()
-	p := &Plugin{opts: opts, logger: h.logger.With("plugin", opts.Name)}
+	p := &Plugin{opts: opts, logger: e.logger.With("plugin", opts.Name)}
 	if g := opts.Grants; g != nil {
 		// A native plugin imports everything: its grants are checked at
 		// each use, as a drop-in's are.
@@ -127,7 +127,7 @@ func (f pluginFiles) read() (*manifests.Plugin, []byte, error) {
 // built-in constructor's.
 func (u *unit) load(ctx context.Context, wasm []byte, opts Options) (*Plugin, error) {
 	if b := u.files.native; b != nil {
-		return u.m.cfg.Host.LoadNative(ctx, *b, opts)
+		return u.m.cfg.Engine.LoadNative(ctx, *b, opts)
 	}
-	return u.m.cfg.Host.Load(ctx, wasm, opts)
+	return u.m.cfg.Engine.Load(ctx, wasm, opts)
 }

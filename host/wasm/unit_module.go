@@ -102,7 +102,7 @@ func (u *unit) module(ctx context.Context, wasm []byte, opts Options) (*Module, 
 	u.mu.Unlock()
 	if mod == nil {
 		var err error
-		if mod, err = u.m.cfg.Host.Prepare(ctx, wasm, opts); err != nil {
+		if mod, err = u.m.cfg.Engine.Prepare(ctx, wasm, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -190,7 +190,7 @@ func (m *Manager) prepareAhead(f pluginFiles, cur *Module) unitModule {
 		read.wasm = cur.wasm // the same bytes: one copy, told at once
 		return read
 	}
-	if mod, err := m.cfg.Host.Prepare(m.ctx, wasm, opts); err == nil {
+	if mod, err := m.cfg.Engine.Prepare(m.ctx, wasm, opts); err == nil {
 		read.hints, read.wasm = []*Module{mod}, mod.wasm
 	}
 	return read

@@ -48,9 +48,9 @@ type ReplaySetup struct {
 	// Tools are the agent's tools as the policy is shown them: today's,
 	// so a tool added since the run can make a model's prompt differ.
 	Tools []abi.Tool
-	// Host, Folders, Builtins and Overrides find and load the policy
+	// Engine, Folders, Builtins and Overrides find and load the policy
 	// plugin Policy.
-	Host      *wasm.Host
+	Engine    *wasm.Engine
 	Folders   []wasm.Folder
 	Builtins  []plugin.Builtin
 	Overrides map[string]manifests.PluginOverride
@@ -134,7 +134,7 @@ func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
 			}
 		}
 	}
-	m := wasm.NewManager(wasm.ManagerConfig{Host: s.Host, Kernel: k, Folders: s.Folders, Builtins: s.Builtins, Overrides: s.Overrides, Only: []string{s.Policy}, Logger: s.Logger})
+	m := wasm.NewManager(wasm.ManagerConfig{Engine: s.Engine, Kernel: k, Folders: s.Folders, Builtins: s.Builtins, Overrides: s.Overrides, Only: []string{s.Policy}, Logger: s.Logger})
 	if err := m.Start(); err != nil {
 		s.Logger.Warn("replay: the plugin folders are not watched", "err", err)
 	}

@@ -37,7 +37,7 @@ func (e *env) logAfter(ended *abi.Event) []abi.Event {
 }
 
 func replaySetup(evs []abi.Event, loop, policy string) ReplaySetup {
-	return ReplaySetup{Events: evs, RunLoop: loop, Host: wasmHost, Folders: []wasm.Folder{{Path: pluginDir, Builtin: true}}, Policy: policy, Tools: kernelTools, Logger: quiet}
+	return ReplaySetup{Events: evs, RunLoop: loop, Engine: wasmEngine, Folders: []wasm.Folder{{Path: pluginDir, Builtin: true}}, Policy: policy, Tools: kernelTools, Logger: quiet}
 }
 
 // rewrite changes the data of the events match accepts.
