@@ -365,9 +365,9 @@ func (d *Daemon) startPlugins(home string, cfg manifests.Config) error {
 	d.engine = engine
 	d.plugins = wasm.NewManager(wasm.ManagerConfig{
 		Engine: engine, Kernel: d.kernel, Folders: folders, Builtins: builtins, Overrides: cfg.Plugins,
-		Deadline: cfg.Host.DeadlineDuration(), MemoryPages: uint32(cfg.Host.Memory / manifests.WasmPageSize),
-		MaxDeadline: cfg.Host.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.Host.MaxMemory / manifests.WasmPageSize), Public: cfg.Host.Public,
-		MaxFailures: cfg.Host.MaxFailures, FailureWindow: cfg.Host.FailureWindowDuration(),
+		Deadline: cfg.PluginLimits.DeadlineDuration(), MemoryPages: uint32(cfg.PluginLimits.Memory / manifests.WasmPageSize),
+		MaxDeadline: cfg.PluginLimits.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.PluginLimits.MaxMemory / manifests.WasmPageSize), Public: cfg.PluginLimits.Public,
+		MaxFailures: cfg.PluginLimits.MaxFailures, FailureWindow: cfg.PluginLimits.FailureWindowDuration(),
 		Watch: true, Logger: d.log,
 	})
 	d.progress(Progress{Step: StepPlugins, Folders: folders, Cache: cfg.CachePath(home)})

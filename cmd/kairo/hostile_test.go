@@ -27,7 +27,7 @@ import (
 // control is not reported at all, and the daemon's RSS rises by at most
 // the plugin's memory limit plus 32 MiB.
 
-// hostileMemory is the memory limit of every drop-in of the suite: [host]
+// hostileMemory is the memory limit of every drop-in of the suite: [plugin_limits]
 // max_memory, so no manifest gets more.
 const hostileMemory = 32 << 20
 
@@ -47,7 +47,7 @@ type drop struct {
 	manifest func(name string) string
 	config   string // the lines of the guest's [config]
 	// deadline, when set, is the manifest's [limits] deadline; else
-	// [host] deadline, 2s, so that no plugin fails for want of time on a
+	// [plugin_limits] deadline, 2s, so that no plugin fails for want of time on a
 	// loaded machine unless failing so is its kind.
 	deadline string
 	// sparse, when set, makes the .wasm a sparse file of that size.
@@ -331,7 +331,7 @@ func TestHostilePlugins(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	config := fmt.Sprintf(`[host]
+	config := fmt.Sprintf(`[plugin_limits]
 memory = "32MiB"
 max_memory = "%dMiB"
 deadline = "2s"

@@ -222,7 +222,7 @@ func (a *authority) grants(onDenied func(Denial)) *Grants {
 // with. See docs/RATIONALE.md, "Authority comes from the operator": a
 // built-in (or a folder the embedder vouches for) gets its manifest's
 // grants as the operator narrowed them; a drop-in gets its baseline (its
-// own namespace, [host] public, no method); both get what the operator
+// own namespace, [plugin_limits] public, no method); both get what the operator
 // granted in [plugins.NAME.grants] and with plugins.grant. Limits are
 // capped by the ceilings.
 func (m *Manager) authorize(man *manifests.Plugin, folder Folder) (*authority, error) {

@@ -63,7 +63,7 @@ type ManagerConfig struct {
 	MaxDeadline    time.Duration
 	MaxMemoryPages uint32
 	// Public are the subjects every drop-in plugin may subscribe to and
-	// publish on besides its own namespace, plugin.NAME.> ([host] public).
+	// publish on besides its own namespace, plugin.NAME.> ([plugin_limits] public).
 	Public []string
 	// MaxFailures failures within FailureWindow leave a plugin stopped;
 	// default 5 in 1 minute. Before that, a failed plugin restarts after
