@@ -96,7 +96,7 @@ func BenchmarkHotReload(b *testing.B) {
 			u.mu.Lock()
 			pages := u.held.prep.key.pages
 			u.mu.Unlock()
-			opts := Options{Name: "echo", Trusted: mode == "trusted", MemoryPages: pages}
+			opts := InstanceConfig{Name: "echo", Trusted: mode == "trusted", MemoryPages: pages}
 			opts.defaults()
 			fm, err := testEngine.prepare(ctx, guests["echo"], &opts)
 			if err != nil {

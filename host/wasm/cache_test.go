@@ -42,7 +42,7 @@ type logBuffer = testkit.SyncBuffer
 func serveOnce(t *testing.T, h *Engine, wasm []byte) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := h.Load(ctx, wasm, Options{Name: "asm"})
+	p, err := h.Load(ctx, wasm, InstanceConfig{Name: "asm"})
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}

@@ -23,7 +23,7 @@ import (
 // Grants are what a plugin may reach through the host module: the methods
 // it may call and the subjects it may publish on and subscribe to, from its
 // manifest as the operator narrowed it (manifests.Plugin.Narrow). An empty
-// list grants nothing. Options.Grants nil grants everything: that is for
+// list grants nothing. InstanceConfig.Grants nil grants everything: that is for
 // code the host runs as its own (tests, benchmarks); the kernel passes every
 // plugin its grants.
 //

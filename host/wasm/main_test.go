@@ -74,7 +74,7 @@ func warmCache() error {
 	for _, j := range jobs {
 		go func() {
 			// What Load compiles: the metered rewrite of an untrusted guest.
-			opts := Options{Name: j.guest, Trusted: j.trusted}
+			opts := InstanceConfig{Name: j.guest, Trusted: j.trusted}
 			opts.defaults()
 			rt, _, _, err := testEngine.compile(ctx, guests[j.guest], &opts)
 			if err == nil {
@@ -128,12 +128,12 @@ func buildGuests(dir string) error {
 }
 
 // load loads a guest and closes it when the test ends.
-func load(tb testing.TB, name string, opts Options) *Plugin {
+func load(tb testing.TB, name string, opts InstanceConfig) *Plugin {
 	tb.Helper()
 	return loadBytes(tb, name, guests[name], opts)
 }
 
-func loadBytes(tb testing.TB, name string, wasm []byte, opts Options) *Plugin {
+func loadBytes(tb testing.TB, name string, wasm []byte, opts InstanceConfig) *Plugin {
 	tb.Helper()
 	if opts.Name == "" {
 		opts.Name = name

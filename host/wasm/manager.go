@@ -569,8 +569,8 @@ func (m *Manager) publish(subject string, data any) {
 
 // options are the load options of a plugin whose manifest, as authorized
 // (its grants and limits decided), is n.
-func (m *Manager) options(n *manifests.Plugin, builtin bool, grants *Grants) Options {
-	o := Options{
+func (m *Manager) options(n *manifests.Plugin, builtin bool, grants *Grants) InstanceConfig {
+	o := InstanceConfig{
 		Name:        n.Plugin.Name,
 		Trusted:     builtin || n.Trusted,
 		Deadline:    n.Limits.DeadlineDuration(),

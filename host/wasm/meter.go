@@ -53,7 +53,7 @@ func (e *Engine) newRuntime(ctx context.Context, cache wazero.CompilationCache, 
 // in memory: when that works, the cache's folder is full or unwritable, not
 // the module bad, and the host compiles in memory for a while, saying which
 // folder failed.
-func (e *Engine) compile(ctx context.Context, wasm []byte, opts *Options) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
+func (e *Engine) compile(ctx context.Context, wasm []byte, opts *InstanceConfig) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
 	select {
 	case e.compiling <- struct{}{}:
 		defer func() { <-e.compiling }()
@@ -78,7 +78,7 @@ func (e *Engine) compile(ctx context.Context, wasm []byte, opts *Options) (rt wa
 // module as given, under WithCloseOnContextDone; for a trusted one the module
 // with its data segments merged. metered says which. The error is the
 // original module's, as wazero words it.
-func (e *Engine) compileIn(ctx context.Context, cache wazero.CompilationCache, wasm []byte, opts *Options) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
+func (e *Engine) compileIn(ctx context.Context, cache wazero.CompilationCache, wasm []byte, opts *InstanceConfig) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
 	var rerr error
 	if !opts.Trusted {
 		var rewritten []byte

@@ -149,8 +149,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	return err
 }
 
-// Options configure one plugin instance. Zero fields take the defaults below.
-type Options struct {
+// InstanceConfig configures one plugin instance. Zero fields take the
+// defaults below.
+type InstanceConfig struct {
 	// Name names the plugin in errors and logs until Init says its name.
 	Name string
 	// Trusted runs the plugin without deadline enforcement: a little
@@ -196,7 +197,7 @@ type Options struct {
 	BusHost string
 }
 
-func (o *Options) defaults() {
+func (o *InstanceConfig) defaults() {
 	if o.Name == "" {
 		o.Name = "unnamed"
 	}
@@ -253,7 +254,7 @@ type Call struct {
 // called from several goroutines; calls run one at a time. Once a call
 // fails the instance is stopped and every later call returns its Failure.
 type Plugin struct {
-	opts   Options
+	opts   InstanceConfig
 	logger *slog.Logger
 	rt     wazero.Runtime
 	mod    api.Module
@@ -303,7 +304,7 @@ type Plugin struct {
 // Load prepares the module (Engine.Prepare: compiled, or the one the engine
 // keeps for the same bytes and options) and makes an instance of it
 // (Module.Instantiate).
-func (e *Engine) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, error) {
+func (e *Engine) Load(ctx context.Context, wasm []byte, opts InstanceConfig) (*Plugin, error) {
 	mod, err := e.Prepare(ctx, wasm, opts)
 	if err != nil {
 		return nil, err
@@ -317,7 +318,7 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, 
 // it with WASI (no files, no environment unless opts.WASI lists them) and
 // runs _initialize. opts must be what the module was prepared for:
 // Trusted and MemoryPages; the rest are the instance's own.
-func (mod *Module) Instantiate(ctx context.Context, opts Options) (*Plugin, error) {
+func (mod *Module) Instantiate(ctx context.Context, opts InstanceConfig) (*Plugin, error) {
 	opts.defaults()
 	if opts.Trusted != mod.key.trusted || opts.MemoryPages != mod.key.pages {
 		return nil, fmt.Errorf("plugin %s: the module was prepared for other options (trusted %v, %d memory pages)", opts.Name, mod.key.trusted, mod.key.pages)
@@ -511,7 +512,7 @@ func (p *Plugin) roundTrip(ctx context.Context, op string, fn api.Function, dead
 
 	optr, on := abi.UnpackPtrLen(p.stack[0])
 	if on > p.opts.MaxOutput {
-		return nil, p.stop(ctx, op, ReasonLimit, &CapError{What: "output", Got: int64(on), Max: int64(p.opts.MaxOutput), Unit: "bytes", Cap: "Options.MaxOutput"})
+		return nil, p.stop(ctx, op, ReasonLimit, &CapError{What: "output", Got: int64(on), Max: int64(p.opts.MaxOutput), Unit: "bytes", Cap: "InstanceConfig.MaxOutput"})
 	}
 	if err := p.charge("the output", int(on)); err != nil {
 		return nil, p.stop(ctx, op, ReasonLimit, err)

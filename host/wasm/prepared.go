@@ -116,7 +116,7 @@ func (mod *Module) unregister(name string) {
 }
 
 // fits reports whether mod was prepared from wasm for opts (defaulted).
-func (mod *Module) fits(wasm []byte, opts *Options) bool {
+func (mod *Module) fits(wasm []byte, opts *InstanceConfig) bool {
 	if mod == nil || mod.key.trusted != opts.Trusted || mod.key.pages != opts.MemoryPages || len(mod.wasm) != len(wasm) {
 		return false
 	}
@@ -201,7 +201,7 @@ func (e *Engine) compileCount() int {
 // engine keeps for the same bytes and options, or a new one, compiled (or
 // read from the compilation cache), checked and given its host modules.
 // Preparations of the same module at once wait for the first.
-func (e *Engine) Prepare(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
+func (e *Engine) Prepare(ctx context.Context, wasm []byte, opts InstanceConfig) (*Module, error) {
 	opts.defaults()
 	if err := checkModuleCaps(wasm); err != nil {
 		return nil, refusal(&opts, err)
@@ -269,13 +269,13 @@ func (e *Engine) Prepare(ctx context.Context, wasm []byte, opts Options) (*Modul
 }
 
 // refusal is the Failure of a module the host will not run.
-func refusal(opts *Options, err error) error {
+func refusal(opts *InstanceConfig, err error) error {
 	return &Failure{Plugin: opts.Name, Op: "load", Reason: ReasonRefused, Err: err}
 }
 
 // prepare compiles wasm for opts and readies its runtime: the checks of
 // its imports and exports, WASI, and the host modules.
-func (e *Engine) prepare(ctx context.Context, wasm []byte, opts *Options) (*Module, error) {
+func (e *Engine) prepare(ctx context.Context, wasm []byte, opts *InstanceConfig) (*Module, error) {
 	rt, compiled, metered, err := e.compile(ctx, wasm, opts)
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("plugin %s: %w", opts.Name, err)

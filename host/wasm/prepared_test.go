@@ -40,7 +40,7 @@ func TestModuleSharedByInstances(t *testing.T) {
 	ctx := context.Background()
 	h := freshEngine(t)
 	for _, trusted := range []bool{false, true} {
-		opts := Options{Name: "echo", Trusted: trusted}
+		opts := InstanceConfig{Name: "echo", Trusted: trusted}
 		p1, err := h.Load(ctx, guests["echo"], opts)
 		if err != nil {
 			t.Fatal(err)
@@ -78,7 +78,7 @@ func TestModuleSharedByInstances(t *testing.T) {
 	// The last released is kept idle; the one before it was closed.
 	wantModules(t, h, 0, 1, 2)
 	// Another memory limit is another module.
-	p, err := h.Load(ctx, guests["echo"], Options{Name: "echo", MemoryPages: 512})
+	p, err := h.Load(ctx, guests["echo"], InstanceConfig{Name: "echo", MemoryPages: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestModuleSharedByInstances(t *testing.T) {
 	p.Close(ctx)
 	wantModules(t, h, 0, 1, 3)
 	// The idle one serves its bytes again, without preparing them.
-	p, err = h.Load(ctx, guests["echo"], Options{Name: "echo", MemoryPages: 512})
+	p, err = h.Load(ctx, guests["echo"], InstanceConfig{Name: "echo", MemoryPages: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestModuleSharedByInstances(t *testing.T) {
 func TestModuleOutlivesAFailedInstance(t *testing.T) {
 	ctx := context.Background()
 	h := freshEngine(t)
-	opts := Options{Name: "hostile"}
+	opts := InstanceConfig{Name: "hostile"}
 	p, err := h.Load(ctx, guests["hostile"], opts)
 	if err != nil {
 		t.Fatal(err)
