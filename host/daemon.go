@@ -181,7 +181,7 @@ type Daemon struct {
 	served chan error // Serve's result
 	sock   string
 
-	runtime *wasm.Host
+	engine  *wasm.Engine
 	plugins *wasm.Manager
 	llm     *llm.Mux
 	agent   *agent.Runtime
@@ -314,7 +314,7 @@ func (d *Daemon) startFull() error {
 	// One run loop at a time can be switched to its recorded answers.
 	d.llm = llm.NewMux(chat)
 	llm.Register(k, d.llm)
-	if err := d.startRuntime(home, cfg); err != nil {
+	if err := d.startEngine(home, cfg); err != nil {
 		return err
 	}
 	if err := d.startPlugins(home, cfg); err != nil {
@@ -384,10 +384,10 @@ func (d *Daemon) startPlugins(home string, cfg manifests.Config) error {
 	folders := pluginFolders(home, cfg)
 	builtins := builtinsOf(cfg, d.cfg.Builtins)
 	d.plugins = wasm.NewManager(wasm.ManagerConfig{
-		Host: d.runtime, Kernel: d.kernel, Folders: folders, Builtins: builtins, Overrides: cfg.Plugins,
-		Deadline: cfg.Host.DeadlineDuration(), MemoryPages: uint32(cfg.Host.Memory / manifests.WasmPageSize),
-		MaxDeadline: cfg.Host.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.Host.MaxMemory / manifests.WasmPageSize), Public: cfg.Host.Public,
-		MaxFailures: cfg.Host.MaxFailures, FailureWindow: cfg.Host.FailureWindowDuration(),
+		Engine: d.engine, Kernel: d.kernel, Folders: folders, Builtins: builtins, Overrides: cfg.Plugins,
+		Deadline: cfg.PluginLimits.DeadlineDuration(), MemoryPages: uint32(cfg.PluginLimits.Memory / manifests.WasmPageSize),
+		MaxDeadline: cfg.PluginLimits.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.PluginLimits.MaxMemory / manifests.WasmPageSize), Public: cfg.PluginLimits.Public,
+		MaxFailures: cfg.PluginLimits.MaxFailures, FailureWindow: cfg.PluginLimits.FailureWindowDuration(),
 		Watch: true, Logger: d.log,
 	})
 	d.progress(Progress{Step: StepPlugins, Folders: folders, Cache: cfg.CachePath(home)})
@@ -415,14 +415,14 @@ func (d *Daemon) startPlugins(home string, cfg manifests.Config) error {
 	return nil
 }
 
-// startRuntime starts the plugin runtime, which compiles the modules
+// startEngine starts the plugin engine, which compiles the modules
 // through the data folder's cache.
-func (d *Daemon) startRuntime(home string, cfg manifests.Config) error {
-	h, err := wasm.New(wasm.Config{CacheDir: cfg.CachePath(home), Logger: d.log})
+func (d *Daemon) startEngine(home string, cfg manifests.Config) error {
+	h, err := wasm.NewEngine(wasm.EngineConfig{CacheDir: cfg.CachePath(home), Logger: d.log})
 	if err != nil {
 		return err
 	}
-	d.runtime = h
+	d.engine = h
 	return nil
 }
 
@@ -812,8 +812,8 @@ func (d *Daemon) stop(ctx context.Context) error {
 	if d.plugins != nil {
 		d.plugins.Stop() // before the kernel: their calls and processes end first
 	}
-	if d.runtime != nil {
-		d.runtime.Close(context.WithoutCancel(ctx))
+	if d.engine != nil {
+		d.engine.Close(context.WithoutCancel(ctx))
 	}
 	if d.kernel != nil {
 		// Each tree gets SIGTERM and a grace to end on its own, then its

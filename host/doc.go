@@ -14,12 +14,12 @@
 // A command that needs a smaller kernel asks for a [Mode] instead of
 // assembling one: [Private] is the kernel `kairo run` starts when no daemon
 // runs, [Replaying] opens a data folder's log for [Daemon.Replay] (`kairo
-// replay`). No other package builds a kernel, a bus or the plugin runtime
+// replay`). No other package builds a kernel, a bus or the plugin engine
 // (internal/layercheck fails on one that does).
 //
 // The parts above the kernel are the subpackages of host:
 //
-//   - host/wasm: the WebAssembly plugin runtime, on wazero; its Manager
+//   - host/wasm: the WebAssembly plugin engine, on wazero; its Manager
 //     runs the plugins of folders.
 //   - internal/agent: the agent runtime: the tick loop, the observations, the
 //     run loops and the dispatch of what the policy decides.
@@ -34,7 +34,7 @@
 //
 // Below host are the kernel (kernel, kernel/bus, kernel/proc, kernel/ipc)
 // and the sandbox; host starts them and never the other way round. The
-// agent and the tools declare what they need of the plugin runtime
+// agent and the tools declare what they need of the plugin engine
 // (agent.Plugins, tools.Plugins) rather than import it: imports point down
 // the floors internal/layercheck lists.
 //

@@ -101,7 +101,7 @@ func (d *Daemon) startReplaying() error {
 		return err
 	}
 	d.bus = bus.New(store, bus.Options{})
-	if err := d.startRuntime(home, cfg); err != nil {
+	if err := d.startEngine(home, cfg); err != nil {
 		return err
 	}
 	// The tools the agent would have without its plugins and MCP servers,

@@ -46,7 +46,7 @@ func (d *Daemon) registerReplay() {
 // loop's events. A Full daemon serves it as agent.replay; a Replaying one
 // is started for it alone.
 func (d *Daemon) Replay(ctx context.Context, run string) (*agent.ReplayReport, []abi.Event, error) {
-	if d.runtime == nil {
+	if d.engine == nil {
 		return nil, nil, fmt.Errorf("host: replay: the daemon is not started, or runs in the %s mode", d.cfg.Mode)
 	}
 	evs, err := readLog(ctx, d.bus)
@@ -92,7 +92,7 @@ func (d *Daemon) replayIn(ctx context.Context, r *agent.Replay) (*agent.ReplayRe
 		}
 	}
 	m := wasm.NewManager(wasm.ManagerConfig{
-		Host: d.runtime, Kernel: k, Folders: pluginFolders(home, cfg), Builtins: builtinsOf(cfg, d.cfg.Builtins),
+		Engine: d.engine, Kernel: k, Folders: pluginFolders(home, cfg), Builtins: builtinsOf(cfg, d.cfg.Builtins),
 		Overrides: cfg.Plugins, Only: []string{cfg.Agent.Policy}, Logger: d.log,
 	})
 	if err := m.Start(); err != nil {

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
-	"github.com/kairo-os/kairo/internal/egress"
 )
 
 // Skill is a binary skill's manifest, skill.toml: a native program, the
@@ -493,7 +492,7 @@ func (c *skillCheck) checkNet() {
 		}
 	}
 	for i, h := range c.s.Net.Hosts {
-		if err := egress.CheckEntry(h); err != nil {
+		if err := CheckEgressEntry(h); err != nil {
 			c.bad(toml.Key{"net", "hosts", index(i)}, "%v, such as \"api.github.com:443\" or \"*.pythonhosted.org\"", err)
 		}
 	}

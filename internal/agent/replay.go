@@ -122,7 +122,7 @@ func (r *Replay) Answers() llm.Chatter { return r.gate }
 
 // Grants are the operator's grants of plugins (kairo plugins grant) as
 // they were when the run loop last decided, for the replay's log: the
-// plugin runtime folds them from there. Their Seq is zero.
+// plugin engine folds them from there. Their Seq is zero.
 func (r *Replay) Grants() []abi.Event {
 	last := r.rec.ticks[len(r.rec.ticks)-1].Seq
 	var out []abi.Event

@@ -62,7 +62,7 @@ func replayOf(s ReplaySetup, folders ...wasm.Folder) (*ReplayReport, error) {
 			return nil, err
 		}
 	}
-	m := wasm.NewManager(wasm.ManagerConfig{Host: wasmHost, Kernel: k, Folders: folders, Only: []string{s.Policy}, Logger: quiet})
+	m := wasm.NewManager(wasm.ManagerConfig{Engine: wasmEngine, Kernel: k, Folders: folders, Only: []string{s.Policy}, Logger: quiet})
 	if err := m.Start(); err != nil {
 		return nil, err
 	}

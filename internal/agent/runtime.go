@@ -437,7 +437,7 @@ type Waiter interface {
 	Busy() bool
 }
 
-// Plugins is what the agent needs of the plugin runtime (host/wasm's
+// Plugins is what the agent needs of the plugin engine (host/wasm's
 // Manager implements it): a policy plugin's decisions and whether work of
 // its own waits. The agent declares it so that it need not import the
 // runtime, a floor above it.

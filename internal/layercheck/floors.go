@@ -37,12 +37,12 @@ var floors = [][]string{
 }
 
 // assemblers are the constructors that put a kernel together: a bus, a
-// store, a kernel, its socket server, the plugin runtime and its manager.
+// store, a kernel, its socket server, the plugin engine and its manager.
 // Only package host calls them (besides tests, and the constructor's own
 // package), keyed by package path within the module.
 var assemblers = map[string][]string{
 	"kernel":     {"New"},
 	"kernel/bus": {"New"},
 	"kernel/ipc": {"Listen"},
-	"host/wasm":  {"New", "NewManager"},
+	"host/wasm":  {"NewEngine", "NewManager"},
 }

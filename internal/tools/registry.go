@@ -11,7 +11,7 @@
 //   - binary skills: skill.NAME for each skill manifest, its parameters the
 //     manifest's params, run under the manifest's sandbox;
 //   - wasm plugins of kind tool: PLUGIN.TOOL for each tool a running plugin
-//     declares, called through the plugin runtime ([Plugins]);
+//     declares, called through the plugin engine ([Plugins]);
 //   - outside sources such as MCP servers: mcp.SERVER.TOOL (AddSource);
 //   - tools written in Go by other components (Add).
 //
@@ -78,7 +78,7 @@ type Call struct {
 // the latest. An empty Status is done, or failed when Error is set.
 type Func func(ctx context.Context, c *Call) abi.ToolResultEvent
 
-// Plugins is what the registry needs of the plugin runtime
+// Plugins is what the registry needs of the plugin engine
 // (host/wasm's Manager implements it): the tools of the running tool
 // plugins, and a call to one. The registry declares it so that it need not
 // import the runtime, a floor above it.
