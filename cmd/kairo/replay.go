@@ -15,6 +15,7 @@ import (
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -114,7 +115,7 @@ func replayLog(ctx context.Context, home, cfgPath, run string) (*agent.ReplayRep
 	if _, err := os.Stat(path); err != nil {
 		return nil, nil, fmt.Errorf("replay: no event log at %s: is --home the data folder kairo up ran on?", path)
 	}
-	store, err := bus.OpenSQLite(path, bus.SQLiteOptions{})
+	store, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		return nil, nil, err
 	}

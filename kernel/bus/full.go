@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -21,6 +22,14 @@ type StoreWritable struct {
 	Store     string    `msgpack:"store"`
 	FullSince time.Time `msgpack:"fullSince"`
 	Refused   uint64    `msgpack:"refused"` // events refused while it was full
+}
+
+// IsDiskFull reports whether err is the file system's "no space left"
+// (ENOSPC, or EDQUOT for a quota). A driver makes its own kind of full
+// (SQLite's SQLITE_FULL, a stream at its max_bytes) match syscall.ENOSPC,
+// so that the bus degrades the same way for every store.
+func IsDiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // DiskFullError is what a publish gets while the disk of the store is full.

@@ -1,93 +1,35 @@
-package bus
+package bustest
 
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/jetstream"
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/smalldisk"
 )
 
 // conformanceStore is one store under the conformance suite: open opens
 // (or reopens) the store kept in dir.
-type conformanceStore struct {
+type ConformanceStore struct {
 	name    string
 	durable bool // keeps its events across a close and reopen
-	open    func(t testing.TB, dir string) Store
+	open    func(t testing.TB, dir string) bus.Store
 	// full returns a store that fills up, and a function that frees room;
 	// nil skips the test.
-	full func(t *testing.T) (Store, func())
+	full func(t *testing.T) (bus.Store, func())
 	// afterDupWindow waits past the store's own duplicate window, if any.
 	afterDupWindow func()
 }
 
-// conformanceStores are the stores that keep the Store contract. A NATS
-// cluster joins them later.
-var conformanceStores = []conformanceStore{
-	{
-		name: "memory",
-		open: func(testing.TB, string) Store { return NewMemoryStore(0) },
-	},
-	{
-		name:    "sqlite",
-		durable: true,
-		open: func(t testing.TB, dir string) Store {
-			return openSQLite(t, filepath.Join(dir, "events.db"))
-		},
-		full: func(t *testing.T) (Store, func()) {
-			dir := smalldisk.Mount(t, 6<<20)
-			s := openSQLite(t, filepath.Join(dir, "events.db"))
-			appendN(t, s, 0, 10)
-			return s, smalldisk.Fill(t, dir)
-		},
-	},
-	{
-		name:    "jetstream-embedded",
-		durable: true,
-		open: func(t testing.TB, dir string) Store {
-			return openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir, DuplicateWindow: 100 * time.Millisecond})
-		},
-		full: func(t *testing.T) (Store, func()) {
-			// MaxBytes is the limit; raising it is what frees room.
-			opts := JetStreamOptions{Embedded: true, Dir: t.TempDir(), MaxBytes: 64 << 10}
-			s := openJetStream(t, opts)
-			return s, func() {
-				s.Close()
-				opts.MaxBytes = 1 << 20
-				applyJetStream(t, opts)
-				*s = *openJetStream(t, opts)
-			}
-		},
-		afterDupWindow: func() { time.Sleep(300 * time.Millisecond) },
-	},
-}
-
-func openJetStream(t testing.TB, opts JetStreamOptions) *JetStreamStore {
-	t.Helper()
-	s, err := OpenJetStream(opts)
-	if err != nil {
-		t.Fatalf("OpenJetStream(%+v): %v", opts, err)
-	}
-	return s
-}
-
-// TestConformance runs one suite against every store: what the bus
-// promises its users does not depend on where the events are kept.
-func TestConformance(t *testing.T) {
-	for _, cs := range conformanceStores {
-		t.Run(cs.name, func(t *testing.T) { conform(t, cs) })
-	}
-	// Three nats-servers on loopback ports, the stream on all three.
-	t.Run("jetstream-cluster", func(t *testing.T) { conform(t, clusterStore(startCluster(t))) })
-}
-
 // conform runs the contract against the store cs opens.
-func conform(t *testing.T, cs conformanceStore) {
+func Conform(t *testing.T, cs ConformanceStore) {
 	t.Run("publish", func(t *testing.T) { conformPublish(t, cs) })
 	t.Run("replay", func(t *testing.T) { conformReplay(t, cs) })
 	t.Run("duplicates", func(t *testing.T) { conformDuplicates(t, cs) })
@@ -98,18 +40,18 @@ func conform(t *testing.T, cs conformanceStore) {
 
 // Every acknowledgement carries a new sequence number, higher than the
 // one before it, and the store's LastSeq is the last of them.
-func conformPublish(t *testing.T, cs conformanceStore) {
-	b := New(cs.open(t, t.TempDir()), Options{})
+func conformPublish(t *testing.T, cs ConformanceStore) {
+	b := bus.New(cs.open(t, t.TempDir()), bus.Options{})
 	defer b.Close()
 	var last uint64
 	for i := range 5 {
-		res := mustPublish(t, b, &abi.Event{Type: "kairo.test.one", Data: payload(t, i)})
+		res := MustPublish(t, b, &abi.Event{Type: "kairo.test.one", Data: Payload(t, i)})
 		if res.Duplicate || res.Seq <= last {
 			t.Fatalf("publish %d: %+v after seq %d", i, res, last)
 		}
 		last = res.Seq
 	}
-	for _, res := range publishN(t, b, "kairo.test.many", 700) {
+	for _, res := range PublishN(t, b, "kairo.test.many", 700) {
 		if res.Duplicate || res.Seq <= last {
 			t.Fatalf("async publish: %+v after seq %d", res, last)
 		}
@@ -122,7 +64,7 @@ func conformPublish(t *testing.T, cs conformanceStore) {
 
 // conformEvents publishes events on a mix of subjects, times and
 // envelope fields, and returns them as acknowledged.
-func conformEvents(t *testing.T, b *Bus) []abi.Event {
+func conformEvents(t *testing.T, b *bus.Bus) []abi.Event {
 	subjects := []string{"kairo.process.started", "kairo.process.exited", "kairo.user.message", "kairo.process.tool.done", "other.thing"}
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var evs []*abi.Event
@@ -131,7 +73,7 @@ func conformEvents(t *testing.T, b *Bus) []abi.Event {
 			Type:   subjects[i%len(subjects)],
 			Source: fmt.Sprintf("test/%d", i%3),
 			Time:   base.Add(time.Duration(i) * time.Second),
-			Data:   payload(t, i),
+			Data:   Payload(t, i),
 		}
 		if i%4 == 0 {
 			ev.CorrelationID = fmt.Sprintf("run-%d", i/40)
@@ -146,7 +88,7 @@ func conformEvents(t *testing.T, b *Bus) []abi.Event {
 		evs = append(evs, ev)
 	}
 	for i := 0; i < len(evs); i += 64 {
-		if _, err := b.PublishBatch(testCtx(t), evs[i:min(i+64, len(evs))]); err != nil {
+		if _, err := b.PublishBatch(Ctx(t), evs[i:min(i+64, len(evs))]); err != nil {
 			t.Fatalf("PublishBatch: %v", err)
 		}
 	}
@@ -159,7 +101,7 @@ func conformEvents(t *testing.T, b *Bus) []abi.Event {
 
 // sameEvent fails unless got is want as published: every field of the
 // envelope and the seq.
-func sameEvent(t *testing.T, what string, got, want abi.Event) {
+func SameEvent(t *testing.T, what string, got, want abi.Event) {
 	t.Helper()
 	if got.ID != want.ID || got.Type != want.Type || got.Source != want.Source || !got.Time.Equal(want.Time) ||
 		string(got.Data) != string(want.Data) || got.CorrelationID != want.CorrelationID ||
@@ -170,30 +112,30 @@ func sameEvent(t *testing.T, what string, got, want abi.Event) {
 
 // Replay by sequence, time and pattern gives the events the query selects,
 // in sequence order, as they were published.
-func conformReplay(t *testing.T, cs conformanceStore) {
-	b := New(cs.open(t, t.TempDir()), Options{})
+func conformReplay(t *testing.T, cs ConformanceStore) {
+	b := bus.New(cs.open(t, t.TempDir()), bus.Options{})
 	defer b.Close()
 	all := conformEvents(t, b)
 	base := all[0].Time
 	queries := []struct {
 		name string
-		q    Query
+		q    bus.Query
 	}{
-		{"all", Query{}},
-		{"from seq", Query{FromSeq: all[100].Seq}},
-		{"seq range", Query{FromSeq: all[10].Seq, ToSeq: all[20].Seq}},
-		{"past the end", Query{FromSeq: all[len(all)-1].Seq + 1}},
-		{"since", Query{Since: base.Add(250 * time.Second)}},
-		{"until", Query{Until: base.Add(10 * time.Second)}},
-		{"time range", Query{Since: base.Add(30 * time.Second), Until: base.Add(60 * time.Second)}},
-		{"exact", Query{Pattern: MustCompilePattern("kairo.process.exited")}},
-		{"star", Query{Pattern: MustCompilePattern("kairo.*.exited")}},
-		{"star last", Query{Pattern: MustCompilePattern("kairo.process.*")}},
-		{"tail", Query{Pattern: MustCompilePattern("kairo.process.>")}},
-		{"everything", Query{Pattern: MustCompilePattern(">")}},
-		{"no match", Query{Pattern: MustCompilePattern("nobody.*")}},
-		{"combined", Query{FromSeq: all[50].Seq, Since: base.Add(60 * time.Second), Pattern: MustCompilePattern("kairo.>")}},
-		{"limit", Query{Pattern: MustCompilePattern("kairo.user.>"), Limit: 7}},
+		{"all", bus.Query{}},
+		{"from seq", bus.Query{FromSeq: all[100].Seq}},
+		{"seq range", bus.Query{FromSeq: all[10].Seq, ToSeq: all[20].Seq}},
+		{"past the end", bus.Query{FromSeq: all[len(all)-1].Seq + 1}},
+		{"since", bus.Query{Since: base.Add(250 * time.Second)}},
+		{"until", bus.Query{Until: base.Add(10 * time.Second)}},
+		{"time range", bus.Query{Since: base.Add(30 * time.Second), Until: base.Add(60 * time.Second)}},
+		{"exact", bus.Query{Pattern: bus.MustCompilePattern("kairo.process.exited")}},
+		{"star", bus.Query{Pattern: bus.MustCompilePattern("kairo.*.exited")}},
+		{"star last", bus.Query{Pattern: bus.MustCompilePattern("kairo.process.*")}},
+		{"tail", bus.Query{Pattern: bus.MustCompilePattern("kairo.process.>")}},
+		{"everything", bus.Query{Pattern: bus.MustCompilePattern(">")}},
+		{"no match", bus.Query{Pattern: bus.MustCompilePattern("nobody.*")}},
+		{"combined", bus.Query{FromSeq: all[50].Seq, Since: base.Add(60 * time.Second), Pattern: bus.MustCompilePattern("kairo.>")}},
+		{"limit", bus.Query{Pattern: bus.MustCompilePattern("kairo.user.>"), Limit: 7}},
 	}
 	for _, tc := range queries {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,7 +144,7 @@ func conformReplay(t *testing.T, cs conformanceStore) {
 				q := tc.q
 				if q.FromSeq > 0 && ev.Seq < q.FromSeq || q.ToSeq > 0 && ev.Seq > q.ToSeq ||
 					!q.Since.IsZero() && ev.Time.Before(q.Since) || !q.Until.IsZero() && ev.Time.After(q.Until) ||
-					q.Pattern != nil && !refMatch(q.Pattern.String(), ev.Type) {
+					q.Pattern != nil && !bus.refMatch(q.Pattern.String(), ev.Type) {
 					continue
 				}
 				if q.Limit > 0 && len(want) == q.Limit {
@@ -210,20 +152,20 @@ func conformReplay(t *testing.T, cs conformanceStore) {
 				}
 				want = append(want, ev)
 			}
-			got := replayAll(t, b, tc.q)
+			got := ReplayAll(t, b, tc.q)
 			if len(got) != len(want) {
 				t.Fatalf("replayed %d events, want %d", len(got), len(want))
 			}
 			for i := range got {
-				sameEvent(t, fmt.Sprintf("event %d", i), got[i], want[i])
+				SameEvent(t, fmt.Sprintf("event %d", i), got[i], want[i])
 			}
 		})
 	}
 	t.Run("stop", func(t *testing.T) {
 		n := 0
-		err := b.Replay(testCtx(t), Query{}, func(*abi.Event) error {
+		err := b.Replay(Ctx(t), bus.Query{}, func(*abi.Event) error {
 			if n++; n == 3 {
-				return ErrStop
+				return bus.ErrStop
 			}
 			return nil
 		})
@@ -231,7 +173,7 @@ func conformReplay(t *testing.T, cs conformanceStore) {
 			t.Fatalf("ErrStop after 3 events: %d events, %v", n, err)
 		}
 		boom := errors.New("boom")
-		if err := b.Replay(testCtx(t), Query{}, func(*abi.Event) error { return boom }); !errors.Is(err, boom) {
+		if err := b.Replay(Ctx(t), bus.Query{}, func(*abi.Event) error { return boom }); !errors.Is(err, boom) {
 			t.Fatalf("a callback's error came back as %v", err)
 		}
 	})
@@ -240,20 +182,20 @@ func conformReplay(t *testing.T, cs conformanceStore) {
 // Publishing an ID already stored is a no-op that returns the stored seq:
 // in one batch, later, with another type, past JetStream's own duplicate
 // window, and after the store is closed and opened again.
-func conformDuplicates(t *testing.T, cs conformanceStore) {
+func conformDuplicates(t *testing.T, cs ConformanceStore) {
 	dir := t.TempDir()
-	b := New(cs.open(t, dir), Options{})
+	b := bus.New(cs.open(t, dir), bus.Options{})
 	closed := false
 	defer func() {
 		if !closed {
 			b.Close()
 		}
 	}()
-	orig := &abi.Event{ID: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", Type: "kairo.dup.first", Data: payload(t, 1)}
-	odd := &abi.Event{ID: "odd id/with.dots*", Type: "kairo.dup.first", Data: payload(t, 2)}
-	first := mustPublish(t, b, orig)
-	firstOdd := mustPublish(t, b, odd)
-	publishN(t, b, "kairo.dup.filler", 20)
+	orig := &abi.Event{ID: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", Type: "kairo.dup.first", Data: Payload(t, 1)}
+	odd := &abi.Event{ID: "odd id/with.dots*", Type: "kairo.dup.first", Data: Payload(t, 2)}
+	first := MustPublish(t, b, orig)
+	firstOdd := MustPublish(t, b, odd)
+	PublishN(t, b, "kairo.dup.filler", 20)
 	last := b.LastSeq()
 
 	check := func(when string) {
@@ -265,14 +207,14 @@ func conformDuplicates(t *testing.T, cs conformanceStore) {
 			again := c.ev
 			again.Seq = 0
 			again.Type = "kairo.dup.other" // another type: still the same ID
-			res := mustPublish(t, b, &again)
+			res := MustPublish(t, b, &again)
 			if !res.Duplicate || res.Seq != c.want {
 				t.Fatalf("%s: publishing %q again gave %+v, want a duplicate of seq %d", when, c.ev.ID, res, c.want)
 			}
 		}
 		// A batch with an ID twice, and one already stored.
 		fresh := fmt.Sprintf("fresh-%s", strings.ReplaceAll(when, " ", "-"))
-		res, err := b.PublishBatch(testCtx(t), []*abi.Event{
+		res, err := b.PublishBatch(Ctx(t), []*abi.Event{
 			{ID: fresh, Type: "kairo.dup.batch"},
 			{ID: orig.ID, Type: "kairo.dup.batch"},
 			{ID: fresh, Type: "kairo.dup.batch"},
@@ -286,7 +228,7 @@ func conformDuplicates(t *testing.T, cs conformanceStore) {
 		}
 		last = res[0].Seq
 		n := 0
-		b.Replay(testCtx(t), Query{}, func(ev *abi.Event) error {
+		b.Replay(Ctx(t), bus.Query{}, func(ev *abi.Event) error {
 			if ev.ID == orig.ID || ev.ID == odd.ID || ev.ID == fresh {
 				n++
 			}
@@ -308,26 +250,26 @@ func conformDuplicates(t *testing.T, cs conformanceStore) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b = New(cs.open(t, dir), Options{})
+	b = bus.New(cs.open(t, dir), bus.Options{})
 	closed = false
 	check("after a reopen")
 }
 
 // Subscribers see every event once, in order: live ones, and one so slow
 // that it falls back to reading the store.
-func conformSubscriptions(t *testing.T, cs conformanceStore) {
-	b := New(cs.open(t, t.TempDir()), Options{SubscriberBuffer: 16})
+func conformSubscriptions(t *testing.T, cs ConformanceStore) {
+	b := bus.New(cs.open(t, t.TempDir()), bus.Options{SubscriberBuffer: 16})
 	defer b.Close()
-	publishN(t, b, "kairo.sub.before", 10)
-	live := newCollector()
-	subscribe(t, b, "kairo.sub.>", SubscribeOptions{}, live.handle)
-	fromStart := newCollector()
-	subscribe(t, b, "kairo.sub.>", SubscribeOptions{FromSeq: 1}, fromStart.handle)
+	PublishN(t, b, "kairo.sub.before", 10)
+	live := NewCollector()
+	Subscribe(t, b, "kairo.sub.>", bus.SubscribeOptions{}, live.Handle)
+	fromStart := NewCollector()
+	Subscribe(t, b, "kairo.sub.>", bus.SubscribeOptions{FromSeq: 1}, fromStart.Handle)
 	release := make(chan struct{})
-	slow := newCollector()
-	subscribe(t, b, "kairo.*.during", SubscribeOptions{}, func(evs []abi.Event) error {
+	slow := NewCollector()
+	Subscribe(t, b, "kairo.*.during", bus.SubscribeOptions{}, func(evs []abi.Event) error {
 		<-release
-		return slow.handle(evs)
+		return slow.Handle(evs)
 	})
 
 	const publishers, each = 4, 250
@@ -336,9 +278,9 @@ func conformSubscriptions(t *testing.T, cs conformanceStore) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			acks := make([]*Ack, each)
+			acks := make([]*bus.Ack, each)
 			for i := range each {
-				a, err := b.PublishAsync(&abi.Event{Type: "kairo.sub.during", Data: payload(t, p*each+i)})
+				a, err := b.PublishAsync(&abi.Event{Type: "kairo.sub.during", Data: Payload(t, p*each+i)})
 				if err != nil {
 					t.Errorf("PublishAsync: %v", err)
 					return
@@ -346,7 +288,7 @@ func conformSubscriptions(t *testing.T, cs conformanceStore) {
 				acks[i] = a
 			}
 			for _, a := range acks {
-				if _, err := a.Wait(testCtx(t)); err != nil {
+				if _, err := a.Wait(Ctx(t)); err != nil {
 					t.Errorf("ack: %v", err)
 				}
 			}
@@ -365,53 +307,53 @@ func conformSubscriptions(t *testing.T, cs conformanceStore) {
 			if i > 0 && ev.Seq <= evs[i-1].Seq {
 				t.Fatalf("%s subscriber: seq %d after %d", name, ev.Seq, evs[i-1].Seq)
 			}
-			seen[fmt.Sprint(ev.Type, payloadInt(t, &ev))] = true
+			seen[fmt.Sprint(ev.Type, PayloadInt(t, &ev))] = true
 		}
 		if len(seen) != want {
 			t.Fatalf("%s subscriber saw %d distinct events of %d", name, len(seen), want)
 		}
 	}
-	checkOnce("live", live.wait(t, n), n)
-	checkOnce("from seq 1", fromStart.wait(t, n+10), n+10)
-	checkOnce("slow", slow.wait(t, n), n)
+	checkOnce("live", live.Wait(t, n), n)
+	checkOnce("from seq 1", fromStart.Wait(t, n+10), n+10)
+	checkOnce("slow", slow.Wait(t, n), n)
 	time.Sleep(50 * time.Millisecond) // nothing more arrives
-	checkOnce("live", live.events(), n)
-	checkOnce("slow", slow.events(), n)
+	checkOnce("live", live.Events(), n)
+	checkOnce("slow", slow.Events(), n)
 }
 
 // A store closed and opened again holds every event as it was, and goes
 // on after the last sequence number.
-func conformReopen(t *testing.T, cs conformanceStore) {
+func conformReopen(t *testing.T, cs ConformanceStore) {
 	if !cs.durable {
 		t.Skip("the store keeps nothing across a reopen")
 	}
 	dir := t.TempDir()
-	b := New(cs.open(t, dir), Options{})
+	b := bus.New(cs.open(t, dir), bus.Options{})
 	all := conformEvents(t, b)
 	last := b.LastSeq()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b = New(cs.open(t, dir), Options{})
+	b = bus.New(cs.open(t, dir), bus.Options{})
 	defer b.Close()
 	if got := b.LastSeq(); got != last {
 		t.Fatalf("LastSeq after reopen = %d, want %d", got, last)
 	}
-	got := replayAll(t, b, Query{})
+	got := ReplayAll(t, b, bus.Query{})
 	if len(got) != len(all) {
 		t.Fatalf("replayed %d events after reopen, want %d", len(got), len(all))
 	}
 	for i := range got {
-		sameEvent(t, fmt.Sprintf("event %d after reopen", i), got[i], all[i])
+		SameEvent(t, fmt.Sprintf("event %d after reopen", i), got[i], all[i])
 	}
-	if res := mustPublish(t, b, &abi.Event{Type: "kairo.test.after"}); res.Seq <= last {
+	if res := MustPublish(t, b, &abi.Event{Type: "kairo.test.after"}); res.Seq <= last {
 		t.Fatalf("publish after reopen got seq %d, want more than %d", res.Seq, last)
 	}
 }
 
 // A full store refuses with an error that says so and what to do; the
 // events it had stay readable, and once it has room it takes events again.
-func conformFull(t *testing.T, cs conformanceStore) {
+func conformFull(t *testing.T, cs ConformanceStore) {
 	if cs.full == nil {
 		t.Skip("the store has no bound to reach")
 	}
@@ -420,26 +362,26 @@ func conformFull(t *testing.T, cs conformanceStore) {
 	stored := 0
 	var err error
 	for i := 0; i < 1_000_000; i++ {
-		ev := storeEvent(t, fmt.Sprintf("full-%d", i), i)
-		ev.Data = payload(t, strings.Repeat("x", 1000))
+		ev := StoreEvent(t, fmt.Sprintf("full-%d", i), i)
+		ev.Data = Payload(t, strings.Repeat("x", 1000))
 		if err = s.Append([]*abi.Event{ev}, nil, make([]bool, 1)); err != nil {
 			break
 		}
 		stored++
 	}
-	if !IsDiskFull(err) {
+	if !sqlite.IsDiskFull(err) {
 		t.Fatalf("a full store refused with %v; want an error IsDiskFull recognises", err)
 	}
 	if !strings.Contains(err.Error(), "full") {
 		t.Fatalf("the refusal %q does not say the store is full", err)
 	}
-	var sf *StreamFullError
+	var sf *jetstream.StreamFullError
 	if errors.As(err, &sf) && !strings.Contains(err.Error(), "max_bytes") {
 		t.Fatalf("the refusal %q does not name the limit", err)
 	}
-	if n := len(scanAll(t, s, Query{})); n < stored {
+	if n := len(ScanAll(t, s, bus.Query{})); n < stored {
 		t.Fatalf("a full store reads %d of its %d events", n, stored)
 	}
 	free()
-	appendOrFail(t, s, []*abi.Event{storeEvent(t, "after-full", 0)}, true)
+	AppendOrFail(t, s, []*abi.Event{StoreEvent(t, "after-full", 0)}, true)
 }

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,7 +44,7 @@ func (e *StreamFullError) Error() string {
 	if e.MaxBytes != 0 {
 		limit := "its max_bytes"
 		if e.MaxBytes > 0 {
-			limit += " of " + utoa(uint64(e.MaxBytes)) + " bytes"
+			limit += " of " + strconv.FormatUint(uint64(e.MaxBytes), 10) + " bytes"
 		}
 		return fmt.Sprintf("jetstream stream %s is full: it holds %s and refuses new events rather than drop old ones; raise [store.jetstream] max_bytes and run kairo store apply (or nats stream edit %s --max-bytes), or set max_age: %v", e.Stream, limit, e.Stream, e.Err)
 	}
@@ -56,7 +58,7 @@ func (e *StreamFullError) Unwrap() error { return e.Err }
 // the same way for both.
 func (e *StreamFullError) Is(target error) bool { return target == syscall.ENOSPC }
 
-// Append publishes the new events of evs in one message (more only when
+// appendEvents publishes the new events of evs in one message (more only when
 // they pass the server's maximum payload) and waits for its
 // acknowledgement. A duplicate is found in the id index, confirmed by
 // reading the stored event's ID, and not published.
@@ -74,11 +76,11 @@ func (e *StreamFullError) Is(target error) bool { return target == syscall.ENOSP
 // deletion fails too (the connection is gone), those events stay, a
 // publisher's retry with the same IDs finds them as duplicates, and the
 // error says so.
-func (s *JetStreamStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error {
+func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return bus.ErrClosed
 	}
 	if envs == nil {
 		envs = make([][]byte, len(evs))
@@ -113,7 +115,7 @@ func (s *JetStreamStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) err
 
 // appendRun is one Append under way.
 type appendRun struct {
-	s    *JetStreamStore
+	s    *Store
 	evs  []*abi.Event
 	envs [][]byte
 	dup  []bool
@@ -234,7 +236,7 @@ func (a *appendRun) idAt(seq uint64) (string, error) {
 func (a *appendRun) publish(m *jsMessage) (bool, error) {
 	s := a.s
 	s.sent++
-	m.msgID = s.writer + "." + utoa(s.sent)
+	m.msgID = s.writer + "." + strconv.FormatUint(s.sent, 10)
 	undoFrom := len(a.undo) - m.count
 	ack, err := s.publishOnce(m)
 	if err == nil {
@@ -263,7 +265,7 @@ func (a *appendRun) publish(m *jsMessage) (bool, error) {
 	return false, nil
 }
 
-func (s *JetStreamStore) publishOnce(m *jsMessage) (*jetstream.PubAck, error) {
+func (s *Store) publishOnce(m *jsMessage) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
 	return s.js.PublishMsg(ctx, &nats.Msg{Subject: s.subject, Header: m.header(s.lastStream), Data: m.data})
@@ -286,7 +288,7 @@ func wrongLastSeq(err error) (uint64, bool) {
 }
 
 // appendError turns the server's refusal into the store's error.
-func (s *JetStreamStore) appendError(ev *abi.Event, err error) error {
+func (s *Store) appendError(ev *abi.Event, err error) error {
 	var api *jetstream.APIError
 	if errors.As(err, &api) {
 		switch {
@@ -327,7 +329,7 @@ func (a *appendRun) rollback(err error) error {
 }
 
 // placeLocked adds a stored message to the seq index.
-func (s *JetStreamStore) placeLocked(m *jsMessage) {
+func (s *Store) placeLocked(m *jsMessage) {
 	s.imu.Lock()
 	n := len(s.seqs)
 	since := m.maxTime
@@ -343,7 +345,7 @@ func (s *JetStreamStore) placeLocked(m *jsMessage) {
 // storedIDLocked reads back the ID of the stored event at seq, "" if no
 // event is stored there. The last message read is kept for the rest of
 // the append: a batch published again is many duplicates in one message.
-func (s *JetStreamStore) storedIDLocked(seq uint64) (string, error) {
+func (s *Store) storedIDLocked(seq uint64) (string, error) {
 	i := s.seqs.at(seq)
 	if i >= len(s.seqs) || s.seqs[i].first > seq {
 		return "", nil
@@ -400,7 +402,7 @@ func (s *JetStreamStore) storedIDLocked(seq uint64) (string, error) {
 // while. So the store reads until it has read message N, waiting for the
 // stream to apply it (what the stream's info says), and only then counts N
 // as read: counting it unread handed out its events' seqs a second time.
-func (s *JetStreamStore) catchUpLocked(ctx context.Context, lseq uint64) error {
+func (s *Store) catchUpLocked(ctx context.Context, lseq uint64) error {
 	if lseq == 0 {
 		info, err := s.stream.Info(ctx)
 		if err != nil {
@@ -471,7 +473,7 @@ func (s *JetStreamStore) catchUpLocked(ctx context.Context, lseq uint64) error {
 
 // undeleted returns the first message from stream sequence from to to
 // that the stream's info does not list as deleted, 0 if every one is.
-func (s *JetStreamStore) undeleted(ctx context.Context, from, to uint64) (uint64, error) {
+func (s *Store) undeleted(ctx context.Context, from, to uint64) (uint64, error) {
 	info, err := s.stream.Info(ctx, jetstream.WithDeletedDetails(true))
 	if err != nil {
 		return 0, err
@@ -490,7 +492,7 @@ func (s *JetStreamStore) undeleted(ctx context.Context, from, to uint64) (uint64
 
 // waitApplied waits until the stream's leader has applied every message up
 // to stream sequence lseq, at most the store's Timeout.
-func (s *JetStreamStore) waitApplied(ctx context.Context, lseq uint64) error {
+func (s *Store) waitApplied(ctx context.Context, lseq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	pause := time.Millisecond

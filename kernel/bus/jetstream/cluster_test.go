@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"bufio"
@@ -17,6 +17,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -75,7 +79,7 @@ func startCluster(t testing.TB) *testCluster {
 			StoreDir:   filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i)),
 			NoSigs:     true,
 			NoLog:      true,
-			MaxPayload: MaxEventData + 64<<10,
+			MaxPayload: bus.MaxEventData + 64<<10,
 			Cluster: server.ClusterOpts{
 				Name: "kairo-test",
 				Host: "127.0.0.1",
@@ -172,7 +176,7 @@ func (c *testCluster) streamName(dir string) string {
 }
 
 // open opens a store on a stream of the cluster, with three replicas.
-func (c *testCluster) open(t testing.TB, opts JetStreamOptions) *JetStreamStore {
+func (c *testCluster) open(t testing.TB, opts Options) *Store {
 	t.Helper()
 	opts.URL, opts.Replicas = c.url(), 3
 	return openJetStream(t, opts)
@@ -181,15 +185,15 @@ func (c *testCluster) open(t testing.TB, opts JetStreamOptions) *JetStreamStore 
 // clusterStore is the conformance suite's store on a three-node cluster,
 // each stream replicated three times: what holds for one server holds
 // for a cluster (TestConformance/jetstream-cluster).
-func clusterStore(c *testCluster) conformanceStore {
-	return conformanceStore{
+func clusterStore(c *testCluster) bustest.ConformanceStore {
+	return bustest.ConformanceStore{
 		name:    "jetstream-cluster",
 		durable: true,
-		open: func(t testing.TB, dir string) Store {
-			return c.open(t, JetStreamOptions{Stream: c.streamName(dir), DuplicateWindow: 100 * time.Millisecond})
+		open: func(t testing.TB, dir string) bus.Store {
+			return c.open(t, Options{Stream: c.streamName(dir), DuplicateWindow: 100 * time.Millisecond})
 		},
-		full: func(t *testing.T) (Store, func()) {
-			opts := JetStreamOptions{Stream: c.streamName(t.TempDir()), MaxBytes: 64 << 10}
+		full: func(t *testing.T) (bus.Store, func()) {
+			opts := Options{Stream: c.streamName(t.TempDir()), MaxBytes: 64 << 10}
 			s := c.open(t, opts)
 			return s, func() {
 				s.Close()
@@ -211,10 +215,10 @@ func burstID(i int) string { return fmt.Sprintf("burst-%05d", i) }
 // several goroutines, each retrying an event with the same ID until the
 // store acknowledges it, as a publisher that must not lose an event does.
 type burster struct {
-	b          *Bus
+	b          *bus.Bus
 	publishers int
 	stop       <-chan struct{} // closed: each publisher ends after its current event; nil: never
-	acked      func(id string, res Result)
+	acked      func(id string, res bus.Result)
 	failed     func(err error) // each refusal that is retried; nil: ignored
 }
 
@@ -240,7 +244,7 @@ func (p burster) run(ctx context.Context, from, to int) error {
 						p.acked(ev.ID, res)
 						break
 					}
-					if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+					if ctx.Err() != nil || errors.Is(err, bus.ErrClosed) {
 						errs <- fmt.Errorf("event %s: %w", ev.ID, err)
 						return
 					}
@@ -266,15 +270,15 @@ func TestClusterKillChild(t *testing.T) {
 		t.Skip("run by TestClusterKill")
 	}
 	n, _ := strconv.Atoi(os.Getenv("KAIRO_TEST_EVENTS"))
-	s, err := OpenJetStream(JetStreamOptions{URL: url, Replicas: 3, Stream: os.Getenv("KAIRO_TEST_STREAM")})
+	s, err := Open(Options{URL: url, Replicas: 3, Stream: os.Getenv("KAIRO_TEST_STREAM")})
 	if err != nil {
 		fmt.Println("error", err)
 		return
 	}
-	b := New(s, Options{})
+	b := bus.New(s, bus.Options{})
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
-	err = burster{b: b, publishers: 8, acked: func(id string, res Result) {
+	err = burster{b: b, publishers: 8, acked: func(id string, res bus.Result) {
 		mu.Lock()
 		fmt.Fprintln(out, "acked", id, res.Seq)
 		out.Flush() // acknowledged is printed before the next publish
@@ -297,7 +301,7 @@ func TestClusterKill(t *testing.T) {
 	c := startCluster(t)
 	const n, killAfter = 3000, 500
 	const stream = "KILL"
-	c.open(t, JetStreamOptions{Stream: stream}).Close()
+	c.open(t, Options{Stream: stream}).Close()
 
 	cmd := osexec.Command(os.Args[0], "-test.run=^TestClusterKillChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "KAIRO_TEST_CLUSTER="+c.url(), "KAIRO_TEST_STREAM="+stream, "KAIRO_TEST_EVENTS="+strconv.Itoa(n))
@@ -334,13 +338,13 @@ func TestClusterKill(t *testing.T) {
 	}
 	t.Logf("the publisher was killed after %d acknowledgements", len(acked))
 
-	b := New(c.open(t, JetStreamOptions{Stream: stream}), Options{})
+	b := bus.New(c.open(t, Options{Stream: stream}), bus.Options{})
 	defer b.Close()
 	var mu sync.Mutex
-	again := map[string]Result{}
+	again := map[string]bus.Result{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := (burster{b: b, publishers: 8, acked: func(id string, res Result) {
+	if err := (burster{b: b, publishers: 8, acked: func(id string, res bus.Result) {
 		mu.Lock()
 		again[id] = res
 		mu.Unlock()
@@ -415,7 +419,7 @@ func (c *testCluster) streamLeader(stream string) int {
 func TestClusterNodeRestart(t *testing.T) {
 	c := startCluster(t)
 	const stream = "RESTART"
-	b := New(c.open(t, JetStreamOptions{Stream: stream, Timeout: 2 * time.Second}), Options{})
+	b := bus.New(c.open(t, Options{Stream: stream, Timeout: 2 * time.Second}), bus.Options{})
 	defer b.Close()
 	var mu sync.Mutex
 	acked := map[string]uint64{}
@@ -427,7 +431,7 @@ func TestClusterNodeRestart(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	p := burster{b: b, publishers: 4, stop: stop,
-		acked: func(id string, res Result) {
+		acked: func(id string, res bus.Result) {
 			mu.Lock()
 			acked[id] = res.Seq
 			mu.Unlock()
@@ -447,7 +451,7 @@ func TestClusterNodeRestart(t *testing.T) {
 	const n = 1_000_000 // more than the test publishes: stop ends it
 	done := make(chan error, 1)
 	go func() { done <- p.run(ctx, 400, n) }()
-	eventually(t, "100 more events acknowledged", func() bool { return ackedN() >= 500 })
+	bustest.Eventually(t, "100 more events acknowledged", func() bool { return ackedN() >= 500 })
 	leader := c.streamLeader(stream)
 	if leader < 0 {
 		t.Fatal("the stream has no leader")
@@ -455,11 +459,11 @@ func TestClusterNodeRestart(t *testing.T) {
 	stopped := time.Now()
 	c.stop(leader)
 	atStop := ackedN()
-	eventually(t, "100 events acknowledged with a node down", func() bool { return ackedN() >= atStop+100 })
+	bustest.Eventually(t, "100 events acknowledged with a node down", func() bool { return ackedN() >= atStop+100 })
 	t.Logf("100 events were acknowledged %v after the stream's leader, node %d, stopped", time.Since(stopped).Round(time.Millisecond), leader)
 	c.start(leader)
 	atStart := ackedN()
-	eventually(t, "100 events acknowledged after the node's restart", func() bool { return ackedN() >= atStart+100 })
+	bustest.Eventually(t, "100 events acknowledged after the node's restart", func() bool { return ackedN() >= atStart+100 })
 	close(stop)
 	if err := <-done; err != nil {
 		t.Fatalf("publishing across the node's stop and restart: %v", err)
@@ -472,7 +476,7 @@ func TestClusterNodeRestart(t *testing.T) {
 	// Read right away, through the bus and afresh, and again once every
 	// replica is current: a read served by the restarted node's copy
 	// before it caught up shows as missing events the first time only.
-	checkBurst(t, "the bus's replay right after the burst", replayAll(t, b, Query{}), acked, refusals != nil)
+	checkBurst(t, "the bus's replay right after the burst", bustest.ReplayAll(t, b, bus.Query{}), acked, refusals != nil)
 	checkBurst(t, "a fresh store's read right after the burst", readStream(t, c, stream), acked, refusals != nil)
 	c.waitReplicas(t, stream, leader)
 	checkBurst(t, "a fresh store's read once every replica is current", readStream(t, c, stream), acked, refusals != nil)
@@ -481,9 +485,9 @@ func TestClusterNodeRestart(t *testing.T) {
 // readStream reads the whole stream through a store opened afresh.
 func readStream(t *testing.T, c *testCluster, stream string) []abi.Event {
 	t.Helper()
-	s := c.open(t, JetStreamOptions{Stream: stream})
+	s := c.open(t, Options{Stream: stream})
 	defer s.Close()
-	return scanAll(t, s, Query{})
+	return bustest.ScanAll(t, s, bus.Query{})
 }
 
 // checkBurst fails unless evs hold every acknowledged burst event once, at
@@ -561,27 +565,27 @@ func (c *testCluster) waitReplicas(t *testing.T, stream string, restarted int) {
 // kairo.system.store.writable. The control is the publishing before the
 // stream filled.
 func TestClusterStreamFull(t *testing.T) {
-	defer func(d time.Duration) { probeInterval = d }(probeInterval)
-	probeInterval = 50 * time.Millisecond
+	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
+	bus.probeInterval = 50 * time.Millisecond
 	c := startCluster(t)
-	opts := JetStreamOptions{Stream: "FULL", MaxBytes: 64 << 10}
-	b := New(c.open(t, opts), Options{})
+	opts := Options{Stream: "FULL", MaxBytes: 64 << 10}
+	b := bus.New(c.open(t, opts), bus.Options{})
 	defer b.Close()
-	writable := newCollector()
-	subscribe(t, b, SubjectStoreWritable, SubscribeOptions{}, writable.handle)
-	data := payload(t, strings.Repeat("x", 1000))
+	writable := bustest.NewCollector()
+	bustest.Subscribe(t, b, bus.SubjectStoreWritable, bus.SubscribeOptions{}, writable.Handle)
+	data := bustest.Payload(t, strings.Repeat("x", 1000))
 	stored := 0
 	var err error
 	for ; stored < 1000; stored++ {
-		if _, err = b.Publish(testCtx(t), &abi.Event{Type: "kairo.test.full", Data: data}); err != nil {
+		if _, err = b.Publish(bustest.Ctx(t), &abi.Event{Type: "kairo.test.full", Data: data}); err != nil {
 			break
 		}
 	}
 	if stored == 0 {
 		t.Fatalf("the first publish on an empty stream: %v", err)
 	}
-	var full *DiskFullError
-	if !errors.As(err, &full) || !IsDiskFull(err) {
+	var full *bus.DiskFullError
+	if !errors.As(err, &full) || !sqlite.IsDiskFull(err) {
 		t.Fatalf("after %d events a full stream refused with %v; want a DiskFullError", stored, err)
 	}
 	for _, want := range []string{"FULL is full", "max_bytes", "raise"} {
@@ -593,11 +597,11 @@ func TestClusterStreamFull(t *testing.T) {
 	opts.MaxBytes = 1 << 20
 	opts.URL = c.url()
 	applyJetStream(t, opts)
-	writable.wait(t, 1)
-	if _, err := b.Publish(testCtx(t), &abi.Event{Type: "kairo.test.full", Data: data}); err != nil {
+	writable.Wait(t, 1)
+	if _, err := b.Publish(bustest.Ctx(t), &abi.Event{Type: "kairo.test.full", Data: data}); err != nil {
 		t.Fatalf("publish once the limit is raised: %v", err)
 	}
-	if got := len(replayAll(t, b, Query{Pattern: MustCompilePattern("kairo.test.full")})); got != stored+1 {
+	if got := len(bustest.ReplayAll(t, b, bus.Query{Pattern: bus.MustCompilePattern("kairo.test.full")})); got != stored+1 {
 		t.Fatalf("the stream holds %d events once the limit is raised, want the %d stored before and the one after", got, stored)
 	}
 }

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -211,7 +213,7 @@ func TestFailoverNodeChild(t *testing.T) {
 		StoreDir:   os.Getenv("KAIRO_TEST_NODE_DIR"),
 		NoSigs:     true,
 		NoLog:      true,
-		MaxPayload: MaxEventData + 64<<10,
+		MaxPayload: bus.MaxEventData + 64<<10,
 		Cluster:    server.ClusterOpts{Name: "kairo-test", Host: "127.0.0.1", Port: cport},
 		Routes:     routes,
 	})

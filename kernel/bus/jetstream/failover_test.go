@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -32,8 +35,8 @@ const failoverKills = 3
 func BenchmarkFailover(b *testing.B) {
 	c := startProcessCluster(b)
 	const stream = "FAILOVER"
-	store := openJetStream(b, JetStreamOptions{URL: c.url(), Replicas: 3, Stream: stream})
-	bs := New(store, Options{})
+	store := openJetStream(b, Options{URL: c.url(), Replicas: 3, Stream: stream})
+	bs := bus.New(store, bus.Options{})
 	defer bs.Close()
 
 	// One publisher at a time, as the kernel's facts come: each event is
@@ -60,7 +63,7 @@ func BenchmarkFailover(b *testing.B) {
 					mu.Unlock()
 					break
 				}
-				if errors.Is(err, ErrClosed) {
+				if errors.Is(err, bus.ErrClosed) {
 					return
 				}
 				time.Sleep(time.Millisecond)
@@ -152,11 +155,11 @@ func median(ds []time.Duration) time.Duration {
 func TestFailoverOutageRecord(t *testing.T) {
 	c := startProcessCluster(t)
 	const stream = "RECORD"
-	opts := JetStreamOptions{URL: c.url(), Replicas: 3, Stream: stream}
-	b := New(openJetStream(t, opts), Options{})
+	opts := Options{URL: c.url(), Replicas: 3, Stream: stream}
+	b := bus.New(openJetStream(t, opts), bus.Options{})
 	defer b.Close()
-	records := newCollector()
-	subscribe(t, b, SubjectStoreReachable, SubscribeOptions{}, records.handle)
+	records := bustest.NewCollector()
+	bustest.Subscribe(t, b, bus.SubjectStoreReachable, bus.SubscribeOptions{}, records.Handle)
 	var mu sync.Mutex
 	var acked []time.Time
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -172,7 +175,7 @@ func TestFailoverOutageRecord(t *testing.T) {
 				mu.Lock()
 				acked = append(acked, time.Now())
 				mu.Unlock()
-			} else if errors.Is(err, ErrClosed) {
+			} else if errors.Is(err, bus.ErrClosed) {
 				return
 			}
 			time.Sleep(time.Millisecond)
@@ -200,8 +203,8 @@ func TestFailoverOutageRecord(t *testing.T) {
 	killed := time.Now()
 	c.kill(leader)
 	fact := &abi.Event{ID: "fact-after-kill", Type: abi.SubjectProcessExited}
-	_, factErr := b.PublishKept(testCtx(t), fact)
-	if factErr != nil && !errors.Is(factErr, ErrKept) {
+	_, factErr := b.PublishKept(bustest.Ctx(t), fact)
+	if factErr != nil && !errors.Is(factErr, bus.ErrKept) {
 		t.Fatalf("a fact published after the kill: %v; want it stored or kept", factErr)
 	}
 	var resumed time.Time
@@ -210,8 +213,8 @@ func TestFailoverOutageRecord(t *testing.T) {
 		resumed, ok = ackedSince(killed.Add(time.Millisecond))
 		return ok
 	})
-	evs := records.wait(t, 1)
-	var r StoreReachable
+	evs := records.Wait(t, 1)
+	var r bus.StoreReachable
 	if err := msgpack.Unmarshal(evs[0].Data, &r); err != nil {
 		t.Fatal(err)
 	}
@@ -228,19 +231,19 @@ func TestFailoverOutageRecord(t *testing.T) {
 	reader := openJetStream(t, opts)
 	defer reader.Close()
 	n, factAt, recordAt := 0, uint64(0), uint64(0)
-	for _, ev := range scanAll(t, reader, Query{}) {
+	for _, ev := range bustest.ScanAll(t, reader, bus.Query{}) {
 		switch {
 		case ev.ID == fact.ID:
 			n++
 			factAt = ev.Seq
-		case ev.Type == SubjectStoreReachable && recordAt == 0:
+		case ev.Type == bus.SubjectStoreReachable && recordAt == 0:
 			recordAt = ev.Seq
 		}
 	}
 	if n != 1 {
 		t.Fatalf("the fact published after the kill is stored %d times; want once", n)
 	}
-	if errors.Is(factErr, ErrKept) && factAt <= recordAt {
+	if errors.Is(factErr, bus.ErrKept) && factAt <= recordAt {
 		t.Errorf("the kept fact is at seq %d, the outage's record at %d; want the fact after it", factAt, recordAt)
 	}
 }

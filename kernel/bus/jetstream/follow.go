@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -29,7 +29,7 @@ const jsFollowRetry = time.Second
 // closed, and Close waits for them. Without Follow the store still learns
 // of other writers' events, later: when an append finds the stream longer
 // than it knew.
-func (s *JetStreamStore) Follow(ctx context.Context, notify func(lastSeq uint64)) {
+func (s *Store) Follow(ctx context.Context, notify func(lastSeq uint64)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -70,7 +70,7 @@ func (s *JetStreamStore) Follow(ctx context.Context, notify func(lastSeq uint64)
 
 // wakeFollowersLocked tells every Follow that events of other writers were
 // indexed.
-func (s *JetStreamStore) wakeFollowersLocked() {
+func (s *Store) wakeFollowersLocked() {
 	for _, w := range s.followers {
 		select {
 		case w <- struct{}{}:
@@ -82,7 +82,7 @@ func (s *JetStreamStore) wakeFollowersLocked() {
 // watch reads the stream from stream sequence from on, as messages arrive,
 // and indexes those no append has read yet; it starts again after
 // jsFollowRetry when it loses the stream.
-func (s *JetStreamStore) watch(ctx context.Context, from uint64) {
+func (s *Store) watch(ctx context.Context, from uint64) {
 	for {
 		s.watchOnce(ctx, &from)
 		select {
@@ -93,7 +93,7 @@ func (s *JetStreamStore) watch(ctx context.Context, from uint64) {
 	}
 }
 
-func (s *JetStreamStore) watchOnce(ctx context.Context, from *uint64) {
+func (s *Store) watchOnce(ctx context.Context, from *uint64) {
 	// Headers only: most messages are the store's own, indexed already;
 	// another writer's is then read whole.
 	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
@@ -157,7 +157,7 @@ func (s *JetStreamStore) watchOnce(ctx context.Context, from *uint64) {
 }
 
 // fetch reads the message at stream sequence seq, nil if it cannot.
-func (s *JetStreamStore) fetch(ctx context.Context, seq uint64) *jsMessage {
+func (s *Store) fetch(ctx context.Context, seq uint64) *jsMessage {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	raw, err := s.stream.GetMsg(ctx, seq)
@@ -169,7 +169,7 @@ func (s *JetStreamStore) fetch(ctx context.Context, seq uint64) *jsMessage {
 
 // pollLocked reads the messages the stream holds past what the store has
 // read, if there are any, and moves *from past them. It takes s.mu.
-func (s *JetStreamStore) pollLocked(ctx context.Context, from *uint64) bool {
+func (s *Store) pollLocked(ctx context.Context, from *uint64) bool {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	info, err := s.stream.Info(ctx)
@@ -195,7 +195,7 @@ func (s *JetStreamStore) pollLocked(ctx context.Context, from *uint64) bool {
 // left unread would otherwise look like a gap, and its events be lost to
 // this host. What it cannot read is left to the next append or poll, which
 // read the stream from where the store was.
-func (s *JetStreamStore) followLocked(ctx context.Context, seq uint64) {
+func (s *Store) followLocked(ctx context.Context, seq uint64) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	s.catchUpLocked(ctx, seq)

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"errors"
@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -16,27 +19,27 @@ import (
 // publishes itself after comes after them. The control: a's events before
 // the outage reach b live.
 func TestFollowAcrossOutage(t *testing.T) {
-	defer func(d time.Duration) { probeInterval = d }(probeInterval)
-	probeInterval = 50 * time.Millisecond
+	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
+	bus.probeInterval = 50 * time.Millisecond
 	port := freePorts(t, 1)[0]
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)
-	opts := JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "OUTAGE", Timeout: time.Second}
-	a := New(openJetStream(t, withHost(opts, "a")), Options{Host: "a"})
+	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "OUTAGE", Timeout: time.Second}
+	a := bus.New(openJetStream(t, withHost(opts, "a")), bus.Options{Host: "a"})
 	defer a.Close()
-	b := New(openJetStream(t, withHost(opts, "b")), Options{Host: "b"})
+	b := bus.New(openJetStream(t, withHost(opts, "b")), bus.Options{Host: "b"})
 	defer b.Close()
-	got := newCollector()
-	subscribe(t, b, "test.>", SubscribeOptions{}, got.handle)
-	outage := newCollector()
-	subscribe(t, b, "kairo.system.store.>", SubscribeOptions{}, outage.handle)
+	got := bustest.NewCollector()
+	bustest.Subscribe(t, b, "test.>", bus.SubscribeOptions{}, got.Handle)
+	outage := bustest.NewCollector()
+	bustest.Subscribe(t, b, "kairo.system.store.>", bus.SubscribeOptions{}, outage.Handle)
 
 	publishIDs(t, a, "test.a", idRange("before", 10)...)
-	got.wait(t, 10) // the control
+	got.Wait(t, 10) // the control
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	if _, err := a.Publish(testCtx(t), &abi.Event{Type: "kairo.test.away"}); !IsUnreachable(err) {
+	if _, err := a.Publish(bustest.Ctx(t), &abi.Event{Type: "kairo.test.away"}); !bus.IsUnreachable(err) {
 		t.Fatalf("a publish with the server down: %v; want it refused as unreachable", err)
 	}
 	startNATS(t, port, dir)
@@ -45,20 +48,20 @@ func TestFollowAcrossOutage(t *testing.T) {
 	for _, id := range idRange("after", 10) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			_, err := a.Publish(testCtx(t), &abi.Event{ID: id, Type: "test.a", Data: payload(t, id)})
+			_, err := a.Publish(bustest.Ctx(t), &abi.Event{ID: id, Type: "test.a", Data: bustest.Payload(t, id)})
 			if err == nil {
 				break
 			}
-			var gone *StoreUnreachableError
-			if !errors.As(err, &gone) && !IsUnreachable(err) || time.Now().After(deadline) {
+			var gone *bus.StoreUnreachableError
+			if !errors.As(err, &gone) && !bus.IsUnreachable(err) || time.Now().After(deadline) {
 				t.Fatalf("publish %s after the restart: %v", id, err)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	got.wait(t, 20)
-	mustPublish(t, b, &abi.Event{ID: "b-after", Type: "test.b"})
-	evs := got.wait(t, 21)
+	got.Wait(t, 20)
+	bustest.MustPublish(t, b, &abi.Event{ID: "b-after", Type: "test.b"})
+	evs := got.Wait(t, 21)
 	want := append(idRange("before", 10), idRange("after", 10)...)
 	checkEvents(t, "b's subscriber, a's events", evs[:20], "a", want)
 	if evs[20].ID != "b-after" || evs[20].Host != "b" {
@@ -71,7 +74,7 @@ func TestFollowAcrossOutage(t *testing.T) {
 	}
 	settle(t, "b's subscriber", got, 21)
 	// a's record of its outage is a's, as every event it publishes.
-	for _, ev := range outage.wait(t, 2) {
+	for _, ev := range outage.Wait(t, 2) {
 		if ev.Host != "a" {
 			t.Fatalf("%s of a's outage names host %q", ev.Type, ev.Host)
 		}

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+
 	"github.com/kairo-os/kairo/abi"
 )
 
@@ -17,15 +20,15 @@ import (
 // of hosts "a" and "b", each over its own store on one stream through it,
 // as the kairo daemons of two hosts of a cluster share one; both are
 // closed at the end of the test. opts.Host is replaced.
-func twoHosts(t *testing.T, opts Options) (a, b *Bus) {
+func twoHosts(t *testing.T, opts bus.Options) (a, b *bus.Bus) {
 	t.Helper()
 	port := freePorts(t, 1)[0]
 	startNATS(t, port, t.TempDir())
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	open := func(host string) *Bus {
+	open := func(host string) *bus.Bus {
 		o := opts
 		o.Host = host
-		bus := New(openJetStream(t, JetStreamOptions{URL: url, Stream: "HOSTS", Host: host}), o)
+		bus := bus.New(openJetStream(t, Options{URL: url, Stream: "HOSTS", Host: host}), o)
 		t.Cleanup(func() {
 			if err := bus.Close(); err != nil {
 				t.Errorf("Close of host %s's bus: %v", host, err)
@@ -37,17 +40,17 @@ func twoHosts(t *testing.T, opts Options) (a, b *Bus) {
 }
 
 // withHost is opts for the store of host.
-func withHost(opts JetStreamOptions, host string) JetStreamOptions {
+func withHost(opts Options, host string) Options {
 	opts.Host = host
 	return opts
 }
 
 // settle waits a moment and fails if c received more than n events: what
 // was awaited came once, and nothing after it.
-func settle(t *testing.T, what string, c *collector, n int) {
+func settle(t *testing.T, what string, c *bustest.Collector, n int) {
 	t.Helper()
 	time.Sleep(200 * time.Millisecond)
-	if got := len(c.events()); got != n {
+	if got := len(c.Events()); got != n {
 		t.Fatalf("%s received %d events, want %d", what, got, n)
 	}
 }
@@ -68,10 +71,10 @@ func checkEvents(t *testing.T, what string, evs []abi.Event, host string, want [
 
 // publishIDs publishes one event per id on subject, one at a time, and
 // returns the ids.
-func publishIDs(t *testing.T, b *Bus, subject string, ids ...string) []string {
+func publishIDs(t *testing.T, b *bus.Bus, subject string, ids ...string) []string {
 	t.Helper()
 	for _, id := range ids {
-		mustPublish(t, b, &abi.Event{ID: id, Type: subject, Data: payload(t, id)})
+		bustest.MustPublish(t, b, &abi.Event{ID: id, Type: subject, Data: bustest.Payload(t, id)})
 	}
 	return ids
 }
@@ -89,19 +92,19 @@ func idRange(prefix string, n int) []string {
 // starts from the store and joins the live stream. The control: what b
 // publishes itself follows them as before.
 func TestFollowLive(t *testing.T) {
-	a, b := twoHosts(t, Options{})
-	got := newCollector()
-	subscribe(t, b, ">", SubscribeOptions{}, got.handle)
+	a, b := twoHosts(t, bus.Options{})
+	got := bustest.NewCollector()
+	bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, got.Handle)
 
 	sent := publishIDs(t, a, "test.a", idRange("a", 20)...)
-	checkEvents(t, "b's subscriber", got.wait(t, len(sent)), "a", sent)
-	late := newCollector()
-	subscribe(t, b, ">", SubscribeOptions{FromSeq: 1}, late.handle)
+	checkEvents(t, "b's subscriber", got.Wait(t, len(sent)), "a", sent)
+	late := bustest.NewCollector()
+	bustest.Subscribe(t, b, ">", bus.SubscribeOptions{FromSeq: 1}, late.Handle)
 	sent = append(sent, publishIDs(t, a, "test.a", idRange("a2", 20)...)...)
-	for _, c := range []*collector{got, late} {
-		evs := c.wait(t, len(sent))
+	for _, c := range []*bustest.Collector{got, late} {
+		evs := c.Wait(t, len(sent))
 		checkEvents(t, "b's subscriber", evs, "a", sent)
-		checkDense(t, evs, 1)
+		bustest.CheckDense(t, evs, 1)
 		settle(t, "b's subscriber", c, len(sent))
 	}
 	if st := b.Stats(); st.Followed != 40 || st.Published != 0 {
@@ -109,10 +112,10 @@ func TestFollowLive(t *testing.T) {
 	}
 
 	own := publishIDs(t, b, "test.b", idRange("b", 5)...) // the control
-	for _, c := range []*collector{got, late} {
-		evs := c.wait(t, len(sent)+len(own))
+	for _, c := range []*bustest.Collector{got, late} {
+		evs := c.Wait(t, len(sent)+len(own))
 		checkEvents(t, "b's own events", evs[len(sent):], "b", own)
-		checkDense(t, evs, 1)
+		bustest.CheckDense(t, evs, 1)
 		settle(t, "b's subscriber", c, len(sent)+len(own))
 	}
 }
@@ -128,20 +131,20 @@ func TestFollowInterleaved(t *testing.T) {
 		buffer int
 		read   uint64 // maxFollowRead
 	}{
-		{"live", 0, maxFollowRead},
-		{"small buffers", 4, maxFollowRead},
+		{"live", 0, bus.maxFollowRead},
+		{"small buffers", 4, bus.maxFollowRead},
 		{"subscribers read the store", 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Put back after the buses closed, which the cleanups of
 			// twoHosts do, running before this one.
-			t.Cleanup(func(n uint64) func() { return func() { maxFollowRead = n } }(maxFollowRead))
-			maxFollowRead = tc.read
-			a, b := twoHosts(t, Options{SubscriberBuffer: tc.buffer})
-			buses := map[string]*Bus{"a": a, "b": b}
-			got := map[string]*collector{"a": newCollector(), "b": newCollector()}
+			t.Cleanup(func(n uint64) func() { return func() { bus.maxFollowRead = n } }(bus.maxFollowRead))
+			bus.maxFollowRead = tc.read
+			a, b := twoHosts(t, bus.Options{SubscriberBuffer: tc.buffer})
+			buses := map[string]*bus.Bus{"a": a, "b": b}
+			got := map[string]*bustest.Collector{"a": bustest.NewCollector(), "b": bustest.NewCollector()}
 			for host, bus := range buses {
-				subscribe(t, bus, ">", SubscribeOptions{}, got[host].handle)
+				bustest.Subscribe(t, bus, ">", bus.SubscribeOptions{}, got[host].Handle)
 			}
 
 			const publishers, each = 3, 100
@@ -151,9 +154,9 @@ func TestFollowInterleaved(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						ctx := testCtx(t)
+						ctx := bustest.Ctx(t)
 						for i := range each {
-							ev := &abi.Event{ID: fmt.Sprintf("%s-%d-%03d", host, p, i), Type: "test." + host, Data: payload(t, i)}
+							ev := &abi.Event{ID: fmt.Sprintf("%s-%d-%03d", host, p, i), Type: "test." + host, Data: bustest.Payload(t, i)}
 							if _, err := bus.Publish(ctx, ev); err != nil {
 								t.Errorf("host %s publisher %d: %v", host, p, err)
 								return
@@ -169,10 +172,10 @@ func TestFollowInterleaved(t *testing.T) {
 
 			const total = 2 * publishers * each
 			for host, bus := range buses { // the last appends of the other may be on their way
-				eventually(t, "host "+host+" has read every event", func() bool { return bus.LastSeq() == total })
+				bustest.Eventually(t, "host "+host+" has read every event", func() bool { return bus.LastSeq() == total })
 			}
-			replay := replayAll(t, a, Query{})
-			checkDense(t, replay, 1)
+			replay := bustest.ReplayAll(t, a, bus.Query{})
+			bustest.CheckDense(t, replay, 1)
 			if len(replay) != total {
 				t.Fatalf("a replays %d events, want %d", len(replay), total)
 			}
@@ -181,12 +184,12 @@ func TestFollowInterleaved(t *testing.T) {
 					t.Fatalf("event %s of type %s is marked as host %q's", ev.ID, ev.Type, ev.Host)
 				}
 			}
-			if fromB := replayAll(t, b, Query{}); !slices.EqualFunc(replay, fromB, func(x, y abi.Event) bool { return x.ID == y.ID && x.Seq == y.Seq }) {
+			if fromB := bustest.ReplayAll(t, b, bus.Query{}); !slices.EqualFunc(replay, fromB, func(x, y abi.Event) bool { return x.ID == y.ID && x.Seq == y.Seq }) {
 				t.Fatalf("the replays of a and b differ")
 			}
 			for host, c := range got {
-				evs := c.wait(t, total)
-				checkDense(t, evs, 1)
+				evs := c.Wait(t, total)
+				bustest.CheckDense(t, evs, 1)
 				for i, ev := range evs {
 					if ev.ID != replay[i].ID || ev.Host != replay[i].Host {
 						t.Fatalf("host %s's subscriber: event %d is %s of %q, the store holds %s of %q", host, i, ev.ID, ev.Host, replay[i].ID, replay[i].Host)
@@ -206,9 +209,9 @@ func TestFollowInterleaved(t *testing.T) {
 // A pattern subscription on b gets only the matching events of a, and of
 // b itself (the control).
 func TestFollowPattern(t *testing.T) {
-	a, b := twoHosts(t, Options{})
-	got := newCollector()
-	subscribe(t, b, "test.even.>", SubscribeOptions{}, got.handle)
+	a, b := twoHosts(t, bus.Options{})
+	got := bustest.NewCollector()
+	bustest.Subscribe(t, b, "test.even.>", bus.SubscribeOptions{}, got.Handle)
 	var even []string
 	for i := range 30 {
 		kind := []string{"even", "odd"}[i%2]
@@ -218,13 +221,13 @@ func TestFollowPattern(t *testing.T) {
 			even = append(even, id)
 		}
 	}
-	evs := got.wait(t, len(even))
+	evs := got.Wait(t, len(even))
 	checkEvents(t, "b's even subscriber", evs, "a", even)
 	settle(t, "b's even subscriber", got, len(even))
 
 	publishIDs(t, b, "test.odd.n", "b-odd")
 	own := publishIDs(t, b, "test.even.n", "b-even")
-	evs = got.wait(t, len(even)+1)
+	evs = got.Wait(t, len(even)+1)
 	checkEvents(t, "b's even subscriber, b's events", evs[len(even):], "b", own)
 	if evs[len(even)].Seq != 32 {
 		t.Fatalf("b's even event has seq %d, want 32", evs[len(even)].Seq)
@@ -234,7 +237,7 @@ func TestFollowPattern(t *testing.T) {
 
 // unfollowed hides a store's Follow: the bus learns of other writers'
 // events only when the store does, during the bus's own appends.
-type unfollowed struct{ Store }
+type unfollowed struct{ bus.Store }
 
 // An append of b's that the store places after a's events, which it
 // learnt of while appending, delivers a's first: b's subscriber sees both
@@ -242,27 +245,27 @@ type unfollowed struct{ Store }
 func TestFollowGapOnAppend(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	startNATS(t, port, t.TempDir())
-	opts := JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "GAP"}
-	a := New(openJetStream(t, withHost(opts, "a")), Options{Host: "a"})
+	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "GAP"}
+	a := bus.New(openJetStream(t, withHost(opts, "a")), bus.Options{Host: "a"})
 	defer a.Close()
-	b := New(unfollowed{openJetStream(t, withHost(opts, "b"))}, Options{Host: "b"})
+	b := bus.New(unfollowed{openJetStream(t, withHost(opts, "b"))}, bus.Options{Host: "b"})
 	defer b.Close()
-	got := newCollector()
-	subscribe(t, b, ">", SubscribeOptions{}, got.handle)
+	got := bustest.NewCollector()
+	bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, got.Handle)
 
 	ownFirst := publishIDs(t, b, "test.b", "b-0") // the control
-	checkEvents(t, "b's first event", got.wait(t, 1), "b", ownFirst)
+	checkEvents(t, "b's first event", got.Wait(t, 1), "b", ownFirst)
 	others := publishIDs(t, a, "test.a", idRange("a", 5)...)
 	time.Sleep(100 * time.Millisecond)
-	if n := len(got.events()); n != 1 {
+	if n := len(got.Events()); n != 1 {
 		t.Fatalf("b's subscriber received %d events before b appended again, want 1: b does not follow", n)
 	}
-	res := publishN(t, b, "test.b", 3)
+	res := bustest.PublishN(t, b, "test.b", 3)
 	if res[0].Seq != 7 {
 		t.Fatalf("b's append after a's five events got seq %d, want 7", res[0].Seq)
 	}
-	evs := got.wait(t, 9)
-	checkDense(t, evs, 1)
+	evs := got.Wait(t, 9)
+	bustest.CheckDense(t, evs, 1)
 	checkEvents(t, "a's events on b", evs[1:6], "a", others)
 	for _, ev := range evs[6:] {
 		if ev.Host != "b" {
@@ -278,25 +281,25 @@ func TestFollowGapOnAppend(t *testing.T) {
 func TestFollowClose(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	startNATS(t, port, t.TempDir())
-	opts := JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "CLOSE"}
+	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "CLOSE"}
 	if left := busGoroutines(); len(left) > 0 {
 		t.Fatalf("goroutines of buses or NATS clients run before the test:\n%s", strings.Join(left, "\n\n"))
 	}
 
-	a := New(openJetStream(t, withHost(opts, "a")), Options{Host: "a"})
-	b := New(openJetStream(t, withHost(opts, "b")), Options{Host: "b"})
-	got := newCollector()
-	subscribe(t, b, ">", SubscribeOptions{}, got.handle)
+	a := bus.New(openJetStream(t, withHost(opts, "a")), bus.Options{Host: "a"})
+	b := bus.New(openJetStream(t, withHost(opts, "b")), bus.Options{Host: "b"})
+	got := bustest.NewCollector()
+	bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, got.Handle)
 	publishIDs(t, b, "test.b", "b-0") // the control
 	publishIDs(t, a, "test.a", idRange("a", 10)...)
-	got.wait(t, 11)
+	got.Wait(t, 11)
 
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { // a keeps b's follower busy while b closes
 		defer close(done)
 		for i := 0; ctx.Err() == nil; i++ {
-			if _, err := a.Publish(ctx, &abi.Event{Type: "test.a", Data: payload(t, i)}); err != nil && ctx.Err() == nil {
+			if _, err := a.Publish(ctx, &abi.Event{Type: "test.a", Data: bustest.Payload(t, i)}); err != nil && ctx.Err() == nil {
 				t.Errorf("a's publish %d: %v", i, err)
 				return
 			}
@@ -316,11 +319,11 @@ func TestFollowClose(t *testing.T) {
 		t.Fatal("b's follower runs after Close")
 	}
 	stop()
-	waitDone(t, "a's publisher", done)
+	bustest.WaitDone(t, "a's publisher", done)
 	if err := a.Close(); err != nil {
 		t.Fatalf("a's Close: %v", err)
 	}
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(bustest.WaitLimit)
 	for {
 		left := busGoroutines()
 		if len(left) == 0 {

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"encoding/binary"
@@ -110,7 +110,7 @@ func (m *jsMessage) envs(fn func(seq uint64, env []byte) bool) error {
 		seq++
 	}
 	if seq != m.first+uint64(m.count) {
-		return errors.New("the message holds " + utoa(seq-m.first) + " events, its header says " + strconv.Itoa(m.count))
+		return errors.New("the message holds " + strconv.FormatUint(seq-m.first, 10) + " events, its header says " + strconv.Itoa(m.count))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,10 +31,10 @@ import (
 func BenchmarkClusterTwoWriters(b *testing.B) {
 	c := startCluster(b)
 	const publishers, window = 8, 512
-	data := payload(b, make([]byte, 256))
-	var buses []*Bus
+	data := bustest.Payload(b, make([]byte, 256))
+	var buses []*bus.Bus
 	for _, host := range []string{"a", "b"} {
-		bus := New(c.open(b, JetStreamOptions{Stream: "BENCH", Host: host}), Options{Host: host})
+		bus := bus.New(c.open(b, Options{Stream: "BENCH", Host: host}), bus.Options{Host: host})
 		defer bus.Close()
 		buses = append(buses, bus)
 	}

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"errors"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,7 +26,7 @@ import (
 // headers say; every host's live subscriber received every host's events
 // once, in seq order; and every acknowledged ID published again on any
 // host is a duplicate with its seq, which stores nothing.
-func checkWriters(t *testing.T, c *testCluster, opts JetStreamOptions, ws []*hostWriter, l *ackLedger) {
+func checkWriters(t *testing.T, c *testCluster, opts Options, ws []*hostWriter, l *ackLedger) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -52,7 +55,7 @@ func checkWriters(t *testing.T, c *testCluster, opts JetStreamOptions, ws []*hos
 	awaitSettled(func() (bool, string) {
 		done, at := true, ""
 		for _, w := range ws {
-			got := len(w.live.events())
+			got := len(w.live.Events())
 			done = done && got >= len(stored)
 			at += fmt.Sprintf(" %d", got)
 		}
@@ -60,17 +63,17 @@ func checkWriters(t *testing.T, c *testCluster, opts JetStreamOptions, ws []*hos
 	})
 	for _, w := range ws {
 		if got := w.bus.LastSeq(); got != n {
-			if js, ok := w.bus.Store().(*JetStreamStore); ok {
+			if js, ok := w.bus.Store().(*Store); ok {
 				js.mu.Lock()
 				read := js.lastStream
 				js.mu.Unlock()
-				info, err := js.stream.Info(testCtx(t))
+				info, err := js.stream.Info(bustest.Ctx(t))
 				t.Logf("host %s's store has read the stream up to message %d; the stream's last is %+v (%v)", w.host, read, info.State, err)
 			}
 			t.Errorf("host %s: LastSeq is %d, the stream holds %d events", w.host, got, n)
 		}
-		checkSameEvents(t, "host "+w.host+"'s replay", replayAll(t, w.bus, Query{}), stored)
-		checkSameEvents(t, "host "+w.host+"'s live subscriber", w.live.events(), stored)
+		checkSameEvents(t, "host "+w.host+"'s replay", bustest.ReplayAll(t, w.bus, bus.Query{}), stored)
+		checkSameEvents(t, "host "+w.host+"'s live subscriber", w.live.Events(), stored)
 	}
 
 	// Every acknowledged ID again, on every host: all duplicates.
@@ -78,7 +81,7 @@ func checkWriters(t *testing.T, c *testCluster, opts JetStreamOptions, ws []*hos
 	for _, ev := range stored {
 		seqOf[hostKey(ev.Host, ev.ID)] = ev.Seq
 	}
-	ctx := testCtx(t)
+	ctx := bustest.Ctx(t)
 	for _, w := range ws {
 		// Each host's own acknowledged IDs: an ID is a duplicate on the
 		// host that stored it.
@@ -93,7 +96,7 @@ func checkWriters(t *testing.T, c *testCluster, opts JetStreamOptions, ws []*hos
 		for chunk := range slices.Chunk(ids, 64) {
 			evs := make([]*abi.Event, len(chunk))
 			for i, id := range chunk {
-				evs[i] = &abi.Event{ID: id, Type: "kairo.test.again", Data: payload(t, "again")}
+				evs[i] = &abi.Event{ID: id, Type: "kairo.test.again", Data: bustest.Payload(t, "again")}
 			}
 			res, err := w.bus.PublishBatch(ctx, evs)
 			if err != nil {
@@ -119,7 +122,7 @@ func checkWriters(t *testing.T, c *testCluster, opts JetStreamOptions, ws []*hos
 		t.Errorf("publishing the acknowledged IDs again changed the stream from %d events to %d: %v", len(stored), len(again), extra[:min(len(extra), 5)])
 	}
 	for _, w := range ws {
-		if got := len(w.live.events()); got != len(stored) || w.bus.LastSeq() != n {
+		if got := len(w.live.Events()); got != len(stored) || w.bus.LastSeq() != n {
 			t.Errorf("host %s: after the duplicates its subscriber has %d events and its LastSeq is %d; want %d and %d", w.host, got, w.bus.LastSeq(), len(stored), n)
 		}
 	}
@@ -127,12 +130,12 @@ func checkWriters(t *testing.T, c *testCluster, opts JetStreamOptions, ws []*hos
 
 // scanAfresh reads the whole stream through a store opened afresh with opts
 // (so that it leaves the stream's limits as they are).
-func scanAfresh(t *testing.T, c *testCluster, opts JetStreamOptions) []abi.Event {
+func scanAfresh(t *testing.T, c *testCluster, opts Options) []abi.Event {
 	t.Helper()
 	opts.Host = ""
 	s := c.open(t, opts)
 	defer s.Close()
-	evs := scanAll(t, s, Query{})
+	evs := bustest.ScanAll(t, s, bus.Query{})
 	if r, _ := s.TakeSkipped(); len(r) > 0 {
 		t.Errorf("a fresh store skipped what honest writers wrote: %+v", r)
 	}
@@ -144,7 +147,7 @@ func scanAfresh(t *testing.T, c *testCluster, opts JetStreamOptions) []abi.Event
 // the publish that caused them (the stream is writable again).
 func awaitQuiet(t *testing.T, ws []*hostWriter) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(bustest.WaitLimit)
 	last, since := uint64(0), time.Now()
 	for time.Now().Before(deadline) {
 		seq, same := ws[0].bus.LastSeq(), true
@@ -158,7 +161,7 @@ func awaitQuiet(t *testing.T, ws []*hostWriter) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("the hosts' last seqs did not settle within %v", waitLimit)
+	t.Fatalf("the hosts' last seqs did not settle within %v", bustest.WaitLimit)
 }
 
 // awaitSettled polls done until it holds, or until what it reports of its
@@ -166,7 +169,7 @@ func awaitQuiet(t *testing.T, ws []*hostWriter) {
 // follower waiting a few seconds), or waitLimit passed: what did not
 // arrive is reported by the checks after it, not by a timeout.
 func awaitSettled(done func() (bool, string)) {
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(bustest.WaitLimit)
 	last, since := "", time.Now()
 	for {
 		ok, at := done()
@@ -308,7 +311,7 @@ type rawLogMessage struct {
 // readLogMessages reads every message of stream with nats.go, not through a store.
 func readLogMessages(t *testing.T, c *testCluster, stream string) []rawLogMessage {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := bustest.Ctx(t)
 	nc, err := nats.Connect(c.url())
 	if err != nil {
 		t.Fatal(err)
@@ -331,7 +334,7 @@ func readLogMessages(t *testing.T, c *testCluster, stream string) []rawLogMessag
 	retries := 0
 	for uint64(len(out)) < total {
 		batch, err := cons.Fetch(min(int(total)-len(out), 500), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil && retries < 10 && (IsUnreachable(err) || errors.Is(err, nats.ErrNoResponders)) {
+		if err != nil && retries < 10 && (bus.IsUnreachable(err) || errors.Is(err, nats.ErrNoResponders)) {
 			// A node that came back moments ago may not answer yet.
 			retries++
 			time.Sleep(500 * time.Millisecond)

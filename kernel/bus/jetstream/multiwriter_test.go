@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -9,6 +9,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,26 +29,26 @@ import (
 // subscriber, subscribed before anything was published, received.
 type hostWriter struct {
 	host string
-	bus  *Bus
-	live *collector
+	bus  *bus.Bus
+	live *bustest.Collector
 }
 
 // openWriters opens a bus per host, each over its own store on the stream
 // of opts, with a live subscriber to everything; they are closed at the
 // end of the test, before the cluster.
-func openWriters(t *testing.T, c *testCluster, opts JetStreamOptions, hosts ...string) []*hostWriter {
+func openWriters(t *testing.T, c *testCluster, opts Options, hosts ...string) []*hostWriter {
 	t.Helper()
 	var ws []*hostWriter
 	for _, host := range hosts {
 		o := opts
 		o.Host = host
-		w := &hostWriter{host: host, bus: New(c.open(t, o), Options{Host: host}), live: newCollector()}
+		w := &hostWriter{host: host, bus: bus.New(c.open(t, o), bus.Options{Host: host}), live: bustest.NewCollector()}
 		t.Cleanup(func() {
 			if err := w.bus.Close(); err != nil {
 				t.Errorf("Close of host %s's bus: %v", host, err)
 			}
 		})
-		subscribe(t, w.bus, ">", SubscribeOptions{}, w.live.handle)
+		bustest.Subscribe(t, w.bus, ">", bus.SubscribeOptions{}, w.live.Handle)
 		ws = append(ws, w)
 	}
 	return ws
@@ -53,7 +57,7 @@ func openWriters(t *testing.T, c *testCluster, opts JetStreamOptions, hosts ...s
 // hostAck is one acknowledgement of an event, on host.
 type hostAck struct {
 	host string
-	Result
+	bus.Result
 }
 
 // hostKey is the key of an ID published on host: IDs are each host's own
@@ -75,7 +79,7 @@ func newAckLedger() *ackLedger {
 	return &ackLedger{acks: map[string][]hostAck{}, stored: map[string]int{}, failed: map[string]bool{}}
 }
 
-func (l *ackLedger) ack(host string, evs []*abi.Event, res []Result) {
+func (l *ackLedger) ack(host string, evs []*abi.Event, res []bus.Result) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, ev := range evs {
@@ -188,12 +192,12 @@ func (p writerLoad) publish(ctx context.Context, w *hostWriter, l *ackLedger, g,
 		for j := range evs {
 			evs[j] = &abi.Event{ID: writerID(w.host, g, i+j), Type: "kairo.test.writers", Data: p.data}
 		}
-		var res []Result
+		var res []bus.Result
 		var err error
 		if k == 1 {
-			var r Result
+			var r bus.Result
 			r, err = w.bus.Publish(ctx, evs[0])
-			res = []Result{r}
+			res = []bus.Result{r}
 		} else {
 			res, err = w.bus.PublishBatch(ctx, evs)
 		}
@@ -202,7 +206,7 @@ func (p writerLoad) publish(ctx context.Context, w *hostWriter, l *ackLedger, g,
 			return nil
 		}
 		l.fail(w.host, evs, err)
-		if !p.retry || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		if !p.retry || ctx.Err() != nil || errors.Is(err, bus.ErrClosed) {
 			return fmt.Errorf("events %s..%s: %w", evs[0].ID, evs[k-1].ID, err)
 		}
 		select {
@@ -219,10 +223,10 @@ func TestClusterWritersDense(t *testing.T) {
 	c := startCluster(t)
 	for _, hosts := range [][]string{{"a", "b"}, {"a", "b", "c"}} {
 		t.Run(fmt.Sprintf("%d writers", len(hosts)), func(t *testing.T) {
-			opts := JetStreamOptions{Stream: fmt.Sprintf("DENSE%d", len(hosts))}
+			opts := Options{Stream: fmt.Sprintf("DENSE%d", len(hosts))}
 			ws := openWriters(t, c, opts, hosts...)
 			l := newAckLedger()
-			load := writerLoad{publishers: 4, each: 1500 / len(hosts) / 4, data: payload(t, "dense")}
+			load := writerLoad{publishers: 4, each: 1500 / len(hosts) / 4, data: bustest.Payload(t, "dense")}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			start := time.Now()
@@ -248,11 +252,11 @@ func TestClusterWritersDense(t *testing.T) {
 // control is the publishing before the stop.
 func TestClusterWritersLeaderKill(t *testing.T) {
 	c := startCluster(t)
-	opts := JetStreamOptions{Stream: "KILLW", Timeout: 2 * time.Second}
+	opts := Options{Stream: "KILLW", Timeout: 2 * time.Second}
 	ws := openWriters(t, c, opts, "a", "b")
 	l := newAckLedger()
 	stop := make(chan struct{})
-	load := writerLoad{publishers: 2, stop: stop, retry: true, pace: 50 * time.Millisecond, data: payload(t, "kill")}
+	load := writerLoad{publishers: 2, stop: stop, retry: true, pace: 50 * time.Millisecond, data: bustest.Payload(t, "kill")}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var stopOnce sync.Once
@@ -272,7 +276,7 @@ func TestClusterWritersLeaderKill(t *testing.T) {
 		for _, w := range ws {
 			at[w.host] = l.storedBy(w.host)
 		}
-		eventually(t, what, func() bool {
+		bustest.Eventually(t, what, func() bool {
 			for _, w := range ws {
 				if l.storedBy(w.host) < at[w.host]+more {
 					return false
@@ -315,14 +319,14 @@ func TestClusterWritersLeaderKill(t *testing.T) {
 // are dense; once the operator raises max_bytes on the stream itself, each
 // records that it is writable and both publish again.
 func TestClusterWritersFull(t *testing.T) {
-	defer func(d time.Duration) { probeInterval = d }(probeInterval)
-	probeInterval = 50 * time.Millisecond
+	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
+	bus.probeInterval = 50 * time.Millisecond
 	c := startCluster(t)
-	opts := JetStreamOptions{Stream: "FULLW", MaxBytes: 64 << 10}
+	opts := Options{Stream: "FULLW", MaxBytes: 64 << 10}
 	ws := openWriters(t, c, opts, "a", "b")
 	l := newAckLedger()
-	big := payload(t, strings.Repeat("x", 1000))
-	ctx := testCtx(t)
+	big := bustest.Payload(t, strings.Repeat("x", 1000))
+	ctx := bustest.Ctx(t)
 
 	// Each host's publishers go on until the stream refuses them.
 	var wg sync.WaitGroup
@@ -344,7 +348,7 @@ func TestClusterWritersFull(t *testing.T) {
 	wg.Wait()
 	close(refusals)
 	for err := range refusals {
-		if !IsDiskFull(err) {
+		if !sqlite.IsDiskFull(err) {
 			t.Errorf("a publisher ended with %v; want a full stream", err)
 		}
 	}
@@ -355,7 +359,7 @@ func TestClusterWritersFull(t *testing.T) {
 	for _, w := range ws {
 		// Still full: refused again, and still serving reads.
 		_, err := w.bus.Publish(ctx, &abi.Event{Type: "kairo.test.writers", Data: big})
-		if !IsDiskFull(err) {
+		if !sqlite.IsDiskFull(err) {
 			t.Errorf("host %s: a publish on the full stream: %v; want a full stream", w.host, err)
 		}
 		if since, refused := w.bus.Full(); since.IsZero() || refused == 0 {
@@ -364,7 +368,7 @@ func TestClusterWritersFull(t *testing.T) {
 	}
 	awaitQuiet(t, ws)
 	for _, w := range ws {
-		if n := len(replayAll(t, w.bus, Query{})); uint64(n) != w.bus.LastSeq() {
+		if n := len(bustest.ReplayAll(t, w.bus, bus.Query{})); uint64(n) != w.bus.LastSeq() {
 			t.Errorf("host %s replays %d events of the full stream, its LastSeq is %d", w.host, n, w.bus.LastSeq())
 		}
 	}
@@ -393,9 +397,9 @@ func TestClusterWritersFull(t *testing.T) {
 	}
 	opts.MaxBytes = cfg.MaxBytes
 	for _, w := range ws {
-		eventually(t, "host "+w.host+" records that the stream is writable", func() bool {
-			return slices.ContainsFunc(w.live.events(), func(ev abi.Event) bool {
-				return ev.Type == SubjectStoreWritable && ev.Host == w.host
+		bustest.Eventually(t, "host "+w.host+" records that the stream is writable", func() bool {
+			return slices.ContainsFunc(w.live.Events(), func(ev abi.Event) bool {
+				return ev.Type == bus.SubjectStoreWritable && ev.Host == w.host
 			})
 		})
 	}

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,6 +17,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/manifests"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,7 +39,7 @@ const (
 
 // fillAuth checks the options of who may log in: the peers of an
 // embedded server that listens, and the user of a URL.
-func (o *JetStreamOptions) fillAuth() error {
+func (o *Options) fillAuth() error {
 	switch {
 	case o.Listen != "" && !o.Embedded:
 		return errors.New("jetstream store: listen is for the embedded server; a cluster at a url has its own")
@@ -46,12 +47,12 @@ func (o *JetStreamOptions) fillAuth() error {
 		return fmt.Errorf("jetstream store: listen %q serves other hosts: name them, peers = [\"build-2\"], each gets a password in %s", o.Listen, PeerPasswordFile(o.Dir, "NAME"))
 	case o.Listen == "" && len(o.Peers) > 0:
 		return errors.New("jetstream store: peers join an embedded server that listens; give listen = \"127.0.0.1:4222\" too")
-	case o.Listen != "" && !o.AllowRemote && !Loopback(o.Listen):
+	case o.Listen != "" && !o.AllowRemote && !manifests.Loopback(o.Listen):
 		return fmt.Errorf("jetstream store: listen %q is not a loopback address: other machines could reach it; listen on 127.0.0.1, or set allow_remote to mean it", o.Listen)
 	}
 	seen := map[string]bool{localUser(*o): true}
 	for _, p := range o.Peers {
-		if p == "" || strings.ContainsAny(p, "*>/\\") || ValidateSubject(hostSubject(o.Prefix, p)) != nil {
+		if p == "" || strings.ContainsAny(p, "*>/\\") || bus.ValidateSubject(hostSubject(o.Prefix, p)) != nil {
 			return fmt.Errorf("jetstream store: peer %q is not a host name: letters, digits, \"-\", \"_\" and dots between them", p)
 		}
 		if seen[p] {
@@ -195,7 +196,7 @@ func (d *denials) count() int {
 // checkDenied turns err into a permanent error when the server refused a
 // permission since the count n: a timeout then only says the server did
 // not answer what it would not allow.
-func (s *JetStreamStore) checkDenied(n int, what string, err error) error {
+func (s *Store) checkDenied(n int, what string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -210,7 +211,7 @@ func (s *JetStreamStore) checkDenied(n int, what string, err error) error {
 // what differs from the options is reported by Drift, and applied only by
 // ApplyJetStream. A stream whose subjects cannot take this store's
 // messages is refused.
-func (s *JetStreamStore) openStream(ctx context.Context) error {
+func (s *Store) openStream(ctx context.Context) error {
 	attempt := min(s.opts.Timeout, s.opts.OpenTimeout)
 	return retryOpen(ctx, s.opts.Logger, "find or create stream "+s.opts.Stream, attempt, func(ctx context.Context) error {
 		n := s.denied.count()
@@ -251,7 +252,7 @@ func (s *JetStreamStore) openStream(ctx context.Context) error {
 
 // streamConfig is the stream a store creates when there is none: the
 // options, and the defaults for what they leave unset.
-func streamConfig(opts JetStreamOptions) jetstream.StreamConfig {
+func streamConfig(opts Options) jetstream.StreamConfig {
 	logSubj := opts.Prefix + ".log"
 	replicas := max(opts.Replicas, 1)
 	cfg := jetstream.StreamConfig{
@@ -278,7 +279,7 @@ func streamConfig(opts JetStreamOptions) jetstream.StreamConfig {
 
 // drift is each difference between what the options set and the stream,
 // as a sentence naming the setting, both values and how to apply it.
-func drift(opts JetStreamOptions, logSubj string, cfg jetstream.StreamConfig) []string {
+func drift(opts Options, logSubj string, cfg jetstream.StreamConfig) []string {
 	var out []string
 	differ := func(key, stream, want, edit string) {
 		out = append(out, fmt.Sprintf("stream %s has %s %s, kairo.toml says %s: left as it is; `kairo store apply` applies kairo.toml (or nats stream edit %s %s)",
@@ -314,7 +315,7 @@ func drift(opts JetStreamOptions, logSubj string, cfg jetstream.StreamConfig) []
 }
 
 // applied is cfg with what the options set, and the list of what changed.
-func applied(opts JetStreamOptions, cfg jetstream.StreamConfig) (jetstream.StreamConfig, []string) {
+func applied(opts Options, cfg jetstream.StreamConfig) (jetstream.StreamConfig, []string) {
 	var changes []string
 	change := func(key, from, to string) {
 		changes = append(changes, fmt.Sprintf("%s: %s → %s", key, from, to))
@@ -361,12 +362,12 @@ func applied(opts JetStreamOptions, cfg jetstream.StreamConfig) (jetstream.Strea
 // It returns what it changed, one line each, or that it created the
 // stream. An embedded store's server must not be running: ApplyJetStream
 // starts it, without listening, for the time of the change.
-func ApplyJetStream(ctx context.Context, opts JetStreamOptions) ([]string, error) {
+func Apply(ctx context.Context, opts Options) ([]string, error) {
 	opts.Listen, opts.Peers, opts.AllowRemote = "", nil, false
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	s := &JetStreamStore{opts: opts, logSubj: opts.Prefix + ".log", describe: describe(opts)}
+	s := &Store{opts: opts, logSubj: opts.Prefix + ".log", describe: describe(opts)}
 	defer s.shut()
 	if err := s.dial(ctx); err != nil {
 		return nil, err
@@ -406,7 +407,7 @@ func ApplyJetStream(ctx context.Context, opts JetStreamOptions) ([]string, error
 
 // dial starts the embedded server (when opts say so) and connects to it,
 // or to the cluster at the URL, retrying until OpenTimeout.
-func (s *JetStreamStore) dial(ctx context.Context) error {
+func (s *Store) dial(ctx context.Context) error {
 	opts := s.opts
 	s.denied = &denials{log: opts.Logger}
 	if opts.Embedded {
@@ -437,7 +438,7 @@ func (s *JetStreamStore) dial(ctx context.Context) error {
 }
 
 // shut closes what dial opened, for a store that does not open.
-func (s *JetStreamStore) shut() {
+func (s *Store) shut() {
 	if s.nc != nil {
 		s.nc.Close()
 	}
@@ -451,7 +452,7 @@ func (s *JetStreamStore) shut() {
 // store found, as a sentence naming it, both values and the command that
 // applies it; the stream was left as it is. A setting the options leave
 // unset (zero) has no opinion and is not compared.
-func (s *JetStreamStore) Drift() []string { return slices.Clone(s.drift) }
+func (s *Store) Drift() []string { return slices.Clone(s.drift) }
 
 // subjectCovers reports whether one of the patterns matches every subject
 // that subject (a pattern itself) matches.
@@ -503,40 +504,12 @@ func ageText(d time.Duration) string {
 
 // describe is what Describe says of a store of opts: the URL without its
 // credentials.
-func describe(opts JetStreamOptions) string {
+func describe(opts Options) string {
 	if opts.Embedded {
 		return "jetstream embedded at " + opts.Dir
 	}
-	return "jetstream " + RedactURL(opts.URL) + " stream " + opts.Stream
+	return "jetstream " + manifests.RedactURL(opts.URL) + " stream " + opts.Stream
 }
-
-// RedactURL is a server URL, or several separated by commas, with each
-// password (or token) replaced by "xxxxx": nats://user:xxxxx@host:4222.
-// What cannot be parsed is replaced whole where it holds an "@".
-func RedactURL(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		trimmed := strings.TrimSpace(p)
-		u, err := url.Parse(trimmed)
-		switch {
-		case err != nil || u.Host == "" && strings.Contains(trimmed, "@"):
-			if strings.Contains(trimmed, "@") {
-				parts[i] = "xxxxx@" + trimmed[strings.LastIndexByte(trimmed, '@')+1:]
-			}
-		case u.User == nil:
-		case hasPassword(u.User):
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			parts[i] = u.String()
-		default:
-			// A user alone is a token.
-			u.User = url.User("xxxxx")
-			parts[i] = u.String()
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-func hasPassword(u *url.Userinfo) bool { _, ok := u.Password(); return ok }
 
 // secrets are the passwords and tokens in a URL list.
 func secrets(urls string) []string {
@@ -567,7 +540,7 @@ func (e *redactedError) Unwrap() error { return e.err }
 
 // redact is err without the credentials of the store's URL, should a
 // library have put them in its text.
-func (s *JetStreamStore) redact(err error) error {
+func (s *Store) redact(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -658,18 +631,4 @@ func ReadPasswordFile(path string) (string, error) {
 		return "", fmt.Errorf("password file %s is empty; put the password on its first line", path)
 	}
 	return pw, nil
-}
-
-// Loopback reports whether addr (HOST:PORT) is on a loopback address:
-// 127.0.0.0/8, ::1 or "localhost".
-func Loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }

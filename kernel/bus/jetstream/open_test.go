@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"bytes"
@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/manifests"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,8 +26,8 @@ import (
 
 // peerOptions are the options of host peer joining the embedded store
 // that serves dir on addr, with the password made for it.
-func peerOptions(dir, addr, peer string) JetStreamOptions {
-	return JetStreamOptions{URL: "nats://" + addr, Host: peer, PasswordFile: PeerPasswordFile(dir, peer)}
+func peerOptions(dir, addr, peer string) Options {
+	return Options{URL: "nats://" + addr, Host: peer, PasswordFile: PeerPasswordFile(dir, peer)}
 }
 
 // rawPeer is a bare NATS connection as peer, with the permission
@@ -95,7 +99,7 @@ func readPeerPassword(t *testing.T, dir, peer string) string {
 // Each refusal beside the allowed neighbour that proves the peer works.
 func TestJetStreamPeerPermissions(t *testing.T) {
 	dir, addr := t.TempDir(), jsListenAddr(t)
-	a := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b", "c"}})
+	a := openJetStream(t, Options{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b", "c"}})
 	defer a.Close()
 	appendAs(t, a, "a", 0, 3)
 
@@ -104,13 +108,13 @@ func TestJetStreamPeerPermissions(t *testing.T) {
 	appendAs(t, b, "b", 3, 2)
 	b.Close()
 	appendAs(t, a, "a", 5, 1) // a reads what b appended before its own
-	if got := len(scanAll(t, a, Query{})); got != 6 {
+	if got := len(bustest.ScanAll(t, a, bus.Query{})); got != 6 {
 		t.Fatalf("a reads %d events, want the 4 it appended and the 2 of b", got)
 	}
 
-	ctx := testCtx(t)
+	ctx := bustest.Ctx(t)
 	p := dialPeer(t, addr, "b", readPeerPassword(t, dir, "b"))
-	st, err := p.js.Stream(ctx, DefaultJetStreamStream)
+	st, err := p.js.Stream(ctx, DefaultStream)
 	if err != nil {
 		t.Fatalf("b looks up the stream: %v", err)
 	}
@@ -225,7 +229,7 @@ func TestJetStreamPeerPermissions(t *testing.T) {
 // right password, same timeout, opens.
 func TestJetStreamBadPasswordNotRetried(t *testing.T) {
 	dir, addr := t.TempDir(), jsListenAddr(t)
-	a := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b"}})
+	a := openJetStream(t, Options{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b"}})
 	defer a.Close()
 	wrong := filepath.Join(t.TempDir(), "b.password")
 	if err := os.WriteFile(wrong, []byte("not-it\n"), 0o600); err != nil {
@@ -234,7 +238,7 @@ func TestJetStreamBadPasswordNotRetried(t *testing.T) {
 	opts := peerOptions(dir, addr, "b")
 	opts.PasswordFile, opts.OpenTimeout = wrong, time.Minute
 	start := time.Now()
-	_, err := OpenJetStream(opts)
+	_, err := Open(opts)
 	if err == nil || !errors.Is(err, nats.ErrAuthorization) || time.Since(start) > 5*time.Second {
 		t.Fatalf("a wrong password: %v after %v; want an authorization violation at once", err, time.Since(start))
 	}
@@ -247,7 +251,7 @@ func TestJetStreamBadPasswordNotRetried(t *testing.T) {
 // or folder others may read is refused with the chmod that mends it.
 func TestJetStreamPeerPasswordFiles(t *testing.T) {
 	dir, addr := t.TempDir(), jsListenAddr(t)
-	opts := JetStreamOptions{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b"}}
+	opts := Options{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b"}}
 	openJetStream(t, opts).Close()
 	file := PeerPasswordFile(dir, "b")
 	first := readPeerPassword(t, dir, "b")
@@ -267,14 +271,14 @@ func TestJetStreamPeerPasswordFiles(t *testing.T) {
 	if err := os.Chmod(file, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenJetStream(opts); err == nil || !strings.Contains(err.Error(), "chmod 600 "+file) {
+	if _, err := Open(opts); err == nil || !strings.Contains(err.Error(), "chmod 600 "+file) {
 		t.Errorf("a password file others may read: %v; want a refusal saying chmod 600", err)
 	}
 	os.Chmod(file, 0o600)
 	if err := os.Chmod(filepath.Dir(file), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenJetStream(opts); err == nil || !strings.Contains(err.Error(), "chmod 700 "+filepath.Dir(file)) {
+	if _, err := Open(opts); err == nil || !strings.Contains(err.Error(), "chmod 700 "+filepath.Dir(file)) {
 		t.Errorf("a peers' folder others may read: %v; want a refusal saying chmod 700", err)
 	}
 	os.Chmod(filepath.Dir(file), 0o700)
@@ -287,21 +291,21 @@ func TestJetStreamListenOptions(t *testing.T) {
 	addr := jsListenAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
 	for _, tc := range []struct {
-		opts JetStreamOptions
+		opts Options
 		want string
 	}{
-		{JetStreamOptions{Embedded: true, Dir: "x", Listen: addr}, "peers = ["},
-		{JetStreamOptions{Embedded: true, Dir: "x", Peers: []string{"b"}}, "give listen"},
-		{JetStreamOptions{Embedded: true, Dir: "x", Listen: "0.0.0.0:" + port, Peers: []string{"b"}}, "allow_remote"},
-		{JetStreamOptions{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b/c"}}, "not a host name"},
-		{JetStreamOptions{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b*"}}, "not a host name"},
-		{JetStreamOptions{Embedded: true, Dir: "x", Listen: addr, Host: "a", Peers: []string{"a"}}, "this host's own name"},
-		{JetStreamOptions{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b", "b"}}, "named twice"},
-		{JetStreamOptions{URL: "nats://h:4222", User: "b"}, "password_file"},
-		{JetStreamOptions{URL: "nats://h:4222", PasswordFile: "p"}, "needs a user"},
-		{JetStreamOptions{URL: "nats://u:p@h:4222", Host: "b", PasswordFile: "p"}, "one way to log in"},
+		{Options{Embedded: true, Dir: "x", Listen: addr}, "peers = ["},
+		{Options{Embedded: true, Dir: "x", Peers: []string{"b"}}, "give listen"},
+		{Options{Embedded: true, Dir: "x", Listen: "0.0.0.0:" + port, Peers: []string{"b"}}, "allow_remote"},
+		{Options{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b/c"}}, "not a host name"},
+		{Options{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b*"}}, "not a host name"},
+		{Options{Embedded: true, Dir: "x", Listen: addr, Host: "a", Peers: []string{"a"}}, "this host's own name"},
+		{Options{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b", "b"}}, "named twice"},
+		{Options{URL: "nats://h:4222", User: "b"}, "password_file"},
+		{Options{URL: "nats://h:4222", PasswordFile: "p"}, "needs a user"},
+		{Options{URL: "nats://u:p@h:4222", Host: "b", PasswordFile: "p"}, "one way to log in"},
 	} {
-		s, err := OpenJetStream(tc.opts)
+		s, err := Open(tc.opts)
 		if err == nil {
 			s.Close()
 			t.Errorf("OpenJetStream(%+v) opened", tc.opts)
@@ -312,7 +316,7 @@ func TestJetStreamListenOptions(t *testing.T) {
 		}
 	}
 	// The control: allow_remote serves every address.
-	openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir(), Listen: "0.0.0.0:" + port, AllowRemote: true, Peers: []string{"b"}}).Close()
+	openJetStream(t, Options{Embedded: true, Dir: t.TempDir(), Listen: "0.0.0.0:" + port, AllowRemote: true, Peers: []string{"b"}}).Close()
 }
 
 // The block `kairo store permissions` prints, pasted into a nats-server's
@@ -331,7 +335,7 @@ func TestJetStreamPermissionsBlock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the printed block does not parse:\n%s\n%v", conf, err)
 	}
-	so.NoSigs, so.NoLog, so.MaxPayload = true, true, MaxEventData+64<<10
+	so.NoSigs, so.NoLog, so.MaxPayload = true, true, bus.MaxEventData+64<<10
 	srv, err := server.NewServer(so)
 	if err != nil {
 		t.Fatal(err)
@@ -347,14 +351,14 @@ func TestJetStreamPermissionsBlock(t *testing.T) {
 	pw := filepath.Join(t.TempDir(), "b.password")
 	os.WriteFile(pw, []byte("secret-b\n"), 0o600)
 	opened := make(chan error, 1)
-	var b *JetStreamStore
+	var b *Store
 	go func() {
 		var err error
-		b, err = OpenJetStream(JetStreamOptions{URL: "nats://" + addr, Host: "b", PasswordFile: pw, Timeout: 500 * time.Millisecond})
+		b, err = Open(Options{URL: "nats://" + addr, Host: "b", PasswordFile: pw, Timeout: 500 * time.Millisecond})
 		opened <- err
 	}()
 	time.Sleep(time.Second)
-	admin := openJetStream(t, JetStreamOptions{URL: "nats://admin:admin@" + addr, Host: "a"})
+	admin := openJetStream(t, Options{URL: "nats://admin:admin@" + addr, Host: "a"})
 	defer admin.Close()
 	appendAs(t, admin, "a", 0, 2)
 	if err := <-opened; err != nil {
@@ -364,7 +368,7 @@ func TestJetStreamPermissionsBlock(t *testing.T) {
 	b.Close()
 	// A stream b has no permissions on is refused at once, saying so.
 	start := time.Now()
-	_, err = OpenJetStream(JetStreamOptions{URL: "nats://" + addr, Host: "b", PasswordFile: pw, Stream: "OTHER", Timeout: time.Second})
+	_, err = Open(Options{URL: "nats://" + addr, Host: "b", PasswordFile: pw, Stream: "OTHER", Timeout: time.Second})
 	if err == nil || !strings.Contains(err.Error(), "not permitted") || !strings.Contains(err.Error(), "kairo store permissions") || time.Since(start) > 5*time.Second {
 		t.Errorf("b on a stream it has no permissions on: %v after %v", err, time.Since(start))
 	}
@@ -374,7 +378,7 @@ func TestJetStreamPermissionsBlock(t *testing.T) {
 	}
 	p.refusedOn(t, "KAIRO.log.a")
 	appendAs(t, admin, "a", 4, 1)
-	if got := len(scanAll(t, admin, Query{})); got != 5 {
+	if got := len(bustest.ScanAll(t, admin, bus.Query{})); got != 5 {
 		t.Errorf("the stream holds %d events, want 5", got)
 	}
 }
@@ -384,16 +388,16 @@ func TestJetStreamPermissionsBlock(t *testing.T) {
 // ApplyJetStream applies it. Settings left unset have no opinion.
 func TestJetStreamDriftAndApply(t *testing.T) {
 	dir := t.TempDir()
-	opts := JetStreamOptions{Embedded: true, Dir: dir, MaxBytes: 1 << 20, MaxAge: time.Hour}
+	opts := Options{Embedded: true, Dir: dir, MaxBytes: 1 << 20, MaxAge: time.Hour}
 	s := openJetStream(t, opts)
-	appendN(t, s, 0, 3)
+	bustest.AppendN(t, s, 0, 3)
 	if d := s.Drift(); len(d) != 0 {
 		t.Errorf("a stream just created drifts: %q", d)
 	}
 	s.Close()
 
 	config := func() jetstream.StreamConfig {
-		s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir})
+		s := openJetStream(t, Options{Embedded: true, Dir: dir})
 		defer s.Close()
 		if d := s.Drift(); len(d) != 0 {
 			t.Errorf("options that set nothing drift: %q", d)
@@ -418,7 +422,7 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 		t.Fatalf("a host that drifts changed the stream: max_bytes %d", cfg.MaxBytes)
 	}
 
-	changes, err := ApplyJetStream(context.Background(), opts)
+	changes, err := Apply(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,11 +436,11 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 	if d := s.Drift(); len(d) != 0 {
 		t.Errorf("after apply the stream still drifts: %q", d)
 	}
-	if got := len(scanAll(t, s, Query{})); got != 3 {
+	if got := len(bustest.ScanAll(t, s, bus.Query{})); got != 3 {
 		t.Errorf("after apply the stream holds %d events, want 3", got)
 	}
 	s.Close()
-	if changes, err := ApplyJetStream(context.Background(), opts); err != nil || len(changes) != 0 {
+	if changes, err := Apply(context.Background(), opts); err != nil || len(changes) != 0 {
 		t.Errorf("apply again: %q, %v; want nothing to change", changes, err)
 	}
 	// A stream that lets a host's header purge the others' messages is
@@ -444,7 +448,7 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 	s = openJetStream(t, opts)
 	cfg := s.stream.CachedInfo().Config
 	cfg.AllowRollup = true
-	if _, err := s.js.UpdateStream(testCtx(t), cfg); err != nil {
+	if _, err := s.js.UpdateStream(bustest.Ctx(t), cfg); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -453,7 +457,7 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 		t.Errorf("a stream that allows rollups: drift %q", d)
 	}
 	s.Close()
-	if changes, err := ApplyJetStream(context.Background(), opts); err != nil || strings.Join(changes, "\n") != "allow_rollup_hdrs: true → false" {
+	if changes, err := Apply(context.Background(), opts); err != nil || strings.Join(changes, "\n") != "allow_rollup_hdrs: true → false" {
 		t.Errorf("apply to a stream that allows rollups: %q, %v", changes, err)
 	}
 	if cfg := config(); cfg.AllowRollup {
@@ -461,8 +465,8 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 	}
 
 	// On no stream, apply creates it.
-	fresh := JetStreamOptions{Embedded: true, Dir: t.TempDir(), Stream: "FRESH"}
-	if changes, err := ApplyJetStream(context.Background(), fresh); err != nil || len(changes) != 1 || !strings.Contains(changes[0], "created stream FRESH") {
+	fresh := Options{Embedded: true, Dir: t.TempDir(), Stream: "FRESH"}
+	if changes, err := Apply(context.Background(), fresh); err != nil || len(changes) != 1 || !strings.Contains(changes[0], "created stream FRESH") {
 		t.Errorf("apply on no stream: %q, %v", changes, err)
 	}
 }
@@ -473,19 +477,19 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 // subject is PREFIX.log, opens it and is told of the difference.
 func TestJetStreamOldSubjects(t *testing.T) {
 	dir := t.TempDir()
-	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir, Stream: "OTHER"})
-	ctx := testCtx(t)
+	s := openJetStream(t, Options{Embedded: true, Dir: dir, Stream: "OTHER"})
+	ctx := bustest.Ctx(t)
 	if _, err := s.js.CreateStream(ctx, jetstream.StreamConfig{Name: "NARROW", Subjects: []string{"NARROW.log"}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	unnamed := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir, Stream: "NARROW"})
+	unnamed := openJetStream(t, Options{Embedded: true, Dir: dir, Stream: "NARROW"})
 	if d := strings.Join(unnamed.Drift(), "\n"); !strings.Contains(d, "subjects") {
 		t.Errorf("a host of no name on the old stream is not told of its subjects: %q", d)
 	}
 	unnamed.Close()
-	opts := JetStreamOptions{Embedded: true, Dir: dir, Stream: "NARROW", Host: "b"}
-	_, err := OpenJetStream(opts)
+	opts := Options{Embedded: true, Dir: dir, Stream: "NARROW", Host: "b"}
+	_, err := Open(opts)
 	if err == nil {
 		t.Fatal("a stream without NARROW.log.> opened for host b")
 	}
@@ -494,7 +498,7 @@ func TestJetStreamOldSubjects(t *testing.T) {
 			t.Errorf("the refusal %q does not say %q", err, want)
 		}
 	}
-	changes, err := ApplyJetStream(ctx, opts)
+	changes, err := Apply(ctx, opts)
 	// The stream was made with JetStream's defaults: discard old too.
 	if got := strings.Join(changes, "\n"); err != nil || got != "subjects: NARROW.log → NARROW.log, NARROW.log.>\ndiscard: old → new" {
 		t.Fatalf("apply: %q, %v", changes, err)
@@ -516,14 +520,14 @@ func TestJetStreamRedactsURL(t *testing.T) {
 		"nats://user:secret@[::1]:4222":            "nats://user:xxxxx@[::1]:4222",
 		"nats://user:secret@127.0.0.1:4222/?x=yes": "nats://user:xxxxx@127.0.0.1:4222/?x=yes",
 	} {
-		if got := RedactURL(in); got != want {
+		if got := manifests.RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
 	}
 
 	port := freePorts(t, 1)[0]
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-		Users: []*server.User{{Username: "u", Password: "hunter2-secret"}}, MaxPayload: MaxEventData + 64<<10})
+		Users: []*server.User{{Username: "u", Password: "hunter2-secret"}}, MaxPayload: bus.MaxEventData + 64<<10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,7 +536,7 @@ func TestJetStreamRedactsURL(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("server not ready")
 	}
-	s := openJetStream(t, JetStreamOptions{URL: fmt.Sprintf("nats://u:hunter2-secret@127.0.0.1:%d", port)})
+	s := openJetStream(t, Options{URL: fmt.Sprintf("nats://u:hunter2-secret@127.0.0.1:%d", port)})
 	if got := s.Describe(); strings.Contains(got, "hunter2") || !strings.Contains(got, "u:xxxxx@127.0.0.1") {
 		t.Errorf("Describe = %q", got)
 	}
@@ -541,9 +545,9 @@ func TestJetStreamRedactsURL(t *testing.T) {
 		fmt.Sprintf("nats://u:wrong-secret@127.0.0.1:%d", port),               // refused
 		fmt.Sprintf("nats://u:wrong-secret@127.0.0.1:%d", freePorts(t, 1)[0]), // nobody there
 	} {
-		_, err := OpenJetStream(JetStreamOptions{URL: url, OpenTimeout: 300 * time.Millisecond, Timeout: 100 * time.Millisecond})
+		_, err := Open(Options{URL: url, OpenTimeout: 300 * time.Millisecond, Timeout: 100 * time.Millisecond})
 		if err == nil || strings.Contains(err.Error(), "wrong-secret") || !strings.Contains(err.Error(), "u:xxxxx@") {
-			t.Errorf("the failed open of %s: %v", RedactURL(url), err)
+			t.Errorf("the failed open of %s: %v", manifests.RedactURL(url), err)
 		}
 	}
 }
@@ -565,7 +569,7 @@ listen: 127.0.0.1:%d
 max_payload: %d
 jetstream { store_dir: %q }
 cluster { name: kairo-test, listen: 127.0.0.1:%d, routes: [%s] }
-`, i, ports[i], MaxEventData+64<<10, filepath.Join(t.TempDir(), fmt.Sprint(i)), ports[3+i], strings.Join(routes, ", "))))
+`, i, ports[i], bus.MaxEventData+64<<10, filepath.Join(t.TempDir(), fmt.Sprint(i)), ports[3+i], strings.Join(routes, ", "))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -575,14 +579,14 @@ cluster { name: kairo-test, listen: 127.0.0.1:%d, routes: [%s] }
 	t.Cleanup(c.shutdown)
 
 	var logs syncLog
-	stores := make([]*JetStreamStore, 2)
+	stores := make([]*Store, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i, host := range []string{"a", "b"} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stores[i], errs[i] = OpenJetStream(JetStreamOptions{URL: c.url(), Host: host, Replicas: 3, Timeout: 2 * time.Second,
+			stores[i], errs[i] = Open(Options{URL: c.url(), Host: host, Replicas: 3, Timeout: 2 * time.Second,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		}()
 	}
@@ -604,7 +608,7 @@ cluster { name: kairo-test, listen: 127.0.0.1:%d, routes: [%s] }
 	appendAs(t, stores[0], "a", 0, 2)
 	appendAs(t, stores[1], "b", 2, 2)
 	appendAs(t, stores[0], "a", 4, 1)
-	if got := len(scanAll(t, stores[0], Query{})); got != 5 {
+	if got := len(bustest.ScanAll(t, stores[0], bus.Query{})); got != 5 {
 		t.Errorf("host a reads %d events, want 5", got)
 	}
 	if info := stores[1].stream.CachedInfo(); info.Config.Replicas != 3 {
@@ -639,15 +643,15 @@ func (l *syncLog) String() string {
 }
 
 // appendAs appends n events of host, ids from from on.
-func appendAs(t testing.TB, s Store, host string, from, n int) {
+func appendAs(t testing.TB, s bus.Store, host string, from, n int) {
 	t.Helper()
 	var evs []*abi.Event
 	for i := from; i < from+n; i++ {
-		ev := storeEvent(t, fmt.Sprintf("ev-%d", i), i)
+		ev := bustest.StoreEvent(t, fmt.Sprintf("ev-%d", i), i)
 		ev.Host = host
 		evs = append(evs, ev)
 	}
-	appendOrFail(t, s, evs, true)
+	bustest.AppendOrFail(t, s, evs, true)
 }
 
 // plainServer is a nats-server with JetStream on loopback, taking any
@@ -655,7 +659,7 @@ func appendAs(t testing.TB, s Store, host string, from, n int) {
 func plainServer(t testing.TB) string {
 	t.Helper()
 	port := freePorts(t, 1)[0]
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: MaxEventData + 64<<10})
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: bus.MaxEventData + 64<<10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -669,9 +673,9 @@ func plainServer(t testing.TB) string {
 
 // applyJetStream applies opts to their stream, as `kairo store apply`
 // does: a host's own open leaves a stream that exists as it is.
-func applyJetStream(t testing.TB, opts JetStreamOptions) {
+func applyJetStream(t testing.TB, opts Options) {
 	t.Helper()
-	if _, err := ApplyJetStream(context.Background(), opts); err != nil {
+	if _, err := Apply(context.Background(), opts); err != nil {
 		t.Fatalf("ApplyJetStream(%+v): %v", opts, err)
 	}
 }

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"errors"
@@ -7,6 +7,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -23,33 +26,33 @@ func TestKeptThroughOutage(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)
-	opts := JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "KEPT", Timeout: time.Second}
-	b := New(openJetStream(t, opts), Options{})
+	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "KEPT", Timeout: time.Second}
+	b := bus.New(openJetStream(t, opts), bus.Options{})
 	defer b.Close()
-	facts := newCollector()
-	subscribe(t, b, "kairo.process.>", SubscribeOptions{}, facts.handle)
+	facts := bustest.NewCollector()
+	bustest.Subscribe(t, b, "kairo.process.>", bus.SubscribeOptions{}, facts.Handle)
 
 	// The control: stored at once.
-	res, err := b.PublishKept(testCtx(t), &abi.Event{ID: "fact-before", Type: abi.SubjectProcessExited})
+	res, err := b.PublishKept(bustest.Ctx(t), &abi.Event{ID: "fact-before", Type: abi.SubjectProcessExited})
 	if err != nil || res.Seq == 0 {
 		t.Fatalf("a fact while the store answers: %+v, %v; want it stored", res, err)
 	}
-	facts.wait(t, 1)
+	facts.Wait(t, 1)
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	down := time.Now()
 	var ids []string
 	for i := range 10 {
-		ev := &abi.Event{ID: fmt.Sprintf("fact-%02d", i), Type: abi.SubjectProcessExited, Data: payload(t, i)}
-		_, err := b.PublishKept(testCtx(t), ev)
-		if !errors.Is(err, ErrKept) || !IsUnreachable(err) {
+		ev := &abi.Event{ID: fmt.Sprintf("fact-%02d", i), Type: abi.SubjectProcessExited, Data: bustest.Payload(t, i)}
+		_, err := b.PublishKept(bustest.Ctx(t), ev)
+		if !errors.Is(err, bus.ErrKept) || !bus.IsUnreachable(err) {
 			t.Fatalf("fact %d while the server is down: %v; want it kept (ErrKept)", i, err)
 		}
 		ids = append(ids, ev.ID)
 		if i == 4 { // an ordinary event among them is refused, not kept
-			_, err := b.Publish(testCtx(t), &abi.Event{ID: "plain", Type: "test.plain"})
-			if err == nil || errors.Is(err, ErrKept) || !IsUnreachable(err) {
+			_, err := b.Publish(bustest.Ctx(t), &abi.Event{ID: "plain", Type: "test.plain"})
+			if err == nil || errors.Is(err, bus.ErrKept) || !bus.IsUnreachable(err) {
 				t.Fatalf("an ordinary publish while the server is down: %v; want it refused", err)
 			}
 		}
@@ -57,24 +60,24 @@ func TestKeptThroughOutage(t *testing.T) {
 	if kept, dropped := b.Kept(); kept != 10 || dropped != 0 {
 		t.Fatalf("Kept() = %d, %d; want 10 kept, none dropped", kept, dropped)
 	}
-	if n := len(facts.events()); n != 1 {
+	if n := len(facts.Events()); n != 1 {
 		t.Fatalf("%d facts delivered while the store was away; want only the control", n)
 	}
 	time.Sleep(300 * time.Millisecond) // an outage the record must cover
 	restarted := time.Now()
 	startNATS(t, port, dir)
-	eventually(t, "the bus reaches the store again", func() bool { s, _ := b.Unreachable(); return s.IsZero() })
-	delivered := facts.wait(t, 11)
+	bustest.Eventually(t, "the bus reaches the store again", func() bool { s, _ := b.Unreachable(); return s.IsZero() })
+	delivered := facts.Wait(t, 11)
 
 	reader := openJetStream(t, opts)
 	defer reader.Close()
-	all := scanAll(t, reader, Query{})
+	all := bustest.ScanAll(t, reader, bus.Query{})
 	var types []string
 	for _, ev := range all {
 		types = append(types, ev.Type+" "+ev.ID)
 	}
-	at := slices.IndexFunc(all, func(ev abi.Event) bool { return ev.Type == SubjectStoreReachable })
-	if at < 1 || all[at-1].Type != SubjectStoreUnreachable || len(all) != at+1+len(ids) {
+	at := slices.IndexFunc(all, func(ev abi.Event) bool { return ev.Type == bus.SubjectStoreReachable })
+	if at < 1 || all[at-1].Type != bus.SubjectStoreUnreachable || len(all) != at+1+len(ids) {
 		t.Fatalf("the stream holds %v; want the control, the outage's record, then the 10 kept facts", types)
 	}
 	for i, id := range ids {
@@ -86,7 +89,7 @@ func TestKeptThroughOutage(t *testing.T) {
 			t.Errorf("delivered fact %d is %s at %d; want %s at %d", i, d.ID, d.Seq, id, ev.Seq)
 		}
 	}
-	var r StoreReachable
+	var r bus.StoreReachable
 	if err := msgpack.Unmarshal(all[at].Data, &r); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +102,7 @@ func TestKeptThroughOutage(t *testing.T) {
 		t.Errorf("the outage's record says it began %v and lasted %v; the server was down from %v until after %v", r.Since, r.Down, down, restarted)
 	}
 	// Kept with its ID: published again, a duplicate.
-	if res, err := b.PublishKept(testCtx(t), &abi.Event{ID: ids[3], Type: abi.SubjectProcessExited}); err != nil || !res.Duplicate || res.Seq != all[at+4].Seq {
+	if res, err := b.PublishKept(bustest.Ctx(t), &abi.Event{ID: ids[3], Type: abi.SubjectProcessExited}); err != nil || !res.Duplicate || res.Seq != all[at+4].Seq {
 		t.Errorf("a kept fact published again: %+v, %v; want a duplicate at %d", res, err, all[at+4].Seq)
 	}
 	if kept, _ := b.Kept(); kept != 0 {
@@ -111,19 +114,19 @@ func TestKeptThroughOutage(t *testing.T) {
 // store is back the kept ones are stored and then SubjectStoreDropped
 // says how many were not. The control is the facts within the bound.
 func TestKeptBound(t *testing.T) {
-	defer func(n int) { maxKept = n }(maxKept)
-	maxKept = 3
+	defer func(n int) { bus.maxKept = n }(bus.maxKept)
+	bus.maxKept = 3
 	port := freePorts(t, 1)[0]
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)
-	opts := JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "BOUND", Timeout: time.Second}
-	b := New(openJetStream(t, opts), Options{})
+	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "BOUND", Timeout: time.Second}
+	b := bus.New(openJetStream(t, opts), bus.Options{})
 	defer b.Close()
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	for i := range 5 {
-		_, err := b.PublishKept(testCtx(t), &abi.Event{ID: fmt.Sprintf("fact-%d", i), Type: abi.SubjectProcessExited})
-		if kept := errors.Is(err, ErrKept); kept != (i < 3) || !IsUnreachable(err) {
+		_, err := b.PublishKept(bustest.Ctx(t), &abi.Event{ID: fmt.Sprintf("fact-%d", i), Type: abi.SubjectProcessExited})
+		if kept := errors.Is(err, bus.ErrKept); kept != (i < 3) || !bus.IsUnreachable(err) {
 			t.Fatalf("fact %d of a bound of 3: %v; want kept %v", i, err, i < 3)
 		}
 	}
@@ -131,12 +134,12 @@ func TestKeptBound(t *testing.T) {
 		t.Fatalf("Kept() = %d, %d; want 3 kept, 2 dropped", kept, dropped)
 	}
 	startNATS(t, port, dir)
-	eventually(t, "the bus reaches the store again", func() bool { s, _ := b.Unreachable(); return s.IsZero() })
+	bustest.Eventually(t, "the bus reaches the store again", func() bool { s, _ := b.Unreachable(); return s.IsZero() })
 	var got []string
-	var d StoreDropped
-	for _, ev := range replayAll(t, b, Query{}) {
+	var d bus.StoreDropped
+	for _, ev := range bustest.ReplayAll(t, b, bus.Query{}) {
 		got = append(got, ev.ID)
-		if ev.Type == SubjectStoreDropped {
+		if ev.Type == bus.SubjectStoreDropped {
 			if err := msgpack.Unmarshal(ev.Data, &d); err != nil {
 				t.Fatal(err)
 			}

@@ -1,10 +1,12 @@
-package bus
+package jetstream
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,7 +30,7 @@ const (
 // later) to the one holding the last event stored when it began (or
 // q.ToSeq), and filters their events: time and subject are the events'
 // own, which the stream does not index.
-func (s *JetStreamStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) error) error {
+func (s *Store) Scan(ctx context.Context, q bus.Query, fn func(*abi.Event) error) error {
 	lo, hi := max(q.FromSeq, 1), s.last.Load()
 	if q.ToSeq > 0 && q.ToSeq < hi {
 		hi = q.ToSeq
@@ -53,7 +55,7 @@ func (s *JetStreamStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) 
 	if i > j {
 		return nil
 	}
-	out := handOut{fn: fn, limit: q.Limit}
+	out := bus.NewHandout(q, fn)
 	var evs []abi.Event
 	var handErr error // fn's, or ErrStop
 	k := i            // the index entry of the message read next
@@ -88,7 +90,7 @@ func (s *JetStreamStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) 
 				return true
 			}
 			ev.Seq = seq
-			if !q.matchMeta(ev) {
+			if !q.MatchMeta(ev) {
 				evs = evs[:len(evs)-1]
 				return true
 			}
@@ -102,20 +104,20 @@ func (s *JetStreamStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) 
 		if err != nil {
 			// Indexed, so its seqs are taken, but its events are not
 			// read: every host skips them alike.
-			kind := SkipBroken
+			kind := bus.SkipBroken
 			if errors.Is(err, errForged) {
-				kind = SkipForged
+				kind = bus.SkipForged
 			}
 			s.skip(m, kind, err)
 			return nil
 		}
-		if handErr = out.hand(evs); handErr != nil {
+		if handErr = out.Hand(evs); handErr != nil {
 			return errEndRead
 		}
 		return nil
 	})
 	switch {
-	case err == errEndRead && (handErr == nil || handErr == ErrStop):
+	case err == errEndRead && (handErr == nil || handErr == bus.ErrStop):
 		return nil
 	case err == errEndRead:
 		return handErr
@@ -130,7 +132,7 @@ func (s *JetStreamStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) 
 // indexed reports whether the message at stream sequence stream is one
 // the seq index holds, moving *k, the position of the entry a Scan expects
 // next, past the entries before it.
-func (s *JetStreamStore) indexed(k *int, stream uint64) bool {
+func (s *Store) indexed(k *int, stream uint64) bool {
 	s.imu.RLock()
 	defer s.imu.RUnlock()
 	for *k < len(s.seqs) && s.seqs[*k].stream < stream {
@@ -155,7 +157,7 @@ func readMessage(seq uint64, subject string, hdr nats.Header, data []byte) *jsMe
 // read calls fn with each message of the stream from stream sequence from
 // to to, in order, until fn returns an error; n is how many the caller
 // expects there are.
-func (s *JetStreamStore) read(ctx context.Context, from, to uint64, n int, fn func(*jsMessage) error) error {
+func (s *Store) read(ctx context.Context, from, to uint64, n int, fn func(*jsMessage) error) error {
 	if n <= jsGetReads {
 		return s.readByGet(ctx, from, to, fn)
 	}
@@ -163,7 +165,7 @@ func (s *JetStreamStore) read(ctx context.Context, from, to uint64, n int, fn fu
 }
 
 // readByGet asks for each message, the next one stored from a sequence on.
-func (s *JetStreamStore) readByGet(ctx context.Context, from, to uint64, fn func(*jsMessage) error) error {
+func (s *Store) readByGet(ctx context.Context, from, to uint64, fn func(*jsMessage) error) error {
 	timeouts := 0
 	for seq := from; seq <= to; {
 		raw, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
@@ -195,7 +197,7 @@ func (s *JetStreamStore) readByGet(ctx context.Context, from, to uint64, fn func
 // consumer that stalls — seen on a cluster under load: it says messages
 // are pending and sends none — is made again from where it was, and after
 // jsStalls of them the rest is read by get.
-func (s *JetStreamStore) readByConsumer(ctx context.Context, from, to uint64, fn func(*jsMessage) error) error {
+func (s *Store) readByConsumer(ctx context.Context, from, to uint64, fn func(*jsMessage) error) error {
 	stalls, timeouts := 0, 0
 	for {
 		next, err := s.consume(ctx, from, to, fn)
@@ -242,7 +244,7 @@ var (
 // consume reads from stream sequence from to to through one ordered
 // consumer; when it stalls it returns errStalled and the sequence to read
 // from next.
-func (s *JetStreamStore) consume(ctx context.Context, from, to uint64, fn func(*jsMessage) error) (uint64, error) {
+func (s *Store) consume(ctx context.Context, from, to uint64, fn func(*jsMessage) error) (uint64, error) {
 	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       from,

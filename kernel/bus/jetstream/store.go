@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,7 +26,7 @@ import (
 // JetStreamOptions configures a JetStreamStore: either Embedded with Dir,
 // or URL and its credentials for an existing NATS cluster. The zero value
 // of everything else is useful.
-type JetStreamOptions struct {
+type Options struct {
 	// Embedded starts a nats-server with JetStream inside the process,
 	// storing under Dir and listening on no port: one host, no other
 	// process to run.
@@ -115,11 +117,11 @@ type JetStreamOptions struct {
 }
 
 // DefaultJetStreamStream is the stream a JetStreamStore uses by default.
-const DefaultJetStreamStream = "KAIRO"
+const DefaultStream = "KAIRO"
 
-func (o *JetStreamOptions) fill() error {
+func (o *Options) fill() error {
 	if o.Stream == "" {
-		o.Stream = DefaultJetStreamStream
+		o.Stream = DefaultStream
 	}
 	if strings.ContainsAny(o.Stream, ".*> \t\r\n/\\") {
 		return fmt.Errorf("jetstream store: stream %q: a stream name has no dots, wildcards, spaces or slashes", o.Stream)
@@ -127,10 +129,10 @@ func (o *JetStreamOptions) fill() error {
 	if o.Prefix == "" {
 		o.Prefix = o.Stream
 	}
-	if err := ValidateSubject(o.Prefix); err != nil {
+	if err := bus.ValidateSubject(o.Prefix); err != nil {
 		return fmt.Errorf("jetstream store: prefix: %w", err)
 	}
-	if err := ValidateSubject(hostSubject(o.Prefix, o.Host)); err != nil || strings.ContainsAny(o.Host, "*>") {
+	if err := bus.ValidateSubject(hostSubject(o.Prefix, o.Host)); err != nil || strings.ContainsAny(o.Host, "*>") {
 		return fmt.Errorf("jetstream store: host %q is not a name a subject can carry: letters, digits, \"-\", \"_\" and dots between them", o.Host)
 	}
 	if o.Replicas < 0 || o.Replicas > 5 {
@@ -140,10 +142,10 @@ func (o *JetStreamOptions) fill() error {
 		return errors.New("jetstream store: max_age, max_bytes, duplicate window, timeout and open_timeout cannot be negative")
 	}
 	if o.Timeout == 0 {
-		o.Timeout = DefaultJetStreamTimeout
+		o.Timeout = DefaultTimeout
 	}
 	if o.ReconnectWait <= 0 {
-		o.ReconnectWait = DefaultJetStreamReconnectWait
+		o.ReconnectWait = DefaultReconnectWait
 	}
 	if o.OpenTimeout == 0 {
 		o.OpenTimeout = 60 * time.Second
@@ -181,8 +183,8 @@ func (o *JetStreamOptions) fill() error {
 // hosts: each publish expects the stream's last sequence to be the one the
 // store knows, and a store that finds another writer was first reads what
 // it appended and tries again. See docs/RATIONALE.md, "The event bus".
-type JetStreamStore struct {
-	opts     JetStreamOptions
+type Store struct {
+	opts     Options
 	describe string
 	srv      *server.Server // nil unless embedded
 	nc       *nats.Conn
@@ -233,13 +235,13 @@ type JetStreamStore struct {
 // cannot be reached or its cluster has no leader yet it tries again, with
 // backoff, for OpenTimeout; credentials or permissions it refuses fail at
 // once.
-func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
+func Open(opts Options) (*Store, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	s := &JetStreamStore{opts: opts, subject: hostSubject(opts.Prefix, opts.Host), logSubj: opts.Prefix + ".log", writer: nats.NewInbox()[len(nats.InboxPrefix):], ids: newIDIndex()}
+	s := &Store{opts: opts, subject: hostSubject(opts.Prefix, opts.Host), logSubj: opts.Prefix + ".log", writer: nats.NewInbox()[len(nats.InboxPrefix):], ids: newIDIndex()}
 	s.describe = describe(opts)
-	fail := func(what string, err error) (*JetStreamStore, error) {
+	fail := func(what string, err error) (*Store, error) {
 		s.shut()
 		if what == "" {
 			return nil, s.redact(fmt.Errorf("open %s: %w", s.describe, err))
@@ -283,7 +285,7 @@ func OpenJetStream(opts JetStreamOptions) (*JetStreamStore, error) {
 // earlier Kairo, one message per event on PREFIX.ID.TYPE: its first
 // message is on no log subject. A message on the log's subjects that is
 // not Kairo's is the scan's to skip and report, not a reason to refuse.
-func (s *JetStreamStore) checkFormat(ctx context.Context, st jetstream.Stream) error {
+func (s *Store) checkFormat(ctx context.Context, st jetstream.Stream) error {
 	info := st.CachedInfo()
 	if info.State.Msgs == 0 {
 		return nil
@@ -314,7 +316,7 @@ func hostSubject(prefix, host string) string {
 
 // writerHost is the host a message on subject was written for, as the
 // subject names it; ok is false for a subject that is not the log's.
-func (s *JetStreamStore) writerHost(subject string) (host string, ok bool) {
+func (s *Store) writerHost(subject string) (host string, ok bool) {
 	rest, found := strings.CutPrefix(subject, s.logSubj)
 	switch {
 	case !found:
@@ -328,7 +330,7 @@ func (s *JetStreamStore) writerHost(subject string) (host string, ok bool) {
 }
 
 // notOurs is the error for a stream message the store cannot read.
-func (s *JetStreamStore) notOurs(seq uint64, subject string, err error) error {
+func (s *Store) notOurs(seq uint64, subject string, err error) error {
 	if errors.Is(err, errNotKairoMessage) {
 		return fmt.Errorf("stream %s holds events in the format of an earlier Kairo, one message per event (message %d on %s): this Kairo keeps a message per append; move the stream aside (nats stream backup %s DIR, then nats stream rm %s) or set [store.jetstream] stream to another name",
 			s.opts.Stream, seq, subject, s.opts.Stream, s.opts.Stream)
@@ -340,7 +342,7 @@ func (s *JetStreamStore) notOurs(seq uint64, subject string, err error) error {
 // users: this process's own connection, by a password made now and kept
 // in memory (returned as the option that logs in with it), and each peer,
 // by the password of its file, with HostPermissions alone.
-func startEmbedded(opts JetStreamOptions) (*server.Server, nats.Option, error) {
+func startEmbedded(opts Options) (*server.Server, nats.Option, error) {
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, nil, err
@@ -358,7 +360,7 @@ func startEmbedded(opts JetStreamOptions) (*server.Server, nats.Option, error) {
 		SyncAlways: opts.SyncAlways,
 		// The server's limit of a message: an event's data (MaxEventData)
 		// and its envelope.
-		MaxPayload: MaxEventData + 64<<10,
+		MaxPayload: bus.MaxEventData + 64<<10,
 	}
 	var local nats.Option
 	if opts.Listen != "" {
@@ -401,7 +403,7 @@ func startEmbedded(opts JetStreamOptions) (*server.Server, nats.Option, error) {
 
 // localUser is the embedded server's user for its own process: the host's
 // name, which no peer may take.
-func localUser(opts JetStreamOptions) string {
+func localUser(opts Options) string {
 	if opts.Host != "" {
 		return opts.Host
 	}
@@ -420,7 +422,7 @@ func splitHostPort(addr string) (string, int, error) {
 	return addr[:i], port, nil
 }
 
-func connect(opts JetStreamOptions, srv *server.Server, extra ...nats.Option) (*nats.Conn, error) {
+func connect(opts Options, srv *server.Server, extra ...nats.Option) (*nats.Conn, error) {
 	no := []nats.Option{
 		nats.Name("kairo"),
 		nats.MaxReconnects(-1),
@@ -468,20 +470,20 @@ func connect(opts JetStreamOptions, srv *server.Server, extra ...nats.Option) (*
 
 // Describe is "jetstream embedded at DIR" or "jetstream URL stream NAME",
 // the URL without its passwords: nats://user:xxxxx@host:4222.
-func (s *JetStreamStore) Describe() string { return s.describe }
+func (s *Store) Describe() string { return s.describe }
 
 // GroupCommit is true: an append waits for a round trip to the server, so
 // the bus hands it the events of many publishers at once, published in one
 // message and acknowledged together.
-func (s *JetStreamStore) GroupCommit() bool { return true }
+func (s *Store) GroupCommit() bool { return true }
 
 // LastSeq is the seq of the last event stored, by this store or, as far
 // as it has seen them (an append, Follow), by other writers on the stream.
 // It reads no network.
-func (s *JetStreamStore) LastSeq() uint64 { return s.last.Load() }
+func (s *Store) LastSeq() uint64 { return s.last.Load() }
 
 // Close stops Follow, drains the connection and stops the embedded server.
-func (s *JetStreamStore) Close() error {
+func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -517,7 +519,7 @@ func (s *JetStreamStore) Close() error {
 
 // EncodeEnv encodes the stored form of ev, one envelope of a message's
 // data: without seq, which the message's header gives.
-func (s *JetStreamStore) EncodeEnv(ev *abi.Event) ([]byte, error) {
+func (s *Store) EncodeEnv(ev *abi.Event) ([]byte, error) {
 	e := *ev
 	e.Seq = 0
 	return abi.AppendEvent(make([]byte, 0, 128+len(e.Data)), &e), nil

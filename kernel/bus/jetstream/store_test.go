@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
@@ -14,11 +17,11 @@ import (
 
 // Every bus test runs over the embedded JetStream store too.
 func init() {
-	storeKinds = append(storeKinds, struct {
+	bus.storeKinds = append(bus.storeKinds, struct {
 		name string
-		open func(t testing.TB) Store
-	}{"jetstream", func(t testing.TB) Store {
-		return openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir()})
+		open func(t testing.TB) bus.Store
+	}{"jetstream", func(t testing.TB) bus.Store {
+		return openJetStream(t, Options{Embedded: true, Dir: t.TempDir()})
 	}})
 }
 
@@ -26,21 +29,21 @@ func init() {
 // field.
 func TestOpenJetStreamErrors(t *testing.T) {
 	for _, tc := range []struct {
-		opts JetStreamOptions
+		opts Options
 		want string
 	}{
-		{JetStreamOptions{}, "embedded"},
-		{JetStreamOptions{Embedded: true}, "dir"},
-		{JetStreamOptions{Embedded: true, Dir: "x", URL: "nats://h:4222"}, "not both"},
-		{JetStreamOptions{Embedded: true, Dir: "x", Stream: "a.b"}, "stream"},
-		{JetStreamOptions{Embedded: true, Dir: "x", Prefix: "a.*"}, "prefix"},
-		{JetStreamOptions{Embedded: true, Dir: "x", Replicas: 7}, "replicas"},
-		{JetStreamOptions{Embedded: true, Dir: "x", MaxBytes: -1}, "negative"},
-		{JetStreamOptions{Embedded: true, Dir: "x", CredsFile: "c"}, "credentials"},
-		{JetStreamOptions{URL: "nats://h:4222", CertFile: "c"}, "key_file"},
-		{JetStreamOptions{URL: "nats://127.0.0.1:1", Timeout: 200 * time.Millisecond, OpenTimeout: 500 * time.Millisecond}, "connect"},
+		{Options{}, "embedded"},
+		{Options{Embedded: true}, "dir"},
+		{Options{Embedded: true, Dir: "x", URL: "nats://h:4222"}, "not both"},
+		{Options{Embedded: true, Dir: "x", Stream: "a.b"}, "stream"},
+		{Options{Embedded: true, Dir: "x", Prefix: "a.*"}, "prefix"},
+		{Options{Embedded: true, Dir: "x", Replicas: 7}, "replicas"},
+		{Options{Embedded: true, Dir: "x", MaxBytes: -1}, "negative"},
+		{Options{Embedded: true, Dir: "x", CredsFile: "c"}, "credentials"},
+		{Options{URL: "nats://h:4222", CertFile: "c"}, "key_file"},
+		{Options{URL: "nats://127.0.0.1:1", Timeout: 200 * time.Millisecond, OpenTimeout: 500 * time.Millisecond}, "connect"},
 	} {
-		s, err := OpenJetStream(tc.opts)
+		s, err := Open(tc.opts)
 		if err == nil {
 			s.Close()
 			t.Errorf("OpenJetStream(%+v) opened", tc.opts)
@@ -54,7 +57,7 @@ func TestOpenJetStreamErrors(t *testing.T) {
 
 func TestJetStreamDescribe(t *testing.T) {
 	dir := t.TempDir()
-	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir})
+	s := openJetStream(t, Options{Embedded: true, Dir: dir})
 	defer s.Close()
 	if got, want := s.Describe(), "jetstream embedded at "+dir; got != want {
 		t.Fatalf("Describe = %q, want %q", got, want)
@@ -65,12 +68,12 @@ func TestJetStreamDescribe(t *testing.T) {
 // the server took are deleted again, and publishing them once more stores
 // them (they are not duplicates of events that were never acknowledged).
 func TestJetStreamAppendFailureStoresNothing(t *testing.T) {
-	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir()})
+	s := openJetStream(t, Options{Embedded: true, Dir: t.TempDir()})
 	defer s.Close()
-	appendN(t, s, 0, 3)
-	huge := storeEvent(t, "huge", 2)
-	huge.Data = payload(t, make([]byte, MaxEventData+128<<10)) // over the server's limit
-	evs := []*abi.Event{storeEvent(t, "a", 0), storeEvent(t, "b", 1), huge}
+	bustest.AppendN(t, s, 0, 3)
+	huge := bustest.StoreEvent(t, "huge", 2)
+	huge.Data = bustest.Payload(t, make([]byte, bus.MaxEventData+128<<10)) // over the server's limit
+	evs := []*abi.Event{bustest.StoreEvent(t, "a", 0), bustest.StoreEvent(t, "b", 1), huge}
 	if err := s.Append(evs, nil, make([]bool, 3)); err == nil {
 		t.Fatal("an append with an event over the server's maximum payload succeeded")
 	}
@@ -79,14 +82,14 @@ func TestJetStreamAppendFailureStoresNothing(t *testing.T) {
 			t.Fatalf("event %s has seq %d after a failed append", ev.ID, ev.Seq)
 		}
 	}
-	if got := scanAll(t, s, Query{}); len(got) != 3 || s.LastSeq() != 3 {
+	if got := bustest.ScanAll(t, s, bus.Query{}); len(got) != 3 || s.LastSeq() != 3 {
 		t.Fatalf("after a failed append: %d events, LastSeq %d; want the 3 before it", len(got), s.LastSeq())
 	}
-	dup := appendOrFail(t, s, evs[:2], true)
+	dup := bustest.AppendOrFail(t, s, evs[:2], true)
 	if dup[0] || dup[1] || evs[0].Seq <= 3 || evs[1].Seq <= evs[0].Seq {
 		t.Fatalf("publishing the undone events again: dup %v, seqs %d %d", dup, evs[0].Seq, evs[1].Seq)
 	}
-	got := scanAll(t, s, Query{FromSeq: 4})
+	got := bustest.ScanAll(t, s, bus.Query{FromSeq: 4})
 	if len(got) != 2 || got[0].ID != "a" || got[1].ID != "b" {
 		t.Fatalf("after the retry the store holds %+v", got)
 	}
@@ -97,18 +100,18 @@ func TestJetStreamAppendFailureStoresNothing(t *testing.T) {
 // events expire (MaxAge) the bus reports the store writable and takes
 // events again.
 func TestJetStreamFullThroughBus(t *testing.T) {
-	defer func(d time.Duration) { probeInterval = d }(probeInterval)
-	probeInterval = 20 * time.Millisecond
-	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir(), MaxBytes: 32 << 10, MaxAge: 2 * time.Second})
-	b := New(s, Options{})
+	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
+	bus.probeInterval = 20 * time.Millisecond
+	s := openJetStream(t, Options{Embedded: true, Dir: t.TempDir(), MaxBytes: 32 << 10, MaxAge: 2 * time.Second})
+	b := bus.New(s, bus.Options{})
 	defer b.Close()
-	writable := newCollector()
-	subscribe(t, b, SubjectStoreWritable, SubscribeOptions{}, writable.handle)
-	big := payload(t, strings.Repeat("x", 2000))
-	var full *DiskFullError
+	writable := bustest.NewCollector()
+	bustest.Subscribe(t, b, bus.SubjectStoreWritable, bus.SubscribeOptions{}, writable.Handle)
+	big := bustest.Payload(t, strings.Repeat("x", 2000))
+	var full *bus.DiskFullError
 	acked := 0
 	for {
-		_, err := b.Publish(testCtx(t), &abi.Event{Type: "kairo.test.full", Data: big})
+		_, err := b.Publish(bustest.Ctx(t), &abi.Event{Type: "kairo.test.full", Data: big})
 		if errors.As(err, &full) {
 			break
 		}
@@ -124,43 +127,43 @@ func TestJetStreamFullThroughBus(t *testing.T) {
 			t.Errorf("the refusal %q does not say %q", full, want)
 		}
 	}
-	if n := len(replayAll(t, b, Query{})); n != acked {
+	if n := len(bustest.ReplayAll(t, b, bus.Query{})); n != acked {
 		t.Fatalf("a full stream replays %d of %d events", n, acked)
 	}
-	evs := writable.wait(t, 1) // once the first events expire
-	var w StoreWritable
+	evs := writable.Wait(t, 1) // once the first events expire
+	var w bus.StoreWritable
 	if err := msgpack.Unmarshal(evs[0].Data, &w); err != nil || w.Refused == 0 {
 		t.Fatalf("writable event %+v (%v)", w, err)
 	}
 	// The stream expires its messages a few at a time: the probe's small
 	// event may find room before a large one does.
-	eventually(t, "room for a large event", func() bool {
-		info, err := s.stream.Info(testCtx(t))
+	bustest.Eventually(t, "room for a large event", func() bool {
+		info, err := s.stream.Info(bustest.Ctx(t))
 		return err == nil && info.State.Bytes < 16<<10
 	})
-	mustPublish(t, b, &abi.Event{Type: "kairo.test.full", Data: big})
+	bustest.MustPublish(t, b, &abi.Event{Type: "kairo.test.full", Data: big})
 }
 
 // BenchmarkJetStreamReplay reads a store of 200k events back with Scan:
 // 196 messages of 1024 events each.
 func BenchmarkJetStreamReplay(b *testing.B) {
-	s := openJetStream(b, JetStreamOptions{Embedded: true, Dir: b.TempDir()})
+	s := openJetStream(b, Options{Embedded: true, Dir: b.TempDir()})
 	defer s.Close()
 	const n = 200_000
-	data := payload(b, make([]byte, 256))
+	data := bustest.Payload(b, make([]byte, 256))
 	for i := 0; i < n; i += 1024 {
 		var evs []*abi.Event
 		for j := i; j < min(i+1024, n); j++ {
-			evs = append(evs, &abi.Event{ID: newIDAt(time.Now()), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
+			evs = append(evs, &abi.Event{ID: bus.newIDAt(time.Now()), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
 		}
-		appendOrFail(b, s, evs, false)
+		bustest.AppendOrFail(b, s, evs, false)
 	}
 	ctx := context.Background()
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
 		count := 0
-		if err := s.Scan(ctx, Query{}, func(*abi.Event) error { count++; return nil }); err != nil {
+		if err := s.Scan(ctx, bus.Query{}, func(*abi.Event) error { count++; return nil }); err != nil {
 			b.Fatal(err)
 		}
 		if count != n {
@@ -168,4 +171,13 @@ func BenchmarkJetStreamReplay(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "events/s")
+}
+
+func openJetStream(t testing.TB, opts Options) *Store {
+	t.Helper()
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatalf("OpenJetStream(%+v): %v", opts, err)
+	}
+	return s
 }

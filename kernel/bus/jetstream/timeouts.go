@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import "time"
 
@@ -9,10 +9,10 @@ import "time"
 // the bus notices, so failover is the cluster's election plus at most
 // this (BenchmarkFailover). It was 10 s, which made publishing resume 11 s
 // after a leader was killed though the cluster had a new one after 5.
-const DefaultJetStreamTimeout = 2 * time.Second
+const DefaultTimeout = 2 * time.Second
 
 // DefaultJetStreamReconnectWait is JetStreamOptions.ReconnectWait's
 // default: a client tries the other servers of its URL at once, and a
 // server it lost again after this. Shorter than nats.go's 2 s, so that a
 // single server that restarts is reached again within a second.
-const DefaultJetStreamReconnectWait = 500 * time.Millisecond
+const DefaultReconnectWait = 500 * time.Millisecond

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"errors"
@@ -6,78 +6,20 @@ import (
 	"sync"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
 )
-
-// SubjectStoreSkipped reports a message of a shared stream that the store
-// does not read as events: one that is not Kairo's, one whose headers or
-// events lie, or a gap in the seqs. See StoreSkipped.
-const SubjectStoreSkipped = abi.SubjectSystemStoreSkipped
-
-// The kinds of StoreSkipped.
-const (
-	SkipStray  = "stray"  // not a message of Kairo's store
-	SkipStale  = "stale"  // it claims seqs handed out before it
-	SkipForged = "forged" // its events name another host than its subject
-	SkipBroken = "broken" // its events cannot be read
-	SkipGap    = "gap"    // seqs no message of the stream holds any more
-	// SkipDropped counts the reports dropped past maxSkipReports.
-	SkipDropped = "dropped"
-)
-
-// StoreSkipped is the data of SubjectStoreSkipped. A shared stream is a
-// door: whoever holds credentials for it can write any message to it. The
-// store reads a message as events only when its headers place it right
-// after the events before it and each of its events names the host its
-// subject names; anything else is skipped, with the same verdict on every
-// host, and reported once, with the command that removes it.
-type StoreSkipped struct {
-	Store   string `msgpack:"store"`
-	Stream  uint64 `msgpack:"stream,omitempty"`  // the message's stream sequence
-	Subject string `msgpack:"subject,omitempty"` // where it was stored
-	Kind    string `msgpack:"kind"`
-	Reason  string `msgpack:"reason"`
-	// From and To are the seqs a gap leaves out (SkipGap).
-	From uint64 `msgpack:"from,omitempty"`
-	To   uint64 `msgpack:"to,omitempty"`
-	// Remove is the command that removes the message from the stream.
-	Remove string `msgpack:"remove,omitempty"`
-}
-
-// ID is the report's event ID: the same on every host and at every open,
-// so that the store keeps one report of a message however often it is
-// read.
-func (r *StoreSkipped) ID() string {
-	if r.Kind == SkipGap {
-		return "store-gap-" + utoa(r.From) + "-" + utoa(r.To)
-	}
-	return "store-skipped-" + utoa(r.Stream)
-}
-
-// skipReporter is a store that skips messages it cannot trust (the
-// JetStreamStore). The bus publishes what it skipped (reportSkipped).
-type skipReporter interface {
-	// OnSkip registers notify, called without the store's locks whenever
-	// a report is queued; TakeSkipped returns the queued reports and how
-	// many were dropped past the queue's bound since the last call.
-	OnSkip(notify func())
-	TakeSkipped() ([]StoreSkipped, uint64)
-}
-
-// maxSkipReports bounds the reports a store queues and the messages it
-// remembers having reported: past it, a report is dropped and counted.
-const maxSkipReports = 1024
 
 // skipLog is a store's reports of what it skipped, not yet published.
 type skipLog struct {
 	mu      sync.Mutex
 	seen    map[string]bool // report IDs queued so far
-	queue   []StoreSkipped
+	queue   []bus.StoreSkipped
 	dropped uint64
 	notify  func()
 }
 
 // add queues r unless it was reported before, and says whether it is new.
-func (l *skipLog) add(r StoreSkipped) {
+func (l *skipLog) add(r bus.StoreSkipped) {
 	l.mu.Lock()
 	id := r.ID()
 	if l.seen[id] {
@@ -87,7 +29,7 @@ func (l *skipLog) add(r StoreSkipped) {
 	if l.seen == nil {
 		l.seen = map[string]bool{}
 	}
-	if len(l.seen) >= maxSkipReports {
+	if len(l.seen) >= bus.MaxSkipReports {
 		l.dropped++
 	} else {
 		l.seen[id] = true
@@ -101,7 +43,7 @@ func (l *skipLog) add(r StoreSkipped) {
 }
 
 // OnSkip registers notify; reports queued before it are announced at once.
-func (s *JetStreamStore) OnSkip(notify func()) {
+func (s *Store) OnSkip(notify func()) {
 	s.skips.mu.Lock()
 	s.skips.notify = notify
 	queued := len(s.skips.queue) > 0 || s.skips.dropped > 0
@@ -113,7 +55,7 @@ func (s *JetStreamStore) OnSkip(notify func()) {
 
 // TakeSkipped returns the reports queued since the last call and how many
 // were dropped past the bound.
-func (s *JetStreamStore) TakeSkipped() ([]StoreSkipped, uint64) {
+func (s *Store) TakeSkipped() ([]bus.StoreSkipped, uint64) {
 	s.skips.mu.Lock()
 	defer s.skips.mu.Unlock()
 	q, d := s.skips.queue, s.skips.dropped
@@ -122,8 +64,8 @@ func (s *JetStreamStore) TakeSkipped() ([]StoreSkipped, uint64) {
 }
 
 // skip reports a message the store does not read as events.
-func (s *JetStreamStore) skip(m *jsMessage, kind string, why error) {
-	s.skips.add(StoreSkipped{
+func (s *Store) skip(m *jsMessage, kind string, why error) {
+	s.skips.add(bus.StoreSkipped{
 		Store: s.describe, Stream: m.stream, Subject: m.subject, Kind: kind, Reason: why.Error(),
 		Remove: fmt.Sprintf("nats stream rmm %s %d -f", s.opts.Stream, m.stream),
 	})
@@ -136,26 +78,26 @@ func (s *JetStreamStore) skip(m *jsMessage, kind string, why error) {
 // as many as its header says. The verdict depends on the stream alone, so
 // every host that reads it reaches the same one and hands out the same
 // seqs after it. It reports whether the message was indexed.
-func (s *JetStreamStore) takeLocked(m *jsMessage) bool {
+func (s *Store) takeLocked(m *jsMessage) bool {
 	if m.bad != nil {
-		s.skip(m, SkipStray, m.bad)
+		s.skip(m, bus.SkipStray, m.bad)
 		return false
 	}
 	if _, ok := s.writerHost(m.subject); !ok {
-		s.skip(m, SkipStray, fmt.Errorf("its subject %s is not one of the log's (%s, %s.>)", m.subject, s.logSubj, s.logSubj))
+		s.skip(m, bus.SkipStray, fmt.Errorf("its subject %s is not one of the log's (%s, %s.>)", m.subject, s.logSubj, s.logSubj))
 		return false
 	}
 	last := s.last.Load()
 	if len(s.seqs) > 0 && m.first <= last {
-		s.skip(m, SkipStale, fmt.Errorf("it claims seqs %d..%d, and seqs up to %d were handed out before it: a writer that did not read the stream, or one that meant to overwrite events", m.first, m.last(), last))
+		s.skip(m, bus.SkipStale, fmt.Errorf("it claims seqs %d..%d, and seqs up to %d were handed out before it: a writer that did not read the stream, or one that meant to overwrite events", m.first, m.last(), last))
 		return false
 	}
 	if err := s.indexLocked(m); err != nil {
-		s.skip(m, SkipBroken, err)
+		s.skip(m, bus.SkipBroken, err)
 		return false
 	}
 	if last > 0 && m.first > last+1 {
-		s.skips.add(StoreSkipped{Store: s.describe, Kind: SkipGap, From: last + 1, To: m.first - 1,
+		s.skips.add(bus.StoreSkipped{Store: s.describe, Kind: bus.SkipGap, From: last + 1, To: m.first - 1,
 			Reason: fmt.Sprintf("no message of the stream holds seqs %d..%d: they were removed from the stream, or message %d on %s skipped them", last+1, m.first-1, m.stream, m.subject)})
 	}
 	return true
@@ -163,7 +105,7 @@ func (s *JetStreamStore) takeLocked(m *jsMessage) bool {
 
 // indexLocked adds a message read from the stream to both indexes, or to
 // none when its events are not as its header says.
-func (s *JetStreamStore) indexLocked(m *jsMessage) error {
+func (s *Store) indexLocked(m *jsMessage) error {
 	ids := s.scratch.ids[:0]
 	host, _ := s.writerHost(m.subject)
 	var idErr error

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"encoding/json"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
@@ -20,7 +23,7 @@ import (
 // the third party that can write anything to the stream.
 type sharedLog struct {
 	url    string
-	a, b   *Bus
+	a, b   *bus.Bus
 	raw    *nats.Conn
 	stream string
 }
@@ -40,9 +43,9 @@ func newSharedLog(t *testing.T) *sharedLog {
 	return l
 }
 
-func (l *sharedLog) open(t *testing.T, host string) *Bus {
+func (l *sharedLog) open(t *testing.T, host string) *bus.Bus {
 	t.Helper()
-	b := New(openJetStream(t, JetStreamOptions{URL: l.url, Stream: l.stream, Host: host}), Options{Host: host})
+	b := bus.New(openJetStream(t, Options{URL: l.url, Stream: l.stream, Host: host}), bus.Options{Host: host})
 	t.Cleanup(func() { b.Close() })
 	return b
 }
@@ -103,11 +106,11 @@ func kairoMessage(first uint64, evs ...*abi.Event) (nats.Header, []byte) {
 
 // skipped waits for the report of the message at stream sequence seq on
 // c's subscription to SubjectStoreSkipped.
-func skipped(t *testing.T, c *collector, seq uint64) StoreSkipped {
+func skipped(t *testing.T, c *bustest.Collector, seq uint64) StoreSkipped {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(bustest.WaitLimit)
 	for time.Now().Before(deadline) {
-		for _, ev := range c.events() {
+		for _, ev := range c.Events() {
 			var r StoreSkipped
 			if err := msgpack.Unmarshal(ev.Data, &r); err == nil && r.Stream == seq {
 				return r
@@ -115,7 +118,7 @@ func skipped(t *testing.T, c *collector, seq uint64) StoreSkipped {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("no report of stream message %d; got %d reports", seq, len(c.events()))
+	t.Fatalf("no report of stream message %d; got %d reports", seq, len(c.Events()))
 	return StoreSkipped{}
 }
 
@@ -136,10 +139,10 @@ func idsOf(evs []abi.Event, prefix string) []string {
 // again reads every event stored before and after it.
 func TestJetStreamStrayMessage(t *testing.T) {
 	l := newSharedLog(t)
-	reports := newCollector()
-	subscribe(t, l.a, SubjectStoreSkipped, SubscribeOptions{}, reports.handle)
-	got := newCollector()
-	subscribe(t, l.b, "test.>", SubscribeOptions{}, got.handle)
+	reports := bustest.NewCollector()
+	bustest.Subscribe(t, l.a, SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
+	got := bustest.NewCollector()
+	bustest.Subscribe(t, l.b, "test.>", bus.SubscribeOptions{}, got.Handle)
 
 	before := publishIDs(t, l.a, "test.a", idRange("before", 5)...)
 	stray := l.write(t, l.stream+".log.a", nil, []byte("not an event"))
@@ -147,20 +150,20 @@ func TestJetStreamStrayMessage(t *testing.T) {
 	after = append(after, publishIDs(t, l.b, "test.b", idRange("b", 5)...)...)
 
 	r := skipped(t, reports, stray)
-	if r.Kind != SkipStray || r.Remove != fmt.Sprintf("nats stream rmm %s %d -f", l.stream, stray) || r.Subject != l.stream+".log.a" {
+	if r.Kind != bus.SkipStray || r.Remove != fmt.Sprintf("nats stream rmm %s %d -f", l.stream, stray) || r.Subject != l.stream+".log.a" {
 		t.Fatalf("the report: %+v; want a stray at %d with the command that removes it", r, stray)
 	}
 	want := append(slices.Clone(before), after...)
-	if evs := got.wait(t, len(want)); !slices.Equal(idsOf(evs, "test."), want) {
+	if evs := got.Wait(t, len(want)); !slices.Equal(idsOf(evs, "test."), want) {
 		t.Fatalf("b's subscriber got %v, want %v", idsOf(evs, "test."), want)
 	}
 	// A restart: the store opens, reads past the stray, and keeps the
 	// seqs dense for the events it reads.
-	replayed := replayAll(t, l.open(t, "c"), Query{})
+	replayed := bustest.ReplayAll(t, l.open(t, "c"), bus.Query{})
 	if !slices.Equal(idsOf(replayed, "test."), want) {
 		t.Fatalf("a store opened after the stray replays %v, want %v", idsOf(replayed, "test."), want)
 	}
-	checkDense(t, replayed, 1)
+	bustest.CheckDense(t, replayed, 1)
 }
 
 // A message with a stale Kairo-Seq — well-formed, and truthful about its
@@ -169,27 +172,27 @@ func TestJetStreamStrayMessage(t *testing.T) {
 // that claims the next seq, is read.
 func TestJetStreamStaleSeq(t *testing.T) {
 	l := newSharedLog(t)
-	reports := newCollector()
-	subscribe(t, l.b, SubjectStoreSkipped, SubscribeOptions{}, reports.handle)
+	reports := bustest.NewCollector()
+	bustest.Subscribe(t, l.b, SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
 	sent := publishIDs(t, l.a, "test.a", idRange("a", 10)...)
 
 	forged := &abi.Event{ID: "stale-1", Type: "test.b", Source: "operator/0", Time: time.Now(), Host: "b"}
 	hdr, data := kairoMessage(3, forged)
 	stale := l.write(t, l.stream+".log.b", hdr, data)
 	more := publishIDs(t, l.b, "test.b", idRange("b", 3)...)
-	if r := skipped(t, reports, stale); r.Kind != SkipStale {
+	if r := skipped(t, reports, stale); r.Kind != bus.SkipStale {
 		t.Fatalf("the report: %+v; want a stale message", r)
 	}
 	// The control: the next seq, on b's subject, naming b.
 	next := &abi.Event{ID: "next-1", Type: "test.b", Source: "operator/0", Time: time.Now(), Host: "b"}
 	hdr, data = kairoMessage(l.next(t), next)
 	l.write(t, l.stream+".log.b", hdr, data)
-	replayed := replayAll(t, l.open(t, "c"), Query{})
+	replayed := bustest.ReplayAll(t, l.open(t, "c"), bus.Query{})
 	want := append(append(sent, more...), "next-1")
 	if !slices.Equal(idsOf(replayed, "test."), want) {
 		t.Fatalf("replay: %v, want %v", idsOf(replayed, "test."), want)
 	}
-	checkDense(t, replayed, 1)
+	bustest.CheckDense(t, replayed, 1)
 }
 
 // A message on host c's subject whose event names host b is skipped as
@@ -199,16 +202,16 @@ func TestJetStreamStaleSeq(t *testing.T) {
 // host's own.
 func TestJetStreamForgedHost(t *testing.T) {
 	l := newSharedLog(t)
-	reports := newCollector()
-	subscribe(t, l.b, SubjectStoreSkipped, SubscribeOptions{}, reports.handle)
-	got := newCollector()
-	subscribe(t, l.b, "kairo.user.>", SubscribeOptions{}, got.handle)
+	reports := bustest.NewCollector()
+	bustest.Subscribe(t, l.b, SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
+	got := bustest.NewCollector()
+	bustest.Subscribe(t, l.b, "kairo.user.>", bus.SubscribeOptions{}, got.Handle)
 	publishIDs(t, l.a, "test.a", idRange("a", 2)...)
 
 	forged := &abi.Event{ID: "forged-1", Type: abi.SubjectUserMessage, Source: "operator/0", Time: time.Now(), Host: "b"}
 	hdr, data := kairoMessage(3, forged)
 	seq := l.write(t, l.stream+".log.c", hdr, data)
-	if r := skipped(t, reports, seq); r.Kind != SkipForged || !strings.Contains(r.Reason, `names host "b"`) {
+	if r := skipped(t, reports, seq); r.Kind != bus.SkipForged || !strings.Contains(r.Reason, `names host "b"`) {
 		t.Fatalf("the report: %+v; want a forged message", r)
 	}
 
@@ -216,14 +219,14 @@ func TestJetStreamForgedHost(t *testing.T) {
 	at := l.next(t)
 	hdr, data = kairoMessage(at, truthful)
 	l.write(t, l.stream+".log.c", hdr, data)
-	evs := got.wait(t, 1)
+	evs := got.Wait(t, 1)
 	if len(evs) != 1 || evs[0].ID != "squat" || evs[0].Host != "c" || evs[0].Seq != at {
 		t.Fatalf("b's subscriber got %+v; want only c's own message, at seq %d", evs, at)
 	}
 	// b publishes the ID c took: it is b's event, stored at a seq of its
 	// own; published again, it is b's duplicate.
 	for i, wantDup := range []bool{false, true} {
-		res, err := l.b.Publish(testCtx(t), &abi.Event{ID: "squat", Type: "test.b"})
+		res, err := l.b.Publish(bustest.Ctx(t), &abi.Event{ID: "squat", Type: "test.b"})
 		if err != nil || res.Duplicate != wantDup || res.Seq <= at {
 			t.Fatalf("b's publish %d of the ID c stored: %+v %v; want a seq after %d, duplicate %v", i, res, err, at, wantDup)
 		}

@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -34,17 +37,17 @@ func TestIsUnreachable(t *testing.T) {
 		{wrap(jetstream.ErrNoStreamResponse), true},
 		{wrap(jetstream.ErrAsyncPublishTimeout), true},
 		{wrap(context.DeadlineExceeded), true},
-		{wrap(&jetstream.APIError{Code: 503, ErrorCode: jsClusterNotAvailable, Description: "JetStream system temporarily unavailable"}), true},
-		{&StoreUnreachableError{Store: "s", Err: nats.ErrConnectionClosed}, true},
+		{wrap(&jetstream.APIError{Code: 503, ErrorCode: bus.jsClusterNotAvailable, Description: "JetStream system temporarily unavailable"}), true},
+		{&bus.StoreUnreachableError{Store: "s", Err: nats.ErrConnectionClosed}, true},
 		// The store answered: not an outage.
 		{nil, false},
 		{errors.New("boom"), false},
 		{wrap(syscall.ENOSPC), false},
 		{&StreamFullError{Stream: "K", MaxBytes: 1, Err: errors.New("maximum bytes exceeded")}, false},
 		{wrap(&jetstream.APIError{Code: 400, ErrorCode: jsWrongLastSeq, Description: "wrong last sequence: 3"}), false},
-		{ErrClosed, false},
+		{bus.ErrClosed, false},
 	} {
-		if got := IsUnreachable(tc.err); got != tc.want {
+		if got := bus.IsUnreachable(tc.err); got != tc.want {
 			t.Errorf("IsUnreachable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
@@ -63,7 +66,7 @@ func startNATS(t testing.TB, port int, dir string) *server.Server {
 		StoreDir:   dir,
 		NoSigs:     true,
 		NoLog:      true,
-		MaxPayload: MaxEventData + 64<<10,
+		MaxPayload: bus.MaxEventData + 64<<10,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -87,40 +90,40 @@ func startNATS(t testing.TB, port int, dir string) *server.Server {
 // again. Nothing refused is stored, nothing acknowledged is lost. The
 // control is the publishing before the cut.
 func TestStoreUnreachable(t *testing.T) {
-	defer func(d time.Duration) { probeInterval = d }(probeInterval)
-	probeInterval = 50 * time.Millisecond
+	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
+	bus.probeInterval = 50 * time.Millisecond
 	port := freePorts(t, 1)[0]
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)
 	const timeout = time.Second
-	opts := JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "CUT", Timeout: timeout}
-	b := New(openJetStream(t, opts), Options{})
+	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "CUT", Timeout: timeout}
+	b := bus.New(openJetStream(t, opts), bus.Options{})
 	closed := false
 	defer func() {
 		if !closed {
 			b.Close()
 		}
 	}()
-	system := newCollector()
-	subscribe(t, b, "kairo.system.store.>", SubscribeOptions{}, system.handle)
-	work := newCollector()
-	workSub := subscribe(t, b, "test.>", SubscribeOptions{}, work.handle)
+	system := bustest.NewCollector()
+	bustest.Subscribe(t, b, "kairo.system.store.>", bus.SubscribeOptions{}, system.Handle)
+	work := bustest.NewCollector()
+	workSub := bustest.Subscribe(t, b, "test.>", bus.SubscribeOptions{}, work.Handle)
 
 	acked := map[string]uint64{}
 	for i := range 20 { // the control
-		ev := &abi.Event{ID: fmt.Sprintf("before-%d", i), Type: "test.cut", Data: payload(t, i)}
-		acked[ev.ID] = mustPublish(t, b, ev).Seq
+		ev := &abi.Event{ID: fmt.Sprintf("before-%d", i), Type: "test.cut", Data: bustest.Payload(t, i)}
+		acked[ev.ID] = bustest.MustPublish(t, b, ev).Seq
 	}
-	work.wait(t, 20)
+	work.Wait(t, 20)
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	var refusedIDs []string
-	var gone *StoreUnreachableError
+	var gone *bus.StoreUnreachableError
 	for i := range 5 {
-		ev := &abi.Event{ID: fmt.Sprintf("refused-%d", i), Type: "test.cut", Data: payload(t, i)}
+		ev := &abi.Event{ID: fmt.Sprintf("refused-%d", i), Type: "test.cut", Data: bustest.Payload(t, i)}
 		start := time.Now()
-		_, err := b.Publish(testCtx(t), ev)
+		_, err := b.Publish(bustest.Ctx(t), ev)
 		if took := time.Since(start); took > timeout+time.Second {
 			t.Errorf("a publish to a store that is away took %v; want at most its timeout %v", took, timeout)
 		}
@@ -134,15 +137,15 @@ func TestStoreUnreachable(t *testing.T) {
 			t.Errorf("the refusal %q does not say %q", gone, want)
 		}
 	}
-	if !IsUnreachable(gone) {
+	if !bus.IsUnreachable(gone) {
 		t.Errorf("IsUnreachable(%v) = false", gone)
 	}
 	since, refused := b.Unreachable()
 	if since.IsZero() || refused != uint64(len(refusedIDs)) || !gone.Since.Equal(since) {
 		t.Fatalf("Unreachable() = %v, %d; want %v and %d refused", since, refused, gone.Since, len(refusedIDs))
 	}
-	if len(system.events()) != 0 || len(work.events()) != 20 {
-		t.Fatalf("subscribers got %d system and %d work events while the store was away; want 0 and 20", len(system.events()), len(work.events()))
+	if len(system.Events()) != 0 || len(work.Events()) != 20 {
+		t.Fatalf("subscribers got %d system and %d work events while the store was away; want 0 and 20", len(system.Events()), len(work.Events()))
 	}
 	select {
 	case <-workSub.Done():
@@ -151,14 +154,14 @@ func TestStoreUnreachable(t *testing.T) {
 	}
 
 	srv = startNATS(t, port, dir)
-	eventually(t, "the bus reaches the store again", func() bool { s, _ := b.Unreachable(); return s.IsZero() })
+	bustest.Eventually(t, "the bus reaches the store again", func() bool { s, _ := b.Unreachable(); return s.IsZero() })
 	// What the stream holds, read afresh: the bus's store reads no further
 	// than the last event it stored itself.
 	reader := openJetStream(t, opts)
 	defer func() { reader.Close() }()
 	stored := map[string]int{}
 	var logged []abi.Event
-	for _, ev := range scanAll(t, reader, Query{}) {
+	for _, ev := range bustest.ScanAll(t, reader, bus.Query{}) {
 		stored[ev.ID]++
 		if strings.HasPrefix(ev.Type, "kairo.system.store.") {
 			logged = append(logged, ev)
@@ -172,18 +175,18 @@ func TestStoreUnreachable(t *testing.T) {
 	if len(logged) != 2 {
 		t.Fatalf("the log holds %d kairo.system.store events after the outage, want 2: %+v", len(logged), logged)
 	}
-	if logged[0].Type != SubjectStoreUnreachable || logged[1].Type != SubjectStoreReachable || logged[1].Seq != logged[0].Seq+1 {
+	if logged[0].Type != bus.SubjectStoreUnreachable || logged[1].Type != bus.SubjectStoreReachable || logged[1].Seq != logged[0].Seq+1 {
 		t.Fatalf("after the outage the log holds %s (seq %d) and %s (seq %d); want unreachable then reachable", logged[0].Type, logged[0].Seq, logged[1].Type, logged[1].Seq)
 	}
 	if d := b.Stats().Duplicates; d > 0 {
 		t.Fatalf("the store took %d events of the bus for duplicates after the outage: a try refused while the server was down was stored on reconnect, and the bus did not deliver what it took for a duplicate (the store should connect with nats.ReconnectBufSize(-1))", d)
 	}
-	evs := system.wait(t, 2)
+	evs := system.Wait(t, 2)
 	for i := range evs {
-		sameEvent(t, "delivered system event", evs[i], logged[i])
+		bustest.SameEvent(t, "delivered system event", evs[i], logged[i])
 	}
-	var u StoreUnreachable
-	var r StoreReachable
+	var u bus.StoreUnreachable
+	var r bus.StoreReachable
 	if err := msgpack.Unmarshal(evs[0].Data, &u); err != nil || !u.Since.Equal(since) || !evs[0].Time.Equal(since) || u.Cause == "" {
 		t.Errorf("unreachable event %+v at %v (%v); want since %v and its cause", u, evs[0].Time, err, since)
 	}
@@ -195,17 +198,17 @@ func TestStoreUnreachable(t *testing.T) {
 		t.Error("the bus still says the store is unreachable")
 	}
 	ev := &abi.Event{ID: "after", Type: "test.cut"}
-	res := mustPublish(t, b, ev)
+	res := bustest.MustPublish(t, b, ev)
 	if res.Seq != evs[1].Seq+1 {
 		t.Errorf("the first publish after the outage got seq %d; want %d, right after the reachable event", res.Seq, evs[1].Seq+1)
 	}
 	acked[ev.ID] = res.Seq
-	work.wait(t, 21)
+	work.Wait(t, 21)
 
 	reader.Close()
 	reader = openJetStream(t, opts)
 	clear(stored)
-	for _, ev := range scanAll(t, reader, Query{}) {
+	for _, ev := range bustest.ScanAll(t, reader, bus.Query{}) {
 		stored[ev.ID]++
 		if seq, ok := acked[ev.ID]; ok && seq != ev.Seq {
 			t.Errorf("event %s acknowledged at seq %d is stored at %d", ev.ID, seq, ev.Seq)
@@ -222,7 +225,7 @@ func TestStoreUnreachable(t *testing.T) {
 	// probe.
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	if _, err := b.Publish(testCtx(t), &abi.Event{Type: "test.cut"}); !errors.As(err, &gone) {
+	if _, err := b.Publish(bustest.Ctx(t), &abi.Event{Type: "test.cut"}); !errors.As(err, &gone) {
 		t.Fatalf("publish while the server is down again: %v; want a StoreUnreachableError", err)
 	}
 	start := time.Now()

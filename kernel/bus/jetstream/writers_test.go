@@ -1,4 +1,4 @@
-package bus
+package jetstream
 
 import (
 	"context"
@@ -10,6 +10,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,10 +35,10 @@ func jsListenAddr(t testing.TB) string {
 // twoWriters opens two stores on one stream of a server on loopback: two
 // writers, as two hosts of a cluster are. (What an embedded server lets
 // the hosts that join it do is TestJetStreamPeerPermissions'.)
-func twoWriters(t *testing.T) (a, b *JetStreamStore) {
+func twoWriters(t *testing.T) (a, b *Store) {
 	url := "nats://" + plainServer(t)
-	a = openJetStream(t, JetStreamOptions{URL: url})
-	b = openJetStream(t, JetStreamOptions{URL: url})
+	a = openJetStream(t, Options{URL: url})
+	b = openJetStream(t, Options{URL: url})
 	t.Cleanup(func() {
 		b.Close()
 		a.Close()
@@ -46,17 +50,17 @@ func twoWriters(t *testing.T) (a, b *JetStreamStore) {
 // refused with what to do, and left as it was.
 func TestJetStreamOldFormat(t *testing.T) {
 	dir := t.TempDir()
-	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir})
-	ctx := testCtx(t)
+	s := openJetStream(t, Options{Embedded: true, Dir: dir})
+	ctx := bustest.Ctx(t)
 	if _, err := s.js.CreateStream(ctx, jetstream.StreamConfig{Name: "OLD", Subjects: []string{"OLD.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	env, _ := s.EncodeEnv(storeEvent(t, "old-1", 1))
+	env, _ := s.EncodeEnv(bustest.StoreEvent(t, "old-1", 1))
 	if _, err := s.js.Publish(ctx, "OLD.old-1.kairo.store.e", env); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	_, err := OpenJetStream(JetStreamOptions{Embedded: true, Dir: dir, Stream: "OLD"})
+	_, err := Open(Options{Embedded: true, Dir: dir, Stream: "OLD"})
 	if err == nil {
 		t.Fatal("a stream of the earlier format opened")
 	}
@@ -72,17 +76,17 @@ func TestJetStreamOldFormat(t *testing.T) {
 // the same append is found, and a reopened store finds them all.
 func TestJetStreamSplitAppend(t *testing.T) {
 	dir := t.TempDir()
-	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir})
+	s := openJetStream(t, Options{Embedded: true, Dir: dir})
 	s.maxData = 4 << 10
-	appendN(t, s, 0, 3)
+	bustest.AppendN(t, s, 0, 3)
 	var evs []*abi.Event
 	for i := range 60 {
-		ev := storeEvent(t, fmt.Sprintf("split-%d", i), i)
-		ev.Data = payload(t, strings.Repeat("x", 300))
+		ev := bustest.StoreEvent(t, fmt.Sprintf("split-%d", i), i)
+		ev.Data = bustest.Payload(t, strings.Repeat("x", 300))
 		evs = append(evs, ev)
 	}
-	evs = append(evs, storeEvent(t, "split-2", 99), storeEvent(t, "ev-0", 0)) // of this append, of an earlier one
-	dup := appendOrFail(t, s, evs, true)
+	evs = append(evs, bustest.StoreEvent(t, "split-2", 99), bustest.StoreEvent(t, "ev-0", 0)) // of this append, of an earlier one
+	dup := bustest.AppendOrFail(t, s, evs, true)
 	for i := range 60 {
 		if dup[i] || evs[i].Seq != uint64(4+i) {
 			t.Fatalf("event %d: seq %d dup %v, want seq %d", i, evs[i].Seq, dup[i], 4+i)
@@ -95,17 +99,17 @@ func TestJetStreamSplitAppend(t *testing.T) {
 		t.Fatalf("60 events of 300 bytes went into %d messages of at most 4 KiB", len(s.seqs))
 	}
 	s.Close()
-	s = openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir})
+	s = openJetStream(t, Options{Embedded: true, Dir: dir})
 	defer s.Close()
 	if s.LastSeq() != 63 {
 		t.Fatalf("LastSeq after reopen = %d, want 63", s.LastSeq())
 	}
-	got := scanAll(t, s, Query{FromSeq: 30, ToSeq: 40})
+	got := bustest.ScanAll(t, s, bus.Query{FromSeq: 30, ToSeq: 40})
 	if len(got) != 11 || got[0].ID != "split-26" || got[0].Seq != 30 {
 		t.Fatalf("scan 30..40 after reopen: %d events from %+v", len(got), got[0])
 	}
-	again := []*abi.Event{storeEvent(t, "split-59", 0), storeEvent(t, "new", 0)}
-	dup = appendOrFail(t, s, again, false)
+	again := []*abi.Event{bustest.StoreEvent(t, "split-59", 0), bustest.StoreEvent(t, "new", 0)}
+	dup = bustest.AppendOrFail(t, s, again, false)
 	if !dup[0] || again[0].Seq != 63 || dup[1] || again[1].Seq != 64 {
 		t.Fatalf("after reopen: dup %v, seqs %d %d", dup, again[0].Seq, again[1].Seq)
 	}
@@ -115,50 +119,50 @@ func TestJetStreamSplitAppend(t *testing.T) {
 // a host may have read already: their events are duplicates when published
 // again, and the refused ones are not.
 func TestJetStreamSplitAppendFull(t *testing.T) {
-	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir(), MaxBytes: 64 << 10})
+	s := openJetStream(t, Options{Embedded: true, Dir: t.TempDir(), MaxBytes: 64 << 10})
 	defer s.Close()
 	s.maxData = 4 << 10
-	big := payload(t, strings.Repeat("x", 1000))
+	big := bustest.Payload(t, strings.Repeat("x", 1000))
 	for i := 0; ; i++ {
-		info, err := s.stream.Info(testCtx(t))
+		info, err := s.stream.Info(bustest.Ctx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if info.State.Bytes > 52<<10 {
 			break
 		}
-		ev := storeEvent(t, fmt.Sprintf("fill-%d", i), i)
+		ev := bustest.StoreEvent(t, fmt.Sprintf("fill-%d", i), i)
 		ev.Data = big
-		appendOrFail(t, s, []*abi.Event{ev}, false)
+		bustest.AppendOrFail(t, s, []*abi.Event{ev}, false)
 	}
-	last, stored := s.LastSeq(), len(scanAll(t, s, Query{}))
+	last, stored := s.LastSeq(), len(bustest.ScanAll(t, s, bus.Query{}))
 	var evs []*abi.Event
 	for i := range 20 {
-		ev := storeEvent(t, fmt.Sprintf("over-%d", i), i)
+		ev := bustest.StoreEvent(t, fmt.Sprintf("over-%d", i), i)
 		ev.Data = big
 		evs = append(evs, ev)
 	}
 	err := s.Append(evs, nil, make([]bool, len(evs)))
-	if !IsDiskFull(err) {
+	if !sqlite.IsDiskFull(err) {
 		t.Fatalf("an append past max_bytes: %v; want a full stream", err)
 	}
 	// The messages stored before the refusal stay (another host may have
 	// read them), and the error says which events they hold.
 	kept := s.LastSeq() - last
-	if kept == 0 || kept >= uint64(len(evs)) || len(scanAll(t, s, Query{})) != stored+int(kept) {
-		t.Fatalf("after the refusal LastSeq is %d (was %d) and %d events are stored (were %d); want some of the append's first messages stored", s.LastSeq(), last, len(scanAll(t, s, Query{})), stored)
+	if kept == 0 || kept >= uint64(len(evs)) || len(bustest.ScanAll(t, s, bus.Query{})) != stored+int(kept) {
+		t.Fatalf("after the refusal LastSeq is %d (was %d) and %d events are stored (were %d); want some of the append's first messages stored", s.LastSeq(), last, len(bustest.ScanAll(t, s, bus.Query{})), stored)
 	}
 	if !strings.Contains(err.Error(), fmt.Sprintf("seq %d..%d, are stored", last+1, last+kept)) {
 		t.Fatalf("the error does not say which events are stored: %v", err)
 	}
-	again := storeEvent(t, "over-0", 0)
-	if dup := appendOrFail(t, s, []*abi.Event{again}, false); !dup[0] || again.Seq != last+1 {
+	again := bustest.StoreEvent(t, "over-0", 0)
+	if dup := bustest.AppendOrFail(t, s, []*abi.Event{again}, false); !dup[0] || again.Seq != last+1 {
 		t.Fatalf("an ID of the stored part: dup %v seq %d, want a duplicate at %d", dup[0], again.Seq, last+1)
 	}
 	// Control: an ID the refused part held is new, and the stream takes
 	// it once there is room for it.
-	small := storeEvent(t, fmt.Sprintf("over-%d", len(evs)-1), 0)
-	if dup := appendOrFail(t, s, []*abi.Event{small}, false); dup[0] || small.Seq != last+kept+1 {
+	small := bustest.StoreEvent(t, fmt.Sprintf("over-%d", len(evs)-1), 0)
+	if dup := bustest.AppendOrFail(t, s, []*abi.Event{small}, false); dup[0] || small.Seq != last+kept+1 {
 		t.Fatalf("an ID of the refused part: dup %v seq %d, want a new event at %d", dup[0], small.Seq, last+kept+1)
 	}
 }
@@ -167,25 +171,25 @@ func TestJetStreamSplitAppendFull(t *testing.T) {
 // and each is a duplicate of itself afterwards, also after a reopen.
 func TestJetStreamHashCollision(t *testing.T) {
 	dir := t.TempDir()
-	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir})
-	first := storeEvent(t, "first", 1)
-	appendOrFail(t, s, []*abi.Event{first}, false)
+	s := openJetStream(t, Options{Embedded: true, Dir: dir})
+	first := bustest.StoreEvent(t, "first", 1)
+	bustest.AppendOrFail(t, s, []*abi.Event{first}, false)
 	s.ids.addSum(s.ids.sum("second"), first.Seq) // as if "second" hashed as "first" does
-	second := storeEvent(t, "second", 2)
-	if dup := appendOrFail(t, s, []*abi.Event{second}, false); dup[0] || second.Seq != first.Seq+1 {
+	second := bustest.StoreEvent(t, "second", 2)
+	if dup := bustest.AppendOrFail(t, s, []*abi.Event{second}, false); dup[0] || second.Seq != first.Seq+1 {
 		t.Fatalf("an ID whose hash another has: dup %v seq %d", dup[0], second.Seq)
 	}
 	check := func(when string) {
 		for _, want := range []*abi.Event{first, second} {
-			again := storeEvent(t, want.ID, 9)
-			if dup := appendOrFail(t, s, []*abi.Event{again}, false); !dup[0] || again.Seq != want.Seq {
+			again := bustest.StoreEvent(t, want.ID, 9)
+			if dup := bustest.AppendOrFail(t, s, []*abi.Event{again}, false); !dup[0] || again.Seq != want.Seq {
 				t.Fatalf("%s: %s again: dup %v seq %d, want seq %d", when, want.ID, dup[0], again.Seq, want.Seq)
 			}
 		}
 	}
 	check("at once")
 	s.Close()
-	s = openJetStream(t, JetStreamOptions{Embedded: true, Dir: dir})
+	s = openJetStream(t, Options{Embedded: true, Dir: dir})
 	defer s.Close()
 	check("after a reopen")
 }
@@ -195,19 +199,19 @@ func TestJetStreamHashCollision(t *testing.T) {
 // stored, and publishing them again finds them as duplicates at their seqs.
 // Nothing is deleted, since another host may have read it already.
 func TestJetStreamLostMessage(t *testing.T) {
-	s := openJetStream(t, JetStreamOptions{Embedded: true, Dir: t.TempDir()})
+	s := openJetStream(t, Options{Embedded: true, Dir: t.TempDir()})
 	defer s.Close()
-	appendN(t, s, 0, 2)
-	env, _ := s.EncodeEnv(storeEvent(t, "lost", 0))
+	bustest.AppendN(t, s, 0, 2)
+	env, _ := s.EncodeEnv(bustest.StoreEvent(t, "lost", 0))
 	m := &jsMessage{first: 3, count: 1, maxTime: 0, msgID: s.writer + ".lost", data: appendFrame([]byte{jsFormat}, env)}
-	if _, err := s.js.PublishMsg(testCtx(t), &nats.Msg{Subject: s.subject, Header: m.header(s.lastStream), Data: m.data}); err != nil {
+	if _, err := s.js.PublishMsg(bustest.Ctx(t), &nats.Msg{Subject: s.subject, Header: m.header(s.lastStream), Data: m.data}); err != nil {
 		t.Fatal(err)
 	}
-	evs := []*abi.Event{storeEvent(t, "lost", 1), storeEvent(t, "next", 2)}
-	if dup := appendOrFail(t, s, evs, false); !dup[0] || dup[1] || evs[0].Seq != 3 || evs[1].Seq != 4 {
+	evs := []*abi.Event{bustest.StoreEvent(t, "lost", 1), bustest.StoreEvent(t, "next", 2)}
+	if dup := bustest.AppendOrFail(t, s, evs, false); !dup[0] || dup[1] || evs[0].Seq != 3 || evs[1].Seq != 4 {
 		t.Fatalf("after a lost message: dup %v, seqs %d %d; want the lost one a duplicate at 3, the next at 4", dup, evs[0].Seq, evs[1].Seq)
 	}
-	if n := len(scanAll(t, s, Query{})); n != 4 {
+	if n := len(bustest.ScanAll(t, s, bus.Query{})); n != 4 {
 		t.Fatalf("the store holds %d events, want 4", n)
 	}
 }
@@ -217,13 +221,13 @@ func TestJetStreamLostMessage(t *testing.T) {
 // found with its seq, and Follow tells of the other's appends.
 func TestJetStreamTwoWriters(t *testing.T) {
 	a, b := twoWriters(t)
-	app := func(s *JetStreamStore, ids ...string) []*abi.Event {
+	app := func(s *Store, ids ...string) []*abi.Event {
 		t.Helper()
 		var evs []*abi.Event
 		for _, id := range ids {
-			evs = append(evs, storeEvent(t, id, len(id)))
+			evs = append(evs, bustest.StoreEvent(t, id, len(id)))
 		}
-		appendOrFail(t, s, evs, true)
+		bustest.AppendOrFail(t, s, evs, true)
 		return evs
 	}
 	app(a, "a1", "a2")
@@ -243,7 +247,7 @@ func TestJetStreamTwoWriters(t *testing.T) {
 	a.Follow(ctx, func(last uint64) { notified <- last })
 	waitNotified := func(want uint64) {
 		t.Helper()
-		deadline := time.After(waitLimit)
+		deadline := time.After(bustest.WaitLimit)
 		for {
 			select {
 			case got := <-notified:
@@ -258,9 +262,9 @@ func TestJetStreamTwoWriters(t *testing.T) {
 	waitNotified(6)
 	app(b, "b4")
 	waitNotified(7)
-	for _, s := range []*JetStreamStore{a, b} {
+	for _, s := range []*Store{a, b} {
 		var ids []string
-		for _, ev := range scanAll(t, s, Query{}) {
+		for _, ev := range bustest.ScanAll(t, s, bus.Query{}) {
 			ids = append(ids, ev.ID)
 		}
 		if got := strings.Join(ids, " "); got != "a1 a2 b1 a3 b2 b3 b4" {
@@ -281,7 +285,7 @@ func TestJetStreamWritersRace(t *testing.T) {
 	a.Follow(ctx, func(uint64) {})
 	const batches, each = 30, 10
 	var wg sync.WaitGroup
-	for _, s := range []*JetStreamStore{a, b} {
+	for _, s := range []*Store{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -293,7 +297,7 @@ func TestJetStreamWritersRace(t *testing.T) {
 					if n%2 == 0 {
 						id = fmt.Sprintf("%s-%d", s.writer, n)
 					}
-					evs = append(evs, storeEvent(t, id, n))
+					evs = append(evs, bustest.StoreEvent(t, id, n))
 				}
 				if err := s.Append(evs, nil, make([]bool, len(evs))); err != nil {
 					t.Errorf("%s: %v", s.Describe(), err)
@@ -304,11 +308,11 @@ func TestJetStreamWritersRace(t *testing.T) {
 	}
 	wg.Wait()
 	want := batches*each + batches*each/2 // each writer's own, and the shared ones once
-	eventually(t, "a follows b", func() bool { return a.LastSeq() == uint64(want) })
-	app := []*abi.Event{storeEvent(t, "last", 0)}
-	appendOrFail(t, b, app, false) // b learns of a's last appends
-	for _, s := range []*JetStreamStore{a, b} {
-		evs := scanAll(t, s, Query{})
+	bustest.Eventually(t, "a follows b", func() bool { return a.LastSeq() == uint64(want) })
+	app := []*abi.Event{bustest.StoreEvent(t, "last", 0)}
+	bustest.AppendOrFail(t, b, app, false) // b learns of a's last appends
+	for _, s := range []*Store{a, b} {
+		evs := bustest.ScanAll(t, s, bus.Query{})
 		if len(evs) != want+1 && s == b || len(evs) < want {
 			t.Fatalf("%s reads %d events, want %d", s.Describe(), len(evs), want)
 		}
@@ -334,20 +338,20 @@ func BenchmarkJetStreamOpen(b *testing.B) {
 		fmt.Sscanf(v, "%d", &n)
 	}
 	dir := b.TempDir()
-	s := openJetStream(b, JetStreamOptions{Embedded: true, Dir: dir})
-	data := payload(b, make([]byte, 256))
+	s := openJetStream(b, Options{Embedded: true, Dir: dir})
+	data := bustest.Payload(b, make([]byte, 256))
 	for i := 0; i < n; i += 1024 {
 		var evs []*abi.Event
 		for j := i; j < min(i+1024, n); j++ {
-			evs = append(evs, &abi.Event{ID: newIDAt(time.Now()), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
+			evs = append(evs, &abi.Event{ID: bus.newIDAt(time.Now()), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
 		}
-		appendOrFail(b, s, evs, false)
+		bustest.AppendOrFail(b, s, evs, false)
 	}
 	s.Close()
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
-		s := openJetStream(b, JetStreamOptions{Embedded: true, Dir: dir})
+		s := openJetStream(b, Options{Embedded: true, Dir: dir})
 		if s.LastSeq() != uint64(n) {
 			b.Fatalf("LastSeq %d, want %d", s.LastSeq(), n)
 		}
@@ -358,7 +362,7 @@ func BenchmarkJetStreamOpen(b *testing.B) {
 	// The id index alone, built as opening builds it.
 	ids := make([][]byte, n)
 	for i := range ids {
-		ids[i] = []byte(newIDAt(time.Now()))
+		ids[i] = []byte(bus.newIDAt(time.Now()))
 	}
 	heap0 := jsHeapInUse()
 	x := newIDIndex()

@@ -1,4 +1,4 @@
-package bus
+package sqlite
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -24,10 +27,10 @@ import (
 // at the next open. The control is the publishing before the disk fills.
 func TestStoreFullDisk(t *testing.T) {
 	dir := smalldisk.Mount(t, 6<<20)
-	defer func(d time.Duration) { probeInterval = d }(probeInterval)
-	probeInterval = 20 * time.Millisecond
+	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
+	bus.probeInterval = 20 * time.Millisecond
 	path := filepath.Join(dir, "events.db")
-	b := New(openSQLite(t, path), Options{})
+	b := bus.New(openSQLite(t, path), bus.Options{})
 	closed := false
 	defer func() {
 		if !closed {
@@ -36,7 +39,7 @@ func TestStoreFullDisk(t *testing.T) {
 	}()
 	var mu sync.Mutex
 	var live []abi.Event
-	sub, err := b.Subscribe(context.Background(), SubjectStoreWritable, SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := b.Subscribe(context.Background(), bus.SubjectStoreWritable, bus.SubscribeOptions{}, func(evs []abi.Event) error {
 		mu.Lock()
 		live = append(live, evs...)
 		mu.Unlock()
@@ -49,7 +52,7 @@ func TestStoreFullDisk(t *testing.T) {
 
 	acked := map[string]uint64{}
 	publish := func(i int) error {
-		ev := &abi.Event{Type: "test.full", Data: payload(t, 200+i%100)}
+		ev := &abi.Event{Type: "test.full", Data: bustest.Payload(t, 200+i%100)}
 		res, err := b.Publish(context.Background(), ev)
 		if err == nil {
 			acked[ev.ID] = res.Seq
@@ -62,7 +65,7 @@ func TestStoreFullDisk(t *testing.T) {
 		}
 	}
 	free := smalldisk.Fill(t, dir)
-	var full *DiskFullError
+	var full *bus.DiskFullError
 	for i := 0; ; i++ {
 		err := publish(i)
 		if errors.As(err, &full) {
@@ -86,7 +89,7 @@ func TestStoreFullDisk(t *testing.T) {
 		t.Fatalf("Full() = %v, %d while the disk is full", since, refused)
 	}
 	n := 0
-	if err := b.Replay(context.Background(), Query{}, func(*abi.Event) error { n++; return nil }); err != nil || n != len(acked) {
+	if err := b.Replay(context.Background(), bus.Query{}, func(*abi.Event) error { n++; return nil }); err != nil || n != len(acked) {
 		t.Fatalf("replay on a full disk read %d of %d events: %v", n, len(acked), err)
 	}
 
@@ -104,7 +107,7 @@ func TestStoreFullDisk(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	var w StoreWritable
+	var w bus.StoreWritable
 	if err := msgpack.Unmarshal(live[0].Data, &w); err != nil || w.Refused != refused || !w.FullSince.Equal(since) {
 		t.Fatalf("writable event %+v (%v), want %d refused since %v", w, err, refused, since)
 	}
@@ -124,7 +127,7 @@ func TestStoreFullDisk(t *testing.T) {
 	s := openSQLite(t, path)
 	defer s.Close()
 	stored := map[string]uint64{}
-	s.Scan(context.Background(), Query{}, func(ev *abi.Event) error { stored[ev.ID] = ev.Seq; return nil })
+	s.Scan(context.Background(), bus.Query{}, func(ev *abi.Event) error { stored[ev.ID] = ev.Seq; return nil })
 	for id, seq := range acked {
 		if stored[id] != seq {
 			t.Fatalf("acknowledged event %s (seq %d) is stored at %d after the full disk", id, seq, stored[id])
@@ -140,31 +143,31 @@ func TestStoreOpensOnFullDisk(t *testing.T) {
 	dir := smalldisk.Mount(t, 6<<20)
 	path := filepath.Join(dir, "events.db")
 	s := openSQLite(t, path)
-	appendN(t, s, 0, 100)
+	bustest.AppendN(t, s, 0, 100)
 	s.Close()
 	if fi, err := os.Stat(reservePath(path)); err != nil || fi.Size() != reserveSize {
 		t.Fatalf("no reserve beside the store: %v", err)
 	}
 	s = openSQLite(t, path) // the control
-	appendN(t, s, 100, 1)
+	bustest.AppendN(t, s, 100, 1)
 	s.Close()
 
 	free := smalldisk.Fill(t, dir)
-	s, err := OpenSQLite(path, SQLiteOptions{})
+	s, err := Open(path, Options{})
 	if err != nil {
 		t.Fatalf("open on a full disk: %v", err)
 	}
 	n := 0
-	s.Scan(context.Background(), Query{}, func(*abi.Event) error { n++; return nil })
+	s.Scan(context.Background(), bus.Query{}, func(*abi.Event) error { n++; return nil })
 	if n != 101 {
 		t.Fatalf("read %d of 101 events on a full disk", n)
 	}
-	err = s.Append([]*abi.Event{storeEvent(t, "refused", 0)}, nil, make([]bool, 1))
+	err = s.Append([]*abi.Event{bustest.StoreEvent(t, "refused", 0)}, nil, make([]bool, 1))
 	if !IsDiskFull(err) {
 		t.Fatalf("append on a full disk: %v; want no space left", err)
 	}
 	free()
-	appendN(t, s, 101, 1)
+	bustest.AppendN(t, s, 101, 1)
 	if s.LastSeq() != 102 {
 		t.Fatalf("LastSeq = %d after the disk had room again", s.LastSeq())
 	}
@@ -179,7 +182,7 @@ func TestStoreOpensOnFullDisk(t *testing.T) {
 	smalldisk.Fill(t, dir)
 	os.Remove(reservePath(path))
 	smalldisk.Fill(t, dir)
-	s, err = OpenSQLite(path, SQLiteOptions{})
+	s, err = Open(path, Options{})
 	if err == nil {
 		s.Close()
 		t.Fatal("a store opened on a full disk with no reserve to release")

@@ -1,4 +1,4 @@
-package bus
+package sqlite
 
 import (
 	"errors"
@@ -59,7 +59,7 @@ func ensureReserve(path string) bool {
 // OpenSQLite opens (creating if needed) the event store at path. On a
 // full disk it releases the store's reserve and opens it refusing new
 // events until space is freed.
-func OpenSQLite(path string, opts SQLiteOptions) (*SQLiteStore, error) {
+func Open(path string, opts Options) (*Store, error) {
 	s, err := openSQLiteFile(path, opts)
 	if err != nil && wantsRoom(err) {
 		if rerr := os.Remove(reservePath(path)); rerr == nil {
@@ -91,7 +91,7 @@ func wantsRoom(err error) bool {
 
 // room refuses an append while the disk is full; once it has room again,
 // the reserve is written back first. The caller holds s.mu.
-func (s *SQLiteStore) room() error {
+func (s *Store) room() error {
 	if !s.full.Load() {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package bus
+package sqlite
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/kairo-os/kairo/abi"
@@ -39,9 +40,9 @@ type SeqRange struct{ From, To uint64 }
 // String is "From..To", or the one number when the range holds one.
 func (r SeqRange) String() string {
 	if r.From == r.To {
-		return utoa(r.From)
+		return strconv.FormatUint(r.From, 10)
 	}
-	return utoa(r.From) + ".." + utoa(r.To)
+	return strconv.FormatUint(r.From, 10) + ".." + strconv.FormatUint(r.To, 10)
 }
 
 // Progress is told how far a check or salvage has read: done of total
@@ -108,7 +109,7 @@ func openForCheck(path string) (*sql.DB, error) {
 // page, then every event read and decoded, against what the home's state
 // says it should hold. It only reads; a daemon may be running on the
 // file.
-func CheckSQLite(ctx context.Context, path string, progress Progress) (*StoreReport, error) {
+func Check(ctx context.Context, path string, progress Progress) (*StoreReport, error) {
 	return readStore(ctx, path, progress, nil)
 }
 
@@ -116,11 +117,11 @@ func CheckSQLite(ctx context.Context, path string, progress Progress) (*StoreRep
 // store at dst, with its sequence number, and reports what was lost. New
 // events of the new store continue above every sequence number src ever
 // handed out. dst must not exist.
-func SalvageSQLite(ctx context.Context, src, dst string, progress Progress) (*StoreReport, error) {
+func Salvage(ctx context.Context, src, dst string, progress Progress) (*StoreReport, error) {
 	if _, err := os.Lstat(dst); err == nil {
 		return nil, fmt.Errorf("salvage: %s exists; name a new file", dst)
 	}
-	out, err := OpenSQLite(dst, SQLiteOptions{})
+	out, err := Open(dst, Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +292,7 @@ func readRows(ctx context.Context, db *sql.DB, from, to uint64) ([]*abi.Event, e
 
 // restore stores evs, salvaged from another store, with their own
 // sequence numbers, which must increase past the last stored.
-func (s *SQLiteStore) restore(evs []*abi.Event) error {
+func (s *Store) restore(evs []*abi.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last := evs[len(evs)-1].Seq
@@ -337,7 +338,7 @@ func (s *SQLiteStore) restore(evs []*abi.Event) error {
 }
 
 // seal makes floor the sequence number new events continue above.
-func (s *SQLiteStore) seal(floor uint64) error {
+func (s *Store) seal(floor uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if floor <= s.last.Load() {

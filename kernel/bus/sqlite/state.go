@@ -1,4 +1,4 @@
-package bus
+package sqlite
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
 	"modernc.org/sqlite"
 )
 
@@ -160,7 +161,7 @@ func describeOpenError(path, what string, err error) error {
 // verify checks an opened store against its state and its own pages,
 // within quickCheckBudget, and returns the store's identity and the
 // sequence number new events continue from.
-func (s *SQLiteStore) verify(st *storeState, walMissing bool) (id string, last uint64, err error) {
+func (s *Store) verify(st *storeState, walMissing bool) (id string, last uint64, err error) {
 	db := s.wdb
 	var maxSeq sql.NullInt64
 	if err := db.QueryRow(`SELECT max(seq) FROM events`).Scan(&maxSeq); err != nil {
@@ -194,7 +195,7 @@ func (s *SQLiteStore) verify(st *storeState, walMissing bool) (id string, last u
 
 // quickCheck runs SQLite's page check for at most quickCheckBudget and
 // decodes the newest events, where a crash leaves its damage.
-func (s *SQLiteStore) quickCheck() error {
+func (s *Store) quickCheck() error {
 	if quickCheckBudget <= 0 { // the benchmark's "before"
 		return nil
 	}
@@ -245,7 +246,7 @@ func (s *SQLiteStore) quickCheck() error {
 // reserve makes sure the state file says the store is open and reserves
 // sequence numbers up to at least upTo, before any of them is handed out.
 // The caller holds s.mu.
-func (s *SQLiteStore) reserve(upTo uint64) error {
+func (s *Store) reserve(upTo uint64) error {
 	if s.stateOpen && upTo <= s.state.Reserved {
 		return nil
 	}
@@ -266,5 +267,14 @@ func IsDiskFull(err error) bool {
 	if errors.As(err, &se) && se.Code()&0xff == 13 { // SQLITE_FULL
 		return true
 	}
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+	return bus.IsDiskFull(err)
 }
+
+// diskFullError is an append's error that IsDiskFull recognises: its text
+// and chain are SQLite's, and it matches syscall.ENOSPC, so that
+// [bus.IsDiskFull], which knows no SQLite, sees a full disk.
+type diskFullError struct{ err error }
+
+func (e *diskFullError) Error() string        { return e.err.Error() }
+func (e *diskFullError) Unwrap() error        { return e.err }
+func (e *diskFullError) Is(target error) bool { return target == syscall.ENOSPC }

@@ -1,4 +1,4 @@
-package bus
+package sqlite
 
 import (
 	"bufio"
@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+
 	"github.com/kairo-os/kairo/abi"
 )
 
@@ -23,20 +26,9 @@ import (
 func fillStore(t *testing.T, path string, n int) {
 	t.Helper()
 	s := openSQLite(t, path)
-	appendN(t, s, 0, n)
+	bustest.AppendN(t, s, 0, n)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func appendN(t testing.TB, s Store, from, n int) {
-	t.Helper()
-	for i := from; i < from+n; i += 256 {
-		var evs []*abi.Event
-		for j := i; j < min(i+256, from+n); j++ {
-			evs = append(evs, storeEvent(t, fmt.Sprintf("ev-%d", j), j))
-		}
-		appendOrFail(t, s, evs, true)
 	}
 }
 
@@ -44,7 +36,7 @@ func appendN(t testing.TB, s Store, from, n int) {
 // returns the text.
 func refused(t *testing.T, path string, want ...string) string {
 	t.Helper()
-	s, err := OpenSQLite(path, SQLiteOptions{})
+	s, err := Open(path, Options{})
 	if err == nil {
 		s.Close()
 		t.Fatalf("OpenSQLite(%s) opened a damaged store", path)
@@ -94,7 +86,7 @@ func TestStoreLostFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openSQLite(t, fresh)
-	appendN(t, s, 0, 1)
+	bustest.AppendN(t, s, 0, 1)
 	if s.LastSeq() != 1 {
 		t.Fatalf("a new store's first event has seq %d", s.LastSeq())
 	}
@@ -111,7 +103,7 @@ func TestStoreReplacedFile(t *testing.T) {
 	copyFile(t, path, old)
 	copyFile(t, statePath(path), statePath(old))
 	s := openSQLite(t, path)
-	appendN(t, s, 100, 50)
+	bustest.AppendN(t, s, 100, 50)
 	s.Close()
 
 	openSQLite(t, old).Close() // the copy, with its own state, is sound
@@ -131,13 +123,13 @@ func TestCrashChild(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestStoreWALRemoved")
 	}
-	s, err := OpenSQLite(path, SQLiteOptions{})
+	s, err := Open(path, Options{})
 	if err != nil {
 		fmt.Println("error", err)
 		return
 	}
 	n, _ := strconv.Atoi(os.Getenv("KAIRO_TEST_EVENTS"))
-	appendN(t, s, int(s.LastSeq()), n)
+	bustest.AppendN(t, s, int(s.LastSeq()), n)
 	fmt.Println("acked", s.LastSeq())
 	time.Sleep(time.Minute)
 }
@@ -204,7 +196,7 @@ func TestStoreWALRemoved(t *testing.T) {
 	os.Remove(path + "-shm")
 	// The file holds the 200 events of the clean close and what the
 	// checkpointer copied in before the kill.
-	rep, err := CheckSQLite(context.Background(), path, nil)
+	rep, err := Check(context.Background(), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +206,7 @@ func TestStoreWALRemoved(t *testing.T) {
 	}
 	refused(t, path, "did not stop cleanly", "-wal", "is missing", fmt.Sprintf("after sequence number %d", inFile))
 	dst := filepath.Join(dir, "salvaged.db")
-	rep, err = SalvageSQLite(context.Background(), path, dst, nil)
+	rep, err = Salvage(context.Background(), path, dst, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,12 +215,12 @@ func TestStoreWALRemoved(t *testing.T) {
 	}
 	s = openSQLite(t, dst)
 	defer s.Close()
-	appendN(t, s, 10_000, 1)
+	bustest.AppendN(t, s, 10_000, 1)
 	if s.LastSeq() <= acked {
 		t.Fatalf("the salvaged store gave the new event seq %d, a number acknowledged before (up to %d)", s.LastSeq(), acked)
 	}
 	var seqs []uint64
-	s.Scan(context.Background(), Query{ToSeq: inFile}, func(ev *abi.Event) error { seqs = append(seqs, ev.Seq); return nil })
+	s.Scan(context.Background(), bus.Query{ToSeq: inFile}, func(ev *abi.Event) error { seqs = append(seqs, ev.Seq); return nil })
 	if uint64(len(seqs)) != inFile || seqs[0] != 1 || seqs[len(seqs)-1] != inFile {
 		t.Fatalf("the salvaged store holds %d of the %d events", len(seqs), inFile)
 	}
@@ -261,7 +253,7 @@ func TestStoreDamagedPage(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.db")
 	fillStore(t, path, 4000)
-	rep, err := CheckSQLite(context.Background(), path, nil)
+	rep, err := Check(context.Background(), path, nil)
 	if err != nil || !rep.Sound() || rep.Events != 4000 {
 		t.Fatalf("the check of a sound store (the control): %v\n%s", err, rep.Summary())
 	}
@@ -273,7 +265,7 @@ func TestStoreDamagedPage(t *testing.T) {
 	refused(t, path, "kairo store salvage")
 
 	var stages []string
-	rep, err = CheckSQLite(context.Background(), path, func(stage string, done, total uint64) {
+	rep, err = Check(context.Background(), path, func(stage string, done, total uint64) {
 		if len(stages) == 0 || stages[len(stages)-1] != stage {
 			stages = append(stages, stage)
 		}
@@ -288,7 +280,7 @@ func TestStoreDamagedPage(t *testing.T) {
 		t.Fatalf("the check's progress went through %q", stages)
 	}
 	dst := filepath.Join(dir, "salvaged.db")
-	rep, err = SalvageSQLite(context.Background(), path, dst, nil)
+	rep, err = Salvage(context.Background(), path, dst, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +294,7 @@ func TestStoreDamagedPage(t *testing.T) {
 	s := openSQLite(t, dst)
 	defer s.Close()
 	n := 0
-	s.Scan(context.Background(), Query{}, func(*abi.Event) error { n++; return nil })
+	s.Scan(context.Background(), bus.Query{}, func(*abi.Event) error { n++; return nil })
 	if n != rep.Events {
 		t.Fatalf("the salvaged store holds %d events, the report says %d", n, rep.Events)
 	}
@@ -315,11 +307,11 @@ func TestStoreDamagedPage(t *testing.T) {
 func BenchmarkOpenSQLite(b *testing.B) {
 	for _, n := range []int{20_000, 300_000} {
 		path := filepath.Join(b.TempDir(), "events.db")
-		s, err := OpenSQLite(path, SQLiteOptions{})
+		s, err := Open(path, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		appendN(b, s, 0, n)
+		bustest.AppendN(b, s, 0, n)
 		s.Close()
 		fi, _ := os.Stat(path)
 		for _, check := range []bool{false, true} {
@@ -329,7 +321,7 @@ func BenchmarkOpenSQLite(b *testing.B) {
 					quickCheckBudget = 0
 				}
 				for range b.N {
-					s, err := OpenSQLite(path, SQLiteOptions{})
+					s, err := Open(path, Options{})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -1,4 +1,4 @@
-package bus
+package sqlite
 
 import (
 	"context"
@@ -14,12 +14,14 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kairo-os/kairo/kernel/bus"
+
 	"github.com/kairo-os/kairo/abi"
 	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
 )
 
 // SQLiteOptions configures a SQLiteStore. The zero value is useful.
-type SQLiteOptions struct {
+type Options struct {
 	// Synchronous is the SQLite synchronous level: "normal" (default) or
 	// "full". In WAL mode "normal" survives any crash of the process — an
 	// acknowledged event is in the WAL, which the next open replays — but a
@@ -39,7 +41,7 @@ type SQLiteOptions struct {
 // plain enough to inspect with the sqlite3 CLI:
 //
 //	sqlite3 .kairo/events.db "select seq, type, datetime(time/1e9, 'unixepoch') from events"
-type SQLiteStore struct {
+type Store struct {
 	path string
 	wdb  *sql.DB // the writer's one connection, held in w
 	rdb  *sql.DB // readers, concurrent with the writer thanks to WAL
@@ -95,7 +97,7 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', 1);
 const rowsPerInsert = 32
 
 // openSQLiteFile opens (creating if needed) the event store at path.
-func openSQLiteFile(path string, opts SQLiteOptions) (*SQLiteStore, error) {
+func openSQLiteFile(path string, opts Options) (*Store, error) {
 	syncMode := strings.ToUpper(opts.Synchronous)
 	switch syncMode {
 	case "":
@@ -105,11 +107,11 @@ func openSQLiteFile(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 		return nil, fmt.Errorf("sqlite store: synchronous %q: want \"normal\" or \"full\"", opts.Synchronous)
 	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + syncMode + ")"
-	s := &SQLiteStore{path: path, kick: make(chan struct{}, 1), stop: make(chan struct{}), ckDone: make(chan struct{})}
+	s := &Store{path: path, kick: make(chan struct{}, 1), stop: make(chan struct{}), ckDone: make(chan struct{})}
 	if err := s.wal.init(path, opts); err != nil {
 		return nil, err
 	}
-	fail := func(what string, err error) (*SQLiteStore, error) {
+	fail := func(what string, err error) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("open event store %s: %s: %w", path, what, err)
 	}
@@ -200,19 +202,19 @@ func openSQLiteFile(path string, opts SQLiteOptions) (*SQLiteStore, error) {
 }
 
 // Describe is "sqlite:" and the database file's path.
-func (s *SQLiteStore) Describe() string { return "sqlite:" + s.path }
+func (s *Store) Describe() string { return "sqlite:" + s.path }
 
 // GroupCommit is true: each append is a transaction on disk, so the bus
 // batches the events of many publishers into one.
-func (s *SQLiteStore) GroupCommit() bool { return true }
+func (s *Store) GroupCommit() bool { return true }
 
 // LastSeq is the sequence number of the last event stored, 0 if none; it
 // takes no lock and reads no disk.
-func (s *SQLiteStore) LastSeq() uint64 { return s.last.Load() }
+func (s *Store) LastSeq() uint64 { return s.last.Load() }
 
 // Close closes the store after a final checkpoint that empties the WAL, so
 // the file is complete on its own.
-func (s *SQLiteStore) Close() error {
+func (s *Store) Close() error {
 	close(s.stop)
 	<-s.ckDone
 	var errs []error
@@ -255,7 +257,7 @@ func (s *SQLiteStore) Close() error {
 	return errors.Join(errs...)
 }
 
-func (s *SQLiteStore) closeDBs() error {
+func (s *Store) closeDBs() error {
 	var errs []error
 	for _, db := range []*sql.DB{s.cdb, s.rdb, s.wdb} {
 		if db != nil {
@@ -268,7 +270,7 @@ func (s *SQLiteStore) closeDBs() error {
 // EncodeEnv encodes the stored form of ev. The bus calls it in the
 // publisher's goroutine, so encoding runs in parallel with the serialised
 // append.
-func (s *SQLiteStore) EncodeEnv(ev *abi.Event) ([]byte, error) {
+func (s *Store) EncodeEnv(ev *abi.Event) ([]byte, error) {
 	e := *ev
 	e.Seq = 0 // the row's seq column holds it
 	return abi.AppendEvent(make([]byte, 0, 128+len(e.Data)), &e), nil
@@ -277,13 +279,13 @@ func (s *SQLiteStore) EncodeEnv(ev *abi.Event) ([]byte, error) {
 // idArg is how an ID is keyed in the store.
 func idArg(id string) any {
 	var u [16]byte
-	if parseCanonicalUUID(id, &u) {
+	if bus.ParseUUID(id, &u) {
 		return u[:]
 	}
 	return id
 }
 
-func (s *SQLiteStore) rowArgs(args []driver.NamedValue, ev *abi.Event, env []byte, seq uint64) ([]driver.NamedValue, error) {
+func (s *Store) rowArgs(args []driver.NamedValue, ev *abi.Event, env []byte, seq uint64) ([]driver.NamedValue, error) {
 	if env == nil {
 		var err error
 		if env, err = s.EncodeEnv(ev); err != nil {
@@ -311,7 +313,15 @@ func exec(st driver.Stmt, args []driver.NamedValue) (int64, error) {
 // Append writes evs in one transaction. envs, when not nil, holds each
 // event's stored form from EncodeEnv. Sequence numbers stay dense: a
 // multi-row insert that meets a duplicate ID is undone and redone row by row.
-func (s *SQLiteStore) Append(evs []*abi.Event, envs [][]byte, dup []bool) error {
+func (s *Store) Append(evs []*abi.Event, envs [][]byte, dup []bool) error {
+	err := s.appendEvents(evs, envs, dup)
+	if err != nil && IsDiskFull(err) {
+		return &diskFullError{err}
+	}
+	return err
+}
+
+func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.room(); err != nil {
@@ -423,7 +433,7 @@ func emptySpan(last uint64) spanState {
 // loadSpans reads, on the writer's connection dc inside its transaction,
 // the span of the events after the last row of batches: a crash, or a
 // store closed before its span was written, leaves some.
-func (s *SQLiteStore) loadSpans(dc any) (spanState, error) {
+func (s *Store) loadSpans(dc any) (spanState, error) {
 	last := s.last.Load()
 	sp := emptySpan(last)
 	row, err := queryRow(dc, `SELECT coalesce((SELECT last_seq FROM batches ORDER BY first_seq DESC LIMIT 1), 0)`)
@@ -465,7 +475,7 @@ func queryRow(dc any, query string, args ...any) ([]driver.Value, error) {
 
 // recordSpan adds the new events of evs, the last of them at seq last, to
 // sp, and writes sp as a row of batches once it covers spanEvents.
-func (s *SQLiteStore) recordSpan(sp spanState, evs []*abi.Event, dup []bool, last uint64) (spanState, error) {
+func (s *Store) recordSpan(sp spanState, evs []*abi.Event, dup []bool, last uint64) (spanState, error) {
 	for i, ev := range evs {
 		if !dup[i] {
 			t := ev.Time.UnixNano()
@@ -482,7 +492,7 @@ func (s *SQLiteStore) recordSpan(sp spanState, evs []*abi.Event, dup []bool, las
 	return emptySpan(last), nil
 }
 
-func (s *SQLiteStore) writeSpan(sp spanState) error {
+func (s *Store) writeSpan(sp spanState) error {
 	_, err := exec(s.span, []driver.NamedValue{
 		{Ordinal: 1, Value: int64(sp.first)}, {Ordinal: 2, Value: int64(sp.last)},
 		{Ordinal: 3, Value: sp.lo}, {Ordinal: 4, Value: sp.hi},
@@ -492,7 +502,7 @@ func (s *SQLiteStore) writeSpan(sp spanState) error {
 
 // flushSpanLocked writes the pending span in a transaction of its own. The
 // caller holds s.mu.
-func (s *SQLiteStore) flushSpanLocked() error {
+func (s *Store) flushSpanLocked() error {
 	sp := s.spans
 	if !sp.loaded || sp.first > sp.last {
 		return nil
@@ -516,7 +526,7 @@ func (s *SQLiteStore) flushSpanLocked() error {
 
 // appendRows inserts evs one by one, looking up the stored sequence number
 // of each duplicate. off is the position of evs[0] in envs.
-func (s *SQLiteStore) appendRows(evs []*abi.Event, envs [][]byte, off int, dup []bool, next uint64) (uint64, error) {
+func (s *Store) appendRows(evs []*abi.Event, envs [][]byte, off int, dup []bool, next uint64) (uint64, error) {
 	args := make([]driver.NamedValue, 0, 5)
 	for j, ev := range evs {
 		var env []byte
@@ -545,7 +555,7 @@ func (s *SQLiteStore) appendRows(evs []*abi.Event, envs [][]byte, off int, dup [
 	return next, nil
 }
 
-func (s *SQLiteStore) lookup(id any) (uint64, error) {
+func (s *Store) lookup(id any) (uint64, error) {
 	rows, err := s.byID.(driver.StmtQueryContext).QueryContext(context.Background(), []driver.NamedValue{{Ordinal: 1, Value: id}})
 	if err != nil {
 		return 0, err
@@ -566,7 +576,7 @@ const scanChunk = 4096
 // two workers on their own connections, decoding in parallel, and handed to
 // fn in order: one SQLite connection steps rows at well under a million a
 // second, and replaying a day of events should not take minutes.
-func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) error) error {
+func (s *Store) Scan(ctx context.Context, q bus.Query, fn func(*abi.Event) error) error {
 	lo, hi := max(q.FromSeq, 1), s.last.Load()
 	if q.ToSeq > 0 && q.ToSeq < hi {
 		hi = q.ToSeq
@@ -582,7 +592,7 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	out := handOut{fn: fn, limit: q.Limit}
+	out := bus.NewHandout(q, fn)
 	chunks := (hi-lo)/scanChunk + 1
 	workers := uint64(2)
 	if chunks < 2*workers {
@@ -643,8 +653,8 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 		if r.err != nil {
 			return fmt.Errorf("scan event store: %w", r.err)
 		}
-		if err := out.hand(r.evs); err != nil {
-			if err == ErrStop {
+		if err := out.Hand(r.evs); err != nil {
+			if err == bus.ErrStop {
 				return nil
 			}
 			return err
@@ -661,7 +671,7 @@ func (s *SQLiteStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 // timeSpan narrows lo..hi to the spans whose events may fall in
 // [q.Since, q.Until], and the events after the last span, whose times only
 // the events know; the scan filters the events themselves.
-func (s *SQLiteStore) timeSpan(ctx context.Context, q Query, lo, hi uint64) (uint64, uint64, error) {
+func (s *Store) timeSpan(ctx context.Context, q bus.Query, lo, hi uint64) (uint64, uint64, error) {
 	since, until := int64(math.MinInt64), int64(math.MaxInt64)
 	if !q.Since.IsZero() {
 		since = q.Since.UnixNano()
@@ -694,7 +704,7 @@ func (s *SQLiteStore) timeSpan(ctx context.Context, q Query, lo, hi uint64) (uin
 // readChunk reads and decodes the events with from <= seq <= to that match
 // q. It works on the driver's rows directly: the blob the driver allocates
 // per row becomes the event's backing store, with no copy in between.
-func (s *SQLiteStore) readChunk(ctx context.Context, conn *sql.Conn, q Query, evs []abi.Event, from, to uint64) ([]abi.Event, error) {
+func (s *Store) readChunk(ctx context.Context, conn *sql.Conn, q bus.Query, evs []abi.Event, from, to uint64) ([]abi.Event, error) {
 	query := "SELECT seq, env FROM events WHERE seq >= ? AND seq <= ?"
 	args := []driver.NamedValue{{Ordinal: 1, Value: int64(from)}, {Ordinal: 2, Value: int64(to)}}
 	if !q.Since.IsZero() {

@@ -1,4 +1,4 @@
-package bus
+package sqlite
 
 import (
 	"context"
@@ -105,12 +105,12 @@ type WALStats struct {
 }
 
 // WALStats returns the store's checkpoint counters.
-func (s *SQLiteStore) WALStats() WALStats {
+func (s *Store) WALStats() WALStats {
 	w := &s.wal
 	return WALStats{Restarts: w.restarts.Load(), Truncates: w.truncates.Load(), GiveUps: w.giveUps.Load(), Held: time.Duration(w.held.Load())}
 }
 
-func (w *walState) init(path string, opts SQLiteOptions) error {
+func (w *walState) init(path string, opts Options) error {
 	w.max = opts.WALMax
 	switch {
 	case w.max == 0:
@@ -138,7 +138,7 @@ func (w *walState) writerPragmas() string {
 // WAL. When that could take the WAL past its bound it first restarts the
 // WAL, holding the writer: the checkpointer, which should have done so
 // already, fell behind. The caller holds s.mu.
-func (s *SQLiteStore) beforeCommit(evs []*abi.Event) int64 {
+func (s *Store) beforeCommit(evs []*abi.Event) int64 {
 	var data int64
 	for _, ev := range evs {
 		data += int64(len(ev.Data))
@@ -165,7 +165,7 @@ func commitWALBytes(n int, data int64) int64 {
 	return 2*(data+int64(n)*160) + edges*frame
 }
 
-func (s *SQLiteStore) walSize() int64 {
+func (s *Store) walSize() int64 {
 	fi, err := os.Stat(s.path + "-wal")
 	if err != nil {
 		return 0
@@ -177,7 +177,7 @@ func (s *SQLiteStore) walSize() int64 {
 // looks at the file only when that may have passed soft, and then asks the
 // checkpointer to restart the WAL: a stat per commit costs more than the
 // rest of this. The caller holds s.mu.
-func (s *SQLiteStore) afterCommit(wrote int64) {
+func (s *Store) afterCommit(wrote int64) {
 	w := &s.wal
 	if w.grown += wrote; w.size+w.grown < w.soft || !s.mayRestart() {
 		return
@@ -191,7 +191,7 @@ func (s *SQLiteStore) afterCommit(wrote int64) {
 	}
 }
 
-func (s *SQLiteStore) mayRestart() bool {
+func (s *Store) mayRestart() bool {
 	return time.Now().UnixNano() >= s.wal.retryAt.Load()
 }
 
@@ -199,7 +199,7 @@ func (s *SQLiteStore) mayRestart() bool {
 // WAL (RESTART or TRUNCATE) and reports whether it completed. The caller
 // holds s.mu: no commit comes in between, and the next one starts the WAL
 // again from its beginning.
-func (s *SQLiteStore) checkpointLocked(mode string) bool {
+func (s *Store) checkpointLocked(mode string) bool {
 	w := &s.wal
 	start := time.Now()
 	var busy, frames, copied int64
@@ -243,7 +243,7 @@ func (s *SQLiteStore) checkpointLocked(mode string) bool {
 // readers SQLite's busy handler bounds to walBusyWait. The timeout is set
 // on the connection each time: the store's DSN sets its own, and a driver
 // that opens a fresh connection sets that one again.
-func (s *SQLiteStore) waitingCheckpoint(mode string, busy, frames, copied *int64) error {
+func (s *Store) waitingCheckpoint(mode string, busy, frames, copied *int64) error {
 	ctx := context.Background()
 	c, err := s.cdb.Conn(ctx)
 	if err != nil {
@@ -258,12 +258,12 @@ func (s *SQLiteStore) waitingCheckpoint(mode string, busy, frames, copied *int64
 
 // passive copies what it can of the WAL into the database file without
 // waiting for the writer or readers.
-func (s *SQLiteStore) passive() {
+func (s *Store) passive() {
 	s.cdb.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
 }
 
 // checkpointBySize answers the WAL passing soft.
-func (s *SQLiteStore) checkpointBySize() {
+func (s *Store) checkpointBySize() {
 	if !s.mayRestart() {
 		return
 	}
@@ -291,7 +291,7 @@ func (s *SQLiteStore) checkpointBySize() {
 
 // passes runs PASSIVE checkpoints until one finds little to copy or the
 // WAL is near its bound.
-func (s *SQLiteStore) passes() {
+func (s *Store) passes() {
 	for range walPasses {
 		start := time.Now()
 		s.passive()
@@ -303,7 +303,7 @@ func (s *SQLiteStore) passes() {
 
 // giveBack ends a quiet spell: the pending span is written and the WAL
 // truncated to nothing. It reports whether it is done.
-func (s *SQLiteStore) giveBack() bool {
+func (s *Store) giveBack() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.flushSpanLocked(); err != nil {
@@ -318,7 +318,7 @@ func (s *SQLiteStore) giveBack() bool {
 // checkpointer runs the WAL's checkpoints (see walState) until s.stop.
 // Appends kick it; while they go on it wakes once per checkpointInterval,
 // not once per commit.
-func (s *SQLiteStore) checkpointer() {
+func (s *Store) checkpointer() {
 	defer close(s.ckDone)
 	t := time.NewTimer(checkpointInterval)
 	t.Stop()
@@ -364,6 +364,6 @@ func (s *SQLiteStore) checkpointer() {
 	}
 }
 
-func (s *SQLiteStore) retryIn() time.Duration {
+func (s *Store) retryIn() time.Duration {
 	return time.Until(time.Unix(0, s.wal.retryAt.Load()))
 }

@@ -1,4 +1,4 @@
-package bus
+package sqlite
 
 import (
 	"os"

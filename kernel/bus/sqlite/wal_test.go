@@ -1,4 +1,4 @@
-package bus
+package sqlite
 
 import (
 	"bytes"
@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -78,9 +81,9 @@ type acked struct {
 // waiting for its acknowledgement (and pause) before the next, until ctx
 // ends. It returns every acknowledgement and the longest a single publish
 // took.
-func publishFor(ctx context.Context, t *testing.T, b *Bus, publishers int, pause time.Duration) ([]acked, time.Duration) {
+func publishFor(ctx context.Context, t *testing.T, b *bus.Bus, publishers int, pause time.Duration) ([]acked, time.Duration) {
 	t.Helper()
-	data := payload(t, bytes.Repeat([]byte{7}, 254)) // 256 bytes of MsgPack
+	data := bustest.Payload(t, bytes.Repeat([]byte{7}, 254)) // 256 bytes of MsgPack
 	var (
 		mu      sync.Mutex
 		all     []acked
@@ -98,7 +101,7 @@ func publishFor(ctx context.Context, t *testing.T, b *Bus, publishers int, pause
 			for ctx.Err() == nil {
 				ev := &abi.Event{Type: "kairo.wal.e", Data: data}
 				start := time.Now()
-				var res Result
+				var res bus.Result
 				if res, err = b.Publish(context.Background(), ev); err != nil {
 					break
 				}
@@ -124,9 +127,9 @@ func publishFor(ctx context.Context, t *testing.T, b *Bus, publishers int, pause
 // checkReplay is the control of the WAL tests: every acknowledged event
 // replays, in order, at its seq, and a replay by time gives exactly the
 // events of that time.
-func checkReplay(t *testing.T, b *Bus, acks []acked) {
+func checkReplay(t *testing.T, b *bus.Bus, acks []acked) {
 	t.Helper()
-	evs := replayAll(t, b, Query{})
+	evs := bustest.ReplayAll(t, b, bus.Query{})
 	if len(evs) != len(acks) {
 		t.Fatalf("replay gave %d events, %d were acknowledged", len(evs), len(acks))
 	}
@@ -143,7 +146,7 @@ func checkReplay(t *testing.T, b *Bus, acks []acked) {
 		}
 	}
 	var got []uint64
-	for _, ev := range replayAll(t, b, Query{Since: since, Until: until}) {
+	for _, ev := range bustest.ReplayAll(t, b, bus.Query{Since: since, Until: until}) {
 		got = append(got, ev.Seq)
 	}
 	if len(want) == 0 || !slices.Equal(got, want) {
@@ -172,11 +175,11 @@ func TestWALBound(t *testing.T) {
 	t.Parallel()
 	const bound = 8 << 20
 	path := filepath.Join(t.TempDir(), "events.db")
-	s, err := OpenSQLite(path, SQLiteOptions{WALMax: bound})
+	s, err := Open(path, Options{WALMax: bound})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBus(t, func(testing.TB) Store { return s }, Options{})
+	b := bus.newBus(t, func(testing.TB) bus.Store { return s }, bus.Options{})
 	wal := sampleWAL(path)
 	ctx, cancel := context.WithTimeout(context.Background(), walTestDuration())
 	defer cancel()
@@ -266,11 +269,11 @@ func TestWALLongReader(t *testing.T) {
 	const hold = 5 * time.Second
 	path := filepath.Join(t.TempDir(), "events.db")
 	var logs syncBuffer
-	s, err := OpenSQLite(path, SQLiteOptions{WALMax: bound, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s, err := Open(path, Options{WALMax: bound, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBus(t, func(testing.TB) Store { return s }, Options{})
+	b := bus.newBus(t, func(testing.TB) bus.Store { return s }, bus.Options{})
 	wal := sampleWAL(path)
 
 	var acks []acked
@@ -322,7 +325,7 @@ func TestWALLongReader(t *testing.T) {
 }
 
 func TestWALMaxOption(t *testing.T) {
-	_, err := OpenSQLite(filepath.Join(t.TempDir(), "events.db"), SQLiteOptions{WALMax: 1000})
+	_, err := Open(filepath.Join(t.TempDir(), "events.db"), Options{WALMax: 1000})
 	if err == nil || !strings.Contains(err.Error(), "WAL bound of 1000 bytes") {
 		t.Errorf("OpenSQLite with a WAL bound of 1000 bytes: %v; want an error naming it", err)
 	}
@@ -373,10 +376,10 @@ func spanRows(t *testing.T, path string) [][4]int64 {
 }
 
 // timeSeqs replays q and returns the seqs.
-func timeSeqs(t *testing.T, s Store, q Query) []uint64 {
+func timeSeqs(t *testing.T, s bus.Store, q bus.Query) []uint64 {
 	t.Helper()
 	var out []uint64
-	for _, ev := range scanAll(t, s, q) {
+	for _, ev := range bustest.ScanAll(t, s, q) {
 		out = append(out, ev.Seq)
 	}
 	return out
@@ -402,7 +405,7 @@ func TestSQLiteV1Store(t *testing.T) {
 		t.Fatalf("testdata/v1-events.db has %d rows of batches, want the 10 of its appends", len(rows))
 	}
 	s := openSQLite(t, path)
-	evs := scanAll(t, s, Query{})
+	evs := bustest.ScanAll(t, s, bus.Query{})
 	if len(evs) != 30 || s.LastSeq() != 30 {
 		t.Fatalf("the v1 store replays %d events, LastSeq %d; want 30", len(evs), s.LastSeq())
 	}
@@ -411,17 +414,17 @@ func TestSQLiteV1Store(t *testing.T) {
 			t.Fatalf("v1 event %d: %+v", i, ev)
 		}
 	}
-	if got := timeSeqs(t, s, Query{Since: base.Add(10 * time.Second), Until: base.Add(14 * time.Second)}); !slices.Equal(got, seqRange(11, 15)) {
+	if got := timeSeqs(t, s, bus.Query{Since: base.Add(10 * time.Second), Until: base.Add(14 * time.Second)}); !slices.Equal(got, seqRange(11, 15)) {
 		t.Fatalf("v1 store, replay by time: seqs %v, want 11..15", got)
 	}
 	var more []*abi.Event
 	for i := range 10 {
-		more = append(more, &abi.Event{ID: NewID(), Type: "kairo.v2.e", Time: base.Add(time.Duration(100+i) * time.Second), Data: payload(t, i)})
+		more = append(more, &abi.Event{ID: bus.NewID(), Type: "kairo.v2.e", Time: base.Add(time.Duration(100+i) * time.Second), Data: bustest.Payload(t, i)})
 	}
-	appendOrFail(t, s, more, true)
-	check := func(s Store) {
+	bustest.AppendOrFail(t, s, more, true)
+	check := func(s bus.Store) {
 		t.Helper()
-		if got := timeSeqs(t, s, Query{Since: base.Add(29 * time.Second), Until: base.Add(101 * time.Second)}); !slices.Equal(got, seqRange(30, 32)) {
+		if got := timeSeqs(t, s, bus.Query{Since: base.Add(29 * time.Second), Until: base.Add(101 * time.Second)}); !slices.Equal(got, seqRange(30, 32)) {
 			t.Fatalf("replay by time across old and new events: seqs %v, want 30..32", got)
 		}
 	}
@@ -450,9 +453,9 @@ func TestSQLiteSpanTail(t *testing.T) {
 	times := []int64{50, 10, 40, 20, 30}
 	var evs []*abi.Event
 	for i := range 100 {
-		evs = append(evs, &abi.Event{ID: NewID(), Type: "kairo.tail.e", Time: time.Unix(times[i%5], int64(i)), Data: payload(t, i)})
+		evs = append(evs, &abi.Event{ID: bus.NewID(), Type: "kairo.tail.e", Time: time.Unix(times[i%5], int64(i)), Data: bustest.Payload(t, i)})
 	}
-	appendOrFail(t, s, evs, true)
+	bustest.AppendOrFail(t, s, evs, true)
 	if rows := spanRows(t, path); len(rows) != 0 {
 		t.Fatalf("rows of batches after 100 events: %v; want none yet (spanEvents is %d)", rows, spanEvents)
 	}
@@ -470,11 +473,11 @@ func TestSQLiteSpanTail(t *testing.T) {
 		return out
 	}
 	c := openSQLite(t, image)
-	q := Query{Since: time.Unix(20, 0), Until: time.Unix(40, 99)}
+	q := bus.Query{Since: time.Unix(20, 0), Until: time.Unix(40, 99)}
 	if got := timeSeqs(t, c, q); !slices.Equal(got, want(20, 40)) {
 		t.Fatalf("replay by time of events no span covers: seqs %v, want %v", got, want(20, 40))
 	}
-	appendOrFail(t, c, []*abi.Event{{ID: NewID(), Type: "kairo.tail.e", Time: time.Unix(5, 0), Data: payload(t, 100)}}, true)
+	bustest.AppendOrFail(t, c, []*abi.Event{{ID: bus.NewID(), Type: "kairo.tail.e", Time: time.Unix(5, 0), Data: bustest.Payload(t, 100)}}, true)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +487,7 @@ func TestSQLiteSpanTail(t *testing.T) {
 	}
 	c = openSQLite(t, image)
 	defer c.Close()
-	if got := timeSeqs(t, c, Query{Until: time.Unix(5, 0)}); !slices.Equal(got, []uint64{101}) {
+	if got := timeSeqs(t, c, bus.Query{Until: time.Unix(5, 0)}); !slices.Equal(got, []uint64{101}) {
 		t.Fatalf("replay by time after the tail was covered: seqs %v, want [101]", got)
 	}
 	if got := timeSeqs(t, c, q); !slices.Equal(got, want(20, 40)) {
