@@ -9,23 +9,24 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/kernel/bus/jetstream"
-	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 
 	"github.com/kairo-os/kairo/abi"
 )
 
-// conformanceStore is one store under the conformance suite: open opens
+// ConformanceStore is one store under the conformance suite: Open opens
 // (or reopens) the store kept in dir.
 type ConformanceStore struct {
-	name    string
-	durable bool // keeps its events across a close and reopen
-	open    func(t testing.TB, dir string) bus.Store
-	// full returns a store that fills up, and a function that frees room;
+	Name    string
+	Durable bool // keeps its events across a close and reopen
+	Open    func(t testing.TB, dir string) bus.Store
+	// Full returns a store that fills up, and a function that frees room;
 	// nil skips the test.
-	full func(t *testing.T) (bus.Store, func())
-	// afterDupWindow waits past the store's own duplicate window, if any.
-	afterDupWindow func()
+	Full func(t *testing.T) (bus.Store, func())
+	// AfterDupWindow waits past the store's own duplicate window, if any.
+	AfterDupWindow func()
+	// FullSays is what a full store's refusal says besides "full" (the
+	// limit it names); "" asks nothing more.
+	FullSays string
 }
 
 // conform runs the contract against the store cs opens.
@@ -41,7 +42,7 @@ func Conform(t *testing.T, cs ConformanceStore) {
 // Every acknowledgement carries a new sequence number, higher than the
 // one before it, and the store's LastSeq is the last of them.
 func conformPublish(t *testing.T, cs ConformanceStore) {
-	b := bus.New(cs.open(t, t.TempDir()), bus.Options{})
+	b := bus.New(cs.Open(t, t.TempDir()), bus.Options{})
 	defer b.Close()
 	var last uint64
 	for i := range 5 {
@@ -113,7 +114,7 @@ func SameEvent(t *testing.T, what string, got, want abi.Event) {
 // Replay by sequence, time and pattern gives the events the query selects,
 // in sequence order, as they were published.
 func conformReplay(t *testing.T, cs ConformanceStore) {
-	b := bus.New(cs.open(t, t.TempDir()), bus.Options{})
+	b := bus.New(cs.Open(t, t.TempDir()), bus.Options{})
 	defer b.Close()
 	all := conformEvents(t, b)
 	base := all[0].Time
@@ -144,7 +145,7 @@ func conformReplay(t *testing.T, cs ConformanceStore) {
 				q := tc.q
 				if q.FromSeq > 0 && ev.Seq < q.FromSeq || q.ToSeq > 0 && ev.Seq > q.ToSeq ||
 					!q.Since.IsZero() && ev.Time.Before(q.Since) || !q.Until.IsZero() && ev.Time.After(q.Until) ||
-					q.Pattern != nil && !bus.refMatch(q.Pattern.String(), ev.Type) {
+					q.Pattern != nil && !RefMatch(q.Pattern.String(), ev.Type) {
 					continue
 				}
 				if q.Limit > 0 && len(want) == q.Limit {
@@ -184,7 +185,7 @@ func conformReplay(t *testing.T, cs ConformanceStore) {
 // window, and after the store is closed and opened again.
 func conformDuplicates(t *testing.T, cs ConformanceStore) {
 	dir := t.TempDir()
-	b := bus.New(cs.open(t, dir), bus.Options{})
+	b := bus.New(cs.Open(t, dir), bus.Options{})
 	closed := false
 	defer func() {
 		if !closed {
@@ -239,18 +240,18 @@ func conformDuplicates(t *testing.T, cs ConformanceStore) {
 		}
 	}
 	check("at once")
-	if cs.afterDupWindow != nil {
-		cs.afterDupWindow()
+	if cs.AfterDupWindow != nil {
+		cs.AfterDupWindow()
 		check("past the duplicate window")
 	}
-	if !cs.durable {
+	if !cs.Durable {
 		return
 	}
 	closed = true
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b = bus.New(cs.open(t, dir), bus.Options{})
+	b = bus.New(cs.Open(t, dir), bus.Options{})
 	closed = false
 	check("after a reopen")
 }
@@ -258,7 +259,7 @@ func conformDuplicates(t *testing.T, cs ConformanceStore) {
 // Subscribers see every event once, in order: live ones, and one so slow
 // that it falls back to reading the store.
 func conformSubscriptions(t *testing.T, cs ConformanceStore) {
-	b := bus.New(cs.open(t, t.TempDir()), bus.Options{SubscriberBuffer: 16})
+	b := bus.New(cs.Open(t, t.TempDir()), bus.Options{SubscriberBuffer: 16})
 	defer b.Close()
 	PublishN(t, b, "kairo.sub.before", 10)
 	live := NewCollector()
@@ -324,17 +325,17 @@ func conformSubscriptions(t *testing.T, cs ConformanceStore) {
 // A store closed and opened again holds every event as it was, and goes
 // on after the last sequence number.
 func conformReopen(t *testing.T, cs ConformanceStore) {
-	if !cs.durable {
+	if !cs.Durable {
 		t.Skip("the store keeps nothing across a reopen")
 	}
 	dir := t.TempDir()
-	b := bus.New(cs.open(t, dir), bus.Options{})
+	b := bus.New(cs.Open(t, dir), bus.Options{})
 	all := conformEvents(t, b)
 	last := b.LastSeq()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b = bus.New(cs.open(t, dir), bus.Options{})
+	b = bus.New(cs.Open(t, dir), bus.Options{})
 	defer b.Close()
 	if got := b.LastSeq(); got != last {
 		t.Fatalf("LastSeq after reopen = %d, want %d", got, last)
@@ -354,10 +355,10 @@ func conformReopen(t *testing.T, cs ConformanceStore) {
 // A full store refuses with an error that says so and what to do; the
 // events it had stay readable, and once it has room it takes events again.
 func conformFull(t *testing.T, cs ConformanceStore) {
-	if cs.full == nil {
+	if cs.Full == nil {
 		t.Skip("the store has no bound to reach")
 	}
-	s, free := cs.full(t)
+	s, free := cs.Full(t)
 	defer func() { s.Close() }()
 	stored := 0
 	var err error
@@ -369,14 +370,13 @@ func conformFull(t *testing.T, cs ConformanceStore) {
 		}
 		stored++
 	}
-	if !sqlite.IsDiskFull(err) {
+	if !bus.IsDiskFull(err) {
 		t.Fatalf("a full store refused with %v; want an error IsDiskFull recognises", err)
 	}
 	if !strings.Contains(err.Error(), "full") {
 		t.Fatalf("the refusal %q does not say the store is full", err)
 	}
-	var sf *jetstream.StreamFullError
-	if errors.As(err, &sf) && !strings.Contains(err.Error(), "max_bytes") {
+	if cs.FullSays != "" && !strings.Contains(err.Error(), cs.FullSays) {
 		t.Fatalf("the refusal %q does not name the limit", err)
 	}
 	if n := len(ScanAll(t, s, bus.Query{})); n < stored {
@@ -384,4 +384,19 @@ func conformFull(t *testing.T, cs ConformanceStore) {
 	}
 	free()
 	AppendOrFail(t, s, []*abi.Event{StoreEvent(t, "after-full", 0)}, true)
+}
+
+// RefMatch is the NATS rule written token by token, as the reference for
+// Pattern.Match and its fast paths.
+func RefMatch(pattern, subject string) bool {
+	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, p := range pt {
+		if p == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) || p != "*" && p != st[i] {
+			return false
+		}
+	}
+	return len(pt) == len(st)
 }
