@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/kairo-os/kairo/abi"
 )
 
 func TestPublishBatch(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		ctx := context.Background()
 		got := make(chan abi.Event, 256)
 		sub, err := b.Subscribe(ctx, "batch.>", bus.SubscribeOptions{}, func(evs []abi.Event) error {

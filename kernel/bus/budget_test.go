@@ -23,17 +23,11 @@ func blocked(entered chan<- struct{}, release <-chan struct{}) bus.Handler {
 	}
 }
 
-func lagging(s *bus.Subscription) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lagging
-}
-
 // A budgeted subscriber that falls behind frees its buffer at once and
 // catches up from the store when it is ready: bounded, and nothing lost.
 func TestBudgetedSubscriberCatchesUp(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		g := b.NewBudget(bus.BudgetOptions{MaxEvents: 16})
 		entered, release := make(chan struct{}, 1), make(chan struct{})
 		var got []abi.Event
@@ -52,13 +46,13 @@ func TestBudgetedSubscriberCatchesUp(t *testing.T) {
 		bustest.PublishN(t, b, "load.x", 1)
 		bustest.WaitDone(t, "the first push", entered) // seq 1 is stuck in the handler
 		bustest.PublishN(t, b, "load.x", 199)
-		bustest.Eventually(t, "the slow subscriber lags", func() bool { return lagging(slow) })
+		bustest.Eventually(t, "the slow subscriber lags", func() bool { return slow.Lagging() })
 		if n := g.Bytes(); n > 1<<10 {
 			t.Fatalf("the slow subscriber holds %d bytes once lagging; want only the event in its handler", n)
 		}
 		close(release)
 		bustest.CheckDense(t, own.Wait(t, 200), 1)
-		bustest.Eventually(t, "the slow subscriber caught up", func() bool { return !lagging(slow) && g.Bytes() == 0 })
+		bustest.Eventually(t, "the slow subscriber caught up", func() bool { return !slow.Lagging() && g.Bytes() == 0 })
 		slow.Close()
 		bustest.CheckDense(t, got, 1)
 		if len(got) != 200 || g.Subscriptions() != 0 || b.Stats().ClientBytes != 0 {
@@ -71,7 +65,7 @@ func TestBudgetedSubscriberCatchesUp(t *testing.T) {
 // read even a page of the store: it ends, saying where to resume.
 func TestBudgetedSubscriberEnds(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		g := b.NewBudget(bus.BudgetOptions{MaxBytes: 4 << 10})
 		release := make(chan struct{})
 		defer close(release)
@@ -96,7 +90,7 @@ func TestBudgetedSubscriberEnds(t *testing.T) {
 }
 
 func TestBudgetBounds(t *testing.T) {
-	b := newBus(t, func(testing.TB) bus.Store { return bus.NewMemoryStore(0) }, bus.Options{MaxClientBytes: 64 << 10})
+	b := bustest.NewBus(t, func(testing.TB) bus.Store { return bus.NewMemoryStore(0) }, bus.Options{MaxClientBytes: 64 << 10})
 	g := b.NewBudget(bus.BudgetOptions{MaxSubscriptions: 2})
 	release := make(chan struct{})
 	first := bustest.Subscribe(t, b, "a.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release))
@@ -129,7 +123,7 @@ func TestBudgetBounds(t *testing.T) {
 // An event's strings over their bounds are refused at publish, whoever
 // publishes.
 func TestPublishRefusesLongStrings(t *testing.T) {
-	b := newBus(t, func(testing.TB) bus.Store { return bus.NewMemoryStore(0) }, bus.Options{})
+	b := bustest.NewBus(t, func(testing.TB) bus.Store { return bus.NewMemoryStore(0) }, bus.Options{})
 	_, err := b.Publish(bustest.Ctx(t), &abi.Event{Type: "a.b", Source: strings.Repeat("s", 1<<20)})
 	var ae *abi.Error
 	if !errors.As(err, &ae) || ae.Code != abi.CodeInvalidParams || !strings.Contains(ae.Message, "event.source has 1048576 bytes") {

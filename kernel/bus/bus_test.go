@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
+	"github.com/kairo-os/kairo/kernel/bus/jetstream"
 	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 
 	"github.com/kairo-os/kairo/abi"
@@ -23,7 +26,24 @@ var storeKinds = []struct {
 	open func(t testing.TB) bus.Store
 }{
 	{"memory", func(t testing.TB) bus.Store { return bus.NewMemoryStore(0) }},
-	{"sqlite", func(t testing.TB) bus.Store { return sqlite.openSQLite(t, filepath.Join(t.TempDir(), "events.db")) }},
+	{"sqlite", func(t testing.TB) bus.Store { return openSQLite(t, filepath.Join(t.TempDir(), "events.db")) }},
+	{"jetstream", func(t testing.TB) bus.Store {
+		opts := jetstream.Options{Embedded: true, Dir: t.TempDir()}
+		s, err := jetstream.Open(opts)
+		if err != nil {
+			t.Fatalf("jetstream.Open(%+v): %v", opts, err)
+		}
+		return s
+	}},
+}
+
+func openSQLite(t testing.TB, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("sqlite.Open(%s): %v", path, err)
+	}
+	return s
 }
 
 // forEachStore runs fn as a subtest per store kind.
@@ -33,21 +53,9 @@ func forEachStore(t *testing.T, fn func(t *testing.T, open func(testing.TB) bus.
 	}
 }
 
-// newBus returns a bus over a fresh store, closed when the test ends.
-func newBus(t testing.TB, open func(testing.TB) bus.Store, opts bus.Options) *bus.Bus {
-	t.Helper()
-	b := bus.New(open(t), opts)
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return b
-}
-
 func TestPublishAssignsSeqAndFills(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{Source: "unit"})
+		b := bustest.NewBus(t, open, bus.Options{Source: "unit"})
 		before := time.Now()
 		var sent []*abi.Event
 		for i := range 10 {
@@ -59,7 +67,7 @@ func TestPublishAssignsSeqAndFills(t *testing.T) {
 			if ev.Seq != res.Seq {
 				t.Errorf("ev.Seq = %d, want %d", ev.Seq, res.Seq)
 			}
-			bus.checkV7(t, ev.ID)
+			bus.CheckV7(t, ev.ID)
 			if ev.Time.Before(before) || ev.Time.After(time.Now()) {
 				t.Errorf("ev.Time = %v, want the time of publishing", ev.Time)
 			}
@@ -110,7 +118,7 @@ func TestPublishAssignsSeqAndFills(t *testing.T) {
 
 func TestPublishDefaultSource(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		ev := &abi.Event{Type: "kairo.x"}
 		bustest.MustPublish(t, b, ev)
 		if ev.Source != "kairo" {
@@ -121,7 +129,7 @@ func TestPublishDefaultSource(t *testing.T) {
 
 func TestPublishRejectsInvalidSubject(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		for _, s := range []string{"", "kairo..x", ".kairo", "kairo.", "kairo.*", "kairo.>", ">", "kairo.a b", "kairo.a*"} {
 			ev := &abi.Event{Type: s}
 			_, err := b.Publish(bustest.Ctx(t), ev)
@@ -153,7 +161,7 @@ func TestPublishRejectsInvalidSubject(t *testing.T) {
 
 func TestPublishDuplicateID(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		const upper = "0192D6C4-7A2E-7B3C-8D4E-5F6A7B8C9D0E"
 		const lower = "0192d6c4-7a2e-7b3c-8d4e-5f6a7b8c9d0e"
 		first := []*abi.Event{
@@ -214,7 +222,7 @@ func TestPublishDuplicateID(t *testing.T) {
 // stored once, every ack for it reports that one seq, and seqs stay dense.
 func TestPublishDuplicatesInBatches(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		const pre = 40
 		var preIDs []string
 		for i := range pre {
@@ -265,22 +273,20 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 
 		// With group commit, stall the flusher so all 300 land in one
 		// batch: it takes a first batch and then waits for b.mu.
-		groupCommit := b.store.GroupCommit()
+		groupCommit := b.Store().GroupCommit()
 		if groupCommit {
-			b.mu.Lock()
+			b.Mu().Lock()
 			if _, err := b.PublishAsync(&abi.Event{Type: "kairo.batch.first"}); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(bustest.WaitLimit)
 			for {
-				b.qmu.Lock()
-				taken := b.cur == nil
-				b.qmu.Unlock()
+				taken := !b.Queued()
 				if taken {
 					break
 				}
 				if time.Now().After(deadline) {
-					b.mu.Unlock()
+					b.Mu().Unlock()
 					t.Fatal("the flusher never took the first batch")
 				}
 				time.Sleep(time.Millisecond)
@@ -305,18 +311,18 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 		}
 		wg.Wait()
 		if groupCommit {
-			bt := acks[0][0].b
+			bt := acks[0][0].Batch()
 			for p := range acks {
 				for _, a := range acks[p] {
-					if a.b != bt {
+					if a.Batch() != bt {
 						t.Errorf("events were split over batches; want one batch")
 					}
 				}
 			}
-			if len(bt.evs) <= sqlite.rowsPerInsert*2 {
-				t.Errorf("batch holds %d events, want more than %d", len(bt.evs), sqlite.rowsPerInsert*2)
+			if bt.Len() <= hook.SQLiteRowsPerInsert*2 {
+				t.Errorf("batch holds %d events, want more than %d", bt.Len(), hook.SQLiteRowsPerInsert*2)
 			}
-			b.mu.Unlock()
+			b.Mu().Unlock()
 		}
 		close(errs)
 		for err := range errs {
@@ -391,7 +397,7 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 
 func TestSubscribeFromNow(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		bustest.PublishN(t, b, "kairo.now.before", 5)
 		c := bustest.NewCollector()
 		sub := bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, c.Handle)
@@ -419,7 +425,7 @@ func TestSubscribeFromSeqThenLive(t *testing.T) {
 	for _, buf := range []int{0, 4} {
 		t.Run(fmt.Sprintf("buffer=%d", buf), func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-				b := newBus(t, open, bus.Options{SubscriberBuffer: buf})
+				b := bustest.NewBus(t, open, bus.Options{SubscriberBuffer: buf})
 				const stored, live = 300, 700
 				bustest.PublishN(t, b, "kairo.replay.stored", stored)
 
@@ -463,7 +469,7 @@ func TestSubscribeFromSeqThenLive(t *testing.T) {
 // A FromSeq beyond the last stored event starts there once it is published.
 func TestSubscribeFromFutureSeq(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		bustest.PublishN(t, b, "kairo.future", 5)
 		c := bustest.NewCollector()
 		bustest.Subscribe(t, b, ">", bus.SubscribeOptions{FromSeq: 8}, c.Handle)
@@ -494,7 +500,7 @@ func TestSubscribePattern(t *testing.T) {
 	// subscriptions from seq 1 start (read from the store), half after.
 	const rounds = 10
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		publish := func() {
 			for _, s := range subjects {
 				bustest.MustPublish(t, b, &abi.Event{Type: s})
@@ -554,7 +560,7 @@ func TestSubscribePattern(t *testing.T) {
 // from the store.
 func TestSlowSubscriber(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{SubscriberBuffer: 16})
+		b := bustest.NewBus(t, open, bus.Options{SubscriberBuffer: 16})
 		entered := make(chan struct{})
 		release := make(chan struct{})
 		slow := bustest.NewCollector()
@@ -615,7 +621,7 @@ func TestSlowSubscriber(t *testing.T) {
 
 func TestConcurrentPublishers(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		const publishers, each = 8, 500
 		subs := []*bustest.Collector{bustest.NewCollector(), bustest.NewCollector()}
 		bustest.Subscribe(t, b, "kairo.>", bus.SubscribeOptions{}, subs[0].Handle)
@@ -709,7 +715,7 @@ func TestCloseCompletesQueuedAcks(t *testing.T) {
 			t.Errorf("second Close = %v, want nil", err)
 		}
 		if s, ok := store.(*sqlite.Store); ok {
-			re := sqlite.openSQLite(t, s.path)
+			re := openSQLite(t, strings.TrimPrefix(s.Describe(), "sqlite:"))
 			defer re.Close()
 			if got := re.LastSeq(); got != n {
 				t.Errorf("reopened store has LastSeq %d, want %d", got, n)
@@ -779,7 +785,7 @@ func TestCloseRacingPublishers(t *testing.T) {
 
 func TestSubscriptionEnds(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 
 		t.Run("Close", func(t *testing.T) {
 			calls := 0
@@ -852,7 +858,7 @@ func TestSubscriptionEnds(t *testing.T) {
 			bustest.WaitDone(t, "first catch-up delivery", entered)
 			closed := make(chan struct{})
 			go func() { sub.Close(); close(closed) }()
-			bustest.WaitDone(t, "context cancel", sub.ctx.Done())
+			bustest.WaitDone(t, "context cancel", sub.Ctx().Done())
 			close(release)
 			bustest.WaitDone(t, "Close of a subscription catching up", closed)
 		})

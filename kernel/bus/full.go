@@ -11,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 )
 
 // SubjectStoreWritable is published once the store takes events again
@@ -59,10 +60,6 @@ type fullState struct {
 	done    chan struct{} // of the latest probe; nil before the first
 }
 
-// probeInterval spaces the attempts to publish SubjectStoreWritable while
-// the disk is full.
-var probeInterval = time.Second
-
 // noteFull records a refusal for want of space and starts the probe that
 // reports the store writable again. The caller holds b.mu.
 func (b *Bus) noteFull(evs []*abi.Event, err error) error {
@@ -90,7 +87,7 @@ func (b *Bus) noteFull(evs []*abi.Event, err error) error {
 func (b *Bus) probe(done chan<- struct{}) {
 	f := &b.full
 	defer close(done)
-	t := time.NewTicker(probeInterval)
+	t := time.NewTicker(hook.ProbeInterval)
 	defer t.Stop()
 	for {
 		select {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -32,8 +32,8 @@ func (f *fillable) Append(evs []*abi.Event, envs [][]byte, dup []bool) error {
 // closed the first probe's channel again, a panic), and Close after the
 // second is clean.
 func TestStoreFullTwice(t *testing.T) {
-	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
-	bus.probeInterval = 10 * time.Millisecond
+	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
+	hook.ProbeInterval = 10 * time.Millisecond
 	st := &fillable{Store: bus.NewMemoryStore(0)}
 	b := bus.New(st, bus.Options{})
 	defer b.Close()
@@ -43,7 +43,7 @@ func TestStoreFullTwice(t *testing.T) {
 			t.Fatalf("episode %d: a publish before the disk filled: %v", episode, err)
 		}
 		st.full.Store(true)
-		if _, err := b.Publish(ctx, &abi.Event{Type: "test.refused"}); !sqlite.IsDiskFull(err) {
+		if _, err := b.Publish(ctx, &abi.Event{Type: "test.refused"}); !bus.IsDiskFull(err) {
 			t.Fatalf("episode %d: a publish on the full disk: %v; want a full-disk error", episode, err)
 		}
 		st.full.Store(false)

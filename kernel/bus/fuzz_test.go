@@ -21,7 +21,7 @@ func FuzzSubject(f *testing.F) {
 		subjErr := bus.ValidateSubject(s)
 		patErr := bus.ValidatePattern(s)
 		for _, err := range []error{subjErr, patErr} {
-			var se *SubjectError
+			var se *bus.SubjectError
 			if err != nil && (!errors.As(err, &se) || se.Rule == "") {
 				t.Fatalf("%q: error %v is not a *SubjectError with a rule", s, err)
 			}
@@ -37,7 +37,7 @@ func FuzzSubject(f *testing.F) {
 		if patErr != nil {
 			t.Fatalf("%q is a valid subject but not a valid pattern: %v", s, patErr)
 		}
-		if strings.ContainsAny(s, "*> \t\n") || len(s) > MaxSubjectLen || strings.Contains(s, "..") {
+		if strings.ContainsAny(s, "*> \t\n") || len(s) > bus.MaxSubjectLen || strings.Contains(s, "..") {
 			t.Fatalf("ValidateSubject accepted %q", s)
 		}
 		p, err := bus.CompilePattern(s)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -26,7 +27,7 @@ func TestStoreAppendDuplicates(t *testing.T) {
 				defer s.Close()
 				id := func(n int) string {
 					if n%2 == 0 {
-						return bus.formatUUID([]byte{15: byte(n), 14: byte(n >> 8), 6: 0x70, 8: 0x80})
+						return bus.FormatUUID([]byte{15: byte(n), 14: byte(n >> 8), 6: 0x70, 8: 0x80})
 					}
 					return fmt.Sprintf("text-%d", n)
 				}
@@ -96,8 +97,8 @@ func TestStoreAppendDuplicates(t *testing.T) {
 				}
 
 				// A batch of nothing but duplicates stores nothing.
-				again := make([]*abi.Event, 0, 2*sqlite.rowsPerInsert)
-				for i := range 2 * sqlite.rowsPerInsert {
+				again := make([]*abi.Event, 0, 2*hook.SQLiteRowsPerInsert)
+				for i := range 2 * hook.SQLiteRowsPerInsert {
 					again = append(again, bustest.StoreEvent(t, evs[i].ID, -i))
 				}
 				for i, d := range bustest.AppendOrFail(t, s, again, withEnvs) {
@@ -118,7 +119,7 @@ func TestReplay(t *testing.T) {
 	subjects := []string{"kairo.a.x", "kairo.a.y", "kairo.b.x"}
 	const n = 30
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := newBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Options{})
 		for i := range n {
 			bustest.MustPublish(t, b, &abi.Event{Type: subjects[i%3], Time: base.Add(time.Duration(i) * time.Second), Data: bustest.Payload(t, i)})
 		}
@@ -248,7 +249,7 @@ func TestMemoryStoreEviction(t *testing.T) {
 // events come in order across chunk boundaries, stay intact after the
 // callback returns, and every way of ending the scan early works.
 func TestStoreLongScan(t *testing.T) {
-	const n = 5*sqlite.scanChunk + 123
+	const n = 5*hook.SQLiteScanChunk + 123
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
 		s := open(t)
 		defer s.Close()
@@ -285,39 +286,39 @@ func TestStoreLongScan(t *testing.T) {
 			check(t, bustest.ScanAll(t, s, bus.Query{}), seqRange(1, n, nil))
 		})
 		t.Run("unaligned range with pattern", func(t *testing.T) {
-			q := bus.Query{FromSeq: sqlite.scanChunk - 7, ToSeq: 4*sqlite.scanChunk + 11, Pattern: bus.MustCompilePattern("kairo.long.b")}
+			q := bus.Query{FromSeq: hook.SQLiteScanChunk - 7, ToSeq: 4*hook.SQLiteScanChunk + 11, Pattern: bus.MustCompilePattern("kairo.long.b")}
 			check(t, bustest.ScanAll(t, s, q), seqRange(q.FromSeq, q.ToSeq, func(seq uint64) bool { return (seq-1)%3 == 1 }))
 		})
 		t.Run("time range", func(t *testing.T) {
-			q := bus.Query{Since: time.Unix(0, 2*sqlite.scanChunk), Until: time.Unix(0, 3*sqlite.scanChunk+5)}
-			check(t, bustest.ScanAll(t, s, q), seqRange(2*sqlite.scanChunk+1, 3*sqlite.scanChunk+6, nil))
+			q := bus.Query{Since: time.Unix(0, 2*hook.SQLiteScanChunk), Until: time.Unix(0, 3*hook.SQLiteScanChunk+5)}
+			check(t, bustest.ScanAll(t, s, q), seqRange(2*hook.SQLiteScanChunk+1, 3*hook.SQLiteScanChunk+6, nil))
 		})
 		t.Run("limit", func(t *testing.T) {
-			check(t, bustest.ScanAll(t, s, bus.Query{FromSeq: 10, Limit: 3 * sqlite.scanChunk}), seqRange(10, 3*sqlite.scanChunk+9, nil))
+			check(t, bustest.ScanAll(t, s, bus.Query{FromSeq: 10, Limit: 3 * hook.SQLiteScanChunk}), seqRange(10, 3*hook.SQLiteScanChunk+9, nil))
 		})
 		t.Run("ErrStop", func(t *testing.T) {
 			calls := 0
 			err := s.Scan(context.Background(), bus.Query{}, func(*abi.Event) error {
-				if calls++; calls == 2*sqlite.scanChunk+3 {
+				if calls++; calls == 2*hook.SQLiteScanChunk+3 {
 					return bus.ErrStop
 				}
 				return nil
 			})
-			if err != nil || calls != 2*sqlite.scanChunk+3 {
-				t.Errorf("Scan ended by ErrStop = %v after %d calls, want nil after %d", err, calls, 2*sqlite.scanChunk+3)
+			if err != nil || calls != 2*hook.SQLiteScanChunk+3 {
+				t.Errorf("Scan ended by ErrStop = %v after %d calls, want nil after %d", err, calls, 2*hook.SQLiteScanChunk+3)
 			}
 		})
 		t.Run("callback error", func(t *testing.T) {
 			boom := errors.New("boom")
 			calls := 0
 			err := s.Scan(context.Background(), bus.Query{}, func(*abi.Event) error {
-				if calls++; calls == 3*sqlite.scanChunk {
+				if calls++; calls == 3*hook.SQLiteScanChunk {
 					return boom
 				}
 				return nil
 			})
-			if !errors.Is(err, boom) || calls != 3*sqlite.scanChunk {
-				t.Errorf("Scan = %v after %d calls, want boom after %d", err, calls, 3*sqlite.scanChunk)
+			if !errors.Is(err, boom) || calls != 3*hook.SQLiteScanChunk {
+				t.Errorf("Scan = %v after %d calls, want boom after %d", err, calls, 3*hook.SQLiteScanChunk)
 			}
 		})
 		t.Run("context canceled midway", func(t *testing.T) {
@@ -325,7 +326,7 @@ func TestStoreLongScan(t *testing.T) {
 			defer cancel()
 			calls := 0
 			err := s.Scan(ctx, bus.Query{}, func(*abi.Event) error {
-				if calls++; calls == sqlite.scanChunk+1 {
+				if calls++; calls == hook.SQLiteScanChunk+1 {
 					cancel()
 				}
 				return nil

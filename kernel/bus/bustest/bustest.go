@@ -40,6 +40,19 @@ func PayloadInt(t testing.TB, ev *abi.Event) int {
 	return n
 }
 
+// NewBus returns a bus over the store open returns, closed when the test
+// ends.
+func NewBus(t testing.TB, open func(testing.TB) bus.Store, opts bus.Options) *bus.Bus {
+	t.Helper()
+	b := bus.New(open(t), opts)
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
 func MustPublish(t testing.TB, b *bus.Bus, ev *abi.Event) bus.Result {
 	t.Helper()
 	res, err := b.Publish(Ctx(t), ev)

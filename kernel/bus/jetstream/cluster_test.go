@@ -20,7 +20,7 @@ import (
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
-	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -187,12 +187,12 @@ func (c *testCluster) open(t testing.TB, opts Options) *Store {
 // for a cluster (TestConformance/jetstream-cluster).
 func clusterStore(c *testCluster) bustest.ConformanceStore {
 	return bustest.ConformanceStore{
-		name:    "jetstream-cluster",
-		durable: true,
-		open: func(t testing.TB, dir string) bus.Store {
+		Name:    "jetstream-cluster",
+		Durable: true,
+		Open: func(t testing.TB, dir string) bus.Store {
 			return c.open(t, Options{Stream: c.streamName(dir), DuplicateWindow: 100 * time.Millisecond})
 		},
-		full: func(t *testing.T) (bus.Store, func()) {
+		Full: func(t *testing.T) (bus.Store, func()) {
 			opts := Options{Stream: c.streamName(t.TempDir()), MaxBytes: 64 << 10}
 			s := c.open(t, opts)
 			return s, func() {
@@ -203,7 +203,8 @@ func clusterStore(c *testCluster) bustest.ConformanceStore {
 				*s = *c.open(t, opts)
 			}
 		},
-		afterDupWindow: func() { time.Sleep(300 * time.Millisecond) },
+		FullSays:       "max_bytes",
+		AfterDupWindow: func() { time.Sleep(300 * time.Millisecond) },
 	}
 }
 
@@ -565,8 +566,8 @@ func (c *testCluster) waitReplicas(t *testing.T, stream string, restarted int) {
 // kairo.system.store.writable. The control is the publishing before the
 // stream filled.
 func TestClusterStreamFull(t *testing.T) {
-	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
-	bus.probeInterval = 50 * time.Millisecond
+	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
+	hook.ProbeInterval = 50 * time.Millisecond
 	c := startCluster(t)
 	opts := Options{Stream: "FULL", MaxBytes: 64 << 10}
 	b := bus.New(c.open(t, opts), bus.Options{})
@@ -585,7 +586,7 @@ func TestClusterStreamFull(t *testing.T) {
 		t.Fatalf("the first publish on an empty stream: %v", err)
 	}
 	var full *bus.DiskFullError
-	if !errors.As(err, &full) || !sqlite.IsDiskFull(err) {
+	if !errors.As(err, &full) || !bus.IsDiskFull(err) {
 		t.Fatalf("after %d events a full stream refused with %v; want a DiskFullError", stored, err)
 	}
 	for _, want := range []string{"FULL is full", "max_bytes", "raise"} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -19,8 +20,8 @@ import (
 // publishes itself after comes after them. The control: a's events before
 // the outage reach b live.
 func TestFollowAcrossOutage(t *testing.T) {
-	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
-	bus.probeInterval = 50 * time.Millisecond
+	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
+	hook.ProbeInterval = 50 * time.Millisecond
 	port := freePorts(t, 1)[0]
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)

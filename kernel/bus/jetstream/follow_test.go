@@ -12,6 +12,7 @@ import (
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -28,13 +29,13 @@ func twoHosts(t *testing.T, opts bus.Options) (a, b *bus.Bus) {
 	open := func(host string) *bus.Bus {
 		o := opts
 		o.Host = host
-		bus := bus.New(openJetStream(t, Options{URL: url, Stream: "HOSTS", Host: host}), o)
+		hb := bus.New(openJetStream(t, Options{URL: url, Stream: "HOSTS", Host: host}), o)
 		t.Cleanup(func() {
-			if err := bus.Close(); err != nil {
+			if err := hb.Close(); err != nil {
 				t.Errorf("Close of host %s's bus: %v", host, err)
 			}
 		})
-		return bus
+		return hb
 	}
 	return open("a"), open("b")
 }
@@ -131,25 +132,25 @@ func TestFollowInterleaved(t *testing.T) {
 		buffer int
 		read   uint64 // maxFollowRead
 	}{
-		{"live", 0, bus.maxFollowRead},
-		{"small buffers", 4, bus.maxFollowRead},
+		{"live", 0, hook.MaxFollowRead},
+		{"small buffers", 4, hook.MaxFollowRead},
 		{"subscribers read the store", 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Put back after the buses closed, which the cleanups of
 			// twoHosts do, running before this one.
-			t.Cleanup(func(n uint64) func() { return func() { bus.maxFollowRead = n } }(bus.maxFollowRead))
-			bus.maxFollowRead = tc.read
+			t.Cleanup(func(n uint64) func() { return func() { hook.MaxFollowRead = n } }(hook.MaxFollowRead))
+			hook.MaxFollowRead = tc.read
 			a, b := twoHosts(t, bus.Options{SubscriberBuffer: tc.buffer})
 			buses := map[string]*bus.Bus{"a": a, "b": b}
 			got := map[string]*bustest.Collector{"a": bustest.NewCollector(), "b": bustest.NewCollector()}
-			for host, bus := range buses {
-				bustest.Subscribe(t, bus, ">", bus.SubscribeOptions{}, got[host].Handle)
+			for host, hb := range buses {
+				bustest.Subscribe(t, hb, ">", bus.SubscribeOptions{}, got[host].Handle)
 			}
 
 			const publishers, each = 3, 100
 			var wg sync.WaitGroup
-			for host, bus := range buses {
+			for host, hb := range buses {
 				for p := range publishers {
 					wg.Add(1)
 					go func() {
@@ -157,7 +158,7 @@ func TestFollowInterleaved(t *testing.T) {
 						ctx := bustest.Ctx(t)
 						for i := range each {
 							ev := &abi.Event{ID: fmt.Sprintf("%s-%d-%03d", host, p, i), Type: "test." + host, Data: bustest.Payload(t, i)}
-							if _, err := bus.Publish(ctx, ev); err != nil {
+							if _, err := hb.Publish(ctx, ev); err != nil {
 								t.Errorf("host %s publisher %d: %v", host, p, err)
 								return
 							}
@@ -171,8 +172,8 @@ func TestFollowInterleaved(t *testing.T) {
 			}
 
 			const total = 2 * publishers * each
-			for host, bus := range buses { // the last appends of the other may be on their way
-				bustest.Eventually(t, "host "+host+" has read every event", func() bool { return bus.LastSeq() == total })
+			for host, hb := range buses { // the last appends of the other may be on their way
+				bustest.Eventually(t, "host "+host+" has read every event", func() bool { return hb.LastSeq() == total })
 			}
 			replay := bustest.ReplayAll(t, a, bus.Query{})
 			bustest.CheckDense(t, replay, 1)
@@ -197,8 +198,8 @@ func TestFollowInterleaved(t *testing.T) {
 				}
 				settle(t, "host "+host+"'s subscriber", c, total)
 			}
-			for host, bus := range buses {
-				if st := bus.Stats(); st.Published != publishers*each || st.Followed != publishers*each {
+			for host, hb := range buses {
+				if st := hb.Stats(); st.Published != publishers*each || st.Followed != publishers*each {
 					t.Errorf("host %s: %d published, %d followed; want %d each", host, st.Published, st.Followed, publishers*each)
 				}
 			}
@@ -314,7 +315,7 @@ func TestFollowClose(t *testing.T) {
 		t.Fatalf("b's Close took %v", d)
 	}
 	select {
-	case <-b.follow.done:
+	case <-hook.FollowerDone(b):
 	default:
 		t.Fatal("b's follower runs after Close")
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
-	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -319,8 +319,8 @@ func TestClusterWritersLeaderKill(t *testing.T) {
 // are dense; once the operator raises max_bytes on the stream itself, each
 // records that it is writable and both publish again.
 func TestClusterWritersFull(t *testing.T) {
-	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
-	bus.probeInterval = 50 * time.Millisecond
+	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
+	hook.ProbeInterval = 50 * time.Millisecond
 	c := startCluster(t)
 	opts := Options{Stream: "FULLW", MaxBytes: 64 << 10}
 	ws := openWriters(t, c, opts, "a", "b")
@@ -348,7 +348,7 @@ func TestClusterWritersFull(t *testing.T) {
 	wg.Wait()
 	close(refusals)
 	for err := range refusals {
-		if !sqlite.IsDiskFull(err) {
+		if !bus.IsDiskFull(err) {
 			t.Errorf("a publisher ended with %v; want a full stream", err)
 		}
 	}
@@ -359,7 +359,7 @@ func TestClusterWritersFull(t *testing.T) {
 	for _, w := range ws {
 		// Still full: refused again, and still serving reads.
 		_, err := w.bus.Publish(ctx, &abi.Event{Type: "kairo.test.writers", Data: big})
-		if !sqlite.IsDiskFull(err) {
+		if !bus.IsDiskFull(err) {
 			t.Errorf("host %s: a publish on the full stream: %v; want a full stream", w.host, err)
 		}
 		if since, refused := w.bus.Full(); since.IsZero() || refused == 0 {

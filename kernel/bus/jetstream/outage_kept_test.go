@@ -10,6 +10,7 @@ import (
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -114,8 +115,8 @@ func TestKeptThroughOutage(t *testing.T) {
 // store is back the kept ones are stored and then SubjectStoreDropped
 // says how many were not. The control is the facts within the bound.
 func TestKeptBound(t *testing.T) {
-	defer func(n int) { bus.maxKept = n }(bus.maxKept)
-	bus.maxKept = 3
+	defer func(n int) { hook.MaxKept = n }(hook.MaxKept)
+	hook.MaxKept = 3
 	port := freePorts(t, 1)[0]
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)

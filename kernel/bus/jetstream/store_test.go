@@ -9,21 +9,12 @@ import (
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
 )
-
-// Every bus test runs over the embedded JetStream store too.
-func init() {
-	bus.storeKinds = append(bus.storeKinds, struct {
-		name string
-		open func(t testing.TB) bus.Store
-	}{"jetstream", func(t testing.TB) bus.Store {
-		return openJetStream(t, Options{Embedded: true, Dir: t.TempDir()})
-	}})
-}
 
 // Options that cannot work are refused before anything starts, naming the
 // field.
@@ -100,8 +91,8 @@ func TestJetStreamAppendFailureStoresNothing(t *testing.T) {
 // events expire (MaxAge) the bus reports the store writable and takes
 // events again.
 func TestJetStreamFullThroughBus(t *testing.T) {
-	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
-	bus.probeInterval = 20 * time.Millisecond
+	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
+	hook.ProbeInterval = 20 * time.Millisecond
 	s := openJetStream(t, Options{Embedded: true, Dir: t.TempDir(), MaxBytes: 32 << 10, MaxAge: 2 * time.Second})
 	b := bus.New(s, bus.Options{})
 	defer b.Close()
@@ -154,7 +145,7 @@ func BenchmarkJetStreamReplay(b *testing.B) {
 	for i := 0; i < n; i += 1024 {
 		var evs []*abi.Event
 		for j := i; j < min(i+1024, n); j++ {
-			evs = append(evs, &abi.Event{ID: bus.newIDAt(time.Now()), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
+			evs = append(evs, &abi.Event{ID: bus.NewID(), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
 		}
 		bustest.AppendOrFail(b, s, evs, false)
 	}

@@ -105,13 +105,13 @@ func kairoMessage(first uint64, evs ...*abi.Event) (nats.Header, []byte) {
 }
 
 // skipped waits for the report of the message at stream sequence seq on
-// c's subscription to SubjectStoreSkipped.
-func skipped(t *testing.T, c *bustest.Collector, seq uint64) StoreSkipped {
+// c's subscription to bus.SubjectStoreSkipped.
+func skipped(t *testing.T, c *bustest.Collector, seq uint64) bus.StoreSkipped {
 	t.Helper()
 	deadline := time.Now().Add(bustest.WaitLimit)
 	for time.Now().Before(deadline) {
 		for _, ev := range c.Events() {
-			var r StoreSkipped
+			var r bus.StoreSkipped
 			if err := msgpack.Unmarshal(ev.Data, &r); err == nil && r.Stream == seq {
 				return r
 			}
@@ -119,7 +119,7 @@ func skipped(t *testing.T, c *bustest.Collector, seq uint64) StoreSkipped {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("no report of stream message %d; got %d reports", seq, len(c.Events()))
-	return StoreSkipped{}
+	return bus.StoreSkipped{}
 }
 
 // idsOf is the IDs of evs whose type starts with prefix, in order.
@@ -140,7 +140,7 @@ func idsOf(evs []abi.Event, prefix string) []string {
 func TestJetStreamStrayMessage(t *testing.T) {
 	l := newSharedLog(t)
 	reports := bustest.NewCollector()
-	bustest.Subscribe(t, l.a, SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
+	bustest.Subscribe(t, l.a, bus.SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
 	got := bustest.NewCollector()
 	bustest.Subscribe(t, l.b, "test.>", bus.SubscribeOptions{}, got.Handle)
 
@@ -173,7 +173,7 @@ func TestJetStreamStrayMessage(t *testing.T) {
 func TestJetStreamStaleSeq(t *testing.T) {
 	l := newSharedLog(t)
 	reports := bustest.NewCollector()
-	bustest.Subscribe(t, l.b, SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
+	bustest.Subscribe(t, l.b, bus.SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
 	sent := publishIDs(t, l.a, "test.a", idRange("a", 10)...)
 
 	forged := &abi.Event{ID: "stale-1", Type: "test.b", Source: "operator/0", Time: time.Now(), Host: "b"}
@@ -203,7 +203,7 @@ func TestJetStreamStaleSeq(t *testing.T) {
 func TestJetStreamForgedHost(t *testing.T) {
 	l := newSharedLog(t)
 	reports := bustest.NewCollector()
-	bustest.Subscribe(t, l.b, SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
+	bustest.Subscribe(t, l.b, bus.SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
 	got := bustest.NewCollector()
 	bustest.Subscribe(t, l.b, "kairo.user.>", bus.SubscribeOptions{}, got.Handle)
 	publishIDs(t, l.a, "test.a", idRange("a", 2)...)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -37,7 +38,7 @@ func TestIsUnreachable(t *testing.T) {
 		{wrap(jetstream.ErrNoStreamResponse), true},
 		{wrap(jetstream.ErrAsyncPublishTimeout), true},
 		{wrap(context.DeadlineExceeded), true},
-		{wrap(&jetstream.APIError{Code: 503, ErrorCode: bus.jsClusterNotAvailable, Description: "JetStream system temporarily unavailable"}), true},
+		{wrap(&jetstream.APIError{Code: 503, ErrorCode: jsClusterNotAvailable, Description: "JetStream system temporarily unavailable"}), true},
 		{&bus.StoreUnreachableError{Store: "s", Err: nats.ErrConnectionClosed}, true},
 		// The store answered: not an outage.
 		{nil, false},
@@ -90,8 +91,8 @@ func startNATS(t testing.TB, port int, dir string) *server.Server {
 // again. Nothing refused is stored, nothing acknowledged is lost. The
 // control is the publishing before the cut.
 func TestStoreUnreachable(t *testing.T) {
-	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
-	bus.probeInterval = 50 * time.Millisecond
+	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
+	hook.ProbeInterval = 50 * time.Millisecond
 	port := freePorts(t, 1)[0]
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)
@@ -231,14 +232,11 @@ func TestStoreUnreachable(t *testing.T) {
 	start := time.Now()
 	closed = true
 	b.Close() // its error is the connection's: the server is away
-	b.unreach.stopProbe()
+	hook.StopProbe(b)
 	if took := time.Since(start); took > 2*timeout {
 		t.Errorf("a stop while the store is away took %v", took)
 	}
-	b.unreach.mu.Lock()
-	probing := b.unreach.probing
-	b.unreach.mu.Unlock()
-	if probing {
+	if hook.Probing(b) {
 		t.Error("the probe still runs after the stop")
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
-	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -143,7 +142,7 @@ func TestJetStreamSplitAppendFull(t *testing.T) {
 		evs = append(evs, ev)
 	}
 	err := s.Append(evs, nil, make([]bool, len(evs)))
-	if !sqlite.IsDiskFull(err) {
+	if !bus.IsDiskFull(err) {
 		t.Fatalf("an append past max_bytes: %v; want a full stream", err)
 	}
 	// The messages stored before the refusal stay (another host may have
@@ -343,7 +342,7 @@ func BenchmarkJetStreamOpen(b *testing.B) {
 	for i := 0; i < n; i += 1024 {
 		var evs []*abi.Event
 		for j := i; j < min(i+1024, n); j++ {
-			evs = append(evs, &abi.Event{ID: bus.newIDAt(time.Now()), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
+			evs = append(evs, &abi.Event{ID: bus.NewID(), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
 		}
 		bustest.AppendOrFail(b, s, evs, false)
 	}
@@ -362,7 +361,7 @@ func BenchmarkJetStreamOpen(b *testing.B) {
 	// The id index alone, built as opening builds it.
 	ids := make([][]byte, n)
 	for i := range ids {
-		ids[i] = []byte(bus.newIDAt(time.Now()))
+		ids[i] = []byte(bus.NewID())
 	}
 	heap0 := jsHeapInUse()
 	x := newIDIndex()

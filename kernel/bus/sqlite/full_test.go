@@ -12,6 +12,7 @@ import (
 
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -27,8 +28,8 @@ import (
 // at the next open. The control is the publishing before the disk fills.
 func TestStoreFullDisk(t *testing.T) {
 	dir := smalldisk.Mount(t, 6<<20)
-	defer func(d time.Duration) { bus.probeInterval = d }(bus.probeInterval)
-	bus.probeInterval = 20 * time.Millisecond
+	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
+	hook.ProbeInterval = 20 * time.Millisecond
 	path := filepath.Join(dir, "events.db")
 	b := bus.New(openSQLite(t, path), bus.Options{})
 	closed := false

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/kairo-os/kairo/abi"
 	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
@@ -93,8 +94,9 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', 1);
 `
 
 // rowsPerInsert is how many rows one INSERT statement carries: multi-row
-// statements halve the per-row cost of binding and stepping.
-const rowsPerInsert = 32
+// statements halve the per-row cost of binding and stepping. Its value is
+// in kernel/bus/internal/hook, for the store tests of kernel/bus.
+const rowsPerInsert = hook.SQLiteRowsPerInsert
 
 // openSQLiteFile opens (creating if needed) the event store at path.
 func openSQLiteFile(path string, opts Options) (*Store, error) {
@@ -569,8 +571,9 @@ func (s *Store) lookup(id any) (uint64, error) {
 	return uint64(seq), nil
 }
 
-// scanChunk is how many sequence numbers one replay worker reads at a time.
-const scanChunk = 4096
+// scanChunk is how many sequence numbers one replay worker reads at a time
+// (its value is in kernel/bus/internal/hook, as rowsPerInsert's).
+const scanChunk = hook.SQLiteScanChunk
 
 // Scan reads events in sequence order. A long range is read in chunks by
 // two workers on their own connections, decoding in parallel, and handed to

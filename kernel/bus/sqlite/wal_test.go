@@ -179,7 +179,7 @@ func TestWALBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bus.newBus(t, func(testing.TB) bus.Store { return s }, bus.Options{})
+	b := bustest.NewBus(t, func(testing.TB) bus.Store { return s }, bus.Options{})
 	wal := sampleWAL(path)
 	ctx, cancel := context.WithTimeout(context.Background(), walTestDuration())
 	defer cancel()
@@ -273,7 +273,7 @@ func TestWALLongReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bus.newBus(t, func(testing.TB) bus.Store { return s }, bus.Options{})
+	b := bustest.NewBus(t, func(testing.TB) bus.Store { return s }, bus.Options{})
 	wal := sampleWAL(path)
 
 	var acks []acked
