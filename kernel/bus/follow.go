@@ -8,7 +8,8 @@ import (
 )
 
 // Follower is implemented by stores that several writers share (the
-// JetStreamStore, when the buses of several hosts append to one stream).
+// JetStream store of kernel/bus/jetstream, when the buses of several hosts
+// append to one stream).
 // Follow watches for the events the others append, makes them part of the
 // store (LastSeq counts them, Scan reads them) and calls notify with the
 // store's new LastSeq. notify runs on a goroutine of Follow's, one call at

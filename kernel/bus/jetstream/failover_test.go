@@ -31,7 +31,7 @@ const failoverKills = 3
 //
 //	go test ./kernel/bus -run '^$' -bench Failover -benchtime 1x
 //
-// The store has its default timeout (DefaultJetStreamTimeout).
+// The store has its default timeout (DefaultTimeout).
 func BenchmarkFailover(b *testing.B) {
 	c := startProcessCluster(b)
 	const stream = "FAILOVER"

@@ -209,7 +209,7 @@ func (s *Store) checkDenied(n int, what string, err error) error {
 // openStream finds the stream, or creates it when there is none, retrying
 // while the cluster is not ready. It never changes a stream that exists:
 // what differs from the options is reported by Drift, and applied only by
-// ApplyJetStream. A stream whose subjects cannot take this store's
+// Apply. A stream whose subjects cannot take this store's
 // messages is refused.
 func (s *Store) openStream(ctx context.Context) error {
 	attempt := min(s.opts.Timeout, s.opts.OpenTimeout)
@@ -354,13 +354,13 @@ func applied(opts Options, cfg jetstream.StreamConfig) (jetstream.StreamConfig, 
 	return cfg, changes
 }
 
-// ApplyJetStream makes the stream what opts say: it creates it when there
+// Apply makes the stream what opts say: it creates it when there
 // is none, else sets the replicas, max_bytes and max_age the options set
 // (zero leaves a setting as it is), the store's subjects, discard new, and
 // no rollup headers or message schedules, by which one host's message
 // would act on the others'.
 // It returns what it changed, one line each, or that it created the
-// stream. An embedded store's server must not be running: ApplyJetStream
+// stream. An embedded store's server must not be running: Apply
 // starts it, without listening, for the time of the change.
 func Apply(ctx context.Context, opts Options) ([]string, error) {
 	opts.Listen, opts.Peers, opts.AllowRemote = "", nil, false

@@ -385,7 +385,7 @@ func TestJetStreamPermissionsBlock(t *testing.T) {
 
 // A host never changes a stream that exists: what its options set
 // differently is reported, with the command that applies it, and
-// ApplyJetStream applies it. Settings left unset have no opinion.
+// Apply applies it. Settings left unset have no opinion.
 func TestJetStreamDriftAndApply(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{Embedded: true, Dir: dir, MaxBytes: 1 << 20, MaxAge: time.Hour}

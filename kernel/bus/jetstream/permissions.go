@@ -10,7 +10,7 @@ import (
 // StorePermissions is what one host of a shared stream may do on a NATS
 // server (HostPermissions gives them): append on its own subject,
 // PREFIX.log.HOST, and nothing else, and read the stream through the
-// JetStream API calls a JetStreamStore makes. It is written once, here,
+// JetStream API calls a Store makes. It is written once, here,
 // for the users an embedded server gives its peers and for the block
 // `kairo store permissions HOST` prints for an operator's own cluster: a host's identity comes from the credentials the
 // server checks, never from what the host writes (docs/RATIONALE.md, "Who

@@ -23,7 +23,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// JetStreamOptions configures a JetStreamStore: either Embedded with Dir,
+// Options configures a Store: either Embedded with Dir,
 // or URL and its credentials for an existing NATS cluster. The zero value
 // of everything else is useful.
 type Options struct {
@@ -68,7 +68,7 @@ type Options struct {
 	// embedded server does: User defaults to Host.
 	User, PasswordFile string
 
-	// Stream is the stream's name. Default DefaultJetStreamStream.
+	// Stream is the stream's name. Default DefaultStream.
 	Stream string
 	// Prefix is the first token(s) of the stream's subjects, PREFIX.log
 	// and PREFIX.log.>, so that several Kairo installations can share one
@@ -84,7 +84,7 @@ type Options struct {
 	// Replicas, MaxAge and MaxBytes are the stream's settings. A store
 	// that finds no stream creates it with them; one that finds the
 	// stream leaves it as it is and reports each setting that differs
-	// (Drift), which ApplyJetStream applies. Zero is "not set": no opinion
+	// (Drift), which Apply applies. Zero is "not set": no opinion
 	// on a stream that exists, and the default on one created.
 	//
 	// Replicas is the stream's replica count on a cluster (default 1).
@@ -101,12 +101,12 @@ type Options struct {
 	// is set on the stream, the server's minimum by default.
 	DuplicateWindow time.Duration
 	// Timeout bounds each wait for the server: an acknowledgement, a
-	// request. Default DefaultJetStreamTimeout.
+	// request. Default DefaultTimeout.
 	Timeout time.Duration
 	// ReconnectWait is how long the client waits before it tries a server
-	// it lost again. Default DefaultJetStreamReconnectWait.
+	// it lost again. Default DefaultReconnectWait.
 	ReconnectWait time.Duration
-	// OpenTimeout bounds how long OpenJetStream tries to connect and to
+	// OpenTimeout bounds how long Open tries to connect and to
 	// find or create the stream, with backoff, while a cluster is not
 	// ready. Credentials or permissions the server refuses fail at once.
 	// Default 60 s.
@@ -116,7 +116,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultJetStreamStream is the stream a JetStreamStore uses by default.
+// DefaultStream is the stream a Store uses by default.
 const DefaultStream = "KAIRO"
 
 func (o *Options) fill() error {
@@ -174,7 +174,7 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// JetStreamStore keeps events in a NATS JetStream stream, one message per
+// Store keeps events in a NATS JetStream stream, one message per
 // append on the subject PREFIX.log (store_jetstream_format.go). Sequence
 // numbers are the store's own, dense across messages; an index of each
 // message's first seq (seqIndex) and one of the IDs (idIndex), both in
@@ -227,11 +227,11 @@ type Store struct {
 	last atomic.Uint64 // seq of the last event stored, by any writer
 }
 
-// OpenJetStream connects to (or, Embedded, starts) a JetStream server,
+// Open connects to (or, Embedded, starts) a JetStream server,
 // finds the stream or, when there is none, creates it, and reads it once
 // to build the store's indexes: about a second per million events
 // (docs/RATIONALE.md). It never changes a stream that exists: Drift says
-// what differs from opts, ApplyJetStream applies it. While the server
+// what differs from opts, Apply applies it. While the server
 // cannot be reached or its cluster has no leader yet it tries again, with
 // backoff, for OpenTimeout; credentials or permissions it refuses fail at
 // once.

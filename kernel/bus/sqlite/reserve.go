@@ -56,7 +56,7 @@ func ensureReserve(path string) bool {
 	return true
 }
 
-// OpenSQLite opens (creating if needed) the event store at path. On a
+// Open opens (creating if needed) the event store at path. On a
 // full disk it releases the store's reserve and opens it refusing new
 // events until space is freed.
 func Open(path string, opts Options) (*Store, error) {

@@ -14,7 +14,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// StoreReport is what CheckSQLite and SalvageSQLite found in a store file.
+// StoreReport is what Check and Salvage found in a store file.
 type StoreReport struct {
 	Path     string
 	Events   int    // readable events
@@ -105,7 +105,7 @@ func openForCheck(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// CheckSQLite checks a store file whole: SQLite's integrity check of every
+// Check checks a store file whole: SQLite's integrity check of every
 // page, then every event read and decoded, against what the home's state
 // says it should hold. It only reads; a daemon may be running on the
 // file.
@@ -113,7 +113,7 @@ func Check(ctx context.Context, path string, progress Progress) (*StoreReport, e
 	return readStore(ctx, path, progress, nil)
 }
 
-// SalvageSQLite copies every readable event of the store at src into a new
+// Salvage copies every readable event of the store at src into a new
 // store at dst, with its sequence number, and reports what was lost. New
 // events of the new store continue above every sequence number src ever
 // handed out. dst must not exist.

@@ -21,7 +21,7 @@ import (
 	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
 )
 
-// SQLiteOptions configures a SQLiteStore. The zero value is useful.
+// Options configures a Store. The zero value is useful.
 type Options struct {
 	// Synchronous is the SQLite synchronous level: "normal" (default) or
 	// "full". In WAL mode "normal" survives any crash of the process — an
@@ -38,7 +38,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// SQLiteStore keeps events in one SQLite file in WAL mode. The table is
+// Store keeps events in one SQLite file in WAL mode. The table is
 // plain enough to inspect with the sqlite3 CLI:
 //
 //	sqlite3 .kairo/events.db "select seq, type, datetime(time/1e9, 'unixepoch') from events"

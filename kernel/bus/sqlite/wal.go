@@ -12,14 +12,14 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// DefaultWALMax is SQLiteOptions.WALMax when it is zero.
+// DefaultWALMax is Options.WALMax when it is zero.
 const DefaultWALMax = 64 << 20
 
 // minWALMax is the smallest WALMax: below it checkpoints would come every
 // few commits.
 const minWALMax = 1 << 20
 
-// The write-ahead log is kept under its bound (SQLiteOptions.WALMax) by
+// The write-ahead log is kept under its bound (Options.WALMax) by
 // checkpoints of three kinds, from the cheapest to the one that holds the
 // writer:
 //
@@ -77,7 +77,7 @@ type walState struct {
 	full  chan struct{} // the WAL passed soft: Append to the checkpointer
 	db    dbSyncer      // the checkpointer's
 
-	// Guarded by SQLiteStore.mu.
+	// Guarded by Store.mu.
 	size    int64 // the WAL file's size when last looked at
 	grown   int64 // at most what the commits since have added to it
 	retry   time.Duration
@@ -89,7 +89,7 @@ type walState struct {
 	held                         atomic.Int64 // ns the writer waited on checkpoints
 }
 
-// WALStats counts a SQLiteStore's checkpoints of the write-ahead log.
+// WALStats counts a Store's checkpoints of the write-ahead log.
 type WALStats struct {
 	// Restarts: the WAL was emptied and written again from its beginning
 	// because it had grown past its threshold.
