@@ -230,17 +230,7 @@ type ConsoleConfig struct {
 
 // Loopback reports whether Listen is a loopback address: 127.0.0.0/8,
 // ::1 or "localhost". Valid once Validate passed.
-func (c ConsoleConfig) Loopback() bool {
-	host, _, err := net.SplitHostPort(c.Listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
+func (c ConsoleConfig) Loopback() bool { return Loopback(c.Listen) }
 
 func (c *ConsoleConfig) validate() []*Error {
 	if c.Listen == "" {

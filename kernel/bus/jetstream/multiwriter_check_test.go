@@ -334,7 +334,7 @@ func readLogMessages(t *testing.T, c *testCluster, stream string) []rawLogMessag
 	retries := 0
 	for uint64(len(out)) < total {
 		batch, err := cons.Fetch(min(int(total)-len(out), 500), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil && retries < 10 && (bus.IsUnreachable(err) || errors.Is(err, nats.ErrNoResponders)) {
+		if err != nil && retries < 10 && (IsUnreachable(err) || errors.Is(err, nats.ErrNoResponders)) {
 			// A node that came back moments ago may not answer yet.
 			retries++
 			time.Sleep(500 * time.Millisecond)

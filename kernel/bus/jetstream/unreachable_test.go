@@ -48,7 +48,7 @@ func TestIsUnreachable(t *testing.T) {
 		{wrap(&jetstream.APIError{Code: 400, ErrorCode: jsWrongLastSeq, Description: "wrong last sequence: 3"}), false},
 		{bus.ErrClosed, false},
 	} {
-		if got := bus.IsUnreachable(tc.err); got != tc.want {
+		if got := IsUnreachable(tc.err); got != tc.want {
 			t.Errorf("IsUnreachable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
