@@ -12,17 +12,18 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// waitLimit bounds every wait in these tests; reaching it is a failure
+// WaitLimit bounds every wait in these tests; reaching it is a failure
 // (a lost event or a hang), not a timing assumption.
 const WaitLimit = 20 * time.Second
 
+// Ctx is a context that ends at WaitLimit or with the test.
 func Ctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), WaitLimit)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// payload is a small MsgPack value that identifies an event in the tests.
+// Payload is a small MsgPack value that identifies an event in the tests.
 func Payload(t testing.TB, v any) msgpack.RawMessage {
 	b, err := msgpack.Marshal(v)
 	if err != nil {
@@ -31,6 +32,7 @@ func Payload(t testing.TB, v any) msgpack.RawMessage {
 	return b
 }
 
+// PayloadInt is the int an event's data holds, as Payload encoded it.
 func PayloadInt(t testing.TB, ev *abi.Event) int {
 	t.Helper()
 	var n int
@@ -53,6 +55,7 @@ func NewBus(t testing.TB, open func(testing.TB) bus.Store, opts bus.Options) *bu
 	return b
 }
 
+// MustPublish publishes ev and fails the test if it is not stored.
 func MustPublish(t testing.TB, b *bus.Bus, ev *abi.Event) bus.Result {
 	t.Helper()
 	res, err := b.Publish(Ctx(t), ev)
@@ -62,7 +65,7 @@ func MustPublish(t testing.TB, b *bus.Bus, ev *abi.Event) bus.Result {
 	return res
 }
 
-// publishN publishes n events on subject with data 0..n-1 through
+// PublishN publishes n events on subject with data 0..n-1 through
 // PublishAsync (so the SQLite store batches them) and waits for them all.
 func PublishN(t testing.TB, b *bus.Bus, subject string, n int) []bus.Result {
 	t.Helper()
@@ -77,6 +80,8 @@ func PublishN(t testing.TB, b *bus.Bus, subject string, n int) []bus.Result {
 	return WaitAcks(t, acks)
 }
 
+// WaitAcks waits for every ack and returns their results, failing the
+// test on an error.
 func WaitAcks(t testing.TB, acks []*bus.Ack) []bus.Result {
 	t.Helper()
 	ctx := Ctx(t)
@@ -91,7 +96,7 @@ func WaitAcks(t testing.TB, acks []*bus.Ack) []bus.Result {
 	return out
 }
 
-// replayAll returns every stored event matching q.
+// ReplayAll returns every stored event matching q.
 func ReplayAll(t testing.TB, b *bus.Bus, q bus.Query) []abi.Event {
 	t.Helper()
 	var out []abi.Event
@@ -104,15 +109,17 @@ func ReplayAll(t testing.TB, b *bus.Bus, q bus.Query) []abi.Event {
 	return out
 }
 
-// collector is a Handler that keeps copies of what it receives.
+// Collector is a Handler that keeps copies of what it receives.
 type Collector struct {
 	mu      sync.Mutex
 	evs     []abi.Event
 	changed chan struct{}
 }
 
+// NewCollector returns an empty Collector.
 func NewCollector() *Collector { return &Collector{changed: make(chan struct{}, 1)} }
 
+// Handle is the Handler: it keeps a copy of evs.
 func (c *Collector) Handle(evs []abi.Event) error {
 	c.mu.Lock()
 	c.evs = append(c.evs, evs...)
@@ -124,13 +131,14 @@ func (c *Collector) Handle(evs []abi.Event) error {
 	return nil
 }
 
+// Events returns a copy of the events received so far.
 func (c *Collector) Events() []abi.Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.evs)
 }
 
-// wait returns the received events once there are at least n of them.
+// Wait returns the received events once there are at least n of them.
 func (c *Collector) Wait(t testing.TB, n int) []abi.Event {
 	t.Helper()
 	deadline := time.NewTimer(WaitLimit)
@@ -147,6 +155,7 @@ func (c *Collector) Wait(t testing.TB, n int) []abi.Event {
 	}
 }
 
+// Subscribe subscribes h to pattern on b until the test ends.
 func Subscribe(t testing.TB, b *bus.Bus, pattern string, opts bus.SubscribeOptions, h bus.Handler) *bus.Subscription {
 	t.Helper()
 	sub, err := b.Subscribe(context.Background(), pattern, opts, h)
@@ -157,7 +166,7 @@ func Subscribe(t testing.TB, b *bus.Bus, pattern string, opts bus.SubscribeOptio
 	return sub
 }
 
-// checkDense fails unless evs have sequence numbers from, from+1, ...
+// CheckDense fails unless evs have sequence numbers from, from+1, ...
 func CheckDense(t testing.TB, evs []abi.Event, from uint64) {
 	t.Helper()
 	for i, ev := range evs {
@@ -167,7 +176,7 @@ func CheckDense(t testing.TB, evs []abi.Event, from uint64) {
 	}
 }
 
-// eventually polls cond until it holds, failing the test at waitLimit.
+// Eventually polls cond until it holds, failing the test at WaitLimit.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(WaitLimit)
@@ -179,6 +188,7 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// WaitDone waits for done to be closed, failing the test at WaitLimit.
 func WaitDone(t testing.TB, what string, done <-chan struct{}) {
 	t.Helper()
 	select {

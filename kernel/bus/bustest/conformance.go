@@ -29,7 +29,7 @@ type ConformanceStore struct {
 	FullSays string
 }
 
-// conform runs the contract against the store cs opens.
+// Conform runs the contract against the store cs opens.
 func Conform(t *testing.T, cs ConformanceStore) {
 	t.Run("publish", func(t *testing.T) { conformPublish(t, cs) })
 	t.Run("replay", func(t *testing.T) { conformReplay(t, cs) })
@@ -100,7 +100,7 @@ func conformEvents(t *testing.T, b *bus.Bus) []abi.Event {
 	return out
 }
 
-// sameEvent fails unless got is want as published: every field of the
+// SameEvent fails unless got is want as published: every field of the
 // envelope and the seq.
 func SameEvent(t *testing.T, what string, got, want abi.Event) {
 	t.Helper()

@@ -10,6 +10,8 @@ import (
 	"github.com/kairo-os/kairo/kernel/bus"
 )
 
+// AppendN appends the n events numbered from from on (StoreEvent, ID
+// ev-<number>) to s directly, 256 to an append.
 func AppendN(t testing.TB, s bus.Store, from, n int) {
 	t.Helper()
 	for i := from; i < from+n; i += 256 {
@@ -21,7 +23,7 @@ func AppendN(t testing.TB, s bus.Store, from, n int) {
 	}
 }
 
-// appendOrFail appends evs to s directly, as the bus does, and returns the
+// AppendOrFail appends evs to s directly, as the bus does, and returns the
 // dup flags.
 func AppendOrFail(t testing.TB, s bus.Store, evs []*abi.Event, withEnvs bool) []bool {
 	t.Helper()
@@ -42,6 +44,7 @@ func AppendOrFail(t testing.TB, s bus.Store, evs []*abi.Event, withEnvs bool) []
 	return dup
 }
 
+// ScanAll returns every event of s that matches q.
 func ScanAll(t testing.TB, s bus.Store, q bus.Query) []abi.Event {
 	t.Helper()
 	var out []abi.Event
@@ -54,6 +57,8 @@ func ScanAll(t testing.TB, s bus.Store, q bus.Query) []abi.Event {
 	return out
 }
 
+// StoreEvent is an event with the given id and data n, at a time that
+// n sets, ready for Append.
 func StoreEvent(t testing.TB, id string, n int) *abi.Event {
 	return &abi.Event{ID: id, Type: "kairo.store.e", Source: "test", Time: time.Unix(1_700_000_000, int64(n)), Data: Payload(t, n)}
 }
