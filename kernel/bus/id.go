@@ -67,10 +67,10 @@ func (g *idGen) next(u *[16]byte, ms int64) {
 	u[8] = u[8]&0x3f | 0x80 // variant 10
 }
 
-// parseCanonicalUUID decodes a lower-case, hyphenated UUID. The SQLite store
-// keeps such IDs as 16-byte blobs and every other ID as text, so the mapping
+// ParseUUID decodes a lower-case, hyphenated UUID into u and reports
+// whether s is one. The SQLite store keeps such IDs as 16-byte blobs and every other ID as text, so the mapping
 // between the two is one-to-one.
-func parseCanonicalUUID(s string, u *[16]byte) bool {
+func ParseUUID(s string, u *[16]byte) bool {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return false
 	}
