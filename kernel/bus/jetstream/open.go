@@ -151,6 +151,15 @@ func transient(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
+// notFoundYet reports whether err says the stream does not exist, which
+// the first read of a stream just found or made can hear: the server that
+// answers may not have learnt of it from its cluster yet. Open found the
+// stream, so trying again is right; the retries are bounded by
+// OpenTimeout.
+func notFoundYet(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) || strings.Contains(err.Error(), "stream not found")
+}
+
 // permanentError is an error that trying again cannot mend: a stream or a
 // file that is not what it must be. Its text is its error's.
 type permanentError struct{ err error }

@@ -269,7 +269,7 @@ func Open(opts Options) (*Store, error) {
 		s.mu.Lock()
 		err := s.catchUpLocked(context.Background(), 0)
 		s.mu.Unlock()
-		if err != nil && !transient(err) {
+		if err != nil && !transient(err) && !notFoundYet(err) {
 			return &permanentError{err}
 		}
 		return err
