@@ -1,4 +1,4 @@
-package bus
+package abi
 
 import (
 	"bytes"
@@ -30,8 +30,8 @@ func checkV7(t *testing.T, id string) int64 {
 		}
 	}
 	var u [16]byte
-	if !parseCanonicalUUID(id, &u) {
-		t.Fatalf("parseCanonicalUUID(%q) failed", id)
+	if !ParseUUID(id, &u) {
+		t.Fatalf("ParseUUID(%q) failed", id)
 	}
 	if v := u[6] >> 4; v != 7 {
 		t.Fatalf("id %q has version %d, want 7", id, v)
@@ -106,28 +106,28 @@ func TestUUIDRoundTrip(t *testing.T) {
 		fixed = append(fixed, u)
 	}
 	for _, u := range fixed {
-		s := formatUUID(u[:])
+		s := FormatUUID(u)
 		if s != strings.ToLower(s) || len(s) != 36 {
-			t.Fatalf("formatUUID(% x) = %q, want 36 lower-case characters", u, s)
+			t.Fatalf("FormatUUID(% x) = %q, want 36 lower-case characters", u, s)
 		}
 		var back [16]byte
-		if !parseCanonicalUUID(s, &back) {
-			t.Fatalf("parseCanonicalUUID(%q) rejected formatUUID's output", s)
+		if !ParseUUID(s, &back) {
+			t.Fatalf("ParseUUID(%q) rejected FormatUUID's output", s)
 		}
 		if !bytes.Equal(back[:], u[:]) {
 			t.Fatalf("round trip of % x gave % x", u, back)
 		}
 	}
-	if got := formatUUID([]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10}); got != "01234567-89ab-cdef-fedc-ba9876543210" {
-		t.Errorf("formatUUID = %q", got)
+	if got := FormatUUID([16]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10}); got != "01234567-89ab-cdef-fedc-ba9876543210" {
+		t.Errorf("FormatUUID = %q", got)
 	}
 }
 
 func TestParseCanonicalUUIDRejects(t *testing.T) {
 	const good = "0192d6c4-7a2e-7b3c-8d4e-5f6a7b8c9d0e"
 	var u [16]byte
-	if !parseCanonicalUUID(good, &u) {
-		t.Fatalf("parseCanonicalUUID(%q) = false", good)
+	if !ParseUUID(good, &u) {
+		t.Fatalf("ParseUUID(%q) = false", good)
 	}
 	bad := []string{
 		"",
@@ -147,8 +147,8 @@ func TestParseCanonicalUUIDRejects(t *testing.T) {
 		"order-42",
 	}
 	for _, s := range bad {
-		if parseCanonicalUUID(s, &u) {
-			t.Errorf("parseCanonicalUUID(%q) = true, want false", s)
+		if ParseUUID(s, &u) {
+			t.Errorf("ParseUUID(%q) = true, want false", s)
 		}
 	}
 }

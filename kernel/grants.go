@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -51,7 +50,7 @@ func (g *Grants) allow(method string, params msgpack.RawMessage) error {
 // one of grants.
 func coveredBy(p string, grants []string) bool {
 	for _, g := range grants {
-		if bus.Covers(g, p) {
+		if abi.Covers(g, p) {
 			return true
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
 
@@ -840,7 +841,7 @@ func (c *Config) validate() []*Error {
 		}
 	}
 	for _, pat := range c.Host.Public {
-		if err := bus.ValidatePattern(pat); err != nil {
+		if err := abi.ValidatePattern(pat); err != nil {
 			bad("host.public", "%v", err)
 		}
 	}

@@ -7,7 +7,8 @@
 // names and `kairo tools` shows them: both call Assign on the same list of
 // names, which depends only on that list, never on its order.
 //
-// It imports the standard library only: the wasm policy plugin uses it.
+// It imports the standard library and abi only: the wasm policy plugin
+// uses it.
 package modelname
 
 import (
@@ -15,6 +16,8 @@ import (
 	"encoding/hex"
 	"slices"
 	"strconv"
+
+	"github.com/kairo-os/kairo/abi"
 )
 
 // MaxLen is the longest tool name OpenAI's protocol accepts.
@@ -23,7 +26,7 @@ const MaxLen = 64
 // Spawn, the kernel's tool that runs a command line, is offered as
 // SpawnOffered.
 const (
-	Spawn        = "process.spawn"
+	Spawn        = abi.MethodProcessSpawn
 	SpawnOffered = "process_spawn"
 )
 

@@ -14,7 +14,6 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/sdk/client"
 )
 
@@ -53,7 +52,7 @@ func (v *conversation) close() { v.c.Close() }
 // run loop ends (with follow; else the first reply), or the first reply
 // caused by the message when it opened none.
 func (v *conversation) send(ctx context.Context, text, runLoop string, follow bool, wait time.Duration) error {
-	id := bus.NewID()
+	id := abi.NewID()
 	data, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: id, RunLoopID: runLoop})
 	res, err := v.c.Publish(ctx, abi.Event{Type: abi.SubjectUserMessage, Data: data})
 	if err != nil {
@@ -274,7 +273,7 @@ func chat(ctx context.Context, in io.Reader, out *screen, socket string) error {
 				out.setPrompt("you> ")
 				continue
 			}
-			id := bus.NewID()
+			id := abi.NewID()
 			sent.Store(id, true)
 			ev := abi.Event{Type: abi.SubjectTerminalInput}
 			ev.Data, _ = msgpack.Marshal(abi.TerminalInput{Text: line, MessageID: id})

@@ -124,7 +124,7 @@ for the run and removed after it.`)
 	// What the sandbox refused the run is said after it. The tree's events,
 	// its members' too, carry this causation: it tells them from another
 	// client's.
-	spawn.CausationID = "kairo-run-" + bus.NewID()
+	spawn.CausationID = "kairo-run-" + abi.NewID()
 	refused := followDenials(ctx, c, spawn.CausationID)
 	err = spawnAttached(ctx, c, spawn)
 	for _, d := range refused.end(denialGrace) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/manifests"
@@ -107,7 +108,7 @@ permissions itself.`)
 		stream = bus.DefaultJetStreamStream
 	}
 	// The store's prefix is its stream's name (JetStreamOptions.Prefix).
-	if name == "" || strings.ContainsAny(name, "*>/\\ \t") || bus.ValidateSubject(stream+".log."+name) != nil {
+	if name == "" || strings.ContainsAny(name, "*>/\\ \t") || abi.ValidateSubject(stream+".log."+name) != nil {
 		return &usageError{msg: fmt.Sprintf("%q is not a host name: letters, digits, \"-\", \"_\" and dots between them, as the host's [host] name", name), synopsis: f.synopsis}
 	}
 	fmt.Print(bus.HostPermissions(stream, stream, name).AuthorizationBlock(name, "PASSWORD"))

@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/abi/modelname"
 	"github.com/kairo-os/kairo/internal/jsonview"
-	"github.com/kairo-os/kairo/internal/tools/modelname"
 )
 
 func runTools(ctx context.Context, args []string) error {

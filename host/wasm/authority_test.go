@@ -272,7 +272,7 @@ func TestCeilingsBoundOverrides(t *testing.T) {
 
 func queryAll(t *testing.T, subject string) bus.Query {
 	t.Helper()
-	pt, err := bus.CompilePattern(subject)
+	pt, err := abi.CompilePattern(subject)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
-	"github.com/kairo-os/kairo/kernel/bus"
 )
 
 // SubjectAgentError reports a tick whose policy failed or answered what the
@@ -216,8 +215,8 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 		}
 		// An id the policy chose is stored in the agent's scope: a policy
 		// cannot claim one the kernel derives, such as an approval's
-		// decision (kernel.ScopeEventID).
-		id, ierr := kernel.ScopeEventID("agent/"+r.cfg.Agent, a.ID)
+		// decision (abi.ScopeEventID).
+		id, ierr := abi.ScopeEventID("agent/"+r.cfg.Agent, a.ID)
 		if ierr != nil {
 			r.report(tk.N, fmt.Sprintf("action %s: %v", a.Type, ierr))
 			continue
@@ -326,7 +325,7 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 		}
 		return id, nil
 	case trigger != nil && a.Type != abi.ActionCancel:
-		id = bus.NewID()
+		id = abi.NewID()
 		r.mu.Unlock()
 		r.emit(&abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: id, CausationID: trigger.ID},
 			abi.IntentStarted{RunLoopID: id, Agent: r.cfg.Agent, Goal: msg.Text, MessageID: msg.MessageID, MaxIterations: r.cfg.MaxIterations})
