@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/internal/egress"
 )
 
@@ -504,7 +505,7 @@ func (c *skillCheck) checkIPC() {
 		key, what, example string
 		names              []string
 	}{
-		{"call", "a kernel method", "events.publish", c.s.IPC.Call},
+		{"call", "a kernel method", abi.MethodEventsPublish, c.s.IPC.Call},
 		{"publish", "a subject", "skill.transcode.done", c.s.IPC.Publish},
 		{"subscribe", "a subject or pattern", "kairo.process.>", c.s.IPC.Subscribe},
 	} {

@@ -307,7 +307,7 @@ func otherMessage(source, text string) string {
 // terminalPlugin reports whether the terminal input plugin runs.
 func terminalPlugin(ctx context.Context, v *conversation) bool {
 	var res abi.PluginsListResult
-	if err := v.c.Call(ctx, "plugins.list", nil, &res); err != nil {
+	if err := v.c.Call(ctx, abi.MethodPluginsList, nil, &res); err != nil {
 		return false
 	}
 	for _, p := range res.Plugins {

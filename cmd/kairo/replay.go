@@ -70,8 +70,8 @@ func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, []outsi
 	}
 	defer c.Close()
 	var rep agent.ReplayReport
-	if err := c.Call(ctx, "agent.replay", host.ReplayParams{RunLoop: run}, &rep); err != nil {
-		return nil, nil, callError("agent.replay", err)
+	if err := c.Call(ctx, abi.MethodAgentReplay, host.ReplayParams{RunLoop: run}, &rep); err != nil {
+		return nil, nil, callError(abi.MethodAgentReplay, err)
 	}
 	if rep.Unrecorded == 0 {
 		return &rep, nil, nil
@@ -86,7 +86,7 @@ func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, []outsi
 		return nil
 	})
 	if err != nil {
-		return nil, nil, callError("events.replay", err)
+		return nil, nil, callError(abi.MethodEventsReplay, err)
 	}
 	return &rep, outsideTicks(evs, rep.RunLoop), nil
 }

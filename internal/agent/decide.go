@@ -344,7 +344,7 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 // to a new one); "" when the call names none or its run loop has ended.
 // The caller holds r.mu.
 func (r *Runtime) processLoop(a abi.Action, d *abi.ActionData) string {
-	if a.Type != abi.ActionToolCall || !strings.HasPrefix(d.Tool, "process.") || d.Tool == "process.spawn" {
+	if a.Type != abi.ActionToolCall || !strings.HasPrefix(d.Tool, "process.") || d.Tool == abi.MethodProcessSpawn {
 		return ""
 	}
 	var args struct {
@@ -556,7 +556,7 @@ func (r *Runtime) stopProcesses(loop, reason, cause string) int {
 	if aerr == nil {
 		msgpack.Unmarshal(out, &res)
 	} else {
-		r.log.Warn("intent.cancel", "runLoop", loop, "err", aerr.Message)
+		r.log.Warn(abi.MethodIntentCancel, "runLoop", loop, "err", aerr.Message)
 	}
 	return len(res.ProcessIDs)
 }
@@ -604,7 +604,7 @@ func (r *Runtime) keepLoop(loop, reason string, prev, done chan struct{}) {
 		return
 	}
 	if _, aerr := r.invoke(abi.MethodIntentCancel, abi.CancelParams{CorrelationID: loop, Reason: reason}); aerr != nil {
-		r.log.Warn("intent.cancel", "runLoop", loop, "err", aerr.Message)
+		r.log.Warn(abi.MethodIntentCancel, "runLoop", loop, "err", aerr.Message)
 	}
 	r.withdrawApprovals(loop, withdrawReason("", reason), false)
 }

@@ -168,7 +168,7 @@ func TestReplayFoldsGrants(t *testing.T) {
 	}}
 	e := newEnv(t)
 	srv, _ := e.model(model, 1)
-	grant, err := msgpack.Marshal(abi.PluginGrant{Plugin: "llm", Call: []string{"llm.chat"}, By: "operator/0"})
+	grant, err := msgpack.Marshal(abi.PluginGrant{Plugin: "llm", Call: []string{abi.MethodLLMChat}, By: "operator/0"})
 	if err != nil {
 		t.Fatal(err)
 	}
