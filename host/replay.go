@@ -15,18 +15,13 @@ import (
 	"github.com/kairo-os/kairo/manifests"
 )
 
-// ReplayParams are the params of agent.replay.
-type ReplayParams struct {
-	RunLoop string `msgpack:"runLoop"`
-}
-
 // registerReplay serves agent.replay from the daemon.
 func (d *Daemon) registerReplay(home string, cfg manifests.Config) {
 	d.kernel.Register(kernel.Method{
 		Name:    abi.MethodAgentReplay,
 		Summary: "re-run a run loop's decisions against its recording and report the first that differs",
 		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
-			var p ReplayParams
+			var p abi.AgentReplayParams
 			if err := c.Decode(&p); err != nil {
 				return nil, err
 			}
@@ -61,7 +56,7 @@ func ReadLog(ctx context.Context, b *bus.Bus) ([]abi.Event, error) {
 // ReplayEvents replays the run loop run from the log evs, with the
 // policy plugin cfg names, loaded through h from the plugin folders of a
 // daemon on home.
-func ReplayEvents(ctx context.Context, evs []abi.Event, h *wasm.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*agent.ReplayReport, error) {
+func ReplayEvents(ctx context.Context, evs []abi.Event, h *wasm.Host, home string, cfg manifests.Config, run string, defs []abi.Tool, log *slog.Logger) (*abi.AgentReplayReport, error) {
 	a := cfg.Agent
 	return agent.Replay(ctx, agent.ReplaySetup{
 		Events: evs, RunLoop: run, Agent: a.ID, BargeIn: a.BargeIn,

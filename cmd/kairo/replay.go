@@ -11,7 +11,6 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/host/wasm"
-	"github.com/kairo-os/kairo/internal/agent"
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
@@ -47,7 +46,7 @@ log is read from the data folder directly.`)
 	if err != nil {
 		return err
 	}
-	var rep *agent.ReplayReport
+	var rep *abi.AgentReplayReport
 	var outside []outsideTick
 	lock, err := host.LockHome(home)
 	if err == nil {
@@ -63,14 +62,14 @@ log is read from the data folder directly.`)
 }
 
 // replayOnline asks the running daemon.
-func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, []outsideTick, error) {
+func replayOnline(ctx context.Context, run string) (*abi.AgentReplayReport, []outsideTick, error) {
 	c, err := dial(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer c.Close()
-	var rep agent.ReplayReport
-	if err := c.Call(ctx, abi.MethodAgentReplay, host.ReplayParams{RunLoop: run}, &rep); err != nil {
+	var rep abi.AgentReplayReport
+	if err := c.Call(ctx, abi.MethodAgentReplay, abi.AgentReplayParams{RunLoop: run}, &rep); err != nil {
 		return nil, nil, callError(abi.MethodAgentReplay, err)
 	}
 	if rep.Unrecorded == 0 {
@@ -92,7 +91,7 @@ func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, []outsi
 }
 
 // replayOffline reads the data folder's log itself: no daemon runs on it.
-func replayOffline(ctx context.Context, home, cfgPath, run string) (*agent.ReplayReport, []outsideTick, error) {
+func replayOffline(ctx context.Context, home, cfgPath, run string) (*abi.AgentReplayReport, []outsideTick, error) {
 	rep, evs, err := replayLog(ctx, home, cfgPath, run)
 	if err != nil {
 		return nil, nil, err
@@ -102,7 +101,7 @@ func replayOffline(ctx context.Context, home, cfgPath, run string) (*agent.Repla
 
 // replayLog replays run from the log in home and returns the log with the
 // report.
-func replayLog(ctx context.Context, home, cfgPath, run string) (*agent.ReplayReport, []abi.Event, error) {
+func replayLog(ctx context.Context, home, cfgPath, run string) (*abi.AgentReplayReport, []abi.Event, error) {
 	cfg, err := loadConfig(home, cfgPath)
 	if err != nil {
 		return nil, nil, err
@@ -145,7 +144,7 @@ func replayLog(ctx context.Context, home, cfgPath, run string) (*agent.ReplayRep
 	return rep, evs, err
 }
 
-func printReplay(w io.Writer, rep *agent.ReplayReport, outside []outsideTick) error {
+func printReplay(w io.Writer, rep *abi.AgentReplayReport, outside []outsideTick) error {
 	fmt.Fprintf(w, "run loop %s %q\n", termLine(rep.RunLoop), rep.Goal)
 	fmt.Fprintf(w, "replayed %d decisions (ticks %d–%d): %d actions, %d thoughts, %d recorded model answers\n",
 		rep.Decisions, rep.FirstTick, rep.LastTick, rep.Actions, rep.Thoughts, rep.Answers)

@@ -58,35 +58,6 @@ type ReplaySetup struct {
 	Logger    *slog.Logger
 }
 
-// ReplayReport is what a replay found.
-type ReplayReport struct {
-	RunLoop string `msgpack:"runLoop"`
-	Goal    string `msgpack:"goal,omitempty"`
-	// Decisions counts the ticks handed to the policy again, from
-	// FirstTick to LastTick.
-	Decisions int    `msgpack:"decisions"`
-	FirstTick uint64 `msgpack:"firstTick"`
-	LastTick  uint64 `msgpack:"lastTick"`
-	// Actions and Thoughts count what was compared; Answers the recorded
-	// model answers handed back.
-	Actions  int `msgpack:"actions"`
-	Thoughts int `msgpack:"thoughts"`
-	Answers  int `msgpack:"answers"`
-	// Unrecorded counts the ticks that decided in the run loop but whose
-	// record the log lacks (the daemon died as it decided): not replayed.
-	Unrecorded int `msgpack:"unrecorded,omitempty"`
-	// Divergence is the first difference; nil when the policy decided as
-	// recorded.
-	Divergence *Divergence `msgpack:"divergence,omitempty"`
-}
-
-// Divergence is where a replay first decided otherwise.
-type Divergence struct {
-	Tick     uint64 `msgpack:"tick"`
-	Decision int    `msgpack:"decision"` // 1-based, of Decisions
-	What     string `msgpack:"what"`
-}
-
 // replayWait bounds each wait of a replay on the policy: for a call it
 // should make, or an answer to reach it.
 const replayWait = 10 * time.Second
@@ -95,7 +66,7 @@ const replayWait = 10 * time.Second
 // that differs. An error means the replay could not be made (no such run
 // loop, a log from before ticks were recorded, a policy that does not
 // load); a policy that decides otherwise is a Divergence in the report.
-func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
+func Replay(ctx context.Context, s ReplaySetup) (*abi.AgentReplayReport, error) {
 	if s.Agent == "" {
 		s.Agent = "default"
 	}
@@ -109,7 +80,7 @@ func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &ReplayReport{RunLoop: rec.loop, Goal: rec.goal, Decisions: len(rec.ticks), Unrecorded: rec.unrecorded,
+	rep := &abi.AgentReplayReport{RunLoop: rec.loop, Goal: rec.goal, Decisions: len(rec.ticks), Unrecorded: rec.unrecorded,
 		FirstTick: rec.ticks[0].Tick, LastTick: rec.ticks[len(rec.ticks)-1].Tick}
 
 	answers, err := llm.NewReplay(rec.llm)
@@ -159,8 +130,8 @@ func Replay(ctx context.Context, s ReplaySetup) (*ReplayReport, error) {
 				st.own[id] = struct{}{}
 			}
 		}
-		diverge := func(format string, args ...any) (*ReplayReport, error) {
-			rep.Divergence = &Divergence{Tick: tr.Tick, Decision: i + 1, What: fmt.Sprintf(format, args...)}
+		diverge := func(format string, args ...any) (*abi.AgentReplayReport, error) {
+			rep.Divergence = &abi.AgentReplayDivergence{Tick: tr.Tick, Decision: i + 1, What: fmt.Sprintf(format, args...)}
 			return rep, nil
 		}
 		if tr.MemoryChanged {
