@@ -273,7 +273,7 @@ func (d *Daemon) start() error {
 	d.kernel, d.bus, d.srv, d.served, d.launcher, d.sock = k, b, srv, make(chan error, 1), launcher, sock
 	go func() { d.served <- srv.Serve() }()
 
-	seq, err := d.publishSystem(abi.SubjectSystemStarted, systemData{Version: d.cfg.Version, PID: os.Getpid()})
+	seq, err := d.publishSystem(abi.SubjectSystemStarted, abi.SystemLifecycle{Version: d.cfg.Version, PID: os.Getpid()})
 	var full *bus.DiskFullError
 	switch {
 	case errors.As(err, &full):
@@ -691,12 +691,6 @@ func ServeSkills(l proc.Launcher, srv *ipc.Server) {
 	}
 }
 
-// systemData is the payload of kairo.system.started and .stopping.
-type systemData struct {
-	Version string `msgpack:"version"`
-	PID     int    `msgpack:"pid"`
-}
-
 func (d *Daemon) publishSystem(subject string, data any) (uint64, error) {
 	raw, err := msgpack.Marshal(data)
 	if err != nil {
@@ -778,7 +772,7 @@ func (d *Daemon) stop() error {
 		os.Remove(filepath.Join(sl.Root, "keep"))
 		os.Remove(sl.Root)
 	}
-	if _, err := d.publishSystem(abi.SubjectSystemStopping, systemData{Version: d.cfg.Version, PID: os.Getpid()}); err != nil {
+	if _, err := d.publishSystem(abi.SubjectSystemStopping, abi.SystemLifecycle{Version: d.cfg.Version, PID: os.Getpid()}); err != nil {
 		errs = append(errs, err)
 	}
 	if err := d.bus.Close(); err != nil {

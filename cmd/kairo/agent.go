@@ -122,9 +122,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 		case ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == loop && loop != "":
 			return nil
 		case ev.Type == abi.SubjectAgentError && ev.CausationID == "" && replies == 0 && routed != "":
-			var d struct {
-				Error string `msgpack:"error"`
-			}
+			var d abi.AgentError
 			if msgpack.Unmarshal(ev.Data, &d) == nil {
 				v.out.event(ev, "· the agent: "+termText(d.Error))
 			}
@@ -340,9 +338,7 @@ func chatLine(ev *abi.Event) string {
 			return "· [" + termLine(shortID(ev.CorrelationID)) + "] " + r.plain()
 		}
 	case abi.SubjectAgentError:
-		var d struct {
-			Error string `msgpack:"error"`
-		}
+		var d abi.AgentError
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
 			return "· the agent: " + termText(d.Error)
 		}

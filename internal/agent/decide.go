@@ -19,12 +19,6 @@ import (
 // runtime cannot carry out; the tick is then a noop.
 const SubjectAgentError = abi.SubjectAgentError
 
-// AgentError is the data of kairo.agent.error.
-type AgentError struct {
-	Tick  uint64 `msgpack:"tick"`
-	Error string `msgpack:"error"`
-}
-
 // emit publishes one of the agent's own events and applies it to the state
 // at once, so the next tick sees it even before the bus brings it back. It
 // returns a copy: the bus writes the sequence number into ev.
@@ -169,7 +163,7 @@ func (r *Runtime) ticked(tk Tick, decided bool) {
 
 func (r *Runtime) report(tick uint64, msg string) {
 	r.log.Warn("tick", "tick", tick, "err", msg)
-	r.publish(&abi.Event{Type: SubjectAgentError}, AgentError{Tick: tick, Error: msg})
+	r.publish(&abi.Event{Type: SubjectAgentError}, abi.AgentError{Tick: tick, Error: msg})
 }
 
 func firstLine(s string) string {

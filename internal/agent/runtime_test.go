@@ -261,7 +261,7 @@ func TestPolicyFailuresAreNoops(t *testing.T) {
 		t.Fatalf("%d errors reported, want 3:\n%s", len(errs), e.events.dump())
 	}
 	for i, want := range []string{"the policy failed: the model answered garbage", `unknown action "dance"`, "its data is not an ActionData"} {
-		if d := decodeAs[AgentError](t, &errs[i]); !strings.Contains(d.Error, want) {
+		if d := decodeAs[abi.AgentError](t, &errs[i]); !strings.Contains(d.Error, want) {
 			t.Fatalf("error %d = %q, want %q", i, d.Error, want)
 		}
 	}

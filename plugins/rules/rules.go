@@ -595,12 +595,7 @@ func runningText(loops []abi.RunLoopView) string {
 
 // onExit reports a task's process that ended.
 func onExit(ev *abi.Event, loops []abi.RunLoopView) (abi.Action, bool) {
-	var d struct {
-		ProcessID  string `msgpack:"processId"`
-		ExitCode   *int   `msgpack:"exitCode"`
-		Signal     string `msgpack:"signal"`
-		DurationMs int64  `msgpack:"durationMs"`
-	}
+	var d abi.ProcessExitedEvent
 	if msgpack.Unmarshal(ev.Data, &d) != nil || ev.CorrelationID == "" {
 		return abi.Action{}, false
 	}
