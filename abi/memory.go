@@ -251,3 +251,24 @@ type MemoryForgetResult struct {
 	// matched a query: nothing to record).
 	Recorded bool `msgpack:"recorded"`
 }
+
+// MemoryIndexed is the data of kairo.memory.indexed
+// ([SubjectMemoryIndexed]): a run loop is in long-term memory.
+type MemoryIndexed struct {
+	RunLoopID string `msgpack:"runLoopId"`
+	Segments  int    `msgpack:"segments"`
+}
+
+// MemoryForgotten is the data of kairo.memory.forgotten
+// ([SubjectMemoryForgotten]): what was asked (one of Anchor, Task, Query),
+// by whom, and what that named when it was asked — whole run loops
+// (Tasks) and single segments — which indexing a run loop again leaves
+// out.
+type MemoryForgotten struct {
+	By       string             `msgpack:"by"`
+	Anchor   string             `msgpack:"anchor,omitempty"`
+	Task     string             `msgpack:"task,omitempty"`
+	Query    string             `msgpack:"query,omitempty"`
+	Tasks    []string           `json:"tasks,omitempty" msgpack:"tasks,omitempty"`
+	Segments []MemorySegmentRef `json:"segments,omitempty" msgpack:"segments,omitempty"`
+}

@@ -87,26 +87,10 @@ func orNothing(s string) string {
 // that ended without one is indexed at the next start.
 const SubjectMemoryIndexed = abi.SubjectMemoryIndexed
 
-// MemoryIndexed is its data.
-type MemoryIndexed struct {
-	RunLoopID string `msgpack:"runLoopId"`
-	Segments  int    `msgpack:"segments"`
-}
-
 // SubjectMemoryForgotten says the operator made memory forget something:
 // what it names is left out whenever a run loop is indexed again, at a
 // start or in a rebuild of memory.db from the log.
 const SubjectMemoryForgotten = abi.SubjectMemoryForgotten
-
-// MemoryForgotten is its data: what was asked (one of Anchor, Task, Query),
-// by whom, and what that named when it was asked.
-type MemoryForgotten struct {
-	By     string `msgpack:"by"`
-	Anchor string `msgpack:"anchor,omitempty"`
-	Task   string `msgpack:"task,omitempty"`
-	Query  string `msgpack:"query,omitempty"`
-	memory.Forgetting
-}
 
 // keeper is the runtime's memory: the short-term memory of the open run
 // loops, fed by every event the runtime observes, and the long-term store,
@@ -150,14 +134,14 @@ func (k *keeper) rebuild(ev *abi.Event) {
 	case abi.SubjectIntentEnded:
 		k.ended = append(k.ended, ev.CorrelationID)
 	case SubjectMemoryIndexed:
-		var d MemoryIndexed
+		var d abi.MemoryIndexed
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
 			k.indexed[d.RunLoopID] = true
 		}
 	case SubjectMemoryForgotten:
-		var d MemoryForgotten
+		var d abi.MemoryForgotten
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
-			k.forgot.Add(d.Forgetting)
+			k.forgot.Add(memory.Forgetting{Tasks: d.Tasks, Segments: d.Segments})
 		}
 	}
 }
@@ -363,7 +347,7 @@ func (k *keeper) index(ctx context.Context, id string, evs []abi.Event) {
 		}
 		return
 	}
-	k.r.publish(&abi.Event{Type: SubjectMemoryIndexed, CorrelationID: id}, MemoryIndexed{RunLoopID: id, Segments: len(segs)})
+	k.r.publish(&abi.Event{Type: SubjectMemoryIndexed, CorrelationID: id}, abi.MemoryIndexed{RunLoopID: id, Segments: len(segs)})
 }
 
 // recallFor retrieves what earlier run loops say about a new one's goal.
@@ -517,7 +501,7 @@ func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
 			return abi.MemoryForgetResult{Segments: []abi.MemorySegmentRef{}}, nil
 		}
 	}
-	d := MemoryForgotten{By: caller.Source(), Anchor: p.Anchor, Task: p.Task, Query: p.Query, Forgetting: f}
+	d := abi.MemoryForgotten{By: caller.Source(), Anchor: p.Anchor, Task: p.Task, Query: p.Query, Tasks: f.Tasks, Segments: f.Segments}
 	// No correlation: the event is about memory, not a step of the run loop.
 	ev := &abi.Event{Type: SubjectMemoryForgotten}
 	if !k.r.prepare(ev, d) {

@@ -64,7 +64,7 @@ func TestLongTermMemory(t *testing.T) {
 	w := &memoryWatch{Policy: e.rules()}
 	r = e.start(Config{Policy: w, Memory: &MemoryConfig{Store: store}})
 	idx := e.events.until(t, "the first run indexed at start", typed(SubjectMemoryIndexed))
-	if d := decodeAs[MemoryIndexed](t, idx); d.RunLoopID != first || d.Segments < 2 {
+	if d := decodeAs[abi.MemoryIndexed](t, idx); d.RunLoopID != first || d.Segments < 2 {
 		t.Fatalf("indexed %+v; want run loop %s with its segments", d, first)
 	}
 
@@ -231,7 +231,7 @@ func TestForgetMemory(t *testing.T) {
 		}
 	}
 	ev := e.events.until(t, "the forgetting recorded", typed(SubjectMemoryForgotten))
-	if d := decodeAs[MemoryForgotten](t, ev); d.Query != "system notice" || d.By != "operator/1000" || len(d.Segments) != len(res.Segments) {
+	if d := decodeAs[abi.MemoryForgotten](t, ev); d.Query != "system notice" || d.By != "operator/1000" || len(d.Segments) != len(res.Segments) {
 		t.Fatalf("recorded %+v", d)
 	}
 	// Nothing matches any more: nothing recorded.
