@@ -1,7 +1,6 @@
 package host
 
 import (
-	"context"
 	"log/slog"
 	"os"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // auditWatch reads the refusals the audit subsystem logs for this
@@ -41,24 +39,6 @@ const lostEvery = 10 * time.Second
 // read, it says why once and the refusals are not reported.
 func (d *Daemon) startAudit(k *kernel.Kernel, l proc.Launcher, cfg manifests.SandboxConfig) *auditWatch {
 	return startAudit(k, l, cfg.Audit, d.log, d.publishSystem)
-}
-
-// WatchAudit is what `kairo up` does for the sandbox's refusals, for a
-// kernel of another program's (the private kernel of `kairo run`): with
-// mode manifests.SandboxAuditAuto it reads them from the audit subsystem
-// and publishes them per tree. stop gives audit up again.
-func WatchAudit(k *kernel.Kernel, l proc.Launcher, mode string, log *slog.Logger) (stop func()) {
-	publish := func(subject string, data any) (uint64, error) {
-		raw, err := msgpack.Marshal(data)
-		if err != nil {
-			return 0, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		res, err := k.Bus.Publish(ctx, &abi.Event{Type: subject, Source: "kernel", Data: raw})
-		return res.Seq, err
-	}
-	return startAudit(k, l, mode, log, publish).stop
 }
 
 func startAudit(k *kernel.Kernel, l proc.Launcher, mode string, log *slog.Logger, publishSystem func(string, any) (uint64, error)) *auditWatch {

@@ -36,6 +36,8 @@ const maxSocketPath = 107
 
 // Config configures a Daemon.
 type Config struct {
+	// Mode is what the daemon runs; the zero value is Full, `kairo up`.
+	Mode Mode
 	// Home is the data folder, an absolute path: the store, the socket,
 	// the lock, the skills and the plugins folder. Created 0700.
 	Home string
@@ -50,8 +52,9 @@ type Config struct {
 	// Progress, when set, is told each step of the start as it begins,
 	// for a person watching a terminal.
 	Progress func(Progress)
-	// Lock is the home's lock when the caller took it (LockHome); the
-	// daemon then owns it. Nil: Start takes it.
+	// Lock is the home's lock when the caller took it ([LockHome]); the
+	// daemon then owns it. Nil: Start takes it (a Replaying daemon needs
+	// it given).
 	Lock *os.File
 	// Builtins are the plugins compiled into the daemon; nil is Kairo's
 	// own (plugins.Builtins). [host] builtins = false in kairo.toml
@@ -98,7 +101,7 @@ func (d *Daemon) Start() error {
 	}
 	d.err = d.start()
 	if d.err != nil {
-		d.stop()
+		d.stop(context.Background())
 	} else {
 		// What kernel.ping answers: clients wait on it (client.WaitReady).
 		d.kernel.SetReady(true)
@@ -129,7 +132,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case served = <-d.served:
 		d.log.Error("the socket server failed; stopping", "err", served)
 	}
-	return errors.Join(served, d.Stop())
+	return errors.Join(served, d.Stop(context.WithoutCancel(ctx)))
 }
 
 // Failed is where the socket server's error comes, should it stop serving
@@ -178,7 +181,7 @@ type Daemon struct {
 	served chan error // Serve's result
 	sock   string
 
-	host    *wasm.Host
+	engine  *wasm.Engine
 	plugins *wasm.Manager
 	llm     *llm.Mux
 	agent   *agent.Runtime
@@ -190,13 +193,33 @@ type Daemon struct {
 	launcher proc.Launcher
 	audit    *auditWatch // nil when the sandbox's refusals are not read
 
+	scratch    string   // a Private daemon's temp folder, removed at Stop
+	scratchBus *bus.Bus // a Replaying daemon's tools' bus; d.bus is the log
+
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// start brings the daemon up, or returns why it cannot, with what it
-// started stopped again.
+// start brings the daemon up in its mode, or returns why it cannot; Start
+// then stops what it started.
 func (d *Daemon) start() error {
+	switch d.cfg.Mode {
+	case Full:
+		return d.startFull()
+	case Private:
+		return d.startPrivate()
+	case Replaying:
+		if d.cfg.Lock == nil {
+			return errors.New("host: a replaying daemon needs the data folder's lock (Config.Lock): a daemon that runs on it replays instead")
+		}
+		d.lock = d.cfg.Lock
+		return d.startReplaying()
+	}
+	return fmt.Errorf("host: no such mode: %v", d.cfg.Mode)
+}
+
+// startFull brings up what `kairo up` runs.
+func (d *Daemon) startFull() error {
 	home, cfg, log := d.cfg.Home, d.cfg.Config, d.log
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return fmt.Errorf("create the data folder: %w", err)
@@ -247,7 +270,7 @@ func (d *Daemon) start() error {
 		}
 		store = s
 	}
-	launcher, err := sandboxLauncher(home, cfg, log)
+	launcher, err := d.sandboxLauncher(home, cfg)
 	if err != nil {
 		store.Close()
 		return err
@@ -269,7 +292,6 @@ func (d *Daemon) start() error {
 		b.Close()
 		return err
 	}
-	ServeSkills(launcher, srv)
 	d.kernel, d.bus, d.srv, d.served, d.launcher, d.sock = k, b, srv, make(chan error, 1), launcher, sock
 	go func() { d.served <- srv.Serve() }()
 
@@ -292,6 +314,9 @@ func (d *Daemon) start() error {
 	// One run loop at a time can be switched to its recorded answers.
 	d.llm = llm.NewMux(chat)
 	llm.Register(k, d.llm)
+	if err := d.startEngine(home, cfg); err != nil {
+		return err
+	}
 	if err := d.startPlugins(home, cfg); err != nil {
 		return err
 	}
@@ -356,18 +381,13 @@ func (d *Daemon) ConsoleURL() string {
 // startPlugins loads the plugins: the built-ins beside the kairo binary, then
 // the drop-in folder, and follows the drop-in folder for changes.
 func (d *Daemon) startPlugins(home string, cfg manifests.Config) error {
-	h, err := wasm.New(wasm.Config{CacheDir: cfg.CachePath(home), Logger: d.log})
-	if err != nil {
-		return err
-	}
-	folders := PluginFolders(home, cfg)
+	folders := pluginFolders(home, cfg)
 	builtins := builtinsOf(cfg, d.cfg.Builtins)
-	d.host = h
 	d.plugins = wasm.NewManager(wasm.ManagerConfig{
-		Host: h, Kernel: d.kernel, Folders: folders, Builtins: builtins, Overrides: cfg.Plugins,
-		Deadline: cfg.Host.DeadlineDuration(), MemoryPages: uint32(cfg.Host.Memory / manifests.WasmPageSize),
-		MaxDeadline: cfg.Host.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.Host.MaxMemory / manifests.WasmPageSize), Public: cfg.Host.Public,
-		MaxFailures: cfg.Host.MaxFailures, FailureWindow: cfg.Host.FailureWindowDuration(),
+		Engine: d.engine, Kernel: d.kernel, Folders: folders, Builtins: builtins, Overrides: cfg.Plugins,
+		Deadline: cfg.PluginLimits.DeadlineDuration(), MemoryPages: uint32(cfg.PluginLimits.Memory / manifests.WasmPageSize),
+		MaxDeadline: cfg.PluginLimits.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.PluginLimits.MaxMemory / manifests.WasmPageSize), Public: cfg.PluginLimits.Public,
+		MaxFailures: cfg.PluginLimits.MaxFailures, FailureWindow: cfg.PluginLimits.FailureWindowDuration(),
 		Watch: true, Logger: d.log,
 	})
 	d.progress(Progress{Step: StepPlugins, Folders: folders, Cache: cfg.CachePath(home)})
@@ -392,6 +412,17 @@ func (d *Daemon) startPlugins(home string, cfg manifests.Config) error {
 	}
 	d.log.Info("plugins loaded", "running", n, "of", len(list))
 	d.progress(Progress{Step: StepAgent})
+	return nil
+}
+
+// startEngine starts the plugin engine, which compiles the modules
+// through the data folder's cache.
+func (d *Daemon) startEngine(home string, cfg manifests.Config) error {
+	h, err := wasm.NewEngine(wasm.EngineConfig{CacheDir: cfg.CachePath(home), Logger: d.log})
+	if err != nil {
+		return err
+	}
+	d.engine = h
 	return nil
 }
 
@@ -437,9 +468,9 @@ func builtinsOf(cfg manifests.Config, own []plugin.Builtin) []plugin.Builtin {
 	return plugins.Builtins()
 }
 
-// PluginFolders are where the plugins of a daemon on home are: the
+// pluginFolders are where the plugins of a daemon on home are: the
 // built-ins beside the running binary, then the drop-in folder.
-func PluginFolders(home string, cfg manifests.Config) []wasm.Folder {
+func pluginFolders(home string, cfg manifests.Config) []wasm.Folder {
 	var folders []wasm.Folder
 	if cfg.Host.Builtins {
 		if exe, err := os.Executable(); err == nil {
@@ -453,21 +484,10 @@ func PluginFolders(home string, cfg manifests.Config) []wasm.Folder {
 // and starts ticking.
 func (d *Daemon) startAgent(home string, cfg manifests.Config) error {
 	a := cfg.Agent
-	reg, err := tools.New(tools.Config{
-		Kernel: d.kernel, Plugins: d.plugins,
-		ResultDir: filepath.Join(home, "results"), Logger: d.log,
-	})
-	if err != nil {
+	if err := d.startTools(home, cfg, true); err != nil {
 		return err
 	}
-	reg.Register()
-	// The skills folder, followed as the plugins folder is: the registry
-	// tells the kernel and the agent which skills are installed now.
-	if err := reg.WatchSkills(tools.SkillsFolder{Dir: cfg.SkillsPath(home), Stage: skillsStage(d.launcher)}); err != nil {
-		reg.Close()
-		return err
-	}
-	d.tools = reg
+	reg := d.tools
 	d.startMCP(cfg)
 	mem, err := d.openMemory(home, cfg)
 	if err != nil {
@@ -492,8 +512,38 @@ func (d *Daemon) startAgent(home string, cfg manifests.Config) error {
 		return err
 	}
 	d.agent = r
-	d.registerReplay(home, cfg)
+	d.registerReplay()
 	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz, "skills", len(reg.SkillNames()))
+	return nil
+}
+
+// startTools starts the tool registry: with serve, the daemon's, whose
+// kernel methods are registered, which calls the plugins' tools and
+// follows the skills folder; without, a replay's, which knows the skills
+// installed now.
+func (d *Daemon) startTools(home string, cfg manifests.Config, serve bool) error {
+	tc := tools.Config{Kernel: d.kernel, ResultDir: filepath.Join(home, "results"), Logger: d.log}
+	if d.plugins != nil {
+		tc.Plugins = d.plugins
+	}
+	if !serve {
+		tc.Skills = findSkills(cfg.SkillsPath(home), d.log)
+	}
+	reg, err := tools.New(tc)
+	if err != nil {
+		return err
+	}
+	if serve {
+		reg.Register()
+		// The skills folder, followed as the plugins folder is: the
+		// registry tells the kernel and the agent which skills are
+		// installed now.
+		if err := reg.WatchSkills(tools.SkillsFolder{Dir: cfg.SkillsPath(home), Stage: skillsStage(d.launcher)}); err != nil {
+			reg.Close()
+			return err
+		}
+	}
+	d.tools = reg
 	return nil
 }
 
@@ -523,15 +573,15 @@ func installedSkills(dir string) func(name string) (string, bool) {
 				return path, true
 			}
 		}
-		path, ok := FindSkills(dir, quiet)[name]
+		path, ok := findSkills(dir, quiet)[name]
 		return path, ok
 	}
 }
 
-// FindSkills lists the skills of dir: each folder with a valid
+// findSkills lists the skills of dir: each folder with a valid
 // skill.toml, by the name its manifest gives. A broken one is logged and
 // left out.
-func FindSkills(dir string, log *slog.Logger) map[string]string {
+func findSkills(dir string, log *slog.Logger) map[string]string {
 	skills := map[string]string{}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -570,12 +620,13 @@ func spinOf(d time.Duration) time.Duration {
 // and, where the host has cgroups, a cgroup under this home's; what an
 // earlier run of this home left running is killed first, and a watchdog
 // kills this home's trees should the daemon die without stopping.
-func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.Launcher, error) {
+func (d *Daemon) sandboxLauncher(home string, cfg manifests.Config) (proc.Launcher, error) {
+	log := d.log
 	if cfg.Sandbox.Mode == manifests.SandboxOff {
 		log.Warn("the sandbox is off: spawned binaries run with the kernel's rights (sandbox.mode = \"off\")")
 		return proc.Exec{}, nil
 	}
-	helper, err := SandboxHelper()
+	helper, err := sandboxHelper()
 	if err != nil {
 		return nil, err
 	}
@@ -599,9 +650,10 @@ func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.
 		Helper: helper, Root: root, BestEffort: sc.BestEffort, Warm: 2, // two helpers wait for the next spawns
 		UIDBase: int(sc.UIDBase), UIDCount: int(sc.UIDCount), Home: home, Limits: limits,
 		KeepWorkspaces: sc.KeepWorkspaces, WorkspaceMax: int64(sc.WorkspaceMax), StopGrace: sc.StopGraceDuration(),
+		ServeIPC: d.serveSkill,
 	}
 	if os.Geteuid() == 0 {
-		StartCgroups(l, "kairo-"+name, log)
+		startCgroups(l, "kairo-"+name, log)
 		if n := proc.SweepSandboxUIDs(home, int(sc.UIDBase), int(sc.UIDCount)); n > 0 {
 			log.Warn("killed processes a previous run of this home left running in sandboxes", "count", n)
 		}
@@ -625,10 +677,10 @@ func sandboxLauncher(home string, cfg manifests.Config, log *slog.Logger) (proc.
 	return l, nil
 }
 
-// StartCgroups gives l this home's cgroups, once what an earlier run left
+// startCgroups gives l this home's cgroups, once what an earlier run left
 // in them is dead, and their watchdog; without cgroups the trees are
 // killed by process group and uid, as `kairo sandbox check` says.
-func StartCgroups(l *proc.Sandboxed, name string, log *slog.Logger) {
+func startCgroups(l *proc.Sandboxed, name string, log *slog.Logger) {
 	cgs, err := proc.FindCgroups()
 	if err == nil {
 		var h *proc.CgroupHome
@@ -656,12 +708,12 @@ func StartCgroups(l *proc.Sandboxed, name string, log *slog.Logger) {
 	log.Warn("no cgroups for the process trees: they are killed by process group and uid, not bounded as a whole, and may outlive a daemon killed with SIGKILL", "err", err)
 }
 
-// SandboxHelper is the binary that confines and execs each spawn:
+// sandboxHelper is the binary that confines and execs each spawn:
 // kairo-sandbox beside the running binary when it is there (it links the
 // helper alone, so it starts faster), else the running binary itself,
 // which must then run sandbox.HelperMain when sandbox.IsHelper says it
 // was started as the helper.
-func SandboxHelper() (string, error) {
+func sandboxHelper() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("find the kairo binary, the sandbox helper: %w", err)
@@ -673,31 +725,31 @@ func SandboxHelper() (string, error) {
 	return exe, nil
 }
 
-// ServeSkills lets l hand skills whose manifests grant [ipc] scopes a
-// connection to the kernel, served by srv with those scopes only.
-func ServeSkills(l proc.Launcher, srv *ipc.Server) {
-	sl, ok := l.(*proc.Sandboxed)
-	if !ok {
-		return
-	}
-	sl.ServeIPC = func(conn *os.File, uid int, g manifests.IPCGrants, tree *proc.Tree, skill string) error {
-		return srv.ServeFile(conn, kernel.Caller{
-			Kind: kernel.KindSkill, Name: skill, UID: uint32(uid), GID: uint32(uid), Tree: tree,
-			Grants: &kernel.Grants{Call: g.Call, Publish: g.Publish, Subscribe: g.Subscribe},
-			// Installed skills by name and commands, within its own
-			// sandbox (the kernel bounds them by its tree's policy).
-			Spawn: &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true},
-		})
-	}
+// serveSkill is the launcher's proc.Sandboxed.ServeIPC: it serves conn,
+// the kernel's end of a socket pair, to a skill whose manifest grants
+// [ipc] scopes, with those scopes only. The launcher is made before the
+// socket server, but no skill spawns before the server is up.
+func (d *Daemon) serveSkill(conn *os.File, uid int, g manifests.IPCGrants, tree *proc.Tree, skill string) error {
+	return d.srv.ServeFile(conn, kernel.Caller{
+		Kind: kernel.KindSkill, Name: skill, UID: uint32(uid), GID: uint32(uid), Tree: tree,
+		Grants: &kernel.Grants{Call: g.Call, Publish: g.Publish, Subscribe: g.Subscribe},
+		// Installed skills by name and commands, within its own sandbox
+		// (the kernel bounds them by its tree's policy).
+		Spawn: &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true},
+	})
 }
 
 func (d *Daemon) publishSystem(subject string, data any) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return d.publishSystemCtx(ctx, subject, data)
+}
+
+func (d *Daemon) publishSystemCtx(ctx context.Context, subject string, data any) (uint64, error) {
 	raw, err := msgpack.Marshal(data)
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	res, err := d.bus.Publish(ctx, &abi.Event{Type: subject, Source: "kernel", Data: raw})
 	if err != nil {
 		return 0, fmt.Errorf("publish %s: %w", subject, err)
@@ -706,36 +758,36 @@ func (d *Daemon) publishSystem(subject string, data any) (uint64, error) {
 }
 
 // Stop closes the socket server first (its connections end, in-flight
-// calls finish), then ends every process the kernel runs, so that kairo.system.stopping is the last event stored: a
-// reader that finds another event last knows the daemon did not stop
-// cleanly. Closing the bus then flushes every queued event and closes the
-// store.
-func (d *Daemon) Stop() error {
-	d.stopOnce.Do(func() { d.stopErr = d.stop() })
+// calls finish), then ends every process the kernel runs, so that
+// kairo.system.stopping is the last event stored: a reader that finds
+// another event last knows the daemon did not stop cleanly. Closing the bus
+// then flushes every queued event and closes the store. ctx bounds the
+// waits that have a bound (the console's requests, the last event); the
+// processes get their grace whatever ctx says. A second Stop returns the
+// first's error.
+func (d *Daemon) Stop(ctx context.Context) error {
+	d.stopOnce.Do(func() { d.stopErr = d.stop(ctx) })
 	return d.stopErr
 }
 
-func (d *Daemon) stop() error {
+func (d *Daemon) stop(ctx context.Context) error {
 	var errs []error
-	if d.srv == nil {
-		// Start failed before the kernel served: only what it opened.
-		if d.lock != nil {
-			d.lock.Close()
-		}
-		return nil
+	if d.kernel != nil {
+		d.kernel.SetReady(false) // a client that still pings learns it stops
 	}
-	d.kernel.SetReady(false) // a client that still pings learns it stops
 	if d.console != nil {
 		// First: its streams end and its requests finish while the
 		// kernel still serves them.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := d.console.Close(ctx); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := d.console.Close(cctx); err != nil {
 			errs = append(errs, fmt.Errorf("close the console: %w", err))
 		}
 		cancel()
 	}
-	if err := d.srv.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close the socket server: %w", err))
+	if d.srv != nil {
+		if err := d.srv.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the socket server: %w", err))
+		}
 	}
 	if d.agent != nil {
 		d.agent.Stop()
@@ -753,18 +805,24 @@ func (d *Daemon) stop() error {
 	}
 	if d.plugins != nil {
 		d.plugins.Stop() // before the kernel: their calls and processes end first
-		d.host.Close(context.Background())
 	}
-	// Each tree gets SIGTERM and a grace to end on its own, then its
-	// cgroup is killed: no process outlives the daemon; their exits are
-	// stored.
-	grace := proc.DefaultStopGrace
-	if sl, ok := d.launcher.(*proc.Sandboxed); ok {
-		grace = sl.StopGrace
+	if d.engine != nil {
+		d.engine.Close(context.WithoutCancel(ctx))
 	}
-	d.kernel.Proc.Stop(grace)
+	if d.kernel != nil {
+		// Each tree gets SIGTERM and a grace to end on its own, then its
+		// cgroup is killed: no process outlives the daemon; their exits
+		// are stored.
+		grace := proc.DefaultStopGrace
+		if sl, ok := d.launcher.(*proc.Sandboxed); ok {
+			grace = sl.StopGrace
+		}
+		d.kernel.Proc.Stop(grace)
+	}
 	d.audit.stop() // after the trees: their last refusals are still reported
-	d.kernel.Close()
+	if d.kernel != nil {
+		d.kernel.Close()
+	}
 	if sl, ok := d.launcher.(*proc.Sandboxed); ok {
 		sl.Close()         // the helpers waiting for spawns, the watchdog
 		sl.RemoveScratch() // temp folders and workspaces, but those kept
@@ -772,12 +830,28 @@ func (d *Daemon) stop() error {
 		os.Remove(filepath.Join(sl.Root, "keep"))
 		os.Remove(sl.Root)
 	}
-	if _, err := d.publishSystem(abi.SubjectSystemStopping, abi.SystemLifecycle{Version: d.cfg.Version, PID: os.Getpid()}); err != nil {
-		errs = append(errs, err)
+	if d.srv != nil {
+		// The log a daemon served ends with its stop; a replay's is read
+		// only.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if _, err := d.publishSystemCtx(pctx, abi.SubjectSystemStopping, abi.SystemLifecycle{Version: d.cfg.Version, PID: os.Getpid()}); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
 	}
-	if err := d.bus.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close the event store: %w", err))
+	if d.scratchBus != nil {
+		d.scratchBus.Close()
 	}
-	d.lock.Close()
+	if d.bus != nil {
+		if err := d.bus.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the event store: %w", err))
+		}
+	}
+	if d.scratch != "" {
+		os.RemoveAll(d.scratch)
+	}
+	if d.lock != nil {
+		d.lock.Close()
+	}
 	return errors.Join(errs...)
 }

@@ -31,7 +31,7 @@ func TestDaemonMethodsAndLock(t *testing.T) {
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer d.Stop()
+	defer d.Stop(context.Background())
 	if err := <-ready; err != nil {
 		t.Fatalf("Ready: %v", err)
 	}
@@ -63,13 +63,13 @@ func TestDaemonMethodsAndLock(t *testing.T) {
 	if _, err := os.Stat(d.Socket()); err != nil {
 		t.Fatalf("the first daemon's socket after the refusal: %v", err)
 	}
-	if err := d.Stop(); err != nil {
+	if err := d.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
 	if d.Kernel().Ready() {
 		t.Fatal("a stopped daemon's kernel still says it is ready")
 	}
-	if err := d.Stop(); err != nil {
+	if err := d.Stop(context.Background()); err != nil {
 		t.Fatalf("a second Stop: %v", err)
 	}
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/manifests"
-	"github.com/kairo-os/kairo/sdk/client"
 )
 
 // A Go program embeds Kairo: a daemon on a data folder of its own, on the
-// embedded defaults, which any client reaches on its socket.
+// embedded defaults. The program talks to it in process; any other client
+// reaches it on its socket (d.Socket()).
 func Example() {
 	home, _ := os.MkdirTemp("", "kairo-example-")
 	defer os.RemoveAll(home)
@@ -23,11 +23,11 @@ func Example() {
 	if err := d.Start(); err != nil {
 		log.Fatal(err)
 	}
-	defer d.Stop()
-
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, d.Socket())
+	defer d.Stop(ctx)
+
+	c, err := d.Connect()
 	if err != nil {
 		log.Fatal(err)
 	}

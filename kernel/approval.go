@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/egress"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/proc"
+	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -342,7 +342,7 @@ func checkApprovalRequest(r *abi.ApprovalRequest) error {
 		}
 	}
 	for _, h := range g.Hosts {
-		if err := egress.CheckEntry(h); err != nil {
+		if err := manifests.CheckEgressEntry(h); err != nil {
 			return bad("grant host: %v", err)
 		}
 	}

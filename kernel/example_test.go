@@ -12,7 +12,7 @@ import (
 )
 
 // session is an in-process door into the kernel for one caller, as the
-// plugin host and the agent are: the kernel asks it who calls, and pushes
+// plugin engine and the agent are: the kernel asks it who calls, and pushes
 // what the caller subscribed to through it.
 type session struct {
 	ctx    context.Context

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/egress"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
@@ -349,7 +348,7 @@ func (g *Grants) intersect(want manifests.IPCGrants) manifests.IPCGrants {
 // holds.
 func intersectHosts(want, have []string) []string {
 	out := []string{}
-	rules, err := egress.ParseRules(have)
+	rules, err := manifests.ParseEgressRules(have)
 	if err != nil || len(have) == 0 {
 		return out
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // testSession is an in-process door into the kernel for one principal, as
-// the plugin host and the agent are.
+// the plugin engine and the agent are.
 type testSession struct {
 	ctx    context.Context
 	caller Caller

@@ -90,10 +90,39 @@ func decode(file string, text []byte, v any) (toml.MetaData, error) {
 	}
 	for _, k := range md.Undecoded() {
 		if !freeForm(root, k) {
-			return md, &Error{File: file, Line: keyLine(text, k), Key: k.String(), Msg: unknownKeyMsg(k, root)}
+			msg := unknownKeyMsg(k, root)
+			if m := renamedKeyMsg(k, root); m != "" {
+				msg = m
+			}
+			return md, &Error{File: file, Line: keyLine(text, k), Key: k.String(), Msg: msg}
 		}
 	}
 	return md, nil
+}
+
+// renamedTables are the tables of kairo.toml some keys left: by the old
+// table, the table the keys went to and its type, which names them.
+var renamedTables = map[string]struct {
+	to   string
+	keys reflect.Type
+}{
+	"host": {"plugin_limits", reflect.TypeFor[PluginLimitsConfig]()},
+}
+
+// renamedKeyMsg says where a key of an older kairo.toml went, or "" when
+// k is not one of those.
+func renamedKeyMsg(k toml.Key, root reflect.Type) string {
+	if root != reflect.TypeFor[Config]() || len(k) != 2 {
+		return ""
+	}
+	r, ok := renamedTables[k[0]]
+	if !ok {
+		return ""
+	}
+	if _, ok := childType(r.keys, k[1]); !ok {
+		return ""
+	}
+	return fmt.Sprintf("[%s] %s was renamed to [%s] %s: move it to that table", k[0], k[1], r.to, k[1])
 }
 
 // unknownKeyMsg says what the keys around an unknown key are.

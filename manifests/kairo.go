@@ -34,10 +34,13 @@ type Config struct {
 	Log     LogConfig     `toml:"log"`
 	Sandbox SandboxConfig `toml:"sandbox"`
 	Host    HostConfig    `toml:"host"`
-	LLM     LLMConfig     `toml:"llm"`
-	Agent   AgentConfig   `toml:"agent"`
-	Memory  MemoryConfig  `toml:"memory"`
-	Console ConsoleConfig `toml:"console"`
+	// PluginLimits are the defaults and ceilings every plugin runs
+	// under ([plugin_limits]).
+	PluginLimits PluginLimitsConfig `toml:"plugin_limits"`
+	LLM          LLMConfig          `toml:"llm"`
+	Agent        AgentConfig        `toml:"agent"`
+	Memory       MemoryConfig       `toml:"memory"`
+	Console      ConsoleConfig      `toml:"console"`
 	// Approval says which tools need a person's yes ([approval]).
 	Approval ApprovalConfig `toml:"approval"`
 	// Plugins are the operator's word on each plugin, [plugins.NAME]: it
@@ -83,7 +86,8 @@ type MCPSandbox struct {
 }
 
 // HostConfig is the [host] table: this host — its name among the hosts
-// that share a store — and its plugins.
+// that share a store — and where it finds its plugins. The limits its
+// plugins run under are [PluginLimitsConfig].
 type HostConfig struct {
 	// Name is the host's name on a store several hosts share: stamped on
 	// the events it publishes (abi.Event.Host) and on its process ids
@@ -98,6 +102,13 @@ type HostConfig struct {
 	// default: the user's compilation cache, shared by all their homes
 	// (CachePath).
 	CacheDir string `toml:"cache_dir"`
+}
+
+// PluginLimitsConfig is the [plugin_limits] table: the defaults and the
+// ceilings of every plugin's memory and deadline, the subjects every
+// drop-in may use without a grant, and how many failures a plugin is
+// allowed.
+type PluginLimitsConfig struct {
 	// Deadline bounds each call into an untrusted plugin, unless its
 	// manifest or [plugins.NAME] says otherwise.
 	Deadline string `toml:"deadline"`
@@ -121,20 +132,20 @@ type HostConfig struct {
 }
 
 // DeadlineDuration is Deadline parsed; valid once Validate passed.
-func (h HostConfig) DeadlineDuration() time.Duration {
-	d, _ := time.ParseDuration(h.Deadline)
+func (l PluginLimitsConfig) DeadlineDuration() time.Duration {
+	d, _ := time.ParseDuration(l.Deadline)
 	return d
 }
 
 // MaxDeadlineDuration is MaxDeadline parsed; valid once Validate passed.
-func (h HostConfig) MaxDeadlineDuration() time.Duration {
-	d, _ := time.ParseDuration(h.MaxDeadline)
+func (l PluginLimitsConfig) MaxDeadlineDuration() time.Duration {
+	d, _ := time.ParseDuration(l.MaxDeadline)
 	return d
 }
 
 // FailureWindowDuration is FailureWindow parsed; valid once Validate passed.
-func (h HostConfig) FailureWindowDuration() time.Duration {
-	d, _ := time.ParseDuration(h.FailureWindow)
+func (l PluginLimitsConfig) FailureWindowDuration() time.Duration {
+	d, _ := time.ParseDuration(l.FailureWindow)
 	return d
 }
 
@@ -815,41 +826,41 @@ func (c *Config) validate() []*Error {
 	if c.Host.PluginsDir == "" {
 		bad("host.plugins_dir", "is empty; name the drop-in folder, such as \"plugins\" (relative to KAIRO_HOME)")
 	}
-	if msg := checkPluginLimits(c.Host.Memory, c.Host.Deadline); msg != "" {
-		key := "host.memory"
+	if msg := checkPluginLimits(c.PluginLimits.Memory, c.PluginLimits.Deadline); msg != "" {
+		key := "plugin_limits.memory"
 		if strings.HasPrefix(msg, "deadline") {
-			key = "host.deadline"
+			key = "plugin_limits.deadline"
 		}
 		bad(key, "%s", msg)
 	}
-	if msg := checkPluginLimits(c.Host.MaxMemory, c.Host.MaxDeadline); msg != "" {
-		key := "host.max_memory"
+	if msg := checkPluginLimits(c.PluginLimits.MaxMemory, c.PluginLimits.MaxDeadline); msg != "" {
+		key := "plugin_limits.max_memory"
 		if strings.HasPrefix(msg, "deadline") {
-			key = "host.max_deadline"
+			key = "plugin_limits.max_deadline"
 		}
 		bad(key, "%s", msg)
 	} else {
-		if c.Host.MaxMemory == 0 {
-			bad("host.max_memory", "is missing; give the most memory a plugin may have, such as \"256MiB\"")
-		} else if c.Host.MaxMemory < c.Host.Memory {
-			bad("host.max_memory", "%s is below host.memory (%s), the default it caps; raise it or lower host.memory", c.Host.MaxMemory, c.Host.Memory)
+		if c.PluginLimits.MaxMemory == 0 {
+			bad("plugin_limits.max_memory", "is missing; give the most memory a plugin may have, such as \"256MiB\"")
+		} else if c.PluginLimits.MaxMemory < c.PluginLimits.Memory {
+			bad("plugin_limits.max_memory", "%s is below plugin_limits.memory (%s), the default it caps; raise it or lower plugin_limits.memory", c.PluginLimits.MaxMemory, c.PluginLimits.Memory)
 		}
-		if c.Host.MaxDeadline == "" {
-			bad("host.max_deadline", "is missing; give the longest deadline a plugin may have, such as \"5s\"")
-		} else if c.Host.MaxDeadlineDuration() < c.Host.DeadlineDuration() {
-			bad("host.max_deadline", "%s is below host.deadline (%s), the default it caps; raise it or lower host.deadline", c.Host.MaxDeadline, c.Host.Deadline)
+		if c.PluginLimits.MaxDeadline == "" {
+			bad("plugin_limits.max_deadline", "is missing; give the longest deadline a plugin may have, such as \"5s\"")
+		} else if c.PluginLimits.MaxDeadlineDuration() < c.PluginLimits.DeadlineDuration() {
+			bad("plugin_limits.max_deadline", "%s is below plugin_limits.deadline (%s), the default it caps; raise it or lower plugin_limits.deadline", c.PluginLimits.MaxDeadline, c.PluginLimits.Deadline)
 		}
 	}
-	for _, pat := range c.Host.Public {
+	for _, pat := range c.PluginLimits.Public {
 		if err := abi.ValidatePattern(pat); err != nil {
-			bad("host.public", "%v", err)
+			bad("plugin_limits.public", "%v", err)
 		}
 	}
-	if c.Host.MaxFailures < 1 {
-		bad("host.max_failures", "%d: a plugin must be allowed at least 1 failure before it stays stopped", c.Host.MaxFailures)
+	if c.PluginLimits.MaxFailures < 1 {
+		bad("plugin_limits.max_failures", "%d: a plugin must be allowed at least 1 failure before it stays stopped", c.PluginLimits.MaxFailures)
 	}
-	if d, err := time.ParseDuration(c.Host.FailureWindow); err != nil || d <= 0 {
-		bad("host.failure_window", "%q is not a positive duration; write it as \"1m\", \"30s\"", c.Host.FailureWindow)
+	if d, err := time.ParseDuration(c.PluginLimits.FailureWindow); err != nil || d <= 0 {
+		bad("plugin_limits.failure_window", "%q is not a positive duration; write it as \"1m\", \"30s\"", c.PluginLimits.FailureWindow)
 	}
 	errs = append(errs, c.LLM.validate()...)
 	errs = append(errs, c.Agent.validate()...)

@@ -101,7 +101,7 @@ func (l PluginLimits) DeadlineDuration() time.Duration {
 // manifest only asks, the operator grants.
 type PluginOverride struct {
 	// Grants are the operator's grants to the plugin, added to its
-	// baseline: for a drop-in, its own namespace and [host] public; for a
+	// baseline: for a drop-in, its own namespace and [plugin_limits] public; for a
 	// built-in, its manifest's.
 	Grants OperatorGrants `toml:"grants"`
 	// Enabled false keeps the plugin from loading; nil (left out) loads it.

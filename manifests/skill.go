@@ -1,6 +1,8 @@
 package manifests
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"fmt"
 	"maps"
 	"path"
@@ -11,8 +13,6 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
-	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/egress"
 )
 
 // Skill is a binary skill's manifest, skill.toml: a native program, the
@@ -494,7 +494,7 @@ func (c *skillCheck) checkNet() {
 		}
 	}
 	for i, h := range c.s.Net.Hosts {
-		if err := egress.CheckEntry(h); err != nil {
+		if err := CheckEgressEntry(h); err != nil {
 			c.bad(toml.Key{"net", "hosts", index(i)}, "%v, such as \"api.github.com:443\" or \"*.pythonhosted.org\"", err)
 		}
 	}

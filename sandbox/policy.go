@@ -53,7 +53,7 @@ type Policy struct {
 	// MinLandlockABI refuses to run on a kernel whose Landlock is older.
 	MinLandlockABI int
 	// BestEffort runs even when this kernel cannot enforce every grant
-	// exactly, enforcing what it can; Check says what is not enforced.
+	// exactly, enforcing what it can; [Unenforced] says what is not enforced.
 	// It is the operator's explicit choice, never a default.
 	BestEffort bool
 

@@ -25,7 +25,7 @@ import (
 // mount: it then grants the new instance and nothing of the host's.
 // Without root there is no mount namespace to make (not without a user
 // namespace and a pid namespace, which a sandbox does not have), and the
-// host's /proc stays as it is; Check and Explain say so.
+// host's /proc stays as it is; [Gaps], [WriteCheck] and [Explain] say so.
 
 // procOptions are the mount options of the sandbox's procfs.
 const procOptions = "hidepid=invisible,subset=pid"

@@ -28,7 +28,7 @@ import (
 // control is not reported at all, and the daemon's RSS rises by at most
 // the plugin's memory limit plus 32 MiB.
 
-// hostileMemory is the memory limit of every drop-in of the suite: [host]
+// hostileMemory is the memory limit of every drop-in of the suite: [plugin_limits]
 // max_memory, so no manifest gets more.
 const hostileMemory = 32 << 20
 
@@ -48,7 +48,7 @@ type drop struct {
 	manifest func(name string) string
 	config   string // the lines of the guest's [config]
 	// deadline, when set, is the manifest's [limits] deadline; else
-	// [host] deadline, 2s, so that no plugin fails for want of time on a
+	// [plugin_limits] deadline, 2s, so that no plugin fails for want of time on a
 	// loaded machine unless failing so is its kind.
 	deadline string
 	// sparse, when set, makes the .wasm a sparse file of that size.
@@ -121,7 +121,7 @@ func hostileKinds(readable string) []hostileKind {
 			drop{config: "mode = \"cost\"\npublishes = 1\nsubject = \"kairo.plugin.failed\"", trigger: true, want: denied("publish", "kairo.plugin.failed", 1)},
 			drop{config: "mode = \"cost\"\npublishes = 1", trigger: true, want: done("called 0, published 1")}},
 		{"args",
-			drop{config: "mode = \"cost\"\ncalls = 1\ncallSize = 2097152", trigger: true, want: failed("handle", "limit", "Options.MaxCallArgs")},
+			drop{config: "mode = \"cost\"\ncalls = 1\ncallSize = 2097152", trigger: true, want: failed("handle", "limit", "InstanceConfig.MaxCallArgs")},
 			drop{config: "mode = \"cost\"\ncalls = 1\ncallSize = 1024", trigger: true, want: done("called 1, published 0")}},
 		{"calls",
 			drop{config: "mode = \"cost\"\ncalls = 2000", trigger: true, want: throttled("calls", 256)},
@@ -130,7 +130,7 @@ func hostileKinds(readable string) []hostileKind {
 			drop{config: "mode = \"cost\"\npublishes = 1\npublishSize = 4300000", trigger: true, want: failed("handle", "limit", "bus.MaxEventData")},
 			drop{config: "mode = \"cost\"\npublishes = 1\npublishSize = 65536", trigger: true, want: done("called 0, published 1")}},
 		{"manypublishes",
-			drop{config: "mode = \"cost\"\npublishes = 1000\npublishSize = 102400", trigger: true, want: failed("handle", "limit", "Options.MaxBatchBytes")},
+			drop{config: "mode = \"cost\"\npublishes = 1000\npublishSize = 102400", trigger: true, want: failed("handle", "limit", "InstanceConfig.MaxBatchBytes")},
 			drop{config: "mode = \"cost\"\npublishes = 10\npublishSize = 102400", trigger: true, want: done("called 0, published 10")}},
 		{"loglines",
 			drop{config: "mode = \"cost\"\nlogs = 100000", trigger: true, want: throttled("log lines", 100)},
@@ -209,7 +209,7 @@ func hostileKinds(readable string) []hostileKind {
 			drop{module: func(name string) []byte { return asmModule{name: name, output: packed(0xffff0000, 64)}.bytes() }, trigger: true, want: failed("handle", "bad_pointer", "outside the guest memory")},
 			drop{module: func(name string) []byte { return asmModule{name: name}.bytes() }, trigger: true, want: done("")}},
 		{"lielength",
-			drop{module: func(name string) []byte { return asmModule{name: name, output: packed(asmReplyAt, 0xffffffff)}.bytes() }, trigger: true, want: failed("handle", "limit", "Options.MaxOutput")},
+			drop{module: func(name string) []byte { return asmModule{name: name, output: packed(asmReplyAt, 0xffffffff)}.bytes() }, trigger: true, want: failed("handle", "limit", "InstanceConfig.MaxOutput")},
 			drop{module: func(name string) []byte { return asmModule{name: name}.bytes() }, trigger: true, want: done("")}},
 		{"lieinput",
 			drop{module: func(name string) []byte { return asmModule{name: name, input: 0x7fff0000}.bytes() }, want: failed("init", "bad_pointer", "kairo_input returned a buffer")},
@@ -227,13 +227,13 @@ func hostileKinds(readable string) []hostileKind {
 		{"emptyactions",
 			drop{module: func(name string) []byte {
 				return asmModule{name: name, reply: claimActions(4_000_000, 4_000_000)}.bytes()
-			}, trigger: true, want: failed("handle", "limit", "Options.MaxActions")},
+			}, trigger: true, want: failed("handle", "limit", "InstanceConfig.MaxActions")},
 			drop{module: func(name string) []byte { return asmModule{name: name, reply: claimActions(1000, 1000)}.bytes() }, trigger: true, want: done("")}},
 		// Its init: what it says it is, and how.
 		{"lieinit",
 			drop{module: func(name string) []byte {
 				return asmModule{name: name, initOutput: packed(asmInitAt, 0xffffffff)}.bytes()
-			}, want: failed("init", "limit", "Options.MaxOutput")},
+			}, want: failed("init", "limit", "InstanceConfig.MaxOutput")},
 			drop{module: func(name string) []byte { return asmModule{name: name}.bytes() }, trigger: true, want: done("")}},
 		{"garbageinit",
 			drop{module: func(name string) []byte { return asmModule{name: name, initOut: []byte{0xc1, 0xc1}}.bytes() }, want: failed("init", "bad_output", "")},
@@ -332,7 +332,7 @@ func TestHostilePlugins(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	config := fmt.Sprintf(`[host]
+	config := fmt.Sprintf(`[plugin_limits]
 memory = "32MiB"
 max_memory = "%dMiB"
 deadline = "2s"

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/wasm"
 )
 
@@ -385,7 +386,13 @@ func pluginsStatus(folders []wasm.Folder, cache string) string {
 // upLine is the line that says the daemon is up, on a terminal:
 //
 //	kairo is up in 0.3 s — home .kairo, 5 plugins, log .kairo/kairo.log
-func upLine(started time.Time, home, logPath string, logging bool, running, total int) string {
+func upLine(started time.Time, home, logPath string, logging bool, list []abi.PluginStatus) string {
+	running, total := 0, len(list)
+	for _, p := range list {
+		if p.State == abi.PluginRunning {
+			running++
+		}
+	}
 	plugins := plural(total, "plugin")
 	if running < total {
 		plugins = fmt.Sprintf("%d of %s running", running, plugins)

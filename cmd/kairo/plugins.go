@@ -27,7 +27,7 @@ List the running daemon's plugins: state, whether trusted, failures in the
 current window, restarts, calls and publishes refused, and grants. Below
 the table: what a plugin's manifest requested beyond its grants (a drop-in
 gets only what the operator grants: "kairo plugins grant"), and the limits
-the [host] ceilings capped.
+the [plugin_limits] ceilings capped.
 
 States: running; starting; backoff (failed, restarts after a pause);
 stopped (failed too often; "kairo plugins restart NAME" starts it again);
@@ -107,7 +107,7 @@ func runPluginGrant(ctx context.Context, verb string, args []string) error {
 	help := `
 Grant a plugin more than its baseline, whatever its manifest asks: a drop-in
 plugin (of the plugins folder) may otherwise only publish and subscribe in
-its own namespace, plugin.NAME.>, and on [host] public, and call no method.
+its own namespace, plugin.NAME.>, and on [plugin_limits] public, and call no method.
 Each KEY=VALUE adds entries, VALUE comma-separated:
 
   call=METHOD,...      kernel and host methods, by exact name

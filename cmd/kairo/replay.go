@@ -10,11 +10,6 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
-	"github.com/kairo-os/kairo/host/wasm"
-	"github.com/kairo-os/kairo/internal/tools"
-	"github.com/kairo-os/kairo/kernel"
-	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/manifests"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -50,8 +45,7 @@ log is read from the data folder directly.`)
 	var outside []outsideTick
 	lock, err := host.LockHome(home)
 	if err == nil {
-		defer lock.Close()
-		rep, outside, err = replayOffline(ctx, home, *configFlag, *run)
+		rep, outside, err = replayOffline(ctx, home, *configFlag, *run, lock)
 	} else {
 		rep, outside, err = replayOnline(ctx, *run)
 	}
@@ -90,58 +84,26 @@ func replayOnline(ctx context.Context, run string) (*abi.AgentReplayReport, []ou
 	return &rep, outsideTicks(evs, rep.RunLoop), nil
 }
 
-// replayOffline reads the data folder's log itself: no daemon runs on it.
-func replayOffline(ctx context.Context, home, cfgPath, run string) (*abi.AgentReplayReport, []outsideTick, error) {
-	rep, evs, err := replayLog(ctx, home, cfgPath, run)
+// replayOffline reads the data folder's log itself, through a daemon in
+// the Replaying mode: no daemon runs on it, and lock is its lock, which the
+// replaying daemon owns from here on.
+func replayOffline(ctx context.Context, home, cfgPath, run string, lock *os.File) (*abi.AgentReplayReport, []outsideTick, error) {
+	cfg, err := loadConfig(home, cfgPath)
+	if err != nil {
+		lock.Close()
+		return nil, nil, err
+	}
+	d := host.New(host.Config{Mode: host.Replaying, Home: home, Config: cfg, Lock: lock, Version: version,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err := d.Start(); err != nil {
+		return nil, nil, err
+	}
+	defer d.Stop(ctx)
+	rep, evs, err := d.Replay(ctx, run)
 	if err != nil {
 		return nil, nil, err
 	}
 	return rep, outsideTicks(evs, rep.RunLoop), nil
-}
-
-// replayLog replays run from the log in home and returns the log with the
-// report.
-func replayLog(ctx context.Context, home, cfgPath, run string) (*abi.AgentReplayReport, []abi.Event, error) {
-	cfg, err := loadConfig(home, cfgPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	if cfg.Store.Kind == manifests.StoreMemory || cfg.Store.Kind == manifests.StoreJetStream {
-		return nil, nil, fmt.Errorf("replay: the event store is kept in %s, which kairo replay does not open on its own: start kairo up and replay the run loop then", cfg.Store.Kind)
-	}
-	path := cfg.StorePath(home)
-	if _, err := os.Stat(path); err != nil {
-		return nil, nil, fmt.Errorf("replay: no event log at %s: is --home the data folder kairo up ran on?", path)
-	}
-	store, err := bus.OpenSQLite(path, bus.SQLiteOptions{})
-	if err != nil {
-		return nil, nil, err
-	}
-	b := bus.New(store, bus.Options{})
-	defer b.Close()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := wasm.New(wasm.Config{CacheDir: cfg.CachePath(home), Logger: log})
-	if err != nil {
-		return nil, nil, err
-	}
-	defer h.Close(context.Background())
-	// The tools the agent would have without its plugins and MCP servers,
-	// which run only with the daemon.
-	scratch := bus.New(bus.NewMemoryStore(16), bus.Options{})
-	defer scratch.Close()
-	k := kernel.New(scratch, kernel.Options{Logger: log})
-	defer k.Close()
-	reg, err := tools.New(tools.Config{Kernel: k, Skills: host.FindSkills(cfg.SkillsPath(home), log), Logger: log})
-	if err != nil {
-		return nil, nil, err
-	}
-	defer reg.Close()
-	evs, err := host.ReadLog(ctx, b)
-	if err != nil {
-		return nil, nil, err
-	}
-	rep, err := host.ReplayEvents(ctx, evs, h, home, cfg, run, reg.Definitions(), log)
-	return rep, evs, err
 }
 
 func printReplay(w io.Writer, rep *abi.AgentReplayReport, outside []outsideTick) error {

@@ -8,16 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/internal/audit"
-	"github.com/kairo-os/kairo/kernel"
-	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/kernel/ipc"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
@@ -149,48 +145,18 @@ func warnUnwritableWork(skill *manifests.Skill, work string) {
 	}
 }
 
-// privateKernel starts a kernel in this process, with a memory bus and a
-// socket in a temp folder of its own, and returns a client of it.
+// privateKernel starts a kernel in this process, the daemon's Private
+// mode, and returns a client of it.
 func privateKernel(bestEffort bool) (*client.Client, func(), error) {
-	helper, err := host.SandboxHelper()
-	if err != nil {
-		return nil, nil, err
-	}
-	dir, err := proc.ScratchRoot("run-" + strconv.Itoa(os.Getpid()))
-	if err != nil {
-		return nil, nil, err
-	}
+	cfg := manifests.Default()
+	cfg.Sandbox.BestEffort = bestEffort
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	b := bus.New(bus.NewMemoryStore(1<<12), bus.Options{})
-	launcher := &proc.Sandboxed{Helper: helper, Root: filepath.Join(dir, "sandbox"), BestEffort: bestEffort}
-	if os.Geteuid() == 0 {
-		// The run's tree in a cgroup of its own, ended with this process
-		// even if it is killed.
-		host.StartCgroups(launcher, "kairo-run-"+strconv.Itoa(os.Getpid()), log)
-	}
-	k := kernel.New(b, kernel.Options{Version: version, Logger: log, Launcher: launcher})
-	// The run's refusals, as `kairo up` learns them: printed at its end.
-	stopAudit := host.WatchAudit(k, launcher, manifests.SandboxAuditAuto, log)
-	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: filepath.Join(dir, "kernel.sock"), Logger: log})
-	if err != nil {
-		stopAudit()
-		b.Close()
-		os.RemoveAll(dir)
+	d := host.New(host.Config{Mode: host.Private, Config: cfg, Version: version, Logger: log})
+	if err := d.Start(); err != nil {
 		return nil, nil, err
 	}
-	host.ServeSkills(launcher, srv)
-	served := make(chan struct{})
-	go func() { srv.Serve(); close(served) }()
-	stop := func() {
-		srv.Close()
-		<-served
-		k.Close()
-		stopAudit() // after the trees: their last refusals are still reported
-		launcher.Close()
-		b.Close()
-		os.RemoveAll(dir)
-	}
-	c, err := dialPath(context.Background(), filepath.Join(dir, "kernel.sock"))
+	stop := func() { d.Stop(context.Background()) }
+	c, err := d.Connect()
 	if err != nil {
 		stop()
 		return nil, nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -10,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
@@ -18,6 +18,7 @@ import (
 )
 
 func runUp(ctx context.Context, args []string) error {
+	started := time.Now()
 	f := newFlags("up", "kairo up [--config FILE] [--home DIR] [--log-format text|json] [-v]", `
 Run Kairo in the foreground: open the event store, listen on the Unix
 socket, load the plugins, start the agent, and serve until SIGINT or
@@ -40,7 +41,6 @@ gets the structured log instead, as the file does.`)
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	started := time.Now()
 	switch *logFormat {
 	case "", "text", "json":
 	default:
@@ -49,34 +49,11 @@ gets the structured log instead, as the file does.`)
 	if *verbose && *logFormat == "" {
 		*logFormat = "text"
 	}
-	// A person at a terminal sees a short start and the chat; anything
-	// else reading stderr, or one who asked for it, the structured log.
-	var con *console
-	if fd := int(os.Stderr.Fd()); !isTerminal(fd) && *logFormat == "" {
-		*logFormat = "text"
-	} else if *logFormat == "" {
-		cols, _, _ := termSize(fd)
-		con = newConsole(os.Stderr, int(cols))
-		con.setStatus("kairo: starting…")
+	con := upConsole(logFormat)
+	if con != nil {
 		defer con.clearStatus() // before an error is printed
 	}
-
-	home, err := dataFolder(*homeFlag)
-	if err != nil {
-		return err
-	}
-	// Everything the daemon creates — the store and its WAL, the lock —
-	// is for its owner only.
-	syscall.Umask(0o077)
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return fmt.Errorf("create the data folder: %w", err)
-	}
-	// The lock first: a second kairo up on this home writes nothing to it.
-	lock, err := host.LockHome(home)
-	if err != nil {
-		return err
-	}
-	cfg, err := loadConfig(home, *configFlag)
+	home, lock, cfg, err := openHome(*homeFlag, *configFlag)
 	if err != nil {
 		return err
 	}
@@ -86,19 +63,11 @@ gets the structured log instead, as the file does.`)
 	if logFile != nil {
 		defer logFile.Close()
 	}
-
-	// KAIRO_CPUPROFILE=FILE profiles the daemon until it stops, for
-	// `go tool pprof`.
-	if path := os.Getenv("KAIRO_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("KAIRO_CPUPROFILE: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("KAIRO_CPUPROFILE: %w", err)
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	stopProfile, err := startCPUProfile()
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	// Orphans of killed process trees come to the daemon, which reaps
 	// them: a container's PID 1 often does not.
 	if stopReaper, err := proc.Subreaper(); err != nil {
@@ -106,59 +75,127 @@ gets the structured log instead, as the file does.`)
 	} else {
 		defer stopReaper()
 	}
-	dcfg := host.Config{Home: home, Config: cfg, Logger: log, Version: version, Lock: lock}
-	if con != nil {
-		dcfg.Progress = func(p host.Progress) {
-			switch p.Step {
-			case host.StepPlugins:
-				con.setStatus(pluginsStatus(p.Folders, p.Cache))
-			case host.StepAgent:
-				con.setStatus("kairo: starting the agent…")
-			}
-		}
-	}
-	d := host.New(dcfg)
+	d := host.New(host.Config{Home: home, Config: cfg, Logger: log, Version: version, Lock: lock, Progress: con.progress})
 	if err := d.Start(); err != nil {
 		return err
 	}
-	defer d.Stop() // on a return before the clean stop below; then a no-op
+	defer d.Stop(context.Background()) // on a return before the clean stop below; then a no-op
 	if con != nil {
-		running, total := 0, 0
-		for _, p := range d.Plugins() {
-			total++
-			if p.State == abi.PluginRunning {
-				running++
-			}
-		}
-		con.line(upLine(started, home, logPath, logFile != nil, running, total))
+		con.line(upLine(started, home, logPath, logFile != nil, d.Plugins()))
 	}
 	defer writePointer(home, log)() // clients in other folders find it; gone on a clean stop
-	// With a terminal on stdin, the person at it talks to the agent there.
-	var scr *screen
-	if isTerminal(int(os.Stdin.Fd())) {
-		const talk = "Talk to the agent here (\"help\" lists what it understands); Ctrl-D ends the chat, Ctrl-C stops kairo."
-		scr = stdoutScreen()
-		if *logFormat != "" {
-			// Log lines come between: a line redrawn in place would
-			// overwrite them.
-			scr.mode = progressPlain
-		}
-		if con != nil {
-			scr.line(talk)
-			con.attach(scr) // warnings print above the prompt
-		} else {
-			fmt.Fprintln(os.Stderr, "kairo: up. "+talk)
-		}
-		go func() { // ends with stdin or ctx; the daemon serves on after Ctrl-D
-			err := chat(ctx, os.Stdin, scr, d.Socket())
-			if con != nil {
-				con.attach(nil)
-			}
-			if err != nil {
-				log.Warn("the terminal chat ended", "err", err)
-			}
-		}()
+	scr := startChat(ctx, con, d.Socket(), *logFormat != "", log)
+	return serveUntilStopped(ctx, d, con, scr, log)
+}
+
+// upConsole is the short console a person at a terminal sees, and nil when
+// stderr gets the structured log: when it is not a terminal, or the person
+// asked for the log (*logFormat, which it then sets to text when unset).
+func upConsole(logFormat *string) *console {
+	fd := int(os.Stderr.Fd())
+	if !isTerminal(fd) && *logFormat == "" {
+		*logFormat = "text"
 	}
+	if *logFormat != "" {
+		return nil
+	}
+	cols, _, _ := termSize(fd)
+	con := newConsole(os.Stderr, int(cols))
+	con.setStatus("kairo: starting…")
+	return con
+}
+
+// openHome makes the data folder, takes its lock and reads its
+// configuration.
+func openHome(homeFlag, configFlag string) (string, *os.File, manifests.Config, error) {
+	home, err := dataFolder(homeFlag)
+	if err != nil {
+		return "", nil, manifests.Config{}, err
+	}
+	// Everything the daemon creates — the store and its WAL, the lock —
+	// is for its owner only.
+	syscall.Umask(0o077)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return "", nil, manifests.Config{}, fmt.Errorf("create the data folder: %w", err)
+	}
+	// The lock first: a second kairo up on this home writes nothing to it.
+	lock, err := host.LockHome(home)
+	if err != nil {
+		return "", nil, manifests.Config{}, err
+	}
+	cfg, err := loadConfig(home, configFlag)
+	if err != nil {
+		lock.Close()
+		return "", nil, manifests.Config{}, err
+	}
+	return home, lock, cfg, nil
+}
+
+// startCPUProfile profiles the daemon until stop when KAIRO_CPUPROFILE
+// names a file, for `go tool pprof`.
+func startCPUProfile() (stop func(), err error) {
+	path := os.Getenv("KAIRO_CPUPROFILE")
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("KAIRO_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("KAIRO_CPUPROFILE: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// progress shows a step of the daemon's start on the status line; nil when
+// there is no console.
+func (c *console) progress(p host.Progress) {
+	if c == nil {
+		return
+	}
+	switch p.Step {
+	case host.StepPlugins:
+		c.setStatus(pluginsStatus(p.Folders, p.Cache))
+	case host.StepAgent:
+		c.setStatus("kairo: starting the agent…")
+	}
+}
+
+// startChat opens the chat with the agent on stdin when it is a terminal,
+// and returns its screen; nil when stdin is not a terminal. plain: log
+// lines come between the chat's, so its line is never redrawn in place.
+func startChat(ctx context.Context, con *console, socket string, plain bool, log *slog.Logger) *screen {
+	if !isTerminal(int(os.Stdin.Fd())) {
+		return nil
+	}
+	const talk = "Talk to the agent here (\"help\" lists what it understands); Ctrl-D ends the chat, Ctrl-C stops kairo."
+	scr := stdoutScreen()
+	if plain {
+		scr.mode = progressPlain
+	}
+	if con != nil {
+		scr.line(talk)
+		con.attach(scr) // warnings print above the prompt
+	} else {
+		fmt.Fprintln(os.Stderr, "kairo: up. "+talk)
+	}
+	go func() { // ends with stdin or ctx; the daemon serves on after Ctrl-D
+		err := chat(ctx, os.Stdin, scr, socket)
+		if con != nil {
+			con.attach(nil)
+		}
+		if err != nil {
+			log.Warn("the terminal chat ended", "err", err)
+		}
+	}()
+	return scr
+}
+
+// serveUntilStopped serves until ctx ends (a signal) or the socket server
+// fails, then stops the daemon cleanly.
+func serveUntilStopped(ctx context.Context, d *host.Daemon, con *console, scr *screen, log *slog.Logger) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -175,7 +212,7 @@ gets the structured log instead, as the file does.`)
 	case serveErr = <-d.Failed():
 		log.Error("the socket server failed; stopping", "err", serveErr)
 	}
-	if err := d.Stop(); err != nil {
+	if err := d.Stop(context.Background()); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "kairo: stopped")

@@ -96,9 +96,9 @@ func BenchmarkHotReload(b *testing.B) {
 			u.mu.Lock()
 			pages := u.held.prep.key.pages
 			u.mu.Unlock()
-			opts := Options{Name: "echo", Trusted: mode == "trusted", MemoryPages: pages}
+			opts := InstanceConfig{Name: "echo", Trusted: mode == "trusted", MemoryPages: pages}
 			opts.defaults()
-			fm, err := testHost.prepare(ctx, guests["echo"], &opts)
+			fm, err := testEngine.prepare(ctx, guests["echo"], &opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func BenchmarkHotReload(b *testing.B) {
 			write(guests["echo"])
 			reload()
 			floor()
-			compiles := testHost.compileCount()
+			compiles := testEngine.compileCount()
 			took := make([]time.Duration, 0, b.N)
 			floors := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
@@ -119,7 +119,7 @@ func BenchmarkHotReload(b *testing.B) {
 				floors = append(floors, floor())
 			}
 			b.StopTimer()
-			if n := testHost.compileCount() - compiles; n != 0 {
+			if n := testEngine.compileCount() - compiles; n != 0 {
 				b.Fatalf("%d reloads of the same bytes prepared the module %d times, want 0", b.N, n)
 			}
 			reportRatio(b, took, floors)
@@ -163,7 +163,7 @@ func startBenchManager(tb testing.TB, folder Folder) *Manager {
 	bs := bus.New(store, bus.Options{})
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	k := kernel.New(bs, kernel.Options{Logger: logger})
-	m := NewManager(ManagerConfig{Host: testHost, Kernel: k, Folders: []Folder{folder}, Logger: logger})
+	m := NewManager(ManagerConfig{Engine: testEngine, Kernel: k, Folders: []Folder{folder}, Logger: logger})
 	tb.Cleanup(func() {
 		m.Stop()
 		k.Close()

@@ -33,9 +33,9 @@ func BenchmarkPluginRestart(b *testing.B) {
 	for _, mode := range []string{"trusted", "enforced"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
-			opts := Options{Name: "echo", Trusted: mode == "trusted"}
+			opts := InstanceConfig{Name: "echo", Trusted: mode == "trusted"}
 			// The unit's own code: readFiles and instance.
-			u := &unit{m: &Manager{cfg: ManagerConfig{Host: testHost}}, files: pluginFiles{wasm: path, stamp: stampOf(path)}}
+			u := &unit{m: &Manager{cfg: ManagerConfig{Engine: testEngine}}, files: pluginFiles{wasm: path, stamp: stampOf(path)}}
 			defer u.dropModules()
 			restart := func() time.Duration {
 				t0 := time.Now()

@@ -31,7 +31,7 @@ func BenchmarkTickRoundTrip(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
 			floor := floorCall(b, batch)
-			p := load(b, "echo", Options{Trusted: mode == "trusted"})
+			p := load(b, "echo", InstanceConfig{Trusted: mode == "trusted"})
 			if _, err := p.Init(ctx, configOf(map[string]any{"publish": false})); err != nil {
 				b.Fatal(err)
 			}
@@ -131,20 +131,20 @@ func floorCall(b *testing.B, batch *abi.Batch) func() error {
 }
 
 // BenchmarkPluginStartCached starts a plugin from the on-disk compilation
-// cache in a fresh Host, as after a restart: runtime, WASI and host module,
+// cache in a fresh Engine, as after a restart: runtime, WASI and host module,
 // instantiation and _initialize.
 func BenchmarkPluginStartCached(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	start := func() time.Duration {
-		h, err := New(Config{CacheDir: dir, Logger: logger})
+		h, err := NewEngine(EngineConfig{CacheDir: dir, Logger: logger})
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer h.Close(ctx)
 		t0 := time.Now()
-		p, err := h.Load(ctx, guests["echo"], Options{Name: "echo"})
+		p, err := h.Load(ctx, guests["echo"], InstanceConfig{Name: "echo"})
 		took := time.Since(t0)
 		if err != nil {
 			b.Fatal(err)
@@ -173,7 +173,7 @@ func BenchmarkPluginMemory(b *testing.B) {
 		before := heapInUse()
 		ps := make([]*Plugin, n)
 		for i := range ps {
-			p, err := testHost.Load(ctx, guests["echo"], Options{Name: "echo"})
+			p, err := testEngine.Load(ctx, guests["echo"], InstanceConfig{Name: "echo"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -39,10 +39,10 @@ func cacheFiles(t *testing.T, root string) map[string]uint64 {
 type logBuffer = testkit.SyncBuffer
 
 // serveOnce loads wasm in h and has it handle a batch.
-func serveOnce(t *testing.T, h *Host, wasm []byte) {
+func serveOnce(t *testing.T, h *Engine, wasm []byte) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := h.Load(ctx, wasm, Options{Name: "asm"})
+	p, err := h.Load(ctx, wasm, InstanceConfig{Name: "asm"})
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -62,7 +62,7 @@ func TestCacheShared(t *testing.T) {
 	wasm := asmGuest{version: 1}.bytes()
 	start := func() *logBuffer {
 		var log logBuffer
-		h, err := New(Config{CacheDir: root, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		h, err := NewEngine(EngineConfig{CacheDir: root, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func TestCacheRefused(t *testing.T) {
 			}
 
 			var log logBuffer
-			h, err := New(Config{CacheDir: root, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			h, err := NewEngine(EngineConfig{CacheDir: root, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,7 +252,7 @@ func TestCacheUnwritable(t *testing.T) {
 	write(t, filepath.Join(dir, "kairo"))
 	root := filepath.Join(dir, "kairo", "wasm")
 	var log logBuffer
-	h, err := New(Config{CacheDir: root, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	h, err := NewEngine(EngineConfig{CacheDir: root, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

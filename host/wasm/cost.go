@@ -8,9 +8,9 @@ import (
 
 // What a plugin costs the host, and the caps that bound it. Every byte the
 // host copies out of a guest in a batch (call arguments, published events,
-// the output) is charged to the plugin against Options.MaxBatchBytes; every
+// the output) is charged to the plugin against InstanceConfig.MaxBatchBytes; every
 // list the host would allocate for a reply is counted against
-// Options.MaxActions before it is. Going past either stops the instance
+// InstanceConfig.MaxActions before it is. Going past either stops the instance
 // with ReasonLimit, and the manager restarts it with backoff. The caps that
 // refuse without stopping (calls and publishes per batch, log lines) are
 // counted and reported once a batch, in Output.Throttled.
@@ -20,7 +20,7 @@ type throttleCounts struct {
 	calls, publishes, logLines, logBytes int
 }
 
-func (t *throttleCounts) caps(o *Options) []abi.PluginCap {
+func (t *throttleCounts) caps(o *InstanceConfig) []abi.PluginCap {
 	var cs []abi.PluginCap
 	for _, c := range [...]abi.PluginCap{
 		{Cap: "calls", Limit: o.MaxCalls, Over: t.calls},
@@ -40,7 +40,7 @@ func (t *throttleCounts) caps(o *Options) []abi.PluginCap {
 func (p *Plugin) charge(what string, n int) error {
 	p.hostBytes += n
 	if p.hostBytes > p.opts.MaxBatchBytes {
-		return &CapError{What: "bytes copied out of the guest in one batch, at " + what, Got: int64(p.hostBytes), Max: int64(p.opts.MaxBatchBytes), Unit: "bytes", Cap: "Options.MaxBatchBytes"}
+		return &CapError{What: "bytes copied out of the guest in one batch, at " + what, Got: int64(p.hostBytes), Max: int64(p.opts.MaxBatchBytes), Unit: "bytes", Cap: "InstanceConfig.MaxBatchBytes"}
 	}
 	return nil
 }
@@ -74,7 +74,7 @@ func checkReplyCounts(b []byte, max int) error {
 		switch string(key) {
 		case "actions", "toolResults", "serviceResults":
 			if k, _, ok := mpArrayLen(b); ok && k > max {
-				return &CapError{What: "reply " + string(key), Got: int64(k), Max: int64(max), Unit: "entries", Cap: "Options.MaxActions"}
+				return &CapError{What: "reply " + string(key), Got: int64(k), Max: int64(max), Unit: "entries", Cap: "InstanceConfig.MaxActions"}
 			}
 		}
 		if b, ok = mpSkip(b, 0); !ok {

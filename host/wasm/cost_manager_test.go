@@ -28,8 +28,8 @@ func TestCapFailureIsReportedAndRestarted(t *testing.T) {
 
 	e.publish("boom.now", 1)
 	f := decode[abi.PluginFailed](t, failed.wait(t, 1)[0])
-	if f.Plugin != "hostile" || f.Op != "handle" || f.Reason != string(ReasonLimit) || !strings.Contains(f.Error, "Options.MaxCallArgs") || f.RestartIn == 0 {
-		t.Fatalf("failed = %+v; want the hostile plugin failed on Options.MaxCallArgs, restarting", f)
+	if f.Plugin != "hostile" || f.Op != "handle" || f.Reason != string(ReasonLimit) || !strings.Contains(f.Error, "InstanceConfig.MaxCallArgs") || f.RestartIn == 0 {
+		t.Fatalf("failed = %+v; want the hostile plugin failed on InstanceConfig.MaxCallArgs, restarting", f)
 	}
 	t.Log(f.Error)
 	e.publish("demo.after", 1)

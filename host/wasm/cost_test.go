@@ -15,31 +15,31 @@ import (
 // caps allow stops it with ReasonLimit and an error that names the cap; the
 // same thing within the cap is served; the neighbour serves throughout.
 func TestCostCaps(t *testing.T) {
-	neighbour := load(t, "echo", Options{Name: "neighbour"})
+	neighbour := load(t, "echo", InstanceConfig{Name: "neighbour"})
 	initPlugin(t, neighbour, nil)
 
 	cases := []struct {
 		name    string
-		opts    Options
+		opts    InstanceConfig
 		attack  map[string]any // stopped, naming cap
 		control map[string]any // the same within the cap: served
 		cap     string
 	}{
-		{"call arguments", Options{MaxCallArgs: 64 << 10},
+		{"call arguments", InstanceConfig{MaxCallArgs: 64 << 10},
 			map[string]any{"calls": 1, "callSize": 100 << 10},
-			map[string]any{"calls": 1, "callSize": 32 << 10}, "Options.MaxCallArgs"},
-		{"bytes copied in a batch", Options{MaxBatchBytes: 1 << 20},
+			map[string]any{"calls": 1, "callSize": 32 << 10}, "InstanceConfig.MaxCallArgs"},
+		{"bytes copied in a batch", InstanceConfig{MaxBatchBytes: 1 << 20},
 			map[string]any{"calls": 40, "callSize": 32 << 10},
-			map[string]any{"calls": 20, "callSize": 32 << 10}, "Options.MaxBatchBytes"},
-		{"an event over the bus's maximum", Options{},
+			map[string]any{"calls": 20, "callSize": 32 << 10}, "InstanceConfig.MaxBatchBytes"},
+		{"an event over the bus's maximum", InstanceConfig{},
 			map[string]any{"publishes": 1, "publishSize": bus.MaxEventData + 1},
 			map[string]any{"publishes": 1, "publishSize": 64 << 10}, "bus.MaxEventData"},
-		{"actions in a reply", Options{MaxActions: 100},
+		{"actions in a reply", InstanceConfig{MaxActions: 100},
 			map[string]any{"actions": 101},
-			map[string]any{"actions": 100}, "Options.MaxActions"},
-		{"output bytes", Options{MaxOutput: 16 << 10, MaxActions: 100_000},
+			map[string]any{"actions": 100}, "InstanceConfig.MaxActions"},
+		{"output bytes", InstanceConfig{MaxOutput: 16 << 10, MaxActions: 100_000},
 			map[string]any{"actions": 20_000},
-			map[string]any{"actions": 200}, "Options.MaxOutput"},
+			map[string]any{"actions": 200}, "InstanceConfig.MaxOutput"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -86,7 +86,7 @@ func withMode(mode string, cfg map[string]any) map[string]any {
 // log lines and their length — are counted in the batch's Output, which
 // the manager reports as one event; a batch within them counts nothing.
 func TestThrottledIsCounted(t *testing.T) {
-	p := load(t, "hostile", Options{MaxCalls: 10, MaxPublishes: 20})
+	p := load(t, "hostile", InstanceConfig{MaxCalls: 10, MaxPublishes: 20})
 	initPlugin(t, p, withMode("cost", map[string]any{
 		"calls": 15, "publishes": 50, "logs": maxLogLines + 7, "logSize": maxLogLen + 1,
 	}))
@@ -113,7 +113,7 @@ func TestThrottledIsCounted(t *testing.T) {
 			t.Fatalf("%d calls, %d published, thought %q", len(out.Calls), len(out.Published), out.Reply.Thought)
 		}
 	}
-	control := load(t, "hostile", Options{MaxCalls: 10, MaxPublishes: 20})
+	control := load(t, "hostile", InstanceConfig{MaxCalls: 10, MaxPublishes: 20})
 	initPlugin(t, control, withMode("cost", map[string]any{"calls": 10, "publishes": 20, "logs": maxLogLines, "logSize": maxLogLen}))
 	if out, err := control.Handle(context.Background(), testBatch(1, 8)); err != nil || out.Throttled != nil {
 		t.Fatalf("the control: %v, throttled %+v", err, out.Throttled)
@@ -131,7 +131,7 @@ func TestReplyCountCheckedBeforeDecoding(t *testing.T) {
 	var err error
 	allocs := testing.AllocsPerRun(1, func() { err = checkReplyCounts(reply, 1024) })
 	var ce *CapError
-	if !errors.As(err, &ce) || ce.Cap != "Options.MaxActions" || ce.Got != n {
+	if !errors.As(err, &ce) || ce.Cap != "InstanceConfig.MaxActions" || ce.Got != n {
 		t.Fatalf("err = %v; want the action cap", err)
 	}
 	if allocs > 2 { // the error and its text
@@ -186,7 +186,7 @@ func TestModuleCaps(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := testHost.Load(context.Background(), c.wasm, Options{Name: "big"})
+			_, err := testEngine.Load(context.Background(), c.wasm, InstanceConfig{Name: "big"})
 			var f *Failure
 			var ce *CapError
 			if !errors.As(err, &f) || f.Reason != ReasonRefused || !errors.As(err, &ce) || ce.Cap != c.cap {
@@ -196,7 +196,7 @@ func TestModuleCaps(t *testing.T) {
 		})
 	}
 	// The control: custom sections within the caps.
-	p := loadBytes(t, "asm", custom(append([]byte(nil), asm...), MaxCustomSections-1, 1024), Options{})
+	p := loadBytes(t, "asm", custom(append([]byte(nil), asm...), MaxCustomSections-1, 1024), InstanceConfig{})
 	initPlugin(t, p, nil)
 	if _, err := p.Handle(context.Background(), testBatch(1, 8)); err != nil {
 		t.Fatal(err)

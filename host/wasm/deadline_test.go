@@ -17,7 +17,7 @@ import (
 func TestDeadlineIsPerCall(t *testing.T) {
 	// A race-detector run beside other packages' tests on two cores has
 	// kept a call off the CPU for over 200 ms.
-	p := load(t, "echo", Options{Deadline: time.Second})
+	p := load(t, "echo", InstanceConfig{Deadline: time.Second})
 	initPlugin(t, p, map[string]any{"publish": false})
 	start := time.Now()
 	for time.Since(start) < 2500*time.Millisecond {
@@ -30,7 +30,7 @@ func TestDeadlineIsPerCall(t *testing.T) {
 // A caller that can cancel stops a looping plugin by cancelling, long
 // before the plugin's own deadline, and the failure says why.
 func TestCallerCancelStopsPlugin(t *testing.T) {
-	p := load(t, "hostile", Options{Deadline: time.Minute})
+	p := load(t, "hostile", InstanceConfig{Deadline: time.Minute})
 	initPlugin(t, p, map[string]any{"mode": "loop"})
 	cause := errors.New("the operator stopped the run")
 	ctx, cancel := context.WithCancelCause(context.Background())

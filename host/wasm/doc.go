@@ -1,4 +1,4 @@
-// Package wasm is Kairo's WebAssembly plugin host, on wazero. Host loads a
+// Package wasm runs Kairo's WebAssembly plugins, on wazero. [Engine] loads a
 // module that speaks the plugin ABI (abi/README.md, "Plugins"), refuses one
 // that does not, and runs each instance in a wazero runtime of its own,
 // with a memory limit, a deadline on every call unless the plugin is

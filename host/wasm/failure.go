@@ -83,7 +83,7 @@ type CapError struct {
 	Got  int64
 	Max  int64
 	Unit string // "bytes", "actions", ...
-	Cap  string // the bound, as its owner names it: "Options.MaxCallArgs"
+	Cap  string // the bound, as its owner names it: "InstanceConfig.MaxCallArgs"
 }
 
 // Error names what was over which cap, and by how much.

@@ -23,7 +23,7 @@ import (
 // Grants are what a plugin may reach through the host module: the methods
 // it may call and the subjects it may publish on and subscribe to, from its
 // manifest as the operator narrowed it (manifests.Plugin.Narrow). An empty
-// list grants nothing. Options.Grants nil grants everything: that is for
+// list grants nothing. InstanceConfig.Grants nil grants everything: that is for
 // code the host runs as its own (tests, benchmarks); the kernel passes every
 // plugin its grants.
 //
@@ -222,7 +222,7 @@ func (a *authority) grants(onDenied func(Denial)) *Grants {
 // with. See docs/RATIONALE.md, "Authority comes from the operator": a
 // built-in (or a folder the embedder vouches for) gets its manifest's
 // grants as the operator narrowed them; a drop-in gets its baseline (its
-// own namespace, [host] public, no method); both get what the operator
+// own namespace, [plugin_limits] public, no method); both get what the operator
 // granted in [plugins.NAME.grants] and with plugins.grant. Limits are
 // capped by the ceilings.
 func (m *Manager) authorize(man *manifests.Plugin, folder Folder) (*authority, error) {

@@ -38,7 +38,7 @@ func (d *denials) get() []Denial {
 func TestCallNotGranted(t *testing.T) {
 	t.Run("granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", Options{Grants: &Grants{Grants: kernel.Grants{Call: []string{"events.query", abi.MethodKernelPing}, Publish: []string{"flood"}}, OnDenied: seen.add}})
+		p := load(t, "hostile", InstanceConfig{Grants: &Grants{Grants: kernel.Grants{Call: []string{"events.query", abi.MethodKernelPing}, Publish: []string{"flood"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "imports"})
 		out, err := p.Handle(context.Background(), testBatch(0, 0))
 		if err != nil || out.Reply.Error != "" {
@@ -53,7 +53,7 @@ func TestCallNotGranted(t *testing.T) {
 	})
 	t.Run("not granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", Options{Grants: &Grants{Grants: kernel.Grants{Call: []string{"events.query"}, Publish: []string{"flood"}}, OnDenied: seen.add}})
+		p := load(t, "hostile", InstanceConfig{Grants: &Grants{Grants: kernel.Grants{Call: []string{"events.query"}, Publish: []string{"flood"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "imports"})
 		for round := range 2 {
 			out, err := p.Handle(context.Background(), testBatch(0, 0))
@@ -81,7 +81,7 @@ func TestCallNotGranted(t *testing.T) {
 func TestPublishNotGranted(t *testing.T) {
 	t.Run("granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", Options{MaxPublishes: 10, Grants: &Grants{Grants: kernel.Grants{Call: []string{abi.MethodKernelPing}, Publish: []string{"kairo.>", "flood"}}, OnDenied: seen.add}})
+		p := load(t, "hostile", InstanceConfig{MaxPublishes: 10, Grants: &Grants{Grants: kernel.Grants{Call: []string{abi.MethodKernelPing}, Publish: []string{"kairo.>", "flood"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "flood"})
 		out, err := p.Handle(context.Background(), testBatch(0, 0))
 		if err != nil {
@@ -96,7 +96,7 @@ func TestPublishNotGranted(t *testing.T) {
 	})
 	t.Run("not granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", Options{MaxPublishes: 10, Grants: &Grants{Grants: kernel.Grants{Call: []string{abi.MethodKernelPing}, Publish: []string{"kairo.>", "flood.*"}}, OnDenied: seen.add}})
+		p := load(t, "hostile", InstanceConfig{MaxPublishes: 10, Grants: &Grants{Grants: kernel.Grants{Call: []string{abi.MethodKernelPing}, Publish: []string{"kairo.>", "flood.*"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "flood"})
 		out, err := p.Handle(context.Background(), testBatch(0, 0))
 		if err != nil {
@@ -182,7 +182,7 @@ func TestImportNotGrantedRefusedAtLoad(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := testHost.Load(context.Background(), c.wasm, Options{Name: c.name, Grants: c.grants})
+			p, err := testEngine.Load(context.Background(), c.wasm, InstanceConfig{Name: c.name, Grants: c.grants})
 			if c.says == "" {
 				if err != nil {
 					t.Fatalf("load: %v", err)

@@ -40,7 +40,7 @@ func initPlugin(t *testing.T, p *Plugin, config map[string]any) abi.PluginInfo {
 }
 
 func TestInitReturnsPluginInfo(t *testing.T) {
-	p := load(t, "echo", Options{})
+	p := load(t, "echo", InstanceConfig{})
 	info := initPlugin(t, p, nil)
 	if info.Name != "echo" || info.Version != "0.1.0" || len(info.Kinds) != 1 || info.Kinds[0] != abi.KindPolicy ||
 		len(info.Subscriptions) != 1 || info.Subscriptions[0] != ">" {
@@ -51,7 +51,7 @@ func TestInitReturnsPluginInfo(t *testing.T) {
 func TestHandleRoundTrip(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		t.Run(fmt.Sprintf("trusted=%v", trusted), func(t *testing.T) {
-			p := load(t, "echo", Options{Trusted: trusted})
+			p := load(t, "echo", InstanceConfig{Trusted: trusted})
 			initPlugin(t, p, nil)
 			batch := testBatch(3, 64)
 			for round := range 3 { // the input buffer and the output are reused
@@ -78,7 +78,7 @@ func TestHandleRoundTrip(t *testing.T) {
 }
 
 func TestImports(t *testing.T) {
-	p := load(t, "hostile", Options{})
+	p := load(t, "hostile", InstanceConfig{})
 	initPlugin(t, p, map[string]any{"mode": "imports"})
 	batch := testBatch(0, 0)
 	for want := int64(1); want <= 2; want++ {
@@ -105,7 +105,7 @@ func TestImports(t *testing.T) {
 
 // A flooding plugin is refused with ErrnoBusy, not stopped.
 func TestPublishFlood(t *testing.T) {
-	p := load(t, "hostile", Options{MaxPublishes: 10})
+	p := load(t, "hostile", InstanceConfig{MaxPublishes: 10})
 	initPlugin(t, p, map[string]any{"mode": "flood"})
 	out, err := p.Handle(context.Background(), testBatch(0, 0))
 	if err != nil {
@@ -122,32 +122,32 @@ func TestPublishFlood(t *testing.T) {
 // Each hostile plugin is stopped with the reason it deserves, stays
 // stopped, and the neighbour loaded before it keeps serving.
 func TestHostilePlugins(t *testing.T) {
-	neighbour := load(t, "echo", Options{Name: "neighbour"})
+	neighbour := load(t, "echo", InstanceConfig{Name: "neighbour"})
 	initPlugin(t, neighbour, nil)
 
 	cases := []struct {
 		name   string
 		guest  string
 		asm    asmGuest // when guest is "asm"
-		opts   Options
+		opts   InstanceConfig
 		config map[string]any
 		op     string // where it fails: "init" or "handle"
 		reason Reason
 		says   string // in the error
 	}{
-		{"loop in handle", "hostile", asmGuest{}, Options{Deadline: 100 * time.Millisecond}, map[string]any{"mode": "loop"}, "handle", ReasonDeadline, "deadline of 100ms"},
-		{"loop in init", "hostile", asmGuest{}, Options{StartDeadline: 200 * time.Millisecond}, map[string]any{"mode": "loopinit"}, "init", ReasonDeadline, "deadline of 200ms"},
-		{"panic", "hostile", asmGuest{}, Options{}, map[string]any{"mode": "panic"}, "handle", ReasonTrap, "hostile plugin panics in handle"},
+		{"loop in handle", "hostile", asmGuest{}, InstanceConfig{Deadline: 100 * time.Millisecond}, map[string]any{"mode": "loop"}, "handle", ReasonDeadline, "deadline of 100ms"},
+		{"loop in init", "hostile", asmGuest{}, InstanceConfig{StartDeadline: 200 * time.Millisecond}, map[string]any{"mode": "loopinit"}, "init", ReasonDeadline, "deadline of 200ms"},
+		{"panic", "hostile", asmGuest{}, InstanceConfig{}, map[string]any{"mode": "panic"}, "handle", ReasonTrap, "hostile plugin panics in handle"},
 		// Filling 32 MiB takes the guest over a second on a loaded machine:
 		// a deadline that must not be what stops it.
-		{"memory exhausted", "hostile", asmGuest{}, Options{MemoryPages: 512, Deadline: 30 * time.Second}, map[string]any{"mode": "grow"}, "handle", ReasonMemory, "512 memory pages"},
-		{"out-of-bounds output pointer", "asm", asmGuest{version: 1, handle: returns(0xfff0_0000, 16)}, Options{}, nil, "handle", ReasonBadPointer, "outside the guest memory"},
-		{"output running past memory", "asm", asmGuest{version: 1, handle: returns(65536-8, 16)}, Options{}, nil, "handle", ReasonBadPointer, "outside the guest memory"},
-		{"enormous output length", "asm", asmGuest{version: 1, handle: returns(asmInput, 0xffff_fff0)}, Options{}, nil, "handle", ReasonLimit, "over the cap of 4194304 (Options.MaxOutput)"},
-		{"invalid MsgPack output", "asm", asmGuest{version: 1, handle: returns(asmGarbage, 4)}, Options{}, nil, "handle", ReasonBadOutput, "not a valid MsgPack"},
-		{"trailing bytes after the output", "asm", asmGuest{version: 1, handle: returns(asmEmpty, 4)}, Options{}, nil, "handle", ReasonBadOutput, "bytes after its MsgPack value"},
-		{"out-of-bounds import pointer", "asm", asmGuest{version: 1, handle: callLog(0xfff0_0000, 64)}, Options{}, nil, "handle", ReasonBadPointer, "kairo.log message"},
-		{"trap", "asm", asmGuest{version: 1, handle: []byte{0x00}}, Options{}, nil, "handle", ReasonTrap, "unreachable"},
+		{"memory exhausted", "hostile", asmGuest{}, InstanceConfig{MemoryPages: 512, Deadline: 30 * time.Second}, map[string]any{"mode": "grow"}, "handle", ReasonMemory, "512 memory pages"},
+		{"out-of-bounds output pointer", "asm", asmGuest{version: 1, handle: returns(0xfff0_0000, 16)}, InstanceConfig{}, nil, "handle", ReasonBadPointer, "outside the guest memory"},
+		{"output running past memory", "asm", asmGuest{version: 1, handle: returns(65536-8, 16)}, InstanceConfig{}, nil, "handle", ReasonBadPointer, "outside the guest memory"},
+		{"enormous output length", "asm", asmGuest{version: 1, handle: returns(asmInput, 0xffff_fff0)}, InstanceConfig{}, nil, "handle", ReasonLimit, "over the cap of 4194304 (InstanceConfig.MaxOutput)"},
+		{"invalid MsgPack output", "asm", asmGuest{version: 1, handle: returns(asmGarbage, 4)}, InstanceConfig{}, nil, "handle", ReasonBadOutput, "not a valid MsgPack"},
+		{"trailing bytes after the output", "asm", asmGuest{version: 1, handle: returns(asmEmpty, 4)}, InstanceConfig{}, nil, "handle", ReasonBadOutput, "bytes after its MsgPack value"},
+		{"out-of-bounds import pointer", "asm", asmGuest{version: 1, handle: callLog(0xfff0_0000, 64)}, InstanceConfig{}, nil, "handle", ReasonBadPointer, "kairo.log message"},
+		{"trap", "asm", asmGuest{version: 1, handle: []byte{0x00}}, InstanceConfig{}, nil, "handle", ReasonTrap, "unreachable"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -196,7 +196,7 @@ func TestHostilePlugins(t *testing.T) {
 // A module the host does not understand is refused at load, with a message
 // that says why, and never runs.
 func TestRefusedAtLoad(t *testing.T) {
-	neighbour := load(t, "echo", Options{Name: "neighbour"})
+	neighbour := load(t, "echo", InstanceConfig{Name: "neighbour"})
 	initPlugin(t, neighbour, nil)
 
 	cases := []struct {
@@ -215,7 +215,7 @@ func TestRefusedAtLoad(t *testing.T) {
 			if wasm == nil {
 				wasm = emptyModule
 			}
-			_, err := testHost.Load(context.Background(), wasm, Options{Name: c.name})
+			_, err := testEngine.Load(context.Background(), wasm, InstanceConfig{Name: c.name})
 			var f *Failure
 			if !errors.As(err, &f) || f.Reason != ReasonRefused || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("err = %v; want refused, saying %q", err, c.says)
@@ -233,7 +233,7 @@ var emptyModule = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
 
 // A guest written in WebAssembly, without Go or the SDK, speaks the ABI.
 func TestHandAssembledGuest(t *testing.T) {
-	p := loadBytes(t, "asm", asmGuest{version: 1}.bytes(), Options{})
+	p := loadBytes(t, "asm", asmGuest{version: 1}.bytes(), InstanceConfig{})
 	if info := initPlugin(t, p, map[string]any{"k": "v"}); info.Name != "asm" {
 		t.Fatalf("info = %+v", info)
 	}

@@ -89,7 +89,7 @@ func (p *Plugin) importCall(method string, args []byte) int64 {
 		return int64(abi.ErrnoNotGranted)
 	}
 	if len(args) > p.opts.MaxCallArgs {
-		p.overCap(&CapError{What: abi.HostModule + ".call args of " + method, Got: int64(len(args)), Max: int64(p.opts.MaxCallArgs), Unit: "bytes", Cap: "Options.MaxCallArgs"})
+		p.overCap(&CapError{What: abi.HostModule + ".call args of " + method, Got: int64(len(args)), Max: int64(p.opts.MaxCallArgs), Unit: "bytes", Cap: "InstanceConfig.MaxCallArgs"})
 	}
 	if err := p.charge(abi.HostModule+".call args", len(args)); err != nil {
 		p.overCap(err)

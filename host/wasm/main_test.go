@@ -26,8 +26,8 @@ var guestSources = map[string]string{
 var (
 	guestDir string
 	guests   = map[string][]byte{}
-	// testHost is shared, so every guest is compiled once per test binary.
-	testHost *Host
+	// testEngine is shared, so every guest is compiled once per test binary.
+	testEngine *Engine
 )
 
 func TestMain(m *testing.M) {
@@ -46,7 +46,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	testHost, err = New(Config{
+	testEngine, err = NewEngine(EngineConfig{
 		CacheDir: filepath.Join(guestDir, "cache"),
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -54,7 +54,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer testHost.Close(context.Background())
+	defer testEngine.Close(context.Background())
 	if err := warmCache(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -74,9 +74,9 @@ func warmCache() error {
 	for _, j := range jobs {
 		go func() {
 			// What Load compiles: the metered rewrite of an untrusted guest.
-			opts := Options{Name: j.guest, Trusted: j.trusted}
+			opts := InstanceConfig{Name: j.guest, Trusted: j.trusted}
 			opts.defaults()
-			rt, _, _, err := testHost.compile(ctx, guests[j.guest], &opts)
+			rt, _, _, err := testEngine.compile(ctx, guests[j.guest], &opts)
 			if err == nil {
 				rt.Close(ctx)
 			}
@@ -128,17 +128,17 @@ func buildGuests(dir string) error {
 }
 
 // load loads a guest and closes it when the test ends.
-func load(tb testing.TB, name string, opts Options) *Plugin {
+func load(tb testing.TB, name string, opts InstanceConfig) *Plugin {
 	tb.Helper()
 	return loadBytes(tb, name, guests[name], opts)
 }
 
-func loadBytes(tb testing.TB, name string, wasm []byte, opts Options) *Plugin {
+func loadBytes(tb testing.TB, name string, wasm []byte, opts InstanceConfig) *Plugin {
 	tb.Helper()
 	if opts.Name == "" {
 		opts.Name = name
 	}
-	p, err := testHost.Load(context.Background(), wasm, opts)
+	p, err := testEngine.Load(context.Background(), wasm, opts)
 	if err != nil {
 		tb.Fatalf("load %s: %v", name, err)
 	}

@@ -38,10 +38,10 @@ type Folder struct {
 	Granted bool
 }
 
-// ManagerConfig configures a Manager. Host and Kernel are required; zero
+// ManagerConfig configures a Manager. Engine and Kernel are required; zero
 // values of the rest take the defaults the fields name.
 type ManagerConfig struct {
-	Host   *Host
+	Engine *Engine
 	Kernel *kernel.Kernel
 	// Folders are scanned in order; a plugin name found again in a later
 	// folder is refused.
@@ -63,7 +63,7 @@ type ManagerConfig struct {
 	MaxDeadline    time.Duration
 	MaxMemoryPages uint32
 	// Public are the subjects every drop-in plugin may subscribe to and
-	// publish on besides its own namespace, plugin.NAME.> ([host] public).
+	// publish on besides its own namespace, plugin.NAME.> ([plugin_limits] public).
 	Public []string
 	// MaxFailures failures within FailureWindow leave a plugin stopped;
 	// default 5 in 1 minute. Before that, a failed plugin restarts after
@@ -569,8 +569,8 @@ func (m *Manager) publish(subject string, data any) {
 
 // options are the load options of a plugin whose manifest, as authorized
 // (its grants and limits decided), is n.
-func (m *Manager) options(n *manifests.Plugin, builtin bool, grants *Grants) Options {
-	o := Options{
+func (m *Manager) options(n *manifests.Plugin, builtin bool, grants *Grants) InstanceConfig {
+	o := InstanceConfig{
 		Name:        n.Plugin.Name,
 		Trusted:     builtin || n.Trusted,
 		Deadline:    n.Limits.DeadlineDuration(),

@@ -61,7 +61,7 @@ func (e *managerEnv) start(cfg ManagerConfig) *Manager {
 // startFolder starts a manager over the folder f.
 func (e *managerEnv) startFolder(cfg ManagerConfig, f Folder) *Manager {
 	e.t.Helper()
-	cfg.Host, cfg.Kernel = testHost, e.kernel
+	cfg.Engine, cfg.Kernel = testEngine, e.kernel
 	cfg.Folders = []Folder{f}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

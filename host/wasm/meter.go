@@ -36,7 +36,7 @@ var errMeterStop = errors.New("stopped by the host")
 var errDeadlinePassed = errors.New("deadline passed")
 
 // newRuntime returns the runtime of one instance.
-func (h *Host) newRuntime(ctx context.Context, cache wazero.CompilationCache, closeOnDone bool, pages uint32) wazero.Runtime {
+func (e *Engine) newRuntime(ctx context.Context, cache wazero.CompilationCache, closeOnDone bool, pages uint32) wazero.Runtime {
 	// No DWARF: Go modules carry none, and with it on wazero keeps a copy
 	// of every custom section of every module it compiles.
 	cfg := wazero.NewRuntimeConfig().
@@ -53,23 +53,23 @@ func (h *Host) newRuntime(ctx context.Context, cache wazero.CompilationCache, cl
 // in memory: when that works, the cache's folder is full or unwritable, not
 // the module bad, and the host compiles in memory for a while, saying which
 // folder failed.
-func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
+func (e *Engine) compile(ctx context.Context, wasm []byte, opts *InstanceConfig) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
 	select {
-	case h.compiling <- struct{}{}:
-		defer func() { <-h.compiling }()
+	case e.compiling <- struct{}{}:
+		defer func() { <-e.compiling }()
 	case <-ctx.Done():
 		return nil, nil, false, context.Cause(ctx)
 	}
-	cache, onDisk := h.pickCache()
-	rt, compiled, metered, err = h.compileIn(ctx, cache, wasm, opts)
+	cache, onDisk := e.pickCache()
+	rt, compiled, metered, err = e.compileIn(ctx, cache, wasm, opts)
 	if err == nil || !onDisk {
 		return rt, compiled, metered, err
 	}
-	rt2, compiled2, metered2, err2 := h.compileIn(ctx, h.memCache, wasm, opts)
+	rt2, compiled2, metered2, err2 := e.compileIn(ctx, e.memCache, wasm, opts)
 	if err2 != nil {
 		return nil, nil, false, err
 	}
-	h.cacheFailed(err)
+	e.cacheFailed(err)
 	return rt2, compiled2, metered2, nil
 }
 
@@ -78,12 +78,12 @@ func (h *Host) compile(ctx context.Context, wasm []byte, opts *Options) (rt waze
 // module as given, under WithCloseOnContextDone; for a trusted one the module
 // with its data segments merged. metered says which. The error is the
 // original module's, as wazero words it.
-func (h *Host) compileIn(ctx context.Context, cache wazero.CompilationCache, wasm []byte, opts *Options) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
+func (e *Engine) compileIn(ctx context.Context, cache wazero.CompilationCache, wasm []byte, opts *InstanceConfig) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
 	var rerr error
 	if !opts.Trusted {
 		var rewritten []byte
 		if rewritten, rerr = meter.Rewrite(wasm); rerr == nil {
-			rt = h.newRuntime(ctx, cache, false, opts.MemoryPages)
+			rt = e.newRuntime(ctx, cache, false, opts.MemoryPages)
 			if compiled, err = compileModule(ctx, rt, rewritten); err == nil {
 				return rt, compiled, true, nil
 			}
@@ -92,12 +92,12 @@ func (h *Host) compileIn(ctx context.Context, cache wazero.CompilationCache, was
 		}
 		defer func() {
 			if err == nil {
-				h.logger.Info("plugin deadline enforced by wazero's close-on-context-done, which is slower: the meter cannot rewrite the module",
+				e.logger.Info("plugin deadline enforced by wazero's close-on-context-done, which is slower: the meter cannot rewrite the module",
 					"plugin", opts.Name, "err", rerr)
 			}
 		}()
 	}
-	rt = h.newRuntime(ctx, cache, !opts.Trusted, opts.MemoryPages)
+	rt = e.newRuntime(ctx, cache, !opts.Trusted, opts.MemoryPages)
 	if opts.Trusted {
 		// Merging the data segments of a Go module saves the host a few
 		// MiB of heap per instance and the load a few milliseconds.

@@ -45,7 +45,7 @@ func TestMeterStopsRunaways(t *testing.T) {
 		// The start section's function runs as the module is instantiated.
 		{"loop in the start function", loopGuest{start: countTo(0, forever)}, loopGuest{start: countTo(0, 1000)}, "load"},
 	}
-	opts := Options{Deadline: deadline, StartDeadline: deadline}
+	opts := InstanceConfig{Deadline: deadline, StartDeadline: deadline}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctl := loadBytes(t, c.name+" control", c.control.bytes(), opts)
@@ -60,7 +60,7 @@ func TestMeterStopsRunaways(t *testing.T) {
 			}
 
 			start := time.Now()
-			p, err := testHost.Load(context.Background(), c.runaway.bytes(), opts)
+			p, err := testEngine.Load(context.Background(), c.runaway.bytes(), opts)
 			if c.op != "handle" {
 				wantDeadline(t, err, c.op, deadline, time.Since(start))
 				return
@@ -85,13 +85,13 @@ func TestMeterStopsRunaways(t *testing.T) {
 // stopped at its deadline. A short sleep completes.
 func TestMeterStopsASleepingGuest(t *testing.T) {
 	const deadline = 200 * time.Millisecond
-	ctl := load(t, "meter_sleep", Options{Deadline: deadline})
+	ctl := load(t, "meter_sleep", InstanceConfig{Deadline: deadline})
 	initPlugin(t, ctl, map[string]any{"sleep": "1ms"})
 	if out, err := ctl.Handle(context.Background(), testBatch(0, 0)); err != nil || !strings.HasPrefix(out.Reply.Thought, "slept") {
 		t.Fatalf("control: %+v, %v", out.Reply, err)
 	}
 
-	p := load(t, "meter_sleep", Options{Deadline: deadline})
+	p := load(t, "meter_sleep", InstanceConfig{Deadline: deadline})
 	initPlugin(t, p, map[string]any{"sleep": "1h"})
 	start := time.Now()
 	_, err := p.Handle(context.Background(), testBatch(0, 0))
@@ -112,7 +112,7 @@ func TestMeterStopsLoopsDuringGC(t *testing.T) {
 	n := max(runtime.GOMAXPROCS(0), 2)
 	ps := make([]*Plugin, n)
 	for i := range ps {
-		ps[i] = loadBytes(t, "gc loop", wasm, Options{Deadline: deadline})
+		ps[i] = loadBytes(t, "gc loop", wasm, InstanceConfig{Deadline: deadline})
 		initPlugin(t, ps[i], nil)
 	}
 	stop := make(chan struct{})
@@ -146,7 +146,7 @@ func TestMeterStopsLoopsDuringGC(t *testing.T) {
 func TestMeterStopsALoopOnOneP(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	const deadline = 100 * time.Millisecond
-	p := loadBytes(t, "one P", loopGuest{handle: countTo(1, 1<<34)}.bytes(), Options{Deadline: deadline})
+	p := loadBytes(t, "one P", loopGuest{handle: countTo(1, 1<<34)}.bytes(), InstanceConfig{Deadline: deadline})
 	initPlugin(t, p, nil)
 	start := time.Now()
 	_, err := p.Handle(context.Background(), testBatch(0, 0))
@@ -157,7 +157,7 @@ func TestMeterStopsALoopOnOneP(t *testing.T) {
 // reserves) runs under wazero's close-on-context-done, never unenforced.
 func TestMeterFallback(t *testing.T) {
 	const deadline = 100 * time.Millisecond
-	ctl := loadBytes(t, "fallback control", loopGuest{handle: countTo(1, 1000), exportName: meter.ExportFuel}.bytes(), Options{Deadline: deadline})
+	ctl := loadBytes(t, "fallback control", loopGuest{handle: countTo(1, 1000), exportName: meter.ExportFuel}.bytes(), InstanceConfig{Deadline: deadline})
 	if ctl.metered {
 		t.Fatal("the module was metered")
 	}
@@ -166,7 +166,7 @@ func TestMeterFallback(t *testing.T) {
 		t.Fatalf("control: %v", err)
 	}
 
-	p := loadBytes(t, "fallback", loopGuest{handle: countTo(1, 1<<62), exportName: meter.ExportFuel}.bytes(), Options{Deadline: deadline})
+	p := loadBytes(t, "fallback", loopGuest{handle: countTo(1, 1<<62), exportName: meter.ExportFuel}.bytes(), InstanceConfig{Deadline: deadline})
 	initPlugin(t, p, nil)
 	start := time.Now()
 	_, err := p.Handle(context.Background(), testBatch(1, 8))
@@ -183,7 +183,7 @@ func TestModuleThatPanicsWazeroIsRefused(t *testing.T) {
 	wasm = section(wasm, 3, []byte{2, 0, 9})
 	wasm = section(wasm, 10, []byte{2, 4, 0, 0x10, 0x01, 0x0b, 2, 0, 0x0b})
 	for _, trusted := range []bool{false, true} {
-		_, err := testHost.Load(context.Background(), wasm, Options{Name: "panics", Trusted: trusted})
+		_, err := testEngine.Load(context.Background(), wasm, InstanceConfig{Name: "panics", Trusted: trusted})
 		var f *Failure
 		if !errors.As(err, &f) || f.Reason != ReasonRefused || !strings.Contains(err.Error(), "not a valid WebAssembly module") {
 			t.Fatalf("trusted=%v: err = %v; want refused", trusted, err)

@@ -22,10 +22,10 @@ import (
 
 // LoadNative starts the built-in plugin b with opts: a fresh plugin of its
 // constructor, which reaches the host through p's imports.
-func (h *Host) LoadNative(ctx context.Context, b plugin.Builtin, opts Options) (*Plugin, error) {
+func (e *Engine) LoadNative(ctx context.Context, b plugin.Builtin, opts InstanceConfig) (*Plugin, error) {
 	opts.Trusted = true
 	opts.defaults()
-	p := &Plugin{opts: opts, logger: h.logger.With("plugin", opts.Name)}
+	p := &Plugin{opts: opts, logger: e.logger.With("plugin", opts.Name)}
 	if g := opts.Grants; g != nil {
 		// A native plugin imports everything: its grants are checked at
 		// each use, as a drop-in's are.
@@ -69,7 +69,7 @@ func (p *Plugin) nativeTrip(ctx context.Context, op string, data []byte, out *Ou
 		return nil, p.stop(ctx, op, ReasonTrap, err)
 	}
 	if len(raw) > int(p.opts.MaxOutput) {
-		return nil, p.stop(ctx, op, ReasonLimit, &CapError{What: "output", Got: int64(len(raw)), Max: int64(p.opts.MaxOutput), Unit: "bytes", Cap: "Options.MaxOutput"})
+		return nil, p.stop(ctx, op, ReasonLimit, &CapError{What: "output", Got: int64(len(raw)), Max: int64(p.opts.MaxOutput), Unit: "bytes", Cap: "InstanceConfig.MaxOutput"})
 	}
 	if err := p.charge("the output", len(raw)); err != nil {
 		return nil, p.stop(ctx, op, ReasonLimit, err)
@@ -125,9 +125,9 @@ func (f pluginFiles) read() (*manifests.Plugin, []byte, error) {
 
 // load starts an instance of the unit's plugin: its module's, or its
 // built-in constructor's.
-func (u *unit) load(ctx context.Context, wasm []byte, opts Options) (*Plugin, error) {
+func (u *unit) load(ctx context.Context, wasm []byte, opts InstanceConfig) (*Plugin, error) {
 	if b := u.files.native; b != nil {
-		return u.m.cfg.Host.LoadNative(ctx, *b, opts)
+		return u.m.cfg.Engine.LoadNative(ctx, *b, opts)
 	}
-	return u.m.cfg.Host.Load(ctx, wasm, opts)
+	return u.m.cfg.Engine.Load(ctx, wasm, opts)
 }

@@ -69,8 +69,8 @@ publish = ["echo.>"]
 func TestNativePlugin(t *testing.T) {
 	ctx := context.Background()
 	var denied []Denial
-	opts := Options{Name: "echo", Grants: &Grants{Grants: kernel.Grants{Publish: []string{"echo.>"}}, OnDenied: func(d Denial) { denied = append(denied, d) }}}
-	p, err := testHost.LoadNative(ctx, plugin.Builtin{Manifest: nativeEchoManifest, New: nativeEcho}, opts)
+	opts := InstanceConfig{Name: "echo", Grants: &Grants{Grants: kernel.Grants{Publish: []string{"echo.>"}}, OnDenied: func(d Denial) { denied = append(denied, d) }}}
+	p, err := testEngine.LoadNative(ctx, plugin.Builtin{Manifest: nativeEchoManifest, New: nativeEcho}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestNativePlugin(t *testing.T) {
 	}
 
 	// A new start is a new plugin: its count starts again.
-	p2, err := testHost.LoadNative(ctx, plugin.Builtin{Manifest: nativeEchoManifest, New: nativeEcho}, opts)
+	p2, err := testEngine.LoadNative(ctx, plugin.Builtin{Manifest: nativeEchoManifest, New: nativeEcho}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestNativeOutputCap(t *testing.T) {
 			},
 		}
 	}
-	p, err := testHost.LoadNative(ctx, plugin.Builtin{New: big}, Options{Name: "big", MaxOutput: 32 << 10})
+	p, err := testEngine.LoadNative(ctx, plugin.Builtin{New: big}, InstanceConfig{Name: "big", MaxOutput: 32 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestPluginCallsCarryGrants(t *testing.T) {
 }
 
 // An import's cap stops a native plugin as it stops a module: call args
-// over Options.MaxCallArgs are a limit, not a call (the calls of
+// over InstanceConfig.MaxCallArgs are a limit, not a call (the calls of
 // TestNativePlugin are the control).
 func TestNativeImportCap(t *testing.T) {
 	ctx := context.Background()
@@ -226,7 +226,7 @@ func TestNativeImportCap(t *testing.T) {
 			},
 		}
 	}
-	p, err := testHost.LoadNative(ctx, plugin.Builtin{New: big}, Options{Name: "big", MaxCallArgs: 1024})
+	p, err := testEngine.LoadNative(ctx, plugin.Builtin{New: big}, InstanceConfig{Name: "big", MaxCallArgs: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,12 +26,12 @@ import (
 	"github.com/kairo-os/kairo/sdk/plugin"
 )
 
-// Config configures a Host. The zero value works: modules are compiled in
-// memory only and the host logs to slog.Default.
-type Config struct {
+// EngineConfig configures an [Engine]. The zero value works: modules are
+// compiled in memory only and the engine logs to slog.Default.
+type EngineConfig struct {
 	// CacheDir keeps compiled modules on disk, so a restart does not pay
-	// compilation again; it may be shared by every host of one user (the
-	// daemon's default is the user's cache folder). The host makes it, mode
+	// compilation again; it may be shared by every engine of one user (the
+	// daemon's default is the user's cache folder). The engine makes it, mode
 	// 0700, the first time it compiles, and uses it only when no one but
 	// its user can write it or anything in it (CheckCache); otherwise it
 	// says why, once, and compiles in memory. Empty keeps compiled modules
@@ -40,12 +40,12 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
-// Host loads and runs WebAssembly plugins. Each module it prepares
+// Engine loads and runs WebAssembly plugins. Each module it prepares
 // (prepared.go) runs in a wazero runtime of its own, which its instances
 // share — the options that make a runtime (the memory limit, the deadline
 // enforcement) are part of what a module is prepared for; the runtimes
 // share one compilation cache.
-type Host struct {
+type Engine struct {
 	cacheDir string
 	memCache wazero.CompilationCache // in memory, when the disk fails
 	logger   *slog.Logger
@@ -69,88 +69,89 @@ type Host struct {
 	shut      bool
 }
 
-// cacheRetry is how long the host compiles in memory after the disk cache
+// cacheRetry is how long the engine compiles in memory after the disk cache
 // failed, before it tries the disk again.
 const cacheRetry = time.Minute
 
 // pickCache is the cache to compile with, and whether it is on disk. The
 // first call opens the disk cache: makes its folder, checks it is the
 // user's own (CheckCache), and says why it cannot be used when not.
-func (h *Host) pickCache() (wazero.CompilationCache, bool) {
-	h.cmu.Lock()
-	defer h.cmu.Unlock()
-	if h.cacheDir == "" || h.refused || h.closed || time.Now().Before(h.diskUntil) {
-		return h.memCache, false
+func (e *Engine) pickCache() (wazero.CompilationCache, bool) {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	if e.cacheDir == "" || e.refused || e.closed || time.Now().Before(e.diskUntil) {
+		return e.memCache, false
 	}
-	if h.disk == nil {
-		err := OpenCache(h.cacheDir)
+	if e.disk == nil {
+		err := OpenCache(e.cacheDir)
 		var c wazero.CompilationCache
 		if err == nil {
-			c, err = wazero.NewCompilationCacheWithDir(h.cacheDir)
+			c, err = wazero.NewCompilationCacheWithDir(e.cacheDir)
 		}
 		var refused *CacheError
 		switch {
 		case errors.As(err, &refused):
-			h.refused = true
-			h.logger.Warn("plugins compile in memory, at every start: "+err.Error(), "folder", h.cacheDir)
-			return h.memCache, false
+			e.refused = true
+			e.logger.Warn("plugins compile in memory, at every start: "+err.Error(), "folder", e.cacheDir)
+			return e.memCache, false
 		case err != nil:
-			h.failedLocked(err)
-			return h.memCache, false
+			e.failedLocked(err)
+			return e.memCache, false
 		}
-		h.disk = c
+		e.disk = c
 	}
-	return h.disk, true
+	return e.disk, true
 }
 
 // cacheFailed notes that the disk cache could not take a module that
 // compiles in memory.
-func (h *Host) cacheFailed(err error) {
-	h.cmu.Lock()
-	defer h.cmu.Unlock()
-	h.failedLocked(err)
+func (e *Engine) cacheFailed(err error) {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	e.failedLocked(err)
 }
 
-func (h *Host) failedLocked(err error) {
-	h.diskUntil = time.Now().Add(cacheRetry)
-	h.logger.Warn("the compilation cache could not be written (is its disk full?): compiling in memory, which a restart pays again; the cache is tried again in a minute",
-		"folder", h.cacheDir, "err", err)
+func (e *Engine) failedLocked(err error) {
+	e.diskUntil = time.Now().Add(cacheRetry)
+	e.logger.Warn("the compilation cache could not be written (is its disk full?): compiling in memory, which a restart pays again; the cache is tried again in a minute",
+		"folder", e.cacheDir, "err", err)
 }
 
-// New returns a Host. Close it to release the compilation cache.
-func New(cfg Config) (*Host, error) {
-	h := &Host{logger: cfg.Logger, cacheDir: cfg.CacheDir, compiling: make(chan struct{}, runtime.GOMAXPROCS(0))}
-	if h.logger == nil {
-		h.logger = slog.Default()
+// NewEngine returns an Engine. Close it to release the compilation cache.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	e := &Engine{logger: cfg.Logger, cacheDir: cfg.CacheDir, compiling: make(chan struct{}, runtime.GOMAXPROCS(0))}
+	if e.logger == nil {
+		e.logger = slog.Default()
 	}
-	h.memCache = wazero.NewCompilationCache()
-	return h, nil
+	e.memCache = wazero.NewCompilationCache()
+	return e, nil
 }
 
 // Close releases the prepared modules and the compilation cache. Close the
 // plugins first.
-func (h *Host) Close(ctx context.Context) error {
-	h.pmu.Lock()
-	h.shut = true
-	mods := append(slices.Collect(maps.Values(h.modules)), h.idle...)
-	clear(h.modules)
-	h.idle = nil
-	h.pmu.Unlock()
+func (e *Engine) Close(ctx context.Context) error {
+	e.pmu.Lock()
+	e.shut = true
+	mods := append(slices.Collect(maps.Values(e.modules)), e.idle...)
+	clear(e.modules)
+	e.idle = nil
+	e.pmu.Unlock()
 	for _, mod := range mods {
 		mod.close()
 	}
-	err := h.memCache.Close(ctx)
-	h.cmu.Lock()
-	defer h.cmu.Unlock()
-	h.closed = true
-	if h.disk != nil {
-		err = errors.Join(err, h.disk.Close(ctx))
+	err := e.memCache.Close(ctx)
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	e.closed = true
+	if e.disk != nil {
+		err = errors.Join(err, e.disk.Close(ctx))
 	}
 	return err
 }
 
-// Options configure one plugin instance. Zero fields take the defaults below.
-type Options struct {
+// InstanceConfig configures one plugin instance. Zero fields take the
+// defaults below.
+type InstanceConfig struct {
 	// Name names the plugin in errors and logs until Init says its name.
 	Name string
 	// Trusted runs the plugin without deadline enforcement: a little
@@ -196,7 +197,7 @@ type Options struct {
 	BusHost string
 }
 
-func (o *Options) defaults() {
+func (o *InstanceConfig) defaults() {
 	if o.Name == "" {
 		o.Name = "unnamed"
 	}
@@ -253,7 +254,7 @@ type Call struct {
 // called from several goroutines; calls run one at a time. Once a call
 // fails the instance is stopped and every later call returns its Failure.
 type Plugin struct {
-	opts   Options
+	opts   InstanceConfig
 	logger *slog.Logger
 	rt     wazero.Runtime
 	mod    api.Module
@@ -300,11 +301,11 @@ type Plugin struct {
 	throttle  throttleCounts
 }
 
-// Load prepares the module (Host.Prepare: compiled, or the one the host
+// Load prepares the module (Engine.Prepare: compiled, or the one the engine
 // keeps for the same bytes and options) and makes an instance of it
 // (Module.Instantiate).
-func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, error) {
-	mod, err := h.Prepare(ctx, wasm, opts)
+func (e *Engine) Load(ctx context.Context, wasm []byte, opts InstanceConfig) (*Plugin, error) {
+	mod, err := e.Prepare(ctx, wasm, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -317,12 +318,12 @@ func (h *Host) Load(ctx context.Context, wasm []byte, opts Options) (*Plugin, er
 // it with WASI (no files, no environment unless opts.WASI lists them) and
 // runs _initialize. opts must be what the module was prepared for:
 // Trusted and MemoryPages; the rest are the instance's own.
-func (mod *Module) Instantiate(ctx context.Context, opts Options) (*Plugin, error) {
+func (mod *Module) Instantiate(ctx context.Context, opts InstanceConfig) (*Plugin, error) {
 	opts.defaults()
 	if opts.Trusted != mod.key.trusted || opts.MemoryPages != mod.key.pages {
 		return nil, fmt.Errorf("plugin %s: the module was prepared for other options (trusted %v, %d memory pages)", opts.Name, mod.key.trusted, mod.key.pages)
 	}
-	h := mod.h
+	h := mod.engine
 	p := &Plugin{opts: opts, logger: h.logger.With("plugin", opts.Name)}
 	if !opts.Trusted {
 		p.expired = make(chan struct{})
@@ -511,7 +512,7 @@ func (p *Plugin) roundTrip(ctx context.Context, op string, fn api.Function, dead
 
 	optr, on := abi.UnpackPtrLen(p.stack[0])
 	if on > p.opts.MaxOutput {
-		return nil, p.stop(ctx, op, ReasonLimit, &CapError{What: "output", Got: int64(on), Max: int64(p.opts.MaxOutput), Unit: "bytes", Cap: "Options.MaxOutput"})
+		return nil, p.stop(ctx, op, ReasonLimit, &CapError{What: "output", Got: int64(on), Max: int64(p.opts.MaxOutput), Unit: "bytes", Cap: "InstanceConfig.MaxOutput"})
 	}
 	if err := p.charge("the output", int(on)); err != nil {
 		return nil, p.stop(ctx, op, ReasonLimit, err)

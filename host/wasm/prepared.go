@@ -30,12 +30,12 @@ import (
 // which is what a restart after a failure and a hot reload of the same
 // bytes pay.
 //
-// The host keeps its modules in a table keyed by the SHA-256 of the bytes
+// The engine keeps its modules in a table keyed by the SHA-256 of the bytes
 // and the options that change what is compiled (trusted or not, the memory
 // limit), counted by reference: every instance holds its module, and so
 // does a unit (unit_module.go) from its first start to its stop, so the
 // module outlives the instances that fail. The last release leaves it idle:
-// the host keeps idleKeep such modules, the last released, for bytes that
+// the engine keeps idleKeep such modules, the last released, for bytes that
 // come back (a version put back), and closes the others — the compiled
 // module, which wazero's engine would otherwise keep for good, and the
 // runtime. An instance's failure closes only its own guest instance: the
@@ -56,11 +56,11 @@ type moduleKey struct {
 }
 
 // Module is a plugin module prepared for instances: compiled, checked,
-// in a runtime with WASI and the host modules. Host.Prepare returns it
+// in a runtime with WASI and the host modules. [Engine.Prepare] returns it
 // held; Release it when done. Any number of instances may be made of it
 // at once.
 type Module struct {
-	h        *Host
+	engine   *Engine
 	key      moduleKey
 	wasm     []byte // the bytes it was prepared from: the same bytes are told without hashing them
 	rt       wazero.Runtime
@@ -116,7 +116,7 @@ func (mod *Module) unregister(name string) {
 }
 
 // fits reports whether mod was prepared from wasm for opts (defaulted).
-func (mod *Module) fits(wasm []byte, opts *Options) bool {
+func (mod *Module) fits(wasm []byte, opts *InstanceConfig) bool {
 	if mod == nil || mod.key.trusted != opts.Trusted || mod.key.pages != opts.MemoryPages || len(mod.wasm) != len(wasm) {
 		return false
 	}
@@ -125,9 +125,9 @@ func (mod *Module) fits(wasm []byte, opts *Options) bool {
 
 // retain takes one more reference to mod.
 func (mod *Module) retain() {
-	mod.h.pmu.Lock()
+	mod.engine.pmu.Lock()
 	mod.refs++
-	mod.h.pmu.Unlock()
+	mod.engine.pmu.Unlock()
 }
 
 // Release gives back a reference; after the last the module is idle, kept
@@ -137,25 +137,25 @@ func (mod *Module) Release() {
 	if mod == nil {
 		return
 	}
-	h := mod.h
-	h.pmu.Lock()
+	e := mod.engine
+	e.pmu.Lock()
 	mod.refs--
 	unheld := mod.refs == 0
 	var evict *Module
 	if unheld {
 		evict = mod
-		if h.modules[mod.key] == mod && !h.shut {
-			delete(h.modules, mod.key)
+		if e.modules[mod.key] == mod && !e.shut {
+			delete(e.modules, mod.key)
 			// Kept idle, in case the bytes come back: a version put back.
-			h.idle = append(h.idle, mod)
+			e.idle = append(e.idle, mod)
 			evict = nil
-			if len(h.idle) > idleKeep {
-				evict = h.idle[0]
-				h.idle = slices.Delete(h.idle, 0, 1)
+			if len(e.idle) > idleKeep {
+				evict = e.idle[0]
+				e.idle = slices.Delete(e.idle, 0, 1)
 			}
 		}
 	}
-	h.pmu.Unlock()
+	e.pmu.Unlock()
 	if unheld && evict != mod {
 		mod.mem.drain(false) // no instance to come soon
 	}
@@ -164,7 +164,7 @@ func (mod *Module) Release() {
 	}
 }
 
-// idleKeep is how many modules no instance or unit holds the host keeps,
+// idleKeep is how many modules no instance or unit holds the engine keeps,
 // the last released: a plugin whose file is put back to its previous
 // version gets the module it had. Each costs its compiled code, some tens
 // of MiB for a Go plugin, so only one.
@@ -181,27 +181,27 @@ func (mod *Module) close() {
 	})
 }
 
-// LiveModules counts the modules the host keeps prepared: those some
+// LiveModules counts the modules the engine keeps prepared: those some
 // instance or unit holds, and idle, those it keeps for their bytes coming
 // back (at most idleKeep).
-func (h *Host) LiveModules() (held, idle int) {
-	h.pmu.Lock()
-	defer h.pmu.Unlock()
-	return len(h.modules), len(h.idle)
+func (e *Engine) LiveModules() (held, idle int) {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	return len(e.modules), len(e.idle)
 }
 
-// compileCount counts the modules the host prepared since New.
-func (h *Host) compileCount() int {
-	h.pmu.Lock()
-	defer h.pmu.Unlock()
-	return h.compiles
+// compileCount counts the modules the engine prepared since [NewEngine].
+func (e *Engine) compileCount() int {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	return e.compiles
 }
 
 // Prepare returns the module wasm prepared for opts, held: the one the
-// host keeps for the same bytes and options, or a new one, compiled (or
+// engine keeps for the same bytes and options, or a new one, compiled (or
 // read from the compilation cache), checked and given its host modules.
 // Preparations of the same module at once wait for the first.
-func (h *Host) Prepare(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
+func (e *Engine) Prepare(ctx context.Context, wasm []byte, opts InstanceConfig) (*Module, error) {
 	opts.defaults()
 	if err := checkModuleCaps(wasm); err != nil {
 		return nil, refusal(&opts, err)
@@ -209,33 +209,33 @@ func (h *Host) Prepare(ctx context.Context, wasm []byte, opts Options) (*Module,
 	key := moduleKey{sum: sha256.Sum256(wasm), trusted: opts.Trusted, pages: opts.MemoryPages}
 	var mine chan struct{}
 	for mine == nil {
-		h.pmu.Lock()
-		if h.shut {
-			h.pmu.Unlock()
-			return nil, fmt.Errorf("plugin %s: the host is closed", opts.Name)
+		e.pmu.Lock()
+		if e.shut {
+			e.pmu.Unlock()
+			return nil, fmt.Errorf("plugin %s: the plugin engine is closed", opts.Name)
 		}
-		if mod := h.modules[key]; mod != nil {
+		if mod := e.modules[key]; mod != nil {
 			mod.refs++
-			h.pmu.Unlock()
+			e.pmu.Unlock()
 			return mod, nil
 		}
-		if i := slices.IndexFunc(h.idle, func(m *Module) bool { return m.key == key }); i >= 0 {
-			mod := h.idle[i]
-			h.idle = slices.Delete(h.idle, i, i+1)
+		if i := slices.IndexFunc(e.idle, func(m *Module) bool { return m.key == key }); i >= 0 {
+			mod := e.idle[i]
+			e.idle = slices.Delete(e.idle, i, i+1)
 			mod.refs = 1
-			h.modules[key] = mod
-			h.pmu.Unlock()
+			e.modules[key] = mod
+			e.pmu.Unlock()
 			return mod, nil
 		}
-		wait, busy := h.preparing[key]
+		wait, busy := e.preparing[key]
 		if !busy {
-			if h.modules == nil {
-				h.preparing, h.modules = map[moduleKey]chan struct{}{}, map[moduleKey]*Module{}
+			if e.modules == nil {
+				e.preparing, e.modules = map[moduleKey]chan struct{}{}, map[moduleKey]*Module{}
 			}
 			mine = make(chan struct{})
-			h.preparing[key] = mine
+			e.preparing[key] = mine
 		}
-		h.pmu.Unlock()
+		e.pmu.Unlock()
 		if busy {
 			select {
 			case <-wait:
@@ -245,20 +245,20 @@ func (h *Host) Prepare(ctx context.Context, wasm []byte, opts Options) (*Module,
 		}
 	}
 
-	mod, err := h.prepare(ctx, wasm, &opts)
-	h.pmu.Lock()
-	delete(h.preparing, key)
+	mod, err := e.prepare(ctx, wasm, &opts)
+	e.pmu.Lock()
+	delete(e.preparing, key)
 	close(mine)
 	if err == nil {
-		if h.shut {
-			err = fmt.Errorf("plugin %s: the host is closed", opts.Name)
+		if e.shut {
+			err = fmt.Errorf("plugin %s: the plugin engine is closed", opts.Name)
 		} else {
 			mod.key, mod.refs = key, 1
-			h.modules[key] = mod
-			h.compiles++
+			e.modules[key] = mod
+			e.compiles++
 		}
 	}
-	h.pmu.Unlock()
+	e.pmu.Unlock()
 	if err != nil {
 		if mod != nil {
 			mod.close()
@@ -269,14 +269,14 @@ func (h *Host) Prepare(ctx context.Context, wasm []byte, opts Options) (*Module,
 }
 
 // refusal is the Failure of a module the host will not run.
-func refusal(opts *Options, err error) error {
+func refusal(opts *InstanceConfig, err error) error {
 	return &Failure{Plugin: opts.Name, Op: "load", Reason: ReasonRefused, Err: err}
 }
 
 // prepare compiles wasm for opts and readies its runtime: the checks of
 // its imports and exports, WASI, and the host modules.
-func (h *Host) prepare(ctx context.Context, wasm []byte, opts *Options) (*Module, error) {
-	rt, compiled, metered, err := h.compile(ctx, wasm, opts)
+func (e *Engine) prepare(ctx context.Context, wasm []byte, opts *InstanceConfig) (*Module, error) {
+	rt, compiled, metered, err := e.compile(ctx, wasm, opts)
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("plugin %s: %w", opts.Name, err)
 	}
@@ -285,7 +285,7 @@ func (h *Host) prepare(ctx context.Context, wasm []byte, opts *Options) (*Module
 	}
 	// A copy: the caller's bytes may change; the unit that prepared it
 	// takes this copy for its own (unit.module).
-	mod := &Module{h: h, wasm: bytes.Clone(wasm), rt: rt, compiled: compiled, metered: metered}
+	mod := &Module{engine: e, wasm: bytes.Clone(wasm), rt: rt, compiled: compiled, metered: metered}
 	mod.live.Store(&map[string]*Plugin{})
 	if err := checkImports(compiled, metered); err != nil {
 		return mod, refusal(opts, err)

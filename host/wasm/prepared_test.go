@@ -13,11 +13,11 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// freshHost is a Host of the test's own, on the shared compilation cache:
+// freshEngine is an Engine of the test's own, on the shared compilation cache:
 // its modules are its own to count.
-func freshHost(t *testing.T) *Host {
+func freshEngine(t *testing.T) *Engine {
 	t.Helper()
-	h, err := New(Config{CacheDir: filepath.Join(guestDir, "cache"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h, err := NewEngine(EngineConfig{CacheDir: filepath.Join(guestDir, "cache"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func freshHost(t *testing.T) *Host {
 	return h
 }
 
-func wantModules(t *testing.T, h *Host, held, idle, compiles int) {
+func wantModules(t *testing.T, h *Engine, held, idle, compiles int) {
 	t.Helper()
 	gh, gi := h.LiveModules()
 	if gh != held || gi != idle || h.compileCount() != compiles {
@@ -38,9 +38,9 @@ func wantModules(t *testing.T, h *Host, held, idle, compiles int) {
 // the last release closes it, but for the one idle module the host keeps.
 func TestModuleSharedByInstances(t *testing.T) {
 	ctx := context.Background()
-	h := freshHost(t)
+	h := freshEngine(t)
 	for _, trusted := range []bool{false, true} {
-		opts := Options{Name: "echo", Trusted: trusted}
+		opts := InstanceConfig{Name: "echo", Trusted: trusted}
 		p1, err := h.Load(ctx, guests["echo"], opts)
 		if err != nil {
 			t.Fatal(err)
@@ -78,7 +78,7 @@ func TestModuleSharedByInstances(t *testing.T) {
 	// The last released is kept idle; the one before it was closed.
 	wantModules(t, h, 0, 1, 2)
 	// Another memory limit is another module.
-	p, err := h.Load(ctx, guests["echo"], Options{Name: "echo", MemoryPages: 512})
+	p, err := h.Load(ctx, guests["echo"], InstanceConfig{Name: "echo", MemoryPages: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestModuleSharedByInstances(t *testing.T) {
 	p.Close(ctx)
 	wantModules(t, h, 0, 1, 3)
 	// The idle one serves its bytes again, without preparing them.
-	p, err = h.Load(ctx, guests["echo"], Options{Name: "echo", MemoryPages: 512})
+	p, err = h.Load(ctx, guests["echo"], InstanceConfig{Name: "echo", MemoryPages: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +98,8 @@ func TestModuleSharedByInstances(t *testing.T) {
 // the same module starts with fresh memory and serves.
 func TestModuleOutlivesAFailedInstance(t *testing.T) {
 	ctx := context.Background()
-	h := freshHost(t)
-	opts := Options{Name: "hostile"}
+	h := freshEngine(t)
+	opts := InstanceConfig{Name: "hostile"}
 	p, err := h.Load(ctx, guests["hostile"], opts)
 	if err != nil {
 		t.Fatal(err)
@@ -148,9 +148,9 @@ subscribe = "demo.>"
 // removed plugin leaves none held.
 func TestReloadReusesAndClosesModules(t *testing.T) {
 	e := newManagerEnv(t)
-	h := freshHost(t)
+	h := freshEngine(t)
 	e.drop("echo", "echo", anyGuestManifest)
-	e.m = NewManager(ManagerConfig{Host: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
+	e.m = NewManager(ManagerConfig{Engine: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := e.m.Start(); err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestReloadReusesAndClosesModules(t *testing.T) {
 // the one idle module the host keeps.
 func TestReloadOfAllKeepsEveryModule(t *testing.T) {
 	e := newManagerEnv(t)
-	h := freshHost(t)
+	h := freshEngine(t)
 	const manifest = `[plugin]
 name = "%s"
 kinds = ["policy"]
@@ -225,7 +225,7 @@ subscribe = "demo.>"
 `
 	e.drop("echo", "echo", fmt.Sprintf(manifest, "echo", "echo"))
 	e.drop("two", "hostile", fmt.Sprintf(manifest, "two", "two"))
-	e.m = NewManager(ManagerConfig{Host: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
+	e.m = NewManager(ManagerConfig{Engine: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := e.m.Start(); err != nil {
 		t.Fatal(err)
@@ -247,9 +247,9 @@ subscribe = "demo.>"
 // and handed to the unit that replaces it.
 func TestRescanPreparesNewBytesAhead(t *testing.T) {
 	e := newManagerEnv(t)
-	h := freshHost(t)
+	h := freshEngine(t)
 	e.drop("echo", "echo", anyGuestManifest)
-	e.m = NewManager(ManagerConfig{Host: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
+	e.m = NewManager(ManagerConfig{Engine: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := e.m.Start(); err != nil {
 		t.Fatal(err)

@@ -16,26 +16,20 @@ import (
 // waits for an instance that is gone: when the instance that holds a call
 // stops — failed, reloaded, stopped — every call it holds fails at once.
 
-// PluginTool is one tool a running plugin of kind tool declares.
-type PluginTool struct {
-	Plugin string
-	abi.Tool
-}
-
 // Tools lists the tools of every running tool plugin, sorted by plugin and
 // tool name.
-func (m *Manager) Tools() []PluginTool {
-	var out []PluginTool
+func (m *Manager) Tools() []abi.PluginTool {
+	var out []abi.PluginTool
 	for _, u := range m.all() {
 		u.mu.Lock()
 		if u.state == abi.PluginRunning && slices.Contains(u.info.Kinds, abi.KindTool) {
 			for _, t := range u.info.Tools {
-				out = append(out, PluginTool{Plugin: u.name, Tool: t})
+				out = append(out, abi.PluginTool{Plugin: u.name, Tool: t})
 			}
 		}
 		u.mu.Unlock()
 	}
-	slices.SortFunc(out, func(a, b PluginTool) int {
+	slices.SortFunc(out, func(a, b abi.PluginTool) int {
 		return cmp.Or(strings.Compare(a.Plugin, b.Plugin), strings.Compare(a.Name, b.Name))
 	})
 	return out

@@ -68,7 +68,7 @@ func sameModuleFile(a, b fileStamp) bool {
 
 // instance starts an instance of the unit's plugin: a built-in's, or one
 // of the module the unit holds.
-func (u *unit) instance(ctx context.Context, wasm []byte, opts Options) (*Plugin, error) {
+func (u *unit) instance(ctx context.Context, wasm []byte, opts InstanceConfig) (*Plugin, error) {
 	if u.files.native != nil {
 		return u.load(ctx, wasm, opts)
 	}
@@ -82,7 +82,7 @@ func (u *unit) instance(ctx context.Context, wasm []byte, opts Options) (*Plugin
 // module returns the module of wasm for opts: the one the unit holds, one
 // handed over, or one the host prepares; the unit holds it from then on,
 // and lets the others go.
-func (u *unit) module(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
+func (u *unit) module(ctx context.Context, wasm []byte, opts InstanceConfig) (*Module, error) {
 	want := opts
 	want.defaults()
 	u.mu.Lock()
@@ -102,7 +102,7 @@ func (u *unit) module(ctx context.Context, wasm []byte, opts Options) (*Module, 
 	u.mu.Unlock()
 	if mod == nil {
 		var err error
-		if mod, err = u.m.cfg.Host.Prepare(ctx, wasm, opts); err != nil {
+		if mod, err = u.m.cfg.Engine.Prepare(ctx, wasm, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -190,7 +190,7 @@ func (m *Manager) prepareAhead(f pluginFiles, cur *Module) unitModule {
 		read.wasm = cur.wasm // the same bytes: one copy, told at once
 		return read
 	}
-	if mod, err := m.cfg.Host.Prepare(m.ctx, wasm, opts); err == nil {
+	if mod, err := m.cfg.Engine.Prepare(m.ctx, wasm, opts); err == nil {
 		read.hints, read.wasm = []*Module{mod}, mod.wasm
 	}
 	return read

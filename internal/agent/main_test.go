@@ -27,8 +27,8 @@ import (
 // plugins/rules.
 
 var (
-	pluginDir string // holds rules.wasm and rules.toml
-	wasmHost  *wasm.Host
+	pluginDir  string // holds rules.wasm and rules.toml
+	wasmEngine *wasm.Engine
 	// kernelTools are the definitions of the default Tools.
 	kernelTools []abi.Tool
 	quiet       = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -50,12 +50,12 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	wasmHost, err = wasm.New(wasm.Config{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
+	wasmEngine, err = wasm.NewEngine(wasm.EngineConfig{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer wasmHost.Close(context.Background())
+	defer wasmEngine.Close(context.Background())
 	// The tools a runtime with no Tools of its own shows its policy.
 	scratch := bus.New(bus.NewMemoryStore(16), bus.Options{})
 	k := kernel.New(scratch, kernel.Options{Logger: quiet})
@@ -111,7 +111,7 @@ func (e *env) rules() Policy { return e.policy("rules") }
 // policy starts the policy plugins and returns the one named.
 func (e *env) policy(name string) Policy {
 	e.t.Helper()
-	m := wasm.NewManager(wasm.ManagerConfig{Host: wasmHost, Kernel: e.kernel, Folders: []wasm.Folder{{Path: pluginDir, Builtin: true}}, Logger: quiet})
+	m := wasm.NewManager(wasm.ManagerConfig{Engine: wasmEngine, Kernel: e.kernel, Folders: []wasm.Folder{{Path: pluginDir, Builtin: true}}, Logger: quiet})
 	if err := m.Start(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -13,12 +13,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/internal/llm"
-	"github.com/kairo-os/kairo/kernel"
-	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/manifests"
-	"github.com/kairo-os/kairo/sdk/plugin"
 )
 
 // A replay hands a policy plugin the ticks of a recorded run loop again and
@@ -48,25 +43,29 @@ type ReplaySetup struct {
 	// Tools are the agent's tools as the policy is shown them: today's,
 	// so a tool added since the run can make a model's prompt differ.
 	Tools []abi.Tool
-	// Host, Folders, Builtins and Overrides find and load the policy
-	// plugin Policy.
-	Host      *wasm.Host
-	Folders   []wasm.Folder
-	Builtins  []plugin.Builtin
-	Overrides map[string]manifests.PluginOverride
-	Policy    string
-	Logger    *slog.Logger
+	// Policy is the policy plugin's name.
+	Policy string
+	Logger *slog.Logger
 }
 
 // replayWait bounds each wait of a replay on the policy: for a call it
 // should make, or an answer to reach it.
 const replayWait = 10 * time.Second
 
-// Replay re-runs the decisions of a recorded run loop and reports the first
-// that differs. An error means the replay could not be made (no such run
-// loop, a log from before ticks were recorded, a policy that does not
-// load); a policy that decides otherwise is a Divergence in the report.
-func Replay(ctx context.Context, s ReplaySetup) (*abi.AgentReplayReport, error) {
+// Replay is a replay of a recorded run loop, ready to run. Its caller
+// puts the policy in a kernel of its own: one whose llm.chat is
+// [Replay.Answers], whose log holds [Replay.Grants], and nothing else of
+// the real log; then [Replay.Run] hands the policy its ticks again.
+type Replay struct {
+	s    ReplaySetup
+	rec  *recording
+	gate *gate
+}
+
+// NewReplay reads the recording of s.RunLoop from s.Events. An error means
+// the replay cannot be made: no such run loop, or a log from before ticks
+// were recorded.
+func NewReplay(s ReplaySetup) (*Replay, error) {
 	if s.Agent == "" {
 		s.Agent = "default"
 	}
@@ -80,36 +79,41 @@ func Replay(ctx context.Context, s ReplaySetup) (*abi.AgentReplayReport, error) 
 	if err != nil {
 		return nil, err
 	}
-	rep := &abi.AgentReplayReport{RunLoop: rec.loop, Goal: rec.goal, Decisions: len(rec.ticks), Unrecorded: rec.unrecorded,
-		FirstTick: rec.ticks[0].Tick, LastTick: rec.ticks[len(rec.ticks)-1].Tick}
-
 	answers, err := llm.NewReplay(rec.llm)
 	if err != nil {
 		return nil, err
 	}
-	g := &gate{answers: answers, tokens: make(chan struct{})}
-	b := bus.New(bus.NewMemoryStore(4096), bus.Options{})
-	defer b.Close()
-	k := kernel.New(b, kernel.Options{Logger: s.Logger})
-	defer k.Close()
-	llm.Register(k, g)
-	// The operator's grants of plugins (kairo plugins grant) as they were
-	// when the run loop last decided: the manager folds them from its log.
-	last := rec.ticks[len(rec.ticks)-1].Seq
-	for i := range s.Events {
-		ev := s.Events[i]
+	return &Replay{s: s, rec: rec, gate: &gate{answers: answers, tokens: make(chan struct{})}}, nil
+}
+
+// Answers is the policy's model: the recorded answers, each held back
+// until the tick that delivered it then, so the policy sees its answers
+// when it saw them.
+func (r *Replay) Answers() llm.Chatter { return r.gate }
+
+// Grants are the operator's grants of plugins (kairo plugins grant) as
+// they were when the run loop last decided, for the replay's log: the
+// plugin engine folds them from there. Their Seq is zero.
+func (r *Replay) Grants() []abi.Event {
+	last := r.rec.ticks[len(r.rec.ticks)-1].Seq
+	var out []abi.Event
+	for _, ev := range r.s.Events {
 		if ev.Seq <= last && ev.Source == abi.PrincipalHost && (ev.Type == abi.SubjectPluginGranted || ev.Type == abi.SubjectPluginRevoked) {
 			ev.Seq = 0
-			if _, err := b.Publish(context.Background(), &ev); err != nil {
-				return nil, err
-			}
+			out = append(out, ev)
 		}
 	}
-	m := wasm.NewManager(wasm.ManagerConfig{Host: s.Host, Kernel: k, Folders: s.Folders, Builtins: s.Builtins, Overrides: s.Overrides, Only: []string{s.Policy}, Logger: s.Logger})
-	if err := m.Start(); err != nil {
-		s.Logger.Warn("replay: the plugin folders are not watched", "err", err)
-	}
-	defer m.Stop()
+	return out
+}
+
+// Run re-runs the recorded decisions with the policy plugin that m runs
+// and reports the first that differs. An error means the replay could not
+// be made (a policy that does not run); a policy that decides otherwise is
+// a Divergence in the report.
+func (r *Replay) Run(ctx context.Context, m Plugins) (*abi.AgentReplayReport, error) {
+	s, rec, g := r.s, r.rec, r.gate
+	rep := &abi.AgentReplayReport{RunLoop: rec.loop, Goal: rec.goal, Decisions: len(rec.ticks), Unrecorded: rec.unrecorded,
+		FirstTick: rec.ticks[0].Tick, LastTick: rec.ticks[len(rec.ticks)-1].Tick}
 	if err := policyRunning(m, s.Policy); err != nil {
 		return nil, err
 	}
@@ -420,7 +424,7 @@ func compareDecisions(was, now []string) string {
 }
 
 // policyRunning waits for the replay's policy to serve.
-func policyRunning(m *wasm.Manager, name string) error {
+func policyRunning(m Plugins, name string) error {
 	for _, p := range m.List() {
 		if p.Name != name {
 			continue
@@ -476,7 +480,7 @@ func (g *gate) diverged() error {
 
 // release lets n answers through and waits until they wait in the policy's
 // inbox: its calls still out are then only those still held.
-func (g *gate) release(ctx context.Context, m *wasm.Manager, policy string, n int) error {
+func (g *gate) release(ctx context.Context, m Plugins, policy string, n int) error {
 	for i := range n {
 		select {
 		case g.tokens <- struct{}{}:

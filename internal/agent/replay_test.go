@@ -9,6 +9,8 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/wasm"
+	"github.com/kairo-os/kairo/internal/llm"
+	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
 
@@ -37,7 +39,35 @@ func (e *env) logAfter(ended *abi.Event) []abi.Event {
 }
 
 func replaySetup(evs []abi.Event, loop, policy string) ReplaySetup {
-	return ReplaySetup{Events: evs, RunLoop: loop, Host: wasmHost, Folders: []wasm.Folder{{Path: pluginDir, Builtin: true}}, Policy: policy, Tools: kernelTools, Logger: quiet}
+	return ReplaySetup{Events: evs, RunLoop: loop, Policy: policy, Tools: kernelTools, Logger: quiet}
+}
+
+// replayOf replays s as host.Daemon.Replay does: the policy, loaded from
+// folders (the built-in one when none), alone in a kernel of its own.
+func replayOf(s ReplaySetup, folders ...wasm.Folder) (*abi.AgentReplayReport, error) {
+	r, err := NewReplay(s)
+	if err != nil {
+		return nil, err
+	}
+	if folders == nil {
+		folders = []wasm.Folder{{Path: pluginDir, Builtin: true}}
+	}
+	b := bus.New(bus.NewMemoryStore(4096), bus.Options{})
+	defer b.Close()
+	k := kernel.New(b, kernel.Options{Logger: quiet})
+	defer k.Close()
+	llm.Register(k, r.Answers())
+	for _, ev := range r.Grants() {
+		if _, err := b.Publish(context.Background(), &ev); err != nil {
+			return nil, err
+		}
+	}
+	m := wasm.NewManager(wasm.ManagerConfig{Engine: wasmEngine, Kernel: k, Folders: folders, Only: []string{s.Policy}, Logger: quiet})
+	if err := m.Start(); err != nil {
+		return nil, err
+	}
+	defer m.Stop()
+	return r.Run(context.Background(), m)
 }
 
 // rewrite changes the data of the events match accepts.
@@ -84,7 +114,7 @@ func TestReplayLLM(t *testing.T) {
 	srv.Close() // the replay asks no model
 
 	evs := e.logAfter(ended)
-	rep, err := Replay(context.Background(), replaySetup(evs, loop[len(loop)-8:], "llm"))
+	rep, err := replayOf(replaySetup(evs, loop[len(loop)-8:], "llm"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +131,7 @@ func TestReplayLLM(t *testing.T) {
 	}); n != 2 {
 		t.Fatalf("%d responses", n)
 	}
-	rep, err = Replay(context.Background(), replaySetup(evs, loop, "llm"))
+	rep, err = replayOf(replaySetup(evs, loop, "llm"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +153,7 @@ func TestReplayRules(t *testing.T) {
 	e.say("how far along is it?", "")
 	evs := e.logAfter(e.events.until(t, "intent.ended", typed(abi.SubjectIntentEnded)))
 
-	rep, err := Replay(context.Background(), replaySetup(evs, loop, "rules"))
+	rep, err := replayOf(replaySetup(evs, loop, "rules"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +166,7 @@ func TestReplayRules(t *testing.T) {
 			m.Text = "run sleep 9"
 		}
 	})
-	rep, err = Replay(context.Background(), replaySetup(evs, loop, "rules"))
+	rep, err = replayOf(replaySetup(evs, loop, "rules"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,11 +178,11 @@ func TestReplayRules(t *testing.T) {
 		{"nosuchloop", "no run loop"},
 		{"", "no run loop"},
 	} {
-		if _, err := Replay(context.Background(), replaySetup(evs, c.id, "rules")); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := replayOf(replaySetup(evs, c.id, "rules")); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Replay(%q) = %v; want %q", c.id, err, c.want)
 		}
 	}
-	if _, err := Replay(context.Background(), replaySetup(evs, loop, "nosuchpolicy")); err == nil || !strings.Contains(err.Error(), "kairo plugins") {
+	if _, err := replayOf(replaySetup(evs, loop, "nosuchpolicy")); err == nil || !strings.Contains(err.Error(), "kairo plugins") {
 		t.Errorf("an unknown policy: %v", err)
 	}
 }
@@ -182,11 +212,9 @@ func TestReplayFoldsGrants(t *testing.T) {
 	evs := e.logAfter(ended)
 
 	dropIn := func(evs []abi.Event) ReplaySetup {
-		s := replaySetup(evs, ended.CorrelationID, "llm")
-		s.Folders = []wasm.Folder{{Path: pluginDir}}
-		return s
+		return replaySetup(evs, ended.CorrelationID, "llm")
 	}
-	rep, err := Replay(context.Background(), dropIn(evs))
+	rep, err := replayOf(dropIn(evs), wasm.Folder{Path: pluginDir})
 	if err != nil || rep.Divergence != nil {
 		t.Fatalf("the replay of a granted drop-in: %v, %+v", err, rep)
 	}
@@ -196,7 +224,7 @@ func TestReplayFoldsGrants(t *testing.T) {
 			ungranted = append(ungranted, ev)
 		}
 	}
-	rep, err = Replay(context.Background(), dropIn(ungranted))
+	rep, err = replayOf(dropIn(ungranted), wasm.Folder{Path: pluginDir})
 	if err == nil && rep.Divergence == nil {
 		t.Fatalf("a drop-in with no grant in the log replayed as the run: %+v", rep)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
@@ -438,11 +437,28 @@ type Waiter interface {
 	Busy() bool
 }
 
+// Plugins is what the agent needs of the plugin engine (host/wasm's
+// Manager implements it): a policy plugin's decisions and whether work of
+// its own waits. The agent declares it so that it need not import the
+// runtime, a floor above it.
+type Plugins interface {
+	// Decide hands the policy plugin name a batch and returns its reply.
+	Decide(ctx context.Context, name string, b *abi.Batch) (*abi.Reply, error)
+	// Waiting: something waits for name's next tick, such as an answer.
+	Waiting(name string) bool
+	// Busy: a decision of name's is still in progress.
+	Busy(name string) bool
+	// InFlight counts the calls name made that are not answered yet.
+	InFlight(name string) int
+	// List is every plugin and its state.
+	List() []abi.PluginStatus
+}
+
 // PluginPolicy is the policy plugin name that m runs.
-func PluginPolicy(m *wasm.Manager, name string) Policy { return pluginPolicy{m, name} }
+func PluginPolicy(m Plugins, name string) Policy { return pluginPolicy{m, name} }
 
 type pluginPolicy struct {
-	m    *wasm.Manager
+	m    Plugins
 	name string
 }
 

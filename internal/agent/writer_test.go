@@ -40,7 +40,7 @@ func typeLine(t *testing.T, k *kernel.Kernel, caller kernel.Caller, text, id str
 // startTerminal runs the built-in terminal input plugin over e's kernel.
 func (e *env) startTerminal() {
 	e.t.Helper()
-	m := wasm.NewManager(wasm.ManagerConfig{Host: wasmHost, Kernel: e.kernel, Logger: quiet,
+	m := wasm.NewManager(wasm.ManagerConfig{Engine: wasmEngine, Kernel: e.kernel, Logger: quiet,
 		Builtins: []plugin.Builtin{{Manifest: terminal.Manifest, New: terminal.New}}})
 	if err := m.Start(); err != nil {
 		e.t.Fatal(err)

@@ -48,7 +48,7 @@ func upConsole(t *testing.T, edit func(*manifests.Config)) (*host.Daemon, *url.U
 	if err := d.Start(); err != nil {
 		t.Fatalf("start: %v\n%s", err, logs)
 	}
-	t.Cleanup(func() { d.Stop() })
+	t.Cleanup(func() { d.Stop(context.Background()) })
 	if cfg.Console.Listen == "" {
 		return d, nil, logs
 	}
@@ -610,7 +610,7 @@ func TestServerStops(t *testing.T) {
 		}
 		done <- err
 	}()
-	if err := d.Stop(); err != nil {
+	if err := d.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -658,7 +658,7 @@ func upConsoleOff(t *testing.T) (*host.Daemon, string, error) {
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Stop() })
+	t.Cleanup(func() { d.Stop(context.Background()) })
 	if _, err := os.Stat(filepath.Join(home, console.TokenFile)); err == nil {
 		t.Error("a daemon without a console made a token")
 	}

@@ -36,7 +36,7 @@ var (
 
 var (
 	toolboxWasm string // the built module
-	wasmHost    *wasm.Host
+	wasmEngine  *wasm.Engine
 	quiet       = slog.New(slog.NewTextHandler(io.Discard, nil))
 )
 
@@ -54,12 +54,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	wasmHost, err = wasm.New(wasm.Config{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
+	wasmEngine, err = wasm.NewEngine(wasm.EngineConfig{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer wasmHost.Close(context.Background())
+	defer wasmEngine.Close(context.Background())
 	return m.Run()
 }
 
@@ -103,7 +103,7 @@ func newEnv(t testing.TB, cfg tools.Config, plugins map[string]string) *env {
 			t.Fatal(err)
 		}
 	}
-	e.plugins = wasm.NewManager(wasm.ManagerConfig{Host: wasmHost, Kernel: e.kernel, Folders: []wasm.Folder{{Path: pdir, Granted: true}}, Logger: quiet})
+	e.plugins = wasm.NewManager(wasm.ManagerConfig{Engine: wasmEngine, Kernel: e.kernel, Folders: []wasm.Folder{{Path: pdir, Granted: true}}, Logger: quiet})
 	if err := e.plugins.Start(); err != nil {
 		t.Fatal(err)
 	}

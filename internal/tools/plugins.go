@@ -10,7 +10,7 @@ import (
 )
 
 // Wasm tool plugins: each tool a running plugin of kind tool declares is
-// PLUGIN.TOOL, called through the plugin host. Plugins come and go while
+// PLUGIN.TOOL, called through the plugin engine. Plugins come and go while
 // the registry runs, so their tools are looked up at each call, not
 // registered.
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/egress"
+	"github.com/kairo-os/kairo/manifests"
 )
 
 // A tree's refusals are coalesced: the first sight of an operation on an
@@ -208,7 +208,7 @@ func GrantLine(op, object string) string {
 	case abi.DeniedExec:
 		return list("fs", "exec", object)
 	case abi.DeniedHost:
-		if egress.IsHostPort(object) { // one host and port, never a pattern
+		if manifests.IsHostPort(object) { // one host and port, never a pattern
 			return list("net", "hosts", object)
 		}
 	case abi.DeniedConnectTCP, abi.DeniedBindTCP:
@@ -258,7 +258,7 @@ func GrantsFor(ds []abi.SandboxDenied) abi.Grants {
 		case abi.DeniedExec:
 			g.Exec = add(g.Exec, d.Object)
 		case abi.DeniedHost:
-			if d.Grant != "" && egress.IsHostPort(d.Object) {
+			if d.Grant != "" && manifests.IsHostPort(d.Object) {
 				g.Hosts = add(g.Hosts, d.Object)
 			}
 		case abi.DeniedConnectTCP:

@@ -8,7 +8,8 @@ import (
 	"sync"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/egress"
+	"github.com/kairo-os/kairo/kernel/internal/egress"
+	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
 )
 
@@ -79,7 +80,7 @@ func (l *Sandboxed) treeEgress(tree *Tree, member bool, p *sandbox.Policy, uid i
 		}
 		return nil, nil
 	}
-	rules, err := egress.ParseRules(p.Hosts)
+	rules, err := manifests.ParseEgressRules(p.Hosts)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func throughProxy(p *sandbox.Policy, px *egress.Proxy) {
 // does not hold: a listed name refused for what it resolved to needs a
 // different address or that address listed, which the operator writes,
 // and a pattern ("*.com") is never granted by a re-run.
-func hostDenied(d egress.Denial, rules *egress.Rules) abi.SandboxDenied {
+func hostDenied(d egress.Denial, rules *manifests.EgressRules) abi.SandboxDenied {
 	object := d.Host
 	if d.Port > 0 {
 		object = net.JoinHostPort(d.Host, strconv.Itoa(d.Port))
@@ -137,7 +138,7 @@ func hostDenied(d egress.Denial, rules *egress.Rules) abi.SandboxDenied {
 	out := abi.SandboxDenied{
 		Op: abi.DeniedHost, Object: object, Detail: d.Reason, Count: d.Count, Reporter: "egress",
 	}
-	if d.Port > 0 && egress.IsHostPort(object) && !rules.Allow(d.Host, d.Port) {
+	if d.Port > 0 && manifests.IsHostPort(object) && !rules.Allow(d.Host, d.Port) {
 		out.Grant = fmt.Sprintf("[net] hosts = [%q]", object)
 	}
 	return out

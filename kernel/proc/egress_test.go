@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/egress"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/internal/egress"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/vmihailenco/msgpack/v5"
 )

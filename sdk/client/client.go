@@ -89,6 +89,11 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	return newClient(conn), nil
 }
 
+// New starts a client on conn, a connection to the kernel that the caller
+// made: one end of a socket pair, as host.Daemon.Connect gives a program
+// that embeds Kairo. The client owns conn from here on.
+func New(conn net.Conn) *Client { return newClient(conn) }
+
 // newClient starts a client on a connection to the kernel.
 func newClient(conn net.Conn) *Client {
 	if uc, ok := conn.(*net.UnixConn); ok {

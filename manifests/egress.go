@@ -1,4 +1,8 @@
-package egress
+package manifests
+
+// This file holds the rules of a manifest's [net] hosts list: what a
+// sandboxed tree may reach through the kernel's egress proxy, which
+// enforces them.
 
 import (
 	"fmt"
@@ -8,10 +12,10 @@ import (
 	"strings"
 )
 
-// Rules is the parsed list of host names a sandboxed tree may reach. The
-// zero value and a nil *Rules allow nothing. A Rules is immutable once
-// parsed and safe for concurrent use.
-type Rules struct {
+// EgressRules is the parsed [net] hosts list: the hosts a sandboxed tree
+// may reach. The zero value and a nil *EgressRules allow nothing. An
+// EgressRules is immutable once parsed and safe for concurrent use.
+type EgressRules struct {
 	names    map[string]ports     // exact names
 	suffixes map[string]ports     // "*.suffix" entries, keyed by "suffix"
 	addrs    map[netip.Addr]ports // IP literals, unmapped
@@ -48,7 +52,7 @@ func (ps ports) merge(add ports) ports {
 	return ps
 }
 
-// ParseRules parses a manifest's [net] hosts list. Each entry is a host
+// ParseEgressRules parses a manifest's [net] hosts list. Each entry is a host
 // name ("api.github.com"), a wildcard ("*.pythonhosted.org": one or more
 // labels before the suffix, never the suffix itself) or an IP literal
 // ("127.0.0.1", "[::1]"), with an optional ":port". Without a port an
@@ -56,8 +60,8 @@ func (ps ports) merge(add ports) ports {
 // with a trailing dot stripped; internationalized names must be written
 // in their ASCII (punycode, "xn--") form and are compared as written.
 // The error of an invalid entry names it and says what is allowed.
-func ParseRules(list []string) (*Rules, error) {
-	r := newRules()
+func ParseEgressRules(list []string) (*EgressRules, error) {
+	r := newEgressRules()
 	for _, entry := range list {
 		if err := r.add(entry); err != nil {
 			return nil, fmt.Errorf("egress: [net] hosts entry %q: %w; %s", entry, err, entryHelp)
@@ -69,19 +73,20 @@ func ParseRules(list []string) (*Rules, error) {
 // entryHelp says what a [net] hosts entry is, for errors.
 const entryHelp = "an entry is a host name, *.suffix or an IP literal, with an optional :port (1-65535)"
 
-func newRules() *Rules {
-	return &Rules{
+func newEgressRules() *EgressRules {
+	return &EgressRules{
 		names:    map[string]ports{},
 		suffixes: map[string]ports{},
 		addrs:    map[netip.Addr]ports{},
 	}
 }
 
-// CheckEntry checks one [net] hosts entry as ParseRules reads it, for a
-// manifest's check, which names the file, line and key itself: the error
-// names the entry, what is wrong with it and what an entry is.
-func CheckEntry(entry string) error {
-	if err := newRules().add(entry); err != nil {
+// CheckEgressEntry checks one [net] hosts entry as [ParseEgressRules]
+// reads it, for a manifest's check, which names the file, line and key
+// itself: the error names the entry, what is wrong with it and what an
+// entry is.
+func CheckEgressEntry(entry string) error {
+	if err := newEgressRules().add(entry); err != nil {
 		return fmt.Errorf("%q: %w; %s", entry, err, entryHelp)
 	}
 	return nil
@@ -91,8 +96,8 @@ func CheckEntry(entry string) error {
 // a name or IP literal, and for "*.suffix" a wildcard entry of r for that
 // suffix or one of its parents. An invalid entry is covered by nothing.
 // It is how a child's list is cut to what its spawner's list holds too.
-func (r *Rules) Covers(entry string) bool {
-	e := newRules()
+func (r *EgressRules) Covers(entry string) bool {
+	e := newEgressRules()
 	if r == nil || e.add(entry) != nil {
 		return false
 	}
@@ -122,7 +127,7 @@ func (r *Rules) Covers(entry string) bool {
 
 // coversSuffix reports whether a wildcard of r matches every name under
 // suffix on port: "*.suffix" itself or "*.parent" of it.
-func (r *Rules) coversSuffix(suffix string, port int) bool {
+func (r *EgressRules) coversSuffix(suffix string, port int) bool {
 	for s := suffix; ; {
 		if ps, ok := r.suffixes[s]; ok && ps.has(port) {
 			return true
@@ -135,7 +140,7 @@ func (r *Rules) coversSuffix(suffix string, port int) bool {
 	}
 }
 
-func (r *Rules) add(entry string) error {
+func (r *EgressRules) add(entry string) error {
 	s := strings.TrimSpace(entry)
 	if s == "" {
 		return fmt.Errorf("empty entry")
@@ -219,6 +224,18 @@ func normalizeName(h string) string {
 	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
+// NormalHost is the form under which [EgressRules] compare host: without
+// the brackets of an IPv6 literal, lowercased, one trailing dot stripped,
+// so EXAMPLE.com. and example.com are one host.
+func NormalHost(host string) string {
+	return normalizeName(unbracket(host))
+}
+
+// unbracket drops the brackets around an IPv6 literal.
+func unbracket(host string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+}
+
 // checkName accepts an ASCII DNS name: labels of letters, digits, '-' and
 // '_' (service names use it), 1 to 63 bytes each, 253 in all, not starting
 // or ending with '-', and a last label that is not all digits (that would
@@ -266,11 +283,11 @@ func checkName(h string) error {
 // an IP literal entry, never a name that resolves to it, and a name never
 // matches by its addresses. A wildcard matches names with one or more
 // labels before its suffix.
-func (r *Rules) Allow(host string, port int) bool {
+func (r *EgressRules) Allow(host string, port int) bool {
 	if r == nil || port < 1 || port > 65535 {
 		return false
 	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host = unbracket(host)
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() != "" {
 			return false
@@ -294,18 +311,18 @@ func (r *Rules) Allow(host string, port int) bool {
 	return false
 }
 
-// listsAddr reports whether an IP literal entry lists a on port.
-func (r *Rules) listsAddr(a netip.Addr, port int) bool {
+// ListsAddr reports whether an IP literal entry lists a on port.
+func (r *EgressRules) ListsAddr(a netip.Addr, port int) bool {
 	return r != nil && r.addrs[a.Unmap()].has(port)
 }
 
-// plainHost reports whether host names one host exactly, as a [net]
+// IsPlainHost reports whether host names one host exactly, as a [net]
 // hosts entry without a wildcard would: a host name, or an IP literal
 // without a zone (brackets allowed). A pattern ("*.com") or anything
 // else a client sends is not one: it is refused, and never becomes a
 // grant.
-func plainHost(host string) bool {
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+func IsPlainHost(host string) bool {
+	host = unbracket(host)
 	if a, err := netip.ParseAddr(host); err == nil {
 		return a.Zone() == ""
 	}
@@ -313,12 +330,12 @@ func plainHost(host string) bool {
 }
 
 // IsHostPort reports whether s is exactly one host and one port,
-// "host:port" or "[v6]:port", with a host plainHost accepts: what a
+// "host:port" or "[v6]:port", with a host [IsPlainHost] accepts: what a
 // refusal may turn into a grant. A wildcard, a missing port or anything
 // else is not.
 func IsHostPort(s string) bool {
 	host, p, err := net.SplitHostPort(s)
-	if err != nil || !plainHost(host) {
+	if err != nil || !IsPlainHost(host) {
 		return false
 	}
 	_, err = parsePort(p)

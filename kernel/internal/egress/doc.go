@@ -1,6 +1,7 @@
 // Package egress is the loopback proxy through which a sandboxed process
 // tree reaches the network by host name: only the hosts a manifest lists
-// ([net] hosts = ["api.github.com:443", "*.pythonhosted.org"]).
+// ([net] hosts = ["api.github.com:443", "*.pythonhosted.org"]), which
+// [manifests.EgressRules] reads and matches; this package enforces them.
 //
 // The proxy listens on 127.0.0.1 on a port the kernel picks and serves
 // HTTP CONNECT tunnels (what HTTPS_PROXY makes clients use) and plain
@@ -29,7 +30,7 @@
 //
 // A refused host that is not one plain host name or IP literal (a
 // pattern such as "*.com") is refused like an unlisted one, and its
-// Denial names no grant: IsHostPort is what a refusal may turn into.
+// Denial names no grant: [manifests.IsHostPort] is what a refusal may turn into.
 //
 // # Which addresses the proxy dials
 //

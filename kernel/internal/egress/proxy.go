@@ -18,13 +18,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kairo-os/kairo/manifests"
 )
 
 // Config configures a Proxy. The zero value is usable and allows no host;
 // New fills the defaults named on each field.
 type Config struct {
 	// Rules are the hosts the tree may reach; nil allows none.
-	Rules *Rules
+	Rules *manifests.EgressRules
 	// Resolve looks up a host name; default net.DefaultResolver's
 	// LookupNetIP for "ip". Tests map names to loopback servers with it.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -305,7 +307,7 @@ var quiet = log.New(io.Discard, "", 0)
 // deny refuses a request with a 403 and reports it, under the host's
 // normal form so EXAMPLE.com. and example.com coalesce.
 func (p *Proxy) deny(w http.ResponseWriter, host string, port int, method, reason string) {
-	host = normalizeName(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	host = manifests.NormalHost(host)
 	d := Denial{Host: host, Port: port, Method: method, Reason: reason}
 	if p.cfg.ReportNow {
 		if p.cfg.OnDenied != nil {
@@ -328,7 +330,7 @@ func notAHost(host string) string {
 // false if it refused.
 func (p *Proxy) checkHost(w http.ResponseWriter, host string, port int, method string) bool {
 	switch {
-	case !plainHost(host):
+	case !manifests.IsPlainHost(host):
 		p.deny(w, host, port, method, notAHost(host))
 		return false
 	case !p.cfg.Rules.Allow(host, port):

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kairo-os/kairo/manifests"
 )
 
 // denyError is a refusal decided after the rules allowed the name: what
@@ -46,7 +48,7 @@ func (p *Proxy) addrOK(a netip.Addr, port int, host string, literal bool) (bool,
 		return true, ""
 	case kind == "loopback" && isLocalhost(host):
 		return true, ""
-	case p.cfg.Rules.listsAddr(a, port):
+	case p.cfg.Rules.ListsAddr(a, port):
 		return true, "" // the address is listed as such
 	}
 	return false, kind
@@ -131,7 +133,7 @@ func (l *localAddrs) has(a netip.Addr) bool {
 // the proxy does not dial and connects to the first that answers. The
 // rules must already have allowed host and port.
 func (p *Proxy) dial(ctx context.Context, host string, port int) (*net.TCPConn, error) {
-	host = normalizeName(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	host = manifests.NormalHost(host)
 	var addrs []netip.Addr
 	literal := false
 	if a, err := netip.ParseAddr(host); err == nil {

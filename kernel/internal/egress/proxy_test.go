@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/manifests"
 )
 
 // loopbackResolver maps every name under example.com (the test
@@ -48,7 +50,7 @@ func (d *denials) get() []Denial {
 // fields are kept. Close runs at cleanup (again is harmless).
 func startProxy(t testing.TB, cfg Config, hosts ...string) (*Proxy, *denials) {
 	t.Helper()
-	rules, err := ParseRules(hosts)
+	rules, err := manifests.ParseEgressRules(hosts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,12 @@
-package egress
+package manifests
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestRulesAllow(t *testing.T) {
-	r, err := ParseRules([]string{
+func TestEgressRulesAllow(t *testing.T) {
+	r, err := ParseEgressRules([]string{
 		"api.github.com:443",
 		"*.pythonhosted.org",
 		"Example.COM.:80",
@@ -68,13 +68,13 @@ func TestRulesAllow(t *testing.T) {
 			t.Errorf("Allow(%q, %d) = %v, want %v", c.host, c.port, got, c.want)
 		}
 	}
-	var none *Rules
+	var none *EgressRules
 	if none.Allow("api.github.com", 443) {
-		t.Error("nil Rules allowed a host")
+		t.Error("nil EgressRules allowed a host")
 	}
 }
 
-func TestParseRulesErrors(t *testing.T) {
+func TestParseEgressRulesErrors(t *testing.T) {
 	for _, c := range []struct{ entry, says string }{
 		{"", "empty"},
 		{"*", "'*' is allowed only"},
@@ -96,7 +96,7 @@ func TestParseRulesErrors(t *testing.T) {
 		{"http://example.com", "not a URL"},
 		{"1::2::3", "more than one colon"},
 	} {
-		_, err := ParseRules([]string{"ok.example", c.entry})
+		_, err := ParseEgressRules([]string{"ok.example", c.entry})
 		if c.entry == "::1:443" { // a valid IPv6 address, not ::1 port 443
 			if err != nil {
 				t.Errorf("%q: %v", c.entry, err)
@@ -104,35 +104,35 @@ func TestParseRulesErrors(t *testing.T) {
 			continue
 		}
 		if err == nil {
-			t.Errorf("ParseRules(%q) succeeded", c.entry)
+			t.Errorf("ParseEgressRules(%q) succeeded", c.entry)
 			continue
 		}
 		msg := err.Error()
 		if !strings.Contains(msg, c.says) || !strings.Contains(msg, "*.suffix") {
-			t.Errorf("ParseRules(%q) error %q: want it to say %q and what is allowed", c.entry, msg, c.says)
+			t.Errorf("ParseEgressRules(%q) error %q: want it to say %q and what is allowed", c.entry, msg, c.says)
 		}
 	}
-	if _, err := ParseRules([]string{"ok.example", " spaced.example:8080 ", "[::1]", "1.2.3.4:22"}); err != nil {
+	if _, err := ParseEgressRules([]string{"ok.example", " spaced.example:8080 ", "[::1]", "1.2.3.4:22"}); err != nil {
 		t.Errorf("valid entries: %v", err)
 	}
 }
 
-// TestCheckEntry: one entry is checked as ParseRules checks it, and the
-// error names the entry and what an entry is, without ParseRules' prefix.
-func TestCheckEntry(t *testing.T) {
-	if err := CheckEntry("api.github.com:443"); err != nil {
+// TestCheckEgressEntry: one entry is checked as ParseEgressRules checks it, and the
+// error names the entry and what an entry is, without ParseEgressRules' prefix.
+func TestCheckEgressEntry(t *testing.T) {
+	if err := CheckEgressEntry("api.github.com:443"); err != nil {
 		t.Errorf("a valid entry: %v", err)
 	}
-	err := CheckEntry("https://api.github.com")
+	err := CheckEgressEntry("https://api.github.com")
 	if err == nil || !strings.HasPrefix(err.Error(), `"https://api.github.com": `) || !strings.Contains(err.Error(), "not a URL") || !strings.Contains(err.Error(), "*.suffix") {
 		t.Errorf("a URL: %v, want the entry, the reason and what an entry is", err)
 	}
 }
 
-// TestRulesCovers: an entry is covered when the rules allow every host
+// TestEgressRulesCovers: an entry is covered when the rules allow every host
 // and port it allows; each refusal beside the covered neighbour.
-func TestRulesCovers(t *testing.T) {
-	r, err := ParseRules([]string{"api.github.com:443", "*.pythonhosted.org", "example.com", "10.0.0.7:22"})
+func TestEgressRulesCovers(t *testing.T) {
+	r, err := ParseEgressRules([]string{"api.github.com:443", "*.pythonhosted.org", "example.com", "10.0.0.7:22"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +161,25 @@ func TestRulesCovers(t *testing.T) {
 			t.Errorf("Covers(%q) = %v, want %v", c.entry, got, c.want)
 		}
 	}
-	var none *Rules
+	var none *EgressRules
 	if none.Covers("example.com") {
 		t.Error("nil rules cover an entry")
+	}
+}
+
+// TestIsHostPort: one plain host and one port is grantable; a pattern, a
+// missing or zero port, a zone or a space is not.
+func TestIsHostPort(t *testing.T) {
+	for _, c := range []struct {
+		s  string
+		ok bool
+	}{
+		{"api.github.com:443", true}, {"127.0.0.1:80", true}, {"[::1]:8080", true},
+		{"*.com:443", false}, {"api.github.com", false}, {"api.github.com:0", false},
+		{"[fe80::1%eth0]:443", false}, {"a b:443", false}, {"*:443", false},
+	} {
+		if got := IsHostPort(c.s); got != c.ok {
+			t.Errorf("IsHostPort(%q) = %v, want %v", c.s, got, c.ok)
+		}
 	}
 }

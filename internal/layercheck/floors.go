@@ -1,0 +1,48 @@
+package layercheck
+
+// module is the import path of Kairo's module.
+const module = "github.com/kairo-os/kairo"
+
+// floors are Kairo's packages from the bottom floor up, by path within the
+// module; a path ending in "/..." holds its folder and what is under it,
+// unless a longer entry names a package under it. A package imports only
+// packages on floors below its own: what a lower floor needs from above is
+// an interface it declares itself.
+var floors = [][]string{
+	// Leaves: the wire vocabulary, the sandbox, and helpers of tests and
+	// builds that import nothing of Kairo.
+	{"abi", "abi/modelname", "sandbox", "sdk", "kernel/bench", "internal/smalldisk", "internal/llmscript", "internal/testkit",
+		"internal/wasmbuild", "internal/doccheck", "internal/layercheck", "host/internal/meter",
+		"internal/mcp/internal/testserver"},
+	// What speaks abi: the manifests, the guest and client SDKs, the
+	// reader of audit records and the JSON views of events.
+	{"manifests", "sdk/plugin", "sdk/client", "internal/audit", "internal/jsonview"},
+	// The bus, and the plugins written against the guest SDK.
+	{"kernel/bus", "plugins/echo", "plugins/llm", "plugins/rules", "plugins/terminal", "plugins/timer"},
+	// The stores, each a driver of the bus; the plugins built as modules.
+	{"kernel/bus/...", "plugins/*/wasm", "plugins"},
+	// The egress proxy of the process trees.
+	{"kernel/internal/..."},
+	{"kernel/proc"},
+	{"kernel"},
+	// What runs on the kernel: its socket, the plugin runtime, and the
+	// parts of the daemon that need no other part.
+	{"kernel/ipc", "host/wasm", "internal/memory", "internal/llm",
+		"internal/mcp", "internal/console"},
+	{"internal/tools"},
+	{"internal/agent"},
+	// The one composition root.
+	{"host"},
+	{"cmd/kairo", "cmd/kairo-sandbox"},
+}
+
+// assemblers are the constructors that put a kernel together: a bus, a
+// store, a kernel, its socket server, the plugin engine and its manager.
+// Only package host calls them (besides tests, and the constructor's own
+// package), keyed by package path within the module.
+var assemblers = map[string][]string{
+	"kernel":     {"New"},
+	"kernel/bus": {"New"},
+	"kernel/ipc": {"Listen"},
+	"host/wasm":  {"NewEngine", "NewManager"},
+}
