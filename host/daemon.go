@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,6 +24,7 @@ import (
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 	"github.com/kairo-os/kairo/kernel/ipc"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
@@ -240,31 +242,15 @@ func (d *Daemon) startFull() error {
 		return fmt.Errorf("the socket path %s is %d bytes, over the %d a Unix socket allows; set KAIRO_SOCKET or kernel.socket in kairo.toml to a shorter path", sock, len(sock), maxSocketPath)
 	}
 	hostName := cfg.HostName()
+	// Stores other than memory are drivers (kernel/bus/sqlite is linked
+	// here; cmd/kairo links kernel/bus/jetstream): an embedder links only
+	// the stores it imports.
 	var store bus.Store
-	switch cfg.Store.Kind {
-	case manifests.StoreMemory:
+	if cfg.Store.Kind == manifests.StoreMemory {
 		store = bus.NewMemoryStore(cfg.Store.RingSize)
-	case manifests.StoreJetStream:
-		j := cfg.Store.JetStream
-		opts := cfg.JetStreamOptions(home, log)
-		if j.Listen != "" && j.AllowRemote && !bus.Loopback(j.Listen) {
-			log.Warn("the embedded JetStream server listens on an address other machines reach ([store.jetstream] allow_remote = true): its peers' passwords and the events cross the network in clear; a trusted network only", "listen", j.Listen, "peers", j.Peers)
-		}
-		s, err := bus.OpenJetStream(opts)
-		if err != nil {
-			return fmt.Errorf("the JetStream store: %w", err)
-		}
-		// The stream is the operator's: a setting of kairo.toml it differs
-		// in is reported, never applied behind their back.
-		for _, d := range s.Drift() {
-			log.Warn(d, "store", s.Describe())
-		}
-		for _, peer := range j.Peers {
-			log.Info("a peer may join the embedded JetStream server: give it url, and a copy of its password file (mode 0600) as password_file", "peer", peer, "url", "nats://"+j.Listen, "password_file", bus.PeerPasswordFile(opts.Dir, peer))
-		}
-		store = s
-	default:
-		s, err := bus.OpenSQLite(cfg.StorePath(home), bus.SQLiteOptions{Synchronous: cfg.Store.Synchronous, WALMax: int64(cfg.Store.WALMax), Logger: log})
+	} else {
+		kind := cmp.Or(cfg.Store.Kind, manifests.StoreSQLite)
+		s, err := bus.OpenStore(kind, bus.OpenConfig{Home: home, Settings: &cfg, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -282,7 +268,7 @@ func (d *Daemon) startFull() error {
 	// what is left of its time.
 	if err := k.LoadApprovals(context.Background()); err != nil {
 		b.Close()
-		return bus.ExplainDamage(err, cfg.StorePath(home))
+		return sqlite.ExplainDamage(err, cfg.StorePath(home))
 	}
 	if n := len(k.Approvals(false)); n > 0 {
 		log.Warn("approvals wait for a decision: kairo approvals lists them", "pending", n)
@@ -323,7 +309,7 @@ func (d *Daemon) startFull() error {
 	if err := d.startAgent(home, cfg); err != nil {
 		// The open checks what it can afford of a large store; the
 		// agent's rebuild reads the rest.
-		return bus.ExplainDamage(err, cfg.StorePath(home))
+		return sqlite.ExplainDamage(err, cfg.StorePath(home))
 	}
 	if err := d.startConsole(home, cfg); err != nil {
 		return err

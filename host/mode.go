@@ -8,6 +8,7 @@ import (
 
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 	"github.com/kairo-os/kairo/kernel/ipc"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
@@ -96,7 +97,7 @@ func (d *Daemon) startReplaying() error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("replay: no event log at %s: is --home the data folder kairo up ran on?", path)
 	}
-	store, err := bus.OpenSQLite(path, bus.SQLiteOptions{})
+	store, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/vmihailenco/msgpack/v5"
@@ -159,7 +161,7 @@ func TestApprovalFromChat(t *testing.T) {
 func TestApprovalSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.db")
 	open := func(timeout time.Duration) (*Kernel, func()) {
-		st, err := bus.OpenSQLite(path, bus.SQLiteOptions{})
+		st, err := sqlite.Open(path, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +245,7 @@ func TestApprovalSpentOnce(t *testing.T) {
 func TestApprovalsOfAnotherHost(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.db")
 	open := func(host string) (*Kernel, func()) {
-		st, err := bus.OpenSQLite(path, bus.SQLiteOptions{})
+		st, err := sqlite.Open(path, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

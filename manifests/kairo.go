@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/bus"
 )
 
 // DefaultsTOML is the embedded kairo.toml with every key at its default,
@@ -242,17 +241,7 @@ type ConsoleConfig struct {
 
 // Loopback reports whether Listen is a loopback address: 127.0.0.0/8,
 // ::1 or "localhost". Valid once Validate passed.
-func (c ConsoleConfig) Loopback() bool {
-	host, _, err := net.SplitHostPort(c.Listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
+func (c ConsoleConfig) Loopback() bool { return Loopback(c.Listen) }
 
 func (c *ConsoleConfig) validate() []*Error {
 	if c.Listen == "" {
@@ -534,7 +523,7 @@ type JetStreamConfig struct {
 	// this address (HOST:PORT): a loopback address unless AllowRemote.
 	// Each peer logs in with a password made at the first start, in
 	// JETSTREAM_DIR/peers/NAME.password, and may append only as itself
-	// (bus.HostPermissions).
+	// (jetstream.HostPermissions in kernel/bus/jetstream).
 	Listen      string   `toml:"listen"`
 	Peers       []string `toml:"peers"`
 	AllowRemote bool     `toml:"allow_remote"`
@@ -592,21 +581,13 @@ func (j JetStreamConfig) OpenTimeoutDuration() time.Duration {
 	return d
 }
 
-// JetStreamOptions are the JetStream store's options for a daemon whose
-// data folder is home: [store.jetstream], the host's name, and log for
-// what the store reports while it opens.
-func (c *Config) JetStreamOptions(home string, log *slog.Logger) bus.JetStreamOptions {
-	j := c.Store.JetStream
-	o := bus.JetStreamOptions{
-		Embedded: j.Embedded, Dir: c.JetStreamPath(home), Listen: j.Listen, Peers: j.Peers, AllowRemote: j.AllowRemote, SyncAlways: c.Store.Synchronous == "full",
-		URL: j.URL, CredsFile: j.Creds, NKeySeedFile: j.NKey, CAFile: j.CA, CertFile: j.Cert, KeyFile: j.Key, User: j.User,
-		Stream: j.Stream, Host: c.HostName(), Replicas: j.Replicas, MaxAge: j.MaxAgeDuration(), MaxBytes: int64(j.MaxBytes),
-		Timeout: j.TimeoutDuration(), ReconnectWait: j.ReconnectWaitDuration(), OpenTimeout: j.OpenTimeoutDuration(), Logger: log,
+// PasswordPath is PasswordFile under the data folder home; "" when it is
+// not given.
+func (j JetStreamConfig) PasswordPath(home string) string {
+	if j.PasswordFile == "" {
+		return ""
 	}
-	if j.PasswordFile != "" {
-		o.PasswordFile = underHome(home, j.PasswordFile)
-	}
-	return o
+	return underHome(home, j.PasswordFile)
 }
 
 // MaxAgeDuration is MaxAge parsed; 0 when it is empty.
@@ -622,17 +603,17 @@ func (j JetStreamConfig) validate() []*Error {
 	}
 	switch {
 	case j.Embedded && j.URL != "":
-		bad("url", "%q: give embedded = true (a server inside kairo) or url (an existing cluster), not both", bus.RedactURL(j.URL))
+		bad("url", "%q: give embedded = true (a server inside kairo) or url (an existing cluster), not both", RedactURL(j.URL))
 	case !j.Embedded && j.URL == "":
 		bad("embedded", "the jetstream store needs embedded = true (a server inside kairo) or url = \"nats://host:4222\" (an existing cluster)")
 	}
 	for _, u := range strings.Split(j.URL, ",") {
 		if u = strings.TrimSpace(u); u == "" && j.URL != "" {
-			bad("url", "%q has an empty entry; separate the servers' URLs with commas", bus.RedactURL(j.URL))
+			bad("url", "%q has an empty entry; separate the servers' URLs with commas", RedactURL(j.URL))
 		} else if u != "" {
 			pu, err := url.Parse(u)
 			if err != nil || (pu.Scheme != "nats" && pu.Scheme != "tls") || pu.Host == "" {
-				bad("url", "%q is not a NATS URL; write nats://host:4222 (or tls://host:4222)", bus.RedactURL(u))
+				bad("url", "%q is not a NATS URL; write nats://host:4222 (or tls://host:4222)", RedactURL(u))
 			}
 		}
 	}
@@ -686,7 +667,7 @@ func (j JetStreamConfig) validateAccess(bad func(key, format string, args ...any
 		bad("listen", "%q serves the stream to other hosts: name them, peers = [\"build-2\"], and each gets a password in the jetstream folder, peers/NAME.password", j.Listen)
 	case j.Listen == "" && len(j.Peers) > 0:
 		bad("peers", "peers join an embedded server that listens; give embedded = true and listen = \"127.0.0.1:4222\" too")
-	case j.Listen != "" && !j.AllowRemote && !bus.Loopback(j.Listen):
+	case j.Listen != "" && !j.AllowRemote && !Loopback(j.Listen):
 		if _, port, err := net.SplitHostPort(j.Listen); err == nil && port != "" {
 			bad("listen", "%q is not a loopback address: other machines could reach the stream; listen on \"127.0.0.1:%s\", or set allow_remote = true to mean it (the peers' passwords cross the network in clear: a trusted network only)", j.Listen, port)
 		}

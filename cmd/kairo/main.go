@@ -46,6 +46,9 @@ import (
 	"strings"
 	"syscall"
 
+	// The daemon links the SQLite store; kairo offers JetStream too
+	// ([store] kind = "jetstream"), which links the NATS server.
+	_ "github.com/kairo-os/kairo/kernel/bus/jetstream"
 	"github.com/kairo-os/kairo/sandbox"
 )
 

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 	"github.com/kairo-os/kairo/manifests"
 )
 
@@ -46,7 +46,7 @@ func storeFile(homeFlag, configFlag string) (string, error) {
 
 // progressLine prints a check's progress on stderr, at most a few times a
 // second, on one line a terminal rewrites.
-func progressLine() bus.Progress {
+func progressLine() sqlite.Progress {
 	var last time.Time
 	tty := isTerminal(int(os.Stderr.Fd()))
 	return func(stage string, done, total uint64) {
@@ -89,7 +89,7 @@ exits 1 if anything is wrong. It only reads: kairo up may be running.`)
 	if err != nil {
 		return err
 	}
-	rep, err := bus.CheckSQLite(ctx, path, progressLine())
+	rep, err := sqlite.Check(ctx, path, progressLine())
 	if err != nil {
 		return fmt.Errorf("store check: %w", err)
 	}
@@ -121,7 +121,7 @@ fresh store in the old one's place as the report says.`)
 	if err != nil {
 		return err
 	}
-	rep, err := bus.SalvageSQLite(ctx, path, dst, progressLine())
+	rep, err := sqlite.Salvage(ctx, path, dst, progressLine())
 	if err != nil {
 		return fmt.Errorf("store salvage: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
-	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/jetstream"
 	"github.com/kairo-os/kairo/manifests"
 )
 
@@ -53,14 +53,14 @@ permissions); run it with an operator's credentials (--config).`)
 		defer lock.Close()
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts := cfg.JetStreamOptions(home, log)
-	changes, err := bus.ApplyJetStream(ctx, opts)
+	opts := jetstream.ConfigOptions(&cfg, home, log)
+	changes, err := jetstream.Apply(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("store apply: %w", err)
 	}
 	stream := opts.Stream
 	if stream == "" {
-		stream = bus.DefaultJetStreamStream
+		stream = jetstream.DefaultStream
 	}
 	if len(changes) == 0 {
 		fmt.Printf("stream %s has kairo.toml's settings already: nothing changed\n", stream)
@@ -105,12 +105,12 @@ permissions itself.`)
 	name := pos[0]
 	stream := cfg.Store.JetStream.Stream
 	if stream == "" {
-		stream = bus.DefaultJetStreamStream
+		stream = jetstream.DefaultStream
 	}
-	// The store's prefix is its stream's name (JetStreamOptions.Prefix).
+	// The store's prefix is its stream's name (jetstream.Options.Prefix).
 	if name == "" || strings.ContainsAny(name, "*>/\\ \t") || abi.ValidateSubject(stream+".log."+name) != nil {
 		return &usageError{msg: fmt.Sprintf("%q is not a host name: letters, digits, \"-\", \"_\" and dots between them, as the host's [host] name", name), synopsis: f.synopsis}
 	}
-	fmt.Print(bus.HostPermissions(stream, stream, name).AuthorizationBlock(name, "PASSWORD"))
+	fmt.Print(jetstream.HostPermissions(stream, stream, name).AuthorizationBlock(name, "PASSWORD"))
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/internal/agent"
 	"github.com/kairo-os/kairo/internal/tools"
@@ -91,7 +93,7 @@ func captureStdout(t *testing.T, f func() error) string {
 func serveTools(t *testing.T, dir string, skills map[string]string) *tools.Registry {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := bus.OpenSQLite(filepath.Join(dir, "events.db"), bus.SQLiteOptions{})
+	store, err := sqlite.Open(filepath.Join(dir, "events.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
@@ -156,7 +158,7 @@ func withCustomSection(wasm []byte, name, text string) []byte {
 // with the shared host; it stops when the benchmark ends.
 func startBenchManager(tb testing.TB, folder Folder) *Manager {
 	tb.Helper()
-	store, err := bus.OpenSQLite(filepath.Join(tb.TempDir(), "events.db"), bus.SQLiteOptions{})
+	store, err := sqlite.Open(filepath.Join(tb.TempDir(), "events.db"), sqlite.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
@@ -33,7 +35,7 @@ type managerEnv struct {
 
 func newManagerEnv(t *testing.T) *managerEnv {
 	t.Helper()
-	store, err := bus.OpenSQLite(filepath.Join(t.TempDir(), "events.db"), bus.SQLiteOptions{})
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

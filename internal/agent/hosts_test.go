@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus/jetstream"
+
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -72,11 +74,11 @@ func TestAgentsOfTwoHosts(t *testing.T) {
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
 	jsDir := t.TempDir()
-	sa, err := bus.OpenJetStream(bus.JetStreamOptions{Embedded: true, Dir: jsDir, Listen: "127.0.0.1:" + port, Host: "a", Peers: []string{"b"}})
+	sa, err := jetstream.Open(jetstream.Options{Embedded: true, Dir: jsDir, Listen: "127.0.0.1:" + port, Host: "a", Peers: []string{"b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := bus.OpenJetStream(bus.JetStreamOptions{URL: "nats://127.0.0.1:" + port, Host: "b", PasswordFile: bus.PeerPasswordFile(jsDir, "b")})
+	sb, err := jetstream.Open(jetstream.Options{URL: "nats://127.0.0.1:" + port, Host: "b", PasswordFile: jetstream.PeerPasswordFile(jsDir, "b")})
 	if err != nil {
 		sa.Close()
 		t.Fatal(err)
@@ -123,7 +125,7 @@ func TestAgentsOfTwoHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	forgeUserMessage(t, "nats://127.0.0.1:"+port, bus.PeerPasswordFile(jsDir, "b"), "b", "a", b.bus.LastSeq()+1)
+	forgeUserMessage(t, "nats://127.0.0.1:"+port, jetstream.PeerPasswordFile(jsDir, "b"), "b", "a", b.bus.LastSeq()+1)
 	select {
 	case ev := <-reports:
 		var r bus.StoreSkipped

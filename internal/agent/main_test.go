@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
@@ -91,7 +93,7 @@ func newEnv(t testing.TB) *env {
 // a restart.
 func (e *env) open() {
 	e.t.Helper()
-	store, err := bus.OpenSQLite(e.path, bus.SQLiteOptions{})
+	store, err := sqlite.Open(e.path, sqlite.Options{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ var floors = [][]string{
 	// builds that import nothing of Kairo.
 	{"abi", "abi/modelname", "sandbox", "sdk", "kernel/bench", "internal/smalldisk", "internal/llmscript", "internal/testkit",
 		"internal/wasmbuild", "internal/doccheck", "internal/layercheck", "host/internal/meter",
-		"internal/mcp/internal/testserver"},
+		"internal/mcp/internal/testserver", "kernel/bus/internal/hook"},
 	// What speaks abi: the manifests, the guest and client SDKs, the
 	// reader of audit records and the JSON views of events.
 	{"manifests", "sdk/plugin", "sdk/client", "internal/audit", "internal/jsonview"},
@@ -36,13 +36,19 @@ var floors = [][]string{
 	{"cmd/kairo", "cmd/kairo-sandbox"},
 }
 
+// forTests are the packages whose code only tests import: like test files,
+// they may assemble what they test.
+var forTests = []string{"kernel/bus/bustest", "internal/testkit"}
+
 // assemblers are the constructors that put a kernel together: a bus, a
 // store, a kernel, its socket server, the plugin engine and its manager.
 // Only package host calls them (besides tests, and the constructor's own
 // package), keyed by package path within the module.
 var assemblers = map[string][]string{
-	"kernel":     {"New"},
-	"kernel/bus": {"New"},
-	"kernel/ipc": {"Listen"},
-	"host/wasm":  {"NewEngine", "NewManager"},
+	"kernel":               {"New"},
+	"kernel/bus":           {"New", "OpenStore"},
+	"kernel/bus/sqlite":    {"Open"},
+	"kernel/bus/jetstream": {"Open"},
+	"kernel/ipc":           {"Listen"},
+	"host/wasm":            {"NewEngine", "NewManager"},
 }

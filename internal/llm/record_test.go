@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
@@ -34,7 +36,7 @@ type daemon struct {
 func newDaemon(t *testing.T) *daemon {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "events.db")
-	store, err := bus.OpenSQLite(path, bus.SQLiteOptions{})
+	store, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

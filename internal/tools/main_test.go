@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/internal/agent"
@@ -82,7 +84,7 @@ type env struct {
 func newEnv(t testing.TB, cfg tools.Config, plugins map[string]string) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir()}
-	store, err := bus.OpenSQLite(filepath.Join(e.dir, "events.db"), bus.SQLiteOptions{})
+	store, err := sqlite.Open(filepath.Join(e.dir, "events.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

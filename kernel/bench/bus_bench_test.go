@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	jsstore "github.com/kairo-os/kairo/kernel/bus/jetstream"
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,9 +36,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func openSQLite(tb testing.TB, path string) *bus.SQLiteStore {
+func openSQLite(tb testing.TB, path string) *sqlite.Store {
 	tb.Helper()
-	s, err := bus.OpenSQLite(path, bus.SQLiteOptions{})
+	s, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		tb.Fatalf("OpenSQLite(%s): %v", path, err)
 	}
@@ -123,7 +126,7 @@ func BenchmarkPublishDurable(b *testing.B) {
 		{"memory", func(*testing.B) bus.Store { return bus.NewMemoryStore(1 << 20) }},
 		{"sqlite", func(b *testing.B) bus.Store { return openSQLite(b, filepath.Join(b.TempDir(), "events.db")) }},
 		{"jetstream-embedded", func(b *testing.B) bus.Store {
-			s, err := bus.OpenJetStream(bus.JetStreamOptions{Embedded: true, Dir: b.TempDir()})
+			s, err := jsstore.Open(jsstore.Options{Embedded: true, Dir: b.TempDir()})
 			if err != nil {
 				b.Fatalf("OpenJetStream: %v", err)
 			}
@@ -313,7 +316,7 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 		if fx.dir, fx.err = os.MkdirTemp("", "kairo-bench-replay-"); fx.err != nil {
 			return
 		}
-		s, err := bus.OpenSQLite(filepath.Join(fx.dir, "events.db"), bus.SQLiteOptions{})
+		s, err := sqlite.Open(filepath.Join(fx.dir, "events.db"), sqlite.Options{})
 		if err != nil {
 			fx.err = err
 			return
@@ -334,7 +337,7 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 		if fx.err = fx.bs.Close(); fx.err != nil {
 			return
 		}
-		if s, fx.err = bus.OpenSQLite(filepath.Join(fx.dir, "events.db"), bus.SQLiteOptions{}); fx.err != nil {
+		if s, fx.err = sqlite.Open(filepath.Join(fx.dir, "events.db"), sqlite.Options{}); fx.err != nil {
 			return
 		}
 		fx.bs = bus.New(s, bus.Options{})

@@ -1,19 +1,22 @@
-package bus
+package bus_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+
 	"github.com/kairo-os/kairo/abi"
 )
 
 func TestPublishBatch(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
 		ctx := context.Background()
 		got := make(chan abi.Event, 256)
-		sub, err := b.Subscribe(ctx, "batch.>", SubscribeOptions{}, func(evs []abi.Event) error {
+		sub, err := b.Subscribe(ctx, "batch.>", bus.SubscribeOptions{}, func(evs []abi.Event) error {
 			for _, ev := range evs {
 				got <- ev
 			}

@@ -1,16 +1,19 @@
-package bus
+package bus_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+
 	"github.com/kairo-os/kairo/abi"
 )
 
 // blocked is a handler stuck until release is closed, as a client that
 // never reads holds its push; entered receives each call.
-func blocked(entered chan<- struct{}, release <-chan struct{}) Handler {
+func blocked(entered chan<- struct{}, release <-chan struct{}) bus.Handler {
 	return func([]abi.Event) error {
 		if entered != nil {
 			entered <- struct{}{}
@@ -20,21 +23,15 @@ func blocked(entered chan<- struct{}, release <-chan struct{}) Handler {
 	}
 }
 
-func lagging(s *Subscription) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lagging
-}
-
 // A budgeted subscriber that falls behind frees its buffer at once and
 // catches up from the store when it is ready: bounded, and nothing lost.
 func TestBudgetedSubscriberCatchesUp(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
-		g := b.NewBudget(BudgetOptions{MaxEvents: 16})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
+		g := b.NewBudget(bus.BudgetOptions{MaxEvents: 16})
 		entered, release := make(chan struct{}, 1), make(chan struct{})
 		var got []abi.Event
-		slow := subscribe(t, b, "load.>", SubscribeOptions{Budget: g}, func(evs []abi.Event) error {
+		slow := bustest.Subscribe(t, b, "load.>", bus.SubscribeOptions{Budget: g}, func(evs []abi.Event) error {
 			select {
 			case entered <- struct{}{}:
 			default:
@@ -43,21 +40,21 @@ func TestBudgetedSubscriberCatchesUp(t *testing.T) {
 			got = append(got, evs...) // run's goroutine only
 			return nil
 		})
-		own := newCollector()
-		subscribe(t, b, "load.>", SubscribeOptions{}, own.handle)
+		own := bustest.NewCollector()
+		bustest.Subscribe(t, b, "load.>", bus.SubscribeOptions{}, own.Handle)
 
-		publishN(t, b, "load.x", 1)
-		waitDone(t, "the first push", entered) // seq 1 is stuck in the handler
-		publishN(t, b, "load.x", 199)
-		eventually(t, "the slow subscriber lags", func() bool { return lagging(slow) })
+		bustest.PublishN(t, b, "load.x", 1)
+		bustest.WaitDone(t, "the first push", entered) // seq 1 is stuck in the handler
+		bustest.PublishN(t, b, "load.x", 199)
+		bustest.Eventually(t, "the slow subscriber lags", func() bool { return slow.Lagging() })
 		if n := g.Bytes(); n > 1<<10 {
 			t.Fatalf("the slow subscriber holds %d bytes once lagging; want only the event in its handler", n)
 		}
 		close(release)
-		checkDense(t, own.wait(t, 200), 1)
-		eventually(t, "the slow subscriber caught up", func() bool { return !lagging(slow) && g.Bytes() == 0 })
+		bustest.CheckDense(t, own.Wait(t, 200), 1)
+		bustest.Eventually(t, "the slow subscriber caught up", func() bool { return !slow.Lagging() && g.Bytes() == 0 })
 		slow.Close()
-		checkDense(t, got, 1)
+		bustest.CheckDense(t, got, 1)
 		if len(got) != 200 || g.Subscriptions() != 0 || b.Stats().ClientBytes != 0 {
 			t.Fatalf("got %d events; budget holds %d subscriptions, bus %d bytes", len(got), g.Subscriptions(), b.Stats().ClientBytes)
 		}
@@ -67,17 +64,17 @@ func TestBudgetedSubscriberCatchesUp(t *testing.T) {
 // When its client holds all its budget allows, a lagging subscriber cannot
 // read even a page of the store: it ends, saying where to resume.
 func TestBudgetedSubscriberEnds(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
-		g := b.NewBudget(BudgetOptions{MaxBytes: 4 << 10})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
+		g := b.NewBudget(bus.BudgetOptions{MaxBytes: 4 << 10})
 		release := make(chan struct{})
 		defer close(release)
-		subscribe(t, b, "load.>", SubscribeOptions{Budget: g}, blocked(nil, release))
-		second := newCollector()
-		sub := subscribe(t, b, "load.>", SubscribeOptions{Budget: g}, second.handle)
-		mustPublish(t, b, &abi.Event{Type: "load.x", Data: payload(t, make([]byte, 3<<10))})
-		waitDone(t, "the second subscription", sub.Done())
-		var be *BehindError
+		bustest.Subscribe(t, b, "load.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release))
+		second := bustest.NewCollector()
+		sub := bustest.Subscribe(t, b, "load.>", bus.SubscribeOptions{Budget: g}, second.Handle)
+		bustest.MustPublish(t, b, &abi.Event{Type: "load.x", Data: bustest.Payload(t, make([]byte, 3<<10))})
+		bustest.WaitDone(t, "the second subscription", sub.Done())
+		var be *bus.BehindError
 		if err := sub.Err(); !errors.As(err, &be) || be.Next != 1 || !strings.Contains(err.Error(), "fell behind by more than the 4096 bytes one client's subscriptions may hold; resubscribe from seq 1") {
 			t.Fatalf("ended with %v", err)
 		}
@@ -86,36 +83,36 @@ func TestBudgetedSubscriberEnds(t *testing.T) {
 		}
 		// The control: with room in the budget, the same subscription
 		// works from the seq the error named.
-		other := newCollector()
-		subscribe(t, b, "load.>", SubscribeOptions{Budget: b.NewBudget(BudgetOptions{}), FromSeq: be.Next}, other.handle)
-		checkDense(t, other.wait(t, 1), 1)
+		other := bustest.NewCollector()
+		bustest.Subscribe(t, b, "load.>", bus.SubscribeOptions{Budget: b.NewBudget(bus.BudgetOptions{}), FromSeq: be.Next}, other.Handle)
+		bustest.CheckDense(t, other.Wait(t, 1), 1)
 	})
 }
 
 func TestBudgetBounds(t *testing.T) {
-	b := newBus(t, func(testing.TB) Store { return NewMemoryStore(0) }, Options{MaxClientBytes: 64 << 10})
-	g := b.NewBudget(BudgetOptions{MaxSubscriptions: 2})
+	b := bustest.NewBus(t, func(testing.TB) bus.Store { return bus.NewMemoryStore(0) }, bus.Options{MaxClientBytes: 64 << 10})
+	g := b.NewBudget(bus.BudgetOptions{MaxSubscriptions: 2})
 	release := make(chan struct{})
-	first := subscribe(t, b, "a.>", SubscribeOptions{Budget: g}, blocked(nil, release))
-	second := subscribe(t, b, "a.>", SubscribeOptions{Budget: g}, blocked(nil, release))
-	if _, err := b.Subscribe(testCtx(t), "a.>", SubscribeOptions{Budget: g}, blocked(nil, release)); !errors.Is(err, ErrTooManySubscriptions) {
+	first := bustest.Subscribe(t, b, "a.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release))
+	second := bustest.Subscribe(t, b, "a.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release))
+	if _, err := b.Subscribe(bustest.Ctx(t), "a.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release)); !errors.Is(err, bus.ErrTooManySubscriptions) {
 		t.Fatalf("third subscription on a budget of 2: %v", err)
 	}
 	second.Close()
-	third := subscribe(t, b, "a.>", SubscribeOptions{Budget: g}, blocked(nil, release))
+	third := bustest.Subscribe(t, b, "a.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release))
 
 	// The bus-wide bound: 64 KiB for every client together, whatever each
 	// budget allows.
-	stuck := subscribe(t, b, "a.>", SubscribeOptions{Budget: b.NewBudget(BudgetOptions{})}, blocked(nil, release))
-	big := payload(t, make([]byte, 8<<10))
+	stuck := bustest.Subscribe(t, b, "a.>", bus.SubscribeOptions{Budget: b.NewBudget(bus.BudgetOptions{})}, blocked(nil, release))
+	big := bustest.Payload(t, make([]byte, 8<<10))
 	for range 40 {
-		mustPublish(t, b, &abi.Event{Type: "a.big", Data: big})
+		bustest.MustPublish(t, b, &abi.Event{Type: "a.big", Data: big})
 	}
 	if st := b.Stats(); st.ClientBytes > 64<<10 {
 		t.Fatalf("clients hold %d bytes, over the bus's 64 KiB", st.ClientBytes)
 	}
 	close(release)
-	for _, s := range []*Subscription{first, third, stuck} {
+	for _, s := range []*bus.Subscription{first, third, stuck} {
 		s.Close()
 	}
 	if st := b.Stats(); st.ClientBytes != 0 {
@@ -126,11 +123,11 @@ func TestBudgetBounds(t *testing.T) {
 // An event's strings over their bounds are refused at publish, whoever
 // publishes.
 func TestPublishRefusesLongStrings(t *testing.T) {
-	b := newBus(t, func(testing.TB) Store { return NewMemoryStore(0) }, Options{})
-	_, err := b.Publish(testCtx(t), &abi.Event{Type: "a.b", Source: strings.Repeat("s", 1<<20)})
+	b := bustest.NewBus(t, func(testing.TB) bus.Store { return bus.NewMemoryStore(0) }, bus.Options{})
+	_, err := b.Publish(bustest.Ctx(t), &abi.Event{Type: "a.b", Source: strings.Repeat("s", 1<<20)})
 	var ae *abi.Error
 	if !errors.As(err, &ae) || ae.Code != abi.CodeInvalidParams || !strings.Contains(ae.Message, "event.source has 1048576 bytes") {
 		t.Fatalf("1 MiB source: %v", err)
 	}
-	mustPublish(t, b, &abi.Event{Type: "a.b", ID: strings.Repeat("i", abi.MaxIDLen)})
+	bustest.MustPublish(t, b, &abi.Event{Type: "a.b", ID: strings.Repeat("i", abi.MaxIDLen)})
 }

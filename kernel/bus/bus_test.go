@@ -1,4 +1,4 @@
-package bus
+package bus_test
 
 import (
 	"context"
@@ -6,231 +6,68 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/kairo-os/kairo/abi"
-	"github.com/vmihailenco/msgpack/v5"
-)
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
+	"github.com/kairo-os/kairo/kernel/bus/jetstream"
+	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 
-// waitLimit bounds every wait in these tests; reaching it is a failure
-// (a lost event or a hang), not a timing assumption.
-const waitLimit = 20 * time.Second
+	"github.com/kairo-os/kairo/abi"
+)
 
 // storeKinds are the stores every bus test runs over.
 var storeKinds = []struct {
 	name string
-	open func(t testing.TB) Store
+	open func(t testing.TB) bus.Store
 }{
-	{"memory", func(t testing.TB) Store { return NewMemoryStore(0) }},
-	{"sqlite", func(t testing.TB) Store { return openSQLite(t, filepath.Join(t.TempDir(), "events.db")) }},
+	{"memory", func(t testing.TB) bus.Store { return bus.NewMemoryStore(0) }},
+	{"sqlite", func(t testing.TB) bus.Store { return openSQLite(t, filepath.Join(t.TempDir(), "events.db")) }},
+	{"jetstream", func(t testing.TB) bus.Store {
+		opts := jetstream.Options{Embedded: true, Dir: t.TempDir()}
+		s, err := jetstream.Open(opts)
+		if err != nil {
+			t.Fatalf("jetstream.Open(%+v): %v", opts, err)
+		}
+		return s
+	}},
 }
 
-func openSQLite(t testing.TB, path string) *SQLiteStore {
+func openSQLite(t testing.TB, path string) *sqlite.Store {
 	t.Helper()
-	s, err := OpenSQLite(path, SQLiteOptions{})
+	s, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
-		t.Fatalf("OpenSQLite(%s): %v", path, err)
+		t.Fatalf("sqlite.Open(%s): %v", path, err)
 	}
 	return s
 }
 
 // forEachStore runs fn as a subtest per store kind.
-func forEachStore(t *testing.T, fn func(t *testing.T, open func(testing.TB) Store)) {
+func forEachStore(t *testing.T, fn func(t *testing.T, open func(testing.TB) bus.Store)) {
 	for _, k := range storeKinds {
 		t.Run(k.name, func(t *testing.T) { fn(t, k.open) })
 	}
 }
 
-// newBus returns a bus over a fresh store, closed when the test ends.
-func newBus(t testing.TB, open func(testing.TB) Store, opts Options) *Bus {
-	t.Helper()
-	b := New(open(t), opts)
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return b
-}
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// payload is a small MsgPack value that identifies an event in the tests.
-func payload(t testing.TB, v any) msgpack.RawMessage {
-	b, err := msgpack.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func payloadInt(t testing.TB, ev *abi.Event) int {
-	t.Helper()
-	var n int
-	if err := msgpack.Unmarshal(ev.Data, &n); err != nil {
-		t.Fatalf("event seq %d: data % x is not an int: %v", ev.Seq, ev.Data, err)
-	}
-	return n
-}
-
-func mustPublish(t testing.TB, b *Bus, ev *abi.Event) Result {
-	t.Helper()
-	res, err := b.Publish(testCtx(t), ev)
-	if err != nil {
-		t.Fatalf("Publish(%s): %v", ev.Type, err)
-	}
-	return res
-}
-
-// publishN publishes n events on subject with data 0..n-1 through
-// PublishAsync (so the SQLite store batches them) and waits for them all.
-func publishN(t testing.TB, b *Bus, subject string, n int) []Result {
-	t.Helper()
-	acks := make([]*Ack, n)
-	for i := range n {
-		a, err := b.PublishAsync(&abi.Event{Type: subject, Data: payload(t, i)})
-		if err != nil {
-			t.Fatalf("PublishAsync %d: %v", i, err)
-		}
-		acks[i] = a
-	}
-	return waitAcks(t, acks)
-}
-
-func waitAcks(t testing.TB, acks []*Ack) []Result {
-	t.Helper()
-	ctx := testCtx(t)
-	out := make([]Result, len(acks))
-	for i, a := range acks {
-		res, err := a.Wait(ctx)
-		if err != nil {
-			t.Fatalf("ack %d: %v", i, err)
-		}
-		out[i] = res
-	}
-	return out
-}
-
-// replayAll returns every stored event matching q.
-func replayAll(t testing.TB, b *Bus, q Query) []abi.Event {
-	t.Helper()
-	var out []abi.Event
-	if err := b.Replay(testCtx(t), q, func(ev *abi.Event) error {
-		out = append(out, *ev)
-		return nil
-	}); err != nil {
-		t.Fatalf("Replay(%+v): %v", q, err)
-	}
-	return out
-}
-
-// collector is a Handler that keeps copies of what it receives.
-type collector struct {
-	mu      sync.Mutex
-	evs     []abi.Event
-	changed chan struct{}
-}
-
-func newCollector() *collector { return &collector{changed: make(chan struct{}, 1)} }
-
-func (c *collector) handle(evs []abi.Event) error {
-	c.mu.Lock()
-	c.evs = append(c.evs, evs...)
-	c.mu.Unlock()
-	select {
-	case c.changed <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-func (c *collector) events() []abi.Event {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.evs)
-}
-
-// wait returns the received events once there are at least n of them.
-func (c *collector) wait(t testing.TB, n int) []abi.Event {
-	t.Helper()
-	deadline := time.NewTimer(waitLimit)
-	defer deadline.Stop()
-	for {
-		if evs := c.events(); len(evs) >= n {
-			return evs
-		}
-		select {
-		case <-c.changed:
-		case <-deadline.C:
-			t.Fatalf("received %d events after %v, want %d", len(c.events()), waitLimit, n)
-		}
-	}
-}
-
-func subscribe(t testing.TB, b *Bus, pattern string, opts SubscribeOptions, h Handler) *Subscription {
-	t.Helper()
-	sub, err := b.Subscribe(context.Background(), pattern, opts, h)
-	if err != nil {
-		t.Fatalf("Subscribe(%q): %v", pattern, err)
-	}
-	t.Cleanup(sub.Close)
-	return sub
-}
-
-// checkDense fails unless evs have sequence numbers from, from+1, ...
-func checkDense(t testing.TB, evs []abi.Event, from uint64) {
-	t.Helper()
-	for i, ev := range evs {
-		if want := from + uint64(i); ev.Seq != want {
-			t.Fatalf("event %d has seq %d, want %d (seqs must be dense, in order, without repeats)", i, ev.Seq, want)
-		}
-	}
-}
-
-// eventually polls cond until it holds, failing the test at waitLimit.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, waitLimit)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-func waitDone(t testing.TB, what string, done <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-done:
-	case <-time.After(waitLimit):
-		t.Fatalf("%s did not finish within %v", what, waitLimit)
-	}
-}
-
 func TestPublishAssignsSeqAndFills(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{Source: "unit"})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{Source: "unit"})
 		before := time.Now()
 		var sent []*abi.Event
 		for i := range 10 {
-			ev := &abi.Event{Type: "kairo.test.fill", Data: payload(t, i), Seq: 99}
-			res := mustPublish(t, b, ev)
+			ev := &abi.Event{Type: "kairo.test.fill", Data: bustest.Payload(t, i), Seq: 99}
+			res := bustest.MustPublish(t, b, ev)
 			if res.Seq != uint64(i+1) || res.Duplicate {
 				t.Fatalf("publish %d: got %+v, want seq %d, not a duplicate", i, res, i+1)
 			}
 			if ev.Seq != res.Seq {
 				t.Errorf("ev.Seq = %d, want %d", ev.Seq, res.Seq)
 			}
-			if u := [16]byte{}; !abi.ParseUUID(ev.ID, &u) || u[6]>>4 != 7 {
-				t.Errorf("ev.ID = %q, want a UUIDv7 (abi.NewID)", ev.ID)
-			}
+			bus.CheckV7(t, ev.ID)
 			if ev.Time.Before(before) || ev.Time.After(time.Now()) {
 				t.Errorf("ev.Time = %v, want the time of publishing", ev.Time)
 			}
@@ -245,12 +82,12 @@ func TestPublishAssignsSeqAndFills(t *testing.T) {
 			Type:          "kairo.test.given",
 			Source:        "cli",
 			Time:          time.Date(2024, 5, 6, 7, 8, 9, 10, time.UTC),
-			Data:          payload(t, map[string]string{"k": "v"}),
+			Data:          bustest.Payload(t, map[string]string{"k": "v"}),
 			CorrelationID: "corr",
 			CausationID:   sent[3].ID,
 		}
 		want := *given
-		if res := mustPublish(t, b, given); res.Seq != 11 {
+		if res := bustest.MustPublish(t, b, given); res.Seq != 11 {
 			t.Fatalf("publish with fields set: seq %d, want 11", res.Seq)
 		}
 		if given.ID != want.ID || given.Source != want.Source || !given.Time.Equal(want.Time) {
@@ -261,7 +98,7 @@ func TestPublishAssignsSeqAndFills(t *testing.T) {
 		if got := b.LastSeq(); got != 11 {
 			t.Errorf("LastSeq = %d, want 11", got)
 		}
-		stored := replayAll(t, b, Query{})
+		stored := bustest.ReplayAll(t, b, bus.Query{})
 		if len(stored) != len(sent) {
 			t.Fatalf("replay returned %d events, want %d", len(stored), len(sent))
 		}
@@ -280,10 +117,10 @@ func TestPublishAssignsSeqAndFills(t *testing.T) {
 }
 
 func TestPublishDefaultSource(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
 		ev := &abi.Event{Type: "kairo.x"}
-		mustPublish(t, b, ev)
+		bustest.MustPublish(t, b, ev)
 		if ev.Source != "kairo" {
 			t.Errorf("Source = %q, want the default %q", ev.Source, "kairo")
 		}
@@ -291,11 +128,11 @@ func TestPublishDefaultSource(t *testing.T) {
 }
 
 func TestPublishRejectsInvalidSubject(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
 		for _, s := range []string{"", "kairo..x", ".kairo", "kairo.", "kairo.*", "kairo.>", ">", "kairo.a b", "kairo.a*"} {
 			ev := &abi.Event{Type: s}
-			_, err := b.Publish(testCtx(t), ev)
+			_, err := b.Publish(bustest.Ctx(t), ev)
 			var se *abi.SubjectError
 			if !errors.As(err, &se) {
 				t.Errorf("Publish(%q) = %v, want a *SubjectError", s, err)
@@ -311,10 +148,10 @@ func TestPublishRejectsInvalidSubject(t *testing.T) {
 		if got := b.LastSeq(); got != 0 {
 			t.Fatalf("LastSeq = %d after only invalid publishes, want 0", got)
 		}
-		if res := mustPublish(t, b, &abi.Event{Type: "kairo.ok"}); res.Seq != 1 {
+		if res := bustest.MustPublish(t, b, &abi.Event{Type: "kairo.ok"}); res.Seq != 1 {
 			t.Errorf("first valid publish got seq %d, want 1", res.Seq)
 		}
-		_, err := b.Subscribe(context.Background(), "kairo.>.x", SubscribeOptions{}, newCollector().handle)
+		_, err := b.Subscribe(context.Background(), "kairo.>.x", bus.SubscribeOptions{}, bustest.NewCollector().Handle)
 		var se *abi.SubjectError
 		if !errors.As(err, &se) {
 			t.Errorf("Subscribe with an invalid pattern = %v, want a *SubjectError", err)
@@ -323,27 +160,27 @@ func TestPublishRejectsInvalidSubject(t *testing.T) {
 }
 
 func TestPublishDuplicateID(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
 		const upper = "0192D6C4-7A2E-7B3C-8D4E-5F6A7B8C9D0E"
 		const lower = "0192d6c4-7a2e-7b3c-8d4e-5f6a7b8c9d0e"
 		first := []*abi.Event{
-			{Type: "kairo.dup.a", Data: payload(t, 1)},
-			{ID: "order-42", Type: "kairo.dup.b", Data: payload(t, 2)}, // text id
-			{ID: lower, Type: "kairo.dup.c", Data: payload(t, 3)},
-			{ID: upper, Type: "kairo.dup.d", Data: payload(t, 4)}, // a different id: ids are compared as given
+			{Type: "kairo.dup.a", Data: bustest.Payload(t, 1)},
+			{ID: "order-42", Type: "kairo.dup.b", Data: bustest.Payload(t, 2)}, // text id
+			{ID: lower, Type: "kairo.dup.c", Data: bustest.Payload(t, 3)},
+			{ID: upper, Type: "kairo.dup.d", Data: bustest.Payload(t, 4)}, // a different id: ids are compared as given
 		}
 		for i, ev := range first {
-			if res := mustPublish(t, b, ev); res.Seq != uint64(i+1) || res.Duplicate {
+			if res := bustest.MustPublish(t, b, ev); res.Seq != uint64(i+1) || res.Duplicate {
 				t.Fatalf("publish %d: %+v", i, res)
 			}
 		}
-		live := newCollector()
-		subscribe(t, b, ">", SubscribeOptions{}, live.handle)
+		live := bustest.NewCollector()
+		bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, live.Handle)
 
 		for i, orig := range first {
-			again := &abi.Event{ID: orig.ID, Type: "kairo.dup.other", Data: payload(t, 100+i)}
-			res := mustPublish(t, b, again)
+			again := &abi.Event{ID: orig.ID, Type: "kairo.dup.other", Data: bustest.Payload(t, 100+i)}
+			res := bustest.MustPublish(t, b, again)
 			if !res.Duplicate || res.Seq != orig.Seq {
 				t.Errorf("republishing %q: got %+v, want duplicate of seq %d", orig.ID, res, orig.Seq)
 			}
@@ -355,24 +192,24 @@ func TestPublishDuplicateID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res := waitAcks(t, []*Ack{a})[0]; !res.Duplicate || res.Seq != orig.Seq {
+			if res := bustest.WaitAcks(t, []*bus.Ack{a})[0]; !res.Duplicate || res.Seq != orig.Seq {
 				t.Errorf("async republish of %q: got %+v, want duplicate of seq %d", orig.ID, res, orig.Seq)
 			}
 		}
 		if got := b.LastSeq(); got != 4 {
 			t.Errorf("LastSeq = %d after duplicates, want 4", got)
 		}
-		stored := replayAll(t, b, Query{})
-		checkDense(t, stored, 1)
+		stored := bustest.ReplayAll(t, b, bus.Query{})
+		bustest.CheckDense(t, stored, 1)
 		for i, ev := range stored {
-			if ev.ID != first[i].ID || ev.Type != first[i].Type || payloadInt(t, &ev) != i+1 {
+			if ev.ID != first[i].ID || ev.Type != first[i].Type || bustest.PayloadInt(t, &ev) != i+1 {
 				t.Errorf("stored event %d = %+v: a duplicate replaced the original", i, ev)
 			}
 		}
 		// Subscribers never see duplicates: the next event they get is the
 		// next new one.
-		mustPublish(t, b, &abi.Event{Type: "kairo.dup.sentinel"})
-		if got := live.wait(t, 1); len(got) != 1 || got[0].Type != "kairo.dup.sentinel" || got[0].Seq != 5 {
+		bustest.MustPublish(t, b, &abi.Event{Type: "kairo.dup.sentinel"})
+		if got := live.Wait(t, 1); len(got) != 1 || got[0].Type != "kairo.dup.sentinel" || got[0].Seq != 5 {
 			t.Errorf("live subscriber got %+v, want only the sentinel at seq 5", got)
 		}
 		if st := b.Stats(); st.Duplicates != 8 || st.Published != 5 {
@@ -384,8 +221,8 @@ func TestPublishDuplicateID(t *testing.T) {
 // Duplicates inside one group-commit batch and across batches: each ID is
 // stored once, every ack for it reports that one seq, and seqs stay dense.
 func TestPublishDuplicatesInBatches(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
 		const pre = 40
 		var preIDs []string
 		for i := range pre {
@@ -395,16 +232,16 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 			}
 			preIDs = append(preIDs, id)
 		}
-		preAcks := make([]*Ack, pre)
+		preAcks := make([]*bus.Ack, pre)
 		for i, id := range preIDs {
-			a, err := b.PublishAsync(&abi.Event{ID: id, Type: "kairo.batch.pre", Data: payload(t, -1-i)})
+			a, err := b.PublishAsync(&abi.Event{ID: id, Type: "kairo.batch.pre", Data: bustest.Payload(t, -1-i)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			preAcks[i] = a
 		}
 		preSeq := map[string]uint64{}
-		for i, res := range waitAcks(t, preAcks) {
+		for i, res := range bustest.WaitAcks(t, preAcks) {
 			preSeq[preIDs[i]] = res.Seq
 		}
 
@@ -430,34 +267,32 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 				default:
 					id = newIDs[(n*31)%len(newIDs)]
 				}
-				evs[p] = append(evs[p], &abi.Event{ID: id, Type: "kairo.batch.new", Data: payload(t, n)})
+				evs[p] = append(evs[p], &abi.Event{ID: id, Type: "kairo.batch.new", Data: bustest.Payload(t, n)})
 			}
 		}
 
 		// With group commit, stall the flusher so all 300 land in one
 		// batch: it takes a first batch and then waits for b.mu.
-		groupCommit := b.store.GroupCommit()
+		groupCommit := b.Store().GroupCommit()
 		if groupCommit {
-			b.mu.Lock()
+			b.Mu().Lock()
 			if _, err := b.PublishAsync(&abi.Event{Type: "kairo.batch.first"}); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(waitLimit)
+			deadline := time.Now().Add(bustest.WaitLimit)
 			for {
-				b.qmu.Lock()
-				taken := b.cur == nil
-				b.qmu.Unlock()
+				taken := !b.Queued()
 				if taken {
 					break
 				}
 				if time.Now().After(deadline) {
-					b.mu.Unlock()
+					b.Mu().Unlock()
 					t.Fatal("the flusher never took the first batch")
 				}
 				time.Sleep(time.Millisecond)
 			}
 		}
-		acks := make([][]*Ack, publishers)
+		acks := make([][]*bus.Ack, publishers)
 		var wg sync.WaitGroup
 		errs := make(chan error, publishers)
 		for p := range publishers {
@@ -476,18 +311,18 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 		}
 		wg.Wait()
 		if groupCommit {
-			bt := acks[0][0].b
+			bt := acks[0][0].Batch()
 			for p := range acks {
 				for _, a := range acks[p] {
-					if a.b != bt {
+					if a.Batch() != bt {
 						t.Errorf("events were split over batches; want one batch")
 					}
 				}
 			}
-			if len(bt.evs) <= rowsPerInsert*2 {
-				t.Errorf("batch holds %d events, want more than %d", len(bt.evs), rowsPerInsert*2)
+			if bt.Len() <= hook.SQLiteRowsPerInsert*2 {
+				t.Errorf("batch holds %d events, want more than %d", bt.Len(), hook.SQLiteRowsPerInsert*2)
 			}
-			b.mu.Unlock()
+			b.Mu().Unlock()
 		}
 		close(errs)
 		for err := range errs {
@@ -504,7 +339,7 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 		byID := map[string]*seen{}
 		dups := 0
 		for p := range acks {
-			for k, res := range waitAcks(t, acks[p]) {
+			for k, res := range bustest.WaitAcks(t, acks[p]) {
 				ev := evs[p][k]
 				s := byID[ev.ID]
 				if s == nil {
@@ -518,7 +353,7 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 					dups++
 				} else {
 					s.fresh++
-					s.winner = payloadInt(t, ev)
+					s.winner = bustest.PayloadInt(t, ev)
 				}
 			}
 		}
@@ -532,8 +367,8 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 			}
 		}
 
-		stored := replayAll(t, b, Query{})
-		checkDense(t, stored, 1)
+		stored := bustest.ReplayAll(t, b, bus.Query{})
+		bustest.CheckDense(t, stored, 1)
 		wantLast := pre + len(newIDs)
 		if groupCommit {
 			wantLast++ // kairo.batch.first
@@ -549,7 +384,7 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 			ids[ev.ID] = true
 			if ev.Type == "kairo.batch.new" {
 				s := byID[ev.ID]
-				if s == nil || s.seq != ev.Seq || s.winner != payloadInt(t, &ev) {
+				if s == nil || s.seq != ev.Seq || s.winner != bustest.PayloadInt(t, &ev) {
 					t.Errorf("stored %q at seq %d is not the event acknowledged as new", ev.ID, ev.Seq)
 				}
 			}
@@ -561,24 +396,24 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 }
 
 func TestSubscribeFromNow(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
-		publishN(t, b, "kairo.now.before", 5)
-		c := newCollector()
-		sub := subscribe(t, b, ">", SubscribeOptions{}, c.handle)
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
+		bustest.PublishN(t, b, "kairo.now.before", 5)
+		c := bustest.NewCollector()
+		sub := bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, c.Handle)
 		if sub.Pattern() != ">" {
 			t.Errorf("Pattern() = %q", sub.Pattern())
 		}
-		publishN(t, b, "kairo.now.after", 5)
-		got := c.wait(t, 5)
-		checkDense(t, got, 6)
+		bustest.PublishN(t, b, "kairo.now.after", 5)
+		got := c.Wait(t, 5)
+		bustest.CheckDense(t, got, 6)
 		for _, ev := range got {
 			if ev.Type != "kairo.now.after" {
 				t.Errorf("subscriber from now got %s seq %d", ev.Type, ev.Seq)
 			}
 		}
-		mustPublish(t, b, &abi.Event{Type: "kairo.now.sentinel"})
-		if got := c.wait(t, 6); len(got) != 6 || got[5].Seq != 11 {
+		bustest.MustPublish(t, b, &abi.Event{Type: "kairo.now.sentinel"})
+		if got := c.Wait(t, 6); len(got) != 6 || got[5].Seq != 11 {
 			t.Errorf("got %d events, last seq %d; want 6 ending at 11", len(got), got[len(got)-1].Seq)
 		}
 	})
@@ -589,39 +424,39 @@ func TestSubscribeFromNow(t *testing.T) {
 func TestSubscribeFromSeqThenLive(t *testing.T) {
 	for _, buf := range []int{0, 4} {
 		t.Run(fmt.Sprintf("buffer=%d", buf), func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-				b := newBus(t, open, Options{SubscriberBuffer: buf})
+			forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+				b := bustest.NewBus(t, open, bus.Options{SubscriberBuffer: buf})
 				const stored, live = 300, 700
-				publishN(t, b, "kairo.replay.stored", stored)
+				bustest.PublishN(t, b, "kairo.replay.stored", stored)
 
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
 					for i := range live {
-						ev := &abi.Event{Type: "kairo.replay.live", Data: payload(t, stored+i)}
+						ev := &abi.Event{Type: "kairo.replay.live", Data: bustest.Payload(t, stored+i)}
 						if _, err := b.Publish(context.Background(), ev); err != nil {
 							t.Errorf("Publish: %v", err)
 							return
 						}
 					}
 				}()
-				from1, from150 := newCollector(), newCollector()
-				subscribe(t, b, ">", SubscribeOptions{FromSeq: 1}, from1.handle)
-				subscribe(t, b, "kairo.>", SubscribeOptions{FromSeq: 150}, from150.handle)
-				waitDone(t, "publisher", done)
+				from1, from150 := bustest.NewCollector(), bustest.NewCollector()
+				bustest.Subscribe(t, b, ">", bus.SubscribeOptions{FromSeq: 1}, from1.Handle)
+				bustest.Subscribe(t, b, "kairo.>", bus.SubscribeOptions{FromSeq: 150}, from150.Handle)
+				bustest.WaitDone(t, "publisher", done)
 
 				for _, c := range []struct {
-					c    *collector
+					c    *bustest.Collector
 					from uint64
 				}{{from1, 1}, {from150, 150}} {
 					want := stored + live - int(c.from) + 1
-					got := c.c.wait(t, want)
+					got := c.c.Wait(t, want)
 					if len(got) != want {
 						t.Fatalf("from %d: got %d events, want %d", c.from, len(got), want)
 					}
-					checkDense(t, got, c.from)
+					bustest.CheckDense(t, got, c.from)
 					for _, ev := range got {
-						if n := payloadInt(t, &ev); uint64(n) != ev.Seq-1 {
+						if n := bustest.PayloadInt(t, &ev); uint64(n) != ev.Seq-1 {
 							t.Fatalf("seq %d carries event %d", ev.Seq, n)
 						}
 					}
@@ -633,17 +468,17 @@ func TestSubscribeFromSeqThenLive(t *testing.T) {
 
 // A FromSeq beyond the last stored event starts there once it is published.
 func TestSubscribeFromFutureSeq(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
-		publishN(t, b, "kairo.future", 5)
-		c := newCollector()
-		subscribe(t, b, ">", SubscribeOptions{FromSeq: 8}, c.handle)
-		publishN(t, b, "kairo.future", 5)
-		got := c.wait(t, 3)
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
+		bustest.PublishN(t, b, "kairo.future", 5)
+		c := bustest.NewCollector()
+		bustest.Subscribe(t, b, ">", bus.SubscribeOptions{FromSeq: 8}, c.Handle)
+		bustest.PublishN(t, b, "kairo.future", 5)
+		got := c.Wait(t, 3)
 		if len(got) != 3 {
 			t.Fatalf("got %d events, want 3", len(got))
 		}
-		checkDense(t, got, 8)
+		bustest.CheckDense(t, got, 8)
 	})
 }
 
@@ -664,25 +499,25 @@ func TestSubscribePattern(t *testing.T) {
 	// Each subject is published rounds times; half before the
 	// subscriptions from seq 1 start (read from the store), half after.
 	const rounds = 10
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
 		publish := func() {
 			for _, s := range subjects {
-				mustPublish(t, b, &abi.Event{Type: s})
+				bustest.MustPublish(t, b, &abi.Event{Type: s})
 			}
 		}
-		live := map[string]*collector{}
+		live := map[string]*bustest.Collector{}
 		for p := range want {
-			live[p] = newCollector()
-			subscribe(t, b, p, SubscribeOptions{}, live[p].handle)
+			live[p] = bustest.NewCollector()
+			bustest.Subscribe(t, b, p, bus.SubscribeOptions{}, live[p].Handle)
 		}
 		for range rounds / 2 {
 			publish()
 		}
-		replayed := map[string]*collector{}
+		replayed := map[string]*bustest.Collector{}
 		for p := range want {
-			replayed[p] = newCollector()
-			subscribe(t, b, p, SubscribeOptions{FromSeq: 1}, replayed[p].handle)
+			replayed[p] = bustest.NewCollector()
+			bustest.Subscribe(t, b, p, bus.SubscribeOptions{FromSeq: 1}, replayed[p].Handle)
 		}
 		for range rounds / 2 {
 			publish()
@@ -707,13 +542,13 @@ func TestSubscribePattern(t *testing.T) {
 					t.Errorf("%s %q got %v, want %v", how, p, types, wantTypes)
 				}
 			}
-			check("live", live[p].wait(t, len(wantTypes)))
-			check("from seq 1", replayed[p].wait(t, len(wantTypes)))
-			check("replay", replayAll(t, b, Query{Pattern: MustCompilePattern(p)}))
+			check("live", live[p].Wait(t, len(wantTypes)))
+			check("from seq 1", replayed[p].Wait(t, len(wantTypes)))
+			check("replay", bustest.ReplayAll(t, b, bus.Query{Pattern: abi.MustCompilePattern(p)}))
 		}
 		// Wait for one more event everywhere, then check nothing extra came.
-		mustPublish(t, b, &abi.Event{Type: "other.thing"})
-		n := len(live["*.thing"].wait(t, rounds+1))
+		bustest.MustPublish(t, b, &abi.Event{Type: "other.thing"})
+		n := len(live["*.thing"].Wait(t, rounds+1))
 		if n != rounds+1 {
 			t.Errorf("*.thing got %d events, want %d", n, rounds+1)
 		}
@@ -724,31 +559,31 @@ func TestSubscribePattern(t *testing.T) {
 // subscribers, and once released gets every event exactly once, in order,
 // from the store.
 func TestSlowSubscriber(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{SubscriberBuffer: 16})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{SubscriberBuffer: 16})
 		entered := make(chan struct{})
 		release := make(chan struct{})
-		slow := newCollector()
+		slow := bustest.NewCollector()
 		var once sync.Once
-		subscribe(t, b, "kairo.>", SubscribeOptions{}, func(evs []abi.Event) error {
+		bustest.Subscribe(t, b, "kairo.>", bus.SubscribeOptions{}, func(evs []abi.Event) error {
 			once.Do(func() {
 				close(entered)
 				<-release
 			})
-			return slow.handle(evs)
+			return slow.Handle(evs)
 		})
-		fast := newCollector()
-		subscribe(t, b, "kairo.>", SubscribeOptions{}, fast.handle)
+		fast := bustest.NewCollector()
+		bustest.Subscribe(t, b, "kairo.>", bus.SubscribeOptions{}, fast.Handle)
 
-		mustPublish(t, b, &abi.Event{Type: "kairo.slow.first"})
-		waitDone(t, "first delivery", entered)
+		bustest.MustPublish(t, b, &abi.Event{Type: "kairo.slow.first"})
+		bustest.WaitDone(t, "first delivery", entered)
 
 		const n = 1000
 		published := make(chan struct{})
 		go func() {
 			defer close(published)
 			for i := range n {
-				if _, err := b.Publish(context.Background(), &abi.Event{Type: "kairo.slow.event", Data: payload(t, i)}); err != nil {
+				if _, err := b.Publish(context.Background(), &abi.Event{Type: "kairo.slow.event", Data: bustest.Payload(t, i)}); err != nil {
 					t.Errorf("Publish: %v", err)
 					return
 				}
@@ -756,41 +591,41 @@ func TestSlowSubscriber(t *testing.T) {
 		}()
 		// Publishing completes, and the fast subscriber gets everything,
 		// while the slow handler is still stuck.
-		waitDone(t, "publishing while a handler is stuck", published)
-		checkDense(t, fast.wait(t, n+1), 1)
-		if got := len(slow.events()); got != 0 {
+		bustest.WaitDone(t, "publishing while a handler is stuck", published)
+		bustest.CheckDense(t, fast.Wait(t, n+1), 1)
+		if got := len(slow.Events()); got != 0 {
 			t.Fatalf("stuck handler returned %d events", got)
 		}
 		// The fast subscriber shares the small buffer and may still be
 		// finishing a catch-up of its own.
-		eventually(t, "only the stuck subscriber is lagging", func() bool { return b.Stats().Lagging == 1 })
+		bustest.Eventually(t, "only the stuck subscriber is lagging", func() bool { return b.Stats().Lagging == 1 })
 
 		close(release)
-		got := slow.wait(t, n+1)
+		got := slow.Wait(t, n+1)
 		if len(got) != n+1 {
 			t.Fatalf("slow subscriber got %d events, want %d", len(got), n+1)
 		}
-		checkDense(t, got, 1)
+		bustest.CheckDense(t, got, 1)
 		st := b.Stats()
 		if st.CatchUps == 0 {
 			t.Errorf("Stats.CatchUps = 0, want the slow subscriber to have read the store")
 		}
 		// It rejoins the live stream.
-		mustPublish(t, b, &abi.Event{Type: "kairo.slow.after"})
-		if got := slow.wait(t, n+2); len(got) != n+2 || got[n+1].Type != "kairo.slow.after" {
+		bustest.MustPublish(t, b, &abi.Event{Type: "kairo.slow.after"})
+		if got := slow.Wait(t, n+2); len(got) != n+2 || got[n+1].Type != "kairo.slow.after" {
 			t.Errorf("after catching up: got %d events, want %d ending with kairo.slow.after", len(got), n+2)
 		}
-		eventually(t, "the slow subscriber is no longer lagging", func() bool { return b.Stats().Lagging == 0 })
+		bustest.Eventually(t, "the slow subscriber is no longer lagging", func() bool { return b.Stats().Lagging == 0 })
 	})
 }
 
 func TestConcurrentPublishers(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
 		const publishers, each = 8, 500
-		subs := []*collector{newCollector(), newCollector()}
-		subscribe(t, b, "kairo.>", SubscribeOptions{}, subs[0].handle)
-		subscribe(t, b, ">", SubscribeOptions{}, subs[1].handle)
+		subs := []*bustest.Collector{bustest.NewCollector(), bustest.NewCollector()}
+		bustest.Subscribe(t, b, "kairo.>", bus.SubscribeOptions{}, subs[0].Handle)
+		bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, subs[1].Handle)
 
 		var wg sync.WaitGroup
 		for p := range publishers {
@@ -798,7 +633,7 @@ func TestConcurrentPublishers(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for k := range each {
-					ev := &abi.Event{Type: fmt.Sprintf("kairo.pub.p%d", p), Data: payload(t, k)}
+					ev := &abi.Event{Type: fmt.Sprintf("kairo.pub.p%d", p), Data: bustest.Payload(t, k)}
 					if _, err := b.Publish(context.Background(), ev); err != nil {
 						t.Errorf("publisher %d: %v", p, err)
 						return
@@ -809,15 +644,15 @@ func TestConcurrentPublishers(t *testing.T) {
 		wg.Wait()
 		const total = publishers * each
 		for i, c := range subs {
-			got := c.wait(t, total)
+			got := c.Wait(t, total)
 			if len(got) != total {
 				t.Fatalf("subscriber %d got %d events, want %d", i, len(got), total)
 			}
-			checkDense(t, got, 1)
+			bustest.CheckDense(t, got, 1)
 			// Each publisher's events arrive in the order it published them.
 			next := map[string]int{}
 			for _, ev := range got {
-				if k := payloadInt(t, &ev); k != next[ev.Type] {
+				if k := bustest.PayloadInt(t, &ev); k != next[ev.Type] {
 					t.Fatalf("subscriber %d: %s event %d arrived when %d was due", i, ev.Type, k, next[ev.Type])
 				}
 				next[ev.Type]++
@@ -830,20 +665,20 @@ func TestConcurrentPublishers(t *testing.T) {
 			t.Errorf("Stats.Published = %d, want %d", st.Published, total)
 		}
 		// Delivered is counted just after each handler call returns.
-		eventually(t, fmt.Sprintf("Stats.Delivered reaches %d", 2*total), func() bool { return b.Stats().Delivered == 2*total })
+		bustest.Eventually(t, fmt.Sprintf("Stats.Delivered reaches %d", 2*total), func() bool { return b.Stats().Delivered == 2*total })
 	})
 }
 
 // Acks queued before Close complete; afterwards every call says the bus is
 // closed.
 func TestCloseCompletesQueuedAcks(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
 		store := open(t)
-		b := New(store, Options{})
+		b := bus.New(store, bus.Options{})
 		const n = 2000
-		acks := make([]*Ack, n)
+		acks := make([]*bus.Ack, n)
 		for i := range n {
-			a, err := b.PublishAsync(&abi.Event{Type: "kairo.close.queued", Data: payload(t, i)})
+			a, err := b.PublishAsync(&abi.Event{Type: "kairo.close.queued", Data: bustest.Payload(t, i)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -864,23 +699,23 @@ func TestCloseCompletesQueuedAcks(t *testing.T) {
 			}
 		}
 
-		if _, err := b.PublishAsync(&abi.Event{Type: "kairo.close.after"}); !errors.Is(err, ErrClosed) {
+		if _, err := b.PublishAsync(&abi.Event{Type: "kairo.close.after"}); !errors.Is(err, bus.ErrClosed) {
 			t.Errorf("PublishAsync after Close = %v, want ErrClosed", err)
 		}
-		if _, err := b.Publish(context.Background(), &abi.Event{Type: "kairo.close.after"}); !errors.Is(err, ErrClosed) {
+		if _, err := b.Publish(context.Background(), &abi.Event{Type: "kairo.close.after"}); !errors.Is(err, bus.ErrClosed) {
 			t.Errorf("Publish after Close = %v, want ErrClosed", err)
 		}
-		if err := b.Replay(context.Background(), Query{}, func(*abi.Event) error { return nil }); !errors.Is(err, ErrClosed) {
+		if err := b.Replay(context.Background(), bus.Query{}, func(*abi.Event) error { return nil }); !errors.Is(err, bus.ErrClosed) {
 			t.Errorf("Replay after Close = %v, want ErrClosed", err)
 		}
-		if _, err := b.Subscribe(context.Background(), ">", SubscribeOptions{}, newCollector().handle); !errors.Is(err, ErrClosed) {
+		if _, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{}, bustest.NewCollector().Handle); !errors.Is(err, bus.ErrClosed) {
 			t.Errorf("Subscribe after Close = %v, want ErrClosed", err)
 		}
 		if err := b.Close(); err != nil {
 			t.Errorf("second Close = %v, want nil", err)
 		}
-		if s, ok := store.(*SQLiteStore); ok {
-			re := openSQLite(t, s.path)
+		if s, ok := store.(*sqlite.Store); ok {
+			re := openSQLite(t, strings.TrimPrefix(s.Describe(), "sqlite:"))
 			defer re.Close()
 			if got := re.LastSeq(); got != n {
 				t.Errorf("reopened store has LastSeq %d, want %d", got, n)
@@ -892,10 +727,10 @@ func TestCloseCompletesQueuedAcks(t *testing.T) {
 // Publishers racing with Close: every publish either fails with ErrClosed
 // or is acknowledged; none waits forever.
 func TestCloseRacingPublishers(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := New(open(t), Options{MaxPending: 64})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bus.New(open(t), bus.Options{MaxPending: 64})
 		const publishers = 8
-		acks := make([][]*Ack, publishers)
+		acks := make([][]*bus.Ack, publishers)
 		started := make(chan struct{}, publishers)
 		var wg sync.WaitGroup
 		for p := range publishers {
@@ -905,7 +740,7 @@ func TestCloseRacingPublishers(t *testing.T) {
 				for i := 0; ; i++ {
 					a, err := b.PublishAsync(&abi.Event{Type: "kairo.close.race"})
 					if err != nil {
-						if !errors.Is(err, ErrClosed) {
+						if !errors.Is(err, bus.ErrClosed) {
 							t.Errorf("PublishAsync: %v", err)
 						}
 						return
@@ -929,7 +764,7 @@ func TestCloseRacingPublishers(t *testing.T) {
 			for i, a := range acks[p] {
 				select {
 				case <-a.Done():
-				case <-time.After(waitLimit):
+				case <-time.After(bustest.WaitLimit):
 					t.Fatalf("publisher %d ack %d never completed", p, i)
 				}
 				res, err := a.Wait(context.Background())
@@ -949,12 +784,12 @@ func TestCloseRacingPublishers(t *testing.T) {
 }
 
 func TestSubscriptionEnds(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := newBus(t, open, Options{})
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bustest.NewBus(t, open, bus.Options{})
 
 		t.Run("Close", func(t *testing.T) {
 			calls := 0
-			sub := subscribe(t, b, ">", SubscribeOptions{}, func([]abi.Event) error { calls++; return nil })
+			sub := bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, func([]abi.Event) error { calls++; return nil })
 			if st := b.Stats(); st.Subscriptions != 1 {
 				t.Fatalf("Stats.Subscriptions = %d, want 1", st.Subscriptions)
 			}
@@ -970,7 +805,7 @@ func TestSubscriptionEnds(t *testing.T) {
 			if st := b.Stats(); st.Subscriptions != 0 {
 				t.Errorf("Stats.Subscriptions = %d after Close, want 0", st.Subscriptions)
 			}
-			publishN(t, b, "kairo.ends.close", 3)
+			bustest.PublishN(t, b, "kairo.ends.close", 3)
 			if calls != 0 {
 				t.Errorf("closed subscription's handler ran %d times", calls)
 			}
@@ -979,12 +814,12 @@ func TestSubscriptionEnds(t *testing.T) {
 
 		t.Run("context", func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
-			sub, err := b.Subscribe(ctx, ">", SubscribeOptions{}, newCollector().handle)
+			sub, err := b.Subscribe(ctx, ">", bus.SubscribeOptions{}, bustest.NewCollector().Handle)
 			if err != nil {
 				t.Fatal(err)
 			}
 			cancel()
-			waitDone(t, "subscription after its context ended", sub.Done())
+			bustest.WaitDone(t, "subscription after its context ended", sub.Done())
 			if err := sub.Err(); err != nil {
 				t.Errorf("Err after the context ended = %v, want nil", err)
 			}
@@ -993,16 +828,16 @@ func TestSubscriptionEnds(t *testing.T) {
 		t.Run("handler error", func(t *testing.T) {
 			boom := errors.New("boom")
 			calls := 0
-			sub, err := b.Subscribe(context.Background(), ">", SubscribeOptions{}, func([]abi.Event) error { calls++; return boom })
+			sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{}, func([]abi.Event) error { calls++; return boom })
 			if err != nil {
 				t.Fatal(err)
 			}
-			publishN(t, b, "kairo.ends.err", 2)
-			waitDone(t, "subscription whose handler failed", sub.Done())
+			bustest.PublishN(t, b, "kairo.ends.err", 2)
+			bustest.WaitDone(t, "subscription whose handler failed", sub.Done())
 			if err := sub.Err(); !errors.Is(err, boom) {
 				t.Errorf("Err = %v, want the handler's error", err)
 			}
-			publishN(t, b, "kairo.ends.err", 2)
+			bustest.PublishN(t, b, "kairo.ends.err", 2)
 			if calls != 1 {
 				t.Errorf("failed handler called %d times, want 1", calls)
 			}
@@ -1010,37 +845,37 @@ func TestSubscriptionEnds(t *testing.T) {
 
 		// Closing a subscription while it reads the store must not hang.
 		t.Run("while catching up", func(t *testing.T) {
-			publishN(t, b, "kairo.ends.backlog", 3000)
+			bustest.PublishN(t, b, "kairo.ends.backlog", 3000)
 			entered, release := make(chan struct{}), make(chan struct{})
 			var once sync.Once
-			sub, err := b.Subscribe(context.Background(), ">", SubscribeOptions{FromSeq: 1}, func([]abi.Event) error {
+			sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{FromSeq: 1}, func([]abi.Event) error {
 				once.Do(func() { close(entered); <-release })
 				return nil
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitDone(t, "first catch-up delivery", entered)
+			bustest.WaitDone(t, "first catch-up delivery", entered)
 			closed := make(chan struct{})
 			go func() { sub.Close(); close(closed) }()
-			waitDone(t, "context cancel", sub.ctx.Done())
+			bustest.WaitDone(t, "context cancel", sub.Ctx().Done())
 			close(release)
-			waitDone(t, "Close of a subscription catching up", closed)
+			bustest.WaitDone(t, "Close of a subscription catching up", closed)
 		})
 	})
 }
 
 // Closing the bus ends its subscriptions.
 func TestBusCloseEndsSubscriptions(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) Store) {
-		b := New(open(t), Options{})
-		c := newCollector()
-		sub, err := b.Subscribe(context.Background(), ">", SubscribeOptions{}, c.handle)
+	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+		b := bus.New(open(t), bus.Options{})
+		c := bustest.NewCollector()
+		sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{}, c.Handle)
 		if err != nil {
 			t.Fatal(err)
 		}
-		publishN(t, b, "kairo.busclose", 3)
-		c.wait(t, 3)
+		bustest.PublishN(t, b, "kairo.busclose", 3)
+		c.Wait(t, 3)
 		if err := b.Close(); err != nil {
 			t.Fatal(err)
 		}

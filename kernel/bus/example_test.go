@@ -11,8 +11,8 @@ import (
 
 // Publish is acknowledged once the event is stored; a subscriber gets what
 // matches its pattern, live or from a sequence number; Replay reads the
-// store. The memory store stands in for SQLite (bus.OpenSQLite), which
-// keeps the log across restarts.
+// store. The memory store stands in for SQLite (sqlite.Open, in
+// kernel/bus/sqlite), which keeps the log across restarts.
 func Example() {
 	ctx := context.Background()
 	b := bus.New(bus.NewMemoryStore(0), bus.Options{})

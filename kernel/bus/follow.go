@@ -4,10 +4,12 @@ import (
 	"context"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 )
 
 // Follower is implemented by stores that several writers share (the
-// JetStreamStore, when the buses of several hosts append to one stream).
+// JetStream store of kernel/bus/jetstream, when the buses of several hosts
+// append to one stream).
 // Follow watches for the events the others append, makes them part of the
 // store (LastSeq counts them, Scan reads them) and calls notify with the
 // store's new LastSeq. notify runs on a goroutine of Follow's, one call at
@@ -17,11 +19,6 @@ import (
 type Follower interface {
 	Follow(ctx context.Context, notify func(lastSeq uint64))
 }
-
-// maxFollowRead bounds the events of other writers the bus reads once, under
-// its lock, for all its live subscribers. Past it, or when the read fails,
-// each subscriber reads them from the store itself, as after an overflow.
-var maxFollowRead uint64 = 4096
 
 // followState is the bus's following of the other writers of its store.
 type followState struct {
@@ -82,7 +79,7 @@ func (b *Bus) deliverFollowed() {
 	// The store's LastSeq, not the notified one: under b.mu no append of
 	// this bus is under way, so everything up to it is stored for good.
 	from, to := b.delivered+1, b.store.LastSeq()
-	if to < from || len(b.subs) == 0 || to-from >= maxFollowRead {
+	if to < from || len(b.subs) == 0 || to-from >= hook.MaxFollowRead {
 		if to >= from {
 			b.deliverStoredLocked(to)
 		}
@@ -115,7 +112,7 @@ func (b *Bus) deliverStoredLocked(to uint64) {
 		// Whoever subscribes later starts after to, or reads the store.
 		b.followed.Add(to - from + 1)
 		b.delivered = to
-	case to-from >= maxFollowRead:
+	case to-from >= hook.MaxFollowRead:
 		b.lagLocked(to)
 	default:
 		evs, err := b.readStored(from, to)

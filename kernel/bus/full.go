@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 )
 
 // SubjectStoreWritable is published once the store takes events again
@@ -21,6 +23,14 @@ type StoreWritable struct {
 	Store     string    `msgpack:"store"`
 	FullSince time.Time `msgpack:"fullSince"`
 	Refused   uint64    `msgpack:"refused"` // events refused while it was full
+}
+
+// IsDiskFull reports whether err is the file system's "no space left"
+// (ENOSPC, or EDQUOT for a quota). A driver makes its own kind of full
+// (SQLite's SQLITE_FULL, a stream at its max_bytes) match syscall.ENOSPC,
+// so that the bus degrades the same way for every store.
+func IsDiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // DiskFullError is what a publish gets while the disk of the store is full.
@@ -50,10 +60,6 @@ type fullState struct {
 	done    chan struct{} // of the latest probe; nil before the first
 }
 
-// probeInterval spaces the attempts to publish SubjectStoreWritable while
-// the disk is full.
-var probeInterval = time.Second
-
 // noteFull records a refusal for want of space and starts the probe that
 // reports the store writable again. The caller holds b.mu.
 func (b *Bus) noteFull(evs []*abi.Event, err error) error {
@@ -81,7 +87,7 @@ func (b *Bus) noteFull(evs []*abi.Event, err error) error {
 func (b *Bus) probe(done chan<- struct{}) {
 	f := &b.full
 	defer close(done)
-	t := time.NewTicker(probeInterval)
+	t := time.NewTicker(hook.ProbeInterval)
 	defer t.Stop()
 	for {
 		select {

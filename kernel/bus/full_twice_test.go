@@ -1,4 +1,4 @@
-package bus
+package bus_test
 
 import (
 	"context"
@@ -7,13 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
+
 	"github.com/kairo-os/kairo/abi"
 )
 
 // fillable is a store whose disk can be made full: its appends fail with
 // ENOSPC, as a real full disk's do (TestStoreFullDisk fills a real one).
 type fillable struct {
-	Store
+	bus.Store
 	full atomic.Bool
 }
 
@@ -29,10 +32,10 @@ func (f *fillable) Append(evs []*abi.Event, envs [][]byte, dup []bool) error {
 // closed the first probe's channel again, a panic), and Close after the
 // second is clean.
 func TestStoreFullTwice(t *testing.T) {
-	defer func(d time.Duration) { probeInterval = d }(probeInterval)
-	probeInterval = 10 * time.Millisecond
-	st := &fillable{Store: NewMemoryStore(0)}
-	b := New(st, Options{})
+	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
+	hook.ProbeInterval = 10 * time.Millisecond
+	st := &fillable{Store: bus.NewMemoryStore(0)}
+	b := bus.New(st, bus.Options{})
 	defer b.Close()
 	ctx := context.Background()
 	for episode := 1; episode <= 2; episode++ {
@@ -40,15 +43,15 @@ func TestStoreFullTwice(t *testing.T) {
 			t.Fatalf("episode %d: a publish before the disk filled: %v", episode, err)
 		}
 		st.full.Store(true)
-		if _, err := b.Publish(ctx, &abi.Event{Type: "test.refused"}); !IsDiskFull(err) {
+		if _, err := b.Publish(ctx, &abi.Event{Type: "test.refused"}); !bus.IsDiskFull(err) {
 			t.Fatalf("episode %d: a publish on the full disk: %v; want a full-disk error", episode, err)
 		}
 		st.full.Store(false)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			n := 0
-			b.Replay(ctx, Query{}, func(ev *abi.Event) error {
-				if ev.Type == SubjectStoreWritable {
+			b.Replay(ctx, bus.Query{}, func(ev *abi.Event) error {
+				if ev.Type == bus.SubjectStoreWritable {
 					n++
 				}
 				return nil

@@ -1,7 +1,10 @@
-package bus
+package bus_test
 
 import (
 	"testing"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -16,11 +19,11 @@ func TestPublisherCannotNameAnotherHost(t *testing.T) {
 		{"a", "a", "a"}, // the control
 		{"", "b", ""},   // a store of one host names none
 	} {
-		b := New(NewMemoryStore(16), Options{Host: c.bus})
+		b := bus.New(bus.NewMemoryStore(16), bus.Options{Host: c.bus})
 		ev := &abi.Event{Type: "test.host", Host: c.claimed}
-		res := mustPublish(t, b, ev)
+		res := bustest.MustPublish(t, b, ev)
 		var stored abi.Event
-		if err := b.Replay(testCtx(t), Query{FromSeq: res.Seq, ToSeq: res.Seq}, func(e *abi.Event) error { stored = *e; return nil }); err != nil {
+		if err := b.Replay(bustest.Ctx(t), bus.Query{FromSeq: res.Seq, ToSeq: res.Seq}, func(e *abi.Event) error { stored = *e; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if stored.Host != c.stored {

@@ -11,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 )
 
 // Facts kept through an outage.
@@ -69,9 +70,6 @@ type keptState struct {
 	host    string
 }
 
-// maxKept is MaxKept, smaller in tests.
-var maxKept = MaxKept
-
 // PublishKept publishes ev, a fact the kernel observed, as Publish does,
 // but keeps it when the store is away or full instead of losing it: the
 // error then matches ErrKept (and IsUnreachable or IsDiskFull), and the
@@ -116,8 +114,8 @@ func (bt *batch) keptErr(i int) error {
 }
 
 // keepLocked keeps the events of a failed append that keep marks, if the
-// store was away or full, in order and up to maxKept; keep is left true
-// for those kept only. The caller holds b.mu.
+// store was away or full, in order and up to MaxKept (fewer in tests);
+// keep is left true for those kept only. The caller holds b.mu.
 func (b *Bus) keepLocked(evs []*abi.Event, keep []bool, err error) {
 	outage := IsUnreachable(err) || IsDiskFull(err)
 	k := &b.kept
@@ -129,7 +127,7 @@ func (b *Bus) keepLocked(evs []*abi.Event, keep []bool, err error) {
 		case !keep[i]:
 		case !outage:
 			keep[i] = false
-		case len(k.q) >= maxKept:
+		case len(k.q) >= hook.MaxKept:
 			keep[i] = false
 			if k.dropped == 0 {
 				k.since = time.Now()

@@ -73,7 +73,10 @@ func utoa(u uint64) string {
 	}
 }
 
-func (q *Query) matchMeta(ev *abi.Event) bool {
+// MatchMeta reports whether ev is within q's times and pattern: what a
+// store checks of each event after it has narrowed its read to q's
+// sequence range.
+func (q *Query) MatchMeta(ev *abi.Event) bool {
 	if !q.Since.IsZero() && ev.Time.Before(q.Since) {
 		return false
 	}
@@ -83,16 +86,24 @@ func (q *Query) matchMeta(ev *abi.Event) bool {
 	return q.Pattern == nil || q.Pattern.Match(ev.Type)
 }
 
-// handOut gives a store's Scan callback its events and counts them against
-// q.Limit. It returns ErrStop once the limit is reached or fn asks to stop;
-// Scan then ends without error.
-type handOut struct {
+// Handout gives a store's Scan callback its events and counts them
+// against the query's Limit, so that every store stops where the others
+// do.
+type Handout struct {
 	fn    func(*abi.Event) error
 	limit int
 	sent  int
 }
 
-func (h *handOut) hand(evs []abi.Event) error {
+// NewHandout returns the Handout of a Scan of q that calls fn.
+func NewHandout(q Query, fn func(*abi.Event) error) *Handout {
+	return &Handout{fn: fn, limit: q.Limit}
+}
+
+// Hand calls the Scan callback with each of evs. It returns ErrStop once
+// the limit is reached or the callback asks to stop (Scan then ends
+// without error), or the callback's error.
+func (h *Handout) Hand(evs []abi.Event) error {
 	for i := range evs {
 		if err := h.fn(&evs[i]); err != nil {
 			return err

@@ -131,7 +131,7 @@ func (m *MemoryStore) forget(ev *abi.Event) {
 func (m *MemoryStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) error) error {
 	const page = 1024
 	next := max(q.FromSeq, 1)
-	out := handOut{fn: fn, limit: q.Limit}
+	out := NewHandout(q, fn)
 	buf := make([]abi.Event, 0, page)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -151,12 +151,12 @@ func (m *MemoryStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 		n := uint64(len(m.ring))
 		for ; next <= hi && len(buf) < page; next++ {
 			ev := &m.ring[next%n]
-			if q.matchMeta(ev) {
+			if q.MatchMeta(ev) {
 				buf = append(buf, *ev)
 			}
 		}
 		m.mu.RUnlock()
-		if err := out.hand(buf); err != nil {
+		if err := out.Hand(buf); err != nil {
 			if err == ErrStop {
 				return nil
 			}

@@ -1,15 +1,12 @@
 package bus
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
@@ -64,29 +61,17 @@ func (e *StoreUnreachableError) Error() string {
 // Unwrap is the store's own error: one IsUnreachable recognises.
 func (e *StoreUnreachableError) Unwrap() error { return e.Err }
 
-// IsUnreachable reports whether err says the store could not be reached:
-// no connection to a NATS server, no answer from the stream within the
-// store's timeout, or a cluster without a leader for it. Such an append
-// may be retried with the same IDs once the store is back.
-func IsUnreachable(err error) bool {
-	for _, target := range []error{
-		nats.ErrConnectionClosed, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
-		nats.ErrReconnectBufExceeded, nats.ErrNoServers, nats.ErrTimeout, nats.ErrNoResponders,
-		nats.ErrStaleConnection,
-		jetstream.ErrNoStreamResponse, jetstream.ErrAsyncPublishTimeout, jetstream.ErrTooManyStalledMsgs,
-		context.DeadlineExceeded,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	var api *jetstream.APIError
-	return errors.As(err, &api) && api.ErrorCode == jsClusterNotAvailable
-}
+// ErrUnreachable is matched (errors.Is) by the errors of a store that
+// could not be reached: a driver whose store lives across a network wraps
+// such errors so that the bus, which knows no network, can tell an outage
+// from a refusal. The bus refuses publishes at once while it lasts and
+// records it once the store is back (StoreUnreachable, StoreReachable).
+var ErrUnreachable = errors.New("the event store cannot be reached")
 
-// jsClusterNotAvailable is the server's "JetStream system temporarily
-// unavailable": the cluster has no quorum for the request.
-const jsClusterNotAvailable = 10008
+// IsUnreachable reports whether err says the store could not be reached
+// (it matches ErrUnreachable). Such an append may be retried with the same
+// IDs once the store is back.
+func IsUnreachable(err error) bool { return errors.Is(err, ErrUnreachable) }
 
 // unreachableState is the bus's view of a store it cannot reach. Its mu
 // is taken under b.mu, never the other way round.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/kernel/bus/jetstream"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -58,7 +60,7 @@ func TestExitRecordedAfterOutage(t *testing.T) {
 	n := &natsNode{t: t, opts: server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}}
 	n.start()
 	t.Cleanup(n.stop)
-	store, err := bus.OpenJetStream(bus.JetStreamOptions{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "OUTAGE", Timeout: time.Second})
+	store, err := jetstream.Open(jetstream.Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "OUTAGE", Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,760 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
+
+	"github.com/kairo-os/kairo/abi"
+	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
+)
+
+// Options configures a Store. The zero value is useful.
+type Options struct {
+	// Synchronous is the SQLite synchronous level: "normal" (default) or
+	// "full". In WAL mode "normal" survives any crash of the process — an
+	// acknowledged event is in the WAL, which the next open replays — but a
+	// power loss may drop the last commits; "full" adds an fsync per commit.
+	Synchronous string
+	// WALMax bounds the write-ahead log file, in bytes: checkpoints keep it
+	// under this at any publish rate, unless one commit alone is nearly as
+	// large (7/8 of it) or a reader holds an old snapshot open for long
+	// (see wal.go). Default DefaultWALMax (64 MiB); at least 1 MiB.
+	WALMax int64
+	// Logger gets the store's warnings (a WAL that a reader keeps from
+	// being emptied). Nil discards them.
+	Logger *slog.Logger
+}
+
+// Store keeps events in one SQLite file in WAL mode. The table is
+// plain enough to inspect with the sqlite3 CLI:
+//
+//	sqlite3 .kairo/events.db "select seq, type, datetime(time/1e9, 'unixepoch') from events"
+type Store struct {
+	path string
+	wdb  *sql.DB // the writer's one connection, held in w
+	rdb  *sql.DB // readers, concurrent with the writer thanks to WAL
+	cdb  *sql.DB // the checkpointer's connection
+	last atomic.Uint64
+
+	mu sync.Mutex // serialises appends on w
+	w  *sql.Conn
+	// Statements prepared on w's driver connection, used only inside
+	// w.Raw: the append path talks to the driver directly, skipping
+	// database/sql's per-call conversions and locks.
+	multi, one, byID, del, span driver.Stmt
+
+	kick   chan struct{}
+	stop   chan struct{}
+	ckDone chan struct{}
+	wal    walState  // the checkpointer's (wal.go)
+	spans  spanState // the events not yet in batches; guarded by mu
+
+	// What PATH.state says (store_state.go); stateOpen once it says the
+	// store is open, which it does before the first event is stored.
+	state     storeState
+	stateOpen bool
+	// full is set while the disk is full: appends are refused until it
+	// has room for the reserve again (store_reserve.go).
+	full atomic.Bool
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS events (
+	seq  INTEGER PRIMARY KEY,
+	id   ANY NOT NULL UNIQUE,  -- 16-byte blob for canonical UUIDs, text otherwise
+	type TEXT NOT NULL,
+	time INTEGER NOT NULL,     -- unix nanoseconds
+	env  BLOB NOT NULL         -- the whole envelope but seq, MsgPack (abi.Event)
+);
+-- One row per append: the seq and time span of the events it stored. It
+-- answers replay by time in place of an index on events(time), which would
+-- cost every insert another B-tree update.
+CREATE TABLE IF NOT EXISTS batches (
+	first_seq INTEGER PRIMARY KEY,
+	last_seq  INTEGER NOT NULL,
+	min_time  INTEGER NOT NULL,
+	max_time  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS batches_max_time ON batches(max_time);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value ANY);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', 1);
+`
+
+// rowsPerInsert is how many rows one INSERT statement carries: multi-row
+// statements halve the per-row cost of binding and stepping. Its value is
+// in kernel/bus/internal/hook, for the store tests of kernel/bus.
+const rowsPerInsert = hook.SQLiteRowsPerInsert
+
+// openSQLiteFile opens (creating if needed) the event store at path.
+func openSQLiteFile(path string, opts Options) (*Store, error) {
+	syncMode := strings.ToUpper(opts.Synchronous)
+	switch syncMode {
+	case "":
+		syncMode = "NORMAL"
+	case "NORMAL", "FULL":
+	default:
+		return nil, fmt.Errorf("sqlite store: synchronous %q: want \"normal\" or \"full\"", opts.Synchronous)
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + syncMode + ")"
+	s := &Store{path: path, kick: make(chan struct{}, 1), stop: make(chan struct{}), ckDone: make(chan struct{})}
+	if err := s.wal.init(path, opts); err != nil {
+		return nil, err
+	}
+	fail := func(what string, err error) (*Store, error) {
+		s.closeDBs()
+		return nil, fmt.Errorf("open event store %s: %s: %w", path, what, err)
+	}
+	// What the home says the file should hold, checked before SQLite
+	// opens it (and creates what is missing).
+	st, err := readState(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBeforeOpen(path, st); err != nil {
+		return nil, err
+	}
+	_, err = os.Lstat(path + "-wal")
+	walMissing := errors.Is(err, os.ErrNotExist)
+	// Create the file private before SQLite does (with the umask); SQLite
+	// gives the -wal and -shm files the database file's mode.
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open event store: %w", err)
+	}
+	f.Close()
+	// The writer does not checkpoint on commit: the checkpointer goroutine
+	// does it on its own connection, off the append path.
+	if s.wdb, err = sql.Open("sqlite", dsn+"&_pragma=cache_size(-16384)&_pragma=wal_autocheckpoint(0)"+s.wal.writerPragmas()); err != nil {
+		return fail("open", err)
+	}
+	s.wdb.SetMaxOpenConns(1)
+	if _, err := s.wdb.Exec(schema); err != nil {
+		s.closeDBs()
+		return nil, describeOpenError(path, "create schema (is it a Kairo event store?)", err)
+	}
+	if s.rdb, err = sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=mmap_size(1073741824)&_pragma=cache_size(-16384)"); err != nil {
+		return fail("open readers", err)
+	}
+	s.rdb.SetMaxOpenConns(4)
+	if s.cdb, err = sql.Open("sqlite", dsn); err != nil {
+		return fail("open checkpointer", err)
+	}
+	s.cdb.SetMaxOpenConns(1)
+	id, last, err := s.verify(st, walMissing)
+	if err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	if id == "" {
+		id = newStoreID()
+	}
+	// A store made before the state existed gets its identity now; on a
+	// full disk it gets it at a later open.
+	s.wdb.Exec(`INSERT OR IGNORE INTO meta(key, value) VALUES ('store', ?)`, id)
+	s.state = storeState{Store: id}
+	if st != nil {
+		s.state.Reserved = st.Reserved
+	}
+	s.last.Store(last)
+	if s.w, err = s.wdb.Conn(context.Background()); err != nil {
+		return fail("writer connection", err)
+	}
+	multi := `INSERT INTO events(seq, id, type, time, env) VALUES ` +
+		strings.TrimSuffix(strings.Repeat("(?,?,?,?,?),", rowsPerInsert), ",") + ` ON CONFLICT(id) DO NOTHING`
+	err = s.w.Raw(func(dc any) error {
+		pc, ok := dc.(driver.ConnPrepareContext)
+		if !ok {
+			return fmt.Errorf("sqlite driver %T cannot prepare", dc)
+		}
+		for _, p := range []struct {
+			st *driver.Stmt
+			q  string
+		}{
+			{&s.multi, multi},
+			{&s.one, `INSERT INTO events(seq, id, type, time, env) VALUES (?,?,?,?,?) ON CONFLICT(id) DO NOTHING`},
+			{&s.byID, `SELECT seq FROM events WHERE id = ?`},
+			{&s.del, `DELETE FROM events WHERE seq >= ?`},
+			{&s.span, `INSERT INTO batches(first_seq, last_seq, min_time, max_time) VALUES (?,?,?,?)`},
+		} {
+			var err error
+			if *p.st, err = pc.PrepareContext(context.Background(), p.q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fail("prepare", err)
+	}
+	go s.checkpointer()
+	return s, nil
+}
+
+// Describe is "sqlite:" and the database file's path.
+func (s *Store) Describe() string { return "sqlite:" + s.path }
+
+// GroupCommit is true: each append is a transaction on disk, so the bus
+// batches the events of many publishers into one.
+func (s *Store) GroupCommit() bool { return true }
+
+// LastSeq is the sequence number of the last event stored, 0 if none; it
+// takes no lock and reads no disk.
+func (s *Store) LastSeq() uint64 { return s.last.Load() }
+
+// Close closes the store after a final checkpoint that empties the WAL, so
+// the file is complete on its own.
+func (s *Store) Close() error {
+	close(s.stop)
+	<-s.ckDone
+	var errs []error
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w != nil {
+		s.flushSpanLocked() // best effort: replay by time reads past the last span
+		errs = append(errs, s.w.Raw(func(any) error {
+			for _, st := range []driver.Stmt{s.multi, s.one, s.byID, s.del, s.span} {
+				if st != nil {
+					st.Close()
+				}
+			}
+			return nil
+		}))
+		if s.stateOpen || s.state.Reserved > 0 {
+			// No event comes after Last: the next open can tell a file, or
+			// a WAL, that lost some.
+			st := s.state
+			st.Clean, st.Last = true, s.last.Load()
+			if err := writeState(s.path, st); err != nil && !IsDiskFull(err) {
+				errs = append(errs, err)
+			}
+		}
+		// On a full disk the events stay in the WAL, which the next open
+		// reads: the stop is still clean.
+		if _, err := s.w.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil && !IsDiskFull(err) {
+			errs = append(errs, err)
+		}
+		errs = append(errs, s.w.Close())
+	}
+	errs = append(errs, s.closeDBs())
+	// SQLite's own checkpoint at the last close fails the same way on a
+	// full disk, and loses nothing either.
+	for i, err := range errs {
+		if IsDiskFull(err) {
+			errs[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	for _, db := range []*sql.DB{s.cdb, s.rdb, s.wdb} {
+		if db != nil {
+			errs = append(errs, db.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// EncodeEnv encodes the stored form of ev. The bus calls it in the
+// publisher's goroutine, so encoding runs in parallel with the serialised
+// append.
+func (s *Store) EncodeEnv(ev *abi.Event) ([]byte, error) {
+	e := *ev
+	e.Seq = 0 // the row's seq column holds it
+	return abi.AppendEvent(make([]byte, 0, 128+len(e.Data)), &e), nil
+}
+
+// idArg is how an ID is keyed in the store.
+func idArg(id string) any {
+	var u [16]byte
+	if abi.ParseUUID(id, &u) {
+		return u[:]
+	}
+	return id
+}
+
+func (s *Store) rowArgs(args []driver.NamedValue, ev *abi.Event, env []byte, seq uint64) ([]driver.NamedValue, error) {
+	if env == nil {
+		var err error
+		if env, err = s.EncodeEnv(ev); err != nil {
+			return nil, err
+		}
+	}
+	n := len(args)
+	return append(args,
+		driver.NamedValue{Ordinal: n + 1, Value: int64(seq)},
+		driver.NamedValue{Ordinal: n + 2, Value: idArg(ev.ID)},
+		driver.NamedValue{Ordinal: n + 3, Value: ev.Type},
+		driver.NamedValue{Ordinal: n + 4, Value: ev.Time.UnixNano()},
+		driver.NamedValue{Ordinal: n + 5, Value: env},
+	), nil
+}
+
+func exec(st driver.Stmt, args []driver.NamedValue) (int64, error) {
+	res, err := st.(driver.StmtExecContext).ExecContext(context.Background(), args)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// Append writes evs in one transaction. envs, when not nil, holds each
+// event's stored form from EncodeEnv. Sequence numbers stay dense: a
+// multi-row insert that meets a duplicate ID is undone and redone row by row.
+func (s *Store) Append(evs []*abi.Event, envs [][]byte, dup []bool) error {
+	err := s.appendEvents(evs, envs, dup)
+	if err != nil && IsDiskFull(err) {
+		return &diskFullError{err}
+	}
+	return err
+}
+
+func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.room(); err != nil {
+		return err
+	}
+	wrote := s.beforeCommit(evs)
+	env := func(i int) []byte {
+		if envs == nil {
+			return nil
+		}
+		return envs[i]
+	}
+	var next uint64
+	sp := s.spans
+	err := s.w.Raw(func(dc any) (err error) {
+		tx, err := dc.(driver.ConnBeginTx).BeginTx(context.Background(), driver.TxOptions{})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				tx.Rollback()
+			}
+		}()
+		first := s.last.Load() + 1
+		next = first
+		if err := s.reserve(first + uint64(len(evs))); err != nil {
+			return err
+		}
+		if !sp.loaded {
+			if sp, err = s.loadSpans(dc); err != nil {
+				return fmt.Errorf("read the time span of the last events: %w", err)
+			}
+		}
+		args := make([]driver.NamedValue, 0, rowsPerInsert*5)
+		i := 0
+		for ; i+rowsPerInsert <= len(evs); i += rowsPerInsert {
+			args = args[:0]
+			for j, ev := range evs[i : i+rowsPerInsert] {
+				if args, err = s.rowArgs(args, ev, env(i+j), next+uint64(j)); err != nil {
+					return err
+				}
+			}
+			n, err := exec(s.multi, args)
+			if err != nil {
+				return err
+			}
+			if n == rowsPerInsert {
+				for j, ev := range evs[i : i+rowsPerInsert] {
+					ev.Seq, dup[i+j] = next+uint64(j), false
+				}
+				next += rowsPerInsert
+				continue
+			}
+			if _, err := exec(s.del, []driver.NamedValue{{Ordinal: 1, Value: int64(next)}}); err != nil {
+				return err
+			}
+			if next, err = s.appendRows(evs[i:i+rowsPerInsert], envs, i, dup[i:], next); err != nil {
+				return err
+			}
+		}
+		if next, err = s.appendRows(evs[i:], envs, i, dup[i:], next); err != nil {
+			return err
+		}
+		if next > first {
+			if sp, err = s.recordSpan(sp, evs, dup, next-1); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	})
+	if err != nil {
+		for _, ev := range evs {
+			ev.Seq = 0
+		}
+		if IsDiskFull(err) {
+			s.full.Store(true)
+		}
+		return err
+	}
+	s.last.Store(next - 1)
+	s.spans = sp
+	s.afterCommit(wrote)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// spanEvents is how many events one row of batches covers, at least: a
+// row per commit would cost every commit two more pages in the WAL (the
+// row's leaf and its max_time index leaf), as much as the event itself.
+const spanEvents = 4096
+
+// spanState is the span of the events stored since the last row of
+// batches. Until it is written, a replay by time reads those events whole:
+// at most spanEvents and a commit, or what a crash left after the last row.
+type spanState struct {
+	loaded      bool   // read from the file (at the first append)
+	first, last uint64 // sequence numbers; first > last: none
+	lo, hi      int64  // unix ns of the earliest and the latest event
+}
+
+func emptySpan(last uint64) spanState {
+	return spanState{loaded: true, first: last + 1, last: last, lo: math.MaxInt64, hi: math.MinInt64}
+}
+
+// loadSpans reads, on the writer's connection dc inside its transaction,
+// the span of the events after the last row of batches: a crash, or a
+// store closed before its span was written, leaves some.
+func (s *Store) loadSpans(dc any) (spanState, error) {
+	last := s.last.Load()
+	sp := emptySpan(last)
+	row, err := queryRow(dc, `SELECT coalesce((SELECT last_seq FROM batches ORDER BY first_seq DESC LIMIT 1), 0)`)
+	if err != nil {
+		return sp, err
+	}
+	covered, _ := row[0].(int64)
+	if uint64(covered) >= last {
+		return sp, nil
+	}
+	row, err = queryRow(dc, `SELECT count(*), min(time), max(time) FROM events WHERE seq > ?`, covered)
+	if err != nil {
+		return sp, err
+	}
+	if n, _ := row[0].(int64); n > 0 {
+		sp.first = uint64(covered) + 1
+		sp.lo, _ = row[1].(int64)
+		sp.hi, _ = row[2].(int64)
+	}
+	return sp, nil
+}
+
+func queryRow(dc any, query string, args ...any) ([]driver.Value, error) {
+	named := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		named[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	rows, err := dc.(driver.QueryerContext).QueryContext(context.Background(), query, named)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
+	if err := rows.Next(dest); err != nil {
+		return nil, err
+	}
+	return dest, nil
+}
+
+// recordSpan adds the new events of evs, the last of them at seq last, to
+// sp, and writes sp as a row of batches once it covers spanEvents.
+func (s *Store) recordSpan(sp spanState, evs []*abi.Event, dup []bool, last uint64) (spanState, error) {
+	for i, ev := range evs {
+		if !dup[i] {
+			t := ev.Time.UnixNano()
+			sp.lo, sp.hi = min(sp.lo, t), max(sp.hi, t)
+		}
+	}
+	sp.last = last
+	if sp.last-sp.first+1 < spanEvents {
+		return sp, nil
+	}
+	if err := s.writeSpan(sp); err != nil {
+		return sp, err
+	}
+	return emptySpan(last), nil
+}
+
+func (s *Store) writeSpan(sp spanState) error {
+	_, err := exec(s.span, []driver.NamedValue{
+		{Ordinal: 1, Value: int64(sp.first)}, {Ordinal: 2, Value: int64(sp.last)},
+		{Ordinal: 3, Value: sp.lo}, {Ordinal: 4, Value: sp.hi},
+	})
+	return err
+}
+
+// flushSpanLocked writes the pending span in a transaction of its own. The
+// caller holds s.mu.
+func (s *Store) flushSpanLocked() error {
+	sp := s.spans
+	if !sp.loaded || sp.first > sp.last {
+		return nil
+	}
+	err := s.w.Raw(func(dc any) error {
+		tx, err := dc.(driver.ConnBeginTx).BeginTx(context.Background(), driver.TxOptions{})
+		if err != nil {
+			return err
+		}
+		if err := s.writeSpan(sp); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+	if err == nil {
+		s.spans = emptySpan(sp.last)
+	}
+	return err
+}
+
+// appendRows inserts evs one by one, looking up the stored sequence number
+// of each duplicate. off is the position of evs[0] in envs.
+func (s *Store) appendRows(evs []*abi.Event, envs [][]byte, off int, dup []bool, next uint64) (uint64, error) {
+	args := make([]driver.NamedValue, 0, 5)
+	for j, ev := range evs {
+		var env []byte
+		if envs != nil {
+			env = envs[off+j]
+		}
+		var err error
+		if args, err = s.rowArgs(args[:0], ev, env, next); err != nil {
+			return 0, err
+		}
+		n, err := exec(s.one, args)
+		if err != nil {
+			return 0, err
+		}
+		if n == 1 {
+			ev.Seq, dup[j] = next, false
+			next++
+			continue
+		}
+		seq, err := s.lookup(args[1].Value)
+		if err != nil {
+			return 0, fmt.Errorf("look up duplicate id %s: %w", ev.ID, err)
+		}
+		ev.Seq, dup[j] = seq, true
+	}
+	return next, nil
+}
+
+func (s *Store) lookup(id any) (uint64, error) {
+	rows, err := s.byID.(driver.StmtQueryContext).QueryContext(context.Background(), []driver.NamedValue{{Ordinal: 1, Value: id}})
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, 1)
+	if err := rows.Next(dest); err != nil {
+		return 0, err
+	}
+	seq, _ := dest[0].(int64)
+	return uint64(seq), nil
+}
+
+// scanChunk is how many sequence numbers one replay worker reads at a time
+// (its value is in kernel/bus/internal/hook, as rowsPerInsert's).
+const scanChunk = hook.SQLiteScanChunk
+
+// Scan reads events in sequence order. A long range is read in chunks by
+// two workers on their own connections, decoding in parallel, and handed to
+// fn in order: one SQLite connection steps rows at well under a million a
+// second, and replaying a day of events should not take minutes.
+func (s *Store) Scan(ctx context.Context, q bus.Query, fn func(*abi.Event) error) error {
+	lo, hi := max(q.FromSeq, 1), s.last.Load()
+	if q.ToSeq > 0 && q.ToSeq < hi {
+		hi = q.ToSeq
+	}
+	if !q.Since.IsZero() || !q.Until.IsZero() {
+		var err error
+		if lo, hi, err = s.timeSpan(ctx, q, lo, hi); err != nil {
+			return fmt.Errorf("scan event store: %w", err)
+		}
+	}
+	if lo > hi {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := bus.NewHandout(q, fn)
+	chunks := (hi-lo)/scanChunk + 1
+	workers := uint64(2)
+	if chunks < 2*workers {
+		workers = 1
+	}
+	type result struct {
+		evs []abi.Event
+		err error
+	}
+	outs := make([]chan result, workers)
+	// Chunks go back to the workers once fn has seen them, so a long replay
+	// allocates the event structs of a few chunks, not of every event.
+	free := make(chan []abi.Event, 2*workers+1)
+	var wg sync.WaitGroup
+	for w := range outs {
+		outs[w] = make(chan result, 1)
+		wg.Add(1)
+		go func(w uint64, out chan<- result) {
+			defer wg.Done()
+			conn, err := s.rdb.Conn(ctx)
+			if err == nil {
+				defer conn.Close()
+			}
+			for k := w; k < chunks; k += workers {
+				var r result
+				if err != nil {
+					r.err = err
+				} else {
+					from := lo + k*scanChunk
+					var evs []abi.Event
+					select {
+					case evs = <-free:
+					default:
+					}
+					r.evs, r.err = s.readChunk(ctx, conn, q, evs[:0], from, min(from+scanChunk-1, hi))
+				}
+				select {
+				case out <- r:
+				case <-ctx.Done():
+					return
+				}
+				if r.err != nil {
+					return
+				}
+			}
+		}(uint64(w), outs[w])
+	}
+	// Deferred calls run last-in first-out: cancel here, before waiting, or
+	// a scan that ends early waits for workers blocked on their next send.
+	defer func() { cancel(); wg.Wait() }()
+	for k := uint64(0); k < chunks; k++ {
+		var r result
+		select {
+		case r = <-outs[k%workers]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if r.err != nil {
+			return fmt.Errorf("scan event store: %w", r.err)
+		}
+		if err := out.Hand(r.evs); err != nil {
+			if err == bus.ErrStop {
+				return nil
+			}
+			return err
+		}
+		clear(r.evs) // drop references to the rows' buffers
+		select {
+		case free <- r.evs:
+		default:
+		}
+	}
+	return nil
+}
+
+// timeSpan narrows lo..hi to the spans whose events may fall in
+// [q.Since, q.Until], and the events after the last span, whose times only
+// the events know; the scan filters the events themselves.
+func (s *Store) timeSpan(ctx context.Context, q bus.Query, lo, hi uint64) (uint64, uint64, error) {
+	since, until := int64(math.MinInt64), int64(math.MaxInt64)
+	if !q.Since.IsZero() {
+		since = q.Since.UnixNano()
+	}
+	if !q.Until.IsZero() {
+		until = q.Until.UnixNano()
+	}
+	var first, last, covered sql.NullInt64
+	err := s.rdb.QueryRowContext(ctx,
+		`SELECT min(first_seq), max(last_seq),
+		        (SELECT last_seq FROM batches ORDER BY first_seq DESC LIMIT 1)
+		 FROM batches
+		 WHERE max_time >= ? AND min_time <= ? AND last_seq >= ? AND first_seq <= ?`,
+		since, until, int64(lo), int64(hi)).Scan(&first, &last, &covered)
+	if err != nil {
+		return 0, 0, err
+	}
+	if tail := uint64(covered.Int64) + 1; tail <= hi {
+		if first.Valid {
+			return max(lo, uint64(first.Int64)), hi, nil
+		}
+		return max(lo, tail), hi, nil
+	}
+	if !first.Valid {
+		return 1, 0, nil // nothing in that time range
+	}
+	return max(lo, uint64(first.Int64)), min(hi, uint64(last.Int64)), nil
+}
+
+// readChunk reads and decodes the events with from <= seq <= to that match
+// q. It works on the driver's rows directly: the blob the driver allocates
+// per row becomes the event's backing store, with no copy in between.
+func (s *Store) readChunk(ctx context.Context, conn *sql.Conn, q bus.Query, evs []abi.Event, from, to uint64) ([]abi.Event, error) {
+	query := "SELECT seq, env FROM events WHERE seq >= ? AND seq <= ?"
+	args := []driver.NamedValue{{Ordinal: 1, Value: int64(from)}, {Ordinal: 2, Value: int64(to)}}
+	if !q.Since.IsZero() {
+		query += " AND time >= ?"
+		args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: q.Since.UnixNano()})
+	}
+	if !q.Until.IsZero() {
+		query += " AND time <= ?"
+		args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: q.Until.UnixNano()})
+	}
+	query += " ORDER BY seq"
+	if evs == nil {
+		evs = make([]abi.Event, 0, min(to-from+1, scanChunk))
+	}
+	err := conn.Raw(func(dc any) error {
+		qc, ok := dc.(driver.QueryerContext)
+		if !ok {
+			return fmt.Errorf("sqlite driver %T cannot query", dc)
+		}
+		rows, err := qc.QueryContext(ctx, query, args)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		dest := make([]driver.Value, 2)
+		for {
+			if err := rows.Next(dest); err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+			seq, _ := dest[0].(int64)
+			env, ok := dest[1].([]byte)
+			if !ok {
+				return fmt.Errorf("row seq %d: env is %T, want a blob", seq, dest[1])
+			}
+			evs = append(evs, abi.Event{})
+			ev := &evs[len(evs)-1]
+			if _, err := abi.DecodeEvent(env, ev); err != nil {
+				return fmt.Errorf("row seq %d: %w", seq, err)
+			}
+			ev.Seq = uint64(seq)
+			if q.Pattern != nil && !q.Pattern.Match(ev.Type) {
+				evs = evs[:len(evs)-1]
+			}
+		}
+	})
+	return evs, err
+}

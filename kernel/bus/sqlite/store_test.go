@@ -1,0 +1,238 @@
+package sqlite
+
+import (
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/bustest"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func openSQLite(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatalf("OpenSQLite(%s): %v", path, err)
+	}
+	return s
+}
+
+// Everything published is in the file after Close, without its -wal; the
+// file passes SQLite's integrity check; a reopened store continues the
+// sequence and still knows the old IDs.
+func TestSQLiteDurability(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "events.db")
+	b := bus.New(openSQLite(t, path), bus.Options{})
+	var sent []abi.Event
+	for i := range 100 {
+		ev := &abi.Event{Type: fmt.Sprintf("kairo.durable.%d", i%4), Data: bustest.Payload(t, i), CorrelationID: "corr", Source: "src"}
+		if i%10 == 0 {
+			ev.ID = fmt.Sprintf("text-id-%d", i)
+		}
+		a, err := b.PublishAsync(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bustest.WaitAcks(t, []*bus.Ack{a})
+		sent = append(sent, *ev)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	checkIntegrity(t, path)
+
+	// The main file alone holds everything.
+	alone := filepath.Join(t.TempDir(), "copy.db")
+	copyFile(t, path, alone)
+	if cs := openSQLite(t, alone); cs.LastSeq() != 100 {
+		t.Errorf("the database file without its WAL has LastSeq %d, want 100", cs.LastSeq())
+		cs.Close()
+	} else {
+		cs.Close()
+	}
+
+	s := openSQLite(t, path)
+	if got := s.LastSeq(); got != 100 {
+		t.Fatalf("reopened LastSeq = %d, want 100", got)
+	}
+	b = bus.New(s, bus.Options{})
+	defer b.Close()
+	stored := bustest.ReplayAll(t, b, bus.Query{})
+	bustest.CheckDense(t, stored, 1)
+	if len(stored) != len(sent) {
+		t.Fatalf("reopened store holds %d events, want %d", len(stored), len(sent))
+	}
+	for i, ev := range stored {
+		w := sent[i]
+		if ev.ID != w.ID || ev.Type != w.Type || !ev.Time.Equal(w.Time) || string(ev.Data) != string(w.Data) || ev.CorrelationID != w.CorrelationID || ev.Source != w.Source {
+			t.Errorf("seq %d after reopening = %+v, want %+v", ev.Seq, ev, w)
+		}
+	}
+	for i, id := range []string{sent[7].ID, sent[30].ID} {
+		if res := bustest.MustPublish(t, b, &abi.Event{ID: id, Type: "kairo.durable.again"}); !res.Duplicate || res.Seq != sent[[]int{7, 30}[i]].Seq {
+			t.Errorf("republishing %q after reopening = %+v, want a duplicate", id, res)
+		}
+	}
+	for i := range 10 {
+		if res := bustest.MustPublish(t, b, &abi.Event{Type: "kairo.durable.new"}); res.Seq != uint64(101+i) || res.Duplicate {
+			t.Fatalf("publish after reopening = %+v, want seq %d", res, 101+i)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkIntegrity(t, path)
+}
+
+// checkIntegrity runs SQLite's own checks on the file and the journal mode.
+func checkIntegrity(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var res, mode string
+	if err := db.QueryRow("PRAGMA integrity_check").Scan(&res); err != nil {
+		t.Fatalf("integrity_check: %v", err)
+	}
+	if res != "ok" {
+		t.Errorf("integrity_check = %q, want ok", res)
+	}
+	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" {
+		t.Errorf("journal_mode = %q, want wal", mode)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.Create(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Canonical UUIDs are keyed as 16-byte blobs, other IDs as text, so an
+// upper-case UUID is a different ID from its lower-case form.
+func TestSQLiteIDKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openSQLite(t, path)
+	const lower = "0192d6c4-7a2e-7b3c-8d4e-5f6a7b8c9d0e"
+	ids := []string{lower, strings.ToUpper(lower), "order-42", ""}
+	var evs []*abi.Event
+	for i, id := range ids[:3] {
+		evs = append(evs, bustest.StoreEvent(t, id, i))
+	}
+	if dup := bustest.AppendOrFail(t, s, evs, false); slices.Contains(dup, true) {
+		t.Fatalf("dup = %v, want three distinct ids", dup)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	want := []struct {
+		typ string
+		n   int
+	}{{"blob", 16}, {"text", 36}, {"text", 8}}
+	for i, w := range want {
+		var typ string
+		var n int
+		if err := db.QueryRow("SELECT typeof(id), length(id) FROM events WHERE seq = ?", i+1).Scan(&typ, &n); err != nil {
+			t.Fatal(err)
+		}
+		if typ != w.typ || n != w.n {
+			t.Errorf("id %q is stored as %s of %d bytes, want %s of %d", ids[i], typ, n, w.typ, w.n)
+		}
+	}
+}
+
+func TestOpenSQLiteErrors(t *testing.T) {
+	dir := t.TempDir()
+	notDB := filepath.Join(dir, "not-a-db")
+	if err := os.WriteFile(notDB, []byte(strings.Repeat("this is not a database\n", 100)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path string
+		opts       Options
+		want       []string
+	}{
+		{"bad synchronous", filepath.Join(dir, "a.db"), Options{Synchronous: "sometimes"}, []string{"synchronous", `"sometimes"`, "normal", "full"}},
+		{"not a database", notDB, Options{}, []string{notDB}},
+		{"missing directory", filepath.Join(dir, "no", "such", "dir", "events.db"), Options{}, []string{"events.db"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(tc.path, tc.opts)
+			if err == nil {
+				s.Close()
+				t.Fatalf("OpenSQLite(%s, %+v) succeeded", tc.path, tc.opts)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	for _, mode := range []string{"full", "FULL", "Normal", ""} {
+		s, err := Open(filepath.Join(t.TempDir(), "events.db"), Options{Synchronous: mode})
+		if err != nil {
+			t.Errorf("Synchronous %q: %v", mode, err)
+			continue
+		}
+		bustest.AppendOrFail(t, s, []*abi.Event{bustest.StoreEvent(t, "x", 1)}, false)
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+}
+
+// The stored form is the envelope without its seq, which the row holds.
+func TestSQLiteEncodeEnv(t *testing.T) {
+	s := openSQLite(t, filepath.Join(t.TempDir(), "events.db"))
+	defer s.Close()
+	ev := bustest.StoreEvent(t, "id-1", 7)
+	ev.Seq = 42
+	env, err := s.EncodeEnv(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Seq != 42 {
+		t.Errorf("EncodeEnv changed ev.Seq to %d", ev.Seq)
+	}
+	var back abi.Event
+	if err := msgpack.Unmarshal(env, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Seq != 0 || back.ID != "id-1" || bustest.PayloadInt(t, &back) != 7 {
+		t.Errorf("stored form decodes to %+v, want the event without seq", back)
+	}
+}
