@@ -266,3 +266,11 @@ type RunsParams struct {
 type RunsResult struct {
 	Runs []RunSummary `msgpack:"runs"`
 }
+
+// AgentError is the data of kairo.agent.error ([SubjectAgentError]): a
+// tick whose policy failed or answered what the runtime cannot carry out;
+// the tick is then a noop.
+type AgentError struct {
+	Tick  uint64 `msgpack:"tick"`
+	Error string `msgpack:"error"`
+}

@@ -281,7 +281,7 @@ func (d *Daemon) startFull() error {
 	d.kernel, d.bus, d.srv, d.served, d.launcher, d.sock = k, b, srv, make(chan error, 1), launcher, sock
 	go func() { d.served <- srv.Serve() }()
 
-	seq, err := d.publishSystem(abi.SubjectSystemStarted, systemData{Version: d.cfg.Version, PID: os.Getpid()})
+	seq, err := d.publishSystem(abi.SubjectSystemStarted, abi.SystemLifecycle{Version: d.cfg.Version, PID: os.Getpid()})
 	var full *bus.DiskFullError
 	switch {
 	case errors.As(err, &full):
@@ -725,12 +725,6 @@ func (d *Daemon) serveSkill(conn *os.File, uid int, g manifests.IPCGrants, tree 
 	})
 }
 
-// systemData is the payload of kairo.system.started and .stopping.
-type systemData struct {
-	Version string `msgpack:"version"`
-	PID     int    `msgpack:"pid"`
-}
-
 func (d *Daemon) publishSystem(subject string, data any) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -826,7 +820,7 @@ func (d *Daemon) stop(ctx context.Context) error {
 		// The log a daemon served ends with its stop; a replay's is read
 		// only.
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if _, err := d.publishSystemCtx(pctx, abi.SubjectSystemStopping, systemData{Version: d.cfg.Version, PID: os.Getpid()}); err != nil {
+		if _, err := d.publishSystemCtx(pctx, abi.SubjectSystemStopping, abi.SystemLifecycle{Version: d.cfg.Version, PID: os.Getpid()}); err != nil {
 			errs = append(errs, err)
 		}
 		cancel()

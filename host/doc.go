@@ -25,7 +25,7 @@
 //     run loops and the dispatch of what the policy decides.
 //   - internal/llm: the host method llm.chat, the one way to a language model.
 //   - internal/tools: the tool registry, one table of every source's tools;
-//     internal/tools/modelname names them for a model.
+//     abi/modelname names them for a model.
 //   - internal/mcp: the tools of MCP servers.
 //   - internal/memory: the memory of each open run loop, and of those that
 //     ended.

@@ -16,14 +16,7 @@ import (
 )
 
 // abi.SubjectMCPConnected and abi.SubjectMCPFailed report the daemon's MCP
-// servers.
-
-// mcpState is the data of both.
-type mcpState struct {
-	Server string   `msgpack:"server"`
-	Tools  []string `msgpack:"tools,omitempty"`
-	Error  string   `msgpack:"error,omitempty"`
-}
+// servers, with an [abi.MCPServerState].
 
 // mcpServers are the daemon's MCP servers. Each connects on a goroutine of
 // its own, so a slow or broken server delays nothing; once connected, its
@@ -58,7 +51,7 @@ func (d *Daemon) startMCP(cfg manifests.Config) {
 			if err != nil {
 				if s.ctx.Err() == nil {
 					d.log.Error("an MCP server cannot serve the agent", "server", name, "err", err)
-					d.publishSystem(abi.SubjectMCPFailed, mcpState{Server: name, Error: err.Error()})
+					d.publishSystem(abi.SubjectMCPFailed, abi.MCPServerState{Server: name, Error: err.Error()})
 				}
 				return
 			}
@@ -67,7 +60,7 @@ func (d *Daemon) startMCP(cfg manifests.Config) {
 				names = append(names, t.Name)
 			}
 			d.log.Info("MCP server connected", "server", name, "tools", len(names))
-			d.publishSystem(abi.SubjectMCPConnected, mcpState{Server: name, Tools: names})
+			d.publishSystem(abi.SubjectMCPConnected, abi.MCPServerState{Server: name, Tools: names})
 		}()
 	}
 }

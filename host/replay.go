@@ -14,18 +14,13 @@ import (
 	"github.com/kairo-os/kairo/kernel/bus"
 )
 
-// ReplayParams are the params of agent.replay.
-type ReplayParams struct {
-	RunLoop string `msgpack:"runLoop"`
-}
-
 // registerReplay serves agent.replay from the daemon.
 func (d *Daemon) registerReplay() {
 	d.kernel.Register(kernel.Method{
 		Name:    abi.MethodAgentReplay,
 		Summary: "re-run a run loop's decisions against its recording and report the first that differs",
 		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
-			var p ReplayParams
+			var p abi.AgentReplayParams
 			if err := c.Decode(&p); err != nil {
 				return nil, err
 			}
@@ -45,7 +40,7 @@ func (d *Daemon) registerReplay() {
 // compared with what it decided then. It returns the report and the run
 // loop's events. A Full daemon serves it as agent.replay; a Replaying one
 // is started for it alone.
-func (d *Daemon) Replay(ctx context.Context, run string) (*agent.ReplayReport, []abi.Event, error) {
+func (d *Daemon) Replay(ctx context.Context, run string) (*abi.AgentReplayReport, []abi.Event, error) {
 	if d.engine == nil {
 		return nil, nil, fmt.Errorf("host: replay: the daemon is not started, or runs in the %s mode", d.cfg.Mode)
 	}
@@ -79,7 +74,7 @@ func (d *Daemon) Replay(ctx context.Context, run string) (*agent.ReplayReport, [
 // replayIn runs r with the policy plugin loaded into a kernel of its own,
 // over a store in memory: nothing the policy does reaches the real log or
 // starts a process.
-func (d *Daemon) replayIn(ctx context.Context, r *agent.Replay) (*agent.ReplayReport, error) {
+func (d *Daemon) replayIn(ctx context.Context, r *agent.Replay) (*abi.AgentReplayReport, error) {
 	home, cfg := d.cfg.Home, d.cfg.Config
 	b := bus.New(bus.NewMemoryStore(4096), bus.Options{})
 	defer b.Close()

@@ -38,7 +38,7 @@ const (
 // "ap-X-rerun" on deny; its decision's event is that id and "-decided".
 // An actionId that ends in either suffix is refused, so no two of them
 // are one id, and one is short enough that the longest still fits
-// abi.MaxIDLen. No client stores an id without its scope (ScopeEventID),
+// abi.MaxIDLen. No client stores an id without its scope ([abi.ScopeEventID]),
 // so none holds one of these first.
 const (
 	approvalPrefix = "ap-"
@@ -87,7 +87,7 @@ func (k *Kernel) registerApprovals() {
 // it serves.
 func (k *Kernel) LoadApprovals(ctx context.Context) error {
 	ap := k.approvals
-	pat, err := bus.CompilePattern(abi.SubjectApprovalAll)
+	pat, err := abi.CompilePattern(abi.SubjectApprovalAll)
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func (k *Kernel) LoadApprovals(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load approvals: %w", err)
 	}
-	spawned, err := bus.CompilePattern(abi.SubjectProcessSpawned)
+	spawned, err := abi.CompilePattern(abi.SubjectProcessSpawned)
 	if err != nil {
 		return err
 	}
@@ -445,7 +445,7 @@ func (k *Kernel) chatDecision(ctx context.Context, caller Caller, a *abi.Approva
 	if d.MessageID == "" {
 		return abi.Errorf(abi.CodePermissionDenied, "permission denied: the agent decides an approval only from the user's message (messageId); the operator decides with kairo approve or kairo deny")
 	}
-	pat, err := bus.CompilePattern(abi.SubjectUserMessage)
+	pat, err := abi.CompilePattern(abi.SubjectUserMessage)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ var (
 // eventsOf replays the events of subject from k's log.
 func eventsOf(t *testing.T, k *Kernel, subject string) []abi.Event {
 	t.Helper()
-	pat, err := bus.CompilePattern(subject)
+	pat, err := abi.CompilePattern(subject)
 	if err != nil {
 		t.Fatal(err)
 	}

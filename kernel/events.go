@@ -44,8 +44,8 @@ func (k *Kernel) publish(ctx context.Context, c *Call) (any, error) {
 	}
 	p.Event.Source = source
 	// An id the caller chose is stored in its scope, never as it is: the
-	// kernel's own ids stay the kernel's (see ScopeEventID).
-	id, err := ScopeEventID(source, p.Event.ID)
+	// kernel's own ids stay the kernel's (see [abi.ScopeEventID]).
+	id, err := abi.ScopeEventID(source, p.Event.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func (k *Kernel) replay(ctx context.Context, c *Call) (any, error) {
 	}
 	q := bus.Query{FromSeq: p.FromSeq, ToSeq: p.ToSeq, Since: p.Since, Until: p.Until, Limit: p.Limit}
 	if p.Pattern != "" {
-		pt, err := bus.CompilePattern(p.Pattern)
+		pt, err := abi.CompilePattern(p.Pattern)
 		if err != nil {
 			return nil, err
 		}

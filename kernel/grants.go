@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -27,7 +26,7 @@ func (g *Grants) allow(method string, params msgpack.RawMessage) error {
 		return fmt.Errorf("not granted: %s (its grants' call list has %s)", method, listOrNone(g.Call))
 	}
 	switch method {
-	case "events.publish":
+	case abi.MethodEventsPublish:
 		var p abi.PublishParams
 		if err := msgpack.Unmarshal(params, &p); err != nil {
 			return nil // the method itself reports bad params
@@ -35,7 +34,7 @@ func (g *Grants) allow(method string, params msgpack.RawMessage) error {
 		if !coveredBy(p.Event.Type, g.Publish) {
 			return fmt.Errorf("not granted: events.publish of %q (its grants' publish list has %s)", p.Event.Type, listOrNone(g.Publish))
 		}
-	case "events.subscribe", "events.replay":
+	case abi.MethodEventsSubscribe, abi.MethodEventsReplay:
 		var p abi.SubscribeParams // replay's pattern has the same key
 		if err := msgpack.Unmarshal(params, &p); err != nil {
 			return nil
@@ -51,7 +50,7 @@ func (g *Grants) allow(method string, params msgpack.RawMessage) error {
 // one of grants.
 func coveredBy(p string, grants []string) bool {
 	for _, g := range grants {
-		if bus.Covers(g, p) {
+		if abi.Covers(g, p) {
 			return true
 		}
 	}

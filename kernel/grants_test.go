@@ -10,7 +10,7 @@ import (
 
 func TestGrantsAllow(t *testing.T) {
 	g := &Grants{
-		Call:      []string{"events.publish", "events.subscribe", "kernel.ping"},
+		Call:      []string{abi.MethodEventsPublish, abi.MethodEventsSubscribe, abi.MethodKernelPing},
 		Publish:   []string{"kairo.skill.demo.>"},
 		Subscribe: []string{"kairo.process.*"},
 	}
@@ -30,14 +30,14 @@ func TestGrantsAllow(t *testing.T) {
 		params msgpack.RawMessage
 		denied string // "" when allowed
 	}{
-		{"kernel.ping", nil, ""},
-		{"process.spawn", nil, "not granted: process.spawn"},
-		{"events.publish", pub("kairo.skill.demo.done"), ""},
-		{"events.publish", pub("kairo.skill.other"), `not granted: events.publish of "kairo.skill.other"`},
-		{"events.subscribe", sub("kairo.process.exited"), ""},
-		{"events.subscribe", sub(""), `not granted: events.subscribe of ">"`},
-		{"events.subscribe", sub("kairo.>"), "not granted"},
-		{"events.replay", sub("kairo.process.spawned"), "not granted: events.replay"}, // not in Call
+		{abi.MethodKernelPing, nil, ""},
+		{abi.MethodProcessSpawn, nil, "not granted: process.spawn"},
+		{abi.MethodEventsPublish, pub("kairo.skill.demo.done"), ""},
+		{abi.MethodEventsPublish, pub("kairo.skill.other"), `not granted: events.publish of "kairo.skill.other"`},
+		{abi.MethodEventsSubscribe, sub("kairo.process.exited"), ""},
+		{abi.MethodEventsSubscribe, sub(""), `not granted: events.subscribe of ">"`},
+		{abi.MethodEventsSubscribe, sub("kairo.>"), "not granted"},
+		{abi.MethodEventsReplay, sub("kairo.process.spawned"), "not granted: events.replay"}, // not in Call
 	} {
 		err := g.allow(c.method, c.params)
 		switch {

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/bus"
 )
 
 // Ids the kernel derives cannot be claimed: a skill once published an
@@ -96,7 +95,7 @@ func TestClientIDsAreScopedByPrincipal(t *testing.T) {
 	other := Caller{Kind: KindSkill, Name: "other"}
 	mine := publishAs(t, k, fetch, "order-42")
 	ops := publishAs(t, k, operator, "deploy-1")
-	for _, id := range []string{mine.ID, ops.ID, "order-42", "store-skipped-7", "store-gap-3-9", bus.NewID()} {
+	for _, id := range []string{mine.ID, ops.ID, "order-42", "store-skipped-7", "store-gap-3-9", abi.NewID()} {
 		res := publishAs(t, k, other, id)
 		if res.Duplicate || res.ID != "skill/other:"+id {
 			t.Fatalf("skill other publishing %q: %+v, want its own event", id, res)
@@ -111,34 +110,5 @@ func TestClientIDsAreScopedByPrincipal(t *testing.T) {
 	// An id left empty is the bus's, as before.
 	if res := publishAs(t, k, fetch, ""); res.Duplicate || strings.Contains(res.ID, ":") || len(res.ID) != 36 {
 		t.Fatalf("an id the bus chose: %+v", res)
-	}
-}
-
-func TestScopeEventID(t *testing.T) {
-	for _, c := range []struct {
-		source, id, want, err string
-	}{
-		{"skill/fetch", "", "", ""},
-		{"skill/fetch", "x", "skill/fetch:x", ""},
-		{"skill/fetch", "skill/fetch:x", "skill/fetch:x", ""},             // answered before: kept
-		{"skill/other", "skill/fetch:x", "skill/other:skill/fetch:x", ""}, // another's: scoped
-		{"skill/fetch", "skill/fetch", "skill/fetch:skill/fetch", ""},     // not its scope
-		{"skill/fetch via plugin/terminal", "m1", "skill/fetch via plugin/terminal:m1", ""},
-		{"", "x", "", "cannot name"},
-		{"a:b", "x", "", "cannot name"},
-		{"skill/fetch", strings.Repeat("i", abi.MaxIDLen-len("skill/fetch:")+1), "", "at most 244 bytes"},
-		{"skill/fetch", strings.Repeat("i", abi.MaxIDLen+1), "", "over its bound"},
-	} {
-		got, err := ScopeEventID(c.source, c.id)
-		switch {
-		case c.err == "" && (err != nil || got != c.want):
-			t.Errorf("ScopeEventID(%q, %q) = %q, %v; want %q", c.source, c.id, got, err, c.want)
-		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
-			t.Errorf("ScopeEventID(%q, %.20q): %v; want an error saying %q", c.source, c.id, err, c.err)
-		}
-	}
-	// The longest id that fits its scope.
-	if got, err := ScopeEventID("skill/fetch", strings.Repeat("i", abi.MaxIDLen-len("skill/fetch:"))); err != nil || len(got) != abi.MaxIDLen {
-		t.Errorf("the longest id: %d bytes, %v", len(got), err)
 	}
 }

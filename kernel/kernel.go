@@ -257,7 +257,7 @@ func toABIError(method string, err error) *abi.Error {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	var se *bus.SubjectError
+	var se *abi.SubjectError
 	if errors.As(err, &se) {
 		return abi.Errorf(abi.CodeInvalidParams, "%v", err)
 	}

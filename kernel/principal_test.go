@@ -80,17 +80,17 @@ func wantAllowed(t *testing.T, what string, aerr *abi.Error) {
 func TestKernelSubjects(t *testing.T) {
 	k := newTestKernel(t)
 	operator := Caller{UID: 1000, PID: 42}
-	skill := Caller{Kind: KindSkill, Name: "s", Grants: &Grants{Call: []string{"events.publish"}, Publish: []string{">"}}}
+	skill := Caller{Kind: KindSkill, Name: "s", Grants: &Grants{Call: []string{abi.MethodEventsPublish}, Publish: []string{">"}}}
 	for _, subject := range []string{"kairo.process.exited", "kairo.intent.cancel", "kairo.tool.result", "kairo.agent.action",
 		"kairo.plugin.failed", "kairo.sandbox.denied", "kairo.system.started", "kairo.llm.response", "kairo.approval.decided"} {
 		for _, who := range []Caller{operator, skill} {
-			aerr := call(t, k, who, "events.publish", abi.PublishParams{Event: abi.Event{Type: subject}}, nil)
+			aerr := call(t, k, who, abi.MethodEventsPublish, abi.PublishParams{Event: abi.Event{Type: subject}}, nil)
 			wantDenied(t, fmt.Sprintf("%s publishes %s", who, subject), aerr, "is a kernel subject")
 		}
 	}
 	var res abi.PublishResult
-	wantAllowed(t, "operator publishes app.order.created", call(t, k, operator, "events.publish", abi.PublishParams{Event: abi.Event{Type: "app.order.created"}}, &res))
-	wantAllowed(t, "skill publishes kairo.user.message", call(t, k, skill, "events.publish", abi.PublishParams{Event: abi.Event{Type: abi.SubjectUserMessage}}, nil))
+	wantAllowed(t, "operator publishes app.order.created", call(t, k, operator, abi.MethodEventsPublish, abi.PublishParams{Event: abi.Event{Type: "app.order.created"}}, &res))
+	wantAllowed(t, "skill publishes kairo.user.message", call(t, k, skill, abi.MethodEventsPublish, abi.PublishParams{Event: abi.Event{Type: abi.SubjectUserMessage}}, nil))
 	var got []string
 	k.Bus.Replay(t.Context(), bus.Query{}, func(ev *abi.Event) error {
 		got = append(got, ev.Type+" "+ev.Source)
@@ -107,20 +107,20 @@ func TestKernelSubjects(t *testing.T) {
 func TestSourceIsStamped(t *testing.T) {
 	k := newTestKernel(t)
 	plugin := Caller{Kind: KindPlugin, Name: "echo"}
-	aerr := call(t, k, plugin, "events.publish", abi.PublishParams{Event: abi.Event{Type: "app.x", Source: "kernel/proc"}}, nil)
+	aerr := call(t, k, plugin, abi.MethodEventsPublish, abi.PublishParams{Event: abi.Event{Type: "app.x", Source: "kernel/proc"}}, nil)
 	wantDenied(t, "a plugin names the kernel as source", aerr, `the kernel sets the source from who publishes (here "plugin/echo")`)
-	wantAllowed(t, "a plugin names itself", call(t, k, plugin, "events.publish", abi.PublishParams{Event: abi.Event{Type: "app.x", Source: "plugin/echo"}}, nil))
+	wantAllowed(t, "a plugin names itself", call(t, k, plugin, abi.MethodEventsPublish, abi.PublishParams{Event: abi.Event{Type: "app.x", Source: "plugin/echo"}}, nil))
 }
 
 // TestCancelIsTheKernels: the cancel of a run loop reaches the bus only
 // through intent.cancel, as the kernel's record of who asked.
 func TestCancelIsTheKernels(t *testing.T) {
 	k := newTestKernel(t)
-	skill := Caller{Kind: KindSkill, Name: "s", Grants: &Grants{Call: []string{"events.publish"}, Publish: []string{"kairo.>"}}}
-	wantDenied(t, "a skill without intent.cancel cancels", call(t, k, skill, "intent.cancel", abi.CancelParams{CorrelationID: "run-1"}, nil), "not granted: intent.cancel")
-	granted := Caller{Kind: KindSkill, Name: "s", Grants: &Grants{Call: []string{"intent.cancel"}}}
-	wantDenied(t, "a skill granted intent.cancel cancels another's run loop", call(t, k, granted, "intent.cancel", abi.CancelParams{CorrelationID: "run-1"}, nil), "may cancel only its own run loop")
-	wantAllowed(t, "the operator cancels", call(t, k, Caller{UID: 7}, "intent.cancel", abi.CancelParams{CorrelationID: "run-1"}, nil))
+	skill := Caller{Kind: KindSkill, Name: "s", Grants: &Grants{Call: []string{abi.MethodEventsPublish}, Publish: []string{"kairo.>"}}}
+	wantDenied(t, "a skill without intent.cancel cancels", call(t, k, skill, abi.MethodIntentCancel, abi.CancelParams{CorrelationID: "run-1"}, nil), "not granted: intent.cancel")
+	granted := Caller{Kind: KindSkill, Name: "s", Grants: &Grants{Call: []string{abi.MethodIntentCancel}}}
+	wantDenied(t, "a skill granted intent.cancel cancels another's run loop", call(t, k, granted, abi.MethodIntentCancel, abi.CancelParams{CorrelationID: "run-1"}, nil), "may cancel only its own run loop")
+	wantAllowed(t, "the operator cancels", call(t, k, Caller{UID: 7}, abi.MethodIntentCancel, abi.CancelParams{CorrelationID: "run-1"}, nil))
 	var got []abi.Event
 	k.Bus.Replay(t.Context(), bus.Query{}, func(ev *abi.Event) error { got = append(got, *ev); return nil })
 	if len(got) != 1 || got[0].Type != abi.SubjectIntentCancel || got[0].Source != "operator/7" || got[0].CorrelationID != "run-1" {
@@ -149,7 +149,7 @@ func TestSpawnAttenuated(t *testing.T) {
 	plugin := Caller{Kind: KindPlugin, Name: "p", Spawn: &SpawnAuthority{Skills: []string{"*"}}}
 	spawn := func(who Caller, p abi.SpawnParams) *abi.Error {
 		var info abi.ProcessInfo
-		aerr := call(t, k, who, "process.spawn", p, &info)
+		aerr := call(t, k, who, abi.MethodProcessSpawn, p, &info)
 		if aerr == nil {
 			s, _ := k.Proc.Get(info.ID)
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -216,7 +216,7 @@ func TestOnlyTheOperatorLooksPastItsOwn(t *testing.T) {
 	agent := &testSession{ctx: t.Context(), caller: Caller{Kind: KindAgent, Name: "default", UID: 0, Spawn: &SpawnAuthority{Commands: true}}}
 	spawn := func(s *testSession) string {
 		raw, _ := msgpack.Marshal(abi.SpawnParams{Argv: []string{"/bin/sleep", "30"}})
-		res, aerr := k.Invoke(t.Context(), "process.spawn", &Call{Session: s, Params: raw})
+		res, aerr := k.Invoke(t.Context(), abi.MethodProcessSpawn, &Call{Session: s, Params: raw})
 		if aerr != nil {
 			t.Fatal(aerr)
 		}
@@ -226,7 +226,7 @@ func TestOnlyTheOperatorLooksPastItsOwn(t *testing.T) {
 	}
 	mine, theirs := spawn(agent), spawn(operator)
 	list := func(s *testSession) []string {
-		res, aerr := k.Invoke(t.Context(), "process.status", &Call{Session: s})
+		res, aerr := k.Invoke(t.Context(), abi.MethodProcessStatus, &Call{Session: s})
 		if aerr != nil {
 			t.Fatal(aerr)
 		}
@@ -242,12 +242,12 @@ func TestOnlyTheOperatorLooksPastItsOwn(t *testing.T) {
 		t.Fatalf("the agent lists %v, want only its own %s", got, mine)
 	}
 	raw, _ := msgpack.Marshal(abi.ProcessRef{ProcessID: theirs})
-	_, aerr := k.Invoke(t.Context(), "process.attach", &Call{Session: agent, Params: raw})
+	_, aerr := k.Invoke(t.Context(), abi.MethodProcessAttach, &Call{Session: agent, Params: raw})
 	wantDenied(t, "the agent attaches to the operator's process", aerr, "belongs to another user")
 	if got := list(operator); len(got) != 2 {
 		t.Fatalf("root as the operator lists %v, want both processes", got)
 	}
 	raw, _ = msgpack.Marshal(abi.ProcessRef{ProcessID: mine})
-	_, aerr = k.Invoke(t.Context(), "process.attach", &Call{Session: operator, Params: raw})
+	_, aerr = k.Invoke(t.Context(), abi.MethodProcessAttach, &Call{Session: operator, Params: raw})
 	wantAllowed(t, "the operator attaches to the agent's process", aerr)
 }

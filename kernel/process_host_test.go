@@ -35,7 +35,7 @@ func TestProcessOfAnotherHost(t *testing.T) {
 	}
 
 	var in abi.IntrospectResult
-	wantAllowed(t, "kernel.introspect", invoke(abi.MethodKernelIntrospect, nil, &in))
+	wantAllowed(t, abi.MethodKernelIntrospect, invoke(abi.MethodKernelIntrospect, nil, &in))
 	if in.Host != "a" {
 		t.Fatalf("kernel.introspect names the host %q, want \"a\"", in.Host)
 	}

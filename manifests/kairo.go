@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/abi"
 )
 
 // DefaultsTOML is the embedded kairo.toml with every key at its default,
@@ -833,7 +833,7 @@ func (c *Config) validate() []*Error {
 		}
 	}
 	for _, pat := range c.PluginLimits.Public {
-		if err := bus.ValidatePattern(pat); err != nil {
+		if err := abi.ValidatePattern(pat); err != nil {
 			bad("plugin_limits.public", "%v", err)
 		}
 	}

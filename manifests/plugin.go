@@ -1,6 +1,8 @@
 package manifests
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"errors"
 	"fmt"
 	"maps"
@@ -9,8 +11,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/kairo-os/kairo/kernel/bus"
 )
 
 // Plugin is a Wasm plugin's manifest, NAME.toml beside NAME.wasm: what the
@@ -137,7 +137,7 @@ func (g OperatorGrants) Check() []string {
 	var out []string
 	for key, list := range map[string][]string{"subscribe": g.Subscribe, "publish": g.Publish} {
 		for _, pat := range list {
-			if err := bus.ValidatePattern(pat); err != nil {
+			if err := abi.ValidatePattern(pat); err != nil {
 				out = append(out, key+": "+err.Error())
 			}
 		}
@@ -222,7 +222,7 @@ func ParsePlugin(file string, text []byte) (*Plugin, error) {
 	}
 	for key, list := range map[string][]string{"grants.subscribe": p.Grants.Subscribe, "grants.publish": p.Grants.Publish} {
 		for _, pat := range list {
-			if err := bus.ValidatePattern(pat); err != nil {
+			if err := abi.ValidatePattern(pat); err != nil {
 				bad(key, "%v", err)
 			}
 		}
@@ -318,7 +318,7 @@ func (m *Plugin) Narrow(op PluginOverride) (*Plugin, error) {
 		}
 		return slices.Clone(want)
 	}
-	covers := func(g, p string) bool { return bus.ValidatePattern(p) == nil && bus.Covers(g, p) }
+	covers := func(g, p string) bool { return abi.ValidatePattern(p) == nil && abi.Covers(g, p) }
 	same := func(g, e string) bool { return g == e }
 	under := func(g, e string) bool {
 		rel, err := filepath.Rel(g, e)

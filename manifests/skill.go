@@ -1,6 +1,8 @@
 package manifests
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"fmt"
 	"maps"
 	"path"
@@ -503,7 +505,7 @@ func (c *skillCheck) checkIPC() {
 		key, what, example string
 		names              []string
 	}{
-		{"call", "a kernel method", "events.publish", c.s.IPC.Call},
+		{"call", "a kernel method", abi.MethodEventsPublish, c.s.IPC.Call},
 		{"publish", "a subject", "skill.transcode.done", c.s.IPC.Publish},
 		{"subscribe", "a subject or pattern", "kairo.process.>", c.s.IPC.Subscribe},
 	} {

@@ -14,7 +14,6 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/sdk/client"
 )
 
@@ -53,7 +52,7 @@ func (v *conversation) close() { v.c.Close() }
 // run loop ends (with follow; else the first reply), or the first reply
 // caused by the message when it opened none.
 func (v *conversation) send(ctx context.Context, text, runLoop string, follow bool, wait time.Duration) error {
-	id := bus.NewID()
+	id := abi.NewID()
 	data, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: id, RunLoopID: runLoop})
 	res, err := v.c.Publish(ctx, abi.Event{Type: abi.SubjectUserMessage, Data: data})
 	if err != nil {
@@ -123,9 +122,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 		case ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == loop && loop != "":
 			return nil
 		case ev.Type == abi.SubjectAgentError && ev.CausationID == "" && replies == 0 && routed != "":
-			var d struct {
-				Error string `msgpack:"error"`
-			}
+			var d abi.AgentError
 			if msgpack.Unmarshal(ev.Data, &d) == nil {
 				v.out.event(ev, "· the agent: "+termText(d.Error))
 			}
@@ -274,7 +271,7 @@ func chat(ctx context.Context, in io.Reader, out *screen, socket string) error {
 				out.setPrompt("you> ")
 				continue
 			}
-			id := bus.NewID()
+			id := abi.NewID()
 			sent.Store(id, true)
 			ev := abi.Event{Type: abi.SubjectTerminalInput}
 			ev.Data, _ = msgpack.Marshal(abi.TerminalInput{Text: line, MessageID: id})
@@ -308,7 +305,7 @@ func otherMessage(source, text string) string {
 // terminalPlugin reports whether the terminal input plugin runs.
 func terminalPlugin(ctx context.Context, v *conversation) bool {
 	var res abi.PluginsListResult
-	if err := v.c.Call(ctx, "plugins.list", nil, &res); err != nil {
+	if err := v.c.Call(ctx, abi.MethodPluginsList, nil, &res); err != nil {
 		return false
 	}
 	for _, p := range res.Plugins {
@@ -341,9 +338,7 @@ func chatLine(ev *abi.Event) string {
 			return "· [" + termLine(shortID(ev.CorrelationID)) + "] " + r.plain()
 		}
 	case abi.SubjectAgentError:
-		var d struct {
-			Error string `msgpack:"error"`
-		}
+		var d abi.AgentError
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
 			return "· the agent: " + termText(d.Error)
 		}

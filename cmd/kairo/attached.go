@@ -78,12 +78,12 @@ func forwardStdin(c *client.Client, id string) {
 			n, err := os.Stdin.Read(buf)
 			if n > 0 {
 				// The params are encoded before Call returns, so buf is free again.
-				if c.Call(ctx, "process.stdin.write", abi.StdinParams{ProcessID: id, Data: buf[:n]}, nil) != nil {
+				if c.Call(ctx, abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: id, Data: buf[:n]}, nil) != nil {
 					return
 				}
 			}
 			if errors.Is(err, io.EOF) {
-				c.Call(ctx, "process.stdin.write", abi.StdinParams{ProcessID: id, Close: true}, nil)
+				c.Call(ctx, abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: id, Close: true}, nil)
 			}
 			if err != nil {
 				return
@@ -110,7 +110,7 @@ func follow(ctx context.Context, c *client.Client, id string, sigs <-chan os.Sig
 	done := make(chan waited, 1)
 	go func() {
 		var w waited
-		w.err = c.Call(ctx, "process.wait", abi.WaitParams{ProcessID: id}, &w.res)
+		w.err = c.Call(ctx, abi.MethodProcessWait, abi.WaitParams{ProcessID: id}, &w.res)
 		done <- w
 	}()
 	signalled := 0
@@ -124,7 +124,7 @@ func follow(ctx context.Context, c *client.Client, id string, sigs <-chan os.Sig
 					continue
 				}
 				if cols, rows, ok := termSize(tty.fd); ok {
-					c.Call(ctx, "process.resize", abi.ResizeParams{ProcessID: id, Cols: cols, Rows: rows}, nil)
+					c.Call(ctx, abi.MethodProcessResize, abi.ResizeParams{ProcessID: id, Cols: cols, Rows: rows}, nil)
 				}
 				continue
 			}
@@ -134,9 +134,9 @@ func follow(ctx context.Context, c *client.Client, id string, sigs <-chan os.Sig
 			// A failure here means the process has just exited or the
 			// connection is gone; the wait says which.
 			if signalled++; signalled == 1 {
-				c.Call(ctx, "process.signal", abi.SignalParams{ProcessID: id, Signal: unix.SignalName(sig.(syscall.Signal))}, nil)
+				c.Call(ctx, abi.MethodProcessSignal, abi.SignalParams{ProcessID: id, Signal: unix.SignalName(sig.(syscall.Signal))}, nil)
 			} else {
-				c.Call(ctx, "process.kill", abi.ProcessRef{ProcessID: id}, nil)
+				c.Call(ctx, abi.MethodProcessKill, abi.ProcessRef{ProcessID: id}, nil)
 			}
 		}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -103,7 +105,7 @@ deadline = "3s"
 	before := rssOf(t, d.cmd.Process.Pid)
 
 	r := kairo(t, home, "send", "--no-follow", "run everything")
-	if r.code != 0 || !strings.Contains(r.stdout, "process.spawn") {
+	if r.code != 0 || !strings.Contains(r.stdout, abi.MethodProcessSpawn) {
 		t.Fatalf("kairo send:\n%s\n%s", r, d.stderr)
 	}
 	// The model is told why the rest did not run.

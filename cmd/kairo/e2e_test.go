@@ -182,7 +182,7 @@ func tailOne(t *testing.T, d *upProc, subject, data string) string {
 	defer c.Close()
 	subscriptions := func() int {
 		var m abi.Metrics
-		if err := c.Call(context.Background(), "system.get_metrics", nil, &m); err != nil {
+		if err := c.Call(context.Background(), abi.MethodSystemMetrics, nil, &m); err != nil {
 			t.Fatal(err)
 		}
 		return m.Subscriptions

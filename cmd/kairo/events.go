@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/sdk/client"
 )
 
@@ -70,7 +69,7 @@ as printed) stores nothing and prints the stored sequence number.`)
 	ev := abi.Event{Type: pos[0], ID: *id, CorrelationID: *corr, CausationID: *caus} // the kernel sets the source: who publishes
 	// Check here what the kernel would refuse, so the message comes even
 	// when no kernel runs.
-	if err := bus.ValidateSubject(ev.Type); err != nil {
+	if err := abi.ValidateSubject(ev.Type); err != nil {
 		return err
 	}
 	if len(pos) == 2 {
@@ -133,7 +132,7 @@ func patternArg(pos []string) (string, error) {
 	if len(pos) == 0 {
 		return ">", nil
 	}
-	if err := bus.ValidatePattern(pos[0]); err != nil {
+	if err := abi.ValidatePattern(pos[0]); err != nil {
 		return "", err
 	}
 	return pos[0], nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/internal/wasmbuild"
 	"github.com/kairo-os/kairo/sdk/client"
 )
@@ -150,7 +151,7 @@ func hostileKinds(readable string) []hostileKind {
 		{"self",
 			drop{manifest: func(name string) string {
 				return hostileTOML(name, "mode = \"ping\"\nmethod = \"process.spawn\"") + selfGrant
-			}, trigger: true, want: all(denied("call", "process.spawn", 1), failedWith("ping.result", "call process.spawn: not granted"))},
+			}, trigger: true, want: all(denied("call", abi.MethodProcessSpawn, 1), failedWith("ping.result", "call process.spawn: not granted"))},
 			drop{manifest: func(name string) string {
 				return hostileTOML(name, "mode = \"ping\"\nmethod = \"kernel.ping\"") + "[grants]\ncall = [\"kernel.ping\"]\n"
 			}, trigger: true, want: results("ping.result", 1)}},

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +26,7 @@ say = "run echo from-timer"
 		t.Fatal(err)
 	}
 	startUp(t, home)
-	if r := kairo(t, home, "tools"); r.code != 0 || !strings.Contains(r.stdout, "process.spawn") || !strings.Contains(r.stdout, "process.wait") {
+	if r := kairo(t, home, "tools"); r.code != 0 || !strings.Contains(r.stdout, abi.MethodProcessSpawn) || !strings.Contains(r.stdout, abi.MethodProcessWait) {
 		t.Fatalf("kairo tools on the daemon:\n%s", r)
 	}
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,10 +137,10 @@ func TestJSONListings(t *testing.T) {
 	}
 	ts := jsonLines(t, "tools --json", kairoOK(t, home, "tools", "--json"),
 		"name", "offered", "description", "parameters", "source", "origin", "grants", "error")
-	if i := slices.IndexFunc(ts, func(o map[string]any) bool { return o["name"] == "process.spawn" }); i < 0 || ts[i]["source"] != "kernel" {
+	if i := slices.IndexFunc(ts, func(o map[string]any) bool { return o["name"] == abi.MethodProcessSpawn }); i < 0 || ts[i]["source"] != "kernel" {
 		t.Errorf("tools --json has no process.spawn of the kernel: %v", ts)
 	}
-	jsonLines(t, "tools --json NAME", kairoOK(t, home, "tools", "--json", "process.spawn"), "name", "source", "parameters")
+	jsonLines(t, "tools --json NAME", kairoOK(t, home, "tools", "--json", abi.MethodProcessSpawn), "name", "source", "parameters")
 
 	st := jsonLines(t, "status --json", kairoOK(t, home, "status", "--json"), "home", "homeFrom", "socket", "version", "abiVersion", "methods", "metrics")
 	if st[0]["home"] != home || st[0]["homeFrom"] != "KAIRO_HOME" {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/internal/llmscript"
 )
 
@@ -81,7 +82,7 @@ stream = false
 			ended++
 		case ev.Type == "kairo.agent.default.message" && ev.Data["text"] == "restart it with sleep 1":
 			restart = ev.ID
-		case ev.Type == "kairo.agent.action" && ev.Data["tool"] == "process.kill":
+		case ev.Type == "kairo.agent.action" && ev.Data["tool"] == abi.MethodProcessKill:
 			kill = ev.ID
 			if ev.Correlation != loop || ev.Causation != restart {
 				t.Fatalf("the kill %+v; want it in %s caused by %s", ev, loop, restart)

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kairo-os/kairo/internal/tools/modelname"
+	"github.com/kairo-os/kairo/abi/modelname"
 )
 
 // The MCP cases of issue 15 against a real `kairo up`, real MCP stdio

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -61,7 +63,7 @@ command = ["/nonexistent/mcp-server"]
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if !strings.Contains(r.stdout, "mcp.test.add") || !strings.Contains(r.stdout, bin) || !strings.Contains(r.stdout, "process.spawn") {
+	if !strings.Contains(r.stdout, "mcp.test.add") || !strings.Contains(r.stdout, bin) || !strings.Contains(r.stdout, abi.MethodProcessSpawn) {
 		t.Fatalf("kairo tools:\n%s", r)
 	}
 	if strings.Contains(r.stdout, "mcp.broken.") {

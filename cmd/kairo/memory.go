@@ -11,7 +11,6 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/internal/agent"
-	"github.com/kairo-os/kairo/internal/memory"
 )
 
 var memoryCommands []command
@@ -75,14 +74,14 @@ type memoryChunk struct {
 	Text      string    `json:"text"`
 }
 
-func memoryJSON(c memory.Chunk) memoryChunk {
+func memoryJSON(c abi.MemoryChunk) memoryChunk {
 	return memoryChunk{Anchor: c.Anchor.Ref(), RunLoopID: c.Anchor.RunLoopID, Iteration: c.Anchor.IterationIndex,
 		Segment: c.Anchor.SegmentIndex, Type: string(c.Anchor.SegmentType), Time: c.Anchor.Timestamp, Origin: string(c.Origin),
 		Source: c.Source, Quotes: c.Quotes, Data: c.IsData(), Score: c.Score, Text: c.Text}
 }
 
 // from says whose words a chunk holds, in a table cell.
-func from(c memory.Chunk) string {
+func from(c abi.MemoryChunk) string {
 	if c.IsData() {
 		return "data: " + c.Describe()
 	}
@@ -102,8 +101,8 @@ quoted data, never as instructions).`)
 	if err != nil {
 		return err
 	}
-	var chunks []memory.Chunk
-	if err := callKernel(ctx, agent.MethodMemoryRetrieve, agent.RetrieveParams{Query: strings.Join(pos, " "), K: *limit}, &chunks); err != nil {
+	var chunks []abi.MemoryChunk
+	if err := callKernel(ctx, abi.MethodMemoryRetrieve, abi.MemoryRetrieveParams{Query: strings.Join(pos, " "), K: *limit}, &chunks); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -135,12 +134,12 @@ around it.`)
 	if err != nil {
 		return err
 	}
-	a, err := memory.ParseAnchor(pos[0])
+	a, err := abi.ParseMemoryAnchor(pos[0])
 	if err != nil {
 		return &usageError{msg: err.Error(), synopsis: f.synopsis}
 	}
-	var x memory.Expanded
-	if err := callKernel(ctx, agent.MethodMemoryExpand, agent.ExpandParams{Anchor: a, Window: *window}, &x); err != nil {
+	var x abi.MemoryExpanded
+	if err := callKernel(ctx, abi.MethodMemoryExpand, abi.MemoryExpandParams{Anchor: a, Window: *window}, &x); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -189,7 +188,7 @@ and when memory.db is rebuilt from the log. Only the operator may.`)
 	if n != 1 {
 		return &usageError{msg: "give one of --anchor, --task or --query", synopsis: f.synopsis}
 	}
-	p := agent.ForgetParams{Anchor: *anchor, Task: *task, Query: *query}
+	p := abi.MemoryForgetParams{Anchor: *anchor, Task: *task, Query: *query}
 	if p.Task != "" {
 		id, err := resolveRun(ctx, p.Task)
 		if err != nil {
@@ -197,8 +196,8 @@ and when memory.db is rebuilt from the log. Only the operator may.`)
 		}
 		p.Task = id
 	}
-	var res agent.ForgetResult
-	if err := callKernel(ctx, agent.MethodMemoryForget, p, &res); err != nil {
+	var res abi.MemoryForgetResult
+	if err := callKernel(ctx, abi.MethodMemoryForget, p, &res); err != nil {
 		return err
 	}
 	switch {
@@ -209,7 +208,7 @@ and when memory.db is rebuilt from the log. Only the operator may.`)
 	default:
 		fmt.Printf("forgot %d segment(s) (recorded as %s):\n", len(res.Segments), agent.SubjectMemoryForgotten)
 		for _, r := range res.Segments {
-			a := memory.Anchor{RunLoopID: r.RunLoopID, IterationIndex: r.IterationIndex, SegmentIndex: r.SegmentIndex, SegmentType: r.SegmentType}
+			a := abi.MemoryAnchor{RunLoopID: r.RunLoopID, IterationIndex: r.IterationIndex, SegmentIndex: r.SegmentIndex, SegmentType: r.SegmentType}
 			fmt.Printf("  %s  %s\n", termLine(a.Ref()), termLine(string(a.SegmentType)))
 		}
 	}

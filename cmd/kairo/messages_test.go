@@ -28,7 +28,7 @@ func TestAttachLeavesNoTypedKeys(t *testing.T) {
 	defer cancel()
 	wd, _ := os.Getwd()
 	var info abi.ProcessInfo
-	if err := c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: []string{"sleep", "30"}, Cwd: wd}, &info); err != nil {
+	if err := c.Call(ctx, abi.MethodProcessSpawn, abi.SpawnParams{Argv: []string{"sleep", "30"}, Cwd: wd}, &info); err != nil {
 		t.Fatal(err)
 	}
 	// The process of another connection is the user's: ps lists it.
@@ -63,7 +63,7 @@ func TestAttachLeavesNoTypedKeys(t *testing.T) {
 		return n
 	}
 	until(t, "the typed keys pending", func() bool { return pending() == len("echo leaked\n") })
-	if err := c.Call(ctx, "process.signal", abi.SignalParams{ProcessID: info.ID, Signal: "KILL"}, nil); err != nil {
+	if err := c.Call(ctx, abi.MethodProcessSignal, abi.SignalParams{ProcessID: info.ID, Signal: "KILL"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	err = attach.Wait()
@@ -99,7 +99,7 @@ func TestReplayOfAStoppedRun(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.Call(ctx, "intent.cancel", abi.CancelParams{CorrelationID: byHand, Reason: "enough of it"}, nil); err != nil {
+	if err := c.Call(ctx, abi.MethodIntentCancel, abi.CancelParams{CorrelationID: byHand, Reason: "enough of it"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	until(t, "the task canceled", func() bool { return runsJSON(t, home)["run sleep 30"].Status == "canceled" })

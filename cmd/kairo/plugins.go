@@ -44,7 +44,7 @@ capped.`)
 		return err
 	}
 	var res abi.PluginsListResult
-	if err := callKernel(ctx, "plugins.list", nil, &res); err != nil {
+	if err := callKernel(ctx, abi.MethodPluginsList, nil, &res); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -103,7 +103,7 @@ func newPluginJSON(p abi.PluginStatus) jsonview.Plugin { return jsonview.NewPlug
 func orEmpty[T any](l []T) []T { return jsonview.OrEmpty(l) }
 
 func runPluginGrant(ctx context.Context, verb string, args []string) error {
-	method, did := "plugins.grant", "granted"
+	method, did := abi.MethodPluginsGrant, "granted"
 	help := `
 Grant a plugin more than its baseline, whatever its manifest asks: a drop-in
 plugin (of the plugins folder) may otherwise only publish and subscribe in
@@ -120,7 +120,7 @@ The grant is recorded in the event log (kairo.plugin.granted), survives a
 restart of the daemon, and applies at once: the plugin reloads. Grants in
 kairo.toml, [plugins.NAME.grants], apply as well.`
 	if verb == "revoke" {
-		method, did = "plugins.revoke", "revoked"
+		method, did = abi.MethodPluginsRevoke, "revoked"
 		help = `
 Take back what "kairo plugins grant" granted a plugin: the entries named, as
 they were granted. Recorded in the event log (kairo.plugin.revoked); the
@@ -209,7 +209,7 @@ func runPluginRestart(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := callKernel(ctx, "plugins.restart", abi.PluginRef{Name: pos[0]}, nil); err != nil {
+	if err := callKernel(ctx, abi.MethodPluginsRestart, abi.PluginRef{Name: pos[0]}, nil); err != nil {
 		return err
 	}
 	fmt.Printf("restarting %s; `kairo plugins` shows its state\n", pos[0])

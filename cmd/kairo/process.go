@@ -104,8 +104,8 @@ func spawnAttached(ctx context.Context, c *client.Client, params abi.SpawnParams
 	ctx = context.WithoutCancel(ctx)
 
 	var info abi.ProcessInfo
-	if err := c.Call(ctx, "process.spawn", params, &info); err != nil {
-		return callError("process.spawn", err)
+	if err := c.Call(ctx, abi.MethodProcessSpawn, params, &info); err != nil {
+		return callError(abi.MethodProcessSpawn, err)
 	}
 	fmt.Fprintf(os.Stderr, "kairo: spawned %s (pid %d)\n", termLine(info.ID), info.PID)
 	var tty *terminal
@@ -120,7 +120,7 @@ func spawnAttached(ctx context.Context, c *client.Client, params abi.SpawnParams
 	end, err := follow(ctx, c, info.ID, sigs, true, tty)
 	tty.restore()
 	if err != nil {
-		return callError("process.wait", err)
+		return callError(abi.MethodProcessWait, err)
 	}
 	return processExit(end)
 }
@@ -161,8 +161,8 @@ discarded when it ends, not left for the shell.`)
 	ctx = context.WithoutCancel(ctx) // a signal detaches, below
 
 	var info abi.ProcessInfo
-	if err := c.Call(ctx, "process.attach", abi.ProcessRef{ProcessID: id}, &info); err != nil {
-		return processError("process.attach", id, err)
+	if err := c.Call(ctx, abi.MethodProcessAttach, abi.ProcessRef{ProcessID: id}, &info); err != nil {
+		return processError(abi.MethodProcessAttach, id, err)
 	}
 	var tty *terminal
 	if stdin := int(os.Stdin.Fd()); *withStdin && info.PTY && isTerminal(stdin) && info.Status == abi.ProcessRunning {
@@ -173,7 +173,7 @@ discarded when it ends, not left for the shell.`)
 		defer tty.restore()
 		// The process's terminal takes this one's size, as after a SIGWINCH.
 		if cols, rows, ok := termSize(stdin); ok {
-			c.Call(ctx, "process.resize", abi.ResizeParams{ProcessID: id, Cols: cols, Rows: rows}, nil)
+			c.Call(ctx, abi.MethodProcessResize, abi.ResizeParams{ProcessID: id, Cols: cols, Rows: rows}, nil)
 		}
 	}
 	if *withStdin {
@@ -186,7 +186,7 @@ discarded when it ends, not left for the shell.`)
 		fmt.Fprintf(os.Stderr, "kairo: stopped following %s; it runs on\n", termLine(id))
 		return nil
 	case err != nil:
-		return callError("process.wait", err)
+		return callError(abi.MethodProcessWait, err)
 	}
 	if *asJSON {
 		fmt.Printf("%s\n", marshalJSON(struct {
@@ -233,19 +233,19 @@ attaches to it first, which is what lets a client steer it.`)
 	}
 	defer c.Close()
 	var info abi.ProcessInfo
-	if err := c.Call(ctx, "process.attach", abi.ProcessRef{ProcessID: id}, &info); err != nil {
-		return processError("process.attach", id, err)
+	if err := c.Call(ctx, abi.MethodProcessAttach, abi.ProcessRef{ProcessID: id}, &info); err != nil {
+		return processError(abi.MethodProcessAttach, id, err)
 	}
 	if info.Status != abi.ProcessRunning {
 		return fmt.Errorf("nothing to signal: %s", describe(info))
 	}
-	if err := c.Call(ctx, "process.signal", abi.SignalParams{ProcessID: id, Signal: *sig}, &info); err != nil {
-		return processError("process.signal", id, err)
+	if err := c.Call(ctx, abi.MethodProcessSignal, abi.SignalParams{ProcessID: id, Signal: *sig}, &info); err != nil {
+		return processError(abi.MethodProcessSignal, id, err)
 	}
 	if *wait > 0 && endsProcess(*sig) {
 		var res abi.WaitResult
-		if err := c.Call(ctx, "process.wait", abi.WaitParams{ProcessID: id, Timeout: *wait}, &res); err != nil {
-			return callError("process.wait", err)
+		if err := c.Call(ctx, abi.MethodProcessWait, abi.WaitParams{ProcessID: id, Timeout: *wait}, &res); err != nil {
+			return callError(abi.MethodProcessWait, err)
 		}
 		info = res.Process
 	}
@@ -283,7 +283,7 @@ signal, startedAt, exitedAt, correlationId, causationId.`)
 		return err
 	}
 	var list []abi.ProcessInfo
-	if err := callKernel(ctx, "process.status", nil, &list); err != nil {
+	if err := callKernel(ctx, abi.MethodProcessStatus, nil, &list); err != nil {
 		return err
 	}
 	if *asJSON {

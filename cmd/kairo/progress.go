@@ -58,10 +58,7 @@ func readProgress(ev *abi.Event) (progressReading, bool) {
 	if ev.Type != abi.SubjectProcessProgress {
 		return progressReading{}, false
 	}
-	var d struct {
-		ProcessID string         `msgpack:"processId"`
-		Values    map[string]any `msgpack:"values"`
-	}
+	var d abi.ProcessProgress
 	if msgpack.Unmarshal(ev.Data, &d) != nil {
 		return progressReading{}, false
 	}

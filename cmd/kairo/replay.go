@@ -10,7 +10,6 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
-	"github.com/kairo-os/kairo/internal/agent"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -42,7 +41,7 @@ log is read from the data folder directly.`)
 	if err != nil {
 		return err
 	}
-	var rep *agent.ReplayReport
+	var rep *abi.AgentReplayReport
 	var outside []outsideTick
 	lock, err := host.LockHome(home)
 	if err == nil {
@@ -57,15 +56,15 @@ log is read from the data folder directly.`)
 }
 
 // replayOnline asks the running daemon.
-func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, []outsideTick, error) {
+func replayOnline(ctx context.Context, run string) (*abi.AgentReplayReport, []outsideTick, error) {
 	c, err := dial(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer c.Close()
-	var rep agent.ReplayReport
-	if err := c.Call(ctx, "agent.replay", host.ReplayParams{RunLoop: run}, &rep); err != nil {
-		return nil, nil, callError("agent.replay", err)
+	var rep abi.AgentReplayReport
+	if err := c.Call(ctx, abi.MethodAgentReplay, abi.AgentReplayParams{RunLoop: run}, &rep); err != nil {
+		return nil, nil, callError(abi.MethodAgentReplay, err)
 	}
 	if rep.Unrecorded == 0 {
 		return &rep, nil, nil
@@ -80,7 +79,7 @@ func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, []outsi
 		return nil
 	})
 	if err != nil {
-		return nil, nil, callError("events.replay", err)
+		return nil, nil, callError(abi.MethodEventsReplay, err)
 	}
 	return &rep, outsideTicks(evs, rep.RunLoop), nil
 }
@@ -88,7 +87,7 @@ func replayOnline(ctx context.Context, run string) (*agent.ReplayReport, []outsi
 // replayOffline reads the data folder's log itself, through a daemon in
 // the Replaying mode: no daemon runs on it, and lock is its lock, which the
 // replaying daemon owns from here on.
-func replayOffline(ctx context.Context, home, cfgPath, run string, lock *os.File) (*agent.ReplayReport, []outsideTick, error) {
+func replayOffline(ctx context.Context, home, cfgPath, run string, lock *os.File) (*abi.AgentReplayReport, []outsideTick, error) {
 	cfg, err := loadConfig(home, cfgPath)
 	if err != nil {
 		lock.Close()
@@ -107,7 +106,7 @@ func replayOffline(ctx context.Context, home, cfgPath, run string, lock *os.File
 	return rep, outsideTicks(evs, rep.RunLoop), nil
 }
 
-func printReplay(w io.Writer, rep *agent.ReplayReport, outside []outsideTick) error {
+func printReplay(w io.Writer, rep *abi.AgentReplayReport, outside []outsideTick) error {
 	fmt.Fprintf(w, "run loop %s %q\n", termLine(rep.RunLoop), rep.Goal)
 	fmt.Fprintf(w, "replayed %d decisions (ticks %d–%d): %d actions, %d thoughts, %d recorded model answers\n",
 		rep.Decisions, rep.FirstTick, rep.LastTick, rep.Actions, rep.Thoughts, rep.Answers)

@@ -14,7 +14,6 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/internal/audit"
-	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
@@ -121,7 +120,7 @@ for the run and removed after it.`)
 	// What the sandbox refused the run is said after it. The tree's events,
 	// its members' too, carry this causation: it tells them from another
 	// client's.
-	spawn.CausationID = "kairo-run-" + bus.NewID()
+	spawn.CausationID = "kairo-run-" + abi.NewID()
 	refused := followDenials(ctx, c, spawn.CausationID)
 	err = spawnAttached(ctx, c, spawn)
 	for _, d := range refused.end(denialGrace) {

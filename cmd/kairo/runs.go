@@ -94,7 +94,7 @@ func runJSON(r abi.RunSummary) runObject {
 
 func listRuns(ctx context.Context, p abi.RunsParams) (abi.RunsResult, error) {
 	var res abi.RunsResult
-	if err := callKernel(ctx, "agent.runs", p, &res); err != nil {
+	if err := callKernel(ctx, abi.MethodAgentRuns, p, &res); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -149,7 +149,7 @@ func runRunsShow(ctx context.Context, args []string) error {
 		return nil
 	})
 	if err != nil {
-		return callError("events.replay", err)
+		return callError(abi.MethodEventsReplay, err)
 	}
 	if *asJSON {
 		p := newPrinter(true)

@@ -41,7 +41,7 @@ func spawnMarked(t *testing.T, d *upProc, n int) []int {
 	defer cancel()
 	script := "setsid sh -c 'sleep " + strconv.Itoa(n+1) + " & exit 0' & exec sleep " + strconv.Itoa(n)
 	var info abi.ProcessInfo
-	if err := c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: []string{"sh", "-c", script}}, &info); err != nil {
+	if err := c.Call(ctx, abi.MethodProcessSpawn, abi.SpawnParams{Argv: []string{"sh", "-c", script}}, &info); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -173,7 +173,7 @@ func TestDaemonStopGrace(t *testing.T) {
 	// In a folder of the operator's, which the tree may write.
 	script := `sh -c 'trap "sleep 0.3; echo bye > bye; exit 0" TERM; while :; do sleep 0.05; done' & echo started > started; wait`
 	var info abi.ProcessInfo
-	if err := c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: []string{"sh", "-c", script}, Cwd: out}, &info); err != nil {
+	if err := c.Call(ctx, abi.MethodProcessSpawn, abi.SpawnParams{Argv: []string{"sh", "-c", script}, Cwd: out}, &info); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {

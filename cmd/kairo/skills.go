@@ -34,7 +34,7 @@ With --json, one JSON object per skill: name, folder, description, error.`)
 		return err
 	}
 	var res abi.ToolsListResult
-	if err := callKernel(ctx, "tools.list", nil, &res); err != nil {
+	if err := callKernel(ctx, abi.MethodToolsList, nil, &res); err != nil {
 		return err
 	}
 	var list []skillJSON
@@ -117,8 +117,8 @@ and say whether it runs.`)
 	// The daemon rescans once the folder is quiet for a moment.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		var res abi.ToolsListResult
-		if err := c.Call(ctx, "tools.list", nil, &res); err != nil {
-			return callError("tools.list", err)
+		if err := c.Call(ctx, abi.MethodToolsList, nil, &res); err != nil {
+			return callError(abi.MethodToolsList, err)
 		}
 		for _, t := range res.Tools {
 			if t.Source != abi.ToolSourceSkill || filepath.Dir(t.Origin) != filepath.Join(dir, name) {

@@ -71,12 +71,12 @@ cache folder's kairo/current), else ./.kairo.`)
 	}
 	defer c.Close()
 	var in abi.IntrospectResult
-	if err := c.Call(ctx, "kernel.introspect", nil, &in); err != nil {
-		return callError("kernel.introspect", err)
+	if err := c.Call(ctx, abi.MethodKernelIntrospect, nil, &in); err != nil {
+		return callError(abi.MethodKernelIntrospect, err)
 	}
 	var m abi.Metrics
-	if err := c.Call(ctx, "system.get_metrics", nil, &m); err != nil {
-		return callError("system.get_metrics", err)
+	if err := c.Call(ctx, abi.MethodSystemMetrics, nil, &m); err != nil {
+		return callError(abi.MethodSystemMetrics, err)
 	}
 	var ping abi.PingResult
 	if err := c.Call(ctx, abi.MethodKernelPing, nil, &ping); err != nil {

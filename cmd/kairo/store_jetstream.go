@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
-	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/jetstream"
 	"github.com/kairo-os/kairo/manifests"
 )
@@ -108,7 +108,7 @@ permissions itself.`)
 		stream = jetstream.DefaultStream
 	}
 	// The store's prefix is its stream's name (jetstream.Options.Prefix).
-	if name == "" || strings.ContainsAny(name, "*>/\\ \t") || bus.ValidateSubject(stream+".log."+name) != nil {
+	if name == "" || strings.ContainsAny(name, "*>/\\ \t") || abi.ValidateSubject(stream+".log."+name) != nil {
 		return &usageError{msg: fmt.Sprintf("%q is not a host name: letters, digits, \"-\", \"_\" and dots between them, as the host's [host] name", name), synopsis: f.synopsis}
 	}
 	fmt.Print(jetstream.HostPermissions(stream, stream, name).AuthorizationBlock(name, "PASSWORD"))

@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/abi/modelname"
 	"github.com/kairo-os/kairo/internal/jsonview"
-	"github.com/kairo-os/kairo/internal/tools/modelname"
 )
 
 func runTools(ctx context.Context, args []string) error {
@@ -30,7 +30,7 @@ parameters, source, origin, grants, error.`)
 		return err
 	}
 	var res abi.ToolsListResult
-	if err := callKernel(ctx, "tools.list", nil, &res); err != nil {
+	if err := callKernel(ctx, abi.MethodToolsList, nil, &res); err != nil {
 		return err
 	}
 	list := res.Tools

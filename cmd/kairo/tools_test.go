@@ -34,7 +34,7 @@ func TestToolsCommand(t *testing.T) {
 	reg := serveTools(t, dir, map[string]string{"wc": skill})
 
 	out := captureStdout(t, func() error { return runTools(context.Background(), nil) })
-	for _, want := range []string{"NAME", "process.spawn", "kernel", "only the processes the agent spawned", "skill.wc", "skill   fs.read /srv; fs.exec /usr/bin/wc"} {
+	for _, want := range []string{"NAME", abi.MethodProcessSpawn, "kernel", "only the processes the agent spawned", "skill.wc", "skill   fs.read /srv; fs.exec /usr/bin/wc"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kairo tools: no %q in\n%s", want, out)
 		}

@@ -69,7 +69,7 @@ func TestDropInGetsWhatTheOperatorGrants(t *testing.T) {
 		if len(s.Call) != 0 || !slices.Equal(s.Publish, []string{"plugin.asker.>"}) || !slices.Equal(s.Subscribe, []string{"plugin.asker.>"}) {
 			t.Errorf("granted: call %q, publish %q, subscribe %q; want no method and its namespace", s.Call, s.Publish, s.Subscribe)
 		}
-		want := &abi.PluginGrant{Plugin: "asker", Call: []string{"process.spawn"}, Publish: []string{"app.>"}, Subscribe: []string{"boom.>"}}
+		want := &abi.PluginGrant{Plugin: "asker", Call: []string{abi.MethodProcessSpawn}, Publish: []string{"app.>"}, Subscribe: []string{"boom.>"}}
 		if fmt.Sprint(s.Requested) != fmt.Sprint(want) {
 			t.Errorf("requested = %+v, want %+v", s.Requested, want)
 		}
@@ -86,7 +86,7 @@ func TestDropInGetsWhatTheOperatorGrants(t *testing.T) {
 			t.Fatalf("process.spawn from a drop-in: %+v, want not granted", r)
 		}
 		d = decode[abi.PluginDenied](t, denied.wait(t, 2)[1])
-		if d.Plugin != "asker" || d.Import != abi.ImportCall || d.Target != "process.spawn" || d.Count != 1 {
+		if d.Plugin != "asker" || d.Import != abi.ImportCall || d.Target != abi.MethodProcessSpawn || d.Count != 1 {
 			t.Errorf("denied = %+v", d)
 		}
 		// The host loads it with the ceilings, not what it asked.
@@ -104,10 +104,10 @@ func TestDropInGetsWhatTheOperatorGrants(t *testing.T) {
 		results := e.watch("plugin.asker.result")
 		e.drop("asker", "asker", fmt.Sprintf(askerManifest, "call", 0))
 		e.startFolder(ManagerConfig{Overrides: map[string]manifests.PluginOverride{
-			"asker": {Grants: manifests.OperatorGrants{Call: []string{"process.spawn"}}},
+			"asker": {Grants: manifests.OperatorGrants{Call: []string{abi.MethodProcessSpawn}}},
 		}}, Folder{Path: e.dir})
 		s := e.waitState("asker", abi.PluginRunning)
-		if !slices.Equal(s.Call, []string{"process.spawn"}) || s.Requested == nil || len(s.Requested.Call) != 0 {
+		if !slices.Equal(s.Call, []string{abi.MethodProcessSpawn}) || s.Requested == nil || len(s.Requested.Call) != 0 {
 			t.Errorf("granted call %q, requested %+v", s.Call, s.Requested)
 		}
 		if r := e.askSpawn(results, 1); strings.Contains(r.Error, "not granted") {
@@ -121,7 +121,7 @@ func TestDropInGetsWhatTheOperatorGrants(t *testing.T) {
 		e.drop("asker", "asker", strings.Replace(fmt.Sprintf(askerManifest, "call", 0), "plugin.asker.go,boom.>", "plugin.asker.go", 1))
 		e.startFolder(ManagerConfig{}, Folder{Path: e.dir, Builtin: true})
 		s := e.waitState("asker", abi.PluginRunning)
-		if !slices.Equal(s.Call, []string{"process.spawn"}) || s.Requested != nil {
+		if !slices.Equal(s.Call, []string{abi.MethodProcessSpawn}) || s.Requested != nil {
 			t.Errorf("built-in: call %q, requested %+v; want its manifest's grants", s.Call, s.Requested)
 		}
 		if r := e.askSpawn(results, 1); strings.Contains(r.Error, "not granted") {
@@ -187,26 +187,26 @@ func TestGrantMethod(t *testing.T) {
 	drop := Folder{Path: e.dir}
 	e.startFolder(ManagerConfig{}, drop)
 	e.waitState("asker", abi.PluginRunning)
-	grant := abi.PluginGrant{Plugin: "asker", Call: []string{"process.spawn"}}
+	grant := abi.PluginGrant{Plugin: "asker", Call: []string{abi.MethodProcessSpawn}}
 
-	for _, s := range []kernel.Session{newPluginSession(context.Background(), "asker", &Grants{Grants: kernel.Grants{Call: []string{"plugins.grant"}}}),
+	for _, s := range []kernel.Session{newPluginSession(context.Background(), "asker", &Grants{Grants: kernel.Grants{Call: []string{abi.MethodPluginsGrant}}}),
 		&pluginSession{ctx: context.Background(), caller: kernel.Caller{Kind: kernel.KindSkill, Name: "s"}}} {
-		if _, aerr := e.invoke(s, "plugins.grant", grant); aerr == nil || aerr.Code != abi.CodePermissionDenied {
+		if _, aerr := e.invoke(s, abi.MethodPluginsGrant, grant); aerr == nil || aerr.Code != abi.CodePermissionDenied {
 			t.Errorf("plugins.grant by %s: %v, want permission_denied", s.Caller(), aerr)
 		}
 	}
 	if r := e.askSpawn(results, 1); !strings.Contains(r.Error, "not granted") {
 		t.Fatalf("before the grant: %+v", r)
 	}
-	if _, aerr := e.invoke(operatorSession(), "plugins.grant", abi.PluginGrant{Plugin: "nosuch", Call: []string{"x"}}); aerr == nil || aerr.Code != abi.CodeNotFound {
+	if _, aerr := e.invoke(operatorSession(), abi.MethodPluginsGrant, abi.PluginGrant{Plugin: "nosuch", Call: []string{"x"}}); aerr == nil || aerr.Code != abi.CodeNotFound {
 		t.Errorf("a grant to no plugin: %v", aerr)
 	}
-	raw, aerr := e.invoke(operatorSession(), "plugins.grant", grant)
+	raw, aerr := e.invoke(operatorSession(), abi.MethodPluginsGrant, grant)
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
 	var st abi.PluginStatus
-	if err := msgpack.Unmarshal(raw, &st); err != nil || !slices.Equal(st.Call, []string{"process.spawn"}) {
+	if err := msgpack.Unmarshal(raw, &st); err != nil || !slices.Equal(st.Call, []string{abi.MethodProcessSpawn}) {
 		t.Fatalf("plugins.grant answered %+v (%v)", st, err)
 	}
 	var recorded []abi.PluginGrant
@@ -217,7 +217,7 @@ func TestGrantMethod(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil || len(recorded) != 1 || recorded[0].By != "operator/1000" || !slices.Equal(recorded[0].Call, []string{"process.spawn"}) {
+	if err != nil || len(recorded) != 1 || recorded[0].By != "operator/1000" || !slices.Equal(recorded[0].Call, []string{abi.MethodProcessSpawn}) {
 		t.Fatalf("the log holds %+v (%v), want the one grant, by operator/1000", recorded, err)
 	}
 	e.waitState("asker", abi.PluginRunning)
@@ -228,14 +228,14 @@ func TestGrantMethod(t *testing.T) {
 	// A restart folds the grant from the log.
 	e.m.Stop()
 	e.start2(drop)
-	if s := e.waitState("asker", abi.PluginRunning); !slices.Equal(s.Call, []string{"process.spawn"}) {
+	if s := e.waitState("asker", abi.PluginRunning); !slices.Equal(s.Call, []string{abi.MethodProcessSpawn}) {
 		t.Fatalf("after a restart: call %q, want the grant of the log", s.Call)
 	}
 	if r := e.askSpawn(results, 3); strings.Contains(r.Error, "not granted") {
 		t.Fatalf("after a restart: %+v", r)
 	}
 
-	if _, aerr := e.invoke(operatorSession(), "plugins.revoke", grant); aerr != nil {
+	if _, aerr := e.invoke(operatorSession(), abi.MethodPluginsRevoke, grant); aerr != nil {
 		t.Fatal(aerr)
 	}
 	e.m.Stop()
@@ -272,7 +272,7 @@ func TestCeilingsBoundOverrides(t *testing.T) {
 
 func queryAll(t *testing.T, subject string) bus.Query {
 	t.Helper()
-	pt, err := bus.CompilePattern(subject)
+	pt, err := abi.CompilePattern(subject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestGrantOfAnotherHost(t *testing.T) {
 	drop := Folder{Path: e.dir}
 	record := func(id, host string) {
 		t.Helper()
-		data, err := msgpack.Marshal(abi.PluginGrant{Plugin: "asker", Call: []string{"process.spawn"}, By: "operator/1000"})
+		data, err := msgpack.Marshal(abi.PluginGrant{Plugin: "asker", Call: []string{abi.MethodProcessSpawn}, By: "operator/1000"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func TestGrantOfAnotherHost(t *testing.T) {
 	e.m.Stop()
 	record("grant-of-this-host", e.bus.Host())
 	e.start2(drop)
-	if s := e.waitState("asker", abi.PluginRunning); !slices.Equal(s.Call, []string{"process.spawn"}) {
+	if s := e.waitState("asker", abi.PluginRunning); !slices.Equal(s.Call, []string{abi.MethodProcessSpawn}) {
 		t.Fatalf("this host's own grant: call %q, want it folded", s.Call)
 	}
 }

@@ -51,7 +51,7 @@ type Grants struct {
 	once    sync.Once
 	err     error
 	methods map[string]struct{}
-	publish []*bus.Pattern
+	publish []*abi.Pattern
 }
 
 // Denial is a call or publish the grants refused. The plugin sees
@@ -81,7 +81,7 @@ func (g *Grants) compile() error {
 			g.methods[m] = struct{}{}
 		}
 		for _, s := range g.Publish {
-			pt, err := bus.CompilePattern(s)
+			pt, err := abi.CompilePattern(s)
 			if s == "" {
 				err = errors.New("an empty publish grant; list subjects or patterns such as \"kairo.agent.>\"")
 			}
@@ -92,7 +92,7 @@ func (g *Grants) compile() error {
 			g.publish = append(g.publish, pt)
 		}
 		for _, s := range g.Subscribe {
-			if err := bus.ValidatePattern(s); err != nil {
+			if err := abi.ValidatePattern(s); err != nil {
 				errs = append(errs, fmt.Errorf("grants: subscribe: %w", err))
 			}
 		}
@@ -166,11 +166,11 @@ func (g *Grants) CheckSubscriptions(subs []string) error {
 	}
 	var refused []string
 	for _, s := range subs {
-		ok := bus.ValidatePattern(s) == nil
+		ok := abi.ValidatePattern(s) == nil
 		if ok {
 			ok = false
 			for _, grant := range g.Subscribe {
-				if bus.ValidatePattern(grant) == nil && bus.Covers(grant, s) {
+				if abi.ValidatePattern(grant) == nil && abi.Covers(grant, s) {
 					ok = true
 					break
 				}
@@ -302,7 +302,7 @@ func (a *authority) capLimits(cfg *ManagerConfig) {
 
 // beyond returns what asked holds that granted does not cover, or nil.
 func beyond(name string, asked, granted manifests.PluginGrants) *abi.PluginGrant {
-	covers := func(g, p string) bool { return bus.ValidatePattern(p) == nil && bus.Covers(g, p) }
+	covers := func(g, p string) bool { return abi.ValidatePattern(p) == nil && abi.Covers(g, p) }
 	same := func(g, e string) bool { return g == e }
 	under := func(g, e string) bool {
 		rel, err := filepath.Rel(g, e)
@@ -382,7 +382,7 @@ func (m *Manager) foldLog(ctx context.Context) error {
 	}
 	var recs []rec
 	for _, subject := range []string{subjectGranted, subjectRevoked} {
-		pt, err := bus.CompilePattern(subject)
+		pt, err := abi.CompilePattern(subject)
 		if err != nil {
 			return err
 		}

@@ -38,13 +38,13 @@ func (d *denials) get() []Denial {
 func TestCallNotGranted(t *testing.T) {
 	t.Run("granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", InstanceConfig{Grants: &Grants{Grants: kernel.Grants{Call: []string{"events.query", "kernel.ping"}, Publish: []string{"flood"}}, OnDenied: seen.add}})
+		p := load(t, "hostile", InstanceConfig{Grants: &Grants{Grants: kernel.Grants{Call: []string{"events.query", abi.MethodKernelPing}, Publish: []string{"flood"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "imports"})
 		out, err := p.Handle(context.Background(), testBatch(0, 0))
 		if err != nil || out.Reply.Error != "" {
 			t.Fatalf("handle: %v %q", err, out.Reply.Error)
 		}
-		if len(out.Calls) != 1 || out.Calls[0].Method != "kernel.ping" || out.Calls[0].Token != 1 || out.Reply.Actions[0].ID != "1" {
+		if len(out.Calls) != 1 || out.Calls[0].Method != abi.MethodKernelPing || out.Calls[0].Token != 1 || out.Reply.Actions[0].ID != "1" {
 			t.Fatalf("calls = %+v, reply %+v; want kernel.ping with token 1", out.Calls, out.Reply)
 		}
 		if d := seen.get(); len(d) != 0 {
@@ -64,7 +64,7 @@ func TestCallNotGranted(t *testing.T) {
 				t.Fatalf("round %d: calls %+v, reply error %q; want none and the plugin's not granted error", round, out.Calls, out.Reply.Error)
 			}
 		}
-		want := Denial{Plugin: "hostile", Import: abi.ImportCall, Target: "kernel.ping"}
+		want := Denial{Plugin: "hostile", Import: abi.ImportCall, Target: abi.MethodKernelPing}
 		if d := seen.get(); len(d) != 2 || d[0] != want || d[1] != want {
 			t.Fatalf("denials = %+v; want %+v twice", d, want)
 		}
@@ -81,7 +81,7 @@ func TestCallNotGranted(t *testing.T) {
 func TestPublishNotGranted(t *testing.T) {
 	t.Run("granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", InstanceConfig{MaxPublishes: 10, Grants: &Grants{Grants: kernel.Grants{Call: []string{"kernel.ping"}, Publish: []string{"kairo.>", "flood"}}, OnDenied: seen.add}})
+		p := load(t, "hostile", InstanceConfig{MaxPublishes: 10, Grants: &Grants{Grants: kernel.Grants{Call: []string{abi.MethodKernelPing}, Publish: []string{"kairo.>", "flood"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "flood"})
 		out, err := p.Handle(context.Background(), testBatch(0, 0))
 		if err != nil {
@@ -96,7 +96,7 @@ func TestPublishNotGranted(t *testing.T) {
 	})
 	t.Run("not granted", func(t *testing.T) {
 		var seen denials
-		p := load(t, "hostile", InstanceConfig{MaxPublishes: 10, Grants: &Grants{Grants: kernel.Grants{Call: []string{"kernel.ping"}, Publish: []string{"kairo.>", "flood.*"}}, OnDenied: seen.add}})
+		p := load(t, "hostile", InstanceConfig{MaxPublishes: 10, Grants: &Grants{Grants: kernel.Grants{Call: []string{abi.MethodKernelPing}, Publish: []string{"kairo.>", "flood.*"}}, OnDenied: seen.add}})
 		initPlugin(t, p, map[string]any{"mode": "flood"})
 		out, err := p.Handle(context.Background(), testBatch(0, 0))
 		if err != nil {
@@ -174,7 +174,7 @@ func TestImportNotGrantedRefusedAtLoad(t *testing.T) {
 		says   string // "" when it loads
 	}{
 		{"Go guest importing call", guests["hostile"], &Grants{Grants: kernel.Grants{Publish: []string{"flood"}}}, "imports kairo.call, but its manifest grants no method to call"},
-		{"Go guest importing publish", guests["hostile"], &Grants{Grants: kernel.Grants{Call: []string{"kernel.ping"}}}, "imports kairo.publish, but its manifest grants no subject"},
+		{"Go guest importing publish", guests["hostile"], &Grants{Grants: kernel.Grants{Call: []string{abi.MethodKernelPing}}}, "imports kairo.publish, but its manifest grants no subject"},
 		{"hand-assembled guest importing call", asmGuest{version: 1, extraImport: abi.ImportCall}.bytes(), &Grants{}, "imports kairo.call"},
 		{"a bad publish grant", guests["echo"], &Grants{Grants: kernel.Grants{Publish: []string{"echo.>.x"}}}, "grants: publish: invalid subject \"echo.>.x\""},
 		{"echo imports publish only", guests["echo"], &Grants{Grants: kernel.Grants{Publish: []string{"echo.>"}}}, ""},

@@ -90,7 +90,7 @@ func TestImports(t *testing.T) {
 		if got := out.Reply.Thought; got != batch.Time.Format(time.RFC3339Nano) {
 			t.Fatalf("now = %s, want the batch time %s", got, batch.Time.Format(time.RFC3339Nano))
 		}
-		if len(out.Calls) != 1 || out.Calls[0].Token != want || out.Calls[0].Method != "kernel.ping" {
+		if len(out.Calls) != 1 || out.Calls[0].Token != want || out.Calls[0].Method != abi.MethodKernelPing {
 			t.Fatalf("calls = %+v; want one kernel.ping with token %d", out.Calls, want)
 		}
 		var args map[string]int

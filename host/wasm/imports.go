@@ -10,7 +10,6 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 )
 
@@ -125,7 +124,7 @@ func (p *Plugin) importPublish(raw []byte) int32 {
 	var ev abi.Event
 	// DecodeEvent aliases its input, and guest memory changes under it.
 	rest, err := abi.DecodeEvent(slices.Clone(raw), &ev)
-	if err != nil || len(rest) != 0 || bus.ValidateSubject(ev.Type) != nil {
+	if err != nil || len(rest) != 0 || abi.ValidateSubject(ev.Type) != nil {
 		return int32(abi.ErrnoInvalid)
 	}
 	if len(ev.Data) > bus.MaxEventData {
@@ -138,8 +137,8 @@ func (p *Plugin) importPublish(raw []byte) int32 {
 	ev.Source = p.source() // the batch's writer, when it is not the plugin (writer.go)
 	// An id the plugin chose is stored in its source's scope, as
 	// events.publish stores a client's: no plugin claims an id the
-	// kernel derives, or another principal's (kernel.ScopeEventID).
-	id, err := kernel.ScopeEventID(ev.Source, ev.ID)
+	// kernel derives, or another principal's (abi.ScopeEventID).
+	id, err := abi.ScopeEventID(ev.Source, ev.ID)
 	if err != nil {
 		return int32(abi.ErrnoInvalid)
 	}

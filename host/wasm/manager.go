@@ -185,10 +185,10 @@ func (m *Manager) Start() error {
 		// Without them the plugins run with less, never more.
 		m.log.Error("plugins run without the grants of the log", "err", err)
 	}
-	m.cfg.Kernel.Register(kernel.Method{Name: "plugins.list", Summary: "the plugins: state, grants, failures", Handler: m.listMethod})
-	m.cfg.Kernel.Register(kernel.Method{Name: "plugins.restart", Summary: "start a stopped or failed plugin again", Handler: m.restartMethod})
-	m.cfg.Kernel.Register(kernel.Method{Name: "plugins.grant", Summary: "grant a plugin methods and subjects (operator only; recorded in the log)", Handler: m.grantMethod(false)})
-	m.cfg.Kernel.Register(kernel.Method{Name: "plugins.revoke", Summary: "take back what plugins.grant granted (operator only; recorded in the log)", Handler: m.grantMethod(true)})
+	m.cfg.Kernel.Register(kernel.Method{Name: abi.MethodPluginsList, Summary: "the plugins: state, grants, failures", Handler: m.listMethod})
+	m.cfg.Kernel.Register(kernel.Method{Name: abi.MethodPluginsRestart, Summary: "start a stopped or failed plugin again", Handler: m.restartMethod})
+	m.cfg.Kernel.Register(kernel.Method{Name: abi.MethodPluginsGrant, Summary: "grant a plugin methods and subjects (operator only; recorded in the log)", Handler: m.grantMethod(false)})
+	m.cfg.Kernel.Register(kernel.Method{Name: abi.MethodPluginsRevoke, Summary: "take back what plugins.grant granted (operator only; recorded in the log)", Handler: m.grantMethod(true)})
 	var watchErr error
 	if m.cfg.Watch {
 		watchErr = m.watch()
@@ -485,9 +485,9 @@ func (m *Manager) restartMethod(ctx context.Context, c *kernel.Call) (any, error
 // plugin, a skill or the agent asking for authority is refused whatever
 // its own grants list.
 func (m *Manager) grantMethod(revoke bool) kernel.Handler {
-	method, subject := "plugins.grant", subjectGranted
+	method, subject := abi.MethodPluginsGrant, subjectGranted
 	if revoke {
-		method, subject = "plugins.revoke", subjectRevoked
+		method, subject = abi.MethodPluginsRevoke, subjectRevoked
 	}
 	return func(ctx context.Context, c *kernel.Call) (any, error) {
 		caller := c.Session.Caller()

@@ -226,7 +226,7 @@ func TestManagerRunsAFolder(t *testing.T) {
 	}
 
 	// plugins.list is in the kernel's method table.
-	raw, aerr := e.kernel.Invoke(context.Background(), "plugins.list", &kernel.Call{Params: msgpack.RawMessage{0x80}})
+	raw, aerr := e.kernel.Invoke(context.Background(), abi.MethodPluginsList, &kernel.Call{Params: msgpack.RawMessage{0x80}})
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
@@ -401,7 +401,7 @@ func TestCallsThroughTheManager(t *testing.T) {
 		t.Fatalf("kernel.ping not granted: %+v", r)
 	}
 	d := decode[abi.PluginDenied](t, denied.wait(t, 1)[0])
-	if d.Plugin != "hostile" || d.Import != "call" || d.Target != "kernel.ping" || d.Count != 1 {
+	if d.Plugin != "hostile" || d.Import != "call" || d.Target != abi.MethodKernelPing || d.Count != 1 {
 		t.Fatalf("denied = %+v", d)
 	}
 	if s := e.status("hostile"); s.State != abi.PluginRunning || s.Denied != 1 {

@@ -39,7 +39,7 @@ func nativeEcho(host plugin.Host) plugin.Plugin {
 					subject = "kairo.system.forged"
 				}
 				err := host.Publish(&abi.Event{Type: subject, Data: ev.Data})
-				if _, cerr := host.Call("llm.chat", nil); cerr != nil && err == nil {
+				if _, cerr := host.Call(abi.MethodLLMChat, nil); cerr != nil && err == nil {
 					err = cerr
 				}
 				text := "ok"
@@ -203,11 +203,11 @@ func TestManagerRunsBuiltins(t *testing.T) {
 // what they do not list, as the host module does, and serves what they do.
 func TestPluginCallsCarryGrants(t *testing.T) {
 	e := newManagerEnv(t)
-	s := newPluginSession(context.Background(), "p", &Grants{Grants: kernel.Grants{Call: []string{"kernel.ping"}}})
-	if _, aerr := e.kernel.Invoke(context.Background(), "kernel.ping", &kernel.Call{Session: s, Params: msgpack.RawMessage{0x80}}); aerr != nil {
+	s := newPluginSession(context.Background(), "p", &Grants{Grants: kernel.Grants{Call: []string{abi.MethodKernelPing}}})
+	if _, aerr := e.kernel.Invoke(context.Background(), abi.MethodKernelPing, &kernel.Call{Session: s, Params: msgpack.RawMessage{0x80}}); aerr != nil {
 		t.Fatalf("the granted kernel.ping: %v", aerr)
 	}
-	if _, aerr := e.kernel.Invoke(context.Background(), "events.replay", &kernel.Call{Session: s, Params: msgpack.RawMessage{0x80}}); aerr == nil || aerr.Code != abi.CodePermissionDenied {
+	if _, aerr := e.kernel.Invoke(context.Background(), abi.MethodEventsReplay, &kernel.Call{Session: s, Params: msgpack.RawMessage{0x80}}); aerr == nil || aerr.Code != abi.CodePermissionDenied {
 		t.Fatalf("events.replay, not granted: %v", aerr)
 	}
 }
@@ -221,7 +221,7 @@ func TestNativeImportCap(t *testing.T) {
 		return plugin.Plugin{
 			Init: func(abi.PluginConfig) (abi.PluginInfo, error) { return abi.PluginInfo{Name: "big"}, nil },
 			Handle: func(*abi.Batch) (abi.Reply, error) {
-				_, err := host.Call("kernel.ping", make([]byte, 4096))
+				_, err := host.Call(abi.MethodKernelPing, make([]byte, 4096))
 				return abi.Reply{}, err
 			},
 		}

@@ -413,9 +413,9 @@ func checkInfo(n *manifests.Plugin, info *abi.PluginInfo) error {
 // the last instance stopped (or from now). One bus subscription serves
 // every pattern, so events arrive once each and in order.
 func (u *unit) subscribe(ctx context.Context, pats []string) (*bus.Subscription, error) {
-	compiled := make([]*bus.Pattern, len(pats))
+	compiled := make([]*abi.Pattern, len(pats))
 	for i, s := range pats {
-		p, err := bus.CompilePattern(s)
+		p, err := abi.CompilePattern(s)
 		if err != nil {
 			return nil, errRefused{err}
 		}
@@ -438,7 +438,7 @@ func (u *unit) subscribe(ctx context.Context, pats []string) (*bus.Subscription,
 			ev := &evs[i]
 			// A plugin does not get back what it published: an echo of
 			// its own events would loop.
-			if ev.Source == self || relayedBy(ev.Source, self) || !slices.ContainsFunc(compiled, func(p *bus.Pattern) bool { return p.Match(ev.Type) }) {
+			if ev.Source == self || relayedBy(ev.Source, self) || !slices.ContainsFunc(compiled, func(p *abi.Pattern) bool { return p.Match(ev.Type) }) {
 				continue
 			}
 			if err := u.pushEvent(ctx, ev); err != nil {

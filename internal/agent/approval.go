@@ -107,7 +107,7 @@ func skillOf(tool, args string) string {
 	if name, ok := strings.CutPrefix(tool, "skill."); ok {
 		return name
 	}
-	if tool == "process.spawn" {
+	if tool == abi.MethodProcessSpawn {
 		var a struct {
 			Skill string `json:"skill"`
 		}

@@ -76,7 +76,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 	// A policy that answers each message with one spawn of true.
 	policy := PolicyFunc(func(ctx context.Context, bt *abi.Batch) (*abi.Reply, error) {
 		var reply abi.Reply
-		data, _ := msgpack.Marshal(abi.ActionData{Tool: "process.spawn", Args: `{"argv":["true"]}`})
+		data, _ := msgpack.Marshal(abi.ActionData{Tool: abi.MethodProcessSpawn, Args: `{"argv":["true"]}`})
 		for _, ev := range bt.Events {
 			if ev.Type == abi.AgentMessageSubject("default") {
 				reply.Actions = append(reply.Actions, abi.Action{Type: abi.ActionToolCall, Data: data, CausationID: ev.ID})
@@ -84,7 +84,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 		}
 		return &reply, nil
 	})
-	e.start(Config{Policy: policy, Approval: alwaysFor("process.spawn"), MaxIterations: 1 << 20, Hz: 200, Spin: -1})
+	e.start(Config{Policy: policy, Approval: alwaysFor(abi.MethodProcessSpawn), MaxIterations: 1 << 20, Hz: 200, Spin: -1})
 
 	lat := make([]time.Duration, 0, b.N)
 	taken := map[string]bool{} // the actions whose requests earlier iterations took

@@ -24,7 +24,7 @@ func onceSpawn(command string) Policy {
 		if len(b.Events) == 0 || asked.Swap(true) {
 			return &abi.Reply{}, nil
 		}
-		data, _ := msgpack.Marshal(abi.ActionData{Tool: "process.spawn", Args: `{"command":` + quoteJSON(command) + `}`})
+		data, _ := msgpack.Marshal(abi.ActionData{Tool: abi.MethodProcessSpawn, Args: `{"command":` + quoteJSON(command) + `}`})
 		return &abi.Reply{Actions: []abi.Action{{Type: abi.ActionToolCall, Data: data}}}, nil
 	})
 }
@@ -83,10 +83,10 @@ func lines(t *testing.T, path string) int {
 func TestApprovalAlways(t *testing.T) {
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
-	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor("process.spawn")})
+	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor(abi.MethodProcessSpawn)})
 	e.say("run it", "")
 	req := decodeAs[abi.ApprovalRequest](t, e.events.until(t, "approval.requested", typed(abi.SubjectApprovalRequested)))
-	if req.Tool != "process.spawn" || req.Mode != abi.ApprovalAlways || !strings.Contains(req.Args, marker) {
+	if req.Tool != abi.MethodProcessSpawn || req.Mode != abi.ApprovalAlways || !strings.Contains(req.Args, marker) {
 		t.Fatalf("request %+v", req)
 	}
 	if n := len(e.events.all(typed(abi.SubjectToolInvoke))); n != 0 {
@@ -128,7 +128,7 @@ func TestApprovalAlways(t *testing.T) {
 func TestApprovalDenied(t *testing.T) {
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
-	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor("process.spawn")})
+	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor(abi.MethodProcessSpawn)})
 	e.say("run it", "")
 	req := decodeAs[abi.ApprovalRequest](t, e.events.until(t, "approval.requested", typed(abi.SubjectApprovalRequested)))
 	decide(t, e.kernel, req.ID, false)
@@ -146,7 +146,7 @@ func TestApprovalDenied(t *testing.T) {
 func TestApprovalFromChatMessage(t *testing.T) {
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
-	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor("process.spawn")})
+	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor(abi.MethodProcessSpawn)})
 	e.say("run it", "")
 	e.events.until(t, "approval.requested", typed(abi.SubjectApprovalRequested))
 	// The test's messages come from "test", as an input plugin's would
@@ -171,7 +171,7 @@ func TestApprovalFromChatMessage(t *testing.T) {
 func TestApprovalPendingAcrossRestart(t *testing.T) {
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
-	r, err := New(Config{Kernel: e.kernel, Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor("process.spawn"), Logger: quiet, Hz: 100})
+	r, err := New(Config{Kernel: e.kernel, Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor(abi.MethodProcessSpawn), Logger: quiet, Hz: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestApprovalPendingAcrossRestart(t *testing.T) {
 	if p := e.kernel.Approvals(false); len(p) != 1 || p[0].ID != req.ID {
 		t.Fatalf("pending after the restart: %+v", p)
 	}
-	e.start(Config{Policy: onceSpawn("echo again >> " + marker), Approval: alwaysFor("process.spawn")})
+	e.start(Config{Policy: onceSpawn("echo again >> " + marker), Approval: alwaysFor(abi.MethodProcessSpawn)})
 	decide(t, e.kernel, req.ID, true)
 	e.events.until(t, "the process's exit", typed(abi.SubjectProcessExited))
 	if n := len(e.events.all(func(ev *abi.Event) bool {

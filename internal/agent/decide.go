@@ -13,18 +13,11 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
-	"github.com/kairo-os/kairo/kernel/bus"
 )
 
 // SubjectAgentError reports a tick whose policy failed or answered what the
 // runtime cannot carry out; the tick is then a noop.
 const SubjectAgentError = abi.SubjectAgentError
-
-// AgentError is the data of kairo.agent.error.
-type AgentError struct {
-	Tick  uint64 `msgpack:"tick"`
-	Error string `msgpack:"error"`
-}
 
 // emit publishes one of the agent's own events and applies it to the state
 // at once, so the next tick sees it even before the bus brings it back. It
@@ -170,7 +163,7 @@ func (r *Runtime) ticked(tk Tick, decided bool) {
 
 func (r *Runtime) report(tick uint64, msg string) {
 	r.log.Warn("tick", "tick", tick, "err", msg)
-	r.publish(&abi.Event{Type: SubjectAgentError}, AgentError{Tick: tick, Error: msg})
+	r.publish(&abi.Event{Type: SubjectAgentError}, abi.AgentError{Tick: tick, Error: msg})
 }
 
 func firstLine(s string) string {
@@ -216,8 +209,8 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 		}
 		// An id the policy chose is stored in the agent's scope: a policy
 		// cannot claim one the kernel derives, such as an approval's
-		// decision (kernel.ScopeEventID).
-		id, ierr := kernel.ScopeEventID("agent/"+r.cfg.Agent, a.ID)
+		// decision (abi.ScopeEventID).
+		id, ierr := abi.ScopeEventID("agent/"+r.cfg.Agent, a.ID)
 		if ierr != nil {
 			r.report(tk.N, fmt.Sprintf("action %s: %v", a.Type, ierr))
 			continue
@@ -326,7 +319,7 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 		}
 		return id, nil
 	case trigger != nil && a.Type != abi.ActionCancel:
-		id = bus.NewID()
+		id = abi.NewID()
 		r.mu.Unlock()
 		r.emit(&abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: id, CausationID: trigger.ID},
 			abi.IntentStarted{RunLoopID: id, Agent: r.cfg.Agent, Goal: msg.Text, MessageID: msg.MessageID, MaxIterations: r.cfg.MaxIterations})
@@ -345,7 +338,7 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 // to a new one); "" when the call names none or its run loop has ended.
 // The caller holds r.mu.
 func (r *Runtime) processLoop(a abi.Action, d *abi.ActionData) string {
-	if a.Type != abi.ActionToolCall || !strings.HasPrefix(d.Tool, "process.") || d.Tool == "process.spawn" {
+	if a.Type != abi.ActionToolCall || !strings.HasPrefix(d.Tool, "process.") || d.Tool == abi.MethodProcessSpawn {
 		return ""
 	}
 	var args struct {
@@ -557,7 +550,7 @@ func (r *Runtime) stopProcesses(loop, reason, cause string) int {
 	if aerr == nil {
 		msgpack.Unmarshal(out, &res)
 	} else {
-		r.log.Warn("intent.cancel", "runLoop", loop, "err", aerr.Message)
+		r.log.Warn(abi.MethodIntentCancel, "runLoop", loop, "err", aerr.Message)
 	}
 	return len(res.ProcessIDs)
 }
@@ -605,7 +598,7 @@ func (r *Runtime) keepLoop(loop, reason string, prev, done chan struct{}) {
 		return
 	}
 	if _, aerr := r.invoke(abi.MethodIntentCancel, abi.CancelParams{CorrelationID: loop, Reason: reason}); aerr != nil {
-		r.log.Warn("intent.cancel", "runLoop", loop, "err", aerr.Message)
+		r.log.Warn(abi.MethodIntentCancel, "runLoop", loop, "err", aerr.Message)
 	}
 	r.withdrawApprovals(loop, withdrawReason("", reason), false)
 }

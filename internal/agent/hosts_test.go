@@ -38,7 +38,7 @@ func newHost(t *testing.T, name string, store bus.Store) *host {
 
 func (h *host) say(t *testing.T, text string) {
 	t.Helper()
-	raw, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: bus.NewID()})
+	raw, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: abi.NewID()})
 	if _, err := h.bus.Publish(context.Background(), &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestOtherHostsBounded(t *testing.T) {
 	}
 	for i := range maxOtherHosts + 10 {
 		raw, _ := msgpack.Marshal(abi.IntentStarted{RunLoopID: "loop-" + strconv.Itoa(i), Agent: "default", Goal: "g"})
-		r.foldOther(&abi.Event{ID: bus.NewID(), Type: abi.SubjectIntentStarted, Source: "agent/default",
+		r.foldOther(&abi.Event{ID: abi.NewID(), Type: abi.SubjectIntentStarted, Source: "agent/default",
 			Host: "h" + strconv.Itoa(i), CorrelationID: "loop-" + strconv.Itoa(i), Data: raw, Seq: uint64(i + 1)})
 	}
 	if len(r.others) != maxOtherHosts || !r.othersFull {

@@ -46,7 +46,7 @@ func publishAsSkill(t *testing.T, k *kernel.Kernel, id string) abi.PublishResult
 func TestSkillCannotClaimTheDecisionID(t *testing.T) {
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
-	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor("process.spawn")})
+	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor(abi.MethodProcessSpawn)})
 	e.say("run it", "")
 	req := decodeAs[abi.ApprovalRequest](t, e.events.until(t, "approval.requested", typed(abi.SubjectApprovalRequested)))
 
@@ -84,7 +84,7 @@ func TestPolicyCannotClaimTheDecisionID(t *testing.T) {
 		if len(b.Events) == 0 || asked.Swap(true) {
 			return &abi.Reply{}, nil
 		}
-		spawn, _ := msgpack.Marshal(abi.ActionData{Tool: "process.spawn", Args: `{"command":` + quoteJSON("echo ran >> "+marker) + `}`})
+		spawn, _ := msgpack.Marshal(abi.ActionData{Tool: abi.MethodProcessSpawn, Args: `{"command":` + quoteJSON("echo ran >> "+marker) + `}`})
 		say, _ := msgpack.Marshal(abi.ActionData{Text: "asked"})
 		return &abi.Reply{Actions: []abi.Action{
 			{ID: "a1", Type: abi.ActionToolCall, Data: spawn},
@@ -92,7 +92,7 @@ func TestPolicyCannotClaimTheDecisionID(t *testing.T) {
 			{ID: "ap-agent/default:a1-decided", Type: abi.ActionSay, Data: say},
 		}}, nil
 	})
-	e.start(Config{Policy: policy, Approval: alwaysFor("process.spawn")})
+	e.start(Config{Policy: policy, Approval: alwaysFor(abi.MethodProcessSpawn)})
 	e.say("run it", "")
 	req := decodeAs[abi.ApprovalRequest](t, e.events.until(t, "approval.requested", typed(abi.SubjectApprovalRequested)))
 	if req.ActionID != "agent/default:a1" {

@@ -155,7 +155,7 @@ func TestLLMRestartStepByStep(t *testing.T) {
 	e.events.until(t, "the first process", typed("kairo.process.spawned"))
 	restart := routedFor(t, e, e.say("restart it with sleep 200", ""))
 	kill := e.events.until(t, "the kill", func(ev *abi.Event) bool {
-		return ev.Type == abi.SubjectAgentAction && decodeAs[abi.ActionEvent](t, ev).Tool == "process.kill"
+		return ev.Type == abi.SubjectAgentAction && decodeAs[abi.ActionEvent](t, ev).Tool == abi.MethodProcessKill
 	})
 	if kill.CorrelationID != loop || kill.CausationID != restart.ID {
 		t.Fatalf("the kill is in %s caused by %s; want the task %s, caused by %s:\n%s", kill.CorrelationID, kill.CausationID, loop, restart.ID, e.events.dump())
@@ -252,8 +252,8 @@ func TestLLMInterrupted(t *testing.T) {
 		}
 	}
 	publish(abi.Event{ID: "start-1", Type: abi.SubjectIntentStarted, CorrelationID: "loop-1"}, abi.IntentStarted{RunLoopID: "loop-1", Agent: "default", Goal: "run sleep 600", MaxIterations: 25})
-	publish(abi.Event{ID: "act-1", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: "process.spawn", Args: `{"command":"sleep 600"}`}})
-	publish(abi.Event{Type: abi.SubjectToolResult, CorrelationID: "loop-1", CausationID: "act-1"}, abi.ToolResultEvent{ActionID: "act-1", Tool: "process.spawn", Status: abi.StatusDone, ProcessID: "p99"})
+	publish(abi.Event{ID: "act-1", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: abi.MethodProcessSpawn, Args: `{"command":"sleep 600"}`}})
+	publish(abi.Event{Type: abi.SubjectToolResult, CorrelationID: "loop-1", CausationID: "act-1"}, abi.ToolResultEvent{ActionID: "act-1", Tool: abi.MethodProcessSpawn, Status: abi.StatusDone, ProcessID: "p99"})
 
 	e.model(model, 0)
 	e.start(Config{Policy: e.policy("llm")})
@@ -263,7 +263,7 @@ func TestLLMInterrupted(t *testing.T) {
 	}
 	again := routedFor(t, e, e.say("again", ""))
 	call := e.events.until(t, "the call again", func(ev *abi.Event) bool {
-		return ev.Type == abi.SubjectAgentAction && ev.Seq > again.Seq && decodeAs[abi.ActionEvent](t, ev).Tool == "process.spawn"
+		return ev.Type == abi.SubjectAgentAction && ev.Seq > again.Seq && decodeAs[abi.ActionEvent](t, ev).Tool == abi.MethodProcessSpawn
 	})
 	if call.CorrelationID != "loop-1" || call.CausationID != again.ID {
 		t.Fatalf("the call again is in %s caused by %s; want loop-1 caused by %s", call.CorrelationID, call.CausationID, again.ID)

@@ -127,7 +127,7 @@ func TestLLMPolicy(t *testing.T) {
 	e.events.until(t, "the question", sayIn("", "Deploy to which environment?"))
 	e.say("whatever you like", "")
 	bad := e.events.until(t, "the parse failure", typed(SubjectAgentError))
-	if d := decodeAs[AgentError](t, bad); !strings.Contains(d.Error, "not the JSON {thought, actions} asked for") {
+	if d := decodeAs[abi.AgentError](t, bad); !strings.Contains(d.Error, "not the JSON {thought, actions} asked for") {
 		t.Fatalf("error = %q", d.Error)
 	}
 	// Every exchange was recorded, in order.

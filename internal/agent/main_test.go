@@ -145,7 +145,7 @@ func (e *env) start(cfg Config) *Runtime {
 func (e *env) say(text string, id string) *abi.Event {
 	e.t.Helper()
 	if id == "" {
-		id = bus.NewID()
+		id = abi.NewID()
 	}
 	raw, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: id})
 	ev := &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw}

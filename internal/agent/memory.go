@@ -87,65 +87,10 @@ func orNothing(s string) string {
 // that ended without one is indexed at the next start.
 const SubjectMemoryIndexed = abi.SubjectMemoryIndexed
 
-// MemoryIndexed is its data.
-type MemoryIndexed struct {
-	RunLoopID string `msgpack:"runLoopId"`
-	Segments  int    `msgpack:"segments"`
-}
-
 // SubjectMemoryForgotten says the operator made memory forget something:
 // what it names is left out whenever a run loop is indexed again, at a
 // start or in a rebuild of memory.db from the log.
 const SubjectMemoryForgotten = abi.SubjectMemoryForgotten
-
-// MemoryForgotten is its data: what was asked (one of Anchor, Task, Query),
-// by whom, and what that named when it was asked.
-type MemoryForgotten struct {
-	By     string `msgpack:"by"`
-	Anchor string `msgpack:"anchor,omitempty"`
-	Task   string `msgpack:"task,omitempty"`
-	Query  string `msgpack:"query,omitempty"`
-	memory.Forgetting
-}
-
-// The kernel methods of long-term memory, for plugins (granted in their
-// manifests) and clients; memory.forget is the operator's alone.
-const (
-	MethodMemoryRetrieve = abi.MethodMemoryRetrieve
-	MethodMemoryExpand   = abi.MethodMemoryExpand
-	MethodMemoryForget   = abi.MethodMemoryForget
-)
-
-// ForgetParams are memory.forget's params: exactly one of an anchor (as
-// memory.Anchor.String writes it), a run loop (every segment of it), or a
-// query (every segment whose text holds it, as memory.Store.Find). It
-// answers ForgetResult.
-type ForgetParams struct {
-	Anchor string `msgpack:"anchor,omitempty"`
-	Task   string `msgpack:"task,omitempty"`
-	Query  string `msgpack:"query,omitempty"`
-}
-
-// ForgetResult is what memory.forget forgot.
-type ForgetResult struct {
-	// Segments are the segments it removed from the store.
-	Segments []memory.SegmentRef `msgpack:"segments"`
-	// Recorded is whether kairo.memory.forgotten was recorded (nothing
-	// matched a query: nothing to record).
-	Recorded bool `msgpack:"recorded"`
-}
-
-// RetrieveParams are memory.retrieve's params; it answers []memory.Chunk.
-type RetrieveParams struct {
-	Query string `msgpack:"query"`
-	K     int    `msgpack:"k,omitempty"`
-}
-
-// ExpandParams are memory.expand's params; it answers memory.Expanded.
-type ExpandParams struct {
-	Anchor memory.Anchor `msgpack:"anchor"`
-	Window int           `msgpack:"window,omitempty"`
-}
 
 // keeper is the runtime's memory: the short-term memory of the open run
 // loops, fed by every event the runtime observes, and the long-term store,
@@ -157,11 +102,11 @@ type keeper struct {
 	short *memory.ShortTerm
 
 	mu      sync.Mutex
-	events  map[string][]abi.Event    // of the open run loops, as observed
-	recall  map[string][]memory.Chunk // what each open run loop recalled
-	indexed map[string]bool           // run loops in the store (from the log)
-	ended   []string                  // run loops that ended, in order (from the log)
-	forgot  memory.Forgetting         // what the operator made memory forget (from the log)
+	events  map[string][]abi.Event       // of the open run loops, as observed
+	recall  map[string][]abi.MemoryChunk // what each open run loop recalled
+	indexed map[string]bool              // run loops in the store (from the log)
+	ended   []string                     // run loops that ended, in order (from the log)
+	forgot  memory.Forgetting            // what the operator made memory forget (from the log)
 
 	// imu serializes indexing and forgetting: a run loop indexed while it
 	// is forgotten is either indexed first or leaves it out.
@@ -179,7 +124,7 @@ func newKeeper(r *Runtime, cfg MemoryConfig) *keeper {
 		cfg.Recall = 3
 	}
 	return &keeper{r: r, cfg: cfg, short: memory.NewShortTerm(cfg.ShortTerm),
-		events: map[string][]abi.Event{}, recall: map[string][]memory.Chunk{}, indexed: map[string]bool{},
+		events: map[string][]abi.Event{}, recall: map[string][]abi.MemoryChunk{}, indexed: map[string]bool{},
 		jobs: make(chan func(context.Context), 256), shortWake: make(chan struct{}, 1)}
 }
 
@@ -189,14 +134,14 @@ func (k *keeper) rebuild(ev *abi.Event) {
 	case abi.SubjectIntentEnded:
 		k.ended = append(k.ended, ev.CorrelationID)
 	case SubjectMemoryIndexed:
-		var d MemoryIndexed
+		var d abi.MemoryIndexed
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
 			k.indexed[d.RunLoopID] = true
 		}
 	case SubjectMemoryForgotten:
-		var d MemoryForgotten
+		var d abi.MemoryForgotten
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
-			k.forgot.Add(d.Forgetting)
+			k.forgot.Add(memory.Forgetting{Tasks: d.Tasks, Segments: d.Segments})
 		}
 	}
 }
@@ -402,7 +347,7 @@ func (k *keeper) index(ctx context.Context, id string, evs []abi.Event) {
 		}
 		return
 	}
-	k.r.publish(&abi.Event{Type: SubjectMemoryIndexed, CorrelationID: id}, MemoryIndexed{RunLoopID: id, Segments: len(segs)})
+	k.r.publish(&abi.Event{Type: SubjectMemoryIndexed, CorrelationID: id}, abi.MemoryIndexed{RunLoopID: id, Segments: len(segs)})
 }
 
 // recallFor retrieves what earlier run loops say about a new one's goal.
@@ -412,7 +357,7 @@ func (k *keeper) recallFor(ctx context.Context, id, goal string) {
 		k.r.log.Warn("memory: recall", "runLoop", id, "err", err)
 		return
 	}
-	var kept []memory.Chunk
+	var kept []abi.MemoryChunk
 	for _, c := range chunks {
 		if c.Anchor.RunLoopID == id || len(kept) == k.cfg.Recall {
 			continue
@@ -453,9 +398,9 @@ func (k *keeper) register() {
 		return
 	}
 	store := k.cfg.Store
-	k.r.k.Register(kernel.Method{Name: MethodMemoryRetrieve, Summary: "the chunks of earlier run loops that best answer a query, with their anchors",
+	k.r.k.Register(kernel.Method{Name: abi.MethodMemoryRetrieve, Summary: "the chunks of earlier run loops that best answer a query, with their anchors",
 		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
-			var p RetrieveParams
+			var p abi.MemoryRetrieveParams
 			if err := c.Decode(&p); err != nil {
 				return nil, err
 			}
@@ -465,9 +410,9 @@ func (k *keeper) register() {
 			}
 			return chunks, nil
 		}})
-	k.r.k.Register(kernel.Method{Name: MethodMemoryExpand, Summary: "a remembered chunk with the chunks of its run loop around it",
+	k.r.k.Register(kernel.Method{Name: abi.MethodMemoryExpand, Summary: "a remembered chunk with the chunks of its run loop around it",
 		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
-			var p ExpandParams
+			var p abi.MemoryExpandParams
 			if err := c.Decode(&p); err != nil {
 				return nil, err
 			}
@@ -477,7 +422,7 @@ func (k *keeper) register() {
 			}
 			return x, nil
 		}})
-	k.r.k.Register(kernel.Method{Name: MethodMemoryForget, Summary: "forget a remembered segment, a run loop, or every segment that holds a phrase (the operator's alone; recorded)",
+	k.r.k.Register(kernel.Method{Name: abi.MethodMemoryForget, Summary: "forget a remembered segment, a run loop, or every segment that holds a phrase (the operator's alone; recorded)",
 		Handler: k.forget})
 }
 
@@ -497,9 +442,9 @@ func oneLine(s string, most int) string {
 func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
 	caller := c.Session.Caller()
 	if caller.Kind != kernel.KindOperator {
-		return nil, abi.Errorf(abi.CodePermissionDenied, "%s is the operator's alone; %s may not make memory forget", MethodMemoryForget, caller)
+		return nil, abi.Errorf(abi.CodePermissionDenied, "%s is the operator's alone; %s may not make memory forget", abi.MethodMemoryForget, caller)
 	}
-	var p ForgetParams
+	var p abi.MemoryForgetParams
 	if err := c.Decode(&p); err != nil {
 		return nil, err
 	}
@@ -511,7 +456,7 @@ func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
 		}
 	}
 	if n != 1 {
-		return nil, abi.Errorf(abi.CodeInvalidParams, "%s: give exactly one of anchor, task or query", MethodMemoryForget)
+		return nil, abi.Errorf(abi.CodeInvalidParams, "%s: give exactly one of anchor, task or query", abi.MethodMemoryForget)
 	}
 	store := k.cfg.Store
 	k.imu.Lock()
@@ -519,7 +464,7 @@ func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
 	var f memory.Forgetting
 	switch {
 	case p.Anchor != "":
-		a, err := memory.ParseAnchor(p.Anchor)
+		a, err := abi.ParseMemoryAnchor(p.Anchor)
 		if err != nil {
 			return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
 		}
@@ -529,7 +474,7 @@ func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
 		} else if err != nil {
 			return nil, err
 		}
-		f.Segments = []memory.SegmentRef{memory.RefOf(&sg)}
+		f.Segments = []abi.MemorySegmentRef{memory.RefOf(&sg)}
 	case p.Task != "":
 		k.r.mu.Lock()
 		_, known := k.r.st.loops[p.Task]
@@ -553,10 +498,10 @@ func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
 			f.Segments = append(f.Segments, memory.RefOf(&segs[i]))
 		}
 		if f.Empty() {
-			return ForgetResult{Segments: []memory.SegmentRef{}}, nil
+			return abi.MemoryForgetResult{Segments: []abi.MemorySegmentRef{}}, nil
 		}
 	}
-	d := MemoryForgotten{By: caller.Source(), Anchor: p.Anchor, Task: p.Task, Query: p.Query, Forgetting: f}
+	d := abi.MemoryForgotten{By: caller.Source(), Anchor: p.Anchor, Task: p.Task, Query: p.Query, Tasks: f.Tasks, Segments: f.Segments}
 	// No correlation: the event is about memory, not a step of the run loop.
 	ev := &abi.Event{Type: SubjectMemoryForgotten}
 	if !k.r.prepare(ev, d) {
@@ -568,7 +513,7 @@ func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
 	k.mu.Lock()
 	k.forgot.Add(f)
 	for id, chunks := range k.recall {
-		k.recall[id] = slices.DeleteFunc(chunks, func(c memory.Chunk) bool { return forgets(&f, &c) })
+		k.recall[id] = slices.DeleteFunc(chunks, func(c abi.MemoryChunk) bool { return forgets(&f, &c) })
 	}
 	k.mu.Unlock()
 	removed, err := store.Forget(ctx, f)
@@ -576,15 +521,15 @@ func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
 		return nil, fmt.Errorf("recorded, but the store kept it until the next start: %w", err)
 	}
 	if removed == nil {
-		removed = []memory.SegmentRef{}
+		removed = []abi.MemorySegmentRef{}
 	}
 	k.r.log.Info("memory forgotten by the operator", "by", d.By, "anchor", p.Anchor, "task", p.Task, "query", p.Query, "segments", len(removed))
-	return ForgetResult{Segments: removed, Recorded: true}, nil
+	return abi.MemoryForgetResult{Segments: removed, Recorded: true}, nil
 }
 
 // forgets reports whether f forgets a recalled chunk: chunks and f were
 // read from the same store, so their places agree.
-func forgets(f *memory.Forgetting, c *memory.Chunk) bool {
+func forgets(f *memory.Forgetting, c *abi.MemoryChunk) bool {
 	if slices.Contains(f.Tasks, c.Anchor.RunLoopID) {
 		return true
 	}

@@ -64,7 +64,7 @@ func TestLongTermMemory(t *testing.T) {
 	w := &memoryWatch{Policy: e.rules()}
 	r = e.start(Config{Policy: w, Memory: &MemoryConfig{Store: store}})
 	idx := e.events.until(t, "the first run indexed at start", typed(SubjectMemoryIndexed))
-	if d := decodeAs[MemoryIndexed](t, idx); d.RunLoopID != first || d.Segments < 2 {
+	if d := decodeAs[abi.MemoryIndexed](t, idx); d.RunLoopID != first || d.Segments < 2 {
 		t.Fatalf("indexed %+v; want run loop %s with its segments", d, first)
 	}
 
@@ -85,12 +85,12 @@ func TestLongTermMemory(t *testing.T) {
 		return ev.Type == SubjectMemoryIndexed && ev.CorrelationID == second
 	})
 
-	raw, _ := msgpack.Marshal(RetrieveParams{Query: "photos backup", K: 5})
-	out, aerr := e.kernel.Invoke(context.Background(), MethodMemoryRetrieve, &kernel.Call{Session: r.sess, Params: raw})
+	raw, _ := msgpack.Marshal(abi.MemoryRetrieveParams{Query: "photos backup", K: 5})
+	out, aerr := e.kernel.Invoke(context.Background(), abi.MethodMemoryRetrieve, &kernel.Call{Session: r.sess, Params: raw})
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
-	var chunks []memory.Chunk
+	var chunks []abi.MemoryChunk
 	if err := msgpack.Unmarshal(out, &chunks); err != nil || len(chunks) == 0 {
 		t.Fatalf("memory.retrieve: %v, %d chunks", err, len(chunks))
 	}
@@ -213,15 +213,15 @@ func TestForgetMemory(t *testing.T) {
 	}
 
 	// Only the operator may make memory forget.
-	raw, _ := msgpack.Marshal(ForgetParams{Query: "system notice"})
-	if _, aerr := e.kernel.Invoke(context.Background(), MethodMemoryForget, &kernel.Call{Session: r.sess, Params: raw}); aerr == nil || aerr.Code != abi.CodePermissionDenied {
+	raw, _ := msgpack.Marshal(abi.MemoryForgetParams{Query: "system notice"})
+	if _, aerr := e.kernel.Invoke(context.Background(), abi.MethodMemoryForget, &kernel.Call{Session: r.sess, Params: raw}); aerr == nil || aerr.Code != abi.CodePermissionDenied {
 		t.Fatalf("the agent made memory forget: %v", aerr)
 	}
-	out, aerr := e.kernel.Invoke(context.Background(), MethodMemoryForget, &kernel.Call{Session: operator{}, Params: raw})
+	out, aerr := e.kernel.Invoke(context.Background(), abi.MethodMemoryForget, &kernel.Call{Session: operator{}, Params: raw})
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
-	var res ForgetResult
+	var res abi.MemoryForgetResult
 	if err := msgpack.Unmarshal(out, &res); err != nil || !res.Recorded || len(res.Segments) == 0 {
 		t.Fatalf("memory.forget: %v, %+v", err, res)
 	}
@@ -231,16 +231,16 @@ func TestForgetMemory(t *testing.T) {
 		}
 	}
 	ev := e.events.until(t, "the forgetting recorded", typed(SubjectMemoryForgotten))
-	if d := decodeAs[MemoryForgotten](t, ev); d.Query != "system notice" || d.By != "operator/1000" || len(d.Segments) != len(res.Segments) {
+	if d := decodeAs[abi.MemoryForgotten](t, ev); d.Query != "system notice" || d.By != "operator/1000" || len(d.Segments) != len(res.Segments) {
 		t.Fatalf("recorded %+v", d)
 	}
 	// Nothing matches any more: nothing recorded.
-	out, aerr = e.kernel.Invoke(context.Background(), MethodMemoryForget, &kernel.Call{Session: operator{}, Params: raw})
+	out, aerr = e.kernel.Invoke(context.Background(), abi.MethodMemoryForget, &kernel.Call{Session: operator{}, Params: raw})
 	if aerr != nil || msgpack.Unmarshal(out, &res) != nil || res.Recorded || len(res.Segments) != 0 {
 		t.Fatalf("forgetting again: %v, %+v", aerr, res)
 	}
-	bad, _ := msgpack.Marshal(ForgetParams{Query: "x", Task: "y"})
-	if _, aerr := e.kernel.Invoke(context.Background(), MethodMemoryForget, &kernel.Call{Session: operator{}, Params: bad}); aerr == nil || aerr.Code != abi.CodeInvalidParams {
+	bad, _ := msgpack.Marshal(abi.MemoryForgetParams{Query: "x", Task: "y"})
+	if _, aerr := e.kernel.Invoke(context.Background(), abi.MethodMemoryForget, &kernel.Call{Session: operator{}, Params: bad}); aerr == nil || aerr.Code != abi.CodeInvalidParams {
 		t.Fatalf("a query and a task at once: %v", aerr)
 	}
 
@@ -282,10 +282,10 @@ func TestForgetMemory(t *testing.T) {
 	check("after memory.db was rebuilt from the log")
 
 	// By task, and by anchor.
-	forget := func(p ForgetParams) (ForgetResult, *abi.Error) {
+	forget := func(p abi.MemoryForgetParams) (abi.MemoryForgetResult, *abi.Error) {
 		raw, _ := msgpack.Marshal(p)
-		out, aerr := e.kernel.Invoke(context.Background(), MethodMemoryForget, &kernel.Call{Session: operator{}, Params: raw})
-		var res ForgetResult
+		out, aerr := e.kernel.Invoke(context.Background(), abi.MethodMemoryForget, &kernel.Call{Session: operator{}, Params: raw})
+		var res abi.MemoryForgetResult
 		if aerr == nil {
 			if err := msgpack.Unmarshal(out, &res); err != nil {
 				t.Fatal(err)
@@ -293,26 +293,26 @@ func TestForgetMemory(t *testing.T) {
 		}
 		return res, aerr
 	}
-	if _, aerr := forget(ForgetParams{Task: "no-such-run-loop"}); aerr == nil || aerr.Code != abi.CodeNotFound {
+	if _, aerr := forget(abi.MemoryForgetParams{Task: "no-such-run-loop"}); aerr == nil || aerr.Code != abi.CodeNotFound {
 		t.Fatalf("forgetting an unknown task: %v", aerr)
 	}
-	if res, aerr := forget(ForgetParams{Task: control}); aerr != nil || !res.Recorded || len(res.Segments) < 3 {
+	if res, aerr := forget(abi.MemoryForgetParams{Task: control}); aerr != nil || !res.Recorded || len(res.Segments) < 3 {
 		t.Fatalf("forgetting the control task: %v, %+v", aerr, res)
 	}
-	if chunks, _ := store.Retrieve(context.Background(), "ORCHID labelled", 10); slices.ContainsFunc(chunks, func(c memory.Chunk) bool { return c.Anchor.RunLoopID == control }) {
+	if chunks, _ := store.Retrieve(context.Background(), "ORCHID labelled", 10); slices.ContainsFunc(chunks, func(c abi.MemoryChunk) bool { return c.Anchor.RunLoopID == control }) {
 		t.Fatalf("the forgotten task is still retrieved: %+v", chunks)
 	}
 	chunks, err := store.Retrieve(context.Background(), "nightly backup three", 1)
 	if err != nil || len(chunks) != 1 {
 		t.Fatalf("retrieve: %v, %v", err, chunks)
 	}
-	if res, aerr := forget(ForgetParams{Anchor: chunks[0].Anchor.String()}); aerr != nil || len(res.Segments) != 1 {
+	if res, aerr := forget(abi.MemoryForgetParams{Anchor: chunks[0].Anchor.String()}); aerr != nil || len(res.Segments) != 1 {
 		t.Fatalf("forgetting %s: %v, %+v", chunks[0].Anchor, aerr, res)
 	}
 	if _, err := store.Segment(context.Background(), chunks[0].Anchor); !errors.Is(err, memory.ErrNotFound) {
 		t.Fatalf("the forgotten anchor still resolves: %v", err)
 	}
-	if _, aerr := forget(ForgetParams{Anchor: chunks[0].Anchor.String()}); aerr == nil || aerr.Code != abi.CodeNotFound {
+	if _, aerr := forget(abi.MemoryForgetParams{Anchor: chunks[0].Anchor.String()}); aerr == nil || aerr.Code != abi.CodeNotFound {
 		t.Fatalf("forgetting it again: %v", aerr)
 	}
 }
@@ -361,10 +361,10 @@ func TestLegacyMemoryIndexedAgain(t *testing.T) {
 	}
 	process := false
 	for _, c := range chunks {
-		if c.Origin == memory.OriginUnknown {
+		if c.Origin == abi.MemoryOriginUnknown {
 			t.Fatalf("%s is still of unknown origin", c.Anchor)
 		}
-		process = process || (c.Origin == memory.OriginProcess && strings.Contains(c.Source, "echo legacy-memory-check"))
+		process = process || (c.Origin == abi.MemoryOriginProcess && strings.Contains(c.Source, "echo legacy-memory-check"))
 	}
 	if !process {
 		t.Fatalf("no process output with its command line among %+v", chunks)

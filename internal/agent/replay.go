@@ -48,35 +48,6 @@ type ReplaySetup struct {
 	Logger *slog.Logger
 }
 
-// ReplayReport is what a replay found.
-type ReplayReport struct {
-	RunLoop string `msgpack:"runLoop"`
-	Goal    string `msgpack:"goal,omitempty"`
-	// Decisions counts the ticks handed to the policy again, from
-	// FirstTick to LastTick.
-	Decisions int    `msgpack:"decisions"`
-	FirstTick uint64 `msgpack:"firstTick"`
-	LastTick  uint64 `msgpack:"lastTick"`
-	// Actions and Thoughts count what was compared; Answers the recorded
-	// model answers handed back.
-	Actions  int `msgpack:"actions"`
-	Thoughts int `msgpack:"thoughts"`
-	Answers  int `msgpack:"answers"`
-	// Unrecorded counts the ticks that decided in the run loop but whose
-	// record the log lacks (the daemon died as it decided): not replayed.
-	Unrecorded int `msgpack:"unrecorded,omitempty"`
-	// Divergence is the first difference; nil when the policy decided as
-	// recorded.
-	Divergence *Divergence `msgpack:"divergence,omitempty"`
-}
-
-// Divergence is where a replay first decided otherwise.
-type Divergence struct {
-	Tick     uint64 `msgpack:"tick"`
-	Decision int    `msgpack:"decision"` // 1-based, of Decisions
-	What     string `msgpack:"what"`
-}
-
 // replayWait bounds each wait of a replay on the policy: for a call it
 // should make, or an answer to reach it.
 const replayWait = 10 * time.Second
@@ -139,9 +110,9 @@ func (r *Replay) Grants() []abi.Event {
 // and reports the first that differs. An error means the replay could not
 // be made (a policy that does not run); a policy that decides otherwise is
 // a Divergence in the report.
-func (r *Replay) Run(ctx context.Context, m Plugins) (*ReplayReport, error) {
+func (r *Replay) Run(ctx context.Context, m Plugins) (*abi.AgentReplayReport, error) {
 	s, rec, g := r.s, r.rec, r.gate
-	rep := &ReplayReport{RunLoop: rec.loop, Goal: rec.goal, Decisions: len(rec.ticks), Unrecorded: rec.unrecorded,
+	rep := &abi.AgentReplayReport{RunLoop: rec.loop, Goal: rec.goal, Decisions: len(rec.ticks), Unrecorded: rec.unrecorded,
 		FirstTick: rec.ticks[0].Tick, LastTick: rec.ticks[len(rec.ticks)-1].Tick}
 	if err := policyRunning(m, s.Policy); err != nil {
 		return nil, err
@@ -163,8 +134,8 @@ func (r *Replay) Run(ctx context.Context, m Plugins) (*ReplayReport, error) {
 				st.own[id] = struct{}{}
 			}
 		}
-		diverge := func(format string, args ...any) (*ReplayReport, error) {
-			rep.Divergence = &Divergence{Tick: tr.Tick, Decision: i + 1, What: fmt.Sprintf(format, args...)}
+		diverge := func(format string, args ...any) (*abi.AgentReplayReport, error) {
+			rep.Divergence = &abi.AgentReplayDivergence{Tick: tr.Tick, Decision: i + 1, What: fmt.Sprintf(format, args...)}
 			return rep, nil
 		}
 		if tr.MemoryChanged {

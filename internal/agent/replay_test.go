@@ -44,7 +44,7 @@ func replaySetup(evs []abi.Event, loop, policy string) ReplaySetup {
 
 // replayOf replays s as host.Daemon.Replay does: the policy, loaded from
 // folders (the built-in one when none), alone in a kernel of its own.
-func replayOf(s ReplaySetup, folders ...wasm.Folder) (*ReplayReport, error) {
+func replayOf(s ReplaySetup, folders ...wasm.Folder) (*abi.AgentReplayReport, error) {
 	r, err := NewReplay(s)
 	if err != nil {
 		return nil, err
@@ -198,7 +198,7 @@ func TestReplayFoldsGrants(t *testing.T) {
 	}}
 	e := newEnv(t)
 	srv, _ := e.model(model, 1)
-	grant, err := msgpack.Marshal(abi.PluginGrant{Plugin: "llm", Call: []string{"llm.chat"}, By: "operator/0"})
+	grant, err := msgpack.Marshal(abi.PluginGrant{Plugin: "llm", Call: []string{abi.MethodLLMChat}, By: "operator/0"})
 	if err != nil {
 		t.Fatal(err)
 	}

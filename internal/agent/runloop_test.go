@@ -177,9 +177,9 @@ func TestInterruptedWaits(t *testing.T) {
 	// What a daemon that died mid-run left in the log: a process the
 	// kernel does not run, and a call without a result.
 	publish(abi.Event{ID: "start-1", Type: abi.SubjectIntentStarted, CorrelationID: "loop-1"}, abi.IntentStarted{RunLoopID: "loop-1", Agent: "default", Goal: "run sleep 600", MaxIterations: 25})
-	publish(abi.Event{ID: "act-1", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: "process.spawn", Args: `{"command":"sleep 600"}`}})
-	publish(abi.Event{Type: abi.SubjectToolResult, CorrelationID: "loop-1", CausationID: "act-1"}, abi.ToolResultEvent{ActionID: "act-1", Tool: "process.spawn", Status: abi.StatusDone, ProcessID: "p99"})
-	publish(abi.Event{ID: "act-2", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: "process.spawn", Args: `{"command":"sleep 601"}`}})
+	publish(abi.Event{ID: "act-1", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: abi.MethodProcessSpawn, Args: `{"command":"sleep 600"}`}})
+	publish(abi.Event{Type: abi.SubjectToolResult, CorrelationID: "loop-1", CausationID: "act-1"}, abi.ToolResultEvent{ActionID: "act-1", Tool: abi.MethodProcessSpawn, Status: abi.StatusDone, ProcessID: "p99"})
+	publish(abi.Event{ID: "act-2", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: abi.MethodProcessSpawn, Args: `{"command":"sleep 601"}`}})
 
 	r := e.start(Config{Policy: e.rules()})
 	const told = "`sleep 600` and `sleep 601` were running when Kairo stopped; they were ended. Say `again` to run them again."

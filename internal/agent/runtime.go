@@ -412,7 +412,7 @@ func (r *Runtime) prepare(ev *abi.Event, data any) bool {
 	}
 	ev.Data, ev.Source = raw, "agent/"+r.cfg.Agent
 	if ev.ID == "" {
-		ev.ID = bus.NewID()
+		ev.ID = abi.NewID()
 	}
 	return true
 }

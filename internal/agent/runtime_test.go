@@ -181,9 +181,9 @@ func TestRestartMarksInterrupted(t *testing.T) {
 	}
 	// What a daemon that died mid-run left in the log.
 	publish(abi.Event{ID: "start-1", Type: abi.SubjectIntentStarted, CorrelationID: "loop-1"}, abi.IntentStarted{RunLoopID: "loop-1", Agent: "default", Goal: "run sleep 600"})
-	publish(abi.Event{ID: "act-1", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: "process.spawn", Args: `{"command":"sleep 600"}`}})
-	publish(abi.Event{Type: abi.SubjectToolResult, CorrelationID: "loop-1", CausationID: "act-1"}, abi.ToolResultEvent{ActionID: "act-1", Tool: "process.spawn", Status: abi.StatusDone, ProcessID: "p99"})
-	publish(abi.Event{ID: "act-2", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: "process.spawn", Args: `{"command":"sleep 601"}`}})
+	publish(abi.Event{ID: "act-1", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: abi.MethodProcessSpawn, Args: `{"command":"sleep 600"}`}})
+	publish(abi.Event{Type: abi.SubjectToolResult, CorrelationID: "loop-1", CausationID: "act-1"}, abi.ToolResultEvent{ActionID: "act-1", Tool: abi.MethodProcessSpawn, Status: abi.StatusDone, ProcessID: "p99"})
+	publish(abi.Event{ID: "act-2", Type: abi.SubjectAgentAction, CorrelationID: "loop-1"}, abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: abi.MethodProcessSpawn, Args: `{"command":"sleep 601"}`}})
 
 	e.start(Config{Policy: e.rules()})
 	ev := e.events.until(t, "process.interrupted", typed("kairo.process.interrupted"))
@@ -261,7 +261,7 @@ func TestPolicyFailuresAreNoops(t *testing.T) {
 		t.Fatalf("%d errors reported, want 3:\n%s", len(errs), e.events.dump())
 	}
 	for i, want := range []string{"the policy failed: the model answered garbage", `unknown action "dance"`, "its data is not an ActionData"} {
-		if d := decodeAs[AgentError](t, &errs[i]); !strings.Contains(d.Error, want) {
+		if d := decodeAs[abi.AgentError](t, &errs[i]); !strings.Contains(d.Error, want) {
 			t.Fatalf("error %d = %q, want %q", i, d.Error, want)
 		}
 	}

@@ -43,7 +43,7 @@ func TestForgedEventsIgnored(t *testing.T) {
 	// The control: the operator's cancel, through the kernel.
 	raw, _ := msgpack.Marshal(abi.CancelParams{CorrelationID: loop})
 	s := &session{ctx: t.Context()} // an operator's session: the zero principal
-	if _, aerr := e.kernel.Invoke(t.Context(), "intent.cancel", &kernel.Call{Session: s, Params: raw}); aerr != nil {
+	if _, aerr := e.kernel.Invoke(t.Context(), abi.MethodIntentCancel, &kernel.Call{Session: s, Params: raw}); aerr != nil {
 		t.Fatal(aerr)
 	}
 	e.events.until(t, "the operator's cancel", func(ev *abi.Event) bool {

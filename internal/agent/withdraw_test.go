@@ -20,7 +20,7 @@ import (
 func TestCancelWithdrawsApprovals(t *testing.T) {
 	e := newEnv(t)
 	marker := filepath.Join(t.TempDir(), "ran")
-	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor("process.spawn")})
+	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor(abi.MethodProcessSpawn)})
 	e.say("run it", "")
 	req := decodeAs[abi.ApprovalRequest](t, e.events.until(t, "approval.requested", typed(abi.SubjectApprovalRequested)))
 
@@ -54,7 +54,7 @@ func TestCancelWithdrawsApprovals(t *testing.T) {
 	// call runs once.
 	e2 := newEnv(t)
 	marker2 := filepath.Join(t.TempDir(), "ran")
-	e2.start(Config{Policy: onceSpawn("echo ran >> " + marker2), Approval: alwaysFor("process.spawn")})
+	e2.start(Config{Policy: onceSpawn("echo ran >> " + marker2), Approval: alwaysFor(abi.MethodProcessSpawn)})
 	e2.say("run it", "")
 	req2 := decodeAs[abi.ApprovalRequest](t, e2.events.until(t, "approval.requested", typed(abi.SubjectApprovalRequested)))
 	if a := decide(t, e2.kernel, req2.ID, true); a.Already || a.State != abi.ApprovalApproved {
@@ -71,7 +71,7 @@ func TestCancelWithdrawsApprovals(t *testing.T) {
 // that stays pending across a restart: TestApprovalPendingAcrossRestart).
 func TestWithdrawnAtStart(t *testing.T) {
 	e := newEnv(t)
-	r, err := New(Config{Kernel: e.kernel, Policy: onceSpawn("true"), Approval: alwaysFor("process.spawn"), Logger: quiet, Hz: 100})
+	r, err := New(Config{Kernel: e.kernel, Policy: onceSpawn("true"), Approval: alwaysFor(abi.MethodProcessSpawn), Logger: quiet, Hz: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestWithdrawnAtStart(t *testing.T) {
 	if p := e.kernel.Approvals(false); len(p) != 1 {
 		t.Fatalf("pending before the start: %+v", p)
 	}
-	e.start(Config{Policy: onceSpawn("true"), Approval: alwaysFor("process.spawn")})
+	e.start(Config{Policy: onceSpawn("true"), Approval: alwaysFor(abi.MethodProcessSpawn)})
 	d := decodeAs[abi.ApprovalDecision](t, e.events.until(t, "approval.decided", typed(abi.SubjectApprovalDecided)))
 	if !d.Withdrawn || d.ID != req.ID {
 		t.Fatalf("decided %+v", d)

@@ -65,7 +65,7 @@ func TestRelayedInputIsNotTheUsers(t *testing.T) {
 	e := newEnv(t)
 	e.startTerminal()
 	marker := filepath.Join(t.TempDir(), "ran")
-	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor("process.spawn")})
+	e.start(Config{Policy: onceSpawn("echo ran >> " + marker), Approval: alwaysFor(abi.MethodProcessSpawn)})
 	e.say("run it", "")
 	req := decodeAs[abi.ApprovalRequest](t, e.events.until(t, "approval.requested", typed(abi.SubjectApprovalRequested)))
 

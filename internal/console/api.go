@@ -93,7 +93,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `the message is empty: send {"text": "..."}`)
 		return
 	}
-	id := bus.NewID()
+	id := abi.NewID()
 	data, err := msgpack.Marshal(abi.UserMessage{Text: body.Text, MessageID: id, RunLoopID: body.RunLoopID})
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())

@@ -130,7 +130,7 @@ func TestServerApprove(t *testing.T) {
 		status int
 		want   string
 	}{
-		{`{"id": "ap-nope", "approved": true}`, http.StatusNotFound, "approval.list"},
+		{`{"id": "ap-nope", "approved": true}`, http.StatusNotFound, abi.MethodApprovalList},
 		{fmt.Sprintf(`{"id": %q}`, a.ID), http.StatusBadRequest, "true or false"},
 		{`{"approved": true}`, http.StatusBadRequest, "GET /api/approvals lists them"},
 		{`{"id": "x", "approved": true, "by": "timeout"}`, http.StatusBadRequest, "unknown field"},

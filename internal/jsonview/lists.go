@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/tools/modelname"
+	"github.com/kairo-os/kairo/abi/modelname"
 	"github.com/vmihailenco/msgpack/v5"
 )
 

@@ -11,7 +11,7 @@ const module = "github.com/kairo-os/kairo"
 var floors = [][]string{
 	// Leaves: the wire vocabulary, the sandbox, and helpers of tests and
 	// builds that import nothing of Kairo.
-	{"abi", "sandbox", "sdk", "kernel/bench", "internal/smalldisk", "internal/llmscript", "internal/testkit",
+	{"abi", "abi/modelname", "sandbox", "sdk", "kernel/bench", "internal/smalldisk", "internal/llmscript", "internal/testkit",
 		"internal/wasmbuild", "internal/doccheck", "internal/layercheck", "host/internal/meter",
 		"internal/mcp/internal/testserver", "kernel/bus/internal/hook"},
 	// What speaks abi: the manifests, the guest and client SDKs, the

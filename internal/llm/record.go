@@ -107,7 +107,7 @@ func clipBytes(s string, n int) string {
 	return s
 }
 
-var llmEvents = bus.MustCompilePattern(abi.SubjectLLMAll)
+var llmEvents = abi.MustCompilePattern(abi.SubjectLLMAll)
 
 // Recorded reads from b the recorded LLM exchanges of run loop runLoopID
 // (its kairo.llm.request and kairo.llm.response events, in order): what

@@ -72,7 +72,7 @@ func (d *daemon) chat(t *testing.T, p abi.ChatParams) (abi.ChatResult, *abi.Erro
 func (d *daemon) llmEventsOf(t *testing.T) []abi.Event {
 	t.Helper()
 	var evs []abi.Event
-	err := d.b.Replay(context.Background(), bus.Query{Pattern: bus.MustCompilePattern("kairo.llm.>")}, func(ev *abi.Event) error {
+	err := d.b.Replay(context.Background(), bus.Query{Pattern: abi.MustCompilePattern("kairo.llm.>")}, func(ev *abi.Event) error {
 		var cp abi.Event
 		abi.DecodeEvent(abi.AppendEvent(nil, ev), &cp)
 		cp.Seq = ev.Seq

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kairo-os/kairo/internal/tools/modelname"
+	"github.com/kairo-os/kairo/abi/modelname"
 )
 
 // A tool's result is read up to the server's cap: a message past twice

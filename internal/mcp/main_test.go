@@ -81,7 +81,7 @@ func newEnv(t *testing.T, launcher proc.Launcher) *env {
 // returns its data.
 func (e *env) event(subject string, pid int) map[string]any {
 	e.t.Helper()
-	pattern, err := bus.CompilePattern(subject)
+	pattern, err := abi.CompilePattern(subject)
 	if err != nil {
 		e.t.Fatal(err)
 	}

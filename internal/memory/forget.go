@@ -1,27 +1,20 @@
 package memory
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
 
 // SegmentRef names a segment so that it is found again when its run loop
-// is cut anew from the log: by the event it was cut from and its type, or,
-// for a segment without an event id, by its place.
-type SegmentRef struct {
-	RunLoopID      string      `json:"runLoopId" msgpack:"runLoopId"`
-	EventID        string      `json:"eventId,omitempty" msgpack:"eventId,omitempty"`
-	SegmentType    SegmentType `json:"segmentType" msgpack:"segmentType"`
-	IterationIndex int         `json:"iterationIndex" msgpack:"iterationIndex"`
-	SegmentIndex   int         `json:"segmentIndex" msgpack:"segmentIndex"`
-}
+// is cut anew from the log: [abi.MemorySegmentRef].
+type SegmentRef = abi.MemorySegmentRef
 
 // RefOf is the reference of a segment.
 func RefOf(sg *Segment) SegmentRef {
@@ -29,8 +22,8 @@ func RefOf(sg *Segment) SegmentRef {
 		IterationIndex: sg.IterationIndex, SegmentIndex: sg.SegmentIndex}
 }
 
-// matches reports whether r names sg of run loop loop.
-func (r *SegmentRef) matches(loop string, sg *Segment) bool {
+// refMatches reports whether r names sg of run loop loop.
+func refMatches(r *SegmentRef, loop string, sg *Segment) bool {
 	if r.RunLoopID != loop {
 		return false
 	}
@@ -64,7 +57,7 @@ func (f *Forgetting) Forgets(loop string, sg *Segment) bool {
 		return true
 	}
 	for i := range f.Segments {
-		if f.Segments[i].matches(loop, sg) {
+		if refMatches(&f.Segments[i], loop, sg) {
 			return true
 		}
 	}
@@ -93,23 +86,6 @@ func (f *Forgetting) loops() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-var anchorRE = regexp.MustCompile(`^([^#\s]+)#(\d+)\.(\d+)(?:\(([a-z_]+)\))?$`)
-
-// ParseAnchor reads an anchor as Anchor.String writes it,
-// "runLoop#iteration.segment(type)"; the type may be left out.
-func ParseAnchor(s string) (Anchor, error) {
-	m := anchorRE.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return Anchor{}, fmt.Errorf("memory: anchor %q: want RUNLOOP#ITERATION.SEGMENT, as a search shows it (e.g. 0193…#0.2)", s)
-	}
-	it, err1 := strconv.Atoi(m[2])
-	sg, err2 := strconv.Atoi(m[3])
-	if err := errors.Join(err1, err2); err != nil {
-		return Anchor{}, fmt.Errorf("memory: anchor %q: %w", s, err)
-	}
-	return Anchor{RunLoopID: m[1], IterationIndex: it, SegmentIndex: sg, SegmentType: SegmentType(m[4])}, nil
 }
 
 // segmentColumns are the columns scanSegment reads.

@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -109,8 +111,8 @@ func (s *Store) checkSegments(id string, segs []Segment) ([]Segment, error) {
 			return nil, fmt.Errorf("memory: index run loop %s: segment %d has a negative anchor (%d.%d)", id, i, sg.IterationIndex, sg.SegmentIndex)
 		}
 		switch sg.SegmentType {
-		case SegmentUserMessage, SegmentToolCall, SegmentToolResult, SegmentResponse:
-		case SegmentReasoning:
+		case abi.MemorySegmentUserMessage, abi.MemorySegmentToolCall, abi.MemorySegmentToolResult, abi.MemorySegmentResponse:
+		case abi.MemorySegmentReasoning:
 			if !s.opts.KeepReasoning {
 				continue
 			}
@@ -276,7 +278,7 @@ func readOld(ctx context.Context, st *sql.Stmt, loop string) ([]oldSegment, erro
 // segments that did it even where they do not repeat its words.
 func goalOf(segs []Segment) string {
 	for _, sg := range segs {
-		if sg.SegmentType == SegmentUserMessage {
+		if sg.SegmentType == abi.MemorySegmentUserMessage {
 			return sg.Text
 		}
 	}
@@ -286,7 +288,7 @@ func goalOf(segs []Segment) string {
 // embedText is what a segment's vector is made of: its text, after what it
 // answers.
 func embedText(goal string, sg Segment) string {
-	if sg.SegmentType == SegmentUserMessage && sg.Text == goal {
+	if sg.SegmentType == abi.MemorySegmentUserMessage && sg.Text == goal {
 		return goal
 	}
 	return joinNonEmpty(goal, joinNonEmpty(sg.Context, sg.Text))

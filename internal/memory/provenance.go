@@ -1,109 +1,43 @@
 package memory
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
 )
 
-// Origin says whose words a segment holds: the user's, the agent's own, or
-// data that came from outside — a tool, a process, an MCP server — which a
-// prompt must show as quoted data, never as instructions or as the
-// agent's words.
-type Origin string
+// Origin says whose words a segment holds: [abi.MemoryOrigin].
+type Origin = abi.MemoryOrigin
 
-// The origins.
-const (
-	// OriginUser is the user's message.
-	OriginUser Origin = "user"
-	// OriginAgent is what the agent said, asked or called, in its own
-	// words (a reply that quotes data is the data's origin, Quotes set).
-	OriginAgent Origin = "agent"
-	// OriginTool is the result of a kernel or plugin tool.
-	OriginTool Origin = "tool"
-	// OriginProcess is what a process printed or how it ended.
-	OriginProcess Origin = "process"
-	// OriginMCP is the result of an MCP server's tool.
-	OriginMCP Origin = "mcp"
-	// OriginSkill is the result of a binary skill.
-	OriginSkill Origin = "skill"
-	// OriginUnknown is a segment indexed before provenance was kept: data
-	// until the run loop is indexed again from the log.
-	OriginUnknown Origin = "unknown"
-)
-
-// Provenance says where a segment's words came from. The task is the
-// anchor's run loop.
-type Provenance struct {
-	Origin Origin `json:"origin" msgpack:"origin"`
-	// Source names what the data came from: the tool ("mcp.web.fetch",
-	// "skill.checksum"), or the process's command line.
-	Source string `json:"source,omitempty" msgpack:"source,omitempty"`
-	// Quotes marks an agent's reply or call that repeats data verbatim
-	// (QuoteWords words or more of a result of its run loop): its words
-	// are the data's, so Origin and Source are the data's.
-	Quotes bool `json:"quotes,omitempty" msgpack:"quotes,omitempty"`
-}
-
-// IsData reports whether the words came from outside: anything but the
-// user's message and the agent's own words.
-func (p Provenance) IsData() bool {
-	return p.Quotes || (p.Origin != OriginUser && p.Origin != OriginAgent)
-}
-
-// Describe says where the words came from, for a person or a model:
-// "process `make test`", "MCP server web (tool mcp.web.fetch)".
-func (p Provenance) Describe() string {
-	var what string
-	switch p.Origin {
-	case OriginUser:
-		return "the user"
-	case OriginAgent:
-		return "the agent"
-	case OriginProcess:
-		what = "process"
-		if p.Source != "" {
-			what += " `" + p.Source + "`"
-		}
-	case OriginMCP:
-		server, _, _ := strings.Cut(strings.TrimPrefix(p.Source, "mcp."), ".")
-		what = "MCP server " + server + " (tool " + p.Source + ")"
-	case OriginSkill:
-		what = "skill " + strings.TrimPrefix(p.Source, "skill.")
-	case OriginTool:
-		what = "tool " + p.Source
-	default:
-		what = "an unknown source (remembered before provenance was kept)"
-	}
-	if p.Quotes {
-		return "the agent's reply quoting " + what
-	}
-	return what
-}
+// Provenance says where a segment's words came from:
+// [abi.MemoryProvenance].
+type Provenance = abi.MemoryProvenance
 
 // defaultProvenance is the provenance of a segment given without one.
 func defaultProvenance(t SegmentType) Provenance {
 	switch t {
-	case SegmentUserMessage:
-		return Provenance{Origin: OriginUser}
-	case SegmentToolResult:
-		return Provenance{Origin: OriginTool}
+	case abi.MemorySegmentUserMessage:
+		return Provenance{Origin: abi.MemoryOriginUser}
+	case abi.MemorySegmentToolResult:
+		return Provenance{Origin: abi.MemoryOriginTool}
 	}
-	return Provenance{Origin: OriginAgent}
+	return Provenance{Origin: abi.MemoryOriginAgent}
 }
 
 // toolProvenance is the provenance of a tool's result, by the tool's name.
-// A process's output is its note's (OriginProcess); process.spawn's own
+// A process's output is its note's (abi.MemoryOriginProcess); process.spawn's own
 // result is the kernel's answer, a tool's.
 func toolProvenance(tool string) Provenance {
 	switch {
 	case strings.HasPrefix(tool, "mcp."):
-		return Provenance{Origin: OriginMCP, Source: tool}
+		return Provenance{Origin: abi.MemoryOriginMCP, Source: tool}
 	case strings.HasPrefix(tool, "skill."):
-		return Provenance{Origin: OriginSkill, Source: tool}
+		return Provenance{Origin: abi.MemoryOriginSkill, Source: tool}
 	}
-	return Provenance{Origin: OriginTool, Source: tool}
+	return Provenance{Origin: abi.MemoryOriginTool, Source: tool}
 }
 
 // QuoteWords is how many consecutive words an agent's reply must share with

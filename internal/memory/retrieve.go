@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"cmp"
 	"context"
 	"database/sql"
@@ -11,28 +13,12 @@ import (
 	"time"
 )
 
-// Chunk is a segment as retrieval returns it.
-type Chunk struct {
-	Anchor Anchor  `json:"anchor" msgpack:"anchor"`
-	Text   string  `json:"text" msgpack:"text"`
-	Score  float64 `json:"score" msgpack:"score"`
-	// Provenance says whose words Text holds: show data as data.
-	Provenance
-}
+// Chunk is a segment as retrieval returns it: [abi.MemoryChunk].
+type Chunk = abi.MemoryChunk
 
-// Expanded is a chunk with the run loop around it: what Expand returns.
-type Expanded struct {
-	RunLoopID string `json:"runLoopId" msgpack:"runLoopId"`
-	// Goal is the run loop's first user message.
-	Goal  string `json:"goal" msgpack:"goal"`
-	Focus Chunk  `json:"focus" msgpack:"focus"`
-	// Before and After are the chunks of the run loop before and after
-	// Focus, in run loop order, at most the window asked for each.
-	Before []Chunk `json:"before" msgpack:"before"`
-	After  []Chunk `json:"after" msgpack:"after"`
-	// Segments is how many segments the run loop has in all.
-	Segments int `json:"segments" msgpack:"segments"`
-}
+// Expanded is a chunk with the run loop around it, what Expand returns:
+// [abi.MemoryExpanded].
+type Expanded = abi.MemoryExpanded
 
 // DefaultK is how many chunks Retrieve returns when k is 0.
 const DefaultK = 5

@@ -14,52 +14,12 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// SegmentType says what part of a run loop a segment is.
-type SegmentType string
+// SegmentType says what part of a run loop a segment is. The memory
+// methods answer it, so it is abi's: [abi.MemorySegmentType].
+type SegmentType = abi.MemorySegmentType
 
-// The segment types (seed 003's MemoryAnchor.segmentType).
-const (
-	// SegmentUserMessage is the goal that opened the run loop, or a
-	// message the user added to it later.
-	SegmentUserMessage SegmentType = "user_message"
-	// SegmentReasoning is a policy's thought; written only when reasoning
-	// is kept (SegmentOptions.KeepReasoning).
-	SegmentReasoning SegmentType = "reasoning"
-	// SegmentToolCall is a tool_call action (or a cancel, which the
-	// runtime carries out through the kernel).
-	SegmentToolCall SegmentType = "tool_call"
-	// SegmentToolResult is a tool's result, or a milestone the runtime
-	// noted (kairo.agent.note: a process that finished, its last lines).
-	SegmentToolResult SegmentType = "tool_result"
-	// SegmentResponse is what the agent said or asked the user, or the
-	// summary the run loop ended with.
-	SegmentResponse SegmentType = "response"
-)
-
-// Anchor locates a segment in its run loop, precisely enough to find it
-// again: Store.Expand takes one back to the segments around it.
-type Anchor struct {
-	RunLoopID string `json:"runLoopId" msgpack:"runLoopId"`
-	// IterationIndex counts the run loop's iterations from 0; see Segments
-	// for where one ends and the next begins.
-	IterationIndex int `json:"iterationIndex" msgpack:"iterationIndex"`
-	// SegmentIndex counts the segments of the iteration from 0.
-	SegmentIndex int         `json:"segmentIndex" msgpack:"segmentIndex"`
-	SegmentType  SegmentType `json:"segmentType" msgpack:"segmentType"`
-	// Timestamp is when the event the segment was cut from happened.
-	Timestamp time.Time `json:"timestamp" msgpack:"timestamp"`
-}
-
-// String renders the anchor as "runLoop#iteration.segment(type)".
-func (a Anchor) String() string {
-	return fmt.Sprintf("%s#%d.%d(%s)", a.RunLoopID, a.IterationIndex, a.SegmentIndex, a.SegmentType)
-}
-
-// Ref is the anchor as a person types it: RUNLOOP#ITERATION.SEGMENT,
-// without the type, so a shell takes it as one word.
-func (a Anchor) Ref() string {
-	return fmt.Sprintf("%s#%d.%d", a.RunLoopID, a.IterationIndex, a.SegmentIndex)
-}
+// Anchor locates a segment in its run loop: [abi.MemoryAnchor].
+type Anchor = abi.MemoryAnchor
 
 // Segment is one piece of a run loop, as it is indexed.
 type Segment struct {
@@ -262,7 +222,7 @@ func (c *cutter) cut(ev *abi.Event) {
 		}
 		if strings.TrimSpace(d.Goal) != "" {
 			it := c.current()
-			it.users = append(it.users, c.piece(SegmentUserMessage, d.Goal, ev))
+			it.users = append(it.users, c.piece(abi.MemorySegmentUserMessage, d.Goal, ev))
 		}
 	case ev.Type == abi.SubjectUserMessage || isAgentMessage(ev.Type):
 		var m abi.UserMessage
@@ -280,7 +240,7 @@ func (c *cutter) cut(ev *abi.Event) {
 			it = &iteration{}
 			c.its = append(c.its, it)
 		}
-		it.users = append(it.users, c.piece(SegmentUserMessage, m.Text, ev))
+		it.users = append(it.users, c.piece(abi.MemorySegmentUserMessage, m.Text, ev))
 	case ev.Type == abi.SubjectAgentThought:
 		var t abi.Thought
 		if msgpack.Unmarshal(ev.Data, &t) != nil {
@@ -288,7 +248,7 @@ func (c *cutter) cut(ev *abi.Event) {
 		}
 		_, it := c.decision(t.Tick)
 		if c.opts.KeepReasoning && strings.TrimSpace(t.Text) != "" {
-			it.reason = append(it.reason, c.piece(SegmentReasoning, t.Text, ev))
+			it.reason = append(it.reason, c.piece(abi.MemorySegmentReasoning, t.Text, ev))
 		}
 	case ev.Type == abi.SubjectAgentAction:
 		var a abi.ActionEvent
@@ -313,7 +273,7 @@ func (c *cutter) cut(ev *abi.Event) {
 			i, it := c.decision(0)
 			c.byAction[d.ActionID] = i
 			c.calls[d.ActionID] = callText(d.Tool, d.Args)
-			it.actions = append(it.actions, c.piece(SegmentToolCall, c.calls[d.ActionID], ev))
+			it.actions = append(it.actions, c.piece(abi.MemorySegmentToolCall, c.calls[d.ActionID], ev))
 		}
 	case ev.Type == abi.SubjectToolResult:
 		var d abi.ToolResultEvent
@@ -331,7 +291,7 @@ func (c *cutter) cut(ev *abi.Event) {
 		if d.ProcessID != "" && d.Status == abi.StatusDone && d.Error == "" && len(d.Result) == 0 {
 			return // only "started": the process's note says how it went
 		}
-		p := c.piece(SegmentToolResult, resultText(&d), ev)
+		p := c.piece(abi.MemorySegmentToolResult, resultText(&d), ev)
 		p.context = c.calls[id]
 		p.prov = toolProvenance(d.Tool)
 		p.data = wordsOf(d.Error + "\n" + valueText(d.Result))
@@ -351,9 +311,9 @@ func (c *cutter) cut(ev *abi.Event) {
 		}
 		action := c.byProcess[n.ProcessID]
 		it := c.answering(action)
-		p := c.piece(SegmentToolResult, noteText(&n), ev)
+		p := c.piece(abi.MemorySegmentToolResult, noteText(&n), ev)
 		p.context = c.calls[action]
-		p.prov = Provenance{Origin: OriginProcess, Source: clip(strings.Join(n.Argv, " "), 200)}
+		p.prov = Provenance{Origin: abi.MemoryOriginProcess, Source: clip(strings.Join(n.Argv, " "), 200)}
 		p.data = wordsOf(n.Text + "\n" + strings.Join(n.LastLines, "\n"))
 		it.results = append(it.results, p)
 	case ev.Type == abi.SubjectIntentEnded:
@@ -368,7 +328,7 @@ func (c *cutter) cut(ev *abi.Event) {
 		if d.Status != "" && d.Status != "done" {
 			text = "Ended (" + strings.ReplaceAll(d.Status, "_", " ") + "): " + text
 		}
-		p := c.piece(SegmentResponse, text, ev)
+		p := c.piece(abi.MemorySegmentResponse, text, ev)
 		c.ended = &p
 	}
 }
@@ -382,15 +342,15 @@ func (c *cutter) action(a *abi.ActionEvent, ev *abi.Event) (piece, bool) {
 		if strings.TrimSpace(a.Text) == "" {
 			return piece{}, false
 		}
-		return c.piece(SegmentResponse, a.Text, ev), true
+		return c.piece(abi.MemorySegmentResponse, a.Text, ev), true
 	case abi.ActionToolCall:
-		return c.piece(SegmentToolCall, callText(a.Tool, a.Args), ev), true
+		return c.piece(abi.MemorySegmentToolCall, callText(a.Tool, a.Args), ev), true
 	case abi.ActionCancel:
 		text := "cancel the run loop"
 		if a.Reason != "" {
 			text += ": " + a.Reason
 		}
-		return c.piece(SegmentToolCall, text, ev), true
+		return c.piece(abi.MemorySegmentToolCall, text, ev), true
 	}
 	return piece{}, false
 }
@@ -401,7 +361,7 @@ func (c *cutter) finish() []Segment {
 		repeat := false
 		for _, it := range c.its {
 			for _, p := range it.actions {
-				repeat = repeat || (p.typ == SegmentResponse && p.text == c.ended.text)
+				repeat = repeat || (p.typ == abi.MemorySegmentResponse && p.text == c.ended.text)
 			}
 		}
 		if !repeat {

@@ -101,18 +101,18 @@ func TestSegmentsRunLoop(t *testing.T) {
 	c := backupLoop(t)
 	got := Segments(c.evs, SegmentOptions{KeepReasoning: true})
 	checkSegments(t, got, []segWant{
-		{0, 0, SegmentUserMessage, "back up the billing database"},
-		{0, 1, SegmentReasoning, "pg_dump is the safest"},
-		{0, 2, SegmentResponse, "Starting the dump of billing."},
-		{0, 3, SegmentToolCall, `call run_skill {"command":"pg_dump billing"}`},
+		{0, 0, abi.MemorySegmentUserMessage, "back up the billing database"},
+		{0, 1, abi.MemorySegmentReasoning, "pg_dump is the safest"},
+		{0, 2, abi.MemorySegmentResponse, "Starting the dump of billing."},
+		{0, 3, abi.MemorySegmentToolCall, `call run_skill {"command":"pg_dump billing"}`},
 		// The process's note joins the call that started it, though it
 		// came after the user's message and the next decision.
-		{0, 4, SegmentToolResult, "process `pg_dump billing` exited with exit code 0 after 1m35s"},
-		{1, 0, SegmentUserMessage, "compress it too"},
-		{1, 1, SegmentResponse, "I will compress it when the dump ends."},
-		{2, 0, SegmentToolCall, `call run_skill {"command":"gzip billing.sql"}`},
-		{2, 1, SegmentToolResult, `run_skill done: {"size":"412 MB"}`},
-		{3, 0, SegmentResponse, "Done: billing.sql.gz, 412 MB."},
+		{0, 4, abi.MemorySegmentToolResult, "process `pg_dump billing` exited with exit code 0 after 1m35s"},
+		{1, 0, abi.MemorySegmentUserMessage, "compress it too"},
+		{1, 1, abi.MemorySegmentResponse, "I will compress it when the dump ends."},
+		{2, 0, abi.MemorySegmentToolCall, `call run_skill {"command":"gzip billing.sql"}`},
+		{2, 1, abi.MemorySegmentToolResult, `run_skill done: {"size":"412 MB"}`},
+		{3, 0, abi.MemorySegmentResponse, "Done: billing.sql.gz, 412 MB."},
 	})
 	for _, sg := range got {
 		if sg.RunLoopID != "rl-backup" || sg.EventID == "" || sg.Timestamp.IsZero() {
@@ -138,16 +138,16 @@ func TestSegmentsRunLoop(t *testing.T) {
 func TestSegmentsWithoutReasoning(t *testing.T) {
 	got := Segments(backupLoop(t).evs, SegmentOptions{})
 	for _, sg := range got {
-		if sg.SegmentType == SegmentReasoning || strings.Contains(sg.Text, "SECRET-REASONING") {
+		if sg.SegmentType == abi.MemorySegmentReasoning || strings.Contains(sg.Text, "SECRET-REASONING") {
 			t.Errorf("reasoning is not kept, yet %s holds %q", sg.Anchor, sg.Text)
 		}
 	}
 	// The thought's iteration keeps its other segments, renumbered.
 	checkSegments(t, got[:4], []segWant{
-		{0, 0, SegmentUserMessage, "back up"},
-		{0, 1, SegmentResponse, "Starting"},
-		{0, 2, SegmentToolCall, "call run_skill"},
-		{0, 3, SegmentToolResult, "process"},
+		{0, 0, abi.MemorySegmentUserMessage, "back up"},
+		{0, 1, abi.MemorySegmentResponse, "Starting"},
+		{0, 2, abi.MemorySegmentToolCall, "call run_skill"},
+		{0, 3, abi.MemorySegmentToolResult, "process"},
 	})
 }
 
@@ -161,11 +161,11 @@ func TestSegmentsEndedSummary(t *testing.T) {
 	c.add(abi.SubjectAgentAction, loop, "", abi.ActionEvent{Type: abi.ActionNoop, Tick: 4})
 	c.add(abi.SubjectIntentEnded, loop, "", abi.IntentEnded{RunLoopID: loop, Status: "canceled", Summary: "reindex (canceled)"})
 	checkSegments(t, Segments(c.evs, SegmentOptions{}), []segWant{
-		{0, 0, SegmentUserMessage, "rebuild the search index"},
-		{0, 1, SegmentToolCall, `call run_skill {"command":"reindex"}`},
-		{0, 2, SegmentToolResult, "run_skill canceled: canceled by the user"},
-		{1, 0, SegmentToolCall, "cancel the run loop: the user changed their mind"},
-		{1, 1, SegmentResponse, "Ended (canceled): reindex (canceled)"},
+		{0, 0, abi.MemorySegmentUserMessage, "rebuild the search index"},
+		{0, 1, abi.MemorySegmentToolCall, `call run_skill {"command":"reindex"}`},
+		{0, 2, abi.MemorySegmentToolResult, "run_skill canceled: canceled by the user"},
+		{1, 0, abi.MemorySegmentToolCall, "cancel the run loop: the user changed their mind"},
+		{1, 1, abi.MemorySegmentResponse, "Ended (canceled): reindex (canceled)"},
 	})
 }
 

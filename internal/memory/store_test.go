@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"github.com/kairo-os/kairo/abi"
+
 	"bytes"
 	"context"
 	"errors"
@@ -29,7 +31,7 @@ func openStore(t testing.TB, dir string, opts Options) *Store {
 // kind u (user message), c (tool call), r (tool result), s (response) or
 // t (reasoning); a user message starts a new iteration.
 func segsOf(id string, texts ...string) []Segment {
-	types := map[string]SegmentType{"u": SegmentUserMessage, "c": SegmentToolCall, "r": SegmentToolResult, "s": SegmentResponse, "t": SegmentReasoning}
+	types := map[string]SegmentType{"u": abi.MemorySegmentUserMessage, "c": abi.MemorySegmentToolCall, "r": abi.MemorySegmentToolResult, "s": abi.MemorySegmentResponse, "t": abi.MemorySegmentReasoning}
 	var out []Segment
 	it, seg := -1, 0
 	at := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -247,11 +249,11 @@ func TestExpand(t *testing.T) {
 		window int
 		says   string
 	}{
-		{"unknown run loop", Anchor{RunLoopID: "rl-nope", SegmentType: SegmentResponse}, 1, `run loop "rl-nope" is not in memory`},
+		{"unknown run loop", Anchor{RunLoopID: "rl-nope", SegmentType: abi.MemorySegmentResponse}, 1, `run loop "rl-nope" is not in memory`},
 		{"no run loop", Anchor{}, 1, "names no run loop"},
 		{"segment out of range", Anchor{RunLoopID: "rl-nginx", IterationIndex: 0, SegmentIndex: 40}, 1, "has no segment 40 in iteration 0 (it has 7 segments in iterations 0 to 0)"},
 		{"iteration out of range", Anchor{RunLoopID: "rl-nginx", IterationIndex: 9}, 1, "has no segment 0 in iteration 9"},
-		{"stale type", Anchor{RunLoopID: bad.RunLoopID, IterationIndex: bad.IterationIndex, SegmentIndex: bad.SegmentIndex, SegmentType: SegmentReasoning}, 1, "is stale"},
+		{"stale type", Anchor{RunLoopID: bad.RunLoopID, IterationIndex: bad.IterationIndex, SegmentIndex: bad.SegmentIndex, SegmentType: abi.MemorySegmentReasoning}, 1, "is stale"},
 	} {
 		_, err := s.Expand(ctx, c.anchor, c.window)
 		if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), c.says) {
@@ -407,7 +409,7 @@ func TestReasoningOffReachesNoDisk(t *testing.T) {
 	// With reasoning kept, it is stored: the check above can fail.
 	s = openStore(t, t.TempDir(), Options{KeepReasoning: true})
 	s.Index(context.Background(), "rl-backup", segs)
-	if got, _ := s.Retrieve(context.Background(), "SECRET-REASONING-42", 1); len(got) == 0 || got[0].Anchor.SegmentType != SegmentReasoning {
+	if got, _ := s.Retrieve(context.Background(), "SECRET-REASONING-42", 1); len(got) == 0 || got[0].Anchor.SegmentType != abi.MemorySegmentReasoning {
 		t.Errorf("reasoning kept, yet not found: %v", got)
 	}
 }
@@ -516,7 +518,7 @@ func TestOpenErrors(t *testing.T) {
 		{"rl-a", segsOf("rl-b", "u: a"), "belongs to run loop rl-b"},
 		{"rl-a", append(segsOf("rl-a", "u: a"), segsOf("rl-a", "u: b")...), "two segments are anchored at 0.0"},
 		{"rl-a", []Segment{{Anchor: Anchor{SegmentType: "thought"}, Text: "x"}}, `type "thought"`},
-		{"rl-a", []Segment{{Anchor: Anchor{IterationIndex: -1, SegmentType: SegmentResponse}}}, "negative anchor"},
+		{"rl-a", []Segment{{Anchor: Anchor{IterationIndex: -1, SegmentType: abi.MemorySegmentResponse}}}, "negative anchor"},
 	} {
 		if err := s.Index(context.Background(), c.id, c.segs); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("index %q: %v, want it to say %q", c.id, err, c.says)

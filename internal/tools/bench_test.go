@@ -10,7 +10,6 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/internal/tools"
-	"github.com/kairo-os/kairo/kernel/bus"
 )
 
 // BenchmarkToolDispatch measures what the registry adds to a tool call:
@@ -49,11 +48,11 @@ func BenchmarkToolDispatch(b *testing.B) {
 		return call, published, time.Since(start)
 	}
 	for range 100 { // warm: the first calls grow the guest's buffers
-		one(bus.NewID())
+		one(abi.NewID())
 	}
 	ids := make([]string, b.N)
 	for i := range ids {
-		ids[i] = bus.NewID()
+		ids[i] = abi.NewID()
 	}
 	calls := make([]time.Duration, 0, b.N)
 	took := make([]time.Duration, 0, b.N)

@@ -32,7 +32,7 @@ func (r *Registry) kernelTools() []entry {
 	def := func(name, desc string, params map[string]any, run Func) entry {
 		grants := processGrants
 		switch name {
-		case "process.spawn":
+		case abi.MethodProcessSpawn:
 			grants = spawnGrants
 		case "result.read":
 			grants = resultGrants
@@ -41,7 +41,7 @@ func (r *Registry) kernelTools() []entry {
 	}
 	processID := prop("string", "the process, as process.spawn returned it")
 	return []entry{
-		def("process.spawn", "Start a process in the sandbox: a shell command line, an argv, or a binary skill by name. Returns its processId at once; its exit and last output lines arrive later as events of the run loop.",
+		def(abi.MethodProcessSpawn, "Start a process in the sandbox: a shell command line, an argv, or a binary skill by name. Returns its processId at once; its exit and last output lines arrive later as events of the run loop.",
 			object(nil, map[string]any{
 				"command": prop("string", "a shell command line, run by /bin/sh -c"),
 				"argv":    array("the program and its arguments, instead of command"),
@@ -49,26 +49,26 @@ func (r *Registry) kernelTools() []entry {
 				"skill":   prop("string", "the name of a binary skill to run instead"),
 				"args":    array("with skill: its arguments as `kairo run` takes them, NAME=VALUE for a param, the rest appended"),
 			}), r.spawnTool),
-		def("process.stdin.write", "Write text to a process's standard input, and close it with close.",
+		def(abi.MethodProcessStdinWrite, "Write text to a process's standard input, and close it with close.",
 			object([]string{"processId"}, map[string]any{
 				"processId": processID,
 				"data":      prop("string", "the text to write"),
 				"close":     prop("boolean", "close the input after the text (end of file)"),
-			}), r.processTool("process.stdin.write", stdinParams)),
-		def("process.wait", "Wait for a process to exit, at most timeout seconds (default 30). Returns the process; timedOut when it still runs.",
+			}), r.processTool(abi.MethodProcessStdinWrite, stdinParams)),
+		def(abi.MethodProcessWait, "Wait for a process to exit, at most timeout seconds (default 30). Returns the process; timedOut when it still runs.",
 			object([]string{"processId"}, map[string]any{
 				"processId": processID,
 				"timeout":   prop("number", "seconds to wait at most"),
-			}), r.processTool("process.wait", waitParams)),
-		def("process.status", "A process's state: running, exited with its code, or killed; without processId, every process of the agent.",
-			object(nil, map[string]any{"processId": processID}), r.processTool("process.status", processRef)),
-		def("process.signal", "Send a signal to a process and its children: TERM (the default) asks it to stop, INT interrupts, STOP and CONT pause and resume.",
+			}), r.processTool(abi.MethodProcessWait, waitParams)),
+		def(abi.MethodProcessStatus, "A process's state: running, exited with its code, or killed; without processId, every process of the agent.",
+			object(nil, map[string]any{"processId": processID}), r.processTool(abi.MethodProcessStatus, processRef)),
+		def(abi.MethodProcessSignal, "Send a signal to a process and its children: TERM (the default) asks it to stop, INT interrupts, STOP and CONT pause and resume.",
 			object([]string{"processId"}, map[string]any{
 				"processId": processID,
 				"signal":    prop("string", "a signal name such as TERM or INT"),
-			}), r.processTool("process.signal", signalParams)),
-		def("process.kill", "Kill a process and its children at once (SIGKILL).",
-			object([]string{"processId"}, map[string]any{"processId": processID}), r.processTool("process.kill", processRef)),
+			}), r.processTool(abi.MethodProcessSignal, signalParams)),
+		def(abi.MethodProcessKill, "Kill a process and its children at once (SIGKILL).",
+			object([]string{"processId"}, map[string]any{"processId": processID}), r.processTool(abi.MethodProcessKill, processRef)),
 		def("result.read", "Read part of a tool result too large to carry, stored by reference: the text from offset, at most limit bytes.",
 			object([]string{"ref"}, map[string]any{
 				"ref":    prop("string", "the result's ref, such as sha256:…"),
@@ -176,7 +176,7 @@ func (r *Registry) spawnTool(ctx context.Context, c *Call) abi.ToolResultEvent {
 // result carries the process, and the action runs until the process ends.
 func (r *Registry) spawn(ctx context.Context, c *Call, p abi.SpawnParams) abi.ToolResultEvent {
 	p.Mode, p.CorrelationID, p.CausationID = "line", c.CorrelationID, c.ActionID
-	out, err := r.invoke(ctx, c, "process.spawn", p)
+	out, err := r.invoke(ctx, c, abi.MethodProcessSpawn, p)
 	if err != nil {
 		return abi.ToolResultEvent{Error: err.Error()}
 	}

@@ -135,7 +135,7 @@ func (e *env) call(tool, args string) abi.ToolResultEvent {
 }
 
 func (e *env) callCtx(ctx context.Context, tool, args string) abi.ToolResultEvent {
-	return e.reg.Call(ctx, tools.Call{ActionID: bus.NewID(), CorrelationID: "loop-1", Tool: tool, Args: args, Session: e.sess})
+	return e.reg.Call(ctx, tools.Call{ActionID: abi.NewID(), CorrelationID: "loop-1", Tool: tool, Args: args, Session: e.sess})
 }
 
 // waitRestarted waits until the plugin name runs again after a failure.

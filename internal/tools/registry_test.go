@@ -96,8 +96,8 @@ func TestDefinitionsFromEverySource(t *testing.T) {
 	}
 	got := byName(e.reg.List())
 	for name, want := range map[string]string{
-		"process.spawn": abi.ToolSourceKernel, "process.stdin.write": abi.ToolSourceKernel, "process.wait": abi.ToolSourceKernel,
-		"process.status": abi.ToolSourceKernel, "process.signal": abi.ToolSourceKernel, "process.kill": abi.ToolSourceKernel,
+		abi.MethodProcessSpawn: abi.ToolSourceKernel, abi.MethodProcessStdinWrite: abi.ToolSourceKernel, abi.MethodProcessWait: abi.ToolSourceKernel,
+		abi.MethodProcessStatus: abi.ToolSourceKernel, abi.MethodProcessSignal: abi.ToolSourceKernel, abi.MethodProcessKill: abi.ToolSourceKernel,
 		"result.read": abi.ToolSourceKernel, "skill.greet": abi.ToolSourceSkill,
 		"toolbox.echo": abi.ToolSourcePlugin, "toolbox.sleep": abi.ToolSourcePlugin, "toolbox.crash": abi.ToolSourcePlugin,
 		"mcp.files.read_file": abi.ToolSourceMCP,
@@ -122,7 +122,7 @@ func TestDefinitionsFromEverySource(t *testing.T) {
 		t.Errorf("toolbox.echo: origin %q", g.Origin)
 	}
 
-	out, aerr := e.kernel.Invoke(context.Background(), "tools.list", &kernel.Call{Session: e.sess})
+	out, aerr := e.kernel.Invoke(context.Background(), abi.MethodToolsList, &kernel.Call{Session: e.sess})
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
@@ -186,7 +186,7 @@ func TestSkillTool(t *testing.T) {
 	if res.Status != abi.StatusDone || res.ProcessID == "" {
 		t.Fatalf("skill.greet: %+v", res)
 	}
-	wait := e.call("process.wait", `{"processId": "`+res.ProcessID+`", "timeout": 10}`)
+	wait := e.call(abi.MethodProcessWait, `{"processId": "`+res.ProcessID+`", "timeout": 10}`)
 	var w abi.WaitResult
 	if err := msgpack.Unmarshal(wait.Result, &w); err != nil || w.Process.ExitCode == nil || *w.Process.ExitCode != 0 {
 		t.Fatalf("process.wait: %+v (%v)", wait, err)
@@ -232,15 +232,15 @@ func roundTrip(t testing.TB, v any) map[string]any {
 // the agent has always given it.
 func TestKernelTools(t *testing.T) {
 	e := newEnv(t, tools.Config{}, nil)
-	spawn := e.call("process.spawn", `{"argv": ["/bin/cat"]}`)
+	spawn := e.call(abi.MethodProcessSpawn, `{"argv": ["/bin/cat"]}`)
 	if spawn.Status != abi.StatusDone || spawn.ProcessID == "" {
 		t.Fatalf("process.spawn: %+v", spawn)
 	}
 	id := spawn.ProcessID
-	if res := e.call("process.stdin.write", `{"processId": "`+id+`", "data": "hi\n", "close": true}`); res.Status != abi.StatusDone {
+	if res := e.call(abi.MethodProcessStdinWrite, `{"processId": "`+id+`", "data": "hi\n", "close": true}`); res.Status != abi.StatusDone {
 		t.Fatalf("process.stdin.write: %+v", res)
 	}
-	res := e.call("process.wait", `{"processId": "`+id+`", "timeout": 10}`)
+	res := e.call(abi.MethodProcessWait, `{"processId": "`+id+`", "timeout": 10}`)
 	var w abi.WaitResult
 	if err := msgpack.Unmarshal(res.Result, &w); err != nil || w.Process.Status != abi.ProcessExited || res.ProcessID != "" {
 		t.Fatalf("process.wait: %+v %+v (%v)", res, w, err)
@@ -249,29 +249,29 @@ func TestKernelTools(t *testing.T) {
 		t.Errorf("cat wrote %q", out)
 	}
 
-	sleep := e.call("process.spawn", `{"command": "exec sleep 30"}`)
-	res = e.call("process.status", `{"processId": "`+sleep.ProcessID+`"}`)
+	sleep := e.call(abi.MethodProcessSpawn, `{"command": "exec sleep 30"}`)
+	res = e.call(abi.MethodProcessStatus, `{"processId": "`+sleep.ProcessID+`"}`)
 	var info abi.ProcessInfo
 	if err := msgpack.Unmarshal(res.Result, &info); err != nil || info.Status != abi.ProcessRunning {
 		t.Fatalf("process.status: %+v (%v)", res, err)
 	}
-	if res := e.call("process.wait", `{"processId": "`+sleep.ProcessID+`", "timeout": 0.05}`); !strings.Contains(string(res.Result), "timedOut") {
+	if res := e.call(abi.MethodProcessWait, `{"processId": "`+sleep.ProcessID+`", "timeout": 0.05}`); !strings.Contains(string(res.Result), "timedOut") {
 		t.Errorf("a wait that timed out: %+v", res)
 	}
-	if res := e.call("process.signal", `{"processId": "`+sleep.ProcessID+`"}`); res.Status != abi.StatusDone {
+	if res := e.call(abi.MethodProcessSignal, `{"processId": "`+sleep.ProcessID+`"}`); res.Status != abi.StatusDone {
 		t.Fatalf("process.signal: %+v", res)
 	}
-	res = e.call("process.wait", `{"processId": "`+sleep.ProcessID+`"}`)
+	res = e.call(abi.MethodProcessWait, `{"processId": "`+sleep.ProcessID+`"}`)
 	if err := msgpack.Unmarshal(res.Result, &w); err != nil || w.Process.Signal != "SIGTERM" {
 		t.Errorf("after TERM: %+v (%v)", w.Process, err)
 	}
 
 	for _, c := range []struct{ tool, args, want string }{
-		{"process.spawn", `{}`, "process.spawn: give argv (a list), command (a shell line) or skill (a name)"},
-		{"process.spawn", `{"skill": "nope"}`, "process.spawn: no skill named \"nope\"; `kairo tools` lists the skills"},
-		{"process.spawn", `[1]`, "process.spawn: arguments are not a JSON object"},
-		{"process.kill", `{"processId": "nope"}`, `no process "nope"`},
-		{"process.wait", `{}`, "processId is empty"},
+		{abi.MethodProcessSpawn, `{}`, "process.spawn: give argv (a list), command (a shell line) or skill (a name)"},
+		{abi.MethodProcessSpawn, `{"skill": "nope"}`, "process.spawn: no skill named \"nope\"; `kairo tools` lists the skills"},
+		{abi.MethodProcessSpawn, `[1]`, "process.spawn: arguments are not a JSON object"},
+		{abi.MethodProcessKill, `{"processId": "nope"}`, `no process "nope"`},
+		{abi.MethodProcessWait, `{}`, "processId is empty"},
 		{"nothing", `{}`, `unknown tool "nothing"; the tools are: process.kill, process.signal`},
 	} {
 		if res := e.call(c.tool, c.args); res.Status != abi.StatusFailed || !strings.Contains(res.Error, c.want) {
@@ -279,7 +279,7 @@ func TestKernelTools(t *testing.T) {
 		}
 	}
 	// Without a session there is nobody to own a process.
-	if res := e.reg.Call(context.Background(), tools.Call{ActionID: "a", Tool: "process.status"}); !strings.Contains(res.Error, "no kernel session") {
+	if res := e.reg.Call(context.Background(), tools.Call{ActionID: "a", Tool: abi.MethodProcessStatus}); !strings.Contains(res.Error, "no kernel session") {
 		t.Errorf("no session: %+v", res)
 	}
 }
@@ -381,9 +381,9 @@ func TestParallelCalls(t *testing.T) {
 	if d := timed([2]string{"toolbox.sleep", `{"ms": 2000}`}, [2]string{"toolbox.sleep", `{"ms": 2000}`}); d >= slow*3/2 {
 		t.Errorf("two calls of %v each to one plugin took %v together", slow, d)
 	}
-	a := e.call("process.spawn", `{"command": "exec sleep 2"}`)
-	b := e.call("process.spawn", `{"command": "exec sleep 2"}`)
-	if d := timed([2]string{"process.wait", `{"processId": "` + a.ProcessID + `"}`}, [2]string{"process.wait", `{"processId": "` + b.ProcessID + `"}`}); d >= slow*3/2 {
+	a := e.call(abi.MethodProcessSpawn, `{"command": "exec sleep 2"}`)
+	b := e.call(abi.MethodProcessSpawn, `{"command": "exec sleep 2"}`)
+	if d := timed([2]string{abi.MethodProcessWait, `{"processId": "` + a.ProcessID + `"}`}, [2]string{abi.MethodProcessWait, `{"processId": "` + b.ProcessID + `"}`}); d >= slow*3/2 {
 		t.Errorf("two waits for processes of %v each took %v together", slow, d)
 	}
 }
@@ -462,7 +462,7 @@ func TestLargeResult(t *testing.T) {
 
 	var got []byte
 	for off := int64(0); ; {
-		raw, aerr := e.kernel.Invoke(context.Background(), "tools.result", &kernel.Call{Session: e.sess, Params: mustMsgpack(t, abi.ToolResultParams{Ref: ref.Ref, Offset: off, Limit: 70_000})})
+		raw, aerr := e.kernel.Invoke(context.Background(), abi.MethodToolsResult, &kernel.Call{Session: e.sess, Params: mustMsgpack(t, abi.ToolResultParams{Ref: ref.Ref, Offset: off, Limit: 70_000})})
 		if aerr != nil {
 			t.Fatal(aerr)
 		}
@@ -520,7 +520,7 @@ func TestCollisions(t *testing.T) {
 		want string
 	}{
 		{func() error {
-			return e.reg.Add(abi.ToolInfo{Tool: abi.Tool{Name: "process.spawn"}, Source: "memory"}, run)
+			return e.reg.Add(abi.ToolInfo{Tool: abi.Tool{Name: abi.MethodProcessSpawn}, Source: "memory"}, run)
 		},
 			"tools: process.spawn is already a tool (from the kernel); give the new one another name"},
 		{func() error { return e.reg.AddSource("fs", &fakeServer{}, "a", nil) }, ""},
@@ -546,10 +546,10 @@ func TestCollisions(t *testing.T) {
 
 	found := 0
 	for _, ti := range e.reg.List() {
-		if ti.Name == "process.spawn" && ti.Source == abi.ToolSourceKernel && ti.Error == "" {
+		if ti.Name == abi.MethodProcessSpawn && ti.Source == abi.ToolSourceKernel && ti.Error == "" {
 			found++
 		}
-		if ti.Name == "process.spawn" && ti.Source == abi.ToolSourcePlugin {
+		if ti.Name == abi.MethodProcessSpawn && ti.Source == abi.ToolSourcePlugin {
 			found++
 			if !strings.Contains(ti.Error, "process.spawn is already a tool (from the kernel), which is the one called; rename plugin process or its tool") {
 				t.Errorf("the plugin's colliding tool: %q", ti.Error)
@@ -559,7 +559,7 @@ func TestCollisions(t *testing.T) {
 	if found != 2 {
 		t.Errorf("the kernel's process.spawn and the plugin's are not both listed: %v", e.reg.List())
 	}
-	if res := e.call("process.spawn", `{"command": "true"}`); res.ProcessID == "" {
+	if res := e.call(abi.MethodProcessSpawn, `{"command": "true"}`); res.ProcessID == "" {
 		t.Errorf("process.spawn went elsewhere than the kernel: %+v", res)
 	}
 	// The plugin's other tools are its own.
@@ -594,7 +594,7 @@ func TestPanics(t *testing.T) {
 			t.Errorf("%s: %+v, want %q", tool, res, want)
 		}
 	}
-	if res := e.call("process.status", `{}`); res.Status != abi.StatusDone {
+	if res := e.call(abi.MethodProcessStatus, `{}`); res.Status != abi.StatusDone {
 		t.Errorf("process.status after the panics: %+v", res)
 	}
 }

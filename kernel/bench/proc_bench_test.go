@@ -58,11 +58,11 @@ func BenchmarkStdoutThroughput(b *testing.B) {
 func runToEnd(b *testing.B, c *client.Client, p abi.SpawnParams, counter *atomic.Int64, want int64) {
 	ctx := context.Background()
 	var info abi.ProcessInfo
-	if err := c.Call(ctx, "process.spawn", p, &info); err != nil {
+	if err := c.Call(ctx, abi.MethodProcessSpawn, p, &info); err != nil {
 		b.Fatal(err)
 	}
 	var res abi.WaitResult
-	if err := c.Call(ctx, "process.wait", abi.WaitParams{ProcessID: info.ID}, &res); err != nil {
+	if err := c.Call(ctx, abi.MethodProcessWait, abi.WaitParams{ProcessID: info.ID}, &res); err != nil {
 		b.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); counter.Load() < want && time.Now().Before(deadline); {

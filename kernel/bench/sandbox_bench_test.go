@@ -144,7 +144,7 @@ func (s *spawner) spawnExit(b *testing.B, argv ...string) time.Duration {
 	ctx := context.Background()
 	start := time.Now()
 	var info abi.ProcessInfo
-	if err := s.c.Call(ctx, "process.spawn", abi.SpawnParams{Argv: argv}, &info); err != nil {
+	if err := s.c.Call(ctx, abi.MethodProcessSpawn, abi.SpawnParams{Argv: argv}, &info); err != nil {
 		b.Fatal(err)
 	}
 	for {

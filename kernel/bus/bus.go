@@ -321,7 +321,7 @@ func (b *Bus) prepareAt(ev *abi.Event, now time.Time) error {
 	if b.closed.Load() {
 		return ErrClosed
 	}
-	if err := ValidateSubject(ev.Type); err != nil {
+	if err := abi.ValidateSubject(ev.Type); err != nil {
 		return err
 	}
 	if err := abi.CheckEventLimits(ev); err != nil {
@@ -334,7 +334,7 @@ func (b *Bus) prepareAt(ev *abi.Event, now time.Time) error {
 		ev.Time = now
 	}
 	if ev.ID == "" {
-		ev.ID = newIDAt(now)
+		ev.ID = abi.NewIDAt(now)
 	}
 	if ev.Source == "" {
 		ev.Source = b.opts.Source

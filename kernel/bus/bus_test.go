@@ -133,7 +133,7 @@ func TestPublishRejectsInvalidSubject(t *testing.T) {
 		for _, s := range []string{"", "kairo..x", ".kairo", "kairo.", "kairo.*", "kairo.>", ">", "kairo.a b", "kairo.a*"} {
 			ev := &abi.Event{Type: s}
 			_, err := b.Publish(bustest.Ctx(t), ev)
-			var se *bus.SubjectError
+			var se *abi.SubjectError
 			if !errors.As(err, &se) {
 				t.Errorf("Publish(%q) = %v, want a *SubjectError", s, err)
 				continue
@@ -152,7 +152,7 @@ func TestPublishRejectsInvalidSubject(t *testing.T) {
 			t.Errorf("first valid publish got seq %d, want 1", res.Seq)
 		}
 		_, err := b.Subscribe(context.Background(), "kairo.>.x", bus.SubscribeOptions{}, bustest.NewCollector().Handle)
-		var se *bus.SubjectError
+		var se *abi.SubjectError
 		if !errors.As(err, &se) {
 			t.Errorf("Subscribe with an invalid pattern = %v, want a *SubjectError", err)
 		}
@@ -228,7 +228,7 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 		for i := range pre {
 			id := fmt.Sprintf("pre-%d", i)
 			if i%2 == 0 {
-				id = bus.NewID()
+				id = abi.NewID()
 			}
 			preIDs = append(preIDs, id)
 		}
@@ -251,7 +251,7 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 		for i := range 120 {
 			id := fmt.Sprintf("new-%d", i)
 			if i%3 == 0 {
-				id = bus.NewID()
+				id = abi.NewID()
 			}
 			newIDs = append(newIDs, id)
 		}
@@ -544,7 +544,7 @@ func TestSubscribePattern(t *testing.T) {
 			}
 			check("live", live[p].Wait(t, len(wantTypes)))
 			check("from seq 1", replayed[p].Wait(t, len(wantTypes)))
-			check("replay", bustest.ReplayAll(t, b, bus.Query{Pattern: bus.MustCompilePattern(p)}))
+			check("replay", bustest.ReplayAll(t, b, bus.Query{Pattern: abi.MustCompilePattern(p)}))
 		}
 		// Wait for one more event everywhere, then check nothing extra came.
 		bustest.MustPublish(t, b, &abi.Event{Type: "other.thing"})

@@ -48,7 +48,7 @@ func Example() {
 	}
 
 	// The store, read back by sequence number and subject.
-	b.Replay(ctx, bus.Query{FromSeq: 2, Pattern: bus.MustCompilePattern("app.*.*")}, func(ev *abi.Event) error {
+	b.Replay(ctx, bus.Query{FromSeq: 2, Pattern: abi.MustCompilePattern("app.*.*")}, func(ev *abi.Event) error {
 		fmt.Println("replayed:", ev.Seq, ev.Type)
 		return nil
 	})

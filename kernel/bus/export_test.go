@@ -3,6 +3,9 @@ package bus
 import (
 	"context"
 	"sync"
+	"testing"
+
+	"github.com/kairo-os/kairo/abi"
 )
 
 // What the tests in package bus_test reach inside the bus. They are an
@@ -11,11 +14,16 @@ import (
 // only. The drivers' own tests reach the bus through
 // kernel/bus/internal/hook instead.
 
-// CheckV7 fails t unless id is a UUIDv7 (id_test.go).
-var CheckV7 = checkV7
+// CheckV7 fails t unless id is a UUIDv7, as [abi.NewID] makes them.
+func CheckV7(t *testing.T, id string) {
+	t.Helper()
+	if u := [16]byte{}; !abi.ParseUUID(id, &u) || u[6]>>4 != 7 || u[8]>>6 != 0b10 {
+		t.Fatalf("id %q is not a UUIDv7 (abi.NewID)", id)
+	}
+}
 
 // FormatUUID is the canonical form of the 16 bytes b.
-var FormatUUID = formatUUID
+func FormatUUID(b []byte) string { return abi.FormatUUID([16]byte(b)) }
 
 // Mu is the lock that orders appends with delivery: a test holding it
 // stalls the flusher after it takes a batch.

@@ -6,10 +6,10 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-var kernelPatterns = sync.OnceValue(func() []*Pattern {
-	ps := make([]*Pattern, len(abi.KernelSubjects))
+var kernelPatterns = sync.OnceValue(func() []*abi.Pattern {
+	ps := make([]*abi.Pattern, len(abi.KernelSubjects))
 	for i, s := range abi.KernelSubjects {
-		ps[i] = MustCompilePattern(s)
+		ps[i] = abi.MustCompilePattern(s)
 	}
 	return ps
 })

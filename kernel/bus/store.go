@@ -43,8 +43,8 @@ type Query struct {
 	ToSeq   uint64
 	Since   time.Time
 	Until   time.Time
-	Pattern *Pattern // nil: every subject
-	Limit   int      // 0: no limit
+	Pattern *abi.Pattern // nil: every subject
+	Limit   int          // 0: no limit
 }
 
 // ErrStop, returned by a Scan callback, ends the scan early without error.

@@ -150,12 +150,12 @@ func TestReplay(t *testing.T) {
 			{"since", bus.Query{Since: base.Add(27*time.Second + 1)}, seqs(func(i int) bool { return i >= 28 }, 0)},
 			{"until", bus.Query{Until: base.Add(2*time.Second - 1)}, seqs(func(i int) bool { return i <= 1 }, 0)},
 			{"since in another zone", bus.Query{Since: base.Add(28 * time.Second).In(time.FixedZone("x", 3600))}, seqs(func(i int) bool { return i >= 28 }, 0)},
-			{"pattern", bus.Query{Pattern: bus.MustCompilePattern("kairo.a.*")}, seqs(func(i int) bool { return i%3 != 2 }, 0)},
-			{"pattern x", bus.Query{Pattern: bus.MustCompilePattern("*.*.x")}, seqs(func(i int) bool { return i%3 != 1 }, 0)},
+			{"pattern", bus.Query{Pattern: abi.MustCompilePattern("kairo.a.*")}, seqs(func(i int) bool { return i%3 != 2 }, 0)},
+			{"pattern x", bus.Query{Pattern: abi.MustCompilePattern("*.*.x")}, seqs(func(i int) bool { return i%3 != 1 }, 0)},
 			{"limit", bus.Query{Limit: 4}, seqs(all, 4)},
 			{"limit over count", bus.Query{Limit: 100}, seqs(all, 0)},
-			{"pattern and limit", bus.Query{Pattern: bus.MustCompilePattern("kairo.b.>"), Limit: 3}, []uint64{3, 6, 9}},
-			{"everything", bus.Query{FromSeq: 4, ToSeq: 25, Since: base.Add(5 * time.Second), Until: base.Add(20 * time.Second), Pattern: bus.MustCompilePattern("kairo.a.>"), Limit: 5},
+			{"pattern and limit", bus.Query{Pattern: abi.MustCompilePattern("kairo.b.>"), Limit: 3}, []uint64{3, 6, 9}},
+			{"everything", bus.Query{FromSeq: 4, ToSeq: 25, Since: base.Add(5 * time.Second), Until: base.Add(20 * time.Second), Pattern: abi.MustCompilePattern("kairo.a.>"), Limit: 5},
 				seqs(func(i int) bool { return i+1 >= 4 && i+1 <= 25 && i >= 5 && i <= 20 && i%3 != 2 }, 5)},
 		}
 		for _, tc := range tests {
@@ -257,7 +257,7 @@ func TestStoreLongScan(t *testing.T) {
 		for lo := 0; lo < n; lo += 2000 {
 			var evs []*abi.Event
 			for i := lo; i < min(lo+2000, n); i++ {
-				evs = append(evs, &abi.Event{ID: bus.NewID(), Type: subjects[i%3], Time: time.Unix(0, int64(i)), Data: bustest.Payload(t, i)})
+				evs = append(evs, &abi.Event{ID: abi.NewID(), Type: subjects[i%3], Time: time.Unix(0, int64(i)), Data: bustest.Payload(t, i)})
 			}
 			bustest.AppendOrFail(t, s, evs, true)
 		}
@@ -286,7 +286,7 @@ func TestStoreLongScan(t *testing.T) {
 			check(t, bustest.ScanAll(t, s, bus.Query{}), seqRange(1, n, nil))
 		})
 		t.Run("unaligned range with pattern", func(t *testing.T) {
-			q := bus.Query{FromSeq: hook.SQLiteScanChunk - 7, ToSeq: 4*hook.SQLiteScanChunk + 11, Pattern: bus.MustCompilePattern("kairo.long.b")}
+			q := bus.Query{FromSeq: hook.SQLiteScanChunk - 7, ToSeq: 4*hook.SQLiteScanChunk + 11, Pattern: abi.MustCompilePattern("kairo.long.b")}
 			check(t, bustest.ScanAll(t, s, q), seqRange(q.FromSeq, q.ToSeq, func(seq uint64) bool { return (seq-1)%3 == 1 }))
 		})
 		t.Run("time range", func(t *testing.T) {

@@ -166,7 +166,7 @@ func (e behindErr) Error() string { return "fell behind by more than " + e.bound
 type Subscription struct {
 	bus     *Bus
 	id      uint64
-	pattern *Pattern
+	pattern *abi.Pattern
 	handler Handler
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -190,7 +190,7 @@ type Subscription struct {
 // Subscribe starts delivering events whose subject matches pattern to h.
 // The subscription ends when ctx ends, on Close, or when h returns an error.
 func (b *Bus) Subscribe(ctx context.Context, pattern string, opts SubscribeOptions, h Handler) (*Subscription, error) {
-	p, err := CompilePattern(pattern)
+	p, err := abi.CompilePattern(pattern)
 	if err != nil {
 		return nil, err
 	}

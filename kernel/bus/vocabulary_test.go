@@ -85,7 +85,7 @@ func TestSubjectVocabulary(t *testing.T) {
 			t.Errorf("abi.%s = %q: not under kairo.", name, v)
 		}
 		if strings.ContainsAny(v, "*>") {
-			if err := ValidatePattern(v); err != nil {
+			if err := abi.ValidatePattern(v); err != nil {
 				t.Errorf("abi.%s: %v", name, err)
 			}
 			if !strings.HasSuffix(name, "All") && !strings.HasSuffix(name, "s") {
@@ -93,7 +93,7 @@ func TestSubjectVocabulary(t *testing.T) {
 			}
 			continue
 		}
-		if err := ValidateSubject(v); err != nil {
+		if err := abi.ValidateSubject(v); err != nil {
 			t.Errorf("abi.%s: %v", name, err)
 		}
 	}
@@ -117,7 +117,7 @@ func TestSubjectVocabulary(t *testing.T) {
 		}
 		covered := false
 		for _, k := range abi.KernelSubjects {
-			covered = covered || Covers(k, v)
+			covered = covered || abi.Covers(k, v)
 		}
 		if !covered {
 			t.Errorf("abi.%s = %q is in no family of abi.KernelSubjects: a caller could forge it", name, v)
@@ -140,14 +140,14 @@ func TestSubjectHelpers(t *testing.T) {
 	}
 	families := []string{abi.SubjectAll, abi.SubjectProcessAll, abi.SubjectAgentAll, abi.SubjectUserMessage + ".>"}
 	for _, f := range families {
-		p := MustCompilePattern(f)
+		p := abi.MustCompilePattern(f)
 		for _, s := range subjects {
 			if got, want := abi.SubjectIn(s, f), p.Match(s); got != want {
 				t.Errorf("abi.SubjectIn(%q, %q) = %v, the pattern matches: %v", s, f, got, want)
 			}
 		}
 	}
-	messages := MustCompilePattern(abi.SubjectAgentMessages)
+	messages := abi.MustCompilePattern(abi.SubjectAgentMessages)
 	for _, s := range subjects {
 		if got, want := abi.IsAgentMessageSubject(s), messages.Match(s); got != want {
 			t.Errorf("abi.IsAgentMessageSubject(%q) = %v, %s matches: %v", s, got, abi.SubjectAgentMessages, want)

@@ -196,18 +196,18 @@ func TestLargeRequestsPastTheBound(t *testing.T) {
 	hog.c.Write(append(hdr, make([]byte, 600<<10)...))
 	eventually(t, "the half frame held", func() bool { return e.srv.RequestBytes() >= 512<<10 })
 	r := e.raw(t)
-	r.request(5, "events.publish", abi.PublishParams{Event: abi.Event{Type: "big.two", Data: msgpack.RawMessage(append([]byte{0xc6, 0, 8, 0, 0}, make([]byte, 512<<10)...))}})
+	r.request(5, abi.MethodEventsPublish, abi.PublishParams{Event: abi.Event{Type: "big.two", Data: msgpack.RawMessage(append([]byte{0xc6, 0, 8, 0, 0}, make([]byte, 512<<10)...))}})
 	resp := r.response()
 	if resp.ID != 5 || resp.Error == nil || resp.Error.Code != abi.CodeUnavailable || !strings.Contains(resp.Error.Message, "MaxBufferedBytes") {
 		t.Fatalf("a request past the bound: %+v (%+v)", resp, resp.Error)
 	}
-	r.request(6, "kernel.ping", nil)
+	r.request(6, abi.MethodKernelPing, nil)
 	if resp := r.response(); resp.ID != 6 || resp.Error != nil {
 		t.Fatalf("ping after a refusal: %+v", resp)
 	}
 	hog.c.Close()
 	eventually(t, "the hog's bytes given back", func() bool { return e.srv.RequestBytes() == 0 })
-	r.request(7, "events.publish", abi.PublishParams{Event: abi.Event{Type: "big.two", Data: msgpack.RawMessage(append([]byte{0xc6, 0, 8, 0, 0}, make([]byte, 512<<10)...))}})
+	r.request(7, abi.MethodEventsPublish, abi.PublishParams{Event: abi.Event{Type: "big.two", Data: msgpack.RawMessage(append([]byte{0xc6, 0, 8, 0, 0}, make([]byte, 512<<10)...))}})
 	if resp := r.response(); resp.ID != 7 || resp.Error != nil {
 		t.Fatalf("the same request once there is room: %+v (%+v)", resp, resp.Error)
 	}
@@ -228,19 +228,19 @@ func TestStdinToAProcessThatDoesNotRead(t *testing.T) {
 	big := make([]byte, 4<<20)
 	blocked := make(chan error, 1)
 	go func() {
-		blocked <- c.Call(context.Background(), "process.stdin.write", abi.StdinParams{ProcessID: sleeper.ID, Data: big}, nil)
+		blocked <- c.Call(context.Background(), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: sleeper.ID, Data: big}, nil)
 	}()
 	// Small writes go through until the large one is in flight; then
 	// they are refused without waiting.
 	eventually(t, "a second write refused", func() bool {
-		err := c.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: sleeper.ID, Data: []byte("x")}, nil)
+		err := c.Call(ctx(t), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: sleeper.ID, Data: []byte("x")}, nil)
 		var ae *abi.Error
 		return errors.As(err, &ae) && ae.Code == abi.CodeUnavailable && strings.Contains(ae.Message, "stdin of "+sleeper.ID+" is full: the process is not reading")
 	})
 	// The control: a process that reads takes its input.
 	cat := spawn(t, c, abi.SpawnParams{Argv: []string{"sh", "-c", "wc -c"}})
 	out := listen(c)
-	if err := c.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: cat.ID, Data: big, Close: true}, nil); err != nil {
+	if err := c.Call(ctx(t), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: cat.ID, Data: big, Close: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	out.waitFor(t, cat.ID, fmt.Sprintln(len(big)))
@@ -258,7 +258,7 @@ func TestStdinToAProcessThatDoesNotRead(t *testing.T) {
 	// Another write blocks; Close ends it rather than wait for the child.
 	c2 := e.dial(t)
 	sleeper2 := spawn(t, c2, abi.SpawnParams{Argv: []string{"sleep", "60"}})
-	go c2.Call(context.Background(), "process.stdin.write", abi.StdinParams{ProcessID: sleeper2.ID, Data: big}, nil)
+	go c2.Call(context.Background(), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: sleeper2.ID, Data: big}, nil)
 	eventually(t, "the write in flight", func() bool { return e.srv.RequestBytes() >= 4<<20 })
 	closed := make(chan struct{})
 	go func() { e.srv.Close(); close(closed) }()
@@ -310,7 +310,7 @@ func TestStringBoundsOverIPC(t *testing.T) {
 		nils[i] = 0xc0
 	}
 	params := append([]byte{0x81, 0xa4, 'a', 'r', 'g', 'v'}, nils...)
-	p := abi.AppendRequest(nil, &abi.Request{ID: 1, Method: "process.spawn", Params: params})
+	p := abi.AppendRequest(nil, &abi.Request{ID: 1, Method: abi.MethodProcessSpawn, Params: params})
 	before := heapInuse()
 	r.frame(abi.PacketRequest, p)
 	resp := r.response()
@@ -330,7 +330,7 @@ func TestStringBoundsOverIPC(t *testing.T) {
 	if !errors.As(err, &ae) || !strings.Contains(ae.Message, "event.correlationId has 1048576 bytes") {
 		t.Fatalf("1 MiB correlation id: %v", err)
 	}
-	err = c.Call(ctx(t), "process.status", abi.ProcessRef{ProcessID: long}, nil)
+	err = c.Call(ctx(t), abi.MethodProcessStatus, abi.ProcessRef{ProcessID: long}, nil)
 	if !errors.As(err, &ae) || ae.Code != abi.CodeInvalidParams || !strings.Contains(ae.Message, "processId has 1048576 bytes") {
 		t.Fatalf("1 MiB process id: %v", err)
 	}

@@ -99,20 +99,20 @@ func TestPingIntrospectMetrics(t *testing.T) {
 	e := start(t, ipc.ServerOptions{})
 	c := e.dial(t)
 	var pr abi.PingResult
-	if err := c.Call(ctx(t), "kernel.ping", nil, &pr); err != nil {
+	if err := c.Call(ctx(t), abi.MethodKernelPing, nil, &pr); err != nil {
 		t.Fatal(err)
 	}
 	if time.Since(pr.Time) > time.Minute || pr.Time.IsZero() {
 		t.Fatalf("ping time %v is not now", pr.Time)
 	}
 	var in abi.IntrospectResult
-	if err := c.Call(ctx(t), "kernel.introspect", nil, &in); err != nil {
+	if err := c.Call(ctx(t), abi.MethodKernelIntrospect, nil, &in); err != nil {
 		t.Fatal(err)
 	}
 	if in.ABIVersion != abi.Version {
 		t.Fatalf("abi version %d, want %d", in.ABIVersion, abi.Version)
 	}
-	for _, m := range []string{"kernel.ping", "kernel.introspect", "system.get_metrics", "events.publish", "events.subscribe", "events.replay"} {
+	for _, m := range []string{abi.MethodKernelPing, abi.MethodKernelIntrospect, abi.MethodSystemMetrics, abi.MethodEventsPublish, abi.MethodEventsSubscribe, abi.MethodEventsReplay} {
 		if !contains(in.Methods, m) {
 			t.Errorf("introspect lacks %s: %v", m, in.Methods)
 		}
@@ -121,7 +121,7 @@ func TestPingIntrospectMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m abi.Metrics
-	if err := c.Call(ctx(t), "system.get_metrics", nil, &m); err != nil {
+	if err := c.Call(ctx(t), abi.MethodSystemMetrics, nil, &m); err != nil {
 		t.Fatal(err)
 	}
 	if m.Connections != 1 || m.LastSeq != 1 || m.Published != 1 || m.Store != "memory" || m.Requests < 3 {
@@ -318,15 +318,15 @@ func TestBadInput(t *testing.T) {
 		wantErr(r.response(), 7, abi.CodeBadRequest, "not a valid MsgPack Request")
 		r.request(8, "no.such.method", nil)
 		wantErr(r.response(), 8, abi.CodeUnknownMethod, `"no.such.method"`)
-		r.request(9, "events.publish", map[string]any{"event": "not a map"})
+		r.request(9, abi.MethodEventsPublish, map[string]any{"event": "not a map"})
 		wantErr(r.response(), 9, abi.CodeInvalidParams, `param "event": event: want a map`)
-		r.request(10, "events.publish", map[string]any{"event": map[string]any{"type": "bad..subject"}})
+		r.request(10, abi.MethodEventsPublish, map[string]any{"event": map[string]any{"type": "bad..subject"}})
 		wantErr(r.response(), 10, abi.CodeInvalidParams, "empty token")
-		r.request(11, "events.replay", map[string]any{"fromSeq": "one"})
+		r.request(11, abi.MethodEventsReplay, map[string]any{"fromSeq": "one"})
 		wantErr(r.response(), 11, abi.CodeInvalidParams, `param "fromSeq"`)
 		r.frame(abi.PacketEvent, []byte{0x80})
 		wantErr(r.response(), 0, abi.CodeBadRequest, "REQUEST packets only")
-		r.request(12, "kernel.ping", nil)
+		r.request(12, abi.MethodKernelPing, nil)
 		if resp := r.response(); resp.ID != 12 || resp.Error != nil {
 			t.Fatalf("ping after errors = %+v", resp)
 		}
@@ -335,7 +335,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("another client was affected: %v", err)
 	}
 	var m abi.Metrics
-	if err := bystander.Call(ctx(t), "system.get_metrics", nil, &m); err != nil || m.BadFrames != 4 {
+	if err := bystander.Call(ctx(t), abi.MethodSystemMetrics, nil, &m); err != nil || m.BadFrames != 4 {
 		t.Fatalf("badFrames = %d (%v), want 4", m.BadFrames, err)
 	}
 }
@@ -350,13 +350,13 @@ func TestStuckSubscriber(t *testing.T) {
 	r := e.raw(t)
 	const subs = 64
 	for i := uint64(1); i <= subs; i++ {
-		r.request(i, "events.subscribe", abi.SubscribeParams{Pattern: "load.>"})
+		r.request(i, abi.MethodEventsSubscribe, abi.SubscribeParams{Pattern: "load.>"})
 		if resp := r.response(); resp.Error != nil {
 			t.Fatal(resp.Error)
 		}
 	}
 	// One more is refused: a connection holds at most 64.
-	r.request(subs+1, "events.subscribe", abi.SubscribeParams{Pattern: "load.>"})
+	r.request(subs+1, abi.MethodEventsSubscribe, abi.SubscribeParams{Pattern: "load.>"})
 	if resp := r.response(); resp.Error == nil || resp.Error.Code != abi.CodeUnavailable || !strings.Contains(resp.Error.Message, "64 are open") {
 		t.Fatalf("subscription %d: %+v, want it refused", subs+1, resp.Error)
 	}
@@ -429,7 +429,7 @@ func heapInuse() uint64 {
 func metrics(t *testing.T, c *client.Client) abi.Metrics {
 	t.Helper()
 	var m abi.Metrics
-	if err := c.Call(ctx(t), "system.get_metrics", nil, &m); err != nil {
+	if err := c.Call(ctx(t), abi.MethodSystemMetrics, nil, &m); err != nil {
 		t.Fatal(err)
 	}
 	return m

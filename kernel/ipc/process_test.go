@@ -63,7 +63,7 @@ func (o *output) waitFor(t *testing.T, id, want string) {
 func spawn(t *testing.T, c *client.Client, p abi.SpawnParams) abi.ProcessInfo {
 	t.Helper()
 	var info abi.ProcessInfo
-	if err := c.Call(ctx(t), "process.spawn", p, &info); err != nil {
+	if err := c.Call(ctx(t), abi.MethodProcessSpawn, p, &info); err != nil {
 		t.Fatal(err)
 	}
 	return info
@@ -72,7 +72,7 @@ func spawn(t *testing.T, c *client.Client, p abi.SpawnParams) abi.ProcessInfo {
 func waitExit(t *testing.T, c *client.Client, id string) abi.ProcessInfo {
 	t.Helper()
 	var res abi.WaitResult
-	if err := c.Call(ctx(t), "process.wait", abi.WaitParams{ProcessID: id}, &res); err != nil || res.TimedOut {
+	if err := c.Call(ctx(t), abi.MethodProcessWait, abi.WaitParams{ProcessID: id}, &res); err != nil || res.TimedOut {
 		t.Fatalf("wait %s: %+v, %v", id, res, err)
 	}
 	return res.Process
@@ -134,11 +134,11 @@ func TestProcessOverIPC(t *testing.T) {
 
 	t.Run("cat echoes stdin", func(t *testing.T) {
 		info := spawn(t, c, abi.SpawnParams{Argv: []string{"cat"}})
-		if err := c.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: []byte("ping\n")}, nil); err != nil {
+		if err := c.Call(ctx(t), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: info.ID, Data: []byte("ping\n")}, nil); err != nil {
 			t.Fatal(err)
 		}
 		out.waitFor(t, info.ID, "ping\n")
-		if err := c.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: []byte("cG9uZwo="), Encoding: "base64", Close: true}, nil); err != nil {
+		if err := c.Call(ctx(t), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: info.ID, Data: []byte("cG9uZwo="), Encoding: "base64", Close: true}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if done := waitExit(t, c, info.ID); done.ExitCode == nil || *done.ExitCode != 0 {
@@ -150,14 +150,14 @@ func TestProcessOverIPC(t *testing.T) {
 	t.Run("intent.cancel ends the run loop's tree", func(t *testing.T) {
 		info := spawn(t, c, abi.SpawnParams{Argv: []string{"sh", "-c", "sleep 300 & sleep 300"}, CorrelationID: "run-cancel"})
 		var res abi.CancelResult
-		if err := c.Call(ctx(t), "intent.cancel", abi.CancelParams{CorrelationID: "run-cancel"}, &res); err != nil {
+		if err := c.Call(ctx(t), abi.MethodIntentCancel, abi.CancelParams{CorrelationID: "run-cancel"}, &res); err != nil {
 			t.Fatal(err)
 		}
 		if len(res.ProcessIDs) != 1 || res.ProcessIDs[0] != info.ID {
 			t.Fatalf("canceled %v", res.ProcessIDs)
 		}
 		var st abi.ProcessInfo
-		if err := c.Call(ctx(t), "process.status", abi.ProcessRef{ProcessID: info.ID}, &st); err != nil || st.Status != abi.ProcessKilled {
+		if err := c.Call(ctx(t), abi.MethodProcessStatus, abi.ProcessRef{ProcessID: info.ID}, &st); err != nil || st.Status != abi.ProcessKilled {
 			t.Fatalf("status after cancel: %+v, %v", st, err)
 		}
 	})
@@ -171,7 +171,7 @@ func TestProcessOverIPC(t *testing.T) {
 			{abi.SpawnParams{Argv: []string{"/no/such/bin"}}, "/no/such/bin"},
 			{abi.SpawnParams{Argv: []string{"true"}, Cwd: "/no/such/dir"}, "/no/such/dir"},
 		} {
-			err := c.Call(ctx(t), "process.spawn", tc.p, nil)
+			err := c.Call(ctx(t), abi.MethodProcessSpawn, tc.p, nil)
 			if ae, ok := err.(*abi.Error); !ok || ae.Code != abi.CodeInvalidParams || !strings.Contains(ae.Message, tc.want) {
 				t.Errorf("spawn %+v: %v, want invalid_params naming %q", tc.p, err, tc.want)
 			}
@@ -183,7 +183,7 @@ func TestProcessOwnerOnly(t *testing.T) {
 	e := start(t, ipc.ServerOptions{})
 	owner, other := e.dial(t), e.dial(t)
 	info := spawn(t, owner, abi.SpawnParams{Argv: []string{"sh", "-c", "read x; echo got $x; sleep 300"}})
-	for _, m := range []string{"process.kill", "process.pause", "process.resume"} {
+	for _, m := range []string{abi.MethodProcessKill, abi.MethodProcessPause, abi.MethodProcessResume} {
 		err := other.Call(ctx(t), m, abi.ProcessRef{ProcessID: info.ID}, nil)
 		if ae, ok := err.(*abi.Error); !ok || ae.Code != abi.CodePermissionDenied || !strings.Contains(ae.Message, "permission denied") {
 			t.Fatalf("%s by a non-owner: %v, want permission denied", m, err)
@@ -191,30 +191,30 @@ func TestProcessOwnerOnly(t *testing.T) {
 	}
 	// The same user may see it (listed, or by ID); steering is denied above.
 	var list []abi.ProcessInfo
-	if err := other.Call(ctx(t), "process.status", nil, &list); err != nil || len(list) != 1 || list[0].ID != info.ID {
+	if err := other.Call(ctx(t), abi.MethodProcessStatus, nil, &list); err != nil || len(list) != 1 || list[0].ID != info.ID {
 		t.Fatalf("the same user lists %v (%v), want [%s]", list, err, info.ID)
 	}
 	var one abi.ProcessInfo
-	if err := other.Call(ctx(t), "process.status", abi.ProcessRef{ProcessID: info.ID}, &one); err != nil || one.Status != abi.ProcessRunning {
+	if err := other.Call(ctx(t), abi.MethodProcessStatus, abi.ProcessRef{ProcessID: info.ID}, &one); err != nil || one.Status != abi.ProcessRunning {
 		t.Fatalf("status by ID for the same user: %+v, %v", one, err)
 	}
 	// Attached, the other client sees the output and may steer.
 	out := listen(other)
-	if err := other.Call(ctx(t), "process.attach", abi.ProcessRef{ProcessID: info.ID}, nil); err != nil {
+	if err := other.Call(ctx(t), abi.MethodProcessAttach, abi.ProcessRef{ProcessID: info.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: []byte("it\n")}, nil); err != nil {
+	if err := other.Call(ctx(t), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: info.ID, Data: []byte("it\n")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	out.waitFor(t, info.ID, "got it\n")
-	if err := other.Call(ctx(t), "process.signal", abi.SignalParams{ProcessID: info.ID, Signal: "KILL"}, nil); err != nil {
+	if err := other.Call(ctx(t), abi.MethodProcessSignal, abi.SignalParams{ProcessID: info.ID, Signal: "KILL"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if done := waitExit(t, owner, info.ID); done.Status != abi.ProcessKilled || done.Signal != "SIGKILL" {
 		t.Fatalf("after the attached client's SIGKILL: %+v", done)
 	}
 	var bad abi.ProcessInfo
-	err := owner.Call(ctx(t), "process.signal", abi.SignalParams{ProcessID: info.ID, Signal: "NOPE"}, &bad)
+	err := owner.Call(ctx(t), abi.MethodProcessSignal, abi.SignalParams{ProcessID: info.ID, Signal: "NOPE"}, &bad)
 	if ae, ok := err.(*abi.Error); !ok || !strings.Contains(ae.Message, `signal "NOPE"`) {
 		t.Fatalf("bad signal name: %v", err)
 	}
@@ -233,12 +233,12 @@ func TestManyProcessesOverIPC(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var info abi.ProcessInfo
-			if err := c.Call(ctx(t), "process.spawn", abi.SpawnParams{Argv: []string{"sh", "-c", "exit " + strconv.Itoa(i%5)}}, &info); err != nil {
+			if err := c.Call(ctx(t), abi.MethodProcessSpawn, abi.SpawnParams{Argv: []string{"sh", "-c", "exit " + strconv.Itoa(i%5)}}, &info); err != nil {
 				errs <- err
 				return
 			}
 			var res abi.WaitResult
-			if err := c.Call(ctx(t), "process.wait", abi.WaitParams{ProcessID: info.ID}, &res); err != nil {
+			if err := c.Call(ctx(t), abi.MethodProcessWait, abi.WaitParams{ProcessID: info.ID}, &res); err != nil {
 				errs <- err
 				return
 			}
@@ -350,7 +350,7 @@ func TestBinaryOutputOverIPC(t *testing.T) {
 	onStdout(c, &id, out)
 	info := spawn(t, c, abi.SpawnParams{Argv: []string{"sh", "-c", "read go && exec cat " + path}, Encoding: "binary", MaxChunkBytes: 256 << 10})
 	id.Store(&info.ID)
-	if err := c.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: []byte("go\n")}, nil); err != nil {
+	if err := c.Call(ctx(t), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: info.ID, Data: []byte("go\n")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if done := waitExit(t, c, info.ID); done.ExitCode == nil || *done.ExitCode != 0 {
@@ -375,13 +375,13 @@ func TestBinaryOutputSecondClient(t *testing.T) {
 	id.Store(&info.ID)
 	write := func(b []byte) {
 		t.Helper()
-		if err := owner.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: b}, nil); err != nil {
+		if err := owner.Call(ctx(t), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: info.ID, Data: b}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	write(data[:phase])
 	mine.waitFor(t, phase)
-	if err := other.Call(ctx(t), "process.attach", abi.ProcessRef{ProcessID: info.ID}, nil); err != nil {
+	if err := other.Call(ctx(t), abi.MethodProcessAttach, abi.ProcessRef{ProcessID: info.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
 	write(data[phase : 2*phase])
@@ -389,7 +389,7 @@ func TestBinaryOutputSecondClient(t *testing.T) {
 	theirs.waitFor(t, phase)
 	other.Close()
 	write(data[2*phase:])
-	if err := owner.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Close: true}, nil); err != nil {
+	if err := owner.Call(ctx(t), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: info.ID, Close: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitExit(t, owner, info.ID)
@@ -415,12 +415,12 @@ func TestBinaryOutputSlowClient(t *testing.T) {
 	})
 	info := spawn(t, c, abi.SpawnParams{Argv: []string{"sh", "-c", "read go && exec head -c " + strconv.Itoa(size) + " /dev/zero"}, Encoding: "binary", MaxChunkBytes: 64 << 10})
 	id.Store(&info.ID)
-	if err := c.Call(ctx(t), "process.stdin.write", abi.StdinParams{ProcessID: info.ID, Data: []byte("go\n")}, nil); err != nil {
+	if err := c.Call(ctx(t), abi.MethodProcessStdinWrite, abi.StdinParams{ProcessID: info.ID, Data: []byte("go\n")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
 	var st abi.ProcessInfo
-	if err := c.Call(ctx(t), "process.status", abi.ProcessRef{ProcessID: info.ID}, &st); err != nil || st.Status != abi.ProcessRunning {
+	if err := c.Call(ctx(t), abi.MethodProcessStatus, abi.ProcessRef{ProcessID: info.ID}, &st); err != nil || st.Status != abi.ProcessRunning {
 		t.Fatalf("status while the client reads slowly: %+v, %v: the output did not hold the process back", st, err)
 	}
 	waitExit(t, c, info.ID)
@@ -446,7 +446,7 @@ func TestBinaryOutputClientLeaves(t *testing.T) {
 	c.Close()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var list []abi.ProcessInfo
-		if err := watcher.Call(ctx(t), "process.status", nil, &list); err != nil {
+		if err := watcher.Call(ctx(t), abi.MethodProcessStatus, nil, &list); err != nil {
 			t.Fatal(err)
 		}
 		if len(list) == 1 && list[0].ID == info.ID && list[0].Status == abi.ProcessExited {

@@ -71,7 +71,7 @@ func TestExitRecordedAfterOutage(t *testing.T) {
 
 	exits := func() map[string]int {
 		got := map[string]int{}
-		pt, _ := bus.CompilePattern(abi.SubjectProcessExited)
+		pt, _ := abi.CompilePattern(abi.SubjectProcessExited)
 		b.Replay(context.Background(), bus.Query{Pattern: pt}, func(ev *abi.Event) error {
 			var x abi.ProcessExitedEvent
 			if msgpack.Unmarshal(ev.Data, &x) == nil && x.ExitCode != nil {

@@ -161,9 +161,7 @@ func (s *Session) abort(reason string) {
 	if !s.reason.CompareAndSwap(nil, &reason) {
 		return // ended once already
 	}
-	s.m.publish(s, abi.SubjectProcessCanceled, map[string]any{
-		"processId": s.id, "pid": s.info.PID, "reason": reason,
-	})
+	s.m.publish(s, abi.SubjectProcessCanceled, abi.ProcessCanceled{ProcessID: s.id, PID: s.info.PID, Reason: reason})
 	s.kill()
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/tools/modelname"
+	"github.com/kairo-os/kairo/abi/modelname"
 )
 
 // The LLM policy: each tick it gathers what was observed; when no request
@@ -71,7 +71,7 @@ type state struct {
 
 // tools are offered to the model besides the JSON answer.
 var tools = []abi.Tool{{
-	Name:        "process_spawn",
+	Name:        modelname.SpawnOffered,
 	Description: "Run a shell command line as a process of a task; its end is reported later.",
 	Parameters: map[string]any{
 		"type": "object",
@@ -241,19 +241,19 @@ func (st *state) offer(in *abi.AgentInput) []abi.Tool {
 	for _, t := range tools {
 		out = append(out, withRouting(t))
 	}
-	st.offered = map[string]string{"process_spawn": "process.spawn"}
+	st.offered = map[string]string{modelname.SpawnOffered: modelname.Spawn}
 	if in == nil {
 		return out
 	}
 	st.agentTools = in.Tools
-	names := []string{"process.spawn"}
+	names := []string{abi.MethodProcessSpawn}
 	for _, t := range in.Tools {
 		names = append(names, t.Name)
 	}
 	assigned := modelname.Assign(names)
 	for _, t := range in.Tools {
 		name := assigned[t.Name]
-		if t.Name == "process.spawn" || st.offered[name] != "" || name == "process_spawn" {
+		if t.Name == abi.MethodProcessSpawn || st.offered[name] != "" || name == modelname.SpawnOffered {
 			continue // process.spawn is offered as process_spawn, with its run loop
 		}
 		st.offered[name] = t.Name
@@ -290,7 +290,7 @@ func withRouting(t abi.Tool) abi.Tool {
 // ownsArg reports whether the agent's tool named tool declares the
 // argument name itself (then it is the tool's, not the policy's).
 func (st *state) ownsArg(tool, name string) bool {
-	if tool == "process.spawn" {
+	if tool == abi.MethodProcessSpawn {
 		return false
 	}
 	for _, t := range st.agentTools {
@@ -465,7 +465,7 @@ func (st *state) toolCall(name string, raw []byte, loop, answers, cause string) 
 	if err != nil {
 		return abi.Action{}, err
 	}
-	if tool == "process.spawn" {
+	if tool == abi.MethodProcessSpawn {
 		var command string
 		if json.Unmarshal(args["command"], &command) != nil || command == "" {
 			return abi.Action{}, fmt.Errorf("the model called %s without a command line: %s", name, clip(string(raw), 80))

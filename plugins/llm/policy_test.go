@@ -8,7 +8,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/tools/modelname"
+	"github.com/kairo-os/kairo/abi/modelname"
 )
 
 var st state
@@ -36,7 +36,7 @@ func TestParse(t *testing.T) {
 		{"unknown tool", "", []abi.ToolCall{{Name: "rm_rf", Arguments: `{}`}}, nil, "called rm_rf({})"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			st.offer(&abi.AgentInput{Tools: []abi.Tool{{Name: "process.spawn"}, {Name: "process.kill"},
+			st.offer(&abi.AgentInput{Tools: []abi.Tool{{Name: abi.MethodProcessSpawn}, {Name: abi.MethodProcessKill},
 				{Name: "notes.add", Parameters: map[string]any{"type": "object", "properties": map[string]any{"answers": map[string]any{"type": "string"}}}}}})
 			_, acts, err := st.parse(&abi.ChatMessage{Content: c.content, ToolCalls: c.calls}, "cause-1")
 			if c.err != "" {
@@ -64,7 +64,7 @@ func TestParse(t *testing.T) {
 // tool_call of the agent's name, its JSON arguments as they are.
 func TestOfferedTools(t *testing.T) {
 	in := &abi.AgentInput{Tools: []abi.Tool{
-		{Name: "process.spawn"}, {Name: "mcp.files.read_file"}, {Name: "mcp_files_read_file"}, {Name: "skill.progress-demo"},
+		{Name: abi.MethodProcessSpawn}, {Name: "mcp.files.read_file"}, {Name: "mcp_files_read_file"}, {Name: "skill.progress-demo"},
 		{Name: "process_spawn"}, {Name: strings.Repeat("x", 70)},
 	}}
 	offered := map[string]string{} // model's name → agent's
@@ -81,7 +81,7 @@ func TestOfferedTools(t *testing.T) {
 			t.Errorf("offered %q, which OpenAI refuses", n)
 		}
 	}
-	read := modelname.Assign([]string{"process.spawn", "mcp.files.read_file", "mcp_files_read_file", "skill.progress-demo", "process_spawn", strings.Repeat("x", 70)})["mcp.files.read_file"]
+	read := modelname.Assign([]string{abi.MethodProcessSpawn, "mcp.files.read_file", "mcp_files_read_file", "skill.progress-demo", "process_spawn", strings.Repeat("x", 70)})["mcp.files.read_file"]
 	if offered[read] != "mcp.files.read_file" || !strings.HasPrefix(read, "mcp_files_read_file_") {
 		t.Fatalf("mcp.files.read_file offered as %q: %q", read, offered)
 	}
@@ -136,7 +136,7 @@ func TestOfferLongNamesThatShareAPrefix(t *testing.T) {
 // never gave is an error. A tool call takes its run loop and its message
 // from its routing arguments; cancel keeps "keep".
 func TestAnswers(t *testing.T) {
-	st.offer(&abi.AgentInput{Tools: []abi.Tool{{Name: "process.spawn"}, {Name: "process.kill"}}})
+	st.offer(&abi.AgentInput{Tools: []abi.Tool{{Name: abi.MethodProcessSpawn}, {Name: abi.MethodProcessKill}}})
 	st.labels = map[string]string{"m1": "ev-1", "m2": "ev-2", "m3": "ev-3"}
 	defer func() { st.labels = nil }()
 	_, acts, err := st.parse(&abi.ChatMessage{Content: `{"actions":[
@@ -171,7 +171,7 @@ func TestAnswers(t *testing.T) {
 // agent's schema; a tool's own argument of that name stays its own.
 func TestOfferedRouting(t *testing.T) {
 	own := map[string]any{"type": "object", "properties": map[string]any{"runLoopId": map[string]any{"type": "integer"}}}
-	in := &abi.AgentInput{Tools: []abi.Tool{{Name: "process.kill", Parameters: map[string]any{"type": "object", "properties": map[string]any{"processId": map[string]any{"type": "string"}}}}, {Name: "odd.tool", Parameters: own}}}
+	in := &abi.AgentInput{Tools: []abi.Tool{{Name: abi.MethodProcessKill, Parameters: map[string]any{"type": "object", "properties": map[string]any{"processId": map[string]any{"type": "string"}}}}, {Name: "odd.tool", Parameters: own}}}
 	got := st.offer(in)
 	for _, tool := range got {
 		props := tool.Parameters["properties"].(map[string]any)

@@ -512,7 +512,7 @@ func firstGroup(sub []string) string {
 func lastCommand(l *abi.RunLoopView) string {
 	for i := len(l.Actions) - 1; i >= 0; i-- {
 		a := l.Actions[i]
-		if a.Type != abi.ActionToolCall || a.Tool != "process.spawn" {
+		if a.Type != abi.ActionToolCall || a.Tool != abi.MethodProcessSpawn {
 			continue
 		}
 		var args struct {
@@ -595,12 +595,7 @@ func runningText(loops []abi.RunLoopView) string {
 
 // onExit reports a task's process that ended.
 func onExit(ev *abi.Event, loops []abi.RunLoopView) (abi.Action, bool) {
-	var d struct {
-		ProcessID  string `msgpack:"processId"`
-		ExitCode   *int   `msgpack:"exitCode"`
-		Signal     string `msgpack:"signal"`
-		DurationMs int64  `msgpack:"durationMs"`
-	}
+	var d abi.ProcessExitedEvent
 	if msgpack.Unmarshal(ev.Data, &d) != nil || ev.CorrelationID == "" {
 		return abi.Action{}, false
 	}
@@ -647,14 +642,14 @@ func say(corr, text string, done bool) abi.Action {
 func run(corr, cmd string, skills []string) abi.Action {
 	if f := strings.Fields(cmd); len(f) > 0 && slices.Contains(skills, f[0]) {
 		args, _ := json.Marshal(map[string]any{"skill": f[0], "args": append([]string{}, f[1:]...)})
-		return abi.Action{Type: abi.ActionToolCall, CorrelationID: corr, Data: data(abi.ActionData{Tool: "process.spawn", Args: string(args)})}
+		return abi.Action{Type: abi.ActionToolCall, CorrelationID: corr, Data: data(abi.ActionData{Tool: abi.MethodProcessSpawn, Args: string(args)})}
 	}
 	return spawn(corr, cmd)
 }
 
 func spawn(corr, cmd string) abi.Action {
 	args, _ := json.Marshal(map[string]string{"command": cmd})
-	return abi.Action{Type: abi.ActionToolCall, CorrelationID: corr, Data: data(abi.ActionData{Tool: "process.spawn", Args: string(args)})}
+	return abi.Action{Type: abi.ActionToolCall, CorrelationID: corr, Data: data(abi.ActionData{Tool: abi.MethodProcessSpawn, Args: string(args)})}
 }
 
 func data(d abi.ActionData) msgpack.RawMessage {

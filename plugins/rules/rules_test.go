@@ -31,17 +31,17 @@ func actionData(t *testing.T, a abi.Action) abi.ActionData {
 
 // A task busyTask `sleep 30` for 5 s, with a progress report.
 var busyTask = []abi.RunLoopView{{ID: "run-1", Goal: "run sleep 30", Actions: []abi.ActionView{
-	{ID: "a1", Type: abi.ActionToolCall, Tool: "process.spawn", Args: `{"command":"sleep 30"}`, Status: abi.StatusInProgress,
+	{ID: "a1", Type: abi.ActionToolCall, Tool: abi.MethodProcessSpawn, Args: `{"command":"sleep 30"}`, Status: abi.StatusInProgress,
 		ProcessID: "p7", Progress: "percent=40", StartedAt: time.Now().Add(-5 * time.Second)},
 }}}
 
 // Two tasks in progress, and one that waits after an interruption.
 var (
 	twoTasks = append(append([]abi.RunLoopView{}, busyTask...), abi.RunLoopView{ID: "run-2", Goal: "run sleep 40", Actions: []abi.ActionView{
-		{ID: "a2", Type: abi.ActionToolCall, Tool: "process.spawn", Args: `{"command":"sleep 40"}`, Status: abi.StatusInProgress, ProcessID: "p8"},
+		{ID: "a2", Type: abi.ActionToolCall, Tool: abi.MethodProcessSpawn, Args: `{"command":"sleep 40"}`, Status: abi.StatusInProgress, ProcessID: "p8"},
 	}})
 	interruptedTask = []abi.RunLoopView{{ID: "run-9", Goal: "run sleep 300", Interrupted: true, Actions: []abi.ActionView{
-		{ID: "a9", Type: abi.ActionToolCall, Tool: "process.spawn", Args: `{"command":"sleep 300"}`, Status: abi.StatusInterrupted, ProcessID: "p1"},
+		{ID: "a9", Type: abi.ActionToolCall, Tool: abi.MethodProcessSpawn, Args: `{"command":"sleep 300"}`, Status: abi.StatusInterrupted, ProcessID: "p1"},
 		{ID: "s9", Type: abi.ActionSay, Text: "`sleep 300` was running when Kairo stopped; it was ended. Say `again` to run it again.", Status: abi.StatusDone},
 	}}}
 )
@@ -174,8 +174,8 @@ func TestWhichTask(t *testing.T) {
 // what happened.
 func TestCanceledExitQuiet(t *testing.T) {
 	loops := []abi.RunLoopView{{ID: "run-1", Goal: "run sleep 30", Actions: []abi.ActionView{
-		{ID: "a1", Type: abi.ActionToolCall, Tool: "process.spawn", Args: `{"command":"sleep 30"}`, Status: abi.StatusCanceled, ProcessID: "p7"},
-		{ID: "a2", Type: abi.ActionToolCall, Tool: "process.spawn", Args: `{"command":"sleep 5"}`, Status: abi.StatusInProgress, ProcessID: "p8"},
+		{ID: "a1", Type: abi.ActionToolCall, Tool: abi.MethodProcessSpawn, Args: `{"command":"sleep 30"}`, Status: abi.StatusCanceled, ProcessID: "p7"},
+		{ID: "a2", Type: abi.ActionToolCall, Tool: abi.MethodProcessSpawn, Args: `{"command":"sleep 5"}`, Status: abi.StatusInProgress, ProcessID: "p8"},
 	}}}
 	d, _ := msgpack.Marshal(map[string]any{"processId": "p7", "signal": "SIGTERM", "durationMs": 5200})
 	if reply := decide(&abi.Batch{Events: []abi.Event{{Type: "kairo.process.exited", CorrelationID: "run-1", Data: d}}, Agent: &abi.AgentInput{RunLoops: loops}}); len(reply.Actions) != 0 {

@@ -602,7 +602,7 @@ func TestClusterStreamFull(t *testing.T) {
 	if _, err := b.Publish(bustest.Ctx(t), &abi.Event{Type: "kairo.test.full", Data: data}); err != nil {
 		t.Fatalf("publish once the limit is raised: %v", err)
 	}
-	if got := len(bustest.ReplayAll(t, b, bus.Query{Pattern: bus.MustCompilePattern("kairo.test.full")})); got != stored+1 {
+	if got := len(bustest.ReplayAll(t, b, bus.Query{Pattern: abi.MustCompilePattern("kairo.test.full")})); got != stored+1 {
 		t.Fatalf("the stream holds %d events once the limit is raised, want the %d stored before and the one after", got, stored)
 	}
 }

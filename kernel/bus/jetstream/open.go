@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/manifests"
 
 	"github.com/nats-io/nats.go"
@@ -52,7 +52,7 @@ func (o *Options) fillAuth() error {
 	}
 	seen := map[string]bool{localUser(*o): true}
 	for _, p := range o.Peers {
-		if p == "" || strings.ContainsAny(p, "*>/\\") || bus.ValidateSubject(hostSubject(o.Prefix, p)) != nil {
+		if p == "" || strings.ContainsAny(p, "*>/\\") || abi.ValidateSubject(hostSubject(o.Prefix, p)) != nil {
 			return fmt.Errorf("jetstream store: peer %q is not a host name: letters, digits, \"-\", \"_\" and dots between them", p)
 		}
 		if seen[p] {

@@ -129,10 +129,10 @@ func (o *Options) fill() error {
 	if o.Prefix == "" {
 		o.Prefix = o.Stream
 	}
-	if err := bus.ValidateSubject(o.Prefix); err != nil {
+	if err := abi.ValidateSubject(o.Prefix); err != nil {
 		return fmt.Errorf("jetstream store: prefix: %w", err)
 	}
-	if err := bus.ValidateSubject(hostSubject(o.Prefix, o.Host)); err != nil || strings.ContainsAny(o.Host, "*>") {
+	if err := abi.ValidateSubject(hostSubject(o.Prefix, o.Host)); err != nil || strings.ContainsAny(o.Host, "*>") {
 		return fmt.Errorf("jetstream store: host %q is not a name a subject can carry: letters, digits, \"-\", \"_\" and dots between them", o.Host)
 	}
 	if o.Replicas < 0 || o.Replicas > 5 {

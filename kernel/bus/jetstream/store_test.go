@@ -145,7 +145,7 @@ func BenchmarkJetStreamReplay(b *testing.B) {
 	for i := 0; i < n; i += 1024 {
 		var evs []*abi.Event
 		for j := i; j < min(i+1024, n); j++ {
-			evs = append(evs, &abi.Event{ID: bus.NewID(), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
+			evs = append(evs, &abi.Event{ID: abi.NewID(), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
 		}
 		bustest.AppendOrFail(b, s, evs, false)
 	}

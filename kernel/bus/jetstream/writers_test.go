@@ -342,7 +342,7 @@ func BenchmarkJetStreamOpen(b *testing.B) {
 	for i := 0; i < n; i += 1024 {
 		var evs []*abi.Event
 		for j := i; j < min(i+1024, n); j++ {
-			evs = append(evs, &abi.Event{ID: bus.NewID(), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
+			evs = append(evs, &abi.Event{ID: abi.NewID(), Type: "kairo.bench.event", Source: "kairo", Time: time.Now(), Data: data})
 		}
 		bustest.AppendOrFail(b, s, evs, false)
 	}
@@ -361,7 +361,7 @@ func BenchmarkJetStreamOpen(b *testing.B) {
 	// The id index alone, built as opening builds it.
 	ids := make([][]byte, n)
 	for i := range ids {
-		ids[i] = []byte(bus.NewID())
+		ids[i] = []byte(abi.NewID())
 	}
 	heap0 := jsHeapInUse()
 	x := newIDIndex()

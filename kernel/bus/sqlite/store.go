@@ -281,7 +281,7 @@ func (s *Store) EncodeEnv(ev *abi.Event) ([]byte, error) {
 // idArg is how an ID is keyed in the store.
 func idArg(id string) any {
 	var u [16]byte
-	if bus.ParseUUID(id, &u) {
+	if abi.ParseUUID(id, &u) {
 		return u[:]
 	}
 	return id

@@ -419,7 +419,7 @@ func TestSQLiteV1Store(t *testing.T) {
 	}
 	var more []*abi.Event
 	for i := range 10 {
-		more = append(more, &abi.Event{ID: bus.NewID(), Type: "kairo.v2.e", Time: base.Add(time.Duration(100+i) * time.Second), Data: bustest.Payload(t, i)})
+		more = append(more, &abi.Event{ID: abi.NewID(), Type: "kairo.v2.e", Time: base.Add(time.Duration(100+i) * time.Second), Data: bustest.Payload(t, i)})
 	}
 	bustest.AppendOrFail(t, s, more, true)
 	check := func(s bus.Store) {
@@ -453,7 +453,7 @@ func TestSQLiteSpanTail(t *testing.T) {
 	times := []int64{50, 10, 40, 20, 30}
 	var evs []*abi.Event
 	for i := range 100 {
-		evs = append(evs, &abi.Event{ID: bus.NewID(), Type: "kairo.tail.e", Time: time.Unix(times[i%5], int64(i)), Data: bustest.Payload(t, i)})
+		evs = append(evs, &abi.Event{ID: abi.NewID(), Type: "kairo.tail.e", Time: time.Unix(times[i%5], int64(i)), Data: bustest.Payload(t, i)})
 	}
 	bustest.AppendOrFail(t, s, evs, true)
 	if rows := spanRows(t, path); len(rows) != 0 {
@@ -477,7 +477,7 @@ func TestSQLiteSpanTail(t *testing.T) {
 	if got := timeSeqs(t, c, q); !slices.Equal(got, want(20, 40)) {
 		t.Fatalf("replay by time of events no span covers: seqs %v, want %v", got, want(20, 40))
 	}
-	bustest.AppendOrFail(t, c, []*abi.Event{{ID: bus.NewID(), Type: "kairo.tail.e", Time: time.Unix(5, 0), Data: bustest.Payload(t, 100)}}, true)
+	bustest.AppendOrFail(t, c, []*abi.Event{{ID: abi.NewID(), Type: "kairo.tail.e", Time: time.Unix(5, 0), Data: bustest.Payload(t, 100)}}, true)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}

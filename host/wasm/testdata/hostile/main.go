@@ -158,7 +158,7 @@ func misbehave(b *abi.Batch) (abi.Reply, error) {
 		time.Sleep(time.Duration(num("ms", 0)) * time.Millisecond)
 		return abi.Reply{Thought: "slept"}, nil
 	case "imports":
-		tok, err := plugin.Call("kernel.ping", map[string]any{"n": 1})
+		tok, err := plugin.Call(abi.MethodKernelPing, map[string]any{"n": 1})
 		if err != nil {
 			return abi.Reply{}, err
 		}
@@ -167,7 +167,7 @@ func misbehave(b *abi.Batch) (abi.Reply, error) {
 	case "ping":
 		method, _ := config["method"].(string)
 		if method == "" {
-			method = "kernel.ping"
+			method = abi.MethodKernelPing
 		}
 		for range b.Events {
 			if _, err := plugin.Call(method, map[string]any{}); err != nil {
@@ -261,7 +261,7 @@ func num(key string, def int) int {
 func cost() (abi.Reply, error) {
 	method, _ := config["method"].(string)
 	if method == "" {
-		method = "kernel.ping"
+		method = abi.MethodKernelPing
 	}
 	args, _ := msgpack.Marshal(map[string]string{"pad": string(make([]byte, num("callSize", 0)))})
 	subject, _ := config["subject"].(string)

@@ -98,7 +98,7 @@ func handle(b *abi.Batch) (abi.Reply, error) {
 				continue
 			}
 			secs := strconv.FormatFloat(float64(a.MS)/1000, 'f', -1, 64)
-			tok, err := plugin.Call("process.spawn", abi.SpawnParams{Argv: []string{"/bin/sleep", secs}})
+			tok, err := plugin.Call(abi.MethodProcessSpawn, abi.SpawnParams{Argv: []string{"/bin/sleep", secs}})
 			if err != nil {
 				answer(c.ID, err.Error(), true)
 				continue
@@ -122,7 +122,7 @@ func handle(b *abi.Batch) (abi.Reply, error) {
 		// is the answer.
 		var info abi.ProcessInfo
 		if msgpack.Unmarshal(r.Result, &info) == nil && info.Status == abi.ProcessRunning {
-			tok, err := plugin.Call("process.wait", abi.WaitParams{ProcessID: info.ID})
+			tok, err := plugin.Call(abi.MethodProcessWait, abi.WaitParams{ProcessID: info.ID})
 			if err != nil {
 				answer(id, err.Error(), true)
 				continue

@@ -7,7 +7,8 @@
 // names and `kairo tools` shows them: both call Assign on the same list of
 // names, which depends only on that list, never on its order.
 //
-// It imports the standard library only: the wasm policy plugin uses it.
+// It imports the standard library only: the wasm policy plugin uses it,
+// and it sits beside abi on the lowest floor.
 package modelname
 
 import (
@@ -21,7 +22,8 @@ import (
 const MaxLen = 64
 
 // Spawn, the kernel's tool that runs a command line, is offered as
-// SpawnOffered.
+// SpawnOffered. Spawn is abi.MethodProcessSpawn, spelled out so this
+// package imports nothing of Kairo (a test holds the two equal).
 const (
 	Spawn        = "process.spawn"
 	SpawnOffered = "process_spawn"

@@ -1,10 +1,6 @@
-package kernel
+package abi
 
-import (
-	"strings"
-
-	"github.com/kairo-os/kairo/abi"
-)
+import "strings"
 
 // scopeSep ends the scope of a client-chosen id. No source holds it:
 // sources are a principal kind, "/", and a name of [a-z0-9_-] (or, for
@@ -15,7 +11,7 @@ const scopeSep = ":"
 // is stored when its publisher chose id: "SOURCE:ID", or id itself when
 // it is in source's scope already (the id a publish answered). An empty
 // id stays empty, for the bus to choose. It refuses an id whose scoped
-// form is longer than [abi.MaxIDLen], and a source that holds the
+// form is longer than [MaxIDLen], and a source that holds the
 // separator (no two sources could then be told apart).
 //
 // Why ids are scoped: the bus drops an event whose id is stored already,
@@ -40,17 +36,17 @@ func ScopeEventID(source, id string) (string, error) {
 		return "", nil
 	}
 	if source == "" || strings.Contains(source, scopeSep) {
-		return "", abi.Errorf(abi.CodeInvalidParams, "event.id %q: the publisher %q cannot name its events' ids (its source is empty or holds %q); leave the id empty", id, source, scopeSep)
+		return "", Errorf(CodeInvalidParams, "event.id %q: the publisher %q cannot name its events' ids (its source is empty or holds %q); leave the id empty", id, source, scopeSep)
 	}
-	if err := abi.CheckLen("event.id", id, abi.MaxIDLen, "MaxIDLen"); err != nil {
-		return "", abi.Errorf(abi.CodeInvalidParams, "%v", err)
+	if err := CheckLen("event.id", id, MaxIDLen, "MaxIDLen"); err != nil {
+		return "", Errorf(CodeInvalidParams, "%v", err)
 	}
 	scope := source + scopeSep
 	if strings.HasPrefix(id, scope) {
 		return id, nil
 	}
-	if len(scope)+len(id) > abi.MaxIDLen {
-		return "", abi.Errorf(abi.CodeInvalidParams, "event.id has %d bytes: stored in its publisher's scope, %q and the id, it would be over its bound of %d (abi.MaxIDLen); choose an id of at most %d bytes", len(id), scope, abi.MaxIDLen, abi.MaxIDLen-len(scope))
+	if len(scope)+len(id) > MaxIDLen {
+		return "", Errorf(CodeInvalidParams, "event.id has %d bytes: stored in its publisher's scope, %q and the id, it would be over its bound of %d (abi.MaxIDLen); choose an id of at most %d bytes", len(id), scope, MaxIDLen, MaxIDLen-len(scope))
 	}
 	return scope + id, nil
 }

@@ -1,4 +1,4 @@
-package bus
+package abi
 
 import (
 	"bytes"
@@ -106,20 +106,20 @@ func TestUUIDRoundTrip(t *testing.T) {
 		fixed = append(fixed, u)
 	}
 	for _, u := range fixed {
-		s := formatUUID(u[:])
+		s := FormatUUID(u)
 		if s != strings.ToLower(s) || len(s) != 36 {
-			t.Fatalf("formatUUID(% x) = %q, want 36 lower-case characters", u, s)
+			t.Fatalf("FormatUUID(% x) = %q, want 36 lower-case characters", u, s)
 		}
 		var back [16]byte
 		if !ParseUUID(s, &back) {
-			t.Fatalf("ParseUUID(%q) rejected formatUUID's output", s)
+			t.Fatalf("ParseUUID(%q) rejected FormatUUID's output", s)
 		}
 		if !bytes.Equal(back[:], u[:]) {
 			t.Fatalf("round trip of % x gave % x", u, back)
 		}
 	}
-	if got := formatUUID([]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10}); got != "01234567-89ab-cdef-fedc-ba9876543210" {
-		t.Errorf("formatUUID = %q", got)
+	if got := FormatUUID([16]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10}); got != "01234567-89ab-cdef-fedc-ba9876543210" {
+		t.Errorf("FormatUUID = %q", got)
 	}
 }
 

@@ -1,14 +1,9 @@
-package bus
+package abi
 
 import (
 	"fmt"
 	"strings"
-
-	"github.com/kairo-os/kairo/abi"
 )
-
-// MaxSubjectLen bounds subjects and patterns, as NATS does in practice.
-const MaxSubjectLen = abi.MaxSubjectLen
 
 // SubjectError says which rule a subject or pattern broke.
 type SubjectError struct {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/kairo-os/kairo/abi"
 )
 
 func TestAssignKeepsPlainNames(t *testing.T) {
@@ -86,4 +88,11 @@ func FuzzAssign(f *testing.F) {
 			seen[m] = true
 		}
 	})
+}
+
+// Spawn is the kernel's method, spelled out.
+func TestSpawnIsTheMethod(t *testing.T) {
+	if Spawn != abi.MethodProcessSpawn {
+		t.Fatalf("Spawn = %q, abi.MethodProcessSpawn = %q", Spawn, abi.MethodProcessSpawn)
+	}
 }

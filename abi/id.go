@@ -1,4 +1,4 @@
-package bus
+package abi
 
 import (
 	"crypto/rand"
@@ -25,10 +25,11 @@ type idGen struct {
 var ids idGen
 
 // NewID returns a new time-ordered event ID.
-func NewID() string { return newIDAt(time.Now()) }
+func NewID() string { return NewIDAt(time.Now()) }
 
-// newIDAt is NewID for a clock reading the caller already has.
-func newIDAt(now time.Time) string {
+// NewIDAt is [NewID] for a clock reading the caller already has: the bus
+// gives a report it writes later the time of what it reports.
+func NewIDAt(now time.Time) string {
 	var u [16]byte
 	ids.mu.Lock()
 	ids.next(&u, now.UnixMilli())
@@ -67,9 +68,10 @@ func (g *idGen) next(u *[16]byte, ms int64) {
 	u[8] = u[8]&0x3f | 0x80 // variant 10
 }
 
-// ParseUUID decodes a lower-case, hyphenated UUID into u and reports
-// whether s is one. The SQLite store keeps such IDs as 16-byte blobs and every other ID as text, so the mapping
-// between the two is one-to-one.
+// ParseUUID decodes a lower-case, hyphenated UUID, the form [NewID]
+// writes, and reports whether s was one. The SQLite store keeps such IDs as
+// 16-byte blobs and every other ID as text, so the mapping between the two
+// is one-to-one ([FormatUUID] is its inverse).
 func ParseUUID(s string, u *[16]byte) bool {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return false
@@ -104,9 +106,10 @@ func lowerHex(c byte) (byte, bool) {
 
 const hexDigits = "0123456789abcdef"
 
-func formatUUID(b []byte) string {
+// FormatUUID writes u in the canonical form [ParseUUID] reads.
+func FormatUUID(u [16]byte) string {
 	var s [36]byte
-	putUUID(&s, (*[16]byte)(b))
+	putUUID(&s, &u)
 	return string(s[:])
 }
 
