@@ -93,8 +93,8 @@ func (l *Sandboxed) treeEgress(tree *Tree, member bool, p *sandbox.Policy, uid i
 		ReportNow: true,
 		OnDenied:  func(d egress.Denial) { tree.Deny(hostDenied(d, rules)) },
 	}
-	if l.EgressConfig != nil {
-		l.EgressConfig(&cfg)
+	if l.egressConfig != nil {
+		l.egressConfig(&cfg)
 	}
 	px, err := egress.New(cfg)
 	if err != nil {

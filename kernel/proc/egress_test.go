@@ -167,7 +167,7 @@ type egressEnv struct {
 func newEgressEnv(t *testing.T) *egressEnv {
 	t.Helper()
 	e, l := newSandboxEnv(t)
-	l.EgressConfig = func(c *egress.Config) {
+	l.egressConfig = func(c *egress.Config) {
 		c.Resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
 			if strings.HasSuffix(host, ".test") {
 				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil

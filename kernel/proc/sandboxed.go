@@ -80,10 +80,10 @@ type Sandboxed struct {
 	LogDenials bool
 	// Watchdog, when set, is stopped by Close.
 	Watchdog *Watchdog
-	// EgressConfig, when set, adjusts the egress proxy of each tree whose
+	// egressConfig, when set, adjusts the egress proxy of each tree whose
 	// policy lists [net] hosts before it starts (see egress.go); tests
 	// resolve names to their own servers with it.
-	EgressConfig func(*egress.Config)
+	egressConfig func(*egress.Config)
 
 	poolOnce sync.Once
 	pool     chan *warmHelper
