@@ -12,15 +12,11 @@ import (
 	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/internal/agent"
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/ipc"
 )
-
-// The agent runtime's tool calls are the registry's: the same fields.
-var _ = tools.Call(agent.ToolCall{})
 
 // kairo tools lists what tools.list serves: each tool with its source and
 // grants, and one tool whole when named.
@@ -47,7 +43,7 @@ func TestToolsCommand(t *testing.T) {
 	// offered to the model under a name of its own, which kairo tools shows.
 	long := "go." + strings.Repeat("l", 67)
 	for _, suffix := range []string{"a", "b"} {
-		err := reg.Add(abi.ToolInfo{Tool: abi.Tool{Name: long + suffix}, Source: "test"}, func(context.Context, *tools.Call) abi.ToolResultEvent { return abi.ToolResultEvent{} })
+		err := reg.Add(abi.ToolInfo{Tool: abi.Tool{Name: long + suffix}, Source: "test"}, func(context.Context, *tools.Invocation) abi.ToolResultEvent { return abi.ToolResultEvent{} })
 		if err != nil {
 			t.Fatal(err)
 		}

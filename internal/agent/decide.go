@@ -471,7 +471,7 @@ func (r *Runtime) runTool(loop, actionID string, d abi.ActionData, halt <-chan s
 	r.emit(&abi.Event{Type: abi.SubjectToolInvoke, CorrelationID: loop, CausationID: actionID},
 		abi.ToolInvoke{ActionID: actionID, Tool: d.Tool, Args: d.Args})
 	start := time.Now()
-	res := r.cfg.Tools.Call(r.ctx, ToolCall{ActionID: actionID, CorrelationID: loop, Tool: d.Tool, Args: d.Args, Session: r.sess, Approval: d.Approval})
+	res := r.cfg.Tools.Call(r.ctx, tools.Invocation{ActionID: actionID, CorrelationID: loop, Tool: d.Tool, Args: d.Args, Session: r.sess, Approval: d.Approval})
 	res.ActionID, res.Tool = actionID, d.Tool
 	if res.Status == "" {
 		res.Status = abi.StatusDone

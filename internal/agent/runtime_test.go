@@ -365,7 +365,7 @@ type slowAnswer struct {
 	k *kernel.Kernel
 }
 
-func (s slowAnswer) Call(ctx context.Context, c ToolCall) abi.ToolResultEvent {
+func (s slowAnswer) Call(ctx context.Context, c tools.Invocation) abi.ToolResultEvent {
 	res := s.Tools.Call(ctx, c)
 	if p, ok := s.k.Proc.Get(res.ProcessID); ok {
 		p.Wait(ctx)

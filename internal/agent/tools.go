@@ -7,17 +7,13 @@ import (
 	"github.com/kairo-os/kairo/internal/tools"
 )
 
-// ToolCall is one tool_call action of the agent, as the runtime hands it to
-// its Tools: the registry's call.
-type ToolCall = tools.Call
-
 // Tools carries out the agent's tool calls. The runtime publishes
 // kairo.tool.invoke before each call and kairo.tool.result, with what Call
 // returned, after it. Call returns when ctx ends at the latest; a failed
 // call is a result with Status failed and Error saying why, never a panic
 // or a hang. An empty Status is done, or failed when Error is set.
 type Tools interface {
-	Call(ctx context.Context, c ToolCall) abi.ToolResultEvent
+	Call(ctx context.Context, c tools.Invocation) abi.ToolResultEvent
 }
 
 // Definer is Tools that can list its tools; the runtime shows them to the

@@ -30,7 +30,7 @@ func TestLLMCallsRegistryTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	greet := func(ctx context.Context, c *tools.Call) abi.ToolResultEvent {
+	greet := func(ctx context.Context, c *tools.Invocation) abi.ToolResultEvent {
 		var args struct{ Name string }
 		if err := json.Unmarshal([]byte(c.Args), &args); err != nil || args.Name == "" {
 			return abi.ToolResultEvent{Error: "give a name"}

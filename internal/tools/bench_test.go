@@ -25,7 +25,7 @@ func BenchmarkToolDispatch(b *testing.B) {
 	ctx := context.Background()
 	one := func(id string) (call, published, durable time.Duration) {
 		start := time.Now()
-		res := e.reg.Call(ctx, tools.Call{ActionID: id, CorrelationID: "loop-1", Tool: "toolbox.echo", Args: `{"text":"hi"}`, Session: e.sess})
+		res := e.reg.Call(ctx, tools.Invocation{ActionID: id, CorrelationID: "loop-1", Tool: "toolbox.echo", Args: `{"text":"hi"}`, Session: e.sess})
 		call = time.Since(start)
 		res.ActionID, res.Tool, res.Duration = id, "toolbox.echo", call
 		data, err := msgpack.Marshal(&res)

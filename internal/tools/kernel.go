@@ -94,7 +94,7 @@ func array(desc string) map[string]any {
 }
 
 // args decodes the JSON arguments of c into v; none is {}.
-func args(c *Call, v any, shape string) error {
+func args(c *Invocation, v any, shape string) error {
 	if c.Args == "" {
 		return nil
 	}
@@ -105,7 +105,7 @@ func args(c *Call, v any, shape string) error {
 }
 
 // invoke calls a kernel method in the caller's session.
-func (r *Registry) invoke(ctx context.Context, c *Call, method string, params any) (msgpack.RawMessage, error) {
+func (r *Registry) invoke(ctx context.Context, c *Invocation, method string, params any) (msgpack.RawMessage, error) {
 	if c.Session == nil {
 		return nil, fmt.Errorf("%s: the call has no kernel session to run in; give Call.Session", c.Tool)
 	}
@@ -122,7 +122,7 @@ func (r *Registry) invoke(ctx context.Context, c *Call, method string, params an
 
 // kernelResult is the result of a kernel method: what it returned, or its
 // error.
-func (r *Registry) kernelResult(ctx context.Context, c *Call, method string, params any) abi.ToolResultEvent {
+func (r *Registry) kernelResult(ctx context.Context, c *Invocation, method string, params any) abi.ToolResultEvent {
 	out, err := r.invoke(ctx, c, method, params)
 	if err != nil {
 		return abi.ToolResultEvent{Error: err.Error()}
@@ -142,7 +142,7 @@ type SpawnArgs struct {
 	Args  []string `json:"args"`
 }
 
-func (r *Registry) spawnTool(ctx context.Context, c *Call) abi.ToolResultEvent {
+func (r *Registry) spawnTool(ctx context.Context, c *Invocation) abi.ToolResultEvent {
 	var a SpawnArgs
 	if err := args(c, &a, "{argv|command, cwd}"); err != nil {
 		return abi.ToolResultEvent{Error: err.Error()}
@@ -174,7 +174,7 @@ func (r *Registry) spawnTool(ctx context.Context, c *Call) abi.ToolResultEvent {
 
 // spawn starts p in the caller's session, as a step of its run loop: the
 // result carries the process, and the action runs until the process ends.
-func (r *Registry) spawn(ctx context.Context, c *Call, p abi.SpawnParams) abi.ToolResultEvent {
+func (r *Registry) spawn(ctx context.Context, c *Invocation, p abi.SpawnParams) abi.ToolResultEvent {
 	p.Mode, p.CorrelationID, p.CausationID = "line", c.CorrelationID, c.ActionID
 	out, err := r.invoke(ctx, c, abi.MethodProcessSpawn, p)
 	if err != nil {
@@ -200,7 +200,7 @@ type processArgs struct {
 // processTool is the tool that calls method with the params made of its
 // arguments.
 func (r *Registry) processTool(method string, params func(a *processArgs) any) Func {
-	return func(ctx context.Context, c *Call) abi.ToolResultEvent {
+	return func(ctx context.Context, c *Invocation) abi.ToolResultEvent {
 		var a processArgs
 		if err := args(c, &a, "{processId, ...}"); err != nil {
 			return abi.ToolResultEvent{Error: err.Error()}
@@ -232,7 +232,7 @@ func signalParams(a *processArgs) any {
 
 func processRef(a *processArgs) any { return abi.ProcessRef{ProcessID: a.ProcessID} }
 
-func (r *Registry) readTool(ctx context.Context, c *Call) abi.ToolResultEvent {
+func (r *Registry) readTool(ctx context.Context, c *Invocation) abi.ToolResultEvent {
 	var a struct {
 		Ref    string `json:"ref"`
 		Offset int64  `json:"offset"`

@@ -16,7 +16,6 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/wasm"
-	"github.com/kairo-os/kairo/internal/agent"
 	"github.com/kairo-os/kairo/internal/mcp"
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/internal/wasmbuild"
@@ -28,13 +27,8 @@ import (
 // real processes, and a real tool plugin, testdata/toolbox, built with the
 // SDK once per test binary.
 
-// The agent runtime hands its calls over as agent.ToolCall: the same
-// fields, so the one converts to the other. An MCP client's server is a
-// Source as it is.
-var (
-	_              = tools.Call(agent.ToolCall{})
-	_ tools.Source = (*mcp.Server)(nil)
-)
+// An MCP client's server is a Source as it is.
+var _ tools.Source = (*mcp.Server)(nil)
 
 var (
 	toolboxWasm string // the built module
@@ -135,7 +129,7 @@ func (e *env) call(tool, args string) abi.ToolResultEvent {
 }
 
 func (e *env) callCtx(ctx context.Context, tool, args string) abi.ToolResultEvent {
-	return e.reg.Call(ctx, tools.Call{ActionID: abi.NewID(), CorrelationID: "loop-1", Tool: tool, Args: args, Session: e.sess})
+	return e.reg.Call(ctx, tools.Invocation{ActionID: abi.NewID(), CorrelationID: "loop-1", Tool: tool, Args: args, Session: e.sess})
 }
 
 // waitRestarted waits until the plugin name runs again after a failure.

@@ -63,7 +63,7 @@ func pluginGrants(p abi.PluginStatus) []string {
 }
 
 // callPlugin runs c on the plugin its name starts with.
-func (r *Registry) callPlugin(ctx context.Context, c *Call) abi.ToolResultEvent {
+func (r *Registry) callPlugin(ctx context.Context, c *Invocation) abi.ToolResultEvent {
 	plugin, tool, _ := strings.Cut(c.Tool, ".")
 	res, err := r.cfg.Plugins.CallTool(ctx, plugin, abi.ToolCall{ID: c.ActionID, Name: tool, Arguments: c.Args, CorrelationID: c.CorrelationID})
 	if err != nil {

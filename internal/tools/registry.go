@@ -59,9 +59,9 @@ import (
 	"github.com/kairo-os/kairo/kernel"
 )
 
-// Call is one tool call of the agent. agent.ToolCall has the same fields,
+// Invocation is one tool call of the agent. tools.Invocation has the same fields,
 // so either converts to the other.
-type Call struct {
+type Invocation struct {
 	ActionID      string // the idempotency key of the call
 	CorrelationID string // the run loop
 	Tool          string
@@ -76,7 +76,7 @@ type Call struct {
 
 // Func runs a call of a tool written in Go. It returns when ctx ends at
 // the latest. An empty Status is done, or failed when Error is set.
-type Func func(ctx context.Context, c *Call) abi.ToolResultEvent
+type Func func(ctx context.Context, c *Invocation) abi.ToolResultEvent
 
 // Plugins is what the registry needs of the plugin engine
 // (host/wasm's Manager implements it): the tools of the running tool
@@ -235,7 +235,7 @@ func describeOrigin(t abi.ToolInfo) string {
 
 // Call runs c and returns its result for kairo.tool.result. It never
 // panics and returns within the timeout.
-func (r *Registry) Call(ctx context.Context, c Call) (res abi.ToolResultEvent) {
+func (r *Registry) Call(ctx context.Context, c Invocation) (res abi.ToolResultEvent) {
 	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.Timeout, r.timedOut)
 	defer cancel()
 	defer func() {

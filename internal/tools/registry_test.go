@@ -279,7 +279,7 @@ func TestKernelTools(t *testing.T) {
 		}
 	}
 	// Without a session there is nobody to own a process.
-	if res := e.reg.Call(context.Background(), tools.Call{ActionID: "a", Tool: abi.MethodProcessStatus}); !strings.Contains(res.Error, "no kernel session") {
+	if res := e.reg.Call(context.Background(), tools.Invocation{ActionID: "a", Tool: abi.MethodProcessStatus}); !strings.Contains(res.Error, "no kernel session") {
 		t.Errorf("no session: %+v", res)
 	}
 }
@@ -310,7 +310,7 @@ func TestPluginTool(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = e.reg.Call(context.Background(), tools.Call{ActionID: "same", Tool: "toolbox.sleep", Args: `{"ms": 100}`, Session: e.sess})
+			results[i] = e.reg.Call(context.Background(), tools.Invocation{ActionID: "same", Tool: "toolbox.sleep", Args: `{"ms": 100}`, Session: e.sess})
 		}()
 	}
 	wg.Wait()
@@ -514,7 +514,7 @@ func mustMsgpack(t testing.TB, v any) []byte {
 // collision and the call goes to the tool registered first.
 func TestCollisions(t *testing.T) {
 	e := newEnv(t, tools.Config{}, map[string]string{"process": `echo_as = "spawn"`})
-	run := func(context.Context, *tools.Call) abi.ToolResultEvent { return abi.ToolResultEvent{} }
+	run := func(context.Context, *tools.Invocation) abi.ToolResultEvent { return abi.ToolResultEvent{} }
 	for _, c := range []struct {
 		add  func() error
 		want string
@@ -572,7 +572,7 @@ func TestCollisions(t *testing.T) {
 // on.
 func TestPanics(t *testing.T) {
 	e := newEnv(t, tools.Config{}, nil)
-	if err := e.reg.Add(abi.ToolInfo{Tool: abi.Tool{Name: "go.panic"}, Source: "test"}, func(context.Context, *tools.Call) abi.ToolResultEvent { panic("boom") }); err != nil {
+	if err := e.reg.Add(abi.ToolInfo{Tool: abi.Tool{Name: "go.panic"}, Source: "test"}, func(context.Context, *tools.Invocation) abi.ToolResultEvent { panic("boom") }); err != nil {
 		t.Fatal(err)
 	}
 	src := &fakeServer{tools: []abi.Tool{{Name: "panic"}, {Name: "gone"}}, call: func(_ context.Context, tool, _ string) (string, bool, error) {

@@ -41,7 +41,7 @@ func (r *Registry) addSkillFrom(name, origin, run string, replace bool) error {
 		Tool:   abi.Tool{Name: skillPrefix + name, Description: desc, Parameters: sk.JSONSchema()},
 		Source: abi.ToolSourceSkill, Origin: origin, Grants: SkillGrants(sk),
 	}
-	e := &entry{info: info, run: func(ctx context.Context, c *Call) abi.ToolResultEvent { return r.runSkill(ctx, c, name, run) }}
+	e := &entry{info: info, run: func(ctx context.Context, c *Invocation) abi.ToolResultEvent { return r.runSkill(ctx, c, name, run) }}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if replace {
@@ -88,7 +88,7 @@ func NoSkill(name string) string {
 	return fmt.Sprintf("no skill named %q; `kairo tools` lists the skills", name)
 }
 
-func (r *Registry) runSkill(ctx context.Context, c *Call, name, path string) abi.ToolResultEvent {
+func (r *Registry) runSkill(ctx context.Context, c *Invocation, name, path string) abi.ToolResultEvent {
 	var a map[string]any
 	if c.Args != "" {
 		dec := json.NewDecoder(strings.NewReader(c.Args))

@@ -361,7 +361,7 @@ func (r *Registry) setSkipped(sw *skillWatch, skipped map[string]abi.ToolInfo) {
 			info.Name += " (" + filepath.Base(filepath.Dir(info.Origin)) + ")"
 		}
 		msg := info.Error
-		r.tools[info.Name] = &entry{info: info, run: func(context.Context, *Call) abi.ToolResultEvent {
+		r.tools[info.Name] = &entry{info: info, run: func(context.Context, *Invocation) abi.ToolResultEvent {
 			return abi.ToolResultEvent{Error: msg}
 		}}
 	}

@@ -80,7 +80,7 @@ func (s *source) list() []abi.ToolInfo {
 // callSource runs c on its MCP server. The call runs on a goroutine of its
 // own, so a server that does not heed ctx still cannot hold the caller
 // past the timeout; the goroutine ends when the server answers.
-func (r *Registry) callSource(ctx context.Context, c *Call) abi.ToolResultEvent {
+func (r *Registry) callSource(ctx context.Context, c *Invocation) abi.ToolResultEvent {
 	server, tool, _ := strings.Cut(strings.TrimPrefix(c.Tool, mcpPrefix), ".")
 	r.mu.RLock()
 	s := r.sources[server]
