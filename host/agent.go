@@ -18,9 +18,9 @@ import (
 
 // openMemory opens the long-term memory [memory] describes; nil when it is
 // off.
-func (d *Daemon) openMemory(home string, cfg manifests.Config) (*agent.MemoryConfig, error) {
+func (d *Daemon) openMemory(home string, cfg manifests.Config) (*agent.Memory, error) {
 	m := cfg.Memory
-	mc := &agent.MemoryConfig{KeepReasoning: m.KeepReasoning, Recall: m.Recall}
+	mc := &agent.Memory{KeepReasoning: m.KeepReasoning, Recall: m.Recall}
 	if m.Recall == 0 || !m.Enabled {
 		mc.Recall = -1 // none
 	}
@@ -30,7 +30,7 @@ func (d *Daemon) openMemory(home string, cfg manifests.Config) (*agent.MemoryCon
 	if !m.Enabled {
 		return mc, nil
 	}
-	opts := memory.Options{KeepReasoning: m.KeepReasoning, Logger: d.log}
+	opts := memory.Config{KeepReasoning: m.KeepReasoning, Logger: d.log}
 	if e := m.Embeddings; e.BaseURL != "" {
 		emb, err := memory.NewOpenAIEmbedder(memory.OpenAIConfig{BaseURL: e.BaseURL, Model: e.Model, APIKey: os.Getenv(e.APIKeyEnv), Dimensions: e.Dimensions})
 		if err != nil {

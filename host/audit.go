@@ -73,7 +73,7 @@ func startAudit(k *kernel.Kernel, l proc.Launcher, mode string, log *slog.Logger
 		log.Warn("turned the audit subsystem on to learn the sandbox's refusals; it is turned off again when kairo stops")
 	}
 	w := &auditWatch{procs: k.Proc, log: log, hold: hold}
-	w.reader, err = audit.Open(audit.Options{OnDenial: w.route, OnLost: w.lostRecords})
+	w.reader, err = audit.Open(audit.Config{OnDenial: w.route, OnLost: w.lostRecords})
 	if err != nil {
 		hold.Release()
 		log.Warn("the sandbox's refusals are not reported", "err", err)

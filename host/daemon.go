@@ -257,8 +257,8 @@ func (d *Daemon) startFull() error {
 		store.Close()
 		return err
 	}
-	b := bus.New(store, bus.Options{Host: hostName, Logger: log})
-	k := kernel.New(b, kernel.Options{Version: d.cfg.Version, Host: hostName, Logger: log, Launcher: launcher, ApprovalTimeout: cfg.Approval.TimeoutDuration()})
+	b := bus.New(store, bus.Config{Host: hostName, Logger: log})
+	k := kernel.New(b, kernel.Config{Version: d.cfg.Version, Host: hostName, Logger: log, Launcher: launcher, ApprovalTimeout: cfg.Approval.TimeoutDuration()})
 	k.SetSkills(installedSkills(cfg.SkillsPath(home)))
 	// What waited for a person when the daemon stopped waits again, with
 	// what is left of its time.
@@ -269,7 +269,7 @@ func (d *Daemon) startFull() error {
 	if n := len(k.Approvals(false)); n > 0 {
 		log.Warn("approvals wait for a decision: kairo approvals lists them", "pending", n)
 	}
-	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: sock, MaxFrame: uint32(cfg.Kernel.MaxFrame), Logger: log})
+	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: sock, MaxFrame: uint32(cfg.Kernel.MaxFrame), Logger: log})
 	if err != nil {
 		b.Close()
 		return err

@@ -35,7 +35,7 @@
 // Below host are the kernel (kernel, kernel/bus, kernel/proc, kernel/ipc)
 // and the sandbox; host starts them and never the other way round. The
 // agent and the tools declare what they need of the plugin engine
-// (agent.Plugins, tools.Plugins) rather than import it: imports point down
+// (agent.PolicyPlugins, tools.ToolPlugins) rather than import it: imports point down
 // the floors internal/layercheck lists.
 //
 // Data flows one way: input sources and clients publish on the bus; the

@@ -69,9 +69,9 @@ func (d *Daemon) startPrivate() error {
 		// even if it is killed.
 		startCgroups(launcher, "kairo-run-"+strconv.Itoa(os.Getpid()), log)
 	}
-	b := bus.New(bus.NewMemoryStore(1<<12), bus.Options{})
-	k := kernel.New(b, kernel.Options{Version: d.cfg.Version, Logger: log, Launcher: launcher})
-	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: filepath.Join(dir, "kernel.sock"), Logger: log})
+	b := bus.New(bus.NewMemoryStore(1<<12), bus.Config{})
+	k := kernel.New(b, kernel.Config{Version: d.cfg.Version, Logger: log, Launcher: launcher})
+	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: filepath.Join(dir, "kernel.sock"), Logger: log})
 	if err != nil {
 		k.Close()
 		launcher.Close()
@@ -97,19 +97,19 @@ func (d *Daemon) startReplaying() error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("replay: no event log at %s: is --home the data folder kairo up ran on?", path)
 	}
-	store, err := sqlite.Open(path, sqlite.Options{})
+	store, err := sqlite.Open(path, sqlite.Config{})
 	if err != nil {
 		return err
 	}
-	d.bus = bus.New(store, bus.Options{})
+	d.bus = bus.New(store, bus.Config{})
 	if err := d.startEngine(home, cfg); err != nil {
 		return err
 	}
 	// The tools the agent would have without its plugins and MCP servers,
 	// which run only with the daemon; on a bus of their own, as nothing a
 	// replay does may reach the log.
-	scratch := bus.New(bus.NewMemoryStore(16), bus.Options{})
-	d.kernel = kernel.New(scratch, kernel.Options{Logger: d.log})
+	scratch := bus.New(bus.NewMemoryStore(16), bus.Config{})
+	d.kernel = kernel.New(scratch, kernel.Config{Logger: d.log})
 	d.scratchBus = scratch
 	return d.startTools(home, cfg, false)
 }

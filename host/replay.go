@@ -76,9 +76,9 @@ func (d *Daemon) Replay(ctx context.Context, run string) (*abi.AgentReplayReport
 // starts a process.
 func (d *Daemon) replayIn(ctx context.Context, r *agent.Replay) (*abi.AgentReplayReport, error) {
 	home, cfg := d.cfg.Home, d.cfg.Config
-	b := bus.New(bus.NewMemoryStore(4096), bus.Options{})
+	b := bus.New(bus.NewMemoryStore(4096), bus.Config{})
 	defer b.Close()
-	k := kernel.New(b, kernel.Options{Logger: d.log})
+	k := kernel.New(b, kernel.Config{Logger: d.log})
 	defer k.Close()
 	llm.Register(k, r.Answers())
 	for _, ev := range r.Grants() {

@@ -161,12 +161,12 @@ func TestApprovalFromChat(t *testing.T) {
 func TestApprovalSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.db")
 	open := func(timeout time.Duration) (*Kernel, func()) {
-		st, err := sqlite.Open(path, sqlite.Options{})
+		st, err := sqlite.Open(path, sqlite.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := bus.New(st, bus.Options{})
-		k := New(b, Options{ApprovalTimeout: timeout})
+		b := bus.New(st, bus.Config{})
+		k := New(b, Config{ApprovalTimeout: timeout})
 		if err := k.LoadApprovals(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -245,12 +245,12 @@ func TestApprovalSpentOnce(t *testing.T) {
 func TestApprovalsOfAnotherHost(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.db")
 	open := func(host string) (*Kernel, func()) {
-		st, err := sqlite.Open(path, sqlite.Options{})
+		st, err := sqlite.Open(path, sqlite.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := bus.New(st, bus.Options{Host: host})
-		k := New(b, Options{Host: host})
+		b := bus.New(st, bus.Config{Host: host})
+		k := New(b, Config{Host: host})
 		if err := k.LoadApprovals(t.Context()); err != nil {
 			t.Fatal(err)
 		}

@@ -51,7 +51,7 @@ func TestApprovalWithdrawnByItsRequester(t *testing.T) {
 	}
 
 	// The table rebuilt from the log holds it withdrawn.
-	k2 := New(k.Bus, Options{})
+	k2 := New(k.Bus, Config{})
 	defer k2.Close()
 	if err := k2.LoadApprovals(t.Context()); err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ func (k *Kernel) subscribe(ctx context.Context, c *Call) (any, error) {
 	if taken {
 		return nil, abi.Errorf(abi.CodeInvalidParams, "request id %d already names an open subscription; use a fresh request id", id)
 	}
-	opts := bus.SubscribeOptions{FromSeq: p.FromSeq}
+	opts := bus.SubscribeConfig{FromSeq: p.FromSeq}
 	if b, ok := sess.(subscriptionBudgeter); ok {
 		opts.Budget = b.SubscriptionBudget()
 	}

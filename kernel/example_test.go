@@ -30,9 +30,9 @@ func (s *session) EndStream(uint64, *abi.Error) error   { return nil }
 // built-in, as an IPC client or a plugin would.
 func Example() {
 	ctx := context.Background()
-	b := bus.New(bus.NewMemoryStore(0), bus.Options{})
+	b := bus.New(bus.NewMemoryStore(0), bus.Config{})
 	defer b.Close()
-	k := kernel.New(b, kernel.Options{})
+	k := kernel.New(b, kernel.Config{})
 	defer k.Close()
 
 	type greetParams struct {

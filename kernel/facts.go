@@ -24,7 +24,7 @@ func (k *Kernel) watchDropped() {
 	if log == nil {
 		return
 	}
-	sub, err := k.Bus.Subscribe(context.Background(), bus.SubjectStoreDropped, bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := k.Bus.Subscribe(context.Background(), bus.SubjectStoreDropped, bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		for _, ev := range evs {
 			var d bus.StoreDropped
 			if msgpack.Unmarshal(ev.Data, &d) != nil {

@@ -112,8 +112,8 @@ type Method struct {
 	Quick bool
 }
 
-// Options configures a Kernel.
-type Options struct {
+// Config configures a Kernel.
+type Config struct {
 	Version string // reported by kernel.introspect
 	// Host is this kernel's name among the hosts that share its store,
 	// reported by kernel.introspect: its process ids are "pN@HOST", and a
@@ -131,7 +131,7 @@ type Options struct {
 type Kernel struct {
 	Bus     *bus.Bus
 	Proc    *proc.Manager
-	opts    Options
+	opts    Config
 	started time.Time
 
 	mu      sync.RWMutex
@@ -153,12 +153,12 @@ type Kernel struct {
 }
 
 // New returns a kernel over b with the built-in methods registered.
-func New(b *bus.Bus, opts Options) *Kernel {
+func New(b *bus.Bus, opts Config) *Kernel {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
 	k := &Kernel{
-		Bus: b, Proc: proc.NewManager(b, proc.Options{Launcher: opts.Launcher, Logger: opts.Logger, Host: opts.Host}),
+		Bus: b, Proc: proc.NewManager(b, proc.Config{Launcher: opts.Launcher, Logger: opts.Logger, Host: opts.Host}),
 		opts: opts, started: time.Now(), methods: map[string]Method{},
 		subs: map[subKey]*bus.Subscription{}, attached: map[attachKey]*sessionSink{},
 	}

@@ -31,8 +31,8 @@ func (s *testSession) EndStream(uint64, *abi.Error) error   { return nil }
 
 func newTestKernel(t *testing.T) *Kernel {
 	t.Helper()
-	b := bus.New(bus.NewMemoryStore(0), bus.Options{})
-	k := New(b, Options{})
+	b := bus.New(bus.NewMemoryStore(0), bus.Config{})
+	k := New(b, Config{})
 	t.Cleanup(func() { k.Close(); b.Close() })
 	return k
 }

@@ -15,8 +15,8 @@ import (
 // how to reach it, for every method that looks a process up; an unknown id
 // of its own, the control, stays a plain "no process".
 func TestProcessOfAnotherHost(t *testing.T) {
-	b := bus.New(bus.NewMemoryStore(0), bus.Options{Host: "a"})
-	k := New(b, Options{Host: "a"})
+	b := bus.New(bus.NewMemoryStore(0), bus.Config{Host: "a"})
+	k := New(b, Config{Host: "a"})
 	t.Cleanup(func() { k.Close(); b.Close() })
 	operator := &testSession{ctx: t.Context(), caller: Caller{UID: 0}}
 	invoke := func(method string, params, out any) *abi.Error {

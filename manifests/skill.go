@@ -35,7 +35,7 @@ type Skill struct {
 	IPC      IPCGrants        `toml:"ipc"`
 	Env      EnvGrants        `toml:"env"`
 	Limits   SkillLimits      `toml:"limits"`
-	Sandbox  SandboxOptions   `toml:"sandbox"`
+	Sandbox  SkillSandbox     `toml:"sandbox"`
 	Progress []ProgressRule   `toml:"progress"`
 	Approval SkillApproval    `toml:"approval"`
 }
@@ -128,8 +128,8 @@ type SkillLimits struct {
 	OutputRate  Rate `toml:"output_rate"`
 }
 
-// SandboxOptions is the [sandbox] table.
-type SandboxOptions struct {
+// SkillSandbox is the [sandbox] table.
+type SkillSandbox struct {
 	// MinLandlockABI refuses to run the skill on a kernel whose Landlock
 	// is older; 0 leaves it to the sandbox.
 	MinLandlockABI int  `toml:"min_landlock_abi"`

@@ -118,7 +118,7 @@ func TestLoadSkill(t *testing.T) {
 	if s.Limits != wantLimits {
 		t.Errorf("[limits] = %+v\nwant %+v", s.Limits, wantLimits)
 	}
-	if s.Sandbox != (SandboxOptions{MinLandlockABI: 6}) {
+	if s.Sandbox != (SkillSandbox{MinLandlockABI: 6}) {
 		t.Errorf("[sandbox] = %+v", s.Sandbox)
 	}
 	if len(s.Progress) != 2 || s.Progress[0].Regexp() == nil || s.Progress[1].Regexp() == nil {

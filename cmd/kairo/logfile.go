@@ -146,8 +146,8 @@ func (l *logFile) Close() error {
 	return err
 }
 
-// logOptions is how `kairo up` logs.
-type logOptions struct {
+// logConfig is how `kairo up` logs.
+type logConfig struct {
 	Level  slog.Level
 	Format string   // "text" or "json" on stderr; "" for none
 	File   string   // the log file; "" for none
@@ -156,7 +156,7 @@ type logOptions struct {
 
 // openLog builds the daemon's logger. A log file that cannot be opened is
 // said on the terminal (or stderr), and the daemon logs without it.
-func openLog(o logOptions) (*slog.Logger, *logFile) {
+func openLog(o logConfig) (*slog.Logger, *logFile) {
 	var hs []slog.Handler
 	ho := &slog.HandlerOptions{Level: o.Level}
 	switch o.Format {

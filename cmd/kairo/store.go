@@ -46,7 +46,7 @@ func storeFile(homeFlag, configFlag string) (string, error) {
 
 // progressLine prints a check's progress on stderr, at most a few times a
 // second, on one line a terminal rewrites.
-func progressLine() sqlite.Progress {
+func progressLine() sqlite.SalvageProgress {
 	var last time.Time
 	tty := isTerminal(int(os.Stderr.Fd()))
 	return func(stage string, done, total uint64) {

@@ -53,7 +53,7 @@ permissions); run it with an operator's credentials (--config).`)
 		defer lock.Close()
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts := jetstream.ConfigOptions(&cfg, home, log)
+	opts := jetstream.ConfigFor(&cfg, home, log)
 	changes, err := jetstream.Apply(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("store apply: %w", err)
@@ -107,7 +107,7 @@ permissions itself.`)
 	if stream == "" {
 		stream = jetstream.DefaultStream
 	}
-	// The store's prefix is its stream's name (jetstream.Options.Prefix).
+	// The store's prefix is its stream's name (jetstream.Config.Prefix).
 	if name == "" || strings.ContainsAny(name, "*>/\\ \t") || abi.ValidateSubject(stream+".log."+name) != nil {
 		return &usageError{msg: fmt.Sprintf("%q is not a host name: letters, digits, \"-\", \"_\" and dots between them, as the host's [host] name", name), synopsis: f.synopsis}
 	}

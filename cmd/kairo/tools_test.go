@@ -89,12 +89,12 @@ func captureStdout(t *testing.T, f func() error) string {
 func serveTools(t *testing.T, dir string, skills map[string]string) *tools.Registry {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := sqlite.Open(filepath.Join(dir, "events.db"), sqlite.Options{})
+	store, err := sqlite.Open(filepath.Join(dir, "events.db"), sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bus.New(store, bus.Options{})
-	k := kernel.New(b, kernel.Options{Logger: quiet})
+	b := bus.New(store, bus.Config{})
+	k := kernel.New(b, kernel.Config{Logger: quiet})
 	t.Cleanup(func() { k.Close(); b.Close() })
 	reg, err := tools.New(tools.Config{Kernel: k, Skills: skills, ResultDir: filepath.Join(dir, "results"), Logger: quiet})
 	if err != nil {
@@ -103,7 +103,7 @@ func serveTools(t *testing.T, dir string, skills map[string]string) *tools.Regis
 	t.Cleanup(func() { reg.Close() })
 	reg.Register()
 	sock := filepath.Join(dir, "k.sock")
-	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: sock, Logger: quiet})
+	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: sock, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

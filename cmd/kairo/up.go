@@ -59,7 +59,7 @@ gets the structured log instead, as the file does.`)
 	}
 	level, _ := cfg.Log.SlogLevel() // validated by Load
 	logPath := filepath.Join(home, "kairo.log")
-	log, logFile := openLog(logOptions{Level: level, Format: *logFormat, File: logPath, Human: con})
+	log, logFile := openLog(logConfig{Level: level, Format: *logFormat, File: logPath, Human: con})
 	if logFile != nil {
 		defer logFile.Close()
 	}

@@ -158,13 +158,13 @@ func withCustomSection(wasm []byte, name, text string) []byte {
 // with the shared host; it stops when the benchmark ends.
 func startBenchManager(tb testing.TB, folder Folder) *Manager {
 	tb.Helper()
-	store, err := sqlite.Open(filepath.Join(tb.TempDir(), "events.db"), sqlite.Options{})
+	store, err := sqlite.Open(filepath.Join(tb.TempDir(), "events.db"), sqlite.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	bs := bus.New(store, bus.Options{})
+	bs := bus.New(store, bus.Config{})
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	k := kernel.New(bs, kernel.Options{Logger: logger})
+	k := kernel.New(bs, kernel.Config{Logger: logger})
 	m := NewManager(ManagerConfig{Engine: testEngine, Kernel: k, Folders: []Folder{folder}, Logger: logger})
 	tb.Cleanup(func() {
 		m.Stop()

@@ -35,13 +35,13 @@ type managerEnv struct {
 
 func newManagerEnv(t *testing.T) *managerEnv {
 	t.Helper()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"), sqlite.Options{})
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"), sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bus.New(store, bus.Options{})
+	b := bus.New(store, bus.Config{})
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	k := kernel.New(b, kernel.Options{Logger: logger})
+	k := kernel.New(b, kernel.Config{Logger: logger})
 	e := &managerEnv{t: t, dir: t.TempDir(), kernel: k, bus: b}
 	t.Cleanup(func() {
 		if e.m != nil {
@@ -95,7 +95,7 @@ func (e *managerEnv) drop(name, guest, manifest string) {
 func (e *managerEnv) watch(pattern string) *received {
 	e.t.Helper()
 	r := &received{wake: make(chan struct{}, 1)}
-	sub, err := e.bus.Subscribe(context.Background(), pattern, bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := e.bus.Subscribe(context.Background(), pattern, bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		r.mu.Lock()
 		for _, ev := range evs {
 			ev.Data = append([]byte(nil), ev.Data...)

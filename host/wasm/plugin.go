@@ -192,7 +192,7 @@ type InstanceConfig struct {
 	// environment unless it lists them.
 	WASI WASI
 	// BusHost is the name of the host the plugin runs for (the bus's
-	// Options.Host): on a store several hosts share, what a plugin makes
+	// Config.Host): on a store several hosts share, what a plugin makes
 	// of another host's events is never this host's operator's word.
 	BusHost string
 }

@@ -433,7 +433,7 @@ func (u *unit) subscribe(ctx context.Context, pats []string) (*bus.Subscription,
 		u.nextSeq = u.m.cfg.Kernel.Bus.LastSeq() + 1
 	}
 	u.inMu.Unlock()
-	return u.m.cfg.Kernel.Bus.Subscribe(ctx, pattern, bus.SubscribeOptions{FromSeq: from}, func(evs []abi.Event) error {
+	return u.m.cfg.Kernel.Bus.Subscribe(ctx, pattern, bus.SubscribeConfig{FromSeq: from}, func(evs []abi.Event) error {
 		for i := range evs {
 			ev := &evs[i]
 			// A plugin does not get back what it published: an echo of

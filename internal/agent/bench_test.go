@@ -106,7 +106,7 @@ func BenchmarkMessageToAction(b *testing.B) {
 	})
 	e.start(Config{Policy: policy, Hz: 1000})
 	actions := make(chan struct{}, 16)
-	sub, err := e.bus.Subscribe(context.Background(), abi.SubjectAgentAction, bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := e.bus.Subscribe(context.Background(), abi.SubjectAgentAction, bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		for range evs {
 			actions <- struct{}{}
 		}

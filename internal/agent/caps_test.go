@@ -214,7 +214,7 @@ func TestShortTermSummaryBatched(t *testing.T) {
 	sum := &countingSummarizer{}
 	e := newEnv(t)
 	w := &memoryWatch{Policy: e.rules()}
-	e.start(Config{Policy: w, Memory: &MemoryConfig{Recall: -1, ShortTerm: memory.ShortTermOptions{Lines: 32, Summarizer: sum}}})
+	e.start(Config{Policy: w, Memory: &Memory{Recall: -1, ShortTerm: memory.ShortTermConfig{Lines: 32, Summarizer: sum}}})
 	e.say("run sleep 30", "")
 	loop := e.events.until(t, "the run loop", typed(abi.SubjectIntentStarted)).CorrelationID
 	var evs []*abi.Event

@@ -30,8 +30,8 @@ type host struct {
 
 func newHost(t *testing.T, name string, store bus.Store) *host {
 	t.Helper()
-	b := bus.New(store, bus.Options{Host: name})
-	k := kernel.New(b, kernel.Options{Logger: quiet})
+	b := bus.New(store, bus.Config{Host: name})
+	k := kernel.New(b, kernel.Config{Logger: quiet})
 	t.Cleanup(func() { k.Close(); b.Close() })
 	return &host{bus: b, kernel: k}
 }
@@ -74,11 +74,11 @@ func TestAgentsOfTwoHosts(t *testing.T) {
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
 	jsDir := t.TempDir()
-	sa, err := jetstream.Open(jetstream.Options{Embedded: true, Dir: jsDir, Listen: "127.0.0.1:" + port, Host: "a", Peers: []string{"b"}})
+	sa, err := jetstream.Open(jetstream.Config{Embedded: true, Dir: jsDir, Listen: "127.0.0.1:" + port, Host: "a", Peers: []string{"b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := jetstream.Open(jetstream.Options{URL: "nats://127.0.0.1:" + port, Host: "b", PasswordFile: jetstream.PeerPasswordFile(jsDir, "b")})
+	sb, err := jetstream.Open(jetstream.Config{URL: "nats://127.0.0.1:" + port, Host: "b", PasswordFile: jetstream.PeerPasswordFile(jsDir, "b")})
 	if err != nil {
 		sa.Close()
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestAgentsOfTwoHosts(t *testing.T) {
 	// well-formed user message that names host a: it is skipped as
 	// forged and reported, and neither agent acts on it.
 	reports := make(chan abi.Event, 16)
-	sub, err := a.bus.Subscribe(context.Background(), bus.SubjectStoreSkipped, bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := a.bus.Subscribe(context.Background(), bus.SubjectStoreSkipped, bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		for _, ev := range evs {
 			reports <- ev
 		}

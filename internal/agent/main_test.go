@@ -59,8 +59,8 @@ func run(m *testing.M) int {
 	}
 	defer wasmEngine.Close(context.Background())
 	// The tools a runtime with no Tools of its own shows its policy.
-	scratch := bus.New(bus.NewMemoryStore(16), bus.Options{})
-	k := kernel.New(scratch, kernel.Options{Logger: quiet})
+	scratch := bus.New(bus.NewMemoryStore(16), bus.Config{})
+	k := kernel.New(scratch, kernel.Config{Logger: quiet})
 	reg, err := tools.New(tools.Config{Kernel: k, Logger: quiet})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -93,12 +93,12 @@ func newEnv(t testing.TB) *env {
 // a restart.
 func (e *env) open() {
 	e.t.Helper()
-	store, err := sqlite.Open(e.path, sqlite.Options{})
+	store, err := sqlite.Open(e.path, sqlite.Config{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.bus = bus.New(store, bus.Options{})
-	e.kernel = kernel.New(e.bus, kernel.Options{Logger: quiet})
+	e.bus = bus.New(store, bus.Config{})
+	e.kernel = kernel.New(e.bus, kernel.Config{Logger: quiet})
 	if err := e.kernel.LoadApprovals(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ type watcher struct {
 
 func watch(t testing.TB, b *bus.Bus) *watcher {
 	w := &watcher{wake: make(chan struct{}, 1)}
-	sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{FromSeq: b.LastSeq() + 1}, func(evs []abi.Event) error {
+	sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeConfig{FromSeq: b.LastSeq() + 1}, func(evs []abi.Event) error {
 		w.mu.Lock()
 		for _, ev := range evs {
 			ev.Data = append([]byte(nil), ev.Data...)

@@ -18,9 +18,9 @@ import (
 	"github.com/kairo-os/kairo/kernel/bus"
 )
 
-// MemoryConfig is what the agent remembers beyond the state of its run
+// Memory is what the agent remembers beyond the state of its run
 // loops.
-type MemoryConfig struct {
+type Memory struct {
 	// Store is the long-term memory: each run loop is indexed into it when
 	// it ends, and a new run loop is given what it recalls of earlier ones.
 	// Nil: none.
@@ -35,7 +35,7 @@ type MemoryConfig struct {
 	// ShortTerm sizes the short-term memory of each open run loop; its
 	// Summarizer rewrites a run loop's summary when the ring overflows
 	// (default extractive; LLMSummarizer with a model configured).
-	ShortTerm memory.ShortTermOptions
+	ShortTerm memory.ShortTermConfig
 }
 
 // LLMSummarizer rewrites a run loop's short-term summary with a language
@@ -98,7 +98,7 @@ const SubjectMemoryForgotten = abi.SubjectMemoryForgotten
 // keeper's goroutine, one job at a time, never on a tick.
 type keeper struct {
 	r     *Runtime
-	cfg   MemoryConfig
+	cfg   Memory
 	short *memory.ShortTerm
 
 	mu      sync.Mutex
@@ -119,7 +119,7 @@ type keeper struct {
 	shortWake chan struct{}
 }
 
-func newKeeper(r *Runtime, cfg MemoryConfig) *keeper {
+func newKeeper(r *Runtime, cfg Memory) *keeper {
 	if cfg.Recall == 0 {
 		cfg.Recall = 3
 	}
@@ -337,7 +337,7 @@ func (k *keeper) queue(job func(context.Context)) {
 func (k *keeper) index(ctx context.Context, id string, evs []abi.Event) {
 	k.imu.Lock()
 	defer k.imu.Unlock()
-	segs := memory.Segments(evs, memory.SegmentOptions{KeepReasoning: k.cfg.KeepReasoning})
+	segs := memory.Segments(evs, memory.SegmentConfig{KeepReasoning: k.cfg.KeepReasoning})
 	k.mu.Lock()
 	segs = k.forgot.Keep(id, segs)
 	k.mu.Unlock()

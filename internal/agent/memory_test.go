@@ -51,18 +51,18 @@ func (w *memoryWatch) shown(part string) bool {
 func TestLongTermMemory(t *testing.T) {
 	e := newEnv(t)
 	// First without long-term memory: the run loop ends unindexed.
-	r := e.start(Config{Policy: e.rules(), Memory: &MemoryConfig{Recall: -1}})
+	r := e.start(Config{Policy: e.rules(), Memory: &Memory{Recall: -1}})
 	e.say("run echo backup-of-photos", "")
 	first := e.events.until(t, "the first run's end", typed(abi.SubjectIntentEnded)).CorrelationID
 	r.Stop()
 
-	store, err := memory.Open(filepath.Join(t.TempDir(), "memory.db"), memory.Options{Logger: quiet})
+	store, err := memory.Open(filepath.Join(t.TempDir(), "memory.db"), memory.Config{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	w := &memoryWatch{Policy: e.rules()}
-	r = e.start(Config{Policy: w, Memory: &MemoryConfig{Store: store}})
+	r = e.start(Config{Policy: w, Memory: &Memory{Store: store}})
 	idx := e.events.until(t, "the first run indexed at start", typed(SubjectMemoryIndexed))
 	if d := decodeAs[abi.MemoryIndexed](t, idx); d.RunLoopID != first || d.Segments < 2 {
 		t.Fatalf("indexed %+v; want run loop %s with its segments", d, first)
@@ -111,7 +111,7 @@ func TestLLMSummarizer(t *testing.T) {
 	model := &openAI{answers: []map[string]any{content("The user asked for a build; make ran and exited 0.")}}
 	e := newEnv(t)
 	_, p := e.model(model, 0)
-	st := memory.NewShortTerm(memory.ShortTermOptions{Lines: 4, Summarizer: LLMSummarizer{Chat: p}})
+	st := memory.NewShortTerm(memory.ShortTermConfig{Lines: 4, Summarizer: LLMSummarizer{Chat: p}})
 	for _, l := range []string{"user: build it", "tool_call process.spawn make", "process exited 0", "say: built", "user: thanks"} {
 		if err := st.Add(context.Background(), "loop-1", l); err != nil {
 			t.Fatal(err)
@@ -176,7 +176,7 @@ func TestForgetMemory(t *testing.T) {
 	e := newEnv(t)
 	dbPath := filepath.Join(t.TempDir(), "memory.db")
 	open := func() *memory.Store {
-		s, err := memory.Open(dbPath, memory.Options{Logger: quiet})
+		s, err := memory.Open(dbPath, memory.Config{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestForgetMemory(t *testing.T) {
 	w := &memoryWatch{Policy: e.rules()}
 	// Recall enough to show every earlier run loop: the control must not
 	// be crowded out by the tasks that look for it.
-	r := e.start(Config{Policy: w, Memory: &MemoryConfig{Store: store, Recall: 50}})
+	r := e.start(Config{Policy: w, Memory: &Memory{Store: store, Recall: 50}})
 	task := func(text string) string {
 		t.Helper()
 		e.say(text, "")
@@ -271,7 +271,7 @@ func TestForgetMemory(t *testing.T) {
 	store = open()
 	t.Cleanup(func() { store.Close() })
 	before := e.bus.LastSeq()
-	e.start(Config{Policy: w, Memory: &MemoryConfig{Store: store, Recall: 50}})
+	e.start(Config{Policy: w, Memory: &Memory{Store: store, Recall: 50}})
 	for _, id := range []string{poisoned, control, one, two} {
 		e.events.until(t, "run loop "+id+" indexed again", func(ev *abi.Event) bool {
 			return ev.Type == SubjectMemoryIndexed && ev.CorrelationID == id && ev.Seq > before
@@ -323,11 +323,11 @@ func TestForgetMemory(t *testing.T) {
 func TestLegacyMemoryIndexedAgain(t *testing.T) {
 	e := newEnv(t)
 	dbPath := filepath.Join(t.TempDir(), "memory.db")
-	store, err := memory.Open(dbPath, memory.Options{Logger: quiet})
+	store, err := memory.Open(dbPath, memory.Config{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.start(Config{Policy: e.rules(), Memory: &MemoryConfig{Store: store}})
+	r := e.start(Config{Policy: e.rules(), Memory: &Memory{Store: store}})
 	e.say("run echo legacy-memory-check", "")
 	loop := e.events.until(t, "the run's end", typed(abi.SubjectIntentEnded)).CorrelationID
 	e.events.until(t, "the run indexed", func(ev *abi.Event) bool { return ev.Type == SubjectMemoryIndexed && ev.CorrelationID == loop })
@@ -345,13 +345,13 @@ func TestLegacyMemoryIndexedAgain(t *testing.T) {
 	}
 	db.Close()
 
-	store, err = memory.Open(dbPath, memory.Options{Logger: quiet})
+	store, err = memory.Open(dbPath, memory.Config{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	before := e.bus.LastSeq()
-	e.start(Config{Policy: e.rules(), Memory: &MemoryConfig{Store: store}})
+	e.start(Config{Policy: e.rules(), Memory: &Memory{Store: store}})
 	e.events.until(t, "the run indexed again", func(ev *abi.Event) bool {
 		return ev.Type == SubjectMemoryIndexed && ev.CorrelationID == loop && ev.Seq > before
 	})

@@ -110,7 +110,7 @@ func (r *Replay) Grants() []abi.Event {
 // and reports the first that differs. An error means the replay could not
 // be made (a policy that does not run); a policy that decides otherwise is
 // a Divergence in the report.
-func (r *Replay) Run(ctx context.Context, m Plugins) (*abi.AgentReplayReport, error) {
+func (r *Replay) Run(ctx context.Context, m PolicyPlugins) (*abi.AgentReplayReport, error) {
 	s, rec, g := r.s, r.rec, r.gate
 	rep := &abi.AgentReplayReport{RunLoop: rec.loop, Goal: rec.goal, Decisions: len(rec.ticks), Unrecorded: rec.unrecorded,
 		FirstTick: rec.ticks[0].Tick, LastTick: rec.ticks[len(rec.ticks)-1].Tick}
@@ -424,7 +424,7 @@ func compareDecisions(was, now []string) string {
 }
 
 // policyRunning waits for the replay's policy to serve.
-func policyRunning(m Plugins, name string) error {
+func policyRunning(m PolicyPlugins, name string) error {
 	for _, p := range m.List() {
 		if p.Name != name {
 			continue
@@ -480,7 +480,7 @@ func (g *gate) diverged() error {
 
 // release lets n answers through and waits until they wait in the policy's
 // inbox: its calls still out are then only those still held.
-func (g *gate) release(ctx context.Context, m Plugins, policy string, n int) error {
+func (g *gate) release(ctx context.Context, m PolicyPlugins, policy string, n int) error {
 	for i := range n {
 		select {
 		case g.tokens <- struct{}{}:

@@ -52,9 +52,9 @@ func replayOf(s ReplaySetup, folders ...wasm.Folder) (*abi.AgentReplayReport, er
 	if folders == nil {
 		folders = []wasm.Folder{{Path: pluginDir, Builtin: true}}
 	}
-	b := bus.New(bus.NewMemoryStore(4096), bus.Options{})
+	b := bus.New(bus.NewMemoryStore(4096), bus.Config{})
 	defer b.Close()
-	k := kernel.New(b, kernel.Options{Logger: quiet})
+	k := kernel.New(b, kernel.Config{Logger: quiet})
 	defer k.Close()
 	llm.Register(k, r.Answers())
 	for _, ev := range r.Grants() {

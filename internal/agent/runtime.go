@@ -65,7 +65,7 @@ type Config struct {
 	Spawn *kernel.SpawnAuthority
 	// Memory is what the agent remembers beyond its run loops' state; nil:
 	// short-term memory only.
-	Memory *MemoryConfig
+	Memory *Memory
 	// Tools carries out the policy's tool calls; default a tools.Registry
 	// over Kernel and Skills, which the runtime closes on Stop.
 	Tools Tools
@@ -189,7 +189,7 @@ func New(cfg Config) (*Runtime, error) {
 		halts: map[string]chan struct{}{}, others: map[string]*state{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.sess = newSession(r.ctx, r)
-	mc := MemoryConfig{}
+	mc := Memory{}
 	if cfg.Memory != nil {
 		mc = *cfg.Memory
 	}
@@ -228,7 +228,7 @@ func (r *Runtime) Start() error {
 	}
 	upTo := r.st.lastSeq
 	r.mem.follow(open)
-	sub, err := r.k.Bus.Subscribe(r.ctx, ">", bus.SubscribeOptions{FromSeq: upTo + 1}, r.observe)
+	sub, err := r.k.Bus.Subscribe(r.ctx, ">", bus.SubscribeConfig{FromSeq: upTo + 1}, r.observe)
 	if err != nil {
 		return fmt.Errorf("agent %s: follow the bus: %w", r.cfg.Agent, err)
 	}
@@ -437,11 +437,11 @@ type Waiter interface {
 	Busy() bool
 }
 
-// Plugins is what the agent needs of the plugin engine (host/wasm's
+// PolicyPlugins is what the agent needs of the plugin engine (host/wasm's
 // Manager implements it): a policy plugin's decisions and whether work of
 // its own waits. The agent declares it so that it need not import the
 // runtime, a floor above it.
-type Plugins interface {
+type PolicyPlugins interface {
 	// Decide hands the policy plugin name a batch and returns its reply.
 	Decide(ctx context.Context, name string, b *abi.Batch) (*abi.Reply, error)
 	// Waiting: something waits for name's next tick, such as an answer.
@@ -455,10 +455,10 @@ type Plugins interface {
 }
 
 // PluginPolicy is the policy plugin name that m runs.
-func PluginPolicy(m Plugins, name string) Policy { return pluginPolicy{m, name} }
+func PluginPolicy(m PolicyPlugins, name string) Policy { return pluginPolicy{m, name} }
 
 type pluginPolicy struct {
-	m    Plugins
+	m    PolicyPlugins
 	name string
 }
 

@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Options configure a Reader. OnDenial is required; the zero value of
+// Config configure a Reader. OnDenial is required; the zero value of
 // every other field picks the default.
-type Options struct {
+type Config struct {
 	// OnDenial is called with each refusal, on the Reader's goroutine, in
 	// the order the events end. It must not block for long: records queue
 	// in the socket meanwhile, and a full queue loses them (OnLost).
@@ -39,7 +39,7 @@ type Options struct {
 // refusals. Its one goroutine runs from Open to Close.
 type Reader struct {
 	f    *os.File
-	opts Options
+	opts Config
 	done chan struct{}
 
 	mu   sync.Mutex
@@ -55,7 +55,7 @@ const rcvBuf = 4 << 20
 // Open starts listening to the audit subsystem's read-only multicast group
 // (AUDIT_NLGRP_READLOG), which needs CAP_AUDIT_READ. It reports nothing
 // while audit is off: turn it on first (Hold). Close stops it.
-func Open(opts Options) (*Reader, error) {
+func Open(opts Config) (*Reader, error) {
 	if opts.OnDenial == nil {
 		return nil, errors.New("audit: Options.OnDenial is nil: it is where the refusals go")
 	}

@@ -97,7 +97,7 @@ func TestReaderReportsLandlockRefusal(t *testing.T) {
 	c := &collector{uid: uid, new: make(chan struct{}, 1)}
 	var lostMu sync.Mutex
 	var lost []string
-	r, err := Open(Options{OnDenial: c.add, OnLost: func(n int, why string) {
+	r, err := Open(Config{OnDenial: c.add, OnLost: func(n int, why string) {
 		lostMu.Lock()
 		lost = append(lost, why)
 		lostMu.Unlock()
@@ -171,7 +171,7 @@ func TestReaderCloses(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("listening to the audit log needs CAP_AUDIT_READ")
 	}
-	r, err := Open(Options{OnDenial: func(Denial) {}})
+	r, err := Open(Config{OnDenial: func(Denial) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestReaderCountsLargeRecords(t *testing.T) {
 	}
 	defer h.Release()
 	told := make(chan string, 16)
-	r, err := Open(Options{OnDenial: func(Denial) {}, MaxRecord: 32, OnLost: func(n int, why string) {
+	r, err := Open(Config{OnDenial: func(Denial) {}, MaxRecord: 32, OnLost: func(n int, why string) {
 		select {
 		case told <- why:
 		default:

@@ -53,7 +53,7 @@ func newHub(s *Server) *hub {
 // a process spawned between the two is attached to once, by either.
 func (h *hub) start() error {
 	k := h.s.cfg.Kernel
-	sub, err := k.Bus.Subscribe(h.s.ctx, "kairo.process.*", bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := k.Bus.Subscribe(h.s.ctx, "kairo.process.*", bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		for i := range evs {
 			ev := &evs[i]
 			var d struct {
@@ -231,7 +231,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d streams are open, the most the console serves; close a console tab and retry", cap(s.streams)))
 		return
 	}
-	var opts bus.SubscribeOptions
+	var opts bus.SubscribeConfig
 	from := r.URL.Query().Get("from")
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		from = id

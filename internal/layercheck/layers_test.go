@@ -116,7 +116,7 @@ import (
 	"github.com/kairo-os/kairo/kernel"
 	kb "github.com/kairo-os/kairo/kernel/bus"
 )
-func f() { kernel.New(kb.New(nil, kb.Options{}), kernel.Options{}) }
+func f() { kernel.New(kb.New(nil, kb.Config{}), kernel.Config{}) }
 `
 	for pkg, want := range map[string]int{"cmd/kairo": 2, "host": 0, "kernel/bus": 1} {
 		got, err := assemblies(pkg, pkg+"/f.go", []byte(src))

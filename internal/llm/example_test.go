@@ -17,9 +17,9 @@ import (
 // the others go on talking to the model.
 func ExampleMux() {
 	ctx := context.Background()
-	b := bus.New(bus.NewMemoryStore(1024), bus.Options{})
+	b := bus.New(bus.NewMemoryStore(1024), bus.Config{})
 	defer b.Close()
-	k := kernel.New(b, kernel.Options{})
+	k := kernel.New(b, kernel.Config{})
 	defer k.Close()
 
 	cfg, err := manifests.Load("") // [llm] sets no endpoint by default

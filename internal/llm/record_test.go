@@ -36,12 +36,12 @@ type daemon struct {
 func newDaemon(t *testing.T) *daemon {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "events.db")
-	store, err := sqlite.Open(path, sqlite.Options{})
+	store, err := sqlite.Open(path, sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bus.New(store, bus.Options{})
-	k := kernel.New(b, kernel.Options{})
+	b := bus.New(store, bus.Config{})
+	k := kernel.New(b, kernel.Config{})
 	t.Cleanup(func() {
 		k.Close()
 		b.Close()

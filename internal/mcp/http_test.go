@@ -21,7 +21,7 @@ import (
 func serveHTTP(t *testing.T) (h *httptest.Server, restart func()) {
 	var current atomic.Pointer[sdk.StreamableHTTPHandler]
 	restart = func() {
-		srv := testserver.New(testserver.Options{PageSize: 2})
+		srv := testserver.New(testserver.Config{PageSize: 2})
 		current.Store(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	}
 	restart()

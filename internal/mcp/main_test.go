@@ -71,8 +71,8 @@ type env struct {
 
 func newEnv(t *testing.T, launcher proc.Launcher) *env {
 	t.Helper()
-	b := bus.New(bus.NewMemoryStore(1<<12), bus.Options{})
-	k := kernel.New(b, kernel.Options{Logger: quiet, Launcher: launcher})
+	b := bus.New(bus.NewMemoryStore(1<<12), bus.Config{})
+	k := kernel.New(b, kernel.Config{Logger: quiet, Launcher: launcher})
 	t.Cleanup(func() { k.Close(); b.Close() })
 	return &env{t: t, kernel: k}
 }

@@ -36,7 +36,7 @@ func benchStore(b *testing.B) string {
 		}
 		benchPath = filepath.Join(benchDir, "memory.db")
 		var s *Store
-		if s, benchErr = Open(benchPath, Options{Embedder: localEmbedder{}, Synchronous: "normal"}); benchErr != nil {
+		if s, benchErr = Open(benchPath, Config{Embedder: localEmbedder{}, Synchronous: "normal"}); benchErr != nil {
 			return
 		}
 		defer s.Close()
@@ -50,7 +50,7 @@ func benchStore(b *testing.B) string {
 			started := base.Add(time.Duration(i) * 17 * time.Minute)
 			in := newInstance(f, keys[r.IntN(len(keys))], r, started)
 			l := in.spec(fmt.Sprintf("rl-bench-%06d", i), started)
-			segs := Segments(l.events(), SegmentOptions{})
+			segs := Segments(l.events(), SegmentConfig{})
 			if n+len(segs) > benchSegments {
 				segs = segs[:benchSegments-n]
 			}
@@ -80,7 +80,7 @@ func BenchmarkRetrieve(b *testing.B) {
 		questions = append(questions, q.Q)
 	}
 	rand.New(rand.NewPCG(5, 5)).Shuffle(len(questions), func(i, j int) { questions[i], questions[j] = questions[j], questions[i] })
-	run := func(b *testing.B, opts Options) {
+	run := func(b *testing.B, opts Config) {
 		start := time.Now()
 		s, err := Open(path, opts)
 		if err != nil {
@@ -113,9 +113,9 @@ func BenchmarkRetrieve(b *testing.B) {
 		b.ReportMetric(ms(took[len(took)/2]), "p50-ms")
 		b.ReportMetric(ms(took[len(took)*99/100]), "p99-ms")
 	}
-	b.Run("fulltext", func(b *testing.B) { run(b, Options{}) })
+	b.Run("fulltext", func(b *testing.B) { run(b, Config{}) })
 	b.Run("fused", func(b *testing.B) {
 		srv := newFakeEmbedServer(b)
-		run(b, Options{Embedder: srv.embedder(b, 0), OnEmbedError: func(err error) { b.Error(err) }})
+		run(b, Config{Embedder: srv.embedder(b, 0), OnEmbedError: func(err error) { b.Error(err) }})
 	})
 }

@@ -22,7 +22,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	store, err := memory.Open(filepath.Join(dir, "memory.db"), memory.Options{})
+	store, err := memory.Open(filepath.Join(dir, "memory.db"), memory.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func Example() {
 	add(abi.SubjectAgentAction, abi.ActionEvent{Type: abi.ActionSay, ActionData: abi.ActionData{Text: "Freed 33 GB on web-03.", Done: true}, Tick: 2})
 
 	ctx := context.Background()
-	if err := store.Index(ctx, "rl-1", memory.Segments(events, memory.SegmentOptions{})); err != nil {
+	if err := store.Index(ctx, "rl-1", memory.Segments(events, memory.SegmentConfig{})); err != nil {
 		log.Fatal(err)
 	}
 	chunks, err := store.Retrieve(ctx, "how much space did the docker prune reclaim?", 1)

@@ -12,7 +12,7 @@ import (
 func TestPrunedScoresAreBM25(t *testing.T) {
 	t.Parallel()
 	c := newRecallCorpus(t)
-	s := c.open(t, t.TempDir(), Options{})
+	s := c.open(t, t.TempDir(), Config{})
 	s.termBudget = 40 // about a thirtieth of the corpus, as 2,000 is of 100,000
 	ctx := context.Background()
 	checked, pruned := 0, 0

@@ -20,7 +20,7 @@ type loopSegments struct {
 // Index stores the segments of run loop runLoopID (from Segments), in place
 // of whatever was indexed for it before: indexing a run loop again never
 // duplicates it. When it returns nil the segments are durable (see
-// Options.Synchronous). With an Embedder, the segments are embedded first;
+// Config.Synchronous). With an Embedder, the segments are embedded first;
 // if that fails they are stored for full-text search all the same and the
 // error, which wraps ErrEmbed, says so — index the run loop again later to
 // add its vectors.

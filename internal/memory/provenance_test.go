@@ -43,7 +43,7 @@ func poisonedLoop(t *testing.T) *chain {
 // words (quoting), while an answer that only repeats its own command is
 // the agent's.
 func TestSegmentsKeepProvenance(t *testing.T) {
-	segs := Segments(poisonedLoop(t).evs, SegmentOptions{})
+	segs := Segments(poisonedLoop(t).evs, SegmentConfig{})
 	type want struct {
 		typ    SegmentType
 		text   string
@@ -120,8 +120,8 @@ func TestRenderRecallFencesData(t *testing.T) {
 func TestForget(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore(t, dir, Options{Embedder: localEmbedder{}})
-	poisoned := Segments(poisonedLoop(t).evs, SegmentOptions{})
+	s := openStore(t, dir, Config{Embedder: localEmbedder{}})
+	poisoned := Segments(poisonedLoop(t).evs, SegmentConfig{})
 	if err := s.Index(ctx, "rl-poison", poisoned); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestForget(t *testing.T) {
 	checkTermCounts(t, s)
 	s.Close()
 
-	s = openStore(t, dir, Options{Embedder: localEmbedder{}})
+	s = openStore(t, dir, Config{Embedder: localEmbedder{}})
 	if holds(found("certificate api.example.com renew"), "certificate") || holds(found("reclaimed space"), "reclaimed") {
 		t.Fatal("a forgotten segment came back after a reopen")
 	}
@@ -208,7 +208,7 @@ func TestForget(t *testing.T) {
 	// was forgotten, then indexed.
 	f := Forgetting{Tasks: []string{"rl-cert"}}
 	f.Add(byQuery)
-	again := f.Keep("rl-poison", Segments(poisonedLoop(t).evs, SegmentOptions{}))
+	again := f.Keep("rl-poison", Segments(poisonedLoop(t).evs, SegmentConfig{}))
 	if len(again) != len(poisoned)-2 {
 		t.Fatalf("Keep left %d of %d segments; want all but the 2 forgotten", len(again), len(poisoned))
 	}
@@ -253,7 +253,7 @@ func TestMigrateSchema1(t *testing.T) {
 	}
 	db.Close()
 
-	s, err := Open(path, Options{})
+	s, err := Open(path, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestMigrateSchema1(t *testing.T) {
 	db, _ = sql.Open("sqlite", "file:"+path)
 	db.Exec(`UPDATE meta SET value = 9 WHERE key = 'schema'`)
 	db.Close()
-	if _, err := Open(path, Options{}); err == nil || !strings.Contains(err.Error(), "newer") {
+	if _, err := Open(path, Config{}); err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Fatalf("opening a newer schema: %v", err)
 	}
 }

@@ -218,7 +218,7 @@ func newRecallCorpus(tb testing.TB) *recallCorpus {
 	c := &recallCorpus{set: loadRecallSet(tb)}
 	byEvent := map[string]string{}
 	for _, l := range c.set.Loops {
-		segs := Segments(l.events(), SegmentOptions{})
+		segs := Segments(l.events(), SegmentConfig{})
 		for _, sg := range segs {
 			byEvent[sg.EventID] = anchorKey(sg.Anchor)
 		}
@@ -239,7 +239,7 @@ func newRecallCorpus(tb testing.TB) *recallCorpus {
 }
 
 // open indexes the corpus into a new store in dir.
-func (c *recallCorpus) open(tb testing.TB, dir string, opts Options) *Store {
+func (c *recallCorpus) open(tb testing.TB, dir string, opts Config) *Store {
 	s, err := Open(filepath.Join(dir, "memory.db"), opts)
 	if err != nil {
 		tb.Fatal(err)
@@ -281,7 +281,7 @@ func (c *recallCorpus) recall(tb testing.TB, s *Store) (float64, []string) {
 func BenchmarkRecall(b *testing.B) {
 	c := newRecallCorpus(b)
 	b.Run("fulltext", func(b *testing.B) {
-		s := c.open(b, b.TempDir(), Options{})
+		s := c.open(b, b.TempDir(), Config{})
 		var r float64
 		for b.Loop() {
 			r, _ = c.recall(b, s)
@@ -290,7 +290,7 @@ func BenchmarkRecall(b *testing.B) {
 	})
 	b.Run("fused", func(b *testing.B) {
 		srv := newFakeEmbedServer(b)
-		s := c.open(b, b.TempDir(), Options{Embedder: srv.embedder(b, 0)})
+		s := c.open(b, b.TempDir(), Config{Embedder: srv.embedder(b, 0)})
 		var r float64
 		for b.Loop() {
 			r, _ = c.recall(b, s)
@@ -307,9 +307,9 @@ func TestRecall(t *testing.T) {
 		t.Skip("indexes the labelled set twice")
 	}
 	c := newRecallCorpus(t)
-	text, misses := c.recall(t, c.open(t, t.TempDir(), Options{}))
+	text, misses := c.recall(t, c.open(t, t.TempDir(), Config{}))
 	srv := newFakeEmbedServer(t)
-	fused, fusedMisses := c.recall(t, c.open(t, t.TempDir(), Options{Embedder: srv.embedder(t, 0)}))
+	fused, fusedMisses := c.recall(t, c.open(t, t.TempDir(), Config{Embedder: srv.embedder(t, 0)}))
 	t.Logf("recall@5 over %d questions: full text %.3f, fused %.3f", len(c.set.Questions), text, fused)
 	if testing.Verbose() {
 		t.Logf("full-text misses:\n%s", strings.Join(misses, "\n"))

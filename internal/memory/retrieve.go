@@ -56,8 +56,8 @@ const rrfK = 60
 // quotes, operators and a 10 KB paste never make a syntax error; a query
 // with no word in it finds nothing. A query of only white space is
 // ErrEmptyQuery. If the embedder fails or takes longer than
-// Options.QueryEmbedTimeout, Retrieve answers by full text alone and
-// reports the failure to Options.OnEmbedError (else the log): memory that
+// Config.QueryEmbedTimeout, Retrieve answers by full text alone and
+// reports the failure to Config.OnEmbedError (else the log): memory that
 // is less good beats no memory.
 func (s *Store) Retrieve(ctx context.Context, query string, k int) ([]Chunk, error) {
 	release, err := s.use()

@@ -37,8 +37,8 @@ type Segment struct {
 	Provenance
 }
 
-// SegmentOptions configures Segments. The zero value is useful.
-type SegmentOptions struct {
+// SegmentConfig configures Segments. The zero value is useful.
+type SegmentConfig struct {
 	// KeepReasoning cuts the policy's thoughts into reasoning segments.
 	// Off by default (seed 000 §4.2): a run loop is then remembered by its
 	// public actions, their results and its summaries only.
@@ -49,7 +49,7 @@ type SegmentOptions struct {
 	MaxTextBytes int
 }
 
-// DefaultMaxTextBytes is SegmentOptions.MaxTextBytes when it is zero.
+// DefaultMaxTextBytes is SegmentConfig.MaxTextBytes when it is zero.
 const DefaultMaxTextBytes = 8 << 10
 
 // Segments cuts the events of one run loop into segments, in the order a
@@ -75,7 +75,7 @@ const DefaultMaxTextBytes = 8 << 10
 // of its own; the summary of kairo.intent.ended is a response of the last
 // iteration, unless it only repeats one. Iterations left empty (a thought
 // with reasoning not kept) are not counted.
-func Segments(events []abi.Event, opts SegmentOptions) []Segment {
+func Segments(events []abi.Event, opts SegmentConfig) []Segment {
 	if opts.MaxTextBytes <= 0 {
 		opts.MaxTextBytes = DefaultMaxTextBytes
 	}
@@ -162,7 +162,7 @@ func (it *iteration) empty() bool {
 
 // cutter folds a run loop's events into iterations.
 type cutter struct {
-	opts      SegmentOptions
+	opts      SegmentConfig
 	loop      string
 	its       []*iteration
 	byAction  map[string]int    // actionId → iteration

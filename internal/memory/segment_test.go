@@ -99,7 +99,7 @@ func checkSegments(t *testing.T, got []Segment, want []segWant) {
 
 func TestSegmentsRunLoop(t *testing.T) {
 	c := backupLoop(t)
-	got := Segments(c.evs, SegmentOptions{KeepReasoning: true})
+	got := Segments(c.evs, SegmentConfig{KeepReasoning: true})
 	checkSegments(t, got, []segWant{
 		{0, 0, abi.MemorySegmentUserMessage, "back up the billing database"},
 		{0, 1, abi.MemorySegmentReasoning, "pg_dump is the safest"},
@@ -130,13 +130,13 @@ func TestSegmentsRunLoop(t *testing.T) {
 	for i, j := 0, len(shuffled)-1; i < j; i, j = i+1, j-1 {
 		shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
 	}
-	if again := Segments(shuffled, SegmentOptions{KeepReasoning: true}); fmt.Sprint(again) != fmt.Sprint(got) {
+	if again := Segments(shuffled, SegmentConfig{KeepReasoning: true}); fmt.Sprint(again) != fmt.Sprint(got) {
 		t.Errorf("events out of order cut differently:\n%v\n%v", again, got)
 	}
 }
 
 func TestSegmentsWithoutReasoning(t *testing.T) {
-	got := Segments(backupLoop(t).evs, SegmentOptions{})
+	got := Segments(backupLoop(t).evs, SegmentConfig{})
 	for _, sg := range got {
 		if sg.SegmentType == abi.MemorySegmentReasoning || strings.Contains(sg.Text, "SECRET-REASONING") {
 			t.Errorf("reasoning is not kept, yet %s holds %q", sg.Anchor, sg.Text)
@@ -160,7 +160,7 @@ func TestSegmentsEndedSummary(t *testing.T) {
 	c.add(abi.SubjectToolResult, loop, call, abi.ToolResultEvent{ActionID: call, Tool: "run_skill", Status: abi.StatusCanceled, Error: "canceled by the user"})
 	c.add(abi.SubjectAgentAction, loop, "", abi.ActionEvent{Type: abi.ActionNoop, Tick: 4})
 	c.add(abi.SubjectIntentEnded, loop, "", abi.IntentEnded{RunLoopID: loop, Status: "canceled", Summary: "reindex (canceled)"})
-	checkSegments(t, Segments(c.evs, SegmentOptions{}), []segWant{
+	checkSegments(t, Segments(c.evs, SegmentConfig{}), []segWant{
 		{0, 0, abi.MemorySegmentUserMessage, "rebuild the search index"},
 		{0, 1, abi.MemorySegmentToolCall, `call run_skill {"command":"reindex"}`},
 		{0, 2, abi.MemorySegmentToolResult, "run_skill canceled: canceled by the user"},
@@ -173,11 +173,11 @@ func TestSegmentsCutsLongText(t *testing.T) {
 	c := newChain(t)
 	long := strings.Repeat("é", 5000) // 10,000 bytes
 	c.add(abi.SubjectIntentStarted, "rl", "", abi.IntentStarted{RunLoopID: "rl", Goal: long})
-	got := Segments(c.evs, SegmentOptions{MaxTextBytes: 1001})
+	got := Segments(c.evs, SegmentConfig{MaxTextBytes: 1001})
 	if len(got) != 1 || len(got[0].Text) > 1001 || !strings.HasSuffix(got[0].Text, "…") || !utf8Valid(got[0].Text) {
 		t.Fatalf("a 10 KB goal cut to 1001 bytes: %d segments, %d bytes", len(got), len(got[0].Text))
 	}
-	if Segments(nil, SegmentOptions{}) != nil {
+	if Segments(nil, SegmentConfig{}) != nil {
 		t.Error("no events gave segments")
 	}
 }

@@ -21,8 +21,8 @@ type Summarizer interface {
 	Summarize(ctx context.Context, summary string, evicted []string, maxBytes int) (string, error)
 }
 
-// ShortTermOptions configures a ShortTerm. The zero value is useful.
-type ShortTermOptions struct {
+// ShortTermConfig configures a ShortTerm. The zero value is useful.
+type ShortTermConfig struct {
 	// Lines is the ring's size per run loop. Default 32.
 	Lines int
 	// LineBytes cuts a longer line. Default 240.
@@ -41,7 +41,7 @@ type ShortTermOptions struct {
 // lines, not once a line. A run loop's memory is dropped when it ends.
 // Safe for concurrent use.
 type ShortTerm struct {
-	opts  ShortTermOptions
+	opts  ShortTermConfig
 	mu    sync.Mutex
 	loops map[string]*recent
 }
@@ -54,7 +54,7 @@ type recent struct {
 }
 
 // NewShortTerm returns an empty short-term memory.
-func NewShortTerm(opts ShortTermOptions) *ShortTerm {
+func NewShortTerm(opts ShortTermConfig) *ShortTerm {
 	if opts.Lines <= 0 {
 		opts.Lines = 32
 	}

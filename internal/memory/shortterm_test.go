@@ -14,7 +14,7 @@ import (
 )
 
 func TestShortTermRing(t *testing.T) {
-	st := NewShortTerm(ShortTermOptions{Lines: 6, SummaryBytes: 400})
+	st := NewShortTerm(ShortTermConfig{Lines: 6, SummaryBytes: 400})
 	ctx := context.Background()
 	for _, ev := range backupLoop(t).evs[:12] {
 		if err := st.Observe(ctx, &ev); err != nil {
@@ -52,7 +52,7 @@ func TestShortTermRing(t *testing.T) {
 }
 
 func TestShortTermSummaryKeepsWhatMatters(t *testing.T) {
-	st := NewShortTerm(ShortTermOptions{Lines: 4, SummaryBytes: 300})
+	st := NewShortTerm(ShortTermConfig{Lines: 4, SummaryBytes: 300})
 	ctx := context.Background()
 	st.Add(ctx, "rl", "goal: migrate the orders table")
 	for i := range 40 {
@@ -88,7 +88,7 @@ func (c *countingSummarizer) Summarize(_ context.Context, summary string, evicte
 
 func TestShortTermSummarizer(t *testing.T) {
 	sum := &countingSummarizer{}
-	st := NewShortTerm(ShortTermOptions{Lines: 8, Summarizer: sum})
+	st := NewShortTerm(ShortTermConfig{Lines: 8, Summarizer: sum})
 	ctx := context.Background()
 	for i := range 40 {
 		if err := st.Add(ctx, "rl", fmt.Sprintf("call: step %d", i)); err != nil {
@@ -119,7 +119,7 @@ func TestShortTermSummarizer(t *testing.T) {
 }
 
 func TestShortTermConcurrent(t *testing.T) {
-	st := NewShortTerm(ShortTermOptions{Lines: 5})
+	st := NewShortTerm(ShortTermConfig{Lines: 5})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -153,7 +153,7 @@ func (b *batchSummarizer) Summarize(_ context.Context, summary string, evicted [
 // control, lines one at a time, still summarizes at each overflow.
 func TestShortTermBatch(t *testing.T) {
 	sum := &batchSummarizer{}
-	st := NewShortTerm(ShortTermOptions{Lines: 32, Summarizer: sum})
+	st := NewShortTerm(ShortTermConfig{Lines: 32, Summarizer: sum})
 	var evs []abi.Event
 	for i := range 300 {
 		code := i % 3
@@ -193,7 +193,7 @@ func TestShortTermFencesToolOutput(t *testing.T) {
 		name string
 		sum  Summarizer
 	}{{"extractive", nil}, {"model", &countingSummarizer{}}} {
-		st := NewShortTerm(ShortTermOptions{Lines: 2, Summarizer: c.sum})
+		st := NewShortTerm(ShortTermConfig{Lines: 2, Summarizer: c.sum})
 		st.Add(ctx, "rl", "goal: fetch the page")
 		st.Add(ctx, "rl", "result: "+injected)
 		st.Add(ctx, "rl", "user: summarize it")

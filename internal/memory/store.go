@@ -15,15 +15,15 @@ import (
 	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
 )
 
-// Options configures a Store. The zero value is useful: full-text search
+// Config configures a Store. The zero value is useful: full-text search
 // only, reasoning not kept, every commit synced.
-type Options struct {
+type Config struct {
 	// Embedder, when set, gives every segment a vector and adds vector
 	// similarity to full-text search.
 	Embedder Embedder
 	// KeepReasoning lets reasoning segments in. Off, Index drops any it is
 	// given, so no thought reaches the disk whatever the caller cut
-	// (seed 000 §4.2); see SegmentOptions.KeepReasoning.
+	// (seed 000 §4.2); see SegmentConfig.KeepReasoning.
 	KeepReasoning bool
 	// Synchronous is the SQLite synchronous level: "full" (default) or
 	// "normal". With "full" an Index that returned nil survives a power
@@ -51,7 +51,7 @@ type Options struct {
 // Retrieve and Expand run beside them and each other.
 type Store struct {
 	path string
-	opts Options
+	opts Config
 	log  *slog.Logger
 	wdb  *sql.DB // the writer: one connection
 	rdb  *sql.DB // readers, concurrent with the writer thanks to WAL
@@ -186,7 +186,7 @@ var (
 // Open opens (creating if needed) the memory store at path, a SQLite file
 // (conventionally memory.db in the data folder, which must exist), and, with
 // an Embedder, loads that model's vectors into memory.
-func Open(path string, opts Options) (*Store, error) {
+func Open(path string, opts Config) (*Store, error) {
 	syncMode := strings.ToUpper(opts.Synchronous)
 	switch syncMode {
 	case "":

@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-func openStore(t testing.TB, dir string, opts Options) *Store {
+func openStore(t testing.TB, dir string, opts Config) *Store {
 	t.Helper()
 	s, err := Open(filepath.Join(dir, "memory.db"), opts)
 	if err != nil {
@@ -93,7 +93,7 @@ func count(t testing.TB, s *Store, q string, args ...any) int {
 }
 
 func TestRetrieveRanksTheRightChunkFirst(t *testing.T) {
-	s := openStore(t, t.TempDir(), Options{})
+	s := openStore(t, t.TempDir(), Config{})
 	indexAll(t, s)
 	for _, c := range []struct{ q, want string }{
 		{"how much space was reclaimed?", "rl-disk#0.4"},
@@ -124,7 +124,7 @@ func TestRetrieveRanksTheRightChunkFirst(t *testing.T) {
 }
 
 func TestIndexIsIdempotent(t *testing.T) {
-	s := openStore(t, t.TempDir(), Options{})
+	s := openStore(t, t.TempDir(), Config{})
 	ctx := context.Background()
 	for range 3 {
 		indexAll(t, s)
@@ -204,7 +204,7 @@ func checkTermCounts(t *testing.T, s *Store) {
 }
 
 func TestExpand(t *testing.T) {
-	s := openStore(t, t.TempDir(), Options{})
+	s := openStore(t, t.TempDir(), Config{})
 	indexAll(t, s)
 	ctx := context.Background()
 	nginx := testLoops["rl-nginx"] // 7 segments: 0.0 .. 0.6
@@ -266,7 +266,7 @@ func TestExpand(t *testing.T) {
 }
 
 func TestHostileQueries(t *testing.T) {
-	s := openStore(t, t.TempDir(), Options{})
+	s := openStore(t, t.TempDir(), Config{})
 	indexAll(t, s)
 	ctx := context.Background()
 	for _, q := range []string{
@@ -301,7 +301,7 @@ func TestHostileQueries(t *testing.T) {
 func TestReopenKeepsEverything(t *testing.T) {
 	dir := t.TempDir()
 	srv := newFakeEmbedServer(t)
-	s, err := Open(filepath.Join(dir, "memory.db"), Options{Embedder: srv.embedder(t, 0)})
+	s, err := Open(filepath.Join(dir, "memory.db"), Config{Embedder: srv.embedder(t, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if _, err := s.Retrieve(context.Background(), "certificate", 3); !errors.Is(err, ErrClosed) {
 		t.Errorf("retrieve after Close: %v, want ErrClosed", err)
 	}
-	s = openStore(t, dir, Options{Embedder: srv.embedder(t, 0)})
+	s = openStore(t, dir, Config{Embedder: srv.embedder(t, 0)})
 	if s.vec.len() != vectors || vectors == 0 {
 		t.Errorf("reopened with %d vectors, closed with %d", s.vec.len(), vectors)
 	}
@@ -324,7 +324,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	}
 	// Another model's vectors are not compared.
 	other := &namedEmbedder{localEmbedder{}, "another-model"}
-	if s2 := openStore(t, dir, Options{Embedder: other}); s2.vec.len() != 0 {
+	if s2 := openStore(t, dir, Config{Embedder: other}); s2.vec.len() != 0 {
 		t.Errorf("opened with another model, %d vectors loaded", s2.vec.len())
 	}
 }
@@ -356,7 +356,7 @@ func TestCrashKeepsWhatIndexAcknowledged(t *testing.T) {
 	if !strings.Contains(out.String(), "indexed") {
 		t.Fatalf("the child died before Index returned:\n%s", out.String())
 	}
-	s := openStore(t, dir, Options{})
+	s := openStore(t, dir, Config{})
 	chunks, err := s.Retrieve(context.Background(), "reclaimed space", 1)
 	if err != nil || len(chunks) == 0 || chunks[0].Anchor.RunLoopID != "rl-disk" {
 		t.Fatalf("after the crash: %v, %v; want rl-disk's result", chunks, err)
@@ -372,7 +372,7 @@ const crashEnv = "KAIRO_MEMORY_CRASH_DB"
 
 // crashChild indexes one run loop, says so, and dies by SIGKILL.
 func crashChild(path string) {
-	s, err := Open(path, Options{})
+	s, err := Open(path, Config{})
 	if err != nil {
 		fmt.Println(err)
 		os.Exit(2)
@@ -389,10 +389,10 @@ func crashChild(path string) {
 
 func TestReasoningOffReachesNoDisk(t *testing.T) {
 	dir := t.TempDir()
-	s := openStore(t, dir, Options{})
+	s := openStore(t, dir, Config{})
 	// Cut with reasoning kept, as a misconfigured caller would: the store
 	// still writes none.
-	segs := Segments(backupLoop(t).evs, SegmentOptions{KeepReasoning: true})
+	segs := Segments(backupLoop(t).evs, SegmentConfig{KeepReasoning: true})
 	if err := s.Index(context.Background(), "rl-backup", segs); err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestReasoningOffReachesNoDisk(t *testing.T) {
 		}
 	}
 	// With reasoning kept, it is stored: the check above can fail.
-	s = openStore(t, t.TempDir(), Options{KeepReasoning: true})
+	s = openStore(t, t.TempDir(), Config{KeepReasoning: true})
 	s.Index(context.Background(), "rl-backup", segs)
 	if got, _ := s.Retrieve(context.Background(), "SECRET-REASONING-42", 1); len(got) == 0 || got[0].Anchor.SegmentType != abi.MemorySegmentReasoning {
 		t.Errorf("reasoning kept, yet not found: %v", got)
@@ -418,7 +418,7 @@ func TestEmbedderFailureDegradesToFullText(t *testing.T) {
 	srv := newFakeEmbedServer(t)
 	var reported []error
 	var mu sync.Mutex
-	s := openStore(t, t.TempDir(), Options{Embedder: srv.embedder(t, 0), OnEmbedError: func(err error) {
+	s := openStore(t, t.TempDir(), Config{Embedder: srv.embedder(t, 0), OnEmbedError: func(err error) {
 		mu.Lock()
 		reported = append(reported, err)
 		mu.Unlock()
@@ -451,7 +451,7 @@ func TestEmbedderFailureDegradesToFullText(t *testing.T) {
 func TestConcurrentIndexAndRetrieve(t *testing.T) {
 	t.Parallel()
 	srv := newFakeEmbedServer(t)
-	s := openStore(t, t.TempDir(), Options{Embedder: srv.embedder(t, 0), OnEmbedError: func(err error) { t.Error(err) }})
+	s := openStore(t, t.TempDir(), Config{Embedder: srv.embedder(t, 0), OnEmbedError: func(err error) { t.Error(err) }})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for w := range 3 {
@@ -497,18 +497,18 @@ func TestConcurrentIndexAndRetrieve(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
-	if _, err := Open(filepath.Join(t.TempDir(), "memory.db"), Options{Synchronous: "sometimes"}); err == nil || !strings.Contains(err.Error(), "Options.Synchronous") {
+	if _, err := Open(filepath.Join(t.TempDir(), "memory.db"), Config{Synchronous: "sometimes"}); err == nil || !strings.Contains(err.Error(), "Options.Synchronous") {
 		t.Errorf("bad synchronous: %v", err)
 	}
-	if _, err := Open(filepath.Join(t.TempDir(), "no", "such", "memory.db"), Options{}); err == nil || !strings.Contains(err.Error(), "does its folder exist") {
+	if _, err := Open(filepath.Join(t.TempDir(), "no", "such", "memory.db"), Config{}); err == nil || !strings.Contains(err.Error(), "does its folder exist") {
 		t.Errorf("missing folder: %v", err)
 	}
 	notDB := filepath.Join(t.TempDir(), "memory.db")
 	os.WriteFile(notDB, bytes.Repeat([]byte("not a database "), 100), 0o600)
-	if _, err := Open(notDB, Options{}); err == nil || !strings.Contains(err.Error(), "is it a Kairo memory store?") {
+	if _, err := Open(notDB, Config{}); err == nil || !strings.Contains(err.Error(), "is it a Kairo memory store?") {
 		t.Errorf("not a database: %v", err)
 	}
-	s := openStore(t, t.TempDir(), Options{})
+	s := openStore(t, t.TempDir(), Config{})
 	for _, c := range []struct {
 		id   string
 		segs []Segment

@@ -78,12 +78,12 @@ type env struct {
 func newEnv(t testing.TB, cfg tools.Config, plugins map[string]string) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir()}
-	store, err := sqlite.Open(filepath.Join(e.dir, "events.db"), sqlite.Options{})
+	store, err := sqlite.Open(filepath.Join(e.dir, "events.db"), sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.bus = bus.New(store, bus.Options{})
-	e.kernel = kernel.New(e.bus, kernel.Options{Logger: quiet})
+	e.bus = bus.New(store, bus.Config{})
+	e.kernel = kernel.New(e.bus, kernel.Config{Logger: quiet})
 	t.Cleanup(func() { e.kernel.Close(); e.bus.Close() })
 
 	pdir := filepath.Join(e.dir, "plugins")

@@ -11,7 +11,7 @@
 //   - binary skills: skill.NAME for each skill manifest, its parameters the
 //     manifest's params, run under the manifest's sandbox;
 //   - wasm plugins of kind tool: PLUGIN.TOOL for each tool a running plugin
-//     declares, called through the plugin engine ([Plugins]);
+//     declares, called through the plugin engine ([ToolPlugins]);
 //   - outside sources such as MCP servers: mcp.SERVER.TOOL (AddSource);
 //   - tools written in Go by other components (Add).
 //
@@ -78,11 +78,11 @@ type Invocation struct {
 // the latest. An empty Status is done, or failed when Error is set.
 type Func func(ctx context.Context, c *Invocation) abi.ToolResultEvent
 
-// Plugins is what the registry needs of the plugin engine
+// ToolPlugins is what the registry needs of the plugin engine
 // (host/wasm's Manager implements it): the tools of the running tool
 // plugins, and a call to one. The registry declares it so that it need not
 // import the runtime, a floor above it.
-type Plugins interface {
+type ToolPlugins interface {
 	// Tools lists the running tool plugins' tools.
 	Tools() []abi.PluginTool
 	// List is every plugin and its state, for the grants a tool shows and
@@ -97,7 +97,7 @@ type Config struct {
 	Kernel *kernel.Kernel
 	// Plugins are the wasm plugins; their tool plugins' tools are
 	// registered while they run. Nil: none.
-	Plugins Plugins
+	Plugins ToolPlugins
 	// Skills are the binary skills: name → the absolute path of its
 	// skill.toml. Each becomes the tool skill.NAME; process.spawn runs them
 	// by name too.

@@ -22,9 +22,9 @@ func skillTOML(name string) string {
 // folder f.
 func watchedRegistry(t *testing.T, f tools.SkillsFolder) *tools.Registry {
 	t.Helper()
-	b := bus.New(bus.NewMemoryStore(1<<10), bus.Options{})
+	b := bus.New(bus.NewMemoryStore(1<<10), bus.Config{})
 	t.Cleanup(func() { b.Close() })
-	k := kernel.New(b, kernel.Options{Logger: quiet})
+	k := kernel.New(b, kernel.Config{Logger: quiet})
 	reg, err := tools.New(tools.Config{Kernel: k, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 
 func openSQLite(tb testing.TB, path string) *sqlite.Store {
 	tb.Helper()
-	s, err := sqlite.Open(path, sqlite.Options{})
+	s, err := sqlite.Open(path, sqlite.Config{})
 	if err != nil {
 		tb.Fatalf("OpenSQLite(%s): %v", path, err)
 	}
@@ -126,7 +126,7 @@ func BenchmarkPublishDurable(b *testing.B) {
 		{"memory", func(*testing.B) bus.Store { return bus.NewMemoryStore(1 << 20) }},
 		{"sqlite", func(b *testing.B) bus.Store { return openSQLite(b, filepath.Join(b.TempDir(), "events.db")) }},
 		{"jetstream-embedded", func(b *testing.B) bus.Store {
-			s, err := jsstore.Open(jsstore.Options{Embedded: true, Dir: b.TempDir()})
+			s, err := jsstore.Open(jsstore.Config{Embedded: true, Dir: b.TempDir()})
 			if err != nil {
 				b.Fatalf("OpenJetStream: %v", err)
 			}
@@ -135,7 +135,7 @@ func BenchmarkPublishDurable(b *testing.B) {
 	}
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
-			bs := bus.New(st.open(b), bus.Options{})
+			bs := bus.New(st.open(b), bus.Config{})
 			defer bs.Close()
 			data := benchPayload(b)
 			b.ResetTimer()
@@ -259,13 +259,13 @@ func BenchmarkFanoutMemory(b *testing.B) {
 // fanout times publish, which publishes b.N events, until one kairo.>
 // subscriber has received them all.
 func fanout(b *testing.B, publish func(context.Context, *bus.Bus, []byte) error) {
-	bs := bus.New(bus.NewMemoryStore(1<<20), bus.Options{})
+	bs := bus.New(bus.NewMemoryStore(1<<20), bus.Config{})
 	defer bs.Close()
 	data := benchPayload(b)
 	var got atomic.Int64
 	all := make(chan struct{})
 	var once sync.Once
-	sub, err := bs.Subscribe(context.Background(), "kairo.>", bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := bs.Subscribe(context.Background(), "kairo.>", bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		if got.Add(int64(len(evs))) >= int64(b.N) {
 			once.Do(func() { close(all) })
 		}
@@ -316,12 +316,12 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 		if fx.dir, fx.err = os.MkdirTemp("", "kairo-bench-replay-"); fx.err != nil {
 			return
 		}
-		s, err := sqlite.Open(filepath.Join(fx.dir, "events.db"), sqlite.Options{})
+		s, err := sqlite.Open(filepath.Join(fx.dir, "events.db"), sqlite.Config{})
 		if err != nil {
 			fx.err = err
 			return
 		}
-		fx.bs = bus.New(s, bus.Options{})
+		fx.bs = bus.New(s, bus.Config{})
 		start := time.Now()
 		acked, err := publishWindowed(fx.bs, fx.n, 8, 4096, benchPayload(b))
 		if err == nil && acked != int64(fx.n) {
@@ -337,10 +337,10 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 		if fx.err = fx.bs.Close(); fx.err != nil {
 			return
 		}
-		if s, fx.err = sqlite.Open(filepath.Join(fx.dir, "events.db"), sqlite.Options{}); fx.err != nil {
+		if s, fx.err = sqlite.Open(filepath.Join(fx.dir, "events.db"), sqlite.Config{}); fx.err != nil {
 			return
 		}
-		fx.bs = bus.New(s, bus.Options{})
+		fx.bs = bus.New(s, bus.Config{})
 	})
 	if fx.err != nil {
 		b.Fatalf("building the replay store: %v", fx.err)

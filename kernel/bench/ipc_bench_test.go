@@ -19,10 +19,10 @@ func startKernel(b *testing.B) (*bus.Bus, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bs := bus.New(bus.NewMemoryStore(1<<20), bus.Options{})
-	k := kernel.New(bs, kernel.Options{})
+	bs := bus.New(bus.NewMemoryStore(1<<20), bus.Config{})
+	k := kernel.New(bs, kernel.Config{})
 	path := filepath.Join(dir, "kernel.sock")
-	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: path})
+	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: path})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -100,8 +100,8 @@ func newLauncherSpawner(b *testing.B) *launcherSpawner {
 			}
 		})
 	}
-	bs := bus.New(bus.NewMemoryStore(1<<16), bus.Options{})
-	m := proc.NewManager(bs, proc.Options{Launcher: l})
+	bs := bus.New(bus.NewMemoryStore(1<<16), bus.Config{})
+	m := proc.NewManager(bs, proc.Config{Launcher: l})
 	b.Cleanup(func() {
 		m.Close()
 		l.Close()

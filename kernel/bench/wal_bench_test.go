@@ -50,7 +50,7 @@ func walBound(b *testing.B, publishers, window int) {
 	dir := benchDiskDir(b)
 	path := filepath.Join(dir, "events.db")
 	store := openSQLite(b, path)
-	bs := bus.New(store, bus.Options{})
+	bs := bus.New(store, bus.Config{})
 	defer bs.Close()
 	data := benchPayload(b)
 

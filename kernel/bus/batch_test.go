@@ -13,10 +13,10 @@ import (
 
 func TestPublishBatch(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		ctx := context.Background()
 		got := make(chan abi.Event, 256)
-		sub, err := b.Subscribe(ctx, "batch.>", bus.SubscribeOptions{}, func(evs []abi.Event) error {
+		sub, err := b.Subscribe(ctx, "batch.>", bus.SubscribeConfig{}, func(evs []abi.Event) error {
 			for _, ev := range evs {
 				got <- ev
 			}

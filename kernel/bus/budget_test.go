@@ -27,11 +27,11 @@ func blocked(entered chan<- struct{}, release <-chan struct{}) bus.Handler {
 // catches up from the store when it is ready: bounded, and nothing lost.
 func TestBudgetedSubscriberCatchesUp(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
-		g := b.NewBudget(bus.BudgetOptions{MaxEvents: 16})
+		b := bustest.NewBus(t, open, bus.Config{})
+		g := b.NewBudget(bus.BudgetConfig{MaxEvents: 16})
 		entered, release := make(chan struct{}, 1), make(chan struct{})
 		var got []abi.Event
-		slow := bustest.Subscribe(t, b, "load.>", bus.SubscribeOptions{Budget: g}, func(evs []abi.Event) error {
+		slow := bustest.Subscribe(t, b, "load.>", bus.SubscribeConfig{Budget: g}, func(evs []abi.Event) error {
 			select {
 			case entered <- struct{}{}:
 			default:
@@ -41,7 +41,7 @@ func TestBudgetedSubscriberCatchesUp(t *testing.T) {
 			return nil
 		})
 		own := bustest.NewCollector()
-		bustest.Subscribe(t, b, "load.>", bus.SubscribeOptions{}, own.Handle)
+		bustest.Subscribe(t, b, "load.>", bus.SubscribeConfig{}, own.Handle)
 
 		bustest.PublishN(t, b, "load.x", 1)
 		bustest.WaitDone(t, "the first push", entered) // seq 1 is stuck in the handler
@@ -65,13 +65,13 @@ func TestBudgetedSubscriberCatchesUp(t *testing.T) {
 // read even a page of the store: it ends, saying where to resume.
 func TestBudgetedSubscriberEnds(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
-		g := b.NewBudget(bus.BudgetOptions{MaxBytes: 4 << 10})
+		b := bustest.NewBus(t, open, bus.Config{})
+		g := b.NewBudget(bus.BudgetConfig{MaxBytes: 4 << 10})
 		release := make(chan struct{})
 		defer close(release)
-		bustest.Subscribe(t, b, "load.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release))
+		bustest.Subscribe(t, b, "load.>", bus.SubscribeConfig{Budget: g}, blocked(nil, release))
 		second := bustest.NewCollector()
-		sub := bustest.Subscribe(t, b, "load.>", bus.SubscribeOptions{Budget: g}, second.Handle)
+		sub := bustest.Subscribe(t, b, "load.>", bus.SubscribeConfig{Budget: g}, second.Handle)
 		bustest.MustPublish(t, b, &abi.Event{Type: "load.x", Data: bustest.Payload(t, make([]byte, 3<<10))})
 		bustest.WaitDone(t, "the second subscription", sub.Done())
 		var be *bus.BehindError
@@ -84,26 +84,26 @@ func TestBudgetedSubscriberEnds(t *testing.T) {
 		// The control: with room in the budget, the same subscription
 		// works from the seq the error named.
 		other := bustest.NewCollector()
-		bustest.Subscribe(t, b, "load.>", bus.SubscribeOptions{Budget: b.NewBudget(bus.BudgetOptions{}), FromSeq: be.Next}, other.Handle)
+		bustest.Subscribe(t, b, "load.>", bus.SubscribeConfig{Budget: b.NewBudget(bus.BudgetConfig{}), FromSeq: be.Next}, other.Handle)
 		bustest.CheckDense(t, other.Wait(t, 1), 1)
 	})
 }
 
 func TestBudgetBounds(t *testing.T) {
-	b := bustest.NewBus(t, func(testing.TB) bus.Store { return bus.NewMemoryStore(0) }, bus.Options{MaxClientBytes: 64 << 10})
-	g := b.NewBudget(bus.BudgetOptions{MaxSubscriptions: 2})
+	b := bustest.NewBus(t, func(testing.TB) bus.Store { return bus.NewMemoryStore(0) }, bus.Config{MaxClientBytes: 64 << 10})
+	g := b.NewBudget(bus.BudgetConfig{MaxSubscriptions: 2})
 	release := make(chan struct{})
-	first := bustest.Subscribe(t, b, "a.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release))
-	second := bustest.Subscribe(t, b, "a.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release))
-	if _, err := b.Subscribe(bustest.Ctx(t), "a.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release)); !errors.Is(err, bus.ErrTooManySubscriptions) {
+	first := bustest.Subscribe(t, b, "a.>", bus.SubscribeConfig{Budget: g}, blocked(nil, release))
+	second := bustest.Subscribe(t, b, "a.>", bus.SubscribeConfig{Budget: g}, blocked(nil, release))
+	if _, err := b.Subscribe(bustest.Ctx(t), "a.>", bus.SubscribeConfig{Budget: g}, blocked(nil, release)); !errors.Is(err, bus.ErrTooManySubscriptions) {
 		t.Fatalf("third subscription on a budget of 2: %v", err)
 	}
 	second.Close()
-	third := bustest.Subscribe(t, b, "a.>", bus.SubscribeOptions{Budget: g}, blocked(nil, release))
+	third := bustest.Subscribe(t, b, "a.>", bus.SubscribeConfig{Budget: g}, blocked(nil, release))
 
 	// The bus-wide bound: 64 KiB for every client together, whatever each
 	// budget allows.
-	stuck := bustest.Subscribe(t, b, "a.>", bus.SubscribeOptions{Budget: b.NewBudget(bus.BudgetOptions{})}, blocked(nil, release))
+	stuck := bustest.Subscribe(t, b, "a.>", bus.SubscribeConfig{Budget: b.NewBudget(bus.BudgetConfig{})}, blocked(nil, release))
 	big := bustest.Payload(t, make([]byte, 8<<10))
 	for range 40 {
 		bustest.MustPublish(t, b, &abi.Event{Type: "a.big", Data: big})
@@ -123,7 +123,7 @@ func TestBudgetBounds(t *testing.T) {
 // An event's strings over their bounds are refused at publish, whoever
 // publishes.
 func TestPublishRefusesLongStrings(t *testing.T) {
-	b := bustest.NewBus(t, func(testing.TB) bus.Store { return bus.NewMemoryStore(0) }, bus.Options{})
+	b := bustest.NewBus(t, func(testing.TB) bus.Store { return bus.NewMemoryStore(0) }, bus.Config{})
 	_, err := b.Publish(bustest.Ctx(t), &abi.Event{Type: "a.b", Source: strings.Repeat("s", 1<<20)})
 	var ae *abi.Error
 	if !errors.As(err, &ae) || ae.Code != abi.CodeInvalidParams || !strings.Contains(ae.Message, "event.source has 1048576 bytes") {

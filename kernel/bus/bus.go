@@ -23,8 +23,8 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// Options configures a Bus. The zero value is useful.
-type Options struct {
+// Config configures a Bus. The zero value is useful.
+type Config struct {
 	// SubscriberBuffer is how many events a live subscriber may have pending
 	// before it falls back to reading the store. Default 8192.
 	SubscriberBuffer int
@@ -46,7 +46,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-func (o *Options) fill() {
+func (o *Config) fill() {
 	if o.SubscriberBuffer <= 0 {
 		o.SubscriberBuffer = 8192
 	}
@@ -64,7 +64,7 @@ func (o *Options) fill() {
 // MaxEventData bounds the data of one event. Everything the bus stores it
 // also hands to every subscriber and keeps in the log for good, so an event
 // is a message, not a file: a larger payload belongs in a file the event
-// names. A plugin's output (host Options.MaxOutput) fits in it, as do the
+// names. A plugin's output (host/wasm InstanceConfig.MaxOutput) fits in it, as do the
 // kernel's own events.
 const MaxEventData = 4 << 20
 
@@ -74,7 +74,7 @@ var ErrClosed = errors.New("bus is closed")
 // Bus fans events out from a Store to subscribers.
 type Bus struct {
 	store Store
-	opts  Options
+	opts  Config
 
 	// mu orders appends with delivery and guards the subscriber list, so a
 	// subscriber joining the live stream sees every event after the ones it
@@ -123,7 +123,7 @@ type batch struct {
 }
 
 // New returns a bus over store. Close the bus to stop it; it closes the store.
-func New(store Store, opts Options) *Bus {
+func New(store Store, opts Config) *Bus {
 	opts.fill()
 	b := &Bus{store: store, opts: opts, delivered: store.LastSeq()}
 	b.full.stop = make(chan struct{})
@@ -475,7 +475,7 @@ type Stats struct {
 	// Lagging counts subscriptions that overflowed their buffer and have
 	// not yet caught up from the store.
 	Lagging int
-	// ClientBytes is what budgeted subscriptions hold (Options.MaxClientBytes).
+	// ClientBytes is what budgeted subscriptions hold (Config.MaxClientBytes).
 	ClientBytes int64
 }
 

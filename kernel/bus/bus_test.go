@@ -28,7 +28,7 @@ var storeKinds = []struct {
 	{"memory", func(t testing.TB) bus.Store { return bus.NewMemoryStore(0) }},
 	{"sqlite", func(t testing.TB) bus.Store { return openSQLite(t, filepath.Join(t.TempDir(), "events.db")) }},
 	{"jetstream", func(t testing.TB) bus.Store {
-		opts := jetstream.Options{Embedded: true, Dir: t.TempDir()}
+		opts := jetstream.Config{Embedded: true, Dir: t.TempDir()}
 		s, err := jetstream.Open(opts)
 		if err != nil {
 			t.Fatalf("jetstream.Open(%+v): %v", opts, err)
@@ -39,7 +39,7 @@ var storeKinds = []struct {
 
 func openSQLite(t testing.TB, path string) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(path, sqlite.Options{})
+	s, err := sqlite.Open(path, sqlite.Config{})
 	if err != nil {
 		t.Fatalf("sqlite.Open(%s): %v", path, err)
 	}
@@ -55,7 +55,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, open func(testing.TB) bus.
 
 func TestPublishAssignsSeqAndFills(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{Source: "unit"})
+		b := bustest.NewBus(t, open, bus.Config{Source: "unit"})
 		before := time.Now()
 		var sent []*abi.Event
 		for i := range 10 {
@@ -118,7 +118,7 @@ func TestPublishAssignsSeqAndFills(t *testing.T) {
 
 func TestPublishDefaultSource(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		ev := &abi.Event{Type: "kairo.x"}
 		bustest.MustPublish(t, b, ev)
 		if ev.Source != "kairo" {
@@ -129,7 +129,7 @@ func TestPublishDefaultSource(t *testing.T) {
 
 func TestPublishRejectsInvalidSubject(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		for _, s := range []string{"", "kairo..x", ".kairo", "kairo.", "kairo.*", "kairo.>", ">", "kairo.a b", "kairo.a*"} {
 			ev := &abi.Event{Type: s}
 			_, err := b.Publish(bustest.Ctx(t), ev)
@@ -151,7 +151,7 @@ func TestPublishRejectsInvalidSubject(t *testing.T) {
 		if res := bustest.MustPublish(t, b, &abi.Event{Type: "kairo.ok"}); res.Seq != 1 {
 			t.Errorf("first valid publish got seq %d, want 1", res.Seq)
 		}
-		_, err := b.Subscribe(context.Background(), "kairo.>.x", bus.SubscribeOptions{}, bustest.NewCollector().Handle)
+		_, err := b.Subscribe(context.Background(), "kairo.>.x", bus.SubscribeConfig{}, bustest.NewCollector().Handle)
 		var se *abi.SubjectError
 		if !errors.As(err, &se) {
 			t.Errorf("Subscribe with an invalid pattern = %v, want a *SubjectError", err)
@@ -161,7 +161,7 @@ func TestPublishRejectsInvalidSubject(t *testing.T) {
 
 func TestPublishDuplicateID(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		const upper = "0192D6C4-7A2E-7B3C-8D4E-5F6A7B8C9D0E"
 		const lower = "0192d6c4-7a2e-7b3c-8d4e-5f6a7b8c9d0e"
 		first := []*abi.Event{
@@ -176,7 +176,7 @@ func TestPublishDuplicateID(t *testing.T) {
 			}
 		}
 		live := bustest.NewCollector()
-		bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, live.Handle)
+		bustest.Subscribe(t, b, ">", bus.SubscribeConfig{}, live.Handle)
 
 		for i, orig := range first {
 			again := &abi.Event{ID: orig.ID, Type: "kairo.dup.other", Data: bustest.Payload(t, 100+i)}
@@ -222,7 +222,7 @@ func TestPublishDuplicateID(t *testing.T) {
 // stored once, every ack for it reports that one seq, and seqs stay dense.
 func TestPublishDuplicatesInBatches(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		const pre = 40
 		var preIDs []string
 		for i := range pre {
@@ -397,10 +397,10 @@ func TestPublishDuplicatesInBatches(t *testing.T) {
 
 func TestSubscribeFromNow(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		bustest.PublishN(t, b, "kairo.now.before", 5)
 		c := bustest.NewCollector()
-		sub := bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, c.Handle)
+		sub := bustest.Subscribe(t, b, ">", bus.SubscribeConfig{}, c.Handle)
 		if sub.Pattern() != ">" {
 			t.Errorf("Pattern() = %q", sub.Pattern())
 		}
@@ -425,7 +425,7 @@ func TestSubscribeFromSeqThenLive(t *testing.T) {
 	for _, buf := range []int{0, 4} {
 		t.Run(fmt.Sprintf("buffer=%d", buf), func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-				b := bustest.NewBus(t, open, bus.Options{SubscriberBuffer: buf})
+				b := bustest.NewBus(t, open, bus.Config{SubscriberBuffer: buf})
 				const stored, live = 300, 700
 				bustest.PublishN(t, b, "kairo.replay.stored", stored)
 
@@ -441,8 +441,8 @@ func TestSubscribeFromSeqThenLive(t *testing.T) {
 					}
 				}()
 				from1, from150 := bustest.NewCollector(), bustest.NewCollector()
-				bustest.Subscribe(t, b, ">", bus.SubscribeOptions{FromSeq: 1}, from1.Handle)
-				bustest.Subscribe(t, b, "kairo.>", bus.SubscribeOptions{FromSeq: 150}, from150.Handle)
+				bustest.Subscribe(t, b, ">", bus.SubscribeConfig{FromSeq: 1}, from1.Handle)
+				bustest.Subscribe(t, b, "kairo.>", bus.SubscribeConfig{FromSeq: 150}, from150.Handle)
 				bustest.WaitDone(t, "publisher", done)
 
 				for _, c := range []struct {
@@ -469,10 +469,10 @@ func TestSubscribeFromSeqThenLive(t *testing.T) {
 // A FromSeq beyond the last stored event starts there once it is published.
 func TestSubscribeFromFutureSeq(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		bustest.PublishN(t, b, "kairo.future", 5)
 		c := bustest.NewCollector()
-		bustest.Subscribe(t, b, ">", bus.SubscribeOptions{FromSeq: 8}, c.Handle)
+		bustest.Subscribe(t, b, ">", bus.SubscribeConfig{FromSeq: 8}, c.Handle)
 		bustest.PublishN(t, b, "kairo.future", 5)
 		got := c.Wait(t, 3)
 		if len(got) != 3 {
@@ -500,7 +500,7 @@ func TestSubscribePattern(t *testing.T) {
 	// subscriptions from seq 1 start (read from the store), half after.
 	const rounds = 10
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		publish := func() {
 			for _, s := range subjects {
 				bustest.MustPublish(t, b, &abi.Event{Type: s})
@@ -509,7 +509,7 @@ func TestSubscribePattern(t *testing.T) {
 		live := map[string]*bustest.Collector{}
 		for p := range want {
 			live[p] = bustest.NewCollector()
-			bustest.Subscribe(t, b, p, bus.SubscribeOptions{}, live[p].Handle)
+			bustest.Subscribe(t, b, p, bus.SubscribeConfig{}, live[p].Handle)
 		}
 		for range rounds / 2 {
 			publish()
@@ -517,7 +517,7 @@ func TestSubscribePattern(t *testing.T) {
 		replayed := map[string]*bustest.Collector{}
 		for p := range want {
 			replayed[p] = bustest.NewCollector()
-			bustest.Subscribe(t, b, p, bus.SubscribeOptions{FromSeq: 1}, replayed[p].Handle)
+			bustest.Subscribe(t, b, p, bus.SubscribeConfig{FromSeq: 1}, replayed[p].Handle)
 		}
 		for range rounds / 2 {
 			publish()
@@ -560,12 +560,12 @@ func TestSubscribePattern(t *testing.T) {
 // from the store.
 func TestSlowSubscriber(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{SubscriberBuffer: 16})
+		b := bustest.NewBus(t, open, bus.Config{SubscriberBuffer: 16})
 		entered := make(chan struct{})
 		release := make(chan struct{})
 		slow := bustest.NewCollector()
 		var once sync.Once
-		bustest.Subscribe(t, b, "kairo.>", bus.SubscribeOptions{}, func(evs []abi.Event) error {
+		bustest.Subscribe(t, b, "kairo.>", bus.SubscribeConfig{}, func(evs []abi.Event) error {
 			once.Do(func() {
 				close(entered)
 				<-release
@@ -573,7 +573,7 @@ func TestSlowSubscriber(t *testing.T) {
 			return slow.Handle(evs)
 		})
 		fast := bustest.NewCollector()
-		bustest.Subscribe(t, b, "kairo.>", bus.SubscribeOptions{}, fast.Handle)
+		bustest.Subscribe(t, b, "kairo.>", bus.SubscribeConfig{}, fast.Handle)
 
 		bustest.MustPublish(t, b, &abi.Event{Type: "kairo.slow.first"})
 		bustest.WaitDone(t, "first delivery", entered)
@@ -621,11 +621,11 @@ func TestSlowSubscriber(t *testing.T) {
 
 func TestConcurrentPublishers(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		const publishers, each = 8, 500
 		subs := []*bustest.Collector{bustest.NewCollector(), bustest.NewCollector()}
-		bustest.Subscribe(t, b, "kairo.>", bus.SubscribeOptions{}, subs[0].Handle)
-		bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, subs[1].Handle)
+		bustest.Subscribe(t, b, "kairo.>", bus.SubscribeConfig{}, subs[0].Handle)
+		bustest.Subscribe(t, b, ">", bus.SubscribeConfig{}, subs[1].Handle)
 
 		var wg sync.WaitGroup
 		for p := range publishers {
@@ -674,7 +674,7 @@ func TestConcurrentPublishers(t *testing.T) {
 func TestCloseCompletesQueuedAcks(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
 		store := open(t)
-		b := bus.New(store, bus.Options{})
+		b := bus.New(store, bus.Config{})
 		const n = 2000
 		acks := make([]*bus.Ack, n)
 		for i := range n {
@@ -708,7 +708,7 @@ func TestCloseCompletesQueuedAcks(t *testing.T) {
 		if err := b.Replay(context.Background(), bus.Query{}, func(*abi.Event) error { return nil }); !errors.Is(err, bus.ErrClosed) {
 			t.Errorf("Replay after Close = %v, want ErrClosed", err)
 		}
-		if _, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{}, bustest.NewCollector().Handle); !errors.Is(err, bus.ErrClosed) {
+		if _, err := b.Subscribe(context.Background(), ">", bus.SubscribeConfig{}, bustest.NewCollector().Handle); !errors.Is(err, bus.ErrClosed) {
 			t.Errorf("Subscribe after Close = %v, want ErrClosed", err)
 		}
 		if err := b.Close(); err != nil {
@@ -728,7 +728,7 @@ func TestCloseCompletesQueuedAcks(t *testing.T) {
 // or is acknowledged; none waits forever.
 func TestCloseRacingPublishers(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bus.New(open(t), bus.Options{MaxPending: 64})
+		b := bus.New(open(t), bus.Config{MaxPending: 64})
 		const publishers = 8
 		acks := make([][]*bus.Ack, publishers)
 		started := make(chan struct{}, publishers)
@@ -785,11 +785,11 @@ func TestCloseRacingPublishers(t *testing.T) {
 
 func TestSubscriptionEnds(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 
 		t.Run("Close", func(t *testing.T) {
 			calls := 0
-			sub := bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, func([]abi.Event) error { calls++; return nil })
+			sub := bustest.Subscribe(t, b, ">", bus.SubscribeConfig{}, func([]abi.Event) error { calls++; return nil })
 			if st := b.Stats(); st.Subscriptions != 1 {
 				t.Fatalf("Stats.Subscriptions = %d, want 1", st.Subscriptions)
 			}
@@ -814,7 +814,7 @@ func TestSubscriptionEnds(t *testing.T) {
 
 		t.Run("context", func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
-			sub, err := b.Subscribe(ctx, ">", bus.SubscribeOptions{}, bustest.NewCollector().Handle)
+			sub, err := b.Subscribe(ctx, ">", bus.SubscribeConfig{}, bustest.NewCollector().Handle)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -828,7 +828,7 @@ func TestSubscriptionEnds(t *testing.T) {
 		t.Run("handler error", func(t *testing.T) {
 			boom := errors.New("boom")
 			calls := 0
-			sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{}, func([]abi.Event) error { calls++; return boom })
+			sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeConfig{}, func([]abi.Event) error { calls++; return boom })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -848,7 +848,7 @@ func TestSubscriptionEnds(t *testing.T) {
 			bustest.PublishN(t, b, "kairo.ends.backlog", 3000)
 			entered, release := make(chan struct{}), make(chan struct{})
 			var once sync.Once
-			sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{FromSeq: 1}, func([]abi.Event) error {
+			sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeConfig{FromSeq: 1}, func([]abi.Event) error {
 				once.Do(func() { close(entered); <-release })
 				return nil
 			})
@@ -868,9 +868,9 @@ func TestSubscriptionEnds(t *testing.T) {
 // Closing the bus ends its subscriptions.
 func TestBusCloseEndsSubscriptions(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bus.New(open(t), bus.Options{})
+		b := bus.New(open(t), bus.Config{})
 		c := bustest.NewCollector()
-		sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{}, c.Handle)
+		sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeConfig{}, c.Handle)
 		if err != nil {
 			t.Fatal(err)
 		}

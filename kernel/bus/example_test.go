@@ -15,12 +15,12 @@ import (
 // kernel/bus/sqlite), which keeps the log across restarts.
 func Example() {
 	ctx := context.Background()
-	b := bus.New(bus.NewMemoryStore(0), bus.Options{})
+	b := bus.New(bus.NewMemoryStore(0), bus.Config{})
 	defer b.Close()
 
 	// A live subscriber: every order event published from now on.
 	live := make(chan abi.Event, 8)
-	sub, err := b.Subscribe(ctx, "app.order.>", bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := b.Subscribe(ctx, "app.order.>", bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		for _, ev := range evs {
 			live <- ev
 		}
@@ -68,14 +68,14 @@ func Example() {
 // client that was away catches up.
 func ExampleBus_Subscribe_fromSeq() {
 	ctx := context.Background()
-	b := bus.New(bus.NewMemoryStore(0), bus.Options{})
+	b := bus.New(bus.NewMemoryStore(0), bus.Config{})
 	defer b.Close()
 	for i := 1; i <= 3; i++ {
 		b.Publish(ctx, &abi.Event{Type: fmt.Sprintf("app.tick.%d", i)})
 	}
 
 	got := make(chan abi.Event, 8)
-	sub, err := b.Subscribe(ctx, "app.>", bus.SubscribeOptions{FromSeq: 2}, func(evs []abi.Event) error {
+	sub, err := b.Subscribe(ctx, "app.>", bus.SubscribeConfig{FromSeq: 2}, func(evs []abi.Event) error {
 		for _, ev := range evs {
 			got <- ev
 		}

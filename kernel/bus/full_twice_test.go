@@ -35,7 +35,7 @@ func TestStoreFullTwice(t *testing.T) {
 	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
 	hook.ProbeInterval = 10 * time.Millisecond
 	st := &fillable{Store: bus.NewMemoryStore(0)}
-	b := bus.New(st, bus.Options{})
+	b := bus.New(st, bus.Config{})
 	defer b.Close()
 	ctx := context.Background()
 	for episode := 1; episode <= 2; episode++ {

@@ -19,7 +19,7 @@ func TestPublisherCannotNameAnotherHost(t *testing.T) {
 		{"a", "a", "a"}, // the control
 		{"", "b", ""},   // a store of one host names none
 	} {
-		b := bus.New(bus.NewMemoryStore(16), bus.Options{Host: c.bus})
+		b := bus.New(bus.NewMemoryStore(16), bus.Config{Host: c.bus})
 		ev := &abi.Event{Type: "test.host", Host: c.claimed}
 		res := bustest.MustPublish(t, b, ev)
 		var stored abi.Event

@@ -15,7 +15,7 @@ import (
 // bound is stored.
 func TestPublishRefusesOversizedEvent(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		big := &abi.Event{Type: "kairo.big", Data: make([]byte, bus.MaxEventData+1)}
 		if _, err := b.Publish(bustest.Ctx(t), big); err == nil || !strings.Contains(err.Error(), "bus.MaxEventData") {
 			t.Fatalf("Publish of %d bytes = %v; want a refusal naming bus.MaxEventData", len(big.Data), err)

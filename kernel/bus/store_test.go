@@ -119,7 +119,7 @@ func TestReplay(t *testing.T) {
 	subjects := []string{"kairo.a.x", "kairo.a.y", "kairo.b.x"}
 	const n = 30
 	forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
-		b := bustest.NewBus(t, open, bus.Options{})
+		b := bustest.NewBus(t, open, bus.Config{})
 		for i := range n {
 			bustest.MustPublish(t, b, &abi.Event{Type: subjects[i%3], Time: base.Add(time.Duration(i) * time.Second), Data: bustest.Payload(t, i)})
 		}
@@ -207,14 +207,14 @@ func TestReplay(t *testing.T) {
 }
 
 func TestMemoryStoreEviction(t *testing.T) {
-	b := bus.New(bus.NewMemoryStore(8), bus.Options{})
+	b := bus.New(bus.NewMemoryStore(8), bus.Config{})
 	defer b.Close()
 	bustest.PublishN(t, b, "kairo.ring", 20)
 	if got := b.LastSeq(); got != 20 {
 		t.Fatalf("LastSeq = %d, want 20", got)
 	}
 
-	sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeOptions{FromSeq: 1}, bustest.NewCollector().Handle)
+	sub, err := b.Subscribe(context.Background(), ">", bus.SubscribeConfig{FromSeq: 1}, bustest.NewCollector().Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestMemoryStoreEviction(t *testing.T) {
 
 	// From the oldest event held: the ring's 8, then live ones.
 	c := bustest.NewCollector()
-	bustest.Subscribe(t, b, ">", bus.SubscribeOptions{FromSeq: 13}, c.Handle)
+	bustest.Subscribe(t, b, ">", bus.SubscribeConfig{FromSeq: 13}, c.Handle)
 	c.Wait(t, 8)
 	bustest.PublishN(t, b, "kairo.ring", 2)
 	got := c.Wait(t, 10)

@@ -16,8 +16,8 @@ import (
 // A slow handler slows only its own subscription.
 type Handler func(evs []abi.Event) error
 
-// SubscribeOptions says where a subscription starts.
-type SubscribeOptions struct {
+// SubscribeConfig says where a subscription starts.
+type SubscribeConfig struct {
 	// FromSeq 0 starts with the next event published. Otherwise delivery
 	// starts at that sequence number: stored events first, then live ones.
 	FromSeq uint64
@@ -29,13 +29,13 @@ type SubscribeOptions struct {
 	// page of the store cannot be held for it, it ends with a
 	// *BehindError, and the client resubscribes from the sequence number
 	// the error names. Without a budget (the kernel's own subscribers) a
-	// subscription is bounded by Options.SubscriberBuffer alone.
+	// subscription is bounded by Config.SubscriberBuffer alone.
 	Budget *Budget
 }
 
-// BudgetOptions bounds the subscriptions of one client together. Zero
+// BudgetConfig bounds the subscriptions of one client together. Zero
 // fields take the defaults.
-type BudgetOptions struct {
+type BudgetConfig struct {
 	// MaxSubscriptions bounds how many are open at once. Default 64.
 	MaxSubscriptions int
 	// MaxBytes bounds the bytes of events held for them together. Default
@@ -47,10 +47,10 @@ type BudgetOptions struct {
 
 // Budget is what one client's subscriptions may hold: how many are open,
 // and the events buffered for them or on their way to their handlers,
-// counted in bytes here and in the bus's Options.MaxClientBytes.
+// counted in bytes here and in the bus's Config.MaxClientBytes.
 type Budget struct {
 	bus  *Bus
-	opts BudgetOptions
+	opts BudgetConfig
 
 	mu    sync.Mutex
 	subs  int
@@ -76,7 +76,7 @@ func (e *BehindError) Error() string {
 }
 
 // NewBudget returns a budget for one client's subscriptions.
-func (b *Bus) NewBudget(opts BudgetOptions) *Budget {
+func (b *Bus) NewBudget(opts BudgetConfig) *Budget {
 	if opts.MaxSubscriptions <= 0 {
 		opts.MaxSubscriptions = 64
 	}
@@ -189,7 +189,7 @@ type Subscription struct {
 
 // Subscribe starts delivering events whose subject matches pattern to h.
 // The subscription ends when ctx ends, on Close, or when h returns an error.
-func (b *Bus) Subscribe(ctx context.Context, pattern string, opts SubscribeOptions, h Handler) (*Subscription, error) {
+func (b *Bus) Subscribe(ctx context.Context, pattern string, opts SubscribeConfig, h Handler) (*Subscription, error) {
 	p, err := abi.CompilePattern(pattern)
 	if err != nil {
 		return nil, err

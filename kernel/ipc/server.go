@@ -25,9 +25,9 @@ import (
 // caps it at net.core.wmem_max).
 const socketBuffer = 1 << 20
 
-// ServerOptions configures a Server. Path is required; zero fields take
+// ServerConfig configures a Server. Path is required; zero fields take
 // the defaults. Every bound is on what a client can make the kernel hold.
-type ServerOptions struct {
+type ServerConfig struct {
 	Path string
 	// MaxFrame bounds a request's payload; default abi.DefaultMaxFrame.
 	MaxFrame uint32
@@ -61,9 +61,9 @@ type ServerOptions struct {
 }
 
 // fill sets the defaults and checks the options; errors name the field.
-func (o *ServerOptions) fill() error {
+func (o *ServerConfig) fill() error {
 	if o.Path == "" {
-		return errors.New("ipc: ServerOptions.Path is empty")
+		return errors.New("ipc: ServerConfig.Path is empty")
 	}
 	if o.MaxFrame == 0 {
 		o.MaxFrame = abi.DefaultMaxFrame
@@ -78,13 +78,13 @@ func (o *ServerOptions) fill() error {
 		o.MaxBufferedBytes = max(64<<20, 2*int64(o.MaxFrame))
 	}
 	if o.MaxBufferedBytes < int64(o.MaxFrame) {
-		return fmt.Errorf("ipc: ServerOptions.MaxBufferedBytes %d is below MaxFrame %d: a frame of MaxFrame bytes could never be read", o.MaxBufferedBytes, o.MaxFrame)
+		return fmt.Errorf("ipc: ServerConfig.MaxBufferedBytes %d is below MaxFrame %d: a frame of MaxFrame bytes could never be read", o.MaxBufferedBytes, o.MaxFrame)
 	}
 	if o.MaxConnBytes == 0 {
 		o.MaxConnBytes = 2 * int64(o.MaxFrame)
 	}
 	if o.MaxConnBytes < int64(o.MaxFrame) {
-		return fmt.Errorf("ipc: ServerOptions.MaxConnBytes %d is below MaxFrame %d: a frame of MaxFrame bytes could never be read", o.MaxConnBytes, o.MaxFrame)
+		return fmt.Errorf("ipc: ServerConfig.MaxConnBytes %d is below MaxFrame %d: a frame of MaxFrame bytes could never be read", o.MaxConnBytes, o.MaxFrame)
 	}
 	if o.MaxSubscriptions <= 0 {
 		o.MaxSubscriptions = 64
@@ -114,7 +114,7 @@ const (
 // Server serves the kernel method table on a Unix socket.
 type Server struct {
 	k    *kernel.Kernel
-	opts ServerOptions
+	opts ServerConfig
 	ln   *net.UnixListener
 	lock *os.File // held while listening
 	log  *slog.Logger
@@ -151,7 +151,7 @@ func describeMode(m os.FileMode) string {
 
 // Listen creates the socket at opts.Path with mode 0600. A stale socket file
 // left by a crash is replaced; a live kernel on it is an error.
-func Listen(k *kernel.Kernel, opts ServerOptions) (*Server, error) {
+func Listen(k *kernel.Kernel, opts ServerConfig) (*Server, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
@@ -340,7 +340,7 @@ type conn struct {
 	subs *bus.Budget // what the bus may hold for this connection's subscriptions
 
 	// held is the bytes of large requests this connection's handlers hold
-	// (ServerOptions.MaxConnBytes); freed is signalled when it drops.
+	// (ServerConfig.MaxConnBytes); freed is signalled when it drops.
 	held  atomic.Int64
 	freed chan struct{}
 }
@@ -369,7 +369,7 @@ func (s *Server) newConn(uc *net.UnixConn) (*conn, error) {
 		caller: kernel.Caller{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid},
 		sem:    make(chan struct{}, s.opts.MaxInFlight),
 		freed:  make(chan struct{}, 1),
-		subs: s.k.Bus.NewBudget(bus.BudgetOptions{
+		subs: s.k.Bus.NewBudget(bus.BudgetConfig{
 			MaxSubscriptions: s.opts.MaxSubscriptions,
 			MaxBytes:         s.opts.MaxSubscriptionBytes,
 		}),

@@ -52,7 +52,7 @@ func newCgroupEnv(t *testing.T) (*env, *Sandboxed) {
 	base := UIDBase + 4096*int(testHomes.Load()%16)
 	l := &Sandboxed{Helper: sandboxHelper(t), Root: reachableDir(t, 0o711), Cgroups: h, UIDBase: base, UIDCount: 4096}
 	t.Cleanup(l.Close)
-	return newEnv(t, Options{Launcher: l}), l
+	return newEnv(t, Config{Launcher: l}), l
 }
 
 // inCgroup reports whether pid is in the cgroup folder dir (v2, or the

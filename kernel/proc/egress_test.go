@@ -181,7 +181,7 @@ func newEgressEnv(t *testing.T) *egressEnv {
 		c.AllowLocal = true
 	}
 	ee := &egressEnv{env: e, l: l}
-	sub, err := e.bus.Subscribe(context.Background(), "kairo.>", bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := e.bus.Subscribe(context.Background(), "kairo.>", bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		ee.mu.Lock()
 		ee.events = append(ee.events, evs...)
 		ee.mu.Unlock()

@@ -60,13 +60,13 @@ func TestExitRecordedAfterOutage(t *testing.T) {
 	n := &natsNode{t: t, opts: server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}}
 	n.start()
 	t.Cleanup(n.stop)
-	store, err := jetstream.Open(jetstream.Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "OUTAGE", Timeout: time.Second})
+	store, err := jetstream.Open(jetstream.Config{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "OUTAGE", Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bus.New(store, bus.Options{})
+	b := bus.New(store, bus.Config{})
 	defer b.Close()
-	m := NewManager(b, Options{})
+	m := NewManager(b, Config{})
 	defer m.Close()
 
 	exits := func() map[string]int {

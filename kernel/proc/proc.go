@@ -143,8 +143,8 @@ func (s *Spec) check() error {
 	return nil
 }
 
-// Options configures a Manager.
-type Options struct {
+// Config configures a Manager.
+type Config struct {
 	Launcher Launcher // default Exec
 	Logger   *slog.Logger
 	// ExitGrace is how long the exited event waits for the output of a
@@ -161,7 +161,7 @@ type Options struct {
 // Manager owns the process sessions of a kernel.
 type Manager struct {
 	bus  *bus.Bus
-	opts Options
+	opts Config
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -176,7 +176,7 @@ type Manager struct {
 }
 
 // NewManager returns a manager publishing to b.
-func NewManager(b *bus.Bus, opts Options) *Manager {
+func NewManager(b *bus.Bus, opts Config) *Manager {
 	if opts.Launcher == nil {
 		opts.Launcher = Exec{}
 	}
@@ -197,7 +197,7 @@ func NewManager(b *bus.Bus, opts Options) *Manager {
 	return m
 }
 
-// newID is the next process id: "pN", or "pN@HOST" with Options.Host.
+// newID is the next process id: "pN", or "pN@HOST" with Config.Host.
 func (m *Manager) newID() string {
 	id := "p" + strconv.FormatUint(m.nextID.Add(1), 10)
 	if m.opts.Host != "" {

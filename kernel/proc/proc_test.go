@@ -57,11 +57,11 @@ type env struct {
 	events []abi.Event
 }
 
-func newEnv(t *testing.T, opts Options) *env {
+func newEnv(t *testing.T, opts Config) *env {
 	t.Helper()
-	e := &env{t: t, bus: bus.New(bus.NewMemoryStore(0), bus.Options{})}
+	e := &env{t: t, bus: bus.New(bus.NewMemoryStore(0), bus.Config{})}
 	e.m = NewManager(e.bus, opts)
-	sub, err := e.bus.Subscribe(context.Background(), "kairo.process.>", bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := e.bus.Subscribe(context.Background(), "kairo.process.>", bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		e.mu.Lock()
 		e.events = append(e.events, evs...)
 		e.mu.Unlock()
@@ -125,7 +125,7 @@ func wait(t *testing.T, s *Session) abi.ProcessInfo {
 }
 
 func TestEchoSpawnedAndExited(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	out := &collect{}
 	s := e.spawn(Spec{Argv: []string{"sh", "-c", "echo hello; echo oops >&2; exit 3"}, CorrelationID: "c-1", CausationID: "e-1"}, out)
 	info := wait(t, s)
@@ -149,7 +149,7 @@ func TestEchoSpawnedAndExited(t *testing.T) {
 }
 
 func TestManyLinesInOrder(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	for _, mode := range []string{ModeChunk, ModeLine} {
 		out := &collect{slow: 0}
 		s := e.spawn(Spec{Argv: []string{"sh", "-c", "seq 1 100000 | head -n 20000"}, Mode: mode, MaxChunkBytes: 1000}, out)
@@ -177,7 +177,7 @@ func TestManyLinesInOrder(t *testing.T) {
 }
 
 func TestStdinEcho(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	out := &collect{}
 	s := e.spawn(Spec{Argv: []string{"cat"}}, out)
 	for _, w := range []string{"one\n", "two\n"} {
@@ -205,7 +205,7 @@ func TestStdinEcho(t *testing.T) {
 
 // Cancel ends the whole tree, not just its leader.
 func TestCancelKillsTree(t *testing.T) {
-	e := newEnv(t, Options{KillGrace: 200 * time.Millisecond})
+	e := newEnv(t, Config{KillGrace: 200 * time.Millisecond})
 	out := &collect{}
 	// The leader ignores SIGTERM, so the grace and SIGKILL are needed; its
 	// child prints its pid so we can check it is gone too.
@@ -243,7 +243,7 @@ func TestCancelKillsTree(t *testing.T) {
 }
 
 func TestManyConcurrent(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	const n = 200
 	sessions := make([]*Session, n)
 	var wg sync.WaitGroup
@@ -274,7 +274,7 @@ func TestManyConcurrent(t *testing.T) {
 }
 
 func TestSpawnErrors(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	file := t.TempDir() + "/f"
 	os.WriteFile(file, nil, 0o600)
 	for _, tc := range []struct {
@@ -297,7 +297,7 @@ func TestSpawnErrors(t *testing.T) {
 }
 
 func TestPTY(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	out := &collect{}
 	s := e.spawn(Spec{Argv: []string{"sh", "-c", "test -t 0 && test -t 1 && echo tty; stty size"}, PTY: true, Cols: 100, Rows: 30}, out)
 	wait(t, s)
@@ -314,7 +314,7 @@ func TestPTY(t *testing.T) {
 }
 
 func TestRateLimitTruncates(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	out := &collect{}
 	s := e.spawn(Spec{Argv: []string{"head", "-c", "2000000", "/dev/zero"}, MaxBytesPerSecond: 100000}, out)
 	wait(t, s)
@@ -334,7 +334,7 @@ func TestRateLimitTruncates(t *testing.T) {
 }
 
 func TestSignalPauseResume(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	s := e.spawn(Spec{Argv: []string{"sleep", "300"}})
 	if err := s.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -375,9 +375,9 @@ func alive(pid int) bool {
 
 // Closing the manager (as `kairo up` does when it stops) ends every tree.
 func TestCloseLeavesNoProcess(t *testing.T) {
-	b := bus.New(bus.NewMemoryStore(0), bus.Options{})
+	b := bus.New(bus.NewMemoryStore(0), bus.Config{})
 	defer b.Close()
-	m := NewManager(b, Options{})
+	m := NewManager(b, Config{})
 	out := &collect{}
 	s, err := m.Spawn(Spec{Argv: []string{"sh", "-c", "sleep 300 & echo $!; wait"}}, "owner", out)
 	if err != nil {
@@ -406,7 +406,7 @@ func TestCloseLeavesNoProcess(t *testing.T) {
 // A sink that reads slowly slows the child through the pipe: the child
 // cannot finish before its output has been taken, and nothing is dropped.
 func TestSlowSinkSlowsChild(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	out := &collect{slow: 20 * time.Millisecond}
 	const size = 4 << 20 // 4 MiB: far more than the pipe and the pump's buffer hold
 	s := e.spawn(Spec{Argv: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}}, out)
@@ -428,7 +428,7 @@ func TestSubreaperReapsOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	out := &collect{}
 	s := e.spawn(Spec{Argv: []string{"sh", "-c", "sleep 0.2 & echo $!"}}, out)
 	if info := wait(t, s); info.ExitCode == nil || *info.ExitCode != 0 {

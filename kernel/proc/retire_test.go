@@ -13,7 +13,7 @@ func TestEndedSessionsBounded(t *testing.T) {
 	n := maxEnded
 	t.Cleanup(func() { maxEnded = n }) // after the env's: its sessions retire
 	maxEnded = 3
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	running := e.spawn(Spec{Argv: []string{"sleep", "30"}})
 	var ended []*Session
 	for range 5 {
@@ -52,7 +52,7 @@ func TestEndedSessionsBounded(t *testing.T) {
 // of this daemon never share an id. The control: over an empty log the
 // first process is p1.
 func TestProcessIDsNotReused(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	first := e.spawn(Spec{Argv: []string{"true"}})
 	wait(t, first)
 	if first.ID() != "p1" {
@@ -60,7 +60,7 @@ func TestProcessIDsNotReused(t *testing.T) {
 	}
 	e.event("kairo.process.exited", first.ID())
 	last := e.bus.LastSeq()
-	again := NewManager(e.bus, Options{}) // a restart over the same log
+	again := NewManager(e.bus, Config{}) // a restart over the same log
 	defer again.Close()
 	s, err := again.Spawn(Spec{Argv: []string{"true"}}, "owner")
 	if err != nil {

@@ -73,7 +73,7 @@ func needRoot(t *testing.T) {
 func newSandboxEnv(t *testing.T) (*env, *Sandboxed) {
 	t.Helper()
 	l := &Sandboxed{Helper: sandboxHelper(t), Root: reachableDir(t, 0o711)}
-	return newEnv(t, Options{Launcher: l}), l
+	return newEnv(t, Config{Launcher: l}), l
 }
 
 // reachableDir is a fresh folder with mode perm, removed after the test

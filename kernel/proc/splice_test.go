@@ -117,7 +117,7 @@ func randomFile(t testing.TB, size int, seed uint64) (string, []byte) {
 
 // A lone sink that can splice gets every chunk spliced, whole and in order.
 func TestSpliceLoneSink(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	path, data := randomFile(t, 16<<20, 1)
 	out := &splicer{}
 	s := e.spawn(Spec{Argv: []string{"cat", path}, Encoding: EncodingBinary, MaxChunkBytes: 256 << 10}, out)
@@ -135,7 +135,7 @@ func TestSpliceLoneSink(t *testing.T) {
 // Output is spliced only when nothing needs to see or count it, and only
 // to a lone sink that can take it.
 func TestSpliceOnlyWhenNothingLooks(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	const size = 256 << 10
 	argv := []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}
 	binary := func(f func(*Spec)) Spec {
@@ -188,7 +188,7 @@ func TestSpliceOnlyWhenNothingLooks(t *testing.T) {
 // back on once it goes; both sinks see consistent streams: seq up by one,
 // no byte lost or doubled.
 func TestSpliceSinkComesAndGoes(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	const phase = 1 << 20
 	_, data := randomFile(t, 3*phase, 2)
 	first, second := &splicer{}, &splicer{}
@@ -235,7 +235,7 @@ func TestSpliceSinkComesAndGoes(t *testing.T) {
 // A sink whose splice fails is detached; the output is drained all the
 // same, so the child finishes.
 func TestSpliceFailureDetaches(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	out := &splicer{fail: true}
 	s := e.spawn(Spec{Argv: []string{"head", "-c", strconv.Itoa(8 << 20), "/dev/zero"}, Encoding: EncodingBinary}, out)
 	if info := wait(t, s); info.ExitCode == nil || *info.ExitCode != 0 {
@@ -248,7 +248,7 @@ func TestSpliceFailureDetaches(t *testing.T) {
 
 // A slow sink slows the child on the splice path too.
 func TestSpliceSlowSinkSlowsChild(t *testing.T) {
-	e := newEnv(t, Options{})
+	e := newEnv(t, Config{})
 	out := &splicer{collect: collect{slow: 20 * time.Millisecond}}
 	const size = 4 << 20
 	s := e.spawn(Spec{Argv: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}, Encoding: EncodingBinary, MaxChunkBytes: 64 << 10}, out)

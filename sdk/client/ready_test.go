@@ -17,10 +17,10 @@ import (
 // blocks while the daemon is starting, returns once it is up, and fails
 // when the daemon goes away instead.
 func TestWaitReady(t *testing.T) {
-	b := bus.New(bus.NewMemoryStore(0), bus.Options{})
+	b := bus.New(bus.NewMemoryStore(0), bus.Config{})
 	defer b.Close()
-	k := kernel.New(b, kernel.Options{})
-	srv, err := ipc.Listen(k, ipc.ServerOptions{Path: filepath.Join(t.TempDir(), "kernel.sock")})
+	k := kernel.New(b, kernel.Config{})
+	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: filepath.Join(t.TempDir(), "kernel.sock")})
 	if err != nil {
 		t.Fatal(err)
 	}

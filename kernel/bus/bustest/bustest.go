@@ -44,7 +44,7 @@ func PayloadInt(t testing.TB, ev *abi.Event) int {
 
 // NewBus returns a bus over the store open returns, closed when the test
 // ends.
-func NewBus(t testing.TB, open func(testing.TB) bus.Store, opts bus.Options) *bus.Bus {
+func NewBus(t testing.TB, open func(testing.TB) bus.Store, opts bus.Config) *bus.Bus {
 	t.Helper()
 	b := bus.New(open(t), opts)
 	t.Cleanup(func() {
@@ -156,7 +156,7 @@ func (c *Collector) Wait(t testing.TB, n int) []abi.Event {
 }
 
 // Subscribe subscribes h to pattern on b until the test ends.
-func Subscribe(t testing.TB, b *bus.Bus, pattern string, opts bus.SubscribeOptions, h bus.Handler) *bus.Subscription {
+func Subscribe(t testing.TB, b *bus.Bus, pattern string, opts bus.SubscribeConfig, h bus.Handler) *bus.Subscription {
 	t.Helper()
 	sub, err := b.Subscribe(context.Background(), pattern, opts, h)
 	if err != nil {

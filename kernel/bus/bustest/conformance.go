@@ -42,7 +42,7 @@ func Conform(t *testing.T, cs ConformanceStore) {
 // Every acknowledgement carries a new sequence number, higher than the
 // one before it, and the store's LastSeq is the last of them.
 func conformPublish(t *testing.T, cs ConformanceStore) {
-	b := bus.New(cs.Open(t, t.TempDir()), bus.Options{})
+	b := bus.New(cs.Open(t, t.TempDir()), bus.Config{})
 	defer b.Close()
 	var last uint64
 	for i := range 5 {
@@ -114,7 +114,7 @@ func SameEvent(t *testing.T, what string, got, want abi.Event) {
 // Replay by sequence, time and pattern gives the events the query selects,
 // in sequence order, as they were published.
 func conformReplay(t *testing.T, cs ConformanceStore) {
-	b := bus.New(cs.Open(t, t.TempDir()), bus.Options{})
+	b := bus.New(cs.Open(t, t.TempDir()), bus.Config{})
 	defer b.Close()
 	all := conformEvents(t, b)
 	base := all[0].Time
@@ -187,7 +187,7 @@ func conformReplay(t *testing.T, cs ConformanceStore) {
 // window, and after the store is closed and opened again.
 func conformDuplicates(t *testing.T, cs ConformanceStore) {
 	dir := t.TempDir()
-	b := bus.New(cs.Open(t, dir), bus.Options{})
+	b := bus.New(cs.Open(t, dir), bus.Config{})
 	closed := false
 	defer func() {
 		if !closed {
@@ -253,7 +253,7 @@ func conformDuplicates(t *testing.T, cs ConformanceStore) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b = bus.New(cs.Open(t, dir), bus.Options{})
+	b = bus.New(cs.Open(t, dir), bus.Config{})
 	closed = false
 	check("after a reopen")
 }
@@ -261,16 +261,16 @@ func conformDuplicates(t *testing.T, cs ConformanceStore) {
 // Subscribers see every event once, in order: live ones, and one so slow
 // that it falls back to reading the store.
 func conformSubscriptions(t *testing.T, cs ConformanceStore) {
-	b := bus.New(cs.Open(t, t.TempDir()), bus.Options{SubscriberBuffer: 16})
+	b := bus.New(cs.Open(t, t.TempDir()), bus.Config{SubscriberBuffer: 16})
 	defer b.Close()
 	PublishN(t, b, "kairo.sub.before", 10)
 	live := NewCollector()
-	Subscribe(t, b, "kairo.sub.>", bus.SubscribeOptions{}, live.Handle)
+	Subscribe(t, b, "kairo.sub.>", bus.SubscribeConfig{}, live.Handle)
 	fromStart := NewCollector()
-	Subscribe(t, b, "kairo.sub.>", bus.SubscribeOptions{FromSeq: 1}, fromStart.Handle)
+	Subscribe(t, b, "kairo.sub.>", bus.SubscribeConfig{FromSeq: 1}, fromStart.Handle)
 	release := make(chan struct{})
 	slow := NewCollector()
-	Subscribe(t, b, "kairo.*.during", bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	Subscribe(t, b, "kairo.*.during", bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		<-release
 		return slow.Handle(evs)
 	})
@@ -331,13 +331,13 @@ func conformReopen(t *testing.T, cs ConformanceStore) {
 		t.Skip("the store keeps nothing across a reopen")
 	}
 	dir := t.TempDir()
-	b := bus.New(cs.Open(t, dir), bus.Options{})
+	b := bus.New(cs.Open(t, dir), bus.Config{})
 	all := conformEvents(t, b)
 	last := b.LastSeq()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b = bus.New(cs.Open(t, dir), bus.Options{})
+	b = bus.New(cs.Open(t, dir), bus.Config{})
 	defer b.Close()
 	if got := b.LastSeq(); got != last {
 		t.Fatalf("LastSeq after reopen = %d, want %d", got, last)

@@ -92,7 +92,7 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 		ev.Seq, dup[i] = 0, false
 		if ev.Host != s.opts.Host {
 			// Every reader would skip it as forged (its subject is this
-			// host's): the bus's Options.Host and the store's Host differ.
+			// host's): the bus's Config.Host and the store's Host differ.
 			return fmt.Errorf("%s: event %s (%s) names host %q, and this store writes for host %q: give the bus and the store the same host", s.describe, ev.ID, ev.Type, ev.Host, s.opts.Host)
 		}
 		if n := 1 + frameRoom(len(envs[i])); n > s.maxData {

@@ -176,7 +176,7 @@ func (c *testCluster) streamName(dir string) string {
 }
 
 // open opens a store on a stream of the cluster, with three replicas.
-func (c *testCluster) open(t testing.TB, opts Options) *Store {
+func (c *testCluster) open(t testing.TB, opts Config) *Store {
 	t.Helper()
 	opts.URL, opts.Replicas = c.url(), 3
 	return openJetStream(t, opts)
@@ -190,10 +190,10 @@ func clusterStore(c *testCluster) bustest.ConformanceStore {
 		Name:    "jetstream-cluster",
 		Durable: true,
 		Open: func(t testing.TB, dir string) bus.Store {
-			return c.open(t, Options{Stream: c.streamName(dir), DuplicateWindow: 100 * time.Millisecond})
+			return c.open(t, Config{Stream: c.streamName(dir), DuplicateWindow: 100 * time.Millisecond})
 		},
 		Full: func(t *testing.T) (bus.Store, func()) {
-			opts := Options{Stream: c.streamName(t.TempDir()), MaxBytes: 64 << 10}
+			opts := Config{Stream: c.streamName(t.TempDir()), MaxBytes: 64 << 10}
 			s := c.open(t, opts)
 			return s, func() {
 				s.Close()
@@ -271,12 +271,12 @@ func TestClusterKillChild(t *testing.T) {
 		t.Skip("run by TestClusterKill")
 	}
 	n, _ := strconv.Atoi(os.Getenv("KAIRO_TEST_EVENTS"))
-	s, err := Open(Options{URL: url, Replicas: 3, Stream: os.Getenv("KAIRO_TEST_STREAM")})
+	s, err := Open(Config{URL: url, Replicas: 3, Stream: os.Getenv("KAIRO_TEST_STREAM")})
 	if err != nil {
 		fmt.Println("error", err)
 		return
 	}
-	b := bus.New(s, bus.Options{})
+	b := bus.New(s, bus.Config{})
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
 	err = burster{b: b, publishers: 8, acked: func(id string, res bus.Result) {
@@ -302,7 +302,7 @@ func TestClusterKill(t *testing.T) {
 	c := startCluster(t)
 	const n, killAfter = 3000, 500
 	const stream = "KILL"
-	c.open(t, Options{Stream: stream}).Close()
+	c.open(t, Config{Stream: stream}).Close()
 
 	cmd := osexec.Command(os.Args[0], "-test.run=^TestClusterKillChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "KAIRO_TEST_CLUSTER="+c.url(), "KAIRO_TEST_STREAM="+stream, "KAIRO_TEST_EVENTS="+strconv.Itoa(n))
@@ -339,7 +339,7 @@ func TestClusterKill(t *testing.T) {
 	}
 	t.Logf("the publisher was killed after %d acknowledgements", len(acked))
 
-	b := bus.New(c.open(t, Options{Stream: stream}), bus.Options{})
+	b := bus.New(c.open(t, Config{Stream: stream}), bus.Config{})
 	defer b.Close()
 	var mu sync.Mutex
 	again := map[string]bus.Result{}
@@ -420,7 +420,7 @@ func (c *testCluster) streamLeader(stream string) int {
 func TestClusterNodeRestart(t *testing.T) {
 	c := startCluster(t)
 	const stream = "RESTART"
-	b := bus.New(c.open(t, Options{Stream: stream, Timeout: 2 * time.Second}), bus.Options{})
+	b := bus.New(c.open(t, Config{Stream: stream, Timeout: 2 * time.Second}), bus.Config{})
 	defer b.Close()
 	var mu sync.Mutex
 	acked := map[string]uint64{}
@@ -486,7 +486,7 @@ func TestClusterNodeRestart(t *testing.T) {
 // readStream reads the whole stream through a store opened afresh.
 func readStream(t *testing.T, c *testCluster, stream string) []abi.Event {
 	t.Helper()
-	s := c.open(t, Options{Stream: stream})
+	s := c.open(t, Config{Stream: stream})
 	defer s.Close()
 	return bustest.ScanAll(t, s, bus.Query{})
 }
@@ -569,11 +569,11 @@ func TestClusterStreamFull(t *testing.T) {
 	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
 	hook.ProbeInterval = 50 * time.Millisecond
 	c := startCluster(t)
-	opts := Options{Stream: "FULL", MaxBytes: 64 << 10}
-	b := bus.New(c.open(t, opts), bus.Options{})
+	opts := Config{Stream: "FULL", MaxBytes: 64 << 10}
+	b := bus.New(c.open(t, opts), bus.Config{})
 	defer b.Close()
 	writable := bustest.NewCollector()
-	bustest.Subscribe(t, b, bus.SubjectStoreWritable, bus.SubscribeOptions{}, writable.Handle)
+	bustest.Subscribe(t, b, bus.SubjectStoreWritable, bus.SubscribeConfig{}, writable.Handle)
 	data := bustest.Payload(t, strings.Repeat("x", 1000))
 	stored := 0
 	var err error

@@ -17,11 +17,11 @@ func TestConformance(t *testing.T) {
 			Name:    "jetstream-embedded",
 			Durable: true,
 			Open: func(t testing.TB, dir string) bus.Store {
-				return openJetStream(t, Options{Embedded: true, Dir: dir, DuplicateWindow: 100 * time.Millisecond})
+				return openJetStream(t, Config{Embedded: true, Dir: dir, DuplicateWindow: 100 * time.Millisecond})
 			},
 			Full: func(t *testing.T) (bus.Store, func()) {
 				// MaxBytes is the limit; raising it is what frees room.
-				opts := Options{Embedded: true, Dir: t.TempDir(), MaxBytes: 64 << 10}
+				opts := Config{Embedded: true, Dir: t.TempDir(), MaxBytes: 64 << 10}
 				s := openJetStream(t, opts)
 				return s, func() {
 					s.Close()

@@ -16,7 +16,7 @@ func init() { bus.Register(manifests.StoreJetStream, opener{}) }
 // opener opens the JetStream store that a daemon's kairo.toml describes.
 type opener struct{}
 
-// Open opens the store of the [store.jetstream] table (ConfigOptions) and
+// Open opens the store of the [store.jetstream] table (ConfigFor) and
 // logs what the operator should know of it: a listen address other
 // machines reach, settings the stream differs in, and how peers join.
 func (opener) Open(cfg bus.OpenConfig) (bus.Store, error) {
@@ -29,7 +29,7 @@ func (opener) Open(cfg bus.OpenConfig) (bus.Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	j := c.Store.JetStream
-	opts := ConfigOptions(c, cfg.Home, log)
+	opts := ConfigFor(c, cfg.Home, log)
 	if j.Listen != "" && j.AllowRemote && !manifests.Loopback(j.Listen) {
 		log.Warn("the embedded JetStream server listens on an address other machines reach ([store.jetstream] allow_remote = true): its peers' passwords and the events cross the network in clear; a trusted network only", "listen", j.Listen, "peers", j.Peers)
 	}
@@ -48,12 +48,12 @@ func (opener) Open(cfg bus.OpenConfig) (bus.Store, error) {
 	return s, nil
 }
 
-// ConfigOptions are the store's options for a daemon whose data folder
+// ConfigFor is the store's configuration for a daemon whose data folder
 // is home: [store.jetstream] of c, the host's name, and log for what the
 // store reports while it opens.
-func ConfigOptions(c *manifests.Config, home string, log *slog.Logger) Options {
+func ConfigFor(c *manifests.Config, home string, log *slog.Logger) Config {
 	j := c.Store.JetStream
-	return Options{
+	return Config{
 		Embedded: j.Embedded, Dir: c.JetStreamPath(home), Listen: j.Listen, Peers: j.Peers, AllowRemote: j.AllowRemote, SyncAlways: c.Store.Synchronous == "full",
 		URL: j.URL, CredsFile: j.Creds, NKeySeedFile: j.NKey, CAFile: j.CA, CertFile: j.Cert, KeyFile: j.Key, User: j.User, PasswordFile: j.PasswordPath(home),
 		Stream: j.Stream, Host: c.HostName(), Replicas: j.Replicas, MaxAge: j.MaxAgeDuration(), MaxBytes: int64(j.MaxBytes),

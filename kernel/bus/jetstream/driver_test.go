@@ -19,7 +19,7 @@ func TestJetStreamOptionsOfConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := ConfigOptions(&c, "/home/k", nil)
+	o := ConfigFor(&c, "/home/k", nil)
 	if o.PasswordFile != "/home/k/b.password" || o.Host != "b" || o.OpenTimeout.Seconds() != 90 || o.MaxBytes != 1<<30 || o.Replicas != 0 {
 		t.Errorf("options: %+v", o)
 	}

@@ -35,8 +35,8 @@ const failoverKills = 3
 func BenchmarkFailover(b *testing.B) {
 	c := startProcessCluster(b)
 	const stream = "FAILOVER"
-	store := openJetStream(b, Options{URL: c.url(), Replicas: 3, Stream: stream})
-	bs := bus.New(store, bus.Options{})
+	store := openJetStream(b, Config{URL: c.url(), Replicas: 3, Stream: stream})
+	bs := bus.New(store, bus.Config{})
 	defer bs.Close()
 
 	// One publisher at a time, as the kernel's facts come: each event is
@@ -155,11 +155,11 @@ func median(ds []time.Duration) time.Duration {
 func TestFailoverOutageRecord(t *testing.T) {
 	c := startProcessCluster(t)
 	const stream = "RECORD"
-	opts := Options{URL: c.url(), Replicas: 3, Stream: stream}
-	b := bus.New(openJetStream(t, opts), bus.Options{})
+	opts := Config{URL: c.url(), Replicas: 3, Stream: stream}
+	b := bus.New(openJetStream(t, opts), bus.Config{})
 	defer b.Close()
 	records := bustest.NewCollector()
-	bustest.Subscribe(t, b, bus.SubjectStoreReachable, bus.SubscribeOptions{}, records.Handle)
+	bustest.Subscribe(t, b, bus.SubjectStoreReachable, bus.SubscribeConfig{}, records.Handle)
 	var mu sync.Mutex
 	var acked []time.Time
 	stop, done := make(chan struct{}), make(chan struct{})

@@ -25,15 +25,15 @@ func TestFollowAcrossOutage(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)
-	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "OUTAGE", Timeout: time.Second}
-	a := bus.New(openJetStream(t, withHost(opts, "a")), bus.Options{Host: "a"})
+	opts := Config{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "OUTAGE", Timeout: time.Second}
+	a := bus.New(openJetStream(t, withHost(opts, "a")), bus.Config{Host: "a"})
 	defer a.Close()
-	b := bus.New(openJetStream(t, withHost(opts, "b")), bus.Options{Host: "b"})
+	b := bus.New(openJetStream(t, withHost(opts, "b")), bus.Config{Host: "b"})
 	defer b.Close()
 	got := bustest.NewCollector()
-	bustest.Subscribe(t, b, "test.>", bus.SubscribeOptions{}, got.Handle)
+	bustest.Subscribe(t, b, "test.>", bus.SubscribeConfig{}, got.Handle)
 	outage := bustest.NewCollector()
-	bustest.Subscribe(t, b, "kairo.system.store.>", bus.SubscribeOptions{}, outage.Handle)
+	bustest.Subscribe(t, b, "kairo.system.store.>", bus.SubscribeConfig{}, outage.Handle)
 
 	publishIDs(t, a, "test.a", idRange("before", 10)...)
 	got.Wait(t, 10) // the control

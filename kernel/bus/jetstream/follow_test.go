@@ -21,7 +21,7 @@ import (
 // of hosts "a" and "b", each over its own store on one stream through it,
 // as the kairo daemons of two hosts of a cluster share one; both are
 // closed at the end of the test. opts.Host is replaced.
-func twoHosts(t *testing.T, opts bus.Options) (a, b *bus.Bus) {
+func twoHosts(t *testing.T, opts bus.Config) (a, b *bus.Bus) {
 	t.Helper()
 	port := freePorts(t, 1)[0]
 	startNATS(t, port, t.TempDir())
@@ -29,7 +29,7 @@ func twoHosts(t *testing.T, opts bus.Options) (a, b *bus.Bus) {
 	open := func(host string) *bus.Bus {
 		o := opts
 		o.Host = host
-		hb := bus.New(openJetStream(t, Options{URL: url, Stream: "HOSTS", Host: host}), o)
+		hb := bus.New(openJetStream(t, Config{URL: url, Stream: "HOSTS", Host: host}), o)
 		t.Cleanup(func() {
 			if err := hb.Close(); err != nil {
 				t.Errorf("Close of host %s's bus: %v", host, err)
@@ -41,7 +41,7 @@ func twoHosts(t *testing.T, opts bus.Options) (a, b *bus.Bus) {
 }
 
 // withHost is opts for the store of host.
-func withHost(opts Options, host string) Options {
+func withHost(opts Config, host string) Config {
 	opts.Host = host
 	return opts
 }
@@ -93,14 +93,14 @@ func idRange(prefix string, n int) []string {
 // starts from the store and joins the live stream. The control: what b
 // publishes itself follows them as before.
 func TestFollowLive(t *testing.T) {
-	a, b := twoHosts(t, bus.Options{})
+	a, b := twoHosts(t, bus.Config{})
 	got := bustest.NewCollector()
-	bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, got.Handle)
+	bustest.Subscribe(t, b, ">", bus.SubscribeConfig{}, got.Handle)
 
 	sent := publishIDs(t, a, "test.a", idRange("a", 20)...)
 	checkEvents(t, "b's subscriber", got.Wait(t, len(sent)), "a", sent)
 	late := bustest.NewCollector()
-	bustest.Subscribe(t, b, ">", bus.SubscribeOptions{FromSeq: 1}, late.Handle)
+	bustest.Subscribe(t, b, ">", bus.SubscribeConfig{FromSeq: 1}, late.Handle)
 	sent = append(sent, publishIDs(t, a, "test.a", idRange("a2", 20)...)...)
 	for _, c := range []*bustest.Collector{got, late} {
 		evs := c.Wait(t, len(sent))
@@ -141,11 +141,11 @@ func TestFollowInterleaved(t *testing.T) {
 			// twoHosts do, running before this one.
 			t.Cleanup(func(n uint64) func() { return func() { hook.MaxFollowRead = n } }(hook.MaxFollowRead))
 			hook.MaxFollowRead = tc.read
-			a, b := twoHosts(t, bus.Options{SubscriberBuffer: tc.buffer})
+			a, b := twoHosts(t, bus.Config{SubscriberBuffer: tc.buffer})
 			buses := map[string]*bus.Bus{"a": a, "b": b}
 			got := map[string]*bustest.Collector{"a": bustest.NewCollector(), "b": bustest.NewCollector()}
 			for host, hb := range buses {
-				bustest.Subscribe(t, hb, ">", bus.SubscribeOptions{}, got[host].Handle)
+				bustest.Subscribe(t, hb, ">", bus.SubscribeConfig{}, got[host].Handle)
 			}
 
 			const publishers, each = 3, 100
@@ -210,9 +210,9 @@ func TestFollowInterleaved(t *testing.T) {
 // A pattern subscription on b gets only the matching events of a, and of
 // b itself (the control).
 func TestFollowPattern(t *testing.T) {
-	a, b := twoHosts(t, bus.Options{})
+	a, b := twoHosts(t, bus.Config{})
 	got := bustest.NewCollector()
-	bustest.Subscribe(t, b, "test.even.>", bus.SubscribeOptions{}, got.Handle)
+	bustest.Subscribe(t, b, "test.even.>", bus.SubscribeConfig{}, got.Handle)
 	var even []string
 	for i := range 30 {
 		kind := []string{"even", "odd"}[i%2]
@@ -246,13 +246,13 @@ type unfollowed struct{ bus.Store }
 func TestFollowGapOnAppend(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	startNATS(t, port, t.TempDir())
-	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "GAP"}
-	a := bus.New(openJetStream(t, withHost(opts, "a")), bus.Options{Host: "a"})
+	opts := Config{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "GAP"}
+	a := bus.New(openJetStream(t, withHost(opts, "a")), bus.Config{Host: "a"})
 	defer a.Close()
-	b := bus.New(unfollowed{openJetStream(t, withHost(opts, "b"))}, bus.Options{Host: "b"})
+	b := bus.New(unfollowed{openJetStream(t, withHost(opts, "b"))}, bus.Config{Host: "b"})
 	defer b.Close()
 	got := bustest.NewCollector()
-	bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, got.Handle)
+	bustest.Subscribe(t, b, ">", bus.SubscribeConfig{}, got.Handle)
 
 	ownFirst := publishIDs(t, b, "test.b", "b-0") // the control
 	checkEvents(t, "b's first event", got.Wait(t, 1), "b", ownFirst)
@@ -282,15 +282,15 @@ func TestFollowGapOnAppend(t *testing.T) {
 func TestFollowClose(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	startNATS(t, port, t.TempDir())
-	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "CLOSE"}
+	opts := Config{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "CLOSE"}
 	if left := busGoroutines(); len(left) > 0 {
 		t.Fatalf("goroutines of buses or NATS clients run before the test:\n%s", strings.Join(left, "\n\n"))
 	}
 
-	a := bus.New(openJetStream(t, withHost(opts, "a")), bus.Options{Host: "a"})
-	b := bus.New(openJetStream(t, withHost(opts, "b")), bus.Options{Host: "b"})
+	a := bus.New(openJetStream(t, withHost(opts, "a")), bus.Config{Host: "a"})
+	b := bus.New(openJetStream(t, withHost(opts, "b")), bus.Config{Host: "b"})
 	got := bustest.NewCollector()
-	bustest.Subscribe(t, b, ">", bus.SubscribeOptions{}, got.Handle)
+	bustest.Subscribe(t, b, ">", bus.SubscribeConfig{}, got.Handle)
 	publishIDs(t, b, "test.b", "b-0") // the control
 	publishIDs(t, a, "test.a", idRange("a", 10)...)
 	got.Wait(t, 11)

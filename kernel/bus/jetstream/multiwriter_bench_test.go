@@ -34,7 +34,7 @@ func BenchmarkClusterTwoWriters(b *testing.B) {
 	data := bustest.Payload(b, make([]byte, 256))
 	var buses []*bus.Bus
 	for _, host := range []string{"a", "b"} {
-		bus := bus.New(c.open(b, Options{Stream: "BENCH", Host: host}), bus.Options{Host: host})
+		bus := bus.New(c.open(b, Config{Stream: "BENCH", Host: host}), bus.Config{Host: host})
 		defer bus.Close()
 		buses = append(buses, bus)
 	}

@@ -26,7 +26,7 @@ import (
 // headers say; every host's live subscriber received every host's events
 // once, in seq order; and every acknowledged ID published again on any
 // host is a duplicate with its seq, which stores nothing.
-func checkWriters(t *testing.T, c *testCluster, opts Options, ws []*hostWriter, l *ackLedger) {
+func checkWriters(t *testing.T, c *testCluster, opts Config, ws []*hostWriter, l *ackLedger) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -130,7 +130,7 @@ func checkWriters(t *testing.T, c *testCluster, opts Options, ws []*hostWriter, 
 
 // scanAfresh reads the whole stream through a store opened afresh with opts
 // (so that it leaves the stream's limits as they are).
-func scanAfresh(t *testing.T, c *testCluster, opts Options) []abi.Event {
+func scanAfresh(t *testing.T, c *testCluster, opts Config) []abi.Event {
 	t.Helper()
 	opts.Host = ""
 	s := c.open(t, opts)

@@ -36,19 +36,19 @@ type hostWriter struct {
 // openWriters opens a bus per host, each over its own store on the stream
 // of opts, with a live subscriber to everything; they are closed at the
 // end of the test, before the cluster.
-func openWriters(t *testing.T, c *testCluster, opts Options, hosts ...string) []*hostWriter {
+func openWriters(t *testing.T, c *testCluster, opts Config, hosts ...string) []*hostWriter {
 	t.Helper()
 	var ws []*hostWriter
 	for _, host := range hosts {
 		o := opts
 		o.Host = host
-		w := &hostWriter{host: host, bus: bus.New(c.open(t, o), bus.Options{Host: host}), live: bustest.NewCollector()}
+		w := &hostWriter{host: host, bus: bus.New(c.open(t, o), bus.Config{Host: host}), live: bustest.NewCollector()}
 		t.Cleanup(func() {
 			if err := w.bus.Close(); err != nil {
 				t.Errorf("Close of host %s's bus: %v", host, err)
 			}
 		})
-		bustest.Subscribe(t, w.bus, ">", bus.SubscribeOptions{}, w.live.Handle)
+		bustest.Subscribe(t, w.bus, ">", bus.SubscribeConfig{}, w.live.Handle)
 		ws = append(ws, w)
 	}
 	return ws
@@ -223,7 +223,7 @@ func TestClusterWritersDense(t *testing.T) {
 	c := startCluster(t)
 	for _, hosts := range [][]string{{"a", "b"}, {"a", "b", "c"}} {
 		t.Run(fmt.Sprintf("%d writers", len(hosts)), func(t *testing.T) {
-			opts := Options{Stream: fmt.Sprintf("DENSE%d", len(hosts))}
+			opts := Config{Stream: fmt.Sprintf("DENSE%d", len(hosts))}
 			ws := openWriters(t, c, opts, hosts...)
 			l := newAckLedger()
 			load := writerLoad{publishers: 4, each: 1500 / len(hosts) / 4, data: bustest.Payload(t, "dense")}
@@ -252,7 +252,7 @@ func TestClusterWritersDense(t *testing.T) {
 // control is the publishing before the stop.
 func TestClusterWritersLeaderKill(t *testing.T) {
 	c := startCluster(t)
-	opts := Options{Stream: "KILLW", Timeout: 2 * time.Second}
+	opts := Config{Stream: "KILLW", Timeout: 2 * time.Second}
 	ws := openWriters(t, c, opts, "a", "b")
 	l := newAckLedger()
 	stop := make(chan struct{})
@@ -322,7 +322,7 @@ func TestClusterWritersFull(t *testing.T) {
 	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
 	hook.ProbeInterval = 50 * time.Millisecond
 	c := startCluster(t)
-	opts := Options{Stream: "FULLW", MaxBytes: 64 << 10}
+	opts := Config{Stream: "FULLW", MaxBytes: 64 << 10}
 	ws := openWriters(t, c, opts, "a", "b")
 	l := newAckLedger()
 	big := bustest.Payload(t, strings.Repeat("x", 1000))

@@ -39,7 +39,7 @@ const (
 
 // fillAuth checks the options of who may log in: the peers of an
 // embedded server that listens, and the user of a URL.
-func (o *Options) fillAuth() error {
+func (o *Config) fillAuth() error {
 	switch {
 	case o.Listen != "" && !o.Embedded:
 		return errors.New("jetstream store: listen is for the embedded server; a cluster at a url has its own")
@@ -261,7 +261,7 @@ func (s *Store) openStream(ctx context.Context) error {
 
 // streamConfig is the stream a store creates when there is none: the
 // options, and the defaults for what they leave unset.
-func streamConfig(opts Options) jetstream.StreamConfig {
+func streamConfig(opts Config) jetstream.StreamConfig {
 	logSubj := opts.Prefix + ".log"
 	replicas := max(opts.Replicas, 1)
 	cfg := jetstream.StreamConfig{
@@ -288,7 +288,7 @@ func streamConfig(opts Options) jetstream.StreamConfig {
 
 // drift is each difference between what the options set and the stream,
 // as a sentence naming the setting, both values and how to apply it.
-func drift(opts Options, logSubj string, cfg jetstream.StreamConfig) []string {
+func drift(opts Config, logSubj string, cfg jetstream.StreamConfig) []string {
 	var out []string
 	differ := func(key, stream, want, edit string) {
 		out = append(out, fmt.Sprintf("stream %s has %s %s, kairo.toml says %s: left as it is; `kairo store apply` applies kairo.toml (or nats stream edit %s %s)",
@@ -324,7 +324,7 @@ func drift(opts Options, logSubj string, cfg jetstream.StreamConfig) []string {
 }
 
 // applied is cfg with what the options set, and the list of what changed.
-func applied(opts Options, cfg jetstream.StreamConfig) (jetstream.StreamConfig, []string) {
+func applied(opts Config, cfg jetstream.StreamConfig) (jetstream.StreamConfig, []string) {
 	var changes []string
 	change := func(key, from, to string) {
 		changes = append(changes, fmt.Sprintf("%s: %s → %s", key, from, to))
@@ -371,7 +371,7 @@ func applied(opts Options, cfg jetstream.StreamConfig) (jetstream.StreamConfig, 
 // It returns what it changed, one line each, or that it created the
 // stream. An embedded store's server must not be running: Apply
 // starts it, without listening, for the time of the change.
-func Apply(ctx context.Context, opts Options) ([]string, error) {
+func Apply(ctx context.Context, opts Config) ([]string, error) {
 	opts.Listen, opts.Peers, opts.AllowRemote = "", nil, false
 	if err := opts.fill(); err != nil {
 		return nil, err
@@ -513,7 +513,7 @@ func ageText(d time.Duration) string {
 
 // describe is what Describe says of a store of opts: the URL without its
 // credentials.
-func describe(opts Options) string {
+func describe(opts Config) string {
 	if opts.Embedded {
 		return "jetstream embedded at " + opts.Dir
 	}

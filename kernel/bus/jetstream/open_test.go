@@ -26,8 +26,8 @@ import (
 
 // peerOptions are the options of host peer joining the embedded store
 // that serves dir on addr, with the password made for it.
-func peerOptions(dir, addr, peer string) Options {
-	return Options{URL: "nats://" + addr, Host: peer, PasswordFile: PeerPasswordFile(dir, peer)}
+func peerOptions(dir, addr, peer string) Config {
+	return Config{URL: "nats://" + addr, Host: peer, PasswordFile: PeerPasswordFile(dir, peer)}
 }
 
 // rawPeer is a bare NATS connection as peer, with the permission
@@ -99,7 +99,7 @@ func readPeerPassword(t *testing.T, dir, peer string) string {
 // Each refusal beside the allowed neighbour that proves the peer works.
 func TestJetStreamPeerPermissions(t *testing.T) {
 	dir, addr := t.TempDir(), jsListenAddr(t)
-	a := openJetStream(t, Options{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b", "c"}})
+	a := openJetStream(t, Config{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b", "c"}})
 	defer a.Close()
 	appendAs(t, a, "a", 0, 3)
 
@@ -229,7 +229,7 @@ func TestJetStreamPeerPermissions(t *testing.T) {
 // right password, same timeout, opens.
 func TestJetStreamBadPasswordNotRetried(t *testing.T) {
 	dir, addr := t.TempDir(), jsListenAddr(t)
-	a := openJetStream(t, Options{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b"}})
+	a := openJetStream(t, Config{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b"}})
 	defer a.Close()
 	wrong := filepath.Join(t.TempDir(), "b.password")
 	if err := os.WriteFile(wrong, []byte("not-it\n"), 0o600); err != nil {
@@ -251,7 +251,7 @@ func TestJetStreamBadPasswordNotRetried(t *testing.T) {
 // or folder others may read is refused with the chmod that mends it.
 func TestJetStreamPeerPasswordFiles(t *testing.T) {
 	dir, addr := t.TempDir(), jsListenAddr(t)
-	opts := Options{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b"}}
+	opts := Config{Embedded: true, Dir: dir, Listen: addr, Host: "a", Peers: []string{"b"}}
 	openJetStream(t, opts).Close()
 	file := PeerPasswordFile(dir, "b")
 	first := readPeerPassword(t, dir, "b")
@@ -291,19 +291,19 @@ func TestJetStreamListenOptions(t *testing.T) {
 	addr := jsListenAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
 	for _, tc := range []struct {
-		opts Options
+		opts Config
 		want string
 	}{
-		{Options{Embedded: true, Dir: "x", Listen: addr}, "peers = ["},
-		{Options{Embedded: true, Dir: "x", Peers: []string{"b"}}, "give listen"},
-		{Options{Embedded: true, Dir: "x", Listen: "0.0.0.0:" + port, Peers: []string{"b"}}, "allow_remote"},
-		{Options{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b/c"}}, "not a host name"},
-		{Options{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b*"}}, "not a host name"},
-		{Options{Embedded: true, Dir: "x", Listen: addr, Host: "a", Peers: []string{"a"}}, "this host's own name"},
-		{Options{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b", "b"}}, "named twice"},
-		{Options{URL: "nats://h:4222", User: "b"}, "password_file"},
-		{Options{URL: "nats://h:4222", PasswordFile: "p"}, "needs a user"},
-		{Options{URL: "nats://u:p@h:4222", Host: "b", PasswordFile: "p"}, "one way to log in"},
+		{Config{Embedded: true, Dir: "x", Listen: addr}, "peers = ["},
+		{Config{Embedded: true, Dir: "x", Peers: []string{"b"}}, "give listen"},
+		{Config{Embedded: true, Dir: "x", Listen: "0.0.0.0:" + port, Peers: []string{"b"}}, "allow_remote"},
+		{Config{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b/c"}}, "not a host name"},
+		{Config{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b*"}}, "not a host name"},
+		{Config{Embedded: true, Dir: "x", Listen: addr, Host: "a", Peers: []string{"a"}}, "this host's own name"},
+		{Config{Embedded: true, Dir: "x", Listen: addr, Peers: []string{"b", "b"}}, "named twice"},
+		{Config{URL: "nats://h:4222", User: "b"}, "password_file"},
+		{Config{URL: "nats://h:4222", PasswordFile: "p"}, "needs a user"},
+		{Config{URL: "nats://u:p@h:4222", Host: "b", PasswordFile: "p"}, "one way to log in"},
 	} {
 		s, err := Open(tc.opts)
 		if err == nil {
@@ -316,7 +316,7 @@ func TestJetStreamListenOptions(t *testing.T) {
 		}
 	}
 	// The control: allow_remote serves every address.
-	openJetStream(t, Options{Embedded: true, Dir: t.TempDir(), Listen: "0.0.0.0:" + port, AllowRemote: true, Peers: []string{"b"}}).Close()
+	openJetStream(t, Config{Embedded: true, Dir: t.TempDir(), Listen: "0.0.0.0:" + port, AllowRemote: true, Peers: []string{"b"}}).Close()
 }
 
 // The block `kairo store permissions` prints, pasted into a nats-server's
@@ -354,11 +354,11 @@ func TestJetStreamPermissionsBlock(t *testing.T) {
 	var b *Store
 	go func() {
 		var err error
-		b, err = Open(Options{URL: "nats://" + addr, Host: "b", PasswordFile: pw, Timeout: 500 * time.Millisecond})
+		b, err = Open(Config{URL: "nats://" + addr, Host: "b", PasswordFile: pw, Timeout: 500 * time.Millisecond})
 		opened <- err
 	}()
 	time.Sleep(time.Second)
-	admin := openJetStream(t, Options{URL: "nats://admin:admin@" + addr, Host: "a"})
+	admin := openJetStream(t, Config{URL: "nats://admin:admin@" + addr, Host: "a"})
 	defer admin.Close()
 	appendAs(t, admin, "a", 0, 2)
 	if err := <-opened; err != nil {
@@ -368,7 +368,7 @@ func TestJetStreamPermissionsBlock(t *testing.T) {
 	b.Close()
 	// A stream b has no permissions on is refused at once, saying so.
 	start := time.Now()
-	_, err = Open(Options{URL: "nats://" + addr, Host: "b", PasswordFile: pw, Stream: "OTHER", Timeout: time.Second})
+	_, err = Open(Config{URL: "nats://" + addr, Host: "b", PasswordFile: pw, Stream: "OTHER", Timeout: time.Second})
 	if err == nil || !strings.Contains(err.Error(), "not permitted") || !strings.Contains(err.Error(), "kairo store permissions") || time.Since(start) > 5*time.Second {
 		t.Errorf("b on a stream it has no permissions on: %v after %v", err, time.Since(start))
 	}
@@ -388,7 +388,7 @@ func TestJetStreamPermissionsBlock(t *testing.T) {
 // Apply applies it. Settings left unset have no opinion.
 func TestJetStreamDriftAndApply(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{Embedded: true, Dir: dir, MaxBytes: 1 << 20, MaxAge: time.Hour}
+	opts := Config{Embedded: true, Dir: dir, MaxBytes: 1 << 20, MaxAge: time.Hour}
 	s := openJetStream(t, opts)
 	bustest.AppendN(t, s, 0, 3)
 	if d := s.Drift(); len(d) != 0 {
@@ -397,7 +397,7 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 	s.Close()
 
 	config := func() jetstream.StreamConfig {
-		s := openJetStream(t, Options{Embedded: true, Dir: dir})
+		s := openJetStream(t, Config{Embedded: true, Dir: dir})
 		defer s.Close()
 		if d := s.Drift(); len(d) != 0 {
 			t.Errorf("options that set nothing drift: %q", d)
@@ -465,7 +465,7 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 	}
 
 	// On no stream, apply creates it.
-	fresh := Options{Embedded: true, Dir: t.TempDir(), Stream: "FRESH"}
+	fresh := Config{Embedded: true, Dir: t.TempDir(), Stream: "FRESH"}
 	if changes, err := Apply(context.Background(), fresh); err != nil || len(changes) != 1 || !strings.Contains(changes[0], "created stream FRESH") {
 		t.Errorf("apply on no stream: %q, %v", changes, err)
 	}
@@ -477,18 +477,18 @@ func TestJetStreamDriftAndApply(t *testing.T) {
 // subject is PREFIX.log, opens it and is told of the difference.
 func TestJetStreamOldSubjects(t *testing.T) {
 	dir := t.TempDir()
-	s := openJetStream(t, Options{Embedded: true, Dir: dir, Stream: "OTHER"})
+	s := openJetStream(t, Config{Embedded: true, Dir: dir, Stream: "OTHER"})
 	ctx := bustest.Ctx(t)
 	if _, err := s.js.CreateStream(ctx, jetstream.StreamConfig{Name: "NARROW", Subjects: []string{"NARROW.log"}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	unnamed := openJetStream(t, Options{Embedded: true, Dir: dir, Stream: "NARROW"})
+	unnamed := openJetStream(t, Config{Embedded: true, Dir: dir, Stream: "NARROW"})
 	if d := strings.Join(unnamed.Drift(), "\n"); !strings.Contains(d, "subjects") {
 		t.Errorf("a host of no name on the old stream is not told of its subjects: %q", d)
 	}
 	unnamed.Close()
-	opts := Options{Embedded: true, Dir: dir, Stream: "NARROW", Host: "b"}
+	opts := Config{Embedded: true, Dir: dir, Stream: "NARROW", Host: "b"}
 	_, err := Open(opts)
 	if err == nil {
 		t.Fatal("a stream without NARROW.log.> opened for host b")
@@ -536,7 +536,7 @@ func TestJetStreamRedactsURL(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("server not ready")
 	}
-	s := openJetStream(t, Options{URL: fmt.Sprintf("nats://u:hunter2-secret@127.0.0.1:%d", port)})
+	s := openJetStream(t, Config{URL: fmt.Sprintf("nats://u:hunter2-secret@127.0.0.1:%d", port)})
 	if got := s.Describe(); strings.Contains(got, "hunter2") || !strings.Contains(got, "u:xxxxx@127.0.0.1") {
 		t.Errorf("Describe = %q", got)
 	}
@@ -545,7 +545,7 @@ func TestJetStreamRedactsURL(t *testing.T) {
 		fmt.Sprintf("nats://u:wrong-secret@127.0.0.1:%d", port),               // refused
 		fmt.Sprintf("nats://u:wrong-secret@127.0.0.1:%d", freePorts(t, 1)[0]), // nobody there
 	} {
-		_, err := Open(Options{URL: url, OpenTimeout: 300 * time.Millisecond, Timeout: 100 * time.Millisecond})
+		_, err := Open(Config{URL: url, OpenTimeout: 300 * time.Millisecond, Timeout: 100 * time.Millisecond})
 		if err == nil || strings.Contains(err.Error(), "wrong-secret") || !strings.Contains(err.Error(), "u:xxxxx@") {
 			t.Errorf("the failed open of %s: %v", manifests.RedactURL(url), err)
 		}
@@ -586,7 +586,7 @@ cluster { name: kairo-test, listen: 127.0.0.1:%d, routes: [%s] }
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stores[i], errs[i] = Open(Options{URL: c.url(), Host: host, Replicas: 3, Timeout: 2 * time.Second,
+			stores[i], errs[i] = Open(Config{URL: c.url(), Host: host, Replicas: 3, Timeout: 2 * time.Second,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		}()
 	}
@@ -673,7 +673,7 @@ func plainServer(t testing.TB) string {
 
 // applyJetStream applies opts to their stream, as `kairo store apply`
 // does: a host's own open leaves a stream that exists as it is.
-func applyJetStream(t testing.TB, opts Options) {
+func applyJetStream(t testing.TB, opts Config) {
 	t.Helper()
 	if _, err := Apply(context.Background(), opts); err != nil {
 		t.Fatalf("ApplyJetStream(%+v): %v", opts, err)

@@ -27,11 +27,11 @@ func TestKeptThroughOutage(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)
-	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "KEPT", Timeout: time.Second}
-	b := bus.New(openJetStream(t, opts), bus.Options{})
+	opts := Config{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "KEPT", Timeout: time.Second}
+	b := bus.New(openJetStream(t, opts), bus.Config{})
 	defer b.Close()
 	facts := bustest.NewCollector()
-	bustest.Subscribe(t, b, "kairo.process.>", bus.SubscribeOptions{}, facts.Handle)
+	bustest.Subscribe(t, b, "kairo.process.>", bus.SubscribeConfig{}, facts.Handle)
 
 	// The control: stored at once.
 	res, err := b.PublishKept(bustest.Ctx(t), &abi.Event{ID: "fact-before", Type: abi.SubjectProcessExited})
@@ -120,8 +120,8 @@ func TestKeptBound(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)
-	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "BOUND", Timeout: time.Second}
-	b := bus.New(openJetStream(t, opts), bus.Options{})
+	opts := Config{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "BOUND", Timeout: time.Second}
+	b := bus.New(openJetStream(t, opts), bus.Config{})
 	defer b.Close()
 	srv.Shutdown()
 	srv.WaitForShutdown()

@@ -23,10 +23,10 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// Options configures a Store: either Embedded with Dir,
+// Config configures a Store: either Embedded with Dir,
 // or URL and its credentials for an existing NATS cluster. The zero value
 // of everything else is useful.
-type Options struct {
+type Config struct {
 	// Embedded starts a nats-server with JetStream inside the process,
 	// storing under Dir and listening on no port: one host, no other
 	// process to run.
@@ -75,7 +75,7 @@ type Options struct {
 	// cluster, each with its own stream and prefix. Default: Stream.
 	Prefix string
 	// Host is the name of the host this store writes for, the bus's
-	// Options.Host: its messages go to PREFIX.log.HOST (PREFIX.log for a
+	// Config.Host: its messages go to PREFIX.log.HOST (PREFIX.log for a
 	// host of no name), the subject a cluster's permissions give that host
 	// alone. A reader takes an event's host from the subject its message
 	// was stored on, never from the event (docs/RATIONALE.md, "Several
@@ -119,7 +119,7 @@ type Options struct {
 // DefaultStream is the stream a Store uses by default.
 const DefaultStream = "KAIRO"
 
-func (o *Options) fill() error {
+func (o *Config) fill() error {
 	if o.Stream == "" {
 		o.Stream = DefaultStream
 	}
@@ -184,7 +184,7 @@ func (o *Options) fill() error {
 // store knows, and a store that finds another writer was first reads what
 // it appended and tries again. See docs/RATIONALE.md, "The event bus".
 type Store struct {
-	opts     Options
+	opts     Config
 	describe string
 	srv      *server.Server // nil unless embedded
 	nc       *nats.Conn
@@ -235,7 +235,7 @@ type Store struct {
 // cannot be reached or its cluster has no leader yet it tries again, with
 // backoff, for OpenTimeout; credentials or permissions it refuses fail at
 // once.
-func Open(opts Options) (*Store, error) {
+func Open(opts Config) (*Store, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
@@ -342,7 +342,7 @@ func (s *Store) notOurs(seq uint64, subject string, err error) error {
 // users: this process's own connection, by a password made now and kept
 // in memory (returned as the option that logs in with it), and each peer,
 // by the password of its file, with HostPermissions alone.
-func startEmbedded(opts Options) (*server.Server, nats.Option, error) {
+func startEmbedded(opts Config) (*server.Server, nats.Option, error) {
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, nil, err
@@ -403,7 +403,7 @@ func startEmbedded(opts Options) (*server.Server, nats.Option, error) {
 
 // localUser is the embedded server's user for its own process: the host's
 // name, which no peer may take.
-func localUser(opts Options) string {
+func localUser(opts Config) string {
 	if opts.Host != "" {
 		return opts.Host
 	}
@@ -422,7 +422,7 @@ func splitHostPort(addr string) (string, int, error) {
 	return addr[:i], port, nil
 }
 
-func connect(opts Options, srv *server.Server, extra ...nats.Option) (*nats.Conn, error) {
+func connect(opts Config, srv *server.Server, extra ...nats.Option) (*nats.Conn, error) {
 	no := []nats.Option{
 		nats.Name("kairo"),
 		nats.MaxReconnects(-1),

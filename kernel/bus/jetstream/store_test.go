@@ -20,19 +20,19 @@ import (
 // field.
 func TestOpenJetStreamErrors(t *testing.T) {
 	for _, tc := range []struct {
-		opts Options
+		opts Config
 		want string
 	}{
-		{Options{}, "embedded"},
-		{Options{Embedded: true}, "dir"},
-		{Options{Embedded: true, Dir: "x", URL: "nats://h:4222"}, "not both"},
-		{Options{Embedded: true, Dir: "x", Stream: "a.b"}, "stream"},
-		{Options{Embedded: true, Dir: "x", Prefix: "a.*"}, "prefix"},
-		{Options{Embedded: true, Dir: "x", Replicas: 7}, "replicas"},
-		{Options{Embedded: true, Dir: "x", MaxBytes: -1}, "negative"},
-		{Options{Embedded: true, Dir: "x", CredsFile: "c"}, "credentials"},
-		{Options{URL: "nats://h:4222", CertFile: "c"}, "key_file"},
-		{Options{URL: "nats://127.0.0.1:1", Timeout: 200 * time.Millisecond, OpenTimeout: 500 * time.Millisecond}, "connect"},
+		{Config{}, "embedded"},
+		{Config{Embedded: true}, "dir"},
+		{Config{Embedded: true, Dir: "x", URL: "nats://h:4222"}, "not both"},
+		{Config{Embedded: true, Dir: "x", Stream: "a.b"}, "stream"},
+		{Config{Embedded: true, Dir: "x", Prefix: "a.*"}, "prefix"},
+		{Config{Embedded: true, Dir: "x", Replicas: 7}, "replicas"},
+		{Config{Embedded: true, Dir: "x", MaxBytes: -1}, "negative"},
+		{Config{Embedded: true, Dir: "x", CredsFile: "c"}, "credentials"},
+		{Config{URL: "nats://h:4222", CertFile: "c"}, "key_file"},
+		{Config{URL: "nats://127.0.0.1:1", Timeout: 200 * time.Millisecond, OpenTimeout: 500 * time.Millisecond}, "connect"},
 	} {
 		s, err := Open(tc.opts)
 		if err == nil {
@@ -48,7 +48,7 @@ func TestOpenJetStreamErrors(t *testing.T) {
 
 func TestJetStreamDescribe(t *testing.T) {
 	dir := t.TempDir()
-	s := openJetStream(t, Options{Embedded: true, Dir: dir})
+	s := openJetStream(t, Config{Embedded: true, Dir: dir})
 	defer s.Close()
 	if got, want := s.Describe(), "jetstream embedded at "+dir; got != want {
 		t.Fatalf("Describe = %q, want %q", got, want)
@@ -59,7 +59,7 @@ func TestJetStreamDescribe(t *testing.T) {
 // the server took are deleted again, and publishing them once more stores
 // them (they are not duplicates of events that were never acknowledged).
 func TestJetStreamAppendFailureStoresNothing(t *testing.T) {
-	s := openJetStream(t, Options{Embedded: true, Dir: t.TempDir()})
+	s := openJetStream(t, Config{Embedded: true, Dir: t.TempDir()})
 	defer s.Close()
 	bustest.AppendN(t, s, 0, 3)
 	huge := bustest.StoreEvent(t, "huge", 2)
@@ -93,11 +93,11 @@ func TestJetStreamAppendFailureStoresNothing(t *testing.T) {
 func TestJetStreamFullThroughBus(t *testing.T) {
 	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
 	hook.ProbeInterval = 20 * time.Millisecond
-	s := openJetStream(t, Options{Embedded: true, Dir: t.TempDir(), MaxBytes: 32 << 10, MaxAge: 2 * time.Second})
-	b := bus.New(s, bus.Options{})
+	s := openJetStream(t, Config{Embedded: true, Dir: t.TempDir(), MaxBytes: 32 << 10, MaxAge: 2 * time.Second})
+	b := bus.New(s, bus.Config{})
 	defer b.Close()
 	writable := bustest.NewCollector()
-	bustest.Subscribe(t, b, bus.SubjectStoreWritable, bus.SubscribeOptions{}, writable.Handle)
+	bustest.Subscribe(t, b, bus.SubjectStoreWritable, bus.SubscribeConfig{}, writable.Handle)
 	big := bustest.Payload(t, strings.Repeat("x", 2000))
 	var full *bus.DiskFullError
 	acked := 0
@@ -138,7 +138,7 @@ func TestJetStreamFullThroughBus(t *testing.T) {
 // BenchmarkJetStreamReplay reads a store of 200k events back with Scan:
 // 196 messages of 1024 events each.
 func BenchmarkJetStreamReplay(b *testing.B) {
-	s := openJetStream(b, Options{Embedded: true, Dir: b.TempDir()})
+	s := openJetStream(b, Config{Embedded: true, Dir: b.TempDir()})
 	defer s.Close()
 	const n = 200_000
 	data := bustest.Payload(b, make([]byte, 256))
@@ -164,7 +164,7 @@ func BenchmarkJetStreamReplay(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "events/s")
 }
 
-func openJetStream(t testing.TB, opts Options) *Store {
+func openJetStream(t testing.TB, opts Config) *Store {
 	t.Helper()
 	s, err := Open(opts)
 	if err != nil {

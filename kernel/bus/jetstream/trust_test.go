@@ -45,7 +45,7 @@ func newSharedLog(t *testing.T) *sharedLog {
 
 func (l *sharedLog) open(t *testing.T, host string) *bus.Bus {
 	t.Helper()
-	b := bus.New(openJetStream(t, Options{URL: l.url, Stream: l.stream, Host: host}), bus.Options{Host: host})
+	b := bus.New(openJetStream(t, Config{URL: l.url, Stream: l.stream, Host: host}), bus.Config{Host: host})
 	t.Cleanup(func() { b.Close() })
 	return b
 }
@@ -140,9 +140,9 @@ func idsOf(evs []abi.Event, prefix string) []string {
 func TestJetStreamStrayMessage(t *testing.T) {
 	l := newSharedLog(t)
 	reports := bustest.NewCollector()
-	bustest.Subscribe(t, l.a, bus.SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
+	bustest.Subscribe(t, l.a, bus.SubjectStoreSkipped, bus.SubscribeConfig{}, reports.Handle)
 	got := bustest.NewCollector()
-	bustest.Subscribe(t, l.b, "test.>", bus.SubscribeOptions{}, got.Handle)
+	bustest.Subscribe(t, l.b, "test.>", bus.SubscribeConfig{}, got.Handle)
 
 	before := publishIDs(t, l.a, "test.a", idRange("before", 5)...)
 	stray := l.write(t, l.stream+".log.a", nil, []byte("not an event"))
@@ -173,7 +173,7 @@ func TestJetStreamStrayMessage(t *testing.T) {
 func TestJetStreamStaleSeq(t *testing.T) {
 	l := newSharedLog(t)
 	reports := bustest.NewCollector()
-	bustest.Subscribe(t, l.b, bus.SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
+	bustest.Subscribe(t, l.b, bus.SubjectStoreSkipped, bus.SubscribeConfig{}, reports.Handle)
 	sent := publishIDs(t, l.a, "test.a", idRange("a", 10)...)
 
 	forged := &abi.Event{ID: "stale-1", Type: "test.b", Source: "operator/0", Time: time.Now(), Host: "b"}
@@ -203,9 +203,9 @@ func TestJetStreamStaleSeq(t *testing.T) {
 func TestJetStreamForgedHost(t *testing.T) {
 	l := newSharedLog(t)
 	reports := bustest.NewCollector()
-	bustest.Subscribe(t, l.b, bus.SubjectStoreSkipped, bus.SubscribeOptions{}, reports.Handle)
+	bustest.Subscribe(t, l.b, bus.SubjectStoreSkipped, bus.SubscribeConfig{}, reports.Handle)
 	got := bustest.NewCollector()
-	bustest.Subscribe(t, l.b, "kairo.user.>", bus.SubscribeOptions{}, got.Handle)
+	bustest.Subscribe(t, l.b, "kairo.user.>", bus.SubscribeConfig{}, got.Handle)
 	publishIDs(t, l.a, "test.a", idRange("a", 2)...)
 
 	forged := &abi.Event{ID: "forged-1", Type: abi.SubjectUserMessage, Source: "operator/0", Time: time.Now(), Host: "b"}

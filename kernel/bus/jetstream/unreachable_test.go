@@ -97,8 +97,8 @@ func TestStoreUnreachable(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nats")
 	srv := startNATS(t, port, dir)
 	const timeout = time.Second
-	opts := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "CUT", Timeout: timeout}
-	b := bus.New(openJetStream(t, opts), bus.Options{})
+	opts := Config{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "CUT", Timeout: timeout}
+	b := bus.New(openJetStream(t, opts), bus.Config{})
 	closed := false
 	defer func() {
 		if !closed {
@@ -106,9 +106,9 @@ func TestStoreUnreachable(t *testing.T) {
 		}
 	}()
 	system := bustest.NewCollector()
-	bustest.Subscribe(t, b, "kairo.system.store.>", bus.SubscribeOptions{}, system.Handle)
+	bustest.Subscribe(t, b, "kairo.system.store.>", bus.SubscribeConfig{}, system.Handle)
 	work := bustest.NewCollector()
-	workSub := bustest.Subscribe(t, b, "test.>", bus.SubscribeOptions{}, work.Handle)
+	workSub := bustest.Subscribe(t, b, "test.>", bus.SubscribeConfig{}, work.Handle)
 
 	acked := map[string]uint64{}
 	for i := range 20 { // the control

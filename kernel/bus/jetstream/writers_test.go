@@ -36,8 +36,8 @@ func jsListenAddr(t testing.TB) string {
 // the hosts that join it do is TestJetStreamPeerPermissions'.)
 func twoWriters(t *testing.T) (a, b *Store) {
 	url := "nats://" + plainServer(t)
-	a = openJetStream(t, Options{URL: url})
-	b = openJetStream(t, Options{URL: url})
+	a = openJetStream(t, Config{URL: url})
+	b = openJetStream(t, Config{URL: url})
 	t.Cleanup(func() {
 		b.Close()
 		a.Close()
@@ -49,7 +49,7 @@ func twoWriters(t *testing.T) (a, b *Store) {
 // refused with what to do, and left as it was.
 func TestJetStreamOldFormat(t *testing.T) {
 	dir := t.TempDir()
-	s := openJetStream(t, Options{Embedded: true, Dir: dir})
+	s := openJetStream(t, Config{Embedded: true, Dir: dir})
 	ctx := bustest.Ctx(t)
 	if _, err := s.js.CreateStream(ctx, jetstream.StreamConfig{Name: "OLD", Subjects: []string{"OLD.>"}}); err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestJetStreamOldFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	_, err := Open(Options{Embedded: true, Dir: dir, Stream: "OLD"})
+	_, err := Open(Config{Embedded: true, Dir: dir, Stream: "OLD"})
 	if err == nil {
 		t.Fatal("a stream of the earlier format opened")
 	}
@@ -75,7 +75,7 @@ func TestJetStreamOldFormat(t *testing.T) {
 // the same append is found, and a reopened store finds them all.
 func TestJetStreamSplitAppend(t *testing.T) {
 	dir := t.TempDir()
-	s := openJetStream(t, Options{Embedded: true, Dir: dir})
+	s := openJetStream(t, Config{Embedded: true, Dir: dir})
 	s.maxData = 4 << 10
 	bustest.AppendN(t, s, 0, 3)
 	var evs []*abi.Event
@@ -98,7 +98,7 @@ func TestJetStreamSplitAppend(t *testing.T) {
 		t.Fatalf("60 events of 300 bytes went into %d messages of at most 4 KiB", len(s.seqs))
 	}
 	s.Close()
-	s = openJetStream(t, Options{Embedded: true, Dir: dir})
+	s = openJetStream(t, Config{Embedded: true, Dir: dir})
 	defer s.Close()
 	if s.LastSeq() != 63 {
 		t.Fatalf("LastSeq after reopen = %d, want 63", s.LastSeq())
@@ -118,7 +118,7 @@ func TestJetStreamSplitAppend(t *testing.T) {
 // a host may have read already: their events are duplicates when published
 // again, and the refused ones are not.
 func TestJetStreamSplitAppendFull(t *testing.T) {
-	s := openJetStream(t, Options{Embedded: true, Dir: t.TempDir(), MaxBytes: 64 << 10})
+	s := openJetStream(t, Config{Embedded: true, Dir: t.TempDir(), MaxBytes: 64 << 10})
 	defer s.Close()
 	s.maxData = 4 << 10
 	big := bustest.Payload(t, strings.Repeat("x", 1000))
@@ -170,7 +170,7 @@ func TestJetStreamSplitAppendFull(t *testing.T) {
 // and each is a duplicate of itself afterwards, also after a reopen.
 func TestJetStreamHashCollision(t *testing.T) {
 	dir := t.TempDir()
-	s := openJetStream(t, Options{Embedded: true, Dir: dir})
+	s := openJetStream(t, Config{Embedded: true, Dir: dir})
 	first := bustest.StoreEvent(t, "first", 1)
 	bustest.AppendOrFail(t, s, []*abi.Event{first}, false)
 	s.ids.addSum(s.ids.sum("second"), first.Seq) // as if "second" hashed as "first" does
@@ -188,7 +188,7 @@ func TestJetStreamHashCollision(t *testing.T) {
 	}
 	check("at once")
 	s.Close()
-	s = openJetStream(t, Options{Embedded: true, Dir: dir})
+	s = openJetStream(t, Config{Embedded: true, Dir: dir})
 	defer s.Close()
 	check("after a reopen")
 }
@@ -198,7 +198,7 @@ func TestJetStreamHashCollision(t *testing.T) {
 // stored, and publishing them again finds them as duplicates at their seqs.
 // Nothing is deleted, since another host may have read it already.
 func TestJetStreamLostMessage(t *testing.T) {
-	s := openJetStream(t, Options{Embedded: true, Dir: t.TempDir()})
+	s := openJetStream(t, Config{Embedded: true, Dir: t.TempDir()})
 	defer s.Close()
 	bustest.AppendN(t, s, 0, 2)
 	env, _ := s.EncodeEnv(bustest.StoreEvent(t, "lost", 0))
@@ -337,7 +337,7 @@ func BenchmarkJetStreamOpen(b *testing.B) {
 		fmt.Sscanf(v, "%d", &n)
 	}
 	dir := b.TempDir()
-	s := openJetStream(b, Options{Embedded: true, Dir: dir})
+	s := openJetStream(b, Config{Embedded: true, Dir: dir})
 	data := bustest.Payload(b, make([]byte, 256))
 	for i := 0; i < n; i += 1024 {
 		var evs []*abi.Event
@@ -350,7 +350,7 @@ func BenchmarkJetStreamOpen(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
-		s := openJetStream(b, Options{Embedded: true, Dir: dir})
+		s := openJetStream(b, Config{Embedded: true, Dir: dir})
 		if s.LastSeq() != uint64(n) {
 			b.Fatalf("LastSeq %d, want %d", s.LastSeq(), n)
 		}

@@ -22,5 +22,5 @@ func (opener) Open(cfg bus.OpenConfig) (bus.Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("the SQLite store is opened from a *manifests.Config, not %T", cfg.Settings)
 	}
-	return Open(c.StorePath(cfg.Home), Options{Synchronous: c.Store.Synchronous, WALMax: int64(c.Store.WALMax), Logger: cfg.Logger})
+	return Open(c.StorePath(cfg.Home), Config{Synchronous: c.Store.Synchronous, WALMax: int64(c.Store.WALMax), Logger: cfg.Logger})
 }

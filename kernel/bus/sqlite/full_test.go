@@ -31,7 +31,7 @@ func TestStoreFullDisk(t *testing.T) {
 	defer func(d time.Duration) { hook.ProbeInterval = d }(hook.ProbeInterval)
 	hook.ProbeInterval = 20 * time.Millisecond
 	path := filepath.Join(dir, "events.db")
-	b := bus.New(openSQLite(t, path), bus.Options{})
+	b := bus.New(openSQLite(t, path), bus.Config{})
 	closed := false
 	defer func() {
 		if !closed {
@@ -40,7 +40,7 @@ func TestStoreFullDisk(t *testing.T) {
 	}()
 	var mu sync.Mutex
 	var live []abi.Event
-	sub, err := b.Subscribe(context.Background(), bus.SubjectStoreWritable, bus.SubscribeOptions{}, func(evs []abi.Event) error {
+	sub, err := b.Subscribe(context.Background(), bus.SubjectStoreWritable, bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		mu.Lock()
 		live = append(live, evs...)
 		mu.Unlock()
@@ -154,7 +154,7 @@ func TestStoreOpensOnFullDisk(t *testing.T) {
 	s.Close()
 
 	free := smalldisk.Fill(t, dir)
-	s, err := Open(path, Options{})
+	s, err := Open(path, Config{})
 	if err != nil {
 		t.Fatalf("open on a full disk: %v", err)
 	}
@@ -183,7 +183,7 @@ func TestStoreOpensOnFullDisk(t *testing.T) {
 	smalldisk.Fill(t, dir)
 	os.Remove(reservePath(path))
 	smalldisk.Fill(t, dir)
-	s, err = Open(path, Options{})
+	s, err = Open(path, Config{})
 	if err == nil {
 		s.Close()
 		t.Fatal("a store opened on a full disk with no reserve to release")

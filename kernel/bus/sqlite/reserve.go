@@ -59,7 +59,7 @@ func ensureReserve(path string) bool {
 // Open opens (creating if needed) the event store at path. On a
 // full disk it releases the store's reserve and opens it refusing new
 // events until space is freed.
-func Open(path string, opts Options) (*Store, error) {
+func Open(path string, opts Config) (*Store, error) {
 	s, err := openSQLiteFile(path, opts)
 	if err != nil && wantsRoom(err) {
 		if rerr := os.Remove(reservePath(path)); rerr == nil {

@@ -45,9 +45,9 @@ func (r SeqRange) String() string {
 	return strconv.FormatUint(r.From, 10) + ".." + strconv.FormatUint(r.To, 10)
 }
 
-// Progress is told how far a check or salvage has read: done of total
+// SalvageProgress is told how far a check or salvage has read: done of total
 // sequence numbers.
-type Progress func(stage string, done, total uint64)
+type SalvageProgress func(stage string, done, total uint64)
 
 // Sound reports whether the check found nothing wrong.
 func (r *StoreReport) Sound() bool {
@@ -109,7 +109,7 @@ func openForCheck(path string) (*sql.DB, error) {
 // page, then every event read and decoded, against what the home's state
 // says it should hold. It only reads; a daemon may be running on the
 // file.
-func Check(ctx context.Context, path string, progress Progress) (*StoreReport, error) {
+func Check(ctx context.Context, path string, progress SalvageProgress) (*StoreReport, error) {
 	return readStore(ctx, path, progress, nil)
 }
 
@@ -117,11 +117,11 @@ func Check(ctx context.Context, path string, progress Progress) (*StoreReport, e
 // store at dst, with its sequence number, and reports what was lost. New
 // events of the new store continue above every sequence number src ever
 // handed out. dst must not exist.
-func Salvage(ctx context.Context, src, dst string, progress Progress) (*StoreReport, error) {
+func Salvage(ctx context.Context, src, dst string, progress SalvageProgress) (*StoreReport, error) {
 	if _, err := os.Lstat(dst); err == nil {
 		return nil, fmt.Errorf("salvage: %s exists; name a new file", dst)
 	}
-	out, err := Open(dst, Options{})
+	out, err := Open(dst, Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func Salvage(ctx context.Context, src, dst string, progress Progress) (*StoreRep
 // readStore reads every event of the store at path in sequence order,
 // handing each readable chunk to keep (if not nil), and reports what it
 // could not read.
-func readStore(ctx context.Context, path string, progress Progress, keep func([]*abi.Event) error) (*StoreReport, error) {
+func readStore(ctx context.Context, path string, progress SalvageProgress, keep func([]*abi.Event) error) (*StoreReport, error) {
 	if progress == nil {
 		progress = func(string, uint64, uint64) {}
 	}

@@ -36,7 +36,7 @@ func fillStore(t *testing.T, path string, n int) {
 // returns the text.
 func refused(t *testing.T, path string, want ...string) string {
 	t.Helper()
-	s, err := Open(path, Options{})
+	s, err := Open(path, Config{})
 	if err == nil {
 		s.Close()
 		t.Fatalf("OpenSQLite(%s) opened a damaged store", path)
@@ -123,7 +123,7 @@ func TestCrashChild(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestStoreWALRemoved")
 	}
-	s, err := Open(path, Options{})
+	s, err := Open(path, Config{})
 	if err != nil {
 		fmt.Println("error", err)
 		return
@@ -307,7 +307,7 @@ func TestStoreDamagedPage(t *testing.T) {
 func BenchmarkOpenSQLite(b *testing.B) {
 	for _, n := range []int{20_000, 300_000} {
 		path := filepath.Join(b.TempDir(), "events.db")
-		s, err := Open(path, Options{})
+		s, err := Open(path, Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func BenchmarkOpenSQLite(b *testing.B) {
 					quickCheckBudget = 0
 				}
 				for range b.N {
-					s, err := Open(path, Options{})
+					s, err := Open(path, Config{})
 					if err != nil {
 						b.Fatal(err)
 					}

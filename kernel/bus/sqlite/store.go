@@ -21,8 +21,8 @@ import (
 	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
 )
 
-// Options configures a Store. The zero value is useful.
-type Options struct {
+// Config configures a Store. The zero value is useful.
+type Config struct {
 	// Synchronous is the SQLite synchronous level: "normal" (default) or
 	// "full". In WAL mode "normal" survives any crash of the process — an
 	// acknowledged event is in the WAL, which the next open replays — but a
@@ -99,7 +99,7 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', 1);
 const rowsPerInsert = hook.SQLiteRowsPerInsert
 
 // openSQLiteFile opens (creating if needed) the event store at path.
-func openSQLiteFile(path string, opts Options) (*Store, error) {
+func openSQLiteFile(path string, opts Config) (*Store, error) {
 	syncMode := strings.ToUpper(opts.Synchronous)
 	switch syncMode {
 	case "":

@@ -18,7 +18,7 @@ import (
 
 func openSQLite(t testing.TB, path string) *Store {
 	t.Helper()
-	s, err := Open(path, Options{})
+	s, err := Open(path, Config{})
 	if err != nil {
 		t.Fatalf("OpenSQLite(%s): %v", path, err)
 	}
@@ -31,7 +31,7 @@ func openSQLite(t testing.TB, path string) *Store {
 func TestSQLiteDurability(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.db")
-	b := bus.New(openSQLite(t, path), bus.Options{})
+	b := bus.New(openSQLite(t, path), bus.Config{})
 	var sent []abi.Event
 	for i := range 100 {
 		ev := &abi.Event{Type: fmt.Sprintf("kairo.durable.%d", i%4), Data: bustest.Payload(t, i), CorrelationID: "corr", Source: "src"}
@@ -64,7 +64,7 @@ func TestSQLiteDurability(t *testing.T) {
 	if got := s.LastSeq(); got != 100 {
 		t.Fatalf("reopened LastSeq = %d, want 100", got)
 	}
-	b = bus.New(s, bus.Options{})
+	b = bus.New(s, bus.Config{})
 	defer b.Close()
 	stored := bustest.ReplayAll(t, b, bus.Query{})
 	bustest.CheckDense(t, stored, 1)
@@ -181,12 +181,12 @@ func TestOpenSQLiteErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name, path string
-		opts       Options
+		opts       Config
 		want       []string
 	}{
-		{"bad synchronous", filepath.Join(dir, "a.db"), Options{Synchronous: "sometimes"}, []string{"synchronous", `"sometimes"`, "normal", "full"}},
-		{"not a database", notDB, Options{}, []string{notDB}},
-		{"missing directory", filepath.Join(dir, "no", "such", "dir", "events.db"), Options{}, []string{"events.db"}},
+		{"bad synchronous", filepath.Join(dir, "a.db"), Config{Synchronous: "sometimes"}, []string{"synchronous", `"sometimes"`, "normal", "full"}},
+		{"not a database", notDB, Config{}, []string{notDB}},
+		{"missing directory", filepath.Join(dir, "no", "such", "dir", "events.db"), Config{}, []string{"events.db"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,7 +203,7 @@ func TestOpenSQLiteErrors(t *testing.T) {
 		})
 	}
 	for _, mode := range []string{"full", "FULL", "Normal", ""} {
-		s, err := Open(filepath.Join(t.TempDir(), "events.db"), Options{Synchronous: mode})
+		s, err := Open(filepath.Join(t.TempDir(), "events.db"), Config{Synchronous: mode})
 		if err != nil {
 			t.Errorf("Synchronous %q: %v", mode, err)
 			continue

@@ -12,14 +12,14 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// DefaultWALMax is Options.WALMax when it is zero.
+// DefaultWALMax is Config.WALMax when it is zero.
 const DefaultWALMax = 64 << 20
 
 // minWALMax is the smallest WALMax: below it checkpoints would come every
 // few commits.
 const minWALMax = 1 << 20
 
-// The write-ahead log is kept under its bound (Options.WALMax) by
+// The write-ahead log is kept under its bound (Config.WALMax) by
 // checkpoints of three kinds, from the cheapest to the one that holds the
 // writer:
 //
@@ -69,7 +69,7 @@ const (
 
 // walState is the checkpointer's view of the WAL.
 type walState struct {
-	max   int64 // the bound: SQLiteOptions.WALMax
+	max   int64 // the bound: Config.WALMax
 	soft  int64 // the checkpointer restarts the WAL from here
 	late  int64 // past this it stops copying ahead and restarts at once
 	limit int64 // journal_size_limit: what a restarted WAL is trimmed to
@@ -110,7 +110,7 @@ func (s *Store) WALStats() WALStats {
 	return WALStats{Restarts: w.restarts.Load(), Truncates: w.truncates.Load(), GiveUps: w.giveUps.Load(), Held: time.Duration(w.held.Load())}
 }
 
-func (w *walState) init(path string, opts Options) error {
+func (w *walState) init(path string, opts Config) error {
 	w.max = opts.WALMax
 	switch {
 	case w.max == 0:

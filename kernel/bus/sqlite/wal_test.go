@@ -175,11 +175,11 @@ func TestWALBound(t *testing.T) {
 	t.Parallel()
 	const bound = 8 << 20
 	path := filepath.Join(t.TempDir(), "events.db")
-	s, err := Open(path, Options{WALMax: bound})
+	s, err := Open(path, Config{WALMax: bound})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bustest.NewBus(t, func(testing.TB) bus.Store { return s }, bus.Options{})
+	b := bustest.NewBus(t, func(testing.TB) bus.Store { return s }, bus.Config{})
 	wal := sampleWAL(path)
 	ctx, cancel := context.WithTimeout(context.Background(), walTestDuration())
 	defer cancel()
@@ -269,11 +269,11 @@ func TestWALLongReader(t *testing.T) {
 	const hold = 5 * time.Second
 	path := filepath.Join(t.TempDir(), "events.db")
 	var logs syncBuffer
-	s, err := Open(path, Options{WALMax: bound, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s, err := Open(path, Config{WALMax: bound, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bustest.NewBus(t, func(testing.TB) bus.Store { return s }, bus.Options{})
+	b := bustest.NewBus(t, func(testing.TB) bus.Store { return s }, bus.Config{})
 	wal := sampleWAL(path)
 
 	var acks []acked
@@ -325,7 +325,7 @@ func TestWALLongReader(t *testing.T) {
 }
 
 func TestWALMaxOption(t *testing.T) {
-	_, err := Open(filepath.Join(t.TempDir(), "events.db"), Options{WALMax: 1000})
+	_, err := Open(filepath.Join(t.TempDir(), "events.db"), Config{WALMax: 1000})
 	if err == nil || !strings.Contains(err.Error(), "WAL bound of 1000 bytes") {
 		t.Errorf("OpenSQLite with a WAL bound of 1000 bytes: %v; want an error naming it", err)
 	}

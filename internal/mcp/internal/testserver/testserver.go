@@ -16,8 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Options choose the server's tools and paging.
-type Options struct {
+// Config choose the server's tools and paging.
+type Config struct {
 	// PageSize is how many tools one tools/list page holds; 0 is the
 	// SDK's default.
 	PageSize int
@@ -36,7 +36,7 @@ type Options struct {
 }
 
 // New returns the server with its tools.
-func New(o Options) *mcp.Server {
+func New(o Config) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "kairo-test", Version: "1"}, &mcp.ServerOptions{PageSize: o.PageSize})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Says text back."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {

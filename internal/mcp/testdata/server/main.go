@@ -40,7 +40,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	s := testserver.New(testserver.Options{PageSize: *pageSize, Process: true, Child: []string{exe, "-child"}, Named: named, Big: *big})
+	s := testserver.New(testserver.Config{PageSize: *pageSize, Process: true, Child: []string{exe, "-child"}, Named: named, Big: *big})
 	err = s.Run(context.Background(), &mcp.StdioTransport{})
 	fmt.Fprintln(os.Stderr, "server: stdin ended:", err)
 	if *ignoreEOF {
