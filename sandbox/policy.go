@@ -7,7 +7,7 @@ import (
 // Policy is a resolved sandbox: what one native binary may touch. Paths are
 // absolute and free of variables; an empty list grants nothing. The kernel
 // builds a Policy from a skill manifest (proc.SkillPolicy) or the default
-// profile (Default); Command works it out into the plan the helper
+// profile ([Default]); [Command] works it out into the plan the helper
 // enforces before execve.
 type Policy struct {
 	// Filesystem (Landlock). Read grants reading files and listing

@@ -143,7 +143,7 @@ func (s *Spec) check() error {
 	return nil
 }
 
-// Config configures a Manager.
+// Config configures a [Manager].
 type Config struct {
 	Launcher Launcher // default Exec
 	Logger   *slog.Logger
