@@ -40,7 +40,7 @@ type Config struct {
 	// the lock, the skills and the plugins folder. Created 0700.
 	Home string
 	// Config is what kairo.toml decodes into over the embedded defaults
-	// (manifests.Load, or manifests.Defaults()).
+	// (manifests.Load, or manifests.Default()).
 	Config manifests.Config
 	// Logger gets the daemon's structured log; nil discards it.
 	Logger *slog.Logger

@@ -3,10 +3,11 @@
 // beside NAME.wasm; see [Plugin]) — and reads them with errors a person can
 // act on: each names the file, the line and the key, and says what to do.
 //
-// A schema is a Go struct whose fields carry toml tags. Loading starts from
-// embedded defaults (documented in defaults/), overlays the operator's file,
-// refuses keys the struct does not know and values of the wrong type, and
-// validates once, naming the field that is wrong:
+// A schema is a Go struct whose fields carry toml tags. Loading ([Load],
+// [LoadSkill], [LoadPlugin]) starts from embedded defaults (documented in
+// defaults/), overlays the operator's file, refuses keys the struct does
+// not know and values of the wrong type, and validates once, naming the
+// field that is wrong:
 //
 //	cfg, err := manifests.Load(filepath.Join(home, "kairo.toml"))
 //	if err != nil {

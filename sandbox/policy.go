@@ -75,7 +75,7 @@ type Policy struct {
 }
 
 // Limits are the resource limits of a sandboxed binary; zero is no limit
-// (except CoreBytes, which is always 0).
+// (core dumps, RLIMIT_CORE, are always 0).
 type Limits struct {
 	CPUSeconds  uint64        // RLIMIT_CPU: SIGXCPU, then SIGKILL
 	Memory      uint64        // RLIMIT_AS, bytes

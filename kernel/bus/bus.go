@@ -1,7 +1,7 @@
 // Package bus is Kairo's event bus, the system's single source of truth.
 //
 // Subjects are NATS-style ("kairo.process.exited"; patterns use "*" for one
-// token and ">" for the rest). Publish appends to the store and is
+// token and ">" for the rest). [Bus.Publish] appends to the store and is
 // acknowledged only after the append; then the event is delivered to every
 // matching subscriber. A subscriber that falls behind never blocks
 // publishers and never loses events: when its bounded buffer overflows it

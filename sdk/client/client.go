@@ -1,6 +1,8 @@
 // Package client connects Go programs — binary skills, UIs, scripts, the
 // kairo command itself — to a running Kairo kernel over its Unix socket
 // ($KAIRO_SOCKET, else kernel.sock in the data folder [FindHome] finds).
+// [Dial] connects to it; a skill the kernel started uses [DialEnv], on the
+// descriptor it inherited. A [*Client] is safe for concurrent use.
 //
 // It imports abi, the msgpack it encodes with, and the standard library only:
 // a program that dials the kernel does not link the kernel, its store or the
