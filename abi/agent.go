@@ -24,7 +24,7 @@ type UserMessage struct {
 }
 
 // AgentInput is what a policy is given each tick beside the tick's
-// observations (Batch.Events): Compose(x_t, m_{t-1}, t, Hz).
+// observations ([Batch.Events]): Compose(x_t, m_{t-1}, t, Hz).
 type AgentInput struct {
 	Agent string  `msgpack:"agent"`
 	Hz    float64 `msgpack:"hz"`
@@ -90,7 +90,7 @@ type ActionView struct {
 	EndedAt   time.Time `msgpack:"endedAt,omitempty"`
 }
 
-// Action statuses, derived from events: an action without its result is in
+// [Action] statuses, derived from events: an action without its result is in
 // progress.
 const (
 	StatusInProgress  = "in_progress"
@@ -100,7 +100,7 @@ const (
 	StatusInterrupted = "interrupted" // the daemon died while it ran
 )
 
-// ActionData is the data of a policy's Action by type: Text for say and
+// ActionData is the data of a policy's [Action] by type: Text for say and
 // query, Tool and Args for tool_call, RunLoopID and Reason for cancel.
 type ActionData struct {
 	Text      string `msgpack:"text,omitempty"`

@@ -54,7 +54,7 @@ func RelayedSource(writer, plugin string) string {
 	return writer + ViaSeparator + plugin
 }
 
-// Relayed splits a source made by RelayedSource into the writer and the
+// Relayed splits a source made by [RelayedSource] into the writer and the
 // plugin that relayed its event; ok is false for a source of one
 // principal.
 func Relayed(source string) (writer, plugin string, ok bool) {

@@ -9,7 +9,7 @@ import "time"
 
 // Denial operations: what a sandboxed tree tried and was refused. The
 // filesystem and TCP ones are Landlock's (read from the audit subsystem),
-// DeniedHost is the egress proxy's, DeniedSyscall the seccomp filter's.
+// [DeniedHost] is the egress proxy's, [DeniedSyscall] the seccomp filter's.
 const (
 	DeniedRead       = "fs.read"         // reading a file or listing a folder
 	DeniedWrite      = "fs.write"        // creating, changing, renaming or removing
@@ -65,7 +65,7 @@ type SandboxAudit struct {
 	Reason    string `msgpack:"reason,omitempty"`
 }
 
-// Approval modes: when a tool or a skill needs a person's yes.
+// [Approval] modes: when a tool or a skill needs a person's yes.
 const (
 	ApprovalAlways = "always" // before every run
 	// ApprovalOnDeny runs it sandboxed; when the sandbox refused it
@@ -138,7 +138,7 @@ type ApprovalDecision struct {
 	ActionID string `msgpack:"actionId,omitempty"`
 }
 
-// Approval states, as approval.list reports them.
+// [Approval] states, as approval.list reports them.
 const (
 	ApprovalPending  = "pending"
 	ApprovalApproved = "approved"

@@ -13,7 +13,7 @@
 // Anchor is an alias of [MemoryAnchor]); an alias is the same type, not a
 // copy. One exception remains: the data of the store's events
 // (kairo.system.store.*) is still declared beside the stores in
-// kernel/bus.
+// kernel/bus. See docs/RATIONALE.md#one-vocabulary.
 //
 // The package builds for GOOS=wasip1 so plugins can import it, and depends on
 // nothing but msgpack.

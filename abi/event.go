@@ -40,7 +40,7 @@ var (
 	_ msgpack.CustomDecoder = (*Event)(nil)
 )
 
-// EncodeMsgpack writes the event as AppendEvent does. The receiver is a
+// EncodeMsgpack writes the event as [AppendEvent] does. The receiver is a
 // value so that events held by value inside other types encode too.
 func (e Event) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return enc.Encode(msgpack.RawMessage(AppendEvent(nil, &e)))

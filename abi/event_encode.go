@@ -1,7 +1,7 @@
 package abi
 
 // AppendEvent appends ev's MsgPack encoding to dst: a map with the keys of
-// the Event tags, empty optional fields left out. It is the envelope's only
+// the [Event] tags, empty optional fields left out. It is the envelope's only
 // encoder (EncodeMsgpack calls it) and what the store and the socket write.
 func AppendEvent(dst []byte, ev *Event) []byte {
 	n := 3

@@ -62,7 +62,7 @@ type Header struct {
 	Length uint32
 }
 
-// PutHeader writes h into b, which must hold HeaderSize bytes.
+// PutHeader writes h into b, which must hold [HeaderSize] bytes.
 func PutHeader(b []byte, h Header) {
 	_ = b[HeaderSize-1]
 	b[0], b[1] = Magic[0], Magic[1]
@@ -81,7 +81,7 @@ type FrameError struct {
 func (e *FrameError) Error() string { return "bad frame: " + e.Reason }
 
 // ParseHeader decodes and checks a frame header. maxPayload bounds the
-// payload length (DefaultMaxFrame when zero).
+// payload length ([DefaultMaxFrame] when zero).
 func ParseHeader(b []byte, maxPayload uint32) (Header, error) {
 	if len(b) < HeaderSize {
 		return Header{}, &FrameError{fmt.Sprintf("header is %d bytes, want %d", len(b), HeaderSize)}

@@ -16,7 +16,7 @@ type FrameReader struct {
 }
 
 // NewFrameReader reads frames from r whose payloads are at most maxPayload
-// bytes (DefaultMaxFrame when zero). A *bufio.Reader is read directly, so
+// bytes ([DefaultMaxFrame] when zero). A [*bufio.Reader] is read directly, so
 // its owner may read a payload itself after ReadHeader; any other reader
 // is buffered with 64 KiB.
 func NewFrameReader(r io.Reader, maxPayload uint32) *FrameReader {
@@ -31,7 +31,7 @@ func NewFrameReader(r io.Reader, maxPayload uint32) *FrameReader {
 }
 
 // Next returns the next frame. Its payload is only valid until the next
-// call. A *FrameError means the stream is out of step; io.EOF that it ended
+// call. A [*FrameError] means the stream is out of step; [io.EOF] that it ended
 // between frames.
 func (f *FrameReader) Next() (PacketType, []byte, error) {
 	h, err := f.ReadHeader()
@@ -43,7 +43,7 @@ func (f *FrameReader) Next() (PacketType, []byte, error) {
 }
 
 // ReadHeader reads and checks the next frame header. The caller then reads
-// its payload, with ReadPayload or from the *bufio.Reader it passed in.
+// its payload, with ReadPayload or from the [*bufio.Reader] it passed in.
 func (f *FrameReader) ReadHeader() (Header, error) {
 	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
 		if err == io.ErrUnexpectedEOF {
@@ -73,7 +73,7 @@ func (f *FrameReader) ReadPayload(n uint32) ([]byte, error) {
 }
 
 // PayloadError is the error of reading an n-byte payload that failed with
-// err: a *FrameError when the stream ended inside the payload, else err.
+// err: a [*FrameError] when the stream ended inside the payload, else err.
 func PayloadError(n uint32, err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return &FrameError{Reason: fmt.Sprintf("connection closed inside a %d-byte payload", n)}

@@ -13,7 +13,8 @@ import (
 // the counter incremented per ID (method 1 of RFC 9562 §6.2), so IDs sort by
 // creation time within one process and stay unique across processes. Time
 // order matters for the stores: appending to an ID index at its right edge is
-// several times cheaper than inserting random keys.
+// several times cheaper than inserting random keys
+// (docs/RATIONALE.md#time-ordered-ids).
 type idGen struct {
 	mu    sync.Mutex
 	arena []byte // IDs are formatted here, 64 to an allocation
@@ -24,7 +25,8 @@ type idGen struct {
 
 var ids idGen
 
-// NewID returns a new time-ordered event ID.
+// NewID returns a new time-ordered event ID. Why time-ordered:
+// docs/RATIONALE.md#time-ordered-ids.
 func NewID() string { return NewIDAt(time.Now()) }
 
 // NewIDAt is [NewID] for a clock reading the caller already has: the bus

@@ -30,7 +30,8 @@ const scopeSep = ":"
 // operator's included: ids with no scope are the kernel's alone, and two
 // principals that choose one id store two events. A client's retry with
 // the id it chose, or with the scoped id it was answered, is still a
-// duplicate of its first publish.
+// duplicate of its first publish. See
+// docs/RATIONALE.md#an-id-names-its-writer.
 func ScopeEventID(source, id string) (string, error) {
 	if id == "" {
 		return "", nil

@@ -75,7 +75,7 @@ func CheckEventLimits(ev *Event) error {
 }
 
 // StringList is a list of strings from a client (a spawn's argv and env),
-// decoded within MaxListLen entries and MaxListBytes bytes: the count is
+// decoded within [MaxListLen] entries and [MaxListBytes] bytes: the count is
 // checked before anything is allocated, the bytes while decoding.
 type StringList []string
 
@@ -111,7 +111,7 @@ func (l *StringList) DecodeMsgpack(dec *msgpack.Decoder) error {
 }
 
 // StringMap is a map of strings from a client (a skill's params), decoded
-// within MaxListLen entries and MaxListBytes bytes like StringList.
+// within [MaxListLen] entries and [MaxListBytes] bytes like [StringList].
 type StringMap map[string]string
 
 var _ msgpack.CustomDecoder = (*StringMap)(nil)

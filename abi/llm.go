@@ -8,7 +8,7 @@ import "time"
 // can be read back and replayed.
 
 // MethodLLMChat is the host method that asks the configured model for the
-// next assistant message: ChatParams in, ChatResult out.
+// next assistant message: [ChatParams] in, [ChatResult] out.
 const MethodLLMChat = "llm.chat"
 
 // The subjects of the recording, SubjectLLMRequest and SubjectLLMResponse,

@@ -1,7 +1,7 @@
 package abi
 
 // The kernel's method names: every method a daemon serves, with the
-// package that registers it. MethodClockWait and MethodLLMChat are with
+// package that registers it. [MethodClockWait] and [MethodLLMChat] are with
 // their params.
 const (
 	// kernel: the method table itself, events and processes.

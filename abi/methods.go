@@ -91,7 +91,7 @@ type UnsubscribeParams struct {
 
 // ReplayParams is events.replay: the stored events in [FromSeq, ToSeq] and
 // [Since, Until] matching Pattern, in sequence order, pushed as EVENT packets
-// whose Subscription is the request ID, then answered with a ReplayResult.
+// whose Subscription is the request ID, then answered with a [ReplayResult].
 // Zero values leave a bound open; Limit 0 means no limit.
 type ReplayParams struct {
 	Pattern string    `msgpack:"pattern,omitempty"`

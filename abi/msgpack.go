@@ -2,7 +2,8 @@ package abi
 
 // The MsgPack primitives of the hand-written codecs. Readers check every
 // length against their input and return what follows the value; writers
-// append the smallest encoding, as msgpack libraries do.
+// append the smallest encoding, as msgpack libraries do. Why by hand, and
+// why every length is checked: docs/RATIONALE.md#untrusted-msgpack.
 
 import (
 	"encoding/binary"

@@ -7,14 +7,14 @@ import (
 )
 
 // Request calls one kernel method. ID is chosen by the client and echoed in
-// the Response; requests may be pipelined and answered out of order.
+// the [Response]; requests may be pipelined and answered out of order.
 type Request struct {
 	ID     uint64             `msgpack:"id"`
 	Method string             `msgpack:"method"`
 	Params msgpack.RawMessage `msgpack:"params,omitempty"`
 }
 
-// Response answers the Request with the same ID: Result on success, Error
+// Response answers the [Request] with the same ID: Result on success, Error
 // otherwise. ID is 0 when the kernel could not read the request's ID.
 type Response struct {
 	ID     uint64             `msgpack:"id"`
@@ -40,7 +40,7 @@ type StreamChunk struct {
 	CorrelationID string `msgpack:"correlationId,omitempty"`
 }
 
-// Error codes. A client branches on Code; Message is for people and says
+// [Error] codes. A client branches on Code; Message is for people and says
 // what was wrong and what to do.
 const (
 	CodeBadFrame         = "bad_frame"
@@ -62,7 +62,7 @@ type Error struct {
 // Error is the code and the message, as "code: message".
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// Errorf builds an *Error with a formatted message.
+// Errorf builds an [*Error] with a formatted message.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }

@@ -79,7 +79,7 @@ func DecodeResponse(b []byte, r *Response) error {
 }
 
 // AppendRequest appends r's MsgPack encoding to dst, with the keys of the
-// Request tags.
+// [Request] tags.
 func AppendRequest(dst []byte, r *Request) []byte {
 	n := 2
 	if len(r.Params) > 0 {
@@ -94,7 +94,7 @@ func AppendRequest(dst []byte, r *Request) []byte {
 }
 
 // AppendResponse appends r's MsgPack encoding to dst, with the keys of the
-// Response tags.
+// [Response] tags.
 func AppendResponse(dst []byte, r *Response) []byte {
 	n := 1
 	if len(r.Result) > 0 {
@@ -120,7 +120,7 @@ func appendError(dst []byte, e *Error) []byte {
 }
 
 // AppendStreamChunk appends c's MsgPack encoding to dst, with the keys of
-// the StreamChunk tags: the output hot path.
+// the [StreamChunk] tags: the output hot path.
 func AppendStreamChunk(dst []byte, c *StreamChunk) []byte {
 	return append(AppendStreamChunkHead(dst, c), c.Chunk...)
 }
@@ -132,7 +132,7 @@ func AppendStreamChunkHead(dst []byte, c *StreamChunk) []byte {
 	return AppendStreamChunkHeadLen(dst, c, len(c.Chunk))
 }
 
-// AppendStreamChunkHeadLen is AppendStreamChunkHead for output of size
+// AppendStreamChunkHeadLen is [AppendStreamChunkHead] for output of size
 // bytes that c does not hold: the kernel sends them from elsewhere (a pipe
 // spliced to the socket) right after the head.
 func AppendStreamChunkHeadLen(dst []byte, c *StreamChunk, size int) []byte {

@@ -19,17 +19,17 @@ const PluginABIVersion = 1
 // The guest's exports, beside _initialize (which a WASI reactor, such as a
 // Go -buildmode=c-shared module, exports and the host calls once first).
 const (
-	// ExportABIVersion: () -> i32, the PluginABIVersion the guest was built for.
+	// ExportABIVersion: () -> i32, the [PluginABIVersion] the guest was built for.
 	ExportABIVersion = "kairo_abi_version"
 	// ExportInput: (size i32) -> i32, the address of a buffer of at least
 	// size bytes that stays valid until the next call of any export. The
 	// host writes the input of kairo_init or kairo_handle there.
 	ExportInput = "kairo_input"
-	// ExportInit: (len i32) -> i64. Reads PluginConfig (len bytes in the
-	// input buffer) and returns InitResult as ptr<<32 | len.
+	// ExportInit: (len i32) -> i64. Reads [PluginConfig] (len bytes in the
+	// input buffer) and returns [InitResult] as ptr<<32 | len.
 	ExportInit = "kairo_init"
-	// ExportHandle: (len i32) -> i64. Reads a Batch (len bytes in the input
-	// buffer) and returns a Reply as ptr<<32 | len.
+	// ExportHandle: (len i32) -> i64. Reads a [Batch] (len bytes in the input
+	// buffer) and returns a [Reply] as ptr<<32 | len.
 	ExportHandle = "kairo_handle"
 	// ExportInitialize is the WASI reactor's start function.
 	ExportInitialize = "_initialize"
@@ -44,11 +44,11 @@ const HostModule = "kairo"
 const (
 	// ImportCall: (method_ptr, method_len, args_ptr, args_len i32) -> i64.
 	// Starts one kernel or host method by name with MsgPack args. Returns a
-	// token > 0; the CallResult with that token arrives in a later Batch.
-	// Returns a negative Errno when the call cannot start.
+	// token > 0; the [CallResult] with that token arrives in a later [Batch].
+	// Returns a negative [Errno] when the call cannot start.
 	ImportCall = "call"
-	// ImportPublish: (ptr, len i32) -> i32. Publishes one Event (MsgPack).
-	// Returns 0, or a negative Errno.
+	// ImportPublish: (ptr, len i32) -> i32. Publishes one [Event] (MsgPack).
+	// Returns 0, or a negative [Errno].
 	ImportPublish = "publish"
 	// ImportLog: (level i32, ptr, len i32). Logs a UTF-8 line at a
 	// log/slog level (-4 debug, 0 info, 4 warn, 8 error).
@@ -62,14 +62,14 @@ const (
 // turns it into an error.
 type Errno int32
 
-// The Errno values.
+// The [Errno] values.
 const (
 	ErrnoNotGranted Errno = -1 // the manifest does not grant the method or subject
 	ErrnoInvalid    Errno = -2 // the value is not valid MsgPack of the expected type
 	ErrnoBusy       Errno = -3 // too many calls or publishes in this batch
 )
 
-// Error says in words why the host refused, so that an Errno can be
+// Error says in words why the host refused, so that an [Errno] can be
 // returned as the error it is.
 func (e Errno) Error() string {
 	switch e {
@@ -155,7 +155,7 @@ type ServiceCall struct {
 }
 
 // ToolCall asks a tool plugin to run one of its tools. The plugin answers
-// with a ToolResult of the same ID, in this reply or a later one.
+// with a [ToolResult] of the same ID, in this reply or a later one.
 type ToolCall struct {
 	// ID is the actionId, the idempotency key of the call.
 	ID            string `msgpack:"id"`
@@ -185,7 +185,7 @@ type Reply struct {
 	Error string `msgpack:"error,omitempty"`
 }
 
-// Action types a policy may decide.
+// [Action] types a policy may decide.
 const (
 	ActionNoop     = "noop"
 	ActionSay      = "say"
@@ -208,7 +208,7 @@ type Action struct {
 	Data        msgpack.RawMessage `msgpack:"data,omitempty"`
 }
 
-// ToolResult answers a ToolCall.
+// ToolResult answers a [ToolCall].
 type ToolResult struct {
 	ID      string `msgpack:"id"`
 	Content string `msgpack:"content"`
@@ -218,5 +218,5 @@ type ToolResult struct {
 // PackPtrLen packs the result of kairo_init and kairo_handle.
 func PackPtrLen(ptr, n uint32) uint64 { return uint64(ptr)<<32 | uint64(n) }
 
-// UnpackPtrLen splits what PackPtrLen packed.
+// UnpackPtrLen splits what [PackPtrLen] packed.
 func UnpackPtrLen(v uint64) (ptr, n uint32) { return uint32(v >> 32), uint32(v) }

@@ -137,7 +137,7 @@ func appendCallResult(dst []byte, r *CallResult) []byte {
 	return dst
 }
 
-// DecodeBatch decodes a Batch that fills all of in. Strings and raw values
+// DecodeBatch decodes a [Batch] that fills all of in. Strings and raw values
 // alias in, so in must not change while b is in use.
 func DecodeBatch(in []byte, b *Batch) error {
 	if decodeBatchFast(in, b, nil) {
@@ -337,7 +337,7 @@ func appendToolResult(dst []byte, r *ToolResult) []byte {
 	return dst
 }
 
-// DecodeReply decodes a Reply that fills all of in. Strings and raw values
+// DecodeReply decodes a [Reply] that fills all of in. Strings and raw values
 // alias in, so in must not change while r is in use.
 func DecodeReply(in []byte, r *Reply) error {
 	*r = Reply{}

@@ -16,7 +16,7 @@ import (
 // Inside a guest, allocation costs as much as decoding: DecodeBatchReusing
 // decodes into the events of the previous batch.
 
-// DecodeBatchReusing decodes a Batch as DecodeBatch does, but into the
+// DecodeBatchReusing decodes a [Batch] as [DecodeBatch] does, but into the
 // capacity b.Events already has where it suffices, for a decoder that
 // decodes batch after batch into one Batch (a guest SDK): the events of the
 // previous batch are overwritten.

@@ -2,7 +2,7 @@ package abi
 
 // PluginThrottled is the data of kairo.plugin.throttled: what one batch of
 // a plugin asked past a cap the host holds every plugin to, and the host
-// refused (call and publish returned ErrnoBusy) or cut (log lines dropped
+// refused (call and publish returned [ErrnoBusy]) or cut (log lines dropped
 // or shortened), reported once for the batch with the counts.
 type PluginThrottled struct {
 	Plugin string      `msgpack:"plugin"`

@@ -128,7 +128,7 @@ func CompilePattern(p string) (*Pattern, error) {
 	return pt, nil
 }
 
-// MustCompilePattern is CompilePattern for patterns known to be valid.
+// MustCompilePattern is [CompilePattern] for patterns known to be valid.
 func MustCompilePattern(p string) *Pattern {
 	pt, err := CompilePattern(p)
 	if err != nil {
@@ -176,7 +176,7 @@ func (p *Pattern) Match(s string) bool {
 // Covers reports whether every subject that pattern matches is also
 // matched by grant: "kairo.>" covers "kairo.user.*", "a.*" covers "a.b",
 // and nothing but ">" at the same place covers a ">". Both are assumed
-// valid patterns (ValidatePattern); the empty pattern is ">".
+// valid patterns ([ValidatePattern]); the empty pattern is ">".
 func Covers(grant, pattern string) bool {
 	if grant == "" {
 		grant = ">"

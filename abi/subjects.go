@@ -72,7 +72,7 @@ const (
 )
 
 // The user: a message for the agent, which anyone granted may publish; the
-// runtime routes it to an agent (AgentMessageSubject).
+// runtime routes it to an agent ([AgentMessageSubject]).
 const SubjectUserMessage = "kairo.user.message"
 
 // Input sources that are not a user's message: something the agent should
@@ -95,7 +95,7 @@ const (
 	// runtime could not do, for the run loop it was for.
 	SubjectAgentError = "kairo.agent.error"
 	// SubjectAgentMessages matches the user messages routed to any agent:
-	// AgentMessageSubject of every id.
+	// [AgentMessageSubject] of every id.
 	SubjectAgentMessages = "kairo.agent.*.message"
 
 	SubjectAgentAll = "kairo.agent.>"
@@ -105,7 +105,7 @@ const (
 func AgentMessageSubject(id string) string { return "kairo.agent." + id + ".message" }
 
 // IsAgentMessageSubject reports whether subject is a user message routed
-// to an agent: AgentMessageSubject of some id, as SubjectAgentMessages
+// to an agent: [AgentMessageSubject] of some id, as [SubjectAgentMessages]
 // matches.
 func IsAgentMessageSubject(subject string) bool {
 	id, ok := strings.CutPrefix(subject, "kairo.agent.")
@@ -171,7 +171,7 @@ const (
 )
 
 // SubjectIn reports whether subject is in family, a pattern of the form
-// "kairo.NAME.>" such as SubjectProcessAll (or SubjectAll): whether family
+// "kairo.NAME.>" such as [SubjectProcessAll] (or [SubjectAll]): whether family
 // matches it.
 func SubjectIn(subject, family string) bool {
 	prefix, ok := strings.CutSuffix(family, ">")

@@ -3,7 +3,7 @@ package abi
 // The tool registry's values: what tools.list reports and what stands in a
 // tool result too large to carry in its kairo.tool.result event.
 
-// Tool sources: where a tool of the registry comes from.
+// [Tool] sources: where a tool of the registry comes from.
 const (
 	ToolSourceKernel = "kernel" // the kernel's process methods
 	ToolSourceSkill  = "skill"  // a binary skill's manifest

@@ -32,7 +32,7 @@ import (
 // maxSocketPath is what fits in sockaddr_un.sun_path with its NUL.
 const maxSocketPath = 107
 
-// Config configures a Daemon.
+// Config configures a [Daemon].
 type Config struct {
 	// Mode is what the daemon runs; the zero value is Full, `kairo up`.
 	Mode Mode
@@ -40,7 +40,7 @@ type Config struct {
 	// the lock, the skills and the plugins folder. Created 0700.
 	Home string
 	// Config is what kairo.toml decodes into over the embedded defaults
-	// (manifests.Load, or manifests.Defaults()).
+	// (manifests.Load, or manifests.Default()).
 	Config manifests.Config
 	// Logger gets the daemon's structured log; nil discards it.
 	Logger *slog.Logger
@@ -144,7 +144,7 @@ func (d *Daemon) Socket() string { return d.sock }
 func (d *Daemon) Kernel() *kernel.Kernel { return d.kernel }
 
 // Methods is the daemon's method table: every method its kernel serves,
-// sorted — abi.Methods, once it is up.
+// sorted — [abi.Methods], once it is up.
 func (d *Daemon) Methods() []string { return d.kernel.Methods() }
 
 // Plugins lists the daemon's plugins and their states.

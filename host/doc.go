@@ -15,7 +15,8 @@
 // assembling one: [Private] is the kernel `kairo run` starts when no daemon
 // runs, [Replaying] opens a data folder's log for [Daemon.Replay] (`kairo
 // replay`). No other package builds a kernel, a bus or the plugin engine
-// (internal/layercheck fails on one that does).
+// (internal/layercheck fails on one that does). See
+// docs/RATIONALE.md#one-composition-root.
 //
 // The parts above the kernel are the subpackages of host:
 //

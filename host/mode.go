@@ -31,7 +31,7 @@ const (
 	Private
 	// Replaying opens the data folder's log without serving it, for
 	// [Daemon.Replay]: no socket, no processes, no agent. The caller
-	// holds the data folder's lock (Config.Lock), so no daemon runs on it.
+	// holds the data folder's lock ([Config.Lock]), so no daemon runs on it.
 	Replaying
 )
 

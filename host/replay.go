@@ -38,7 +38,7 @@ func (d *Daemon) registerReplay() {
 // plugin, alone in a kernel of its own, is handed each recorded tick again,
 // its model answered from the recorded answers, and what it decides is
 // compared with what it decided then. It returns the report and the run
-// loop's events. A Full daemon serves it as agent.replay; a Replaying one
+// loop's events. A [Full] daemon serves it as agent.replay; a [Replaying] one
 // is started for it alone.
 func (d *Daemon) Replay(ctx context.Context, run string) (*abi.AgentReplayReport, []abi.Event, error) {
 	if d.engine == nil {

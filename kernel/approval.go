@@ -30,7 +30,7 @@ const (
 	maxApprovalReason   = 1024
 	maxApprovalGrants   = 64
 	// DefaultApprovalTimeout is how long a request waits for a person
-	// before it is denied, unless Config.ApprovalTimeout says otherwise.
+	// before it is denied, unless [Config.ApprovalTimeout] says otherwise.
 	DefaultApprovalTimeout = 10 * time.Minute
 )
 

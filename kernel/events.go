@@ -31,12 +31,14 @@ func (k *Kernel) publish(ctx context.Context, c *Call) (any, error) {
 	if p.Event.Type == "" {
 		return nil, abi.Errorf(abi.CodeInvalidParams, "event.type is empty: give the subject to publish on, e.g. \"app.order.created\"")
 	}
+	// Why: docs/RATIONALE.md#kernel-subjects.
 	if bus.KernelOwned(p.Event.Type) {
 		return nil, abi.Errorf(abi.CodePermissionDenied,
 			"permission denied: %q is a kernel subject; only the kernel and the host publish kairo.process, intent, tool, agent, plugin, sandbox, approval, system, llm, mcp and memory events (a run loop is canceled with the intent.cancel method)", p.Event.Type)
 	}
 	// The source is who publishes, as the kernel knows it: a caller
-	// cannot speak for another.
+	// cannot speak for another
+	// (docs/RATIONALE.md#the-source-of-an-event-is-the-kernels-word).
 	source := c.Session.Caller().Source()
 	if p.Event.Source != "" && p.Event.Source != source {
 		return nil, abi.Errorf(abi.CodeInvalidParams,

@@ -6,9 +6,9 @@
 // plugins (host/wasm) are two doors into this table, not two copies of it;
 // the host registers its own methods (llm.chat, the tools) in it.
 //
-// A call carries the Session it came through, whose Caller says who calls:
-// the kernel decides what a call may do from the Caller alone (its Grants,
-// its SpawnAuthority) and stamps the source of what it publishes from it.
+// A call carries the [Session] it came through, whose [Caller] says who calls:
+// the kernel decides what a call may do from the Caller alone (its [Grants],
+// its [SpawnAuthority]) and stamps the source of what it publishes from it.
 package kernel
 
 import (
@@ -99,7 +99,7 @@ type Call struct {
 }
 
 // Handler implements a method. Its result is MsgPack-encoded for the caller;
-// an *abi.Error reaches the caller as is, any other error as "internal".
+// an [*abi.Error] reaches the caller as is, any other error as "internal".
 type Handler func(ctx context.Context, c *Call) (any, error)
 
 // Method is an entry of the method table.
@@ -112,7 +112,7 @@ type Method struct {
 	Quick bool
 }
 
-// Config configures a Kernel.
+// Config configures a [Kernel].
 type Config struct {
 	Version string // reported by kernel.introspect
 	// Host is this kernel's name among the hosts that share its store,
@@ -172,7 +172,7 @@ func New(b *bus.Bus, opts Config) *Kernel {
 }
 
 // SetReady says whether the daemon around the kernel is up, which
-// kernel.ping answers (abi.PingResult.Ready) so that clients can wait for
+// kernel.ping answers ([abi.PingResult.Ready]) so that clients can wait for
 // it: host.Daemon sets it once it started everything and clears it when it
 // begins to stop. A new kernel is not ready.
 func (k *Kernel) SetReady(ready bool) { k.ready.Store(ready) }

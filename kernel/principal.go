@@ -12,14 +12,14 @@ import (
 	"github.com/kairo-os/kairo/sandbox"
 )
 
-// Kind is the kind of principal a caller is. See docs/RATIONALE.md, "Who
-// may do what", for what each may do.
+// Kind is the kind of principal a caller is. See
+// docs/RATIONALE.md#who-the-principals-are for what each may do.
 type Kind string
 
 const (
 	// KindOperator is a local client of the socket: the person who runs
 	// Kairo, identified by SO_PEERCRED. It may name any manifest and any
-	// folder. The zero Kind is the operator: in-process callers that act
+	// folder. The zero [Kind] is the operator: in-process callers that act
 	// for the operator's own configuration need not say so.
 	KindOperator Kind = ""
 	// KindSkill is a sandboxed binary skill on the IPC descriptor the
@@ -108,7 +108,7 @@ func under(path, dir string) bool {
 }
 
 // attenuate builds the spec a non-operator caller may spawn for p, or says
-// why it may not.
+// why it may not. Why: docs/RATIONALE.md#attenuation.
 func (k *Kernel) attenuate(caller Caller, p *abi.SpawnParams) (proc.Spec, error) {
 	who := caller.String()
 	a := caller.Spawn

@@ -8,7 +8,7 @@ import (
 	"github.com/kairo-os/kairo/kernel/proc"
 )
 
-// ChunkSplicer is a Session that can take process output straight from the
+// ChunkSplicer is a [Session] that can take process output straight from the
 // output pipe (an IPC connection: pipe to socket by splice(2)). Sessions
 // without it get their output by PushChunks.
 type ChunkSplicer interface {

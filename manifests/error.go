@@ -24,7 +24,7 @@ type Error struct {
 	Err error
 }
 
-// Unwrap is the sentinel, for errors.Is.
+// Unwrap is the sentinel, for [errors.Is].
 func (e *Error) Unwrap() error { return e.Err }
 
 // Error is "file:line:col: key: message", each part left out when it is

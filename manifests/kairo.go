@@ -21,7 +21,7 @@ import (
 )
 
 // DefaultsTOML is the embedded kairo.toml with every key at its default,
-// documented. Load reads it before the operator's file.
+// documented. [Load] reads it before the operator's file.
 //
 //go:embed defaults/kairo.toml
 var DefaultsTOML []byte
@@ -206,7 +206,7 @@ func (c *Config) PluginsPath(home string) string { return underHome(home, c.Host
 func (c *Config) SkillsPath(home string) string { return underHome(home, c.Agent.SkillsDir) }
 
 // CachePath is the compilation cache of a daemon whose data folder is home:
-// [host] cache_dir when set, else UserCachePath.
+// [host] cache_dir when set, else [UserCachePath].
 func (c *Config) CachePath(home string) string {
 	if c.Host.CacheDir != "" {
 		return underHome(home, c.Host.CacheDir)
@@ -734,8 +734,8 @@ func Default() Config {
 
 // Load returns the defaults overlaid with the file at path, validated. A
 // path that does not exist (or "") gives the defaults. Every error is an
-// *Error, or several joined, naming the file, the line and the key. It
-// reads only a regular file of at most MaxConfigSize bytes (see readFile).
+// [*Error], or several joined, naming the file, the line and the key. It
+// reads only a regular file of at most [MaxConfigSize] bytes (see readFile).
 func Load(path string) (Config, error) {
 	c := Default()
 	if path == "" {

@@ -16,9 +16,9 @@ import (
 // Plugin is a Wasm plugin's manifest, NAME.toml beside NAME.wasm: what the
 // plugin is, what it asks to reach through the host, and its config. A
 // built-in's manifest is granted as it asks; a drop-in's only asks, and
-// the operator grants (PluginOverride.Grants). Whether the host trusts the
+// the operator grants ([PluginOverride.Grants]). Whether the host trusts the
 // plugin (runs it without a deadline) is the operator's choice, never the
-// manifest's: see PluginOverride.
+// manifest's: see [PluginOverride].
 type Plugin struct {
 	File string `toml:"-"` // the manifest's path, as given to LoadPlugin or ParsePlugin
 	// Trusted is set by Narrow from the operator's override; a manifest
@@ -81,7 +81,7 @@ const WasmPageSize = 64 * KiB
 // maxWasmPages is the most pages a 32-bit WebAssembly memory may have.
 const maxWasmPages = 65536
 
-// MemoryPages is Memory in 64 KiB pages, rounded up; 0 when left out.
+// MemoryPages is Memory in 64 [KiB] pages, rounded up; 0 when left out.
 func (l PluginLimits) MemoryPages() uint32 {
 	return uint32((l.Memory + WasmPageSize - 1) / WasmPageSize)
 }
@@ -168,7 +168,7 @@ func (o PluginOverride) Disabled() bool { return o.Enabled != nil && !*o.Enabled
 const maxMethodName = 256
 
 // LoadPlugin reads and validates the plugin manifest at path. Every
-// problem is an *Error, or several joined, naming the file, the line and
+// problem is an [*Error], or several joined, naming the file, the line and
 // the key.
 func LoadPlugin(path string) (*Plugin, error) {
 	text, err := readFile(path, MaxManifestSize)

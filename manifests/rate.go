@@ -11,7 +11,7 @@ import (
 // or an integer in TOML) is bytes per second too.
 type Rate uint64
 
-// ParseRate reads a rate such as "256KiB/s"; see Rate and ParseSize.
+// ParseRate reads a rate such as "256KiB/s"; see [Rate] and [ParseSize].
 func ParseRate(s string) (Rate, error) {
 	t := strings.TrimSpace(s)
 	if strings.HasSuffix(strings.ToLower(t), "/s") {
@@ -30,10 +30,10 @@ func ParseRate(s string) (Rate, error) {
 
 const rateFormat = `want a size per second, such as "256KiB/s" or "1MB/s", or a plain number of bytes per second`
 
-// String writes the rate as a Size per second: 262144 is "256KiB/s".
+// String writes the rate as a [Size] per second: 262144 is "256KiB/s".
 func (r Rate) String() string { return Size(r).String() + "/s" }
 
-// UnmarshalText lets TOML (and JSON) read a Rate from a string or an integer.
+// UnmarshalText lets TOML (and JSON) read a [Rate] from a string or an integer.
 func (r *Rate) UnmarshalText(b []byte) error {
 	v, err := ParseRate(string(b))
 	if err != nil {

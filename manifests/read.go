@@ -22,8 +22,8 @@ const (
 	MaxDepth = 32
 )
 
-// The kinds of file the loaders refuse before parsing; an *Error for one of
-// them wraps its sentinel, for errors.Is.
+// The kinds of file the loaders refuse before parsing; an [*Error] for one of
+// them wraps its sentinel, for [errors.Is].
 var (
 	ErrNotRegular = errors.New("not a regular file")
 	ErrTooLarge   = errors.New("file too large")

@@ -8,7 +8,7 @@ import (
 )
 
 // Size is a byte count written as a number and an optional unit: "16MiB",
-// "512KiB", "1GB", "1.5GiB", "4096". Binary units (KiB, MiB, GiB, TiB) are
+// "512KiB", "1GB", "1.5GiB", "4096". Binary units ([KiB], [MiB], [GiB], [TiB]) are
 // powers of 1024, decimal ones (kB, MB, GB, TB) powers of 1000; units are
 // matched without regard to case, so "16mib" is "16MiB". A bare "K", "M" or
 // "G" is refused: tools disagree on whether it means 1000 or 1024. In TOML a
@@ -83,7 +83,7 @@ func (s Size) String() string {
 	return strconv.FormatUint(uint64(s), 10) + "B"
 }
 
-// UnmarshalText lets TOML (and JSON) read a Size from a string or an integer.
+// UnmarshalText lets TOML (and JSON) read a [Size] from a string or an integer.
 func (s *Size) UnmarshalText(b []byte) error {
 	v, err := ParseSize(string(b))
 	if err != nil {

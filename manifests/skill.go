@@ -69,7 +69,7 @@ type Param struct {
 	Enum []string `toml:"enum"`
 }
 
-// Param types, as JSON schema names them.
+// [Param] types, as JSON schema names them.
 const (
 	ParamString  = "string"
 	ParamInteger = "integer"
@@ -170,8 +170,8 @@ var (
 const maxSkillName = 64
 
 // LoadSkill reads and validates the skill manifest at path. Every problem
-// is an *Error, or several joined, naming the file, the line and the key.
-// It reads only a regular file of at most MaxManifestSize bytes, and its
+// is an [*Error], or several joined, naming the file, the line and the key.
+// It reads only a regular file of at most [MaxManifestSize] bytes, and its
 // errors quote nothing of a file that is not TOML (see readFile).
 func LoadSkill(path string) (*Skill, error) {
 	text, err := readFile(path, MaxManifestSize)

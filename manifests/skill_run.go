@@ -233,7 +233,7 @@ func typedValue(typ, v string) any {
 
 // ExpandPath is p, a path of the manifest (or a value of env.set), with
 // each $SKILL_DIR, $WORK and $TMP (or ${SKILL_DIR}, ...) replaced by its
-// value in vars, whose keys are VarSkillDir, VarWork and VarTmp;
+// value in vars, whose keys are [VarSkillDir], [VarWork] and [VarTmp];
 // SKILL_DIR defaults to s.Dir. A variable vars does not give stays as it
 // is: "$WORK/out" remains a relative path, which grants nothing, rather
 // than becoming "/out".

@@ -9,7 +9,7 @@
 // Built in, a plugin starts in microseconds and needs no compiler, which
 // is what lets `go install` give a kairo that works and `kairo up` be
 // ready at once; as a module, it runs in its own memory under a deadline.
-// docs/RATIONALE.md, "Built-in plugins are native", weighs the two.
+// docs/RATIONALE.md#built-in-plugins-are-native weighs the two.
 package plugins
 
 import (

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// HelperArg is the helper's argv[1]: a binary that calls HelperMain when it
+// HelperArg is the helper's argv[1]: a binary that calls [HelperMain] when it
 // sees it (kairo does, first thing in main) can confine and exec a target.
 const HelperArg = "__kairo_sandbox_exec"
 
@@ -51,7 +51,7 @@ type Cmd struct {
 var helperEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 
 // Command returns a command that runs argv under p: helper (the path of a
-// binary that calls HelperMain) started in a new session with the
+// binary that calls [HelperMain]) started in a new session with the
 // parent-death signal set and p on an inherited pipe; it confines itself
 // and execs argv[0], looked up in p's PATH when it has no slash. A target
 // that does not exist or that p does not let execute is refused here, with

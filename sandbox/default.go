@@ -35,7 +35,7 @@ const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 // under them. Each is an rlimit of every process of the tree; the cgroup of
 // the tree, where there is one, bounds the tree as a whole. A launcher
 // configured otherwise (the [sandbox] table of kairo.toml) sets
-// Policy.Limits after Default.
+// [Policy.Limits] after [Default].
 var DefaultLimits = Limits{
 	// RLIMIT_NPROC counts every process and thread of the real uid. As
 	// root the kernel gives each tree a uid of its own, so this bounds the
@@ -74,7 +74,7 @@ func BaseEnv() []string {
 
 // Default is the profile of a spawn without a manifest: read-only system
 // folders, write only to work (its workspace) and tmp, no network, no
-// devices, DefaultLimits. env is added to a minimal environment (BaseEnv,
+// devices, [DefaultLimits]. env is added to a minimal environment ([BaseEnv],
 // HOME=work, TMPDIR=tmp).
 func Default(work, tmp string, env []string) *Policy {
 	p := &Policy{

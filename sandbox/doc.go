@@ -1,19 +1,20 @@
-// Package sandbox confines one native binary to a Policy: the paths it may
+// Package sandbox confines one native binary to a [Policy]: the paths it may
 // read, write and execute, the ports and sockets it may use, its whole
 // environment, its limits and its uid. It reads no manifest: the kernel
 // resolves a Policy from a skill's (proc.SkillPolicy) or from the default
-// profile (Default) and hands it here.
+// profile ([Default]) and hands it here.
 //
-// Command works a Policy out into a plan and starts a helper — a re-exec of
-// a binary that calls HelperMain, or a warm helper StartWarm started ahead
+// [Command] works a Policy out into a plan and starts a helper — a re-exec of
+// a binary that calls [HelperMain], or a warm helper [StartWarm] started ahead
 // of the spawn — which applies the plan to itself and execs the target:
 // closed descriptors, rlimits, a /proc of its own, one Landlock ruleset, an
 // unprivileged uid with no supplementary groups, no_new_privs and a seccomp
 // filter. Deny by default: a grant the running kernel cannot enforce
-// (Unenforced) is refused unless the policy asks for best effort, and what
-// only a root kernel bounds is named (Gaps). Probe and WriteCheck say what
-// this machine enforces (`kairo sandbox check`), Explain what a policy
-// applies to one target (`kairo run --explain`).
+// ([Unenforced]) is refused unless the policy asks for best effort, and what
+// only a root kernel bounds is named ([Gaps]). [Probe] and [WriteCheck] say what
+// this machine enforces (`kairo sandbox check`), [Explain] what a policy
+// applies to one target (`kairo run --explain`). Why a helper does the
+// confining: docs/RATIONALE.md#a-helper-because-go-cannot-act-between-fork-and-exec.
 //
 // # The default profile
 //
@@ -22,7 +23,7 @@
 // system folders, write its workspace and temp folder, execute installed
 // programs, no network, and an environment of PATH, LANG, HOME and TMPDIR
 // plus what the caller names; the kernel's own environment never reaches
-// it. Its limits are DefaultLimits, each an rlimit of every process of the
+// it. Its limits are [DefaultLimits], each an rlimit of every process of the
 // tree, hard and soft alike so that the process cannot raise it:
 //
 //   - processes 256 (RLIMIT_NPROC): counted per real uid, and as root every
@@ -40,12 +41,12 @@
 //
 // The tree's total memory and process count are its cgroup's to bound,
 // where the kernel makes one. A launcher configured otherwise ([sandbox] in
-// kairo.toml) sets Policy.Limits after Default.
+// kairo.toml) sets [Policy.Limits] after Default.
 //
 // # What the seccomp filter takes away
 //
 // Besides the calls that reach other processes, the mount table,
-// namespaces and the running of the host (BuildFilter lists them), the
+// namespaces and the running of the host ([BuildFilter] lists them), the
 // filter refuses objects that would outlive the tree or run code no grant
 // names: System V shared memory, message queues and semaphores and POSIX
 // message queues (EPERM; a pipe or a shared mapping of a file in the

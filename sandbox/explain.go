@@ -58,7 +58,7 @@ func checkEnforceable(p *Policy) error {
 }
 
 // Gaps lists what of p the sandbox leaves open on this machine though it
-// runs p anyway: not a grant it cannot enforce (Unenforced, which refuses
+// runs p anyway: not a grant it cannot enforce ([Unenforced], which refuses
 // the policy), but a bound that only a root kernel can give.
 func Gaps(p *Policy) []string { return gaps(p, hidesProc()) }
 

@@ -123,7 +123,8 @@ func grants(p *Policy) (gs []grant, missing []string) {
 // the plan's Landlock rules, in one ruleset: the paths, the TCP ports and
 // the scopes. The helper's other threads stay as they are and end with the
 // exec; one thread is much cheaper to confine than all of them, which
-// takes a signal to each.
+// takes a signal to each. What Landlock leaves to the seccomp filter:
+// docs/RATIONALE.md#landlock-and-seccomp-each-close-what-the-other-cannot.
 func applyRuleset(p *plan) error {
 	attr := p.ruleset
 	if attr.HandledAccessFS == 0 {

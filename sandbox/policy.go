@@ -7,7 +7,7 @@ import (
 // Policy is a resolved sandbox: what one native binary may touch. Paths are
 // absolute and free of variables; an empty list grants nothing. The kernel
 // builds a Policy from a skill manifest (proc.SkillPolicy) or the default
-// profile (Default); Command works it out into the plan the helper
+// profile ([Default]); [Command] works it out into the plan the helper
 // enforces before execve.
 type Policy struct {
 	// Filesystem (Landlock). Read grants reading files and listing
@@ -75,7 +75,7 @@ type Policy struct {
 }
 
 // Limits are the resource limits of a sandboxed binary; zero is no limit
-// (except CoreBytes, which is always 0).
+// (core dumps, RLIMIT_CORE, are always 0).
 type Limits struct {
 	CPUSeconds  uint64        // RLIMIT_CPU: SIGXCPU, then SIGKILL
 	Memory      uint64        // RLIMIT_AS, bytes

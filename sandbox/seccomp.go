@@ -11,7 +11,7 @@ import (
 )
 
 // FilterPolicy says which sockets the seccomp filter lets a binary create;
-// everything else the filter decides is fixed (see BuildFilter).
+// everything else the filter decides is fixed (see [BuildFilter]).
 type FilterPolicy struct {
 	TCP  bool // AF_INET/AF_INET6 SOCK_STREAM with protocol 0 or IPPROTO_TCP
 	UDP  bool // AF_INET/AF_INET6 SOCK_DGRAM with protocol 0 or IPPROTO_UDP

@@ -19,7 +19,7 @@ import (
 // the descriptors passed along, and goes on as a helper started for the
 // spawn would.
 
-// WarmArg follows HelperArg in a warm helper's argv.
+// WarmArg follows [HelperArg] in a warm helper's argv.
 const WarmArg = "--wait"
 
 // maxRequest bounds a warm helper's request: the plan and the command line.

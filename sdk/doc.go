@@ -1,4 +1,5 @@
 // Package sdk is the home of Kairo's SDKs: sdk/client for programs (binary
-// skills, UIs, scripts) that talk to the kernel over its Unix socket, and,
-// with the plugin engine, the guest SDK for WebAssembly plugins.
+// skills, UIs, scripts) that talk to the kernel over its Unix socket, and
+// sdk/plugin, the guest SDK for the WebAssembly plugins that the plugin
+// engine (host/wasm) runs.
 package sdk

@@ -18,7 +18,7 @@ import (
 // daemon. So the cache is one user's own, shared by every home of that user
 // (the modules are the same, and a new home should not compile them again),
 // and the host uses it only when no one else can write it
-// (docs/RATIONALE.md, "The compilation cache is the user's, and checked").
+// (docs/RATIONALE.md#the-compilation-cache-is-the-users-and-checked).
 
 // CacheFolder is where wazero keeps the modules it compiles under the cache
 // root: a folder per wazero version, machine and system, so that an upgrade
@@ -46,7 +46,7 @@ func wazeroVersion() string {
 }
 
 // OpenCache makes the compilation cache's root folder, mode 0700, if it
-// is missing, and checks it (CheckCache).
+// is missing, and checks it ([CheckCache]).
 func OpenCache(root string) error {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return fmt.Errorf("compilation cache %s: %w", root, err)

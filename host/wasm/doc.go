@@ -3,8 +3,8 @@
 // that does not, and runs each instance in a wazero runtime of its own,
 // with a memory limit, a deadline on every call unless the plugin is
 // trusted, and every pointer the guest hands over checked against its
-// memory. A plugin that fails is stopped and reports a Failure; its
-// neighbours keep serving. Manager runs the plugins of folders: manifests,
+// memory. A plugin that fails is stopped and reports a [Failure]; its
+// neighbours keep serving. [Manager] runs the plugins of folders: manifests,
 // grants, supervision with backoff, services between plugins, and reload
 // when files change.
 package wasm

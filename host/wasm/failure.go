@@ -32,7 +32,7 @@ const (
 	ReasonInit Reason = "init"
 	// ReasonLimit: the plugin asked the host for more than a cap allows
 	// (the bytes of a call's arguments, of an event, of a batch's output;
-	// the actions of a reply); the error is a *CapError naming the cap.
+	// the actions of a reply); the error is a [*CapError] naming the cap.
 	ReasonLimit Reason = "limit"
 )
 
@@ -61,7 +61,7 @@ func (f *Failure) Error() string {
 	return msg
 }
 
-// Unwrap returns the cause, so errors.As finds a CapError in it.
+// Unwrap returns the cause, so [errors.As] finds a [CapError] in it.
 func (f *Failure) Unwrap() error { return f.Err }
 
 // boundsError is the panic of a host function that was given a range

@@ -22,12 +22,12 @@ import (
 
 // Grants are what a plugin may reach through the host module: the methods
 // it may call and the subjects it may publish on and subscribe to, from its
-// manifest as the operator narrowed it (manifests.Plugin.Narrow). An empty
-// list grants nothing. InstanceConfig.Grants nil grants everything: that is for
+// manifest as the operator narrowed it ([manifests.Plugin.Narrow]). An empty
+// list grants nothing. [InstanceConfig.Grants] nil grants everything: that is for
 // code the host runs as its own (tests, benchmarks); the kernel passes every
 // plugin its grants.
 //
-// The lists are a kernel.Grants, the one idea of what a principal may
+// The lists are a [kernel.Grants], the one idea of what a principal may
 // call, publish and subscribe to — a sandboxed skill's [ipc] grants are
 // another — and the plugin's calls of kernel methods carry them, so the
 // kernel holds the plugin to the same lists the host module does.
@@ -55,7 +55,7 @@ type Grants struct {
 }
 
 // Denial is a call or publish the grants refused. The plugin sees
-// abi.ErrnoNotGranted.
+// [abi.ErrnoNotGranted].
 type Denial struct {
 	Plugin string // the name given at load
 	Import string // abi.ImportCall or abi.ImportPublish
@@ -158,7 +158,7 @@ func (g *Grants) allowPublish(subject string) bool {
 }
 
 // CheckSubscriptions returns an error naming each pattern of subs (what a
-// plugin's Init asked for in abi.PluginInfo.Subscriptions) that the
+// plugin's Init asked for in [abi.PluginInfo.Subscriptions]) that the
 // Subscribe grants do not cover. nil grants everything.
 func (g *Grants) CheckSubscriptions(subs []string) error {
 	if g == nil {
@@ -197,7 +197,7 @@ func (p *Plugin) deny(imp, target string) {
 }
 
 // ImportSubscribe names a subscription refused for want of a grant in a
-// Denial; the plugin's other subscriptions still run.
+// [Denial]; the plugin's other subscriptions still run.
 const ImportSubscribe = "subscribe"
 
 // authority is what a plugin runs with: its manifest with the grants and
@@ -219,7 +219,7 @@ func (a *authority) grants(onDenied func(Denial)) *Grants {
 }
 
 // authorize decides what the plugin of manifest man, found in folder, runs
-// with. See docs/RATIONALE.md, "Authority comes from the operator": a
+// with. See docs/RATIONALE.md#authority-comes-from-the-operator: a
 // built-in (or a folder the embedder vouches for) gets its manifest's
 // grants as the operator narrowed them; a drop-in gets its baseline (its
 // own namespace, [plugin_limits] public, no method); both get what the operator

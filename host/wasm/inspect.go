@@ -15,7 +15,7 @@ import (
 	"github.com/kairo-os/kairo/manifests"
 )
 
-// Inspection is what Inspect learned of a module, for `kairo plugin
+// Inspection is what [Inspect] learned of a module, for `kairo plugin
 // inspect`: enough to tell why the host would refuse it.
 type Inspection struct {
 	File string

@@ -26,8 +26,8 @@ import (
 //
 // A plugin of a drop-in folder (neither Builtin nor Granted) runs with
 // what the operator granted, whatever its manifest asks: see
-// ManagerConfig.Public and docs/RATIONALE.md, "Authority comes from the
-// operator".
+// [ManagerConfig.Public] and
+// docs/RATIONALE.md#authority-comes-from-the-operator.
 type Folder struct {
 	Path string
 	// Builtin plugins ship with Kairo and run trusted, with their
@@ -38,7 +38,7 @@ type Folder struct {
 	Granted bool
 }
 
-// ManagerConfig configures a Manager. Engine and Kernel are required; zero
+// ManagerConfig configures a [Manager]. [Engine] and Kernel are required; zero
 // values of the rest take the defaults the fields name.
 type ManagerConfig struct {
 	Engine *Engine
@@ -158,7 +158,7 @@ type Manager struct {
 	hints  map[string]*unitModule
 }
 
-// NewManager returns a Manager; Start loads the plugins.
+// NewManager returns a [Manager]; Start loads the plugins.
 func NewManager(cfg ManagerConfig) *Manager {
 	cfg.defaults()
 	m := &Manager{cfg: cfg, log: cfg.Logger, units: map[string]*unit{}, services: map[string]*unit{}, granted: map[string]*abi.PluginGrant{}}

@@ -12,7 +12,8 @@ import (
 	"github.com/kairo-os/kairo/host/internal/meter"
 )
 
-// Deadline enforcement for untrusted plugins (docs/RATIONALE.md, "Plugins").
+// Deadline enforcement for untrusted plugins
+// (docs/RATIONALE.md#untrusted-guests-are-stopped-by-checks-in-their-code).
 // The module is rewritten by internal/meter before it is compiled: every loop
 // head and every function entry that needs one counts down a fuel global and,
 // once per meterBudget checks, calls the host's kairo_meter.yield. The

@@ -16,7 +16,7 @@ const (
 	// MaxModuleFunctions caps the functions a module defines.
 	MaxModuleFunctions = 100_000
 	// MaxCustomSections caps a module's custom sections, and
-	// MaxCustomSectionBytes their bytes together.
+	// [MaxCustomSectionBytes] their bytes together.
 	MaxCustomSections     = 64
 	MaxCustomSectionBytes = 16 << 20
 )

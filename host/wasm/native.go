@@ -17,8 +17,8 @@ import (
 // and the same grant checks as a module's — only the walls differ. Its
 // memory is the host's and nothing stops a call that does not return, so
 // it runs trusted, as the modules of a built-in folder do; a panic stops
-// it as a trap stops a module. See docs/RATIONALE.md, "Built-in plugins
-// are native".
+// it as a trap stops a module. See
+// docs/RATIONALE.md#built-in-plugins-are-native.
 
 // LoadNative starts the built-in plugin b with opts: a fresh plugin of its
 // constructor, which reaches the host through p's imports.

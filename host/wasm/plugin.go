@@ -27,7 +27,7 @@ import (
 )
 
 // EngineConfig configures an [Engine]. The zero value works: modules are
-// compiled in memory only and the engine logs to slog.Default.
+// compiled in memory only and the engine logs to [slog.Default].
 type EngineConfig struct {
 	// CacheDir keeps compiled modules on disk, so a restart does not pay
 	// compilation again; it may be shared by every engine of one user (the
@@ -117,7 +117,7 @@ func (e *Engine) failedLocked(err error) {
 		"folder", e.cacheDir, "err", err)
 }
 
-// NewEngine returns an Engine. Close it to release the compilation cache.
+// NewEngine returns an [Engine]. Close it to release the compilation cache.
 func NewEngine(cfg EngineConfig) (*Engine, error) {
 	e := &Engine{logger: cfg.Logger, cacheDir: cfg.CacheDir, compiling: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if e.logger == nil {
@@ -243,7 +243,7 @@ type Output struct {
 }
 
 // Call is one call import: the method and args the plugin asked for, and the
-// token its abi.CallResult must carry in a later batch.
+// token its [abi.CallResult] must carry in a later batch.
 type Call struct {
 	Token  int64
 	Method string
@@ -252,7 +252,7 @@ type Call struct {
 
 // Plugin is one loaded instance of a plugin module. Its methods may be
 // called from several goroutines; calls run one at a time. Once a call
-// fails the instance is stopped and every later call returns its Failure.
+// fails the instance is stopped and every later call returns its [Failure].
 type Plugin struct {
 	opts   InstanceConfig
 	logger *slog.Logger
@@ -301,9 +301,9 @@ type Plugin struct {
 	throttle  throttleCounts
 }
 
-// Load prepares the module (Engine.Prepare: compiled, or the one the engine
+// Load prepares the module ([Engine.Prepare]: compiled, or the one the engine
 // keeps for the same bytes and options) and makes an instance of it
-// (Module.Instantiate).
+// ([Module.Instantiate]).
 func (e *Engine) Load(ctx context.Context, wasm []byte, opts InstanceConfig) (*Plugin, error) {
 	mod, err := e.Prepare(ctx, wasm, opts)
 	if err != nil {
@@ -315,7 +315,7 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, opts InstanceConfig) (*P
 
 // Instantiate makes an instance of the module, which holds the module
 // until it is closed: checks its imports against opts.Grants, instantiates
-// it with WASI (no files, no environment unless opts.WASI lists them) and
+// it with [WASI] (no files, no environment unless opts.WASI lists them) and
 // runs _initialize. opts must be what the module was prepared for:
 // Trusted and MemoryPages; the rest are the instance's own.
 func (mod *Module) Instantiate(ctx context.Context, opts InstanceConfig) (*Plugin, error) {
@@ -451,7 +451,7 @@ func (p *Plugin) handleAs(ctx context.Context, batch *abi.Batch, writer string) 
 	return out, nil
 }
 
-// Err returns the Failure that stopped the instance, or nil while it serves.
+// Err returns the [Failure] that stopped the instance, or nil while it serves.
 func (p *Plugin) Err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

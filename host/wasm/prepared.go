@@ -56,7 +56,7 @@ type moduleKey struct {
 }
 
 // Module is a plugin module prepared for instances: compiled, checked,
-// in a runtime with WASI and the host modules. [Engine.Prepare] returns it
+// in a runtime with [WASI] and the host modules. [Engine.Prepare] returns it
 // held; Release it when done. Any number of instances may be made of it
 // at once.
 type Module struct {
@@ -132,7 +132,7 @@ func (mod *Module) retain() {
 
 // Release gives back a reference; after the last the module is idle, kept
 // for its bytes coming back until idleKeep others are released after it,
-// then closed. A nil Module is released as nothing.
+// then closed. A nil [Module] is released as nothing.
 func (mod *Module) Release() {
 	if mod == nil {
 		return

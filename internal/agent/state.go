@@ -14,7 +14,8 @@ import (
 // routed. It is a fold of the log — built by replaying it at start and kept
 // by applying each new event — so whatever it says, the log says: an action
 // is in progress because its result is missing from the log, not because a
-// flag says so.
+// flag says so. See
+// docs/RATIONALE.md#what-the-agent-knows-is-a-fold-of-the-event-log.
 type state struct {
 	agent    string
 	loops    map[string]*runLoop

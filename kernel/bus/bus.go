@@ -1,7 +1,7 @@
 // Package bus is Kairo's event bus, the system's single source of truth.
 //
 // Subjects are NATS-style ("kairo.process.exited"; patterns use "*" for one
-// token and ">" for the rest). Publish appends to the store and is
+// token and ">" for the rest). [Bus.Publish] appends to the store and is
 // acknowledged only after the append; then the event is delivered to every
 // matching subscriber. A subscriber that falls behind never blocks
 // publishers and never loses events: when its bounded buffer overflows it
@@ -23,7 +23,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// Config configures a Bus. The zero value is useful.
+// Config configures a [Bus]. The zero value is useful.
 type Config struct {
 	// SubscriberBuffer is how many events a live subscriber may have pending
 	// before it falls back to reading the store. Default 8192.
@@ -71,7 +71,7 @@ const MaxEventData = 4 << 20
 // ErrClosed is returned by calls on a closed bus.
 var ErrClosed = errors.New("bus is closed")
 
-// Bus fans events out from a Store to subscribers.
+// Bus fans events out from a [Store] to subscribers.
 type Bus struct {
 	store Store
 	opts  Config
@@ -168,7 +168,7 @@ func (b *Bus) Publish(ctx context.Context, ev *abi.Event) (Result, error) {
 }
 
 // PublishBatch stores evs in order and returns once all are durable, with
-// one Result per event. Events published together share one clock reading
+// one [Result] per event. Events published together share one clock reading
 // for the times the bus fills in and, on the ring, one lock and one wake-up
 // of each subscriber; on a group-commit store they join the same commits.
 // On error no event of evs is acknowledged.
@@ -246,8 +246,9 @@ func (a *Ack) Done() <-chan struct{} {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// PublishAsync queues ev for the store and returns at once; the Ack says when
-// it is durable. Several publishers' events go to the store in one batch.
+// PublishAsync queues ev for the store and returns at once; the [Ack] says when
+// it is durable. Several publishers' events go to the store in one batch
+// (docs/RATIONALE.md#group-commit).
 // The caller must not modify ev until the Ack is done.
 func (b *Bus) PublishAsync(ev *abi.Event) (*Ack, error) {
 	if err := b.prepare(ev); err != nil {

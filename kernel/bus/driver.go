@@ -14,6 +14,7 @@ import (
 // function, as database/sql drivers do: a program links only the stores
 // it imports, so one that embeds Kairo with SQLite never links the NATS
 // server. [MemoryStore] has no driver: it needs only [NewMemoryStore].
+// See docs/RATIONALE.md#stores-are-drivers.
 type Driver interface {
 	// Open opens the store cfg describes, creating it when it is new, and
 	// returns it ready for [New]. It may block while it reaches the

@@ -14,7 +14,7 @@ import (
 // store (LastSeq counts them, Scan reads them) and calls notify with the
 // store's new LastSeq. notify runs on a goroutine of Follow's, one call at
 // a time, and must not block for long; Follow's goroutines end when ctx
-// ends. New calls Follow once, and the bus delivers those events to its
+// ends. [New] calls Follow once, and the bus delivers those events to its
 // subscribers in seq order with its own.
 type Follower interface {
 	Follow(ctx context.Context, notify func(lastSeq uint64))

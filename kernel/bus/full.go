@@ -18,7 +18,7 @@ import (
 // after the disk it is on filled up: how long it refused and how many.
 const SubjectStoreWritable = abi.SubjectSystemStoreWritable
 
-// StoreWritable is the data of SubjectStoreWritable.
+// StoreWritable is the data of [SubjectStoreWritable].
 type StoreWritable struct {
 	Store     string    `msgpack:"store"`
 	FullSince time.Time `msgpack:"fullSince"`
@@ -27,7 +27,7 @@ type StoreWritable struct {
 
 // IsDiskFull reports whether err is the file system's "no space left"
 // (ENOSPC, or EDQUOT for a quota). A driver makes its own kind of full
-// (SQLite's SQLITE_FULL, a stream at its max_bytes) match syscall.ENOSPC,
+// (SQLite's SQLITE_FULL, a stream at its max_bytes) match [syscall.ENOSPC],
 // so that the bus degrades the same way for every store.
 func IsDiskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
@@ -47,7 +47,7 @@ func (e *DiskFullError) Error() string {
 		e.Store, e.Since.Format(time.TimeOnly), e.Err)
 }
 
-// Unwrap is the store's own error: one IsDiskFull recognises.
+// Unwrap is the store's own error: one [IsDiskFull] recognises.
 func (e *DiskFullError) Unwrap() error { return e.Err }
 
 // fullState is the bus's view of a store whose disk is full.

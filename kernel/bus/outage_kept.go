@@ -39,14 +39,14 @@ import (
 
 // MaxKept bounds the facts the bus keeps while its store is away. Past
 // it, facts are dropped (refused as any event is) and counted, and
-// SubjectStoreDropped says how many once the store is back.
+// [SubjectStoreDropped] says how many once the store is back.
 const MaxKept = 4096
 
 // SubjectStoreDropped is published once the store takes events again if
-// facts were dropped during the outage because MaxKept were kept already.
+// facts were dropped during the outage because [MaxKept] were kept already.
 const SubjectStoreDropped = abi.SubjectSystemStoreDropped
 
-// StoreDropped is the data of SubjectStoreDropped.
+// StoreDropped is the data of [SubjectStoreDropped].
 type StoreDropped struct {
 	Store   string    `msgpack:"store"`
 	Since   time.Time `msgpack:"since"`   // the first drop
@@ -54,7 +54,7 @@ type StoreDropped struct {
 	Kept    int       `msgpack:"kept"`    // facts kept and stored before this report
 }
 
-// ErrKept is what PublishKept's error matches (errors.Is) when the event
+// ErrKept is what PublishKept's error matches ([errors.Is]) when the event
 // was not stored yet but kept, to be appended once the store is back.
 var ErrKept = errors.New("kept by the bus until the store takes events again")
 
@@ -72,9 +72,9 @@ type keptState struct {
 
 // PublishKept publishes ev, a fact the kernel observed, as Publish does,
 // but keeps it when the store is away or full instead of losing it: the
-// error then matches ErrKept (and IsUnreachable or IsDiskFull), and the
+// error then matches [ErrKept] (and [IsUnreachable] or [IsDiskFull]), and the
 // event is appended once the store takes events again. Any other error,
-// and a fact past MaxKept, is the store's refusal, as Publish returns it.
+// and a fact past [MaxKept], is the store's refusal, as Publish returns it.
 // An abandoned wait (ctx) leaves the event to the bus: stored, or kept.
 func (b *Bus) PublishKept(ctx context.Context, ev *abi.Event) (Result, error) {
 	a, err := b.PublishKeptAsync(ev)

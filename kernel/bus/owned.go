@@ -14,7 +14,7 @@ var kernelPatterns = sync.OnceValue(func() []*abi.Pattern {
 	return ps
 })
 
-// KernelOwned reports whether subject is one of abi.KernelSubjects: only
+// KernelOwned reports whether subject is one of [abi.KernelSubjects]: only
 // the kernel and the host publish it, whatever a caller was granted.
 func KernelOwned(subject string) bool {
 	for _, p := range kernelPatterns() {

@@ -92,21 +92,21 @@ func (b *Bus) publishSkip(ctx context.Context, r *StoreSkipped) {
 
 // SubjectStoreSkipped reports a message of a shared stream that the store
 // does not read as events: one that is not Kairo's, one whose headers or
-// events lie, or a gap in the seqs. See StoreSkipped.
+// events lie, or a gap in the seqs. See [StoreSkipped].
 const SubjectStoreSkipped = abi.SubjectSystemStoreSkipped
 
-// The kinds of StoreSkipped.
+// The kinds of [StoreSkipped].
 const (
 	SkipStray  = "stray"  // not a message of Kairo's store
 	SkipStale  = "stale"  // it claims seqs handed out before it
 	SkipForged = "forged" // its events name another host than its subject
 	SkipBroken = "broken" // its events cannot be read
 	SkipGap    = "gap"    // seqs no message of the stream holds any more
-	// SkipDropped counts the reports dropped past MaxSkipReports.
+	// SkipDropped counts the reports dropped past [MaxSkipReports].
 	SkipDropped = "dropped"
 )
 
-// StoreSkipped is the data of SubjectStoreSkipped. A shared stream is a
+// StoreSkipped is the data of [SubjectStoreSkipped]. A shared stream is a
 // door: whoever holds credentials for it can write any message to it. The
 // store reads a message as events only when its headers place it right
 // after the events before it and each of its events names the host its
@@ -137,7 +137,7 @@ func (r *StoreSkipped) ID() string {
 
 // SkipReporter is a store that skips messages it cannot trust (the
 // JetStream store, whose stream others may write to). The bus publishes
-// what it skipped as SubjectStoreSkipped events.
+// what it skipped as [SubjectStoreSkipped] events.
 type SkipReporter interface {
 	// OnSkip registers notify, called without the store's locks whenever
 	// a report is queued; TakeSkipped returns the queued reports and how

@@ -95,12 +95,12 @@ type Handout struct {
 	sent  int
 }
 
-// NewHandout returns the Handout of a Scan of q that calls fn.
+// NewHandout returns the [Handout] of a Scan of q that calls fn.
 func NewHandout(q Query, fn func(*abi.Event) error) *Handout {
 	return &Handout{fn: fn, limit: q.Limit}
 }
 
-// Hand calls the Scan callback with each of evs. It returns ErrStop once
+// Hand calls the Scan callback with each of evs. It returns [ErrStop] once
 // the limit is reached or the callback asks to stop (Scan then ends
 // without error), or the callback's error.
 func (h *Handout) Hand(evs []abi.Event) error {

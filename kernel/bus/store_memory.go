@@ -8,12 +8,12 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// DefaultRingSize is the capacity of a MemoryStore made with size 0.
+// DefaultRingSize is the capacity of a [MemoryStore] made with size 0.
 const DefaultRingSize = 1 << 20
 
 // MemoryStore is a bounded in-memory ring of events, for tests and ephemeral
 // use. When it is full the oldest event is dropped; a reader that needed it
-// gets a *GapError.
+// gets a [*GapError].
 type MemoryStore struct {
 	mu    sync.RWMutex
 	ring  []abi.Event
@@ -37,7 +37,7 @@ type monoEntry struct {
 	seq uint64
 }
 
-// NewMemoryStore returns a ring holding up to size events (DefaultRingSize
+// NewMemoryStore returns a ring holding up to size events ([DefaultRingSize]
 // when size is 0).
 func NewMemoryStore(size int) *MemoryStore {
 	if size <= 0 {
@@ -65,7 +65,7 @@ func (m *MemoryStore) LastSeq() uint64 {
 }
 
 // Append stores evs in the ring, evicting the oldest events when it is
-// full; an ID the store still remembers is a duplicate, as Store says.
+// full; an ID the store still remembers is a duplicate, as [Store] says.
 func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -13,7 +13,8 @@ import (
 // Handler receives events in sequence order, in batches. The slice and the
 // events are only valid during the call; copy what must outlive it. A
 // handler that returns an error ends its subscription with that error.
-// A slow handler slows only its own subscription.
+// A slow handler slows only its own subscription
+// (docs/RATIONALE.md#slow-subscribers).
 type Handler func(evs []abi.Event) error
 
 // SubscribeConfig says where a subscription starts.
@@ -47,7 +48,7 @@ type BudgetConfig struct {
 
 // Budget is what one client's subscriptions may hold: how many are open,
 // and the events buffered for them or on their way to their handlers,
-// counted in bytes here and in the bus's Config.MaxClientBytes.
+// counted in bytes here and in the bus's [Config.MaxClientBytes].
 type Budget struct {
 	bus  *Bus
 	opts BudgetConfig
@@ -243,7 +244,7 @@ func (s *Subscription) Pattern() string { return s.pattern.String() }
 func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // Err is why the subscription ended: nil after Close or when its context
-// ended, the handler's error, a store error, or a *BehindError for a
+// ended, the handler's error, a store error, or a [*BehindError] for a
 // budgeted subscription that fell behind. Valid after Done.
 func (s *Subscription) Err() error {
 	<-s.done

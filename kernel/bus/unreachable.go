@@ -13,7 +13,7 @@ import (
 )
 
 // SubjectStoreUnreachable records when the store stopped answering; it is
-// stored once the store is back, just before SubjectStoreReachable, since
+// stored once the store is back, just before [SubjectStoreReachable], since
 // nothing can be stored while it is away.
 const SubjectStoreUnreachable = abi.SubjectSystemStoreUnreachable
 
@@ -22,7 +22,7 @@ const SubjectStoreUnreachable = abi.SubjectSystemStoreUnreachable
 // events the bus refused meanwhile.
 const SubjectStoreReachable = abi.SubjectSystemStoreReachable
 
-// StoreUnreachable is the data of SubjectStoreUnreachable; the event's time
+// StoreUnreachable is the data of [SubjectStoreUnreachable]; the event's time
 // is Since.
 type StoreUnreachable struct {
 	Store string    `msgpack:"store"`
@@ -30,7 +30,7 @@ type StoreUnreachable struct {
 	Cause string    `msgpack:"cause"` // the first failed append's error
 }
 
-// StoreReachable is the data of SubjectStoreReachable; the event's time is
+// StoreReachable is the data of [SubjectStoreReachable]; the event's time is
 // Back.
 type StoreReachable struct {
 	Store   string        `msgpack:"store"`
@@ -58,18 +58,18 @@ func (e *StoreUnreachableError) Error() string {
 		e.Store, e.Since.Format(time.TimeOnly), e.Err)
 }
 
-// Unwrap is the store's own error: one IsUnreachable recognises.
+// Unwrap is the store's own error: one [IsUnreachable] recognises.
 func (e *StoreUnreachableError) Unwrap() error { return e.Err }
 
-// ErrUnreachable is matched (errors.Is) by the errors of a store that
+// ErrUnreachable is matched ([errors.Is]) by the errors of a store that
 // could not be reached: a driver whose store lives across a network wraps
 // such errors so that the bus, which knows no network, can tell an outage
 // from a refusal. The bus refuses publishes at once while it lasts and
-// records it once the store is back (StoreUnreachable, StoreReachable).
+// records it once the store is back ([StoreUnreachable], [StoreReachable]).
 var ErrUnreachable = errors.New("the event store cannot be reached")
 
 // IsUnreachable reports whether err says the store could not be reached
-// (it matches ErrUnreachable). Such an append may be retried with the same
+// (it matches [ErrUnreachable]). Such an append may be retried with the same
 // IDs once the store is back.
 func IsUnreachable(err error) bool { return errors.Is(err, ErrUnreachable) }
 

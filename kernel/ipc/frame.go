@@ -1,7 +1,7 @@
-// Package ipc is the kernel's Unix-socket door: a server that exposes the
-// kernel method table to local processes. Frames are an 8-byte header and a
-// MsgPack payload, read and written by abi's codec (abi.FrameReader,
-// abi.AppendFrame); the client is sdk/client.
+// Package ipc is the kernel's Unix-socket door: a [Server] ([Listen]) that
+// exposes the kernel method table to local processes. Frames are an 8-byte
+// header and a MsgPack payload, read and written by abi's codec
+// ([abi.FrameReader], [abi.AppendFrame]); the client is sdk/client.
 package ipc
 
 import (

@@ -25,8 +25,9 @@ import (
 // caps it at net.core.wmem_max).
 const socketBuffer = 1 << 20
 
-// ServerConfig configures a Server. Path is required; zero fields take
-// the defaults. Every bound is on what a client can make the kernel hold.
+// ServerConfig configures a [Server]. Path is required; zero fields take
+// the defaults. Every bound is on what a client can make the kernel hold
+// (docs/RATIONALE.md#what-a-connection-may-make-the-kernel-hold).
 type ServerConfig struct {
 	Path string
 	// MaxFrame bounds a request's payload; default abi.DefaultMaxFrame.

@@ -30,7 +30,8 @@ const (
 )
 
 // Cgroups is what the host offers for process trees: the folders of this
-// process's own cgroups, under which a home's cgroups are made.
+// process's own cgroups, under which a home's cgroups are made. See
+// docs/RATIONALE.md#every-tree-in-a-cgroup-a-watchdog-for-a-daemon-that-dies.
 type Cgroups struct {
 	Layout string
 	// Unified is this process's cgroup in the v2 hierarchy ("" without

@@ -224,7 +224,7 @@ func GrantLine(op, object string) string {
 }
 
 // GrantsFor is what an approval adds for the refusals ds: exactly the
-// grants GrantLine names, each once. A host is added only when its
+// grants [GrantLine] names, each once. A host is added only when its
 // refusal names a grant and is one host and port: the proxy names none
 // for a listed host refused for its address, nor for a pattern.
 func GrantsFor(ds []abi.SandboxDenied) abi.Grants {

@@ -8,8 +8,8 @@ import (
 	"github.com/kairo-os/kairo/sandbox"
 )
 
-// Launcher turns a Spec into a command ready to start. It is the one seam
-// every spawn goes through: Sandboxed confines the binary; Exec runs it as
+// Launcher turns a [Spec] into a command ready to start. It is the one seam
+// every spawn goes through: [Sandboxed] confines the binary; [Exec] runs it as
 // it is (for tests and an operator who turned the sandbox off).
 type Launcher interface {
 	Launch(spec *Spec) (*Launch, error)

@@ -3,6 +3,9 @@
 // limit, the whole process tree signalled as one, and every spawn, exit and
 // cancel published on the bus with the correlation of the intent that
 // started it. Output itself never goes on the bus.
+//
+// A [Manager] owns the sessions; each [Spec] becomes a command through the
+// [Launcher]: [Sandboxed] confines the binary, [Exec] runs it as it is.
 package proc
 
 import (
@@ -143,7 +146,7 @@ func (s *Spec) check() error {
 	return nil
 }
 
-// Config configures a Manager.
+// Config configures a [Manager].
 type Config struct {
 	Launcher Launcher // default Exec
 	Logger   *slog.Logger

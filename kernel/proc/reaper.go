@@ -34,7 +34,7 @@ func forgetLeader(pid int) {
 
 // Subreaper makes this process the reaper of orphaned descendants and reaps
 // them as they exit, until stop is called. Once it is on, every child of the
-// process must be started through a Manager.
+// process must be started through a [Manager].
 func Subreaper() (stop func(), err error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)

@@ -414,14 +414,14 @@ func (l *Sandboxed) connect(c *sandbox.Cmd, uid int, g manifests.IPCGrants, tree
 	return nil
 }
 
-// ScratchRoot makes (afresh) the folder a Sandboxed launcher keeps its temp
+// ScratchRoot makes (afresh) the folder a [Sandboxed] launcher keeps its temp
 // folders and scratch workspaces in: name, under a folder of this user's in
 // /dev/shm when that is a tmpfs — making a folder on a disk filesystem costs
 // a quarter of a millisecond per spawn on a virtual disk, on tmpfs a few
 // microseconds — else in the system's temp folder. The path up to it may be
 // passed through by the sandboxes' uids, not listed. It suits short-lived
 // runs (`kairo run`, benchmarks); a kernel's workspaces go on disk
-// (DiskRoot).
+// ([DiskRoot]).
 func ScratchRoot(name string) (string, error) {
 	base := os.TempDir()
 	var st unix.Statfs_t
@@ -431,7 +431,7 @@ func ScratchRoot(name string) (string, error) {
 	return rootIn(base, name, true)
 }
 
-// DiskRoot is ScratchRoot on disk: name under a folder of this user's in
+// DiskRoot is [ScratchRoot] on disk: name under a folder of this user's in
 // /var/tmp, so that what the workspaces hold takes disk, not memory. What
 // is in it stays: RemoveScratch removes all but the workspaces kept.
 func DiskRoot(name string) (string, error) {

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SpliceSink is a Sink that can also take output straight from the output
+// SpliceSink is a [Sink] that can also take output straight from the output
 // pipe, so that the bytes go from pipe to destination inside the system
 // (splice(2)) and never through the kernel's memory.
 //

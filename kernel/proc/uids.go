@@ -13,7 +13,8 @@ import (
 )
 
 // allocUID gives a new tree a uid of its own from the range, never an
-// existing account: its gid is the same number, which no group has.
+// existing account: its gid is the same number, which no group has. See
+// docs/RATIONALE.md#a-uid-of-its-own-per-tree-never-an-account.
 func (l *Sandboxed) allocUID() (int, error) {
 	base, count := l.uidRange()
 	l.mu.Lock()
@@ -24,7 +25,8 @@ func (l *Sandboxed) allocUID() (int, error) {
 		// rarely gets the uid of a tree of an earlier run, whose files
 		// in folders that outlive it (an operator's --cwd) are that
 		// uid's. Files a sandbox leaves outside its workspace are the
-		// operator's to mind; see docs/RATIONALE.md.
+		// operator's to mind; see
+		// docs/RATIONALE.md#a-uid-of-its-own-per-tree-never-an-account.
 		l.next = rand.IntN(count)
 	}
 	for range count {

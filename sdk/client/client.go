@@ -1,11 +1,13 @@
 // Package client connects Go programs — binary skills, UIs, scripts, the
 // kairo command itself — to a running Kairo kernel over its Unix socket
-// ($KAIRO_SOCKET, else kernel.sock in the data folder FindHome finds).
+// ($KAIRO_SOCKET, else kernel.sock in the data folder [FindHome] finds).
+// [Dial] connects to it; a skill the kernel started uses [DialEnv], on the
+// descriptor it inherited. A [*Client] is safe for concurrent use.
 //
 // It imports abi, the msgpack it encodes with, and the standard library only:
 // a program that dials the kernel does not link the kernel, its store or the
-// plugin runtime. The frames it reads and writes are abi's (abi.FrameReader,
-// abi.AppendFrame), the same codec the kernel's server uses.
+// plugin runtime. The frames it reads and writes are abi's ([abi.FrameReader],
+// [abi.AppendFrame]), the same codec the kernel's server uses.
 package client
 
 import (
@@ -110,7 +112,7 @@ func newClient(conn net.Conn) *Client {
 	return c
 }
 
-// Close closes the connection; pending calls fail with ErrClosed.
+// Close closes the connection; pending calls fail with [ErrClosed].
 func (c *Client) Close() error {
 	c.closeMu.Do(func() { close(c.closing) })
 	err := c.conn.Close()
@@ -247,7 +249,7 @@ func (c *Client) newID() uint64 {
 }
 
 // Call invokes method with params and decodes its result into result (which
-// may be nil). A failure reported by the kernel is an *abi.Error.
+// may be nil). A failure reported by the kernel is an [*abi.Error].
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	ch := make(chan *abi.Response, 1)
 	c.mu.Lock()
@@ -316,7 +318,7 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 
 // WaitReady waits until the daemon is up — its plugins, tools, memory and
 // agent started, not only the socket this client dialed — by asking
-// kernel.ping until it answers ready (abi.PingResult.Ready). It returns
+// kernel.ping until it answers ready ([abi.PingResult.Ready]). It returns
 // ctx's error if that comes first, and the call's error if the kernel
 // cannot answer: the daemon failed to start or is stopping. A kernel that
 // predates the ready flag never answers ready; give ctx a deadline.
@@ -344,7 +346,7 @@ func (c *Client) WaitReady(ctx context.Context) error {
 
 // Publish appends ev to the bus; it returns once the event is durable.
 // An ev.ID the caller sets is stored in its scope ("operator/1000:ID",
-// see abi.PublishParams), which the result's ID names; publishing either
+// see [abi.PublishParams]), which the result's ID names; publishing either
 // id again is a duplicate.
 func (c *Client) Publish(ctx context.Context, ev abi.Event) (abi.PublishResult, error) {
 	var res abi.PublishResult
@@ -399,7 +401,7 @@ func (c *Client) Replay(ctx context.Context, p abi.ReplayParams, fn func(*abi.Ev
 
 // Subscription receives the events of an events.subscribe. Its buffer
 // holds 4096 events; a consumer that lets it fill stops the client's reader,
-// which holds up the other calls on the same Client and makes the kernel
+// which holds up the other calls on the same [Client] and makes the kernel
 // serve this subscription from its store until the consumer catches up.
 // Give a slow consumer a Client of its own.
 type Subscription struct {

@@ -13,7 +13,7 @@ import (
 // connected descriptor instead, on which only those scopes are served.
 const EnvIPCFD = "KAIRO_IPC_FD"
 
-// DialFD is a client on the inherited connection fd (see EnvIPCFD).
+// DialFD is a client on the inherited connection fd (see [EnvIPCFD]).
 func DialFD(fd int) (*Client, error) {
 	f := os.NewFile(uintptr(fd), "kairo-ipc")
 	if f == nil {
@@ -27,7 +27,7 @@ func DialFD(fd int) (*Client, error) {
 	return newClient(conn), nil
 }
 
-// DialEnv is DialFD on the descriptor EnvIPCFD names; ok is false when the
+// DialEnv is [DialFD] on the descriptor [EnvIPCFD] names; ok is false when the
 // variable is not set.
 func DialEnv() (c *Client, ok bool, err error) {
 	v := os.Getenv(EnvIPCFD)

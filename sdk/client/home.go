@@ -12,7 +12,7 @@ import (
 )
 
 // SocketPath is the socket a client dials: $KAIRO_SOCKET, else
-// kernel.sock in the data folder FindHome finds.
+// kernel.sock in the data folder [FindHome] finds.
 func SocketPath() string {
 	if p := os.Getenv("KAIRO_SOCKET"); p != "" {
 		return p
@@ -22,7 +22,7 @@ func SocketPath() string {
 }
 
 // Home is the data folder kairo up runs on: $KAIRO_HOME, else ./.kairo.
-// A client looks further: FindHome.
+// A client looks further: [FindHome].
 func Home() string {
 	if h := os.Getenv("KAIRO_HOME"); h != "" {
 		return h
@@ -33,7 +33,7 @@ func Home() string {
 // FindHome is the data folder a client uses, so that it finds the kernel
 // its user started from whatever folder it runs in: $KAIRO_HOME; else
 // ./.kairo when a kernel listens there; else the folder the user's running
-// kernel named in the pointer file (PointerPath) when a kernel listens
+// kernel named in the pointer file ([PointerPath]) when a kernel listens
 // there; else ./.kairo. pointer is the pointer file when the folder came
 // from it. socketOf is where a kernel on a data folder listens; nil means
 // kernel.sock in it.

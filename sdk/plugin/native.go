@@ -9,7 +9,7 @@ import (
 
 // HostABI is the host's side of the plugin ABI as a plugin built into the
 // host binary reaches it: each method takes and gives what the import of
-// its name in the host module abi.HostModule does for a wasm guest (the
+// its name in the host module [abi.HostModule] does for a wasm guest (the
 // encoded event, the method name and encoded args, an errno or a token).
 type HostABI interface {
 	Call(method string, args []byte) int64
@@ -19,9 +19,9 @@ type HostABI interface {
 }
 
 // Native is a plugin built into the host binary, spoken to in the bytes a
-// wasm module is: Init takes the encoded abi.PluginConfig and gives the
-// encoded abi.InitResult, Handle takes an encoded abi.Batch and gives an
-// encoded abi.Reply, as the exports abi.ExportInit and abi.ExportHandle
+// wasm module is: Init takes the encoded [abi.PluginConfig] and gives the
+// encoded [abi.InitResult], Handle takes an encoded [abi.Batch] and gives an
+// encoded [abi.Reply], as the exports [abi.ExportInit] and [abi.ExportHandle]
 // do. So a built-in plugin crosses the same codecs, caps and grant checks
 // as a module; what it does not get is a module's walls (its own memory,
 // a deadline that stops it): it is trusted code of the host's.
@@ -32,7 +32,7 @@ type Native struct {
 }
 
 // NewNative starts a plugin built into the host: newPlugin makes a fresh
-// plugin that reaches the host through the Host it is given, which calls
+// plugin that reaches the host through the [Host] it is given, which calls
 // host. Each start makes a new one, so a restart starts from nothing, as a
 // module's new instance does.
 func NewNative(newPlugin func(Host) Plugin, host HostABI) *Native {
@@ -41,10 +41,10 @@ func NewNative(newPlugin func(Host) Plugin, host HostABI) *Native {
 	return n
 }
 
-// Init answers abi.ExportInit.
+// Init answers [abi.ExportInit].
 func (n *Native) Init(config []byte) []byte { return n.g.init(config) }
 
-// Handle answers abi.ExportHandle.
+// Handle answers [abi.ExportHandle].
 func (n *Native) Handle(batch []byte) []byte { return n.g.handle(batch) }
 
 // nativeHost is the Host of a native plugin: its calls encode what they
@@ -79,7 +79,7 @@ func (h *nativeHost) Now() time.Time { return time.Unix(0, h.abi.Now()) }
 
 // Builtin is a plugin compiled into the host binary: its manifest (the
 // text of its NAME.toml) and its constructor. The host runs it as a
-// Native, as it runs a module of its built-in folder, with its manifest's
+// [Native], as it runs a module of its built-in folder, with its manifest's
 // grants and limits.
 type Builtin struct {
 	Manifest []byte

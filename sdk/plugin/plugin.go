@@ -4,19 +4,19 @@
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o NAME.wasm
 //
 // that registers its handlers from an init function. The SDK provides the
-// exports the host calls (abi.ExportInit, abi.ExportHandle and the others of
+// exports the host calls ([abi.ExportInit], [abi.ExportHandle] and the others of
 // the plugin ABI), keeps the input buffer, encodes and decodes MsgPack, and
-// wraps the host imports as Publish, Call, Log and Now.
+// wraps the host imports as [Publish], [Call], [Log] and [Now].
 //
 // A c-shared module is a WASI reactor: the host runs its _initialize once,
-// which runs the package init functions, and never runs main. So Register
+// which runs the package init functions, and never runs main. So [Register]
 // must be called from init, and main stays empty. Goroutines started by a
 // plugin do not run between the host's calls.
 //
 // Outside GOOS=wasip1 the package compiles, so tools and tests that load it
-// work, but the package's host functions return ErrNotWasm. A plugin that
+// work, but the package's host functions return [ErrNotWasm]. A plugin that
 // may also be built into the host binary (as Kairo's own are: see
-// Builtin and NewNative) is written against a Host it is given — New(host
+// [Builtin] and [NewNative]) is written against a [Host] it is given — New(host
 // Host) Plugin — and its wasm main registers New(Imports).
 package plugin
 
@@ -70,14 +70,14 @@ var ErrNotWasm = errors.New("plugin: host functions exist only in a GOOS=wasip1 
 // module is the plugin of a wasm guest: one per module, set by Register.
 var module instance
 
-// Register sets the plugin's handlers. Call it from an init function of the
+// Register sets the plugin's handlers. [Call] it from an init function of the
 // main package; a later call replaces the handlers.
 func Register(p Plugin) { module.p = p }
 
 // Host is what a plugin reaches of Kairo while it handles a call: the
 // imports of the plugin ABI. A plugin built as a wasm module reaches them
-// through the package's functions (or Imports); a plugin that may also be
-// built into the host (NewNative) takes the Host it is given instead, so
+// through the package's functions (or [Imports]); a plugin that may also be
+// built into the host ([NewNative]) takes the Host it is given instead, so
 // that each of its instances reaches its own.
 type Host interface {
 	// Publish publishes ev on the bus, if the plugin's manifest grants
@@ -94,7 +94,7 @@ type Host interface {
 	Now() time.Time
 }
 
-// Imports is the Host of a wasm guest: the package's functions.
+// Imports is the [Host] of a wasm guest: the package's functions.
 var Imports Host = imports{}
 
 type imports struct{}
@@ -109,7 +109,7 @@ func (imports) Now() time.Time                              { return Now() }
 func Publish(ev *abi.Event) error { return publish(ev) }
 
 // Call starts the kernel or host method with MsgPack-encodable args and
-// returns its token at once; the abi.CallResult with that token arrives in
+// returns its token at once; the [abi.CallResult] with that token arrives in
 // a later batch.
 func Call(method string, args any) (int64, error) { return call(method, args) }
 

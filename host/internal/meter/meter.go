@@ -35,6 +35,9 @@
 // function-reference proposals. A module with anything else (exceptions,
 // GC, memory64 limits, an unknown opcode) or that is malformed is refused
 // with an error, and the host must then not run it unenforced.
+//
+// Why checks in the guest's code, not in the runtime:
+// docs/RATIONALE.md#untrusted-guests-are-stopped-by-checks-in-their-code.
 package meter
 
 import (

@@ -6,4 +6,9 @@
 // it does not. [Open] opens a store without the registry; [Apply] and
 // [HostPermissions] serve `kairo store apply` and `kairo store
 // permissions`.
+//
+// Why JetStream: docs/RATIONALE.md#jetstream-for-more-than-one-machine.
+// How several hosts append to one stream and each reads whose each event
+// is: docs/RATIONALE.md#several-writers-on-one-stream and
+// docs/RATIONALE.md#several-hosts-one-log.
 package jetstream

@@ -8,13 +8,13 @@ import (
 )
 
 // StorePermissions is what one host of a shared stream may do on a NATS
-// server (HostPermissions gives them): append on its own subject,
+// server ([HostPermissions] gives them): append on its own subject,
 // PREFIX.log.HOST, and nothing else, and read the stream through the
-// JetStream API calls a Store makes. It is written once, here,
+// JetStream API calls a [Store] makes. It is written once, here,
 // for the users an embedded server gives its peers and for the block
 // `kairo store permissions HOST` prints for an operator's own cluster: a host's identity comes from the credentials the
-// server checks, never from what the host writes (docs/RATIONALE.md, "Who
-// may do what").
+// server checks, never from what the host writes
+// (docs/RATIONALE.md#a-hosts-identity-is-its-subject).
 //
 // The subjects are those of nats.go's jetstream package (api.go): a host
 // reads by stream info, message get (direct or through the API) and
@@ -39,7 +39,7 @@ type StorePermissions struct {
 	Subscribe []string
 }
 
-// HostPermissions is the StorePermissions of host on the stream, whose
+// HostPermissions is the [StorePermissions] of host on the stream, whose
 // subjects start with prefix.
 func HostPermissions(stream, prefix, host string) StorePermissions {
 	api := "$JS.API."

@@ -23,7 +23,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// Config configures a Store: either Embedded with Dir,
+// Config configures a [Store]: either Embedded with Dir,
 // or URL and its credentials for an existing NATS cluster. The zero value
 // of everything else is useful.
 type Config struct {
@@ -78,8 +78,8 @@ type Config struct {
 	// Config.Host: its messages go to PREFIX.log.HOST (PREFIX.log for a
 	// host of no name), the subject a cluster's permissions give that host
 	// alone. A reader takes an event's host from the subject its message
-	// was stored on, never from the event (docs/RATIONALE.md, "Several
-	// hosts, one log").
+	// was stored on, never from the event
+	// (docs/RATIONALE.md#several-hosts-one-log).
 	Host string
 	// Replicas, MaxAge and MaxBytes are the stream's settings. A store
 	// that finds no stream creates it with them; one that finds the
@@ -116,7 +116,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultStream is the stream a Store uses by default.
+// DefaultStream is the stream a [Store] uses by default.
 const DefaultStream = "KAIRO"
 
 func (o *Config) fill() error {
@@ -182,7 +182,8 @@ func (o *Config) fill() error {
 // deduplication. Several stores may append to one stream, on several
 // hosts: each publish expects the stream's last sequence to be the one the
 // store knows, and a store that finds another writer was first reads what
-// it appended and tries again. See docs/RATIONALE.md, "The event bus".
+// it appended and tries again. See
+// docs/RATIONALE.md#several-writers-on-one-stream.
 type Store struct {
 	opts     Config
 	describe string
@@ -230,8 +231,8 @@ type Store struct {
 // Open connects to (or, Embedded, starts) a JetStream server,
 // finds the stream or, when there is none, creates it, and reads it once
 // to build the store's indexes: about a second per million events
-// (docs/RATIONALE.md). It never changes a stream that exists: Drift says
-// what differs from opts, Apply applies it. While the server
+// (docs/RATIONALE.md#jetstream-for-more-than-one-machine). It never changes a stream that exists: Drift says
+// what differs from opts, [Apply] applies it. While the server
 // cannot be reached or its cluster has no leader yet it tries again, with
 // backoff, for OpenTimeout; credentials or permissions it refuses fail at
 // once.

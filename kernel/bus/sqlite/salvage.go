@@ -14,7 +14,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// StoreReport is what Check and Salvage found in a store file.
+// StoreReport is what [Check] and [Salvage] found in a store file.
 type StoreReport struct {
 	Path     string
 	Events   int    // readable events

@@ -140,7 +140,7 @@ func checkBeforeOpen(path string, st *storeState) error {
 }
 
 // ExplainDamage wraps an error that reading the store at path met, when
-// it says the file is damaged, with ErrDamaged and what to run; other
+// it says the file is damaged, with [ErrDamaged] and what to run; other
 // errors it returns as they are.
 func ExplainDamage(err error, path string) error {
 	var se *sqlite.Error

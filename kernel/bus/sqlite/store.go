@@ -21,7 +21,7 @@ import (
 	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
 )
 
-// Config configures a Store. The zero value is useful.
+// Config configures a [Store]. The zero value is useful.
 type Config struct {
 	// Synchronous is the SQLite synchronous level: "normal" (default) or
 	// "full". In WAL mode "normal" survives any crash of the process — an

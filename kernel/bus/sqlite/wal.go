@@ -12,7 +12,8 @@ import (
 	"github.com/kairo-os/kairo/abi"
 )
 
-// DefaultWALMax is Config.WALMax when it is zero.
+// DefaultWALMax is [Config.WALMax] when it is zero. Why the WAL has a
+// bound: docs/RATIONALE.md#a-bounded-wal.
 const DefaultWALMax = 64 << 20
 
 // minWALMax is the smallest WALMax: below it checkpoints would come every

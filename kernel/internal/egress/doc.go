@@ -55,4 +55,7 @@
 // reason), request headers are bounded in size and read time, tunnels and
 // forwarded exchanges close after Config.IdleTimeout with no byte moved,
 // and every copy uses a fixed buffer or the kernel's splice.
+//
+// Why a proxy of each tree's own, by host name:
+// docs/RATIONALE.md#network-by-host-name-through-a-proxy-of-the-trees-own.
 package egress
