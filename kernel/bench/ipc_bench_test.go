@@ -22,7 +22,7 @@ func startKernel(b *testing.B) (*bus.Bus, string) {
 	bs := bus.New(bus.NewMemoryStore(1<<20), bus.Config{})
 	k := kernel.New(bs, kernel.Config{})
 	path := filepath.Join(dir, "kernel.sock")
-	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: path})
+	srv, err := ipc.Listen(k, ipc.Config{Path: path})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func emfileChild(path string) int {
 	k := kernel.New(b, kernel.Config{})
 	var warns atomic.Int64
 	log := slog.New(countWarns{slog.NewTextHandler(os.Stderr, nil), &warns})
-	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: path, Logger: log})
+	srv, err := ipc.Listen(k, ipc.Config{Path: path, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -158,7 +158,7 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 // Row 9: headers claiming 16 MiB each make the kernel hold what arrived,
 // not what they claim; a real large request beside them is served.
 func TestFrameHeadersCostWhatArrives(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	c := e.dial(t)
 	base := heapInuse()
 	const conns = 200
@@ -188,7 +188,7 @@ func TestFrameHeadersCostWhatArrives(t *testing.T) {
 // Past MaxBufferedBytes a large request is refused by its id, and the
 // connection goes on.
 func TestLargeRequestsPastTheBound(t *testing.T) {
-	e := start(t, ipc.ServerConfig{MaxFrame: 1 << 20, MaxBufferedBytes: 1 << 20})
+	e := start(t, ipc.Config{MaxFrame: 1 << 20, MaxBufferedBytes: 1 << 20})
 	hog := e.raw(t)
 	// Half a large frame: its bytes are held while the rest is awaited.
 	hdr := make([]byte, abi.HeaderSize)
@@ -217,7 +217,7 @@ func TestLargeRequestsPastTheBound(t *testing.T) {
 // a second at once, and is abandoned with what it held when its client
 // hangs up; the dead connection leaves the metrics, and Close does not wait.
 func TestStdinToAProcessThatDoesNotRead(t *testing.T) {
-	e := start(t, ipc.ServerConfig{CloseTimeout: time.Minute})
+	e := start(t, ipc.Config{CloseTimeout: time.Minute})
 	watcher := e.dial(t)
 	c, err := client.Dial(ctx(t), e.path)
 	if err != nil {
@@ -272,7 +272,7 @@ func TestStdinToAProcessThatDoesNotRead(t *testing.T) {
 // Close waits for a handler that ignores its context at most CloseTimeout,
 // and lets go of the socket's lock so a new kernel can start.
 func TestCloseDoesNotWaitOnHandlers(t *testing.T) {
-	e := start(t, ipc.ServerConfig{CloseTimeout: 100 * time.Millisecond})
+	e := start(t, ipc.Config{CloseTimeout: 100 * time.Millisecond})
 	entered, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
 	e.k.Register(kernel.Method{Name: "test.stuck", Handler: func(context.Context, *kernel.Call) (any, error) {
@@ -290,7 +290,7 @@ func TestCloseDoesNotWaitOnHandlers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close waited on a stuck handler")
 	}
-	srv, err := ipc.Listen(e.k, ipc.ServerConfig{Path: e.path})
+	srv, err := ipc.Listen(e.k, ipc.Config{Path: e.path})
 	if err != nil {
 		t.Fatalf("a new server on the same socket after Close: %v", err)
 	}
@@ -300,7 +300,7 @@ func TestCloseDoesNotWaitOnHandlers(t *testing.T) {
 // String bounds, over the socket: refused with the field and the bound;
 // the neighbours at the bounds pass.
 func TestStringBoundsOverIPC(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	r := e.raw(t)
 	// Four million nils as argv: 4 MiB on the wire, refused before the
 	// kernel allocates sixteen bytes for each.

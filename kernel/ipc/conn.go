@@ -33,7 +33,7 @@ type conn struct {
 	subs *bus.Budget // what the bus may hold for this connection's subscriptions
 
 	// held is the bytes of large requests this connection's handlers hold
-	// (ServerConfig.MaxConnBytes); freed is signalled when it drops.
+	// (Config.MaxConnBytes); freed is signalled when it drops.
 	held  atomic.Int64
 	freed chan struct{}
 }

@@ -52,7 +52,7 @@ type busyError struct {
 }
 
 func (e *busyError) Error() string {
-	return fmt.Sprintf("a %d-byte request would take the kernel past the %d bytes of large requests it holds for all clients (ServerConfig.MaxBufferedBytes); retry it when fewer are in flight", e.length, e.max)
+	return fmt.Sprintf("a %d-byte request would take the kernel past the %d bytes of large requests it holds for all clients (Config.MaxBufferedBytes); retry it when fewer are in flight", e.length, e.max)
 }
 
 // frameReader is the server's reader of frames: abi's, plus a budget for

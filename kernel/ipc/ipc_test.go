@@ -30,7 +30,7 @@ type env struct {
 }
 
 // start runs a kernel with an in-memory store and its socket server.
-func start(t testing.TB, opts ipc.ServerConfig) *env {
+func start(t testing.TB, opts ipc.Config) *env {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "kairo-ipc-") // short: socket paths are limited to 108 bytes
 	if err != nil {
@@ -77,7 +77,7 @@ func ctx(t testing.TB) context.Context {
 }
 
 func TestSocketModeAndPeerCred(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	fi, err := os.Stat(e.path)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestSocketModeAndPeerCred(t *testing.T) {
 }
 
 func TestPingIntrospectMetrics(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	c := e.dial(t)
 	var pr abi.PingResult
 	if err := c.Call(ctx(t), abi.MethodKernelPing, nil, &pr); err != nil {
@@ -139,7 +139,7 @@ func contains(xs []string, x string) bool {
 }
 
 func TestPublishSubscribeReplay(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	pub, sub := e.dial(t), e.dial(t)
 	data, _ := msgpack.Marshal(map[string]any{"n": 1})
 	first, err := pub.Publish(ctx(t), abi.Event{ID: "first", Type: "app.first", Data: data, CorrelationID: "c1"})
@@ -271,7 +271,7 @@ func (r *rawConn) expectClosed() {
 }
 
 func TestBadInput(t *testing.T) {
-	e := start(t, ipc.ServerConfig{MaxFrame: 1 << 10})
+	e := start(t, ipc.Config{MaxFrame: 1 << 10})
 	bystander := e.dial(t)
 
 	wantErr := func(resp *abi.Response, id uint64, code, fragment string) {
@@ -345,7 +345,7 @@ func TestBadInput(t *testing.T) {
 // are not held up, other clients are served, and all it held is freed when
 // it hangs up. It opens at most 64 subscriptions.
 func TestStuckSubscriber(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	base := heapInuse()
 	r := e.raw(t)
 	const subs = 64
@@ -448,8 +448,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestSocketTakeover(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
-	if _, err := ipc.Listen(e.k, ipc.ServerConfig{Path: e.path}); err == nil || !strings.Contains(err.Error(), "already listening") {
+	e := start(t, ipc.Config{})
+	if _, err := ipc.Listen(e.k, ipc.Config{Path: e.path}); err == nil || !strings.Contains(err.Error(), "already listening") {
 		t.Fatalf("second Listen on a live socket: %v", err)
 	}
 	// A stale socket file (no listener) is replaced.
@@ -460,7 +460,7 @@ func TestSocketTakeover(t *testing.T) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
-	srv, err := ipc.Listen(e.k, ipc.ServerConfig{Path: stale})
+	srv, err := ipc.Listen(e.k, ipc.Config{Path: stale})
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -471,7 +471,7 @@ func TestSocketTakeover(t *testing.T) {
 // named there by mistake is refused and left as it was (the control, a
 // stale socket replaced, is TestSocketTakeover).
 func TestSocketPathNotASocket(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	dir := filepath.Dir(e.path)
 	file := filepath.Join(dir, "notes.txt")
 	if err := os.WriteFile(file, []byte("mine"), 0o600); err != nil {
@@ -482,7 +482,7 @@ func TestSocketPathNotASocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, kind := range map[string]string{file: "a regular file", folder: "a folder"} {
-		_, err := ipc.Listen(e.k, ipc.ServerConfig{Path: path})
+		_, err := ipc.Listen(e.k, ipc.Config{Path: path})
 		if err == nil || !strings.Contains(err.Error(), "is not a socket (it is "+kind+")") || !strings.Contains(err.Error(), "KAIRO_SOCKET") {
 			t.Fatalf("Listen on %s: %v", kind, err)
 		}
@@ -496,7 +496,7 @@ func TestSocketPathNotASocket(t *testing.T) {
 }
 
 func TestClientClosedErrors(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	c := e.dial(t)
 	sub, err := c.Subscribe(ctx(t), "", 0)
 	if err != nil {
@@ -521,7 +521,7 @@ func TestSubscriptionEndedByKernel(t *testing.T) {
 	defer os.RemoveAll(dir)
 	b := bus.New(bus.NewMemoryStore(8), bus.Config{})
 	defer b.Close()
-	srv, err := ipc.Listen(kernel.New(b, kernel.Config{}), ipc.ServerConfig{Path: filepath.Join(dir, "k.sock")})
+	srv, err := ipc.Listen(kernel.New(b, kernel.Config{}), ipc.Config{Path: filepath.Join(dir, "k.sock")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func waitExit(t *testing.T, c *client.Client, id string) abi.ProcessInfo {
 }
 
 func TestProcessOverIPC(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	c := e.dial(t)
 	out := listen(c)
 	events, err := c.Subscribe(ctx(t), "kairo.process.>", 0)
@@ -180,7 +180,7 @@ func TestProcessOverIPC(t *testing.T) {
 }
 
 func TestProcessOwnerOnly(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	owner, other := e.dial(t), e.dial(t)
 	info := spawn(t, owner, abi.SpawnParams{Argv: []string{"sh", "-c", "read x; echo got $x; sleep 300"}})
 	for _, m := range []string{abi.MethodProcessKill, abi.MethodProcessPause, abi.MethodProcessResume} {
@@ -223,7 +223,7 @@ func TestProcessOwnerOnly(t *testing.T) {
 // Two hundred short processes, spawned at once over one connection, all
 // report their exit.
 func TestManyProcessesOverIPC(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	c := e.dial(t)
 	const n = 200
 	var wg sync.WaitGroup
@@ -342,7 +342,7 @@ func randomFile(t *testing.T, size int, seed byte) (string, []byte) {
 // 64 MiB of binary output goes to the client by the splice path, every
 // byte in order, in chunks labelled binary with seq going up by one.
 func TestBinaryOutputOverIPC(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	c := e.dial(t)
 	path, data := randomFile(t, 64<<20, 1)
 	out := &binaryStream{want: data}
@@ -363,7 +363,7 @@ func TestBinaryOutputOverIPC(t *testing.T) {
 // stream of its own while the owner's stays whole: splicing stops while
 // two clients watch and resumes after.
 func TestBinaryOutputSecondClient(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	owner, other := e.dial(t), e.dial(t)
 	const phase = 4 << 20
 	_, data := randomFile(t, 3*phase, 2)
@@ -402,7 +402,7 @@ func TestBinaryOutputSecondClient(t *testing.T) {
 // A client that reads binary output slowly holds the process back, and
 // still gets all of it.
 func TestBinaryOutputSlowClient(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	c := e.dial(t)
 	const size = 16 << 20
 	out := &binaryStream{want: make([]byte, size)}
@@ -431,7 +431,7 @@ func TestBinaryOutputSlowClient(t *testing.T) {
 // nothing: the splice fails, the connection is dropped, the output is
 // drained and the process finishes.
 func TestBinaryOutputClientLeaves(t *testing.T) {
-	e := start(t, ipc.ServerConfig{})
+	e := start(t, ipc.Config{})
 	c, watcher := e.dial(t), e.dial(t)
 	first := make(chan struct{})
 	var once sync.Once

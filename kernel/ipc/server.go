@@ -22,10 +22,10 @@ import (
 // caps it at net.core.wmem_max).
 const socketBuffer = 1 << 20
 
-// ServerConfig configures a [Server]. Path is required; zero fields take
+// Config configures a [Server]. Path is required; zero fields take
 // the defaults. Every bound is on what a client can make the kernel hold
 // (docs/RATIONALE.md#what-a-connection-may-make-the-kernel-hold).
-type ServerConfig struct {
+type Config struct {
 	Path string
 	// MaxFrame bounds a request's payload; default abi.DefaultMaxFrame.
 	MaxFrame uint32
@@ -59,9 +59,9 @@ type ServerConfig struct {
 }
 
 // fill sets the defaults and checks the options; errors name the field.
-func (o *ServerConfig) fill() error {
+func (o *Config) fill() error {
 	if o.Path == "" {
-		return errors.New("ipc: ServerConfig.Path is empty")
+		return errors.New("ipc: Config.Path is empty")
 	}
 	if o.MaxFrame == 0 {
 		o.MaxFrame = abi.DefaultMaxFrame
@@ -76,13 +76,13 @@ func (o *ServerConfig) fill() error {
 		o.MaxBufferedBytes = max(64<<20, 2*int64(o.MaxFrame))
 	}
 	if o.MaxBufferedBytes < int64(o.MaxFrame) {
-		return fmt.Errorf("ipc: ServerConfig.MaxBufferedBytes %d is below MaxFrame %d: a frame of MaxFrame bytes could never be read", o.MaxBufferedBytes, o.MaxFrame)
+		return fmt.Errorf("ipc: Config.MaxBufferedBytes %d is below MaxFrame %d: a frame of MaxFrame bytes could never be read", o.MaxBufferedBytes, o.MaxFrame)
 	}
 	if o.MaxConnBytes == 0 {
 		o.MaxConnBytes = 2 * int64(o.MaxFrame)
 	}
 	if o.MaxConnBytes < int64(o.MaxFrame) {
-		return fmt.Errorf("ipc: ServerConfig.MaxConnBytes %d is below MaxFrame %d: a frame of MaxFrame bytes could never be read", o.MaxConnBytes, o.MaxFrame)
+		return fmt.Errorf("ipc: Config.MaxConnBytes %d is below MaxFrame %d: a frame of MaxFrame bytes could never be read", o.MaxConnBytes, o.MaxFrame)
 	}
 	if o.MaxSubscriptions <= 0 {
 		o.MaxSubscriptions = 64
@@ -112,7 +112,7 @@ const (
 // Server serves the kernel method table on a Unix socket.
 type Server struct {
 	k    *kernel.Kernel
-	opts ServerConfig
+	opts Config
 	ln   *net.UnixListener
 	lock *os.File // held while listening
 	log  *slog.Logger
@@ -149,7 +149,7 @@ func describeMode(m os.FileMode) string {
 
 // Listen creates the socket at opts.Path with mode 0600. A stale socket file
 // left by a crash is replaced; a live kernel on it is an error.
-func Listen(k *kernel.Kernel, opts ServerConfig) (*Server, error) {
+func Listen(k *kernel.Kernel, opts Config) (*Server, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
