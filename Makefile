@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 30000x
 
-.PHONY: run build plugins test testdata lint fuzz bench clean
+.PHONY: run build plugins test prereqs testdata lint fuzz bench clean
 
 # Start Kairo in the foreground on its embedded defaults (data in ./.kairo).
 run: build
@@ -13,6 +13,7 @@ run: build
 # kairo, and beside it kairo-sandbox: the sandbox helper alone, which starts
 # faster than kairo in its helper mode (kairo works without it).
 build:
+	@echo "building bin/kairo and bin/kairo-sandbox (the first build compiles every dependency: minutes on a loaded machine)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kairo ./cmd/kairo-sandbox
 
 # Every plugin under plugins/ as a wasm module in bin/wasm/NAME.wasm, a
@@ -35,9 +36,27 @@ plugins:
 
 # Everything CI runs: format and vet checks, the whole suite under the race
 # detector, and a short run of every fuzz target.
-test: lint testdata
+test: prereqs lint testdata
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) fuzz
+
+# Everything the tests need, checked before any time is spent: Go at the
+# version go.mod names, Node.js and npm (the MCP server), Chromium (the
+# console's tests), curl. One message lists what is missing.
+GO_WANT := $(shell sed -n 's/^go //p' go.mod)
+prereqs:
+	@missing=""; pkgs=""; \
+	have=$$($(GO) env GOVERSION 2>/dev/null | sed 's/^go//'); \
+	if [ -z "$$have" ] || [ "$$(printf '%s\n%s\n' "$(GO_WANT)" "$$have" | sort -V | head -n1)" != "$(GO_WANT)" ]; then missing="$$missing\n  Go $(GO_WANT) or later (found: $${have:-none}; https://go.dev/dl)"; fi; \
+	command -v node >/dev/null || { missing="$$missing\n  Node.js (node)"; pkgs="$$pkgs nodejs"; }; \
+	command -v npm >/dev/null || { missing="$$missing\n  npm"; pkgs="$$pkgs npm"; }; \
+	[ -x /usr/bin/chromium ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || { missing="$$missing\n  Chromium (chromium)"; pkgs="$$pkgs chromium"; }; \
+	command -v curl >/dev/null || { missing="$$missing\n  curl"; pkgs="$$pkgs curl"; }; \
+	if [ -n "$$missing" ]; then \
+	  printf "make test needs what this machine lacks:$$missing\n" >&2; \
+	  [ -z "$$pkgs" ] || echo "install it with: sudo apt-get install$$pkgs" >&2; \
+	  exit 1; \
+	fi
 
 # What the tests run besides Go: the reference MCP filesystem server, from
 # npm, at the version internal/mcp/testdata/npm/package-lock.json pins; and

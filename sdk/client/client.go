@@ -4,6 +4,13 @@
 // [Dial] connects to it; a skill the kernel started uses [DialEnv], on the
 // descriptor it inherited. A [*Client] is safe for concurrent use.
 //
+// Its calls are typed, their params and results [abi] types:
+// [Client.Spawn] returns a [Process], whose [Process.Wait] gives its exit
+// and which keeps its output; [Client.Send] sends the agent a message and
+// [Conversation.Next] returns its replies; [Client.Subscribe] and
+// [Client.Replay] give events whose data [DecodeData] decodes. [Client.Call]
+// reaches any other method by its abi.Method constant.
+//
 // It imports abi, the msgpack it encodes with, and the standard library only:
 // a program that dials the kernel does not link the kernel, its store or the
 // plugin runtime. The frames it reads and writes are abi's ([abi.FrameReader],
@@ -50,6 +57,7 @@ type Client struct {
 	closing chan struct{} // closed by Close, once
 	closeMu sync.Once
 	onChunk func(*abi.StreamChunk)
+	procs   procTable // the output of the processes of Spawn and Attach
 }
 
 // stream routes the events of one subscription or replay. quit is closed
@@ -173,8 +181,9 @@ func (c *Client) readLoop() {
 		case abi.PacketStreamChunk:
 			c.mu.Lock()
 			h := c.onChunk
+			keep := c.procs.listening()
 			c.mu.Unlock()
-			if h == nil {
+			if h == nil && !keep {
 				continue // nobody listens: process output is dropped
 			}
 			// The output bytes are the reader's buffer, lent for the call
@@ -187,7 +196,12 @@ func (c *Client) readLoop() {
 			}
 			ch.ProcessID, ch.Stream = strings.Clone(ch.ProcessID), strings.Clone(ch.Stream)
 			ch.Encoding, ch.CorrelationID = strings.Clone(ch.Encoding), strings.Clone(ch.CorrelationID)
-			h(&ch)
+			if keep {
+				c.keepChunk(&ch)
+			}
+			if h != nil {
+				h(&ch)
+			}
 		case abi.PacketEvent:
 			// The event aliases its bytes, so it gets a copy of its own:
 			// the frame reader reuses p.
@@ -301,7 +315,7 @@ func decodeResponse(resp *abi.Response, result any) error {
 
 // OnChunk sets the function that receives the output (STREAM_CHUNK) of the
 // processes this client spawned or attached to, in order per process and
-// stream. ch.Chunk is only valid during the call: copy the bytes you keep.
+// stream; a [Process] keeps its own besides. ch.Chunk is only valid during the call: copy the bytes you keep.
 // It runs on the client's reader: while it blocks, nothing else is read, and the kernel slows the processes that write to it.
 func (c *Client) OnChunk(fn func(*abi.StreamChunk)) {
 	c.mu.Lock()
