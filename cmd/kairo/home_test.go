@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"github.com/kairo-os/kairo/sdk/client"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,15 +91,22 @@ func TestDaemonFoundFromAnyFolder(t *testing.T) {
 		t.Fatalf("status with KAIRO_HOME=A: %+v\n%s", s, r)
 	}
 
-	// A pointer, or its folder, that others may write is not followed.
+	// A pointer, or its folder, that others may write is not followed: B
+	// is found through its own entry beside a pointer others may write,
+	// and not at all in a folder others may write.
 	for _, p := range []struct {
 		path       string
 		bad, right os.FileMode
-	}{{pointer, 0o666, 0o600}, {filepath.Dir(pointer), 0o777, 0o700}} {
+		found      bool
+	}{{pointer, 0o666, 0o600, true}, {filepath.Dir(pointer), 0o777, 0o700, false}} {
 		if err := os.Chmod(p.path, p.bad); err != nil {
 			t.Fatal(err)
 		}
-		if r := kairoIn(t, nowhere, env, "status"); r.code != 1 || !strings.Contains(r.stderr, "not running") {
+		if p.found {
+			if s, r := statusIn(t, nowhere, env); r.code != 0 || s.Home != homeB {
+				t.Fatalf("status with %s mode %#o: %+v\n%s", p.path, p.bad, s, r)
+			}
+		} else if r := kairoIn(t, nowhere, env, "status"); r.code != 1 || !strings.Contains(r.stderr, "not running") {
 			t.Fatalf("status with %s mode %#o:\n%s", p.path, p.bad, r)
 		}
 		if err := os.Chmod(p.path, p.right); err != nil {
@@ -109,36 +117,42 @@ func TestDaemonFoundFromAnyFolder(t *testing.T) {
 		}
 	}
 
-	// B stops cleanly and takes its pointer with it: from elsewhere, not
-	// running (A's ./.kairo is not elsewhere's).
+	// B stops cleanly and hands the pointer to A, which runs: from
+	// elsewhere, A (two daemons in two folders; a stop removes only its
+	// own).
 	if code := b.stop(); code != 0 {
 		t.Fatalf("kairo up (B) exited %d\n%s", code, b.stderr)
 	}
-	if _, err := os.Stat(pointer); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the pointer after a clean stop: %v; want it gone", err)
+	if got, err := os.ReadFile(pointer); err != nil || string(got) != homeA+"\n" {
+		t.Fatalf("the pointer after B's clean stop: %q, %v; want A's home", got, err)
 	}
-	if r := kairoIn(t, nowhere, env, "status"); r.code != 1 || !strings.Contains(r.stderr, "not running") {
-		t.Fatalf("status from another folder with B stopped:\n%s", r)
+	if s, r := statusIn(t, nowhere, env); r.code != 0 || s.Home != homeA || s.HomeFrom != "pointer" {
+		t.Fatalf("status from another folder with B stopped: %+v\n%s", s, r)
 	}
 	if s, r := statusIn(t, cwdA, env); r.code != 0 || s.Home != homeA {
 		t.Fatalf("status from A's folder with B stopped: %+v\n%s", s, r)
 	}
 
-	// A pointer a crash left names a socket nobody listens on.
+	// A pointer a crash left names a socket nobody listens on: the daemon
+	// that runs is found through its own entry beside it.
 	if err := os.WriteFile(pointer, []byte(homeB+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := kairoIn(t, nowhere, env, "status"); r.code != 1 || !strings.Contains(r.stderr, "not running") {
-		t.Fatalf("status with a stale pointer:\n%s", r)
-	}
-	// The control: the same pointer naming A, which runs.
-	if err := os.WriteFile(pointer, []byte(homeA+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	if s, r := statusIn(t, nowhere, env); r.code != 0 || s.Home != homeA || s.HomeFrom != "pointer" {
-		t.Fatalf("status with a pointer naming A: %+v\n%s", s, r)
+		t.Fatalf("status with a stale pointer and A running: %+v\n%s", s, r)
 	}
+	// A stops: its entry goes, and the stale pointer (not its own) stays;
+	// an entry a crash left names nothing that listens: not running.
 	if code := a.stop(); code != 0 {
 		t.Fatalf("kairo up (A) exited %d\n%s", code, a.stderr)
+	}
+	if _, err := os.Stat(client.DaemonEntry(pointer, homeA)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("A's entry after its clean stop: %v; want it gone", err)
+	}
+	if err := os.WriteFile(client.DaemonEntry(pointer, homeB), []byte(homeB+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := kairoIn(t, nowhere, env, "status"); r.code != 1 || !strings.Contains(r.stderr, "not running") {
+		t.Fatalf("status with a stale pointer and a stale entry:\n%s", r)
 	}
 }

@@ -63,16 +63,36 @@ func writePointer(home string, log *slog.Logger) (remove func()) {
 		log.Debug("cannot make the pointer's folder: clients in other folders will not find this daemon", "err", err)
 		return func() {}
 	}
+	// Its own entry first: should the pointer be taken over by a daemon
+	// started later, clients still find this one, and that one hands the
+	// pointer back when it stops.
+	entry := client.DaemonEntry(path, home)
+	if err := os.Mkdir(filepath.Dir(entry), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		log.Debug("cannot make the folder of the daemons' entries", "err", err)
+	}
+	if err := writeFileAtomic(entry, []byte(home+"\n")); err != nil {
+		log.Debug("cannot name this daemon beside the pointer", "entry", entry, "err", err)
+	}
 	err := writeFileAtomic(path, []byte(home+"\n"))
 	if err != nil {
 		log.Warn("cannot write the pointer to the data folder: clients in other folders will not find this daemon", "pointer", path, "err", err)
+		os.Remove(entry)
 		return func() {}
 	}
 	return func() {
-		// Another daemon started since may have taken the pointer over.
-		if h, err := client.ReadPointer(path); err == nil && h == home {
-			os.Remove(path)
+		os.Remove(entry)
+		// Another daemon started since may have taken the pointer over;
+		// when it is still this one's, it goes to the daemon that runs and
+		// started last, if any.
+		if h, err := client.ReadPointer(path); err != nil || h != home {
+			return
 		}
+		if others := client.RunningHomes(path, homeSocket); len(others) > 0 {
+			if err := writeFileAtomic(path, []byte(others[0]+"\n")); err == nil {
+				return
+			}
+		}
+		os.Remove(path)
 	}
 }
 

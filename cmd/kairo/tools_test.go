@@ -103,7 +103,7 @@ func serveTools(t *testing.T, dir string, skills map[string]string) *tools.Regis
 	t.Cleanup(func() { reg.Close() })
 	reg.Register()
 	sock := filepath.Join(dir, "k.sock")
-	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: sock, Logger: quiet})
+	srv, err := ipc.Listen(k, ipc.Config{Path: sock, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func Example() {
 func startKernel() (string, func()) {
 	dir, _ := os.MkdirTemp("", "kairo-example-")
 	b := bus.New(bus.NewMemoryStore(0), bus.Config{})
-	srv, err := ipc.Listen(kernel.New(b, kernel.Config{}), ipc.ServerConfig{Path: filepath.Join(dir, "kernel.sock")})
+	srv, err := ipc.Listen(kernel.New(b, kernel.Config{}), ipc.Config{Path: filepath.Join(dir, "kernel.sock")})
 	if err != nil {
 		log.Fatal(err)
 	}

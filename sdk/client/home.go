@@ -1,11 +1,14 @@
 package client
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -64,8 +67,87 @@ func FindHome(socketOf func(home string) (string, error)) (home, pointer string)
 		if h, err := ReadPointer(path); err == nil && listens(h) {
 			return h, path
 		}
+		// The pointer names a daemon that is gone: another that runs
+		// named itself beside it.
+		if hs := RunningHomes(path, socketOf); len(hs) > 0 {
+			return hs[0], DaemonEntry(path, hs[0])
+		}
 	}
 	return here, ""
+}
+
+// DaemonsDir is the folder beside the pointer file at pointer where each
+// running daemon names its data folder in a file of its own
+// ([DaemonEntry]), so that a client still finds one when the daemon the
+// pointer names has stopped, and a daemon that stops hands the pointer to
+// one that runs.
+func DaemonsDir(pointer string) string { return filepath.Join(filepath.Dir(pointer), "daemons") }
+
+// DaemonEntry is the file in [DaemonsDir] in which the daemon on the data
+// folder home names it.
+func DaemonEntry(pointer, home string) string {
+	sum := sha256.Sum256([]byte(home))
+	return filepath.Join(DaemonsDir(pointer), hex.EncodeToString(sum[:8]))
+}
+
+// maxDaemonEntries bounds the entries a client reads.
+const maxDaemonEntries = 64
+
+// daemonEntries lists the entry files beside pointer, the most recently
+// written first; at most maxDaemonEntries.
+func daemonEntries(pointer string) []string {
+	dir := DaemonsDir(pointer)
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	type entry struct {
+		path string
+		mod  time.Time
+	}
+	var es []entry
+	for _, de := range des {
+		if len(es) == maxDaemonEntries {
+			break
+		}
+		if fi, err := de.Info(); err == nil && fi.Mode().IsRegular() && !strings.HasPrefix(de.Name(), ".") {
+			es = append(es, entry{filepath.Join(dir, de.Name()), fi.ModTime()})
+		}
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].mod.After(es[j].mod) })
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.path
+	}
+	return out
+}
+
+// RunningHomes lists the data folders whose daemons named themselves
+// beside the pointer at pointer ([DaemonsDir]) and whose kernels listen,
+// the most recently started first. socketOf is as [FindHome]'s.
+func RunningHomes(pointer string, socketOf func(home string) (string, error)) []string {
+	// The entries are followed only in a folder nobody else may change,
+	// as the pointer is.
+	dir := filepath.Dir(pointer)
+	if fi, err := os.Lstat(dir); err != nil || ownOnly(dir, fi, true) != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range daemonEntries(pointer) {
+		h, err := ReadPointer(e)
+		if err != nil {
+			continue
+		}
+		sock, err := socketOf(h)
+		if err != nil {
+			continue
+		}
+		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			c.Close()
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // PointerPath is the file in which a running kernel names its data folder

@@ -20,7 +20,7 @@ func TestWaitReady(t *testing.T) {
 	b := bus.New(bus.NewMemoryStore(0), bus.Config{})
 	defer b.Close()
 	k := kernel.New(b, kernel.Config{})
-	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: filepath.Join(t.TempDir(), "kernel.sock")})
+	srv, err := ipc.Listen(k, ipc.Config{Path: filepath.Join(t.TempDir(), "kernel.sock")})
 	if err != nil {
 		t.Fatal(err)
 	}
