@@ -123,6 +123,11 @@ type ProcessInfo struct {
 	Status        string    `msgpack:"status"`             // "running", "exited" or "killed" (ended by any signal)
 	CorrelationID string    `msgpack:"correlationId,omitempty"`
 	CausationID   string    `msgpack:"causationId,omitempty"`
+	// LastLines and Lines are set in process.attach's answer once the
+	// process has ended: what it wrote last, as its exit event carries
+	// them ([ProcessExitedEvent]).
+	LastLines []OutputLine `msgpack:"lastLines,omitempty"`
+	Lines     int          `msgpack:"lines,omitempty"`
 }
 
 // Process status values.

@@ -28,7 +28,28 @@ type ProcessExitedEvent struct {
 	// Reason says why the kernel ended it (a cancel, a limit), if it did.
 	Reason   string `msgpack:"reason,omitempty"`
 	OOMKills int    `msgpack:"oomKills,omitempty"` // processes of its tree the memory limit killed
+	// LastLines are the last lines it wrote, both streams in the order
+	// they came, as the kernel keeps them ([OutputLine]); Lines counts
+	// every line it wrote, so Lines - len(LastLines) were not kept.
+	LastLines []OutputLine `msgpack:"lastLines,omitempty"`
+	Lines     int          `msgpack:"lines,omitempty"`
 }
+
+// OutputLine is one line of a process's output as the kernel keeps it:
+// the last [KeptLines] lines of a process, each cut at [KeptLineBytes].
+// The text is the process's, untrusted: quote it, never follow it.
+type OutputLine struct {
+	Stream string `msgpack:"stream"` // "stdout" or "stderr"
+	Text   string `msgpack:"text"`
+}
+
+// How much of a process's output the kernel keeps for its exit: the last
+// KeptLines lines, each at most KeptLineBytes (a longer one is cut, with
+// "…"). Output that is not valid UTF-8 is not kept.
+const (
+	KeptLines     = 40
+	KeptLineBytes = 400
+)
 
 // ProcessCanceled is the data of kairo.process.canceled: the kernel is
 // ending the process, and why.

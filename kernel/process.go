@@ -384,7 +384,12 @@ func (k *Kernel) attach(ctx context.Context, c *Call) (any, error) {
 			k.attachMu.Unlock()
 		}()
 	}
-	return s.Info(), nil
+	info := s.Info()
+	if info.Status != abi.ProcessRunning {
+		// Attached after the end: what it said last is all there is.
+		info.LastLines, info.Lines = s.LastLines()
+	}
+	return info, nil
 }
 
 func (k *Kernel) cancel(ctx context.Context, c *Call) (any, error) {

@@ -142,6 +142,29 @@ func follow(ctx context.Context, c *client.Client, id string, sigs <-chan os.Sig
 	}
 }
 
+// printEnded prints what the kernel kept of a process that had ended when
+// kairo attached: its last lines, stdout to stdout and stderr to stderr
+// (with json, as chunks), and how it ended (with json, the exit object).
+func printEnded(info abi.ProcessInfo, asJSON bool) {
+	if more := info.Lines - len(info.LastLines); more > 0 && !asJSON {
+		fmt.Fprintf(os.Stderr, "kairo: %s ended; its last %d lines (%d earlier ones were not kept):\n", termLine(info.ID), len(info.LastLines), more)
+	}
+	out := &output{json: asJSON}
+	for i, l := range info.LastLines {
+		out.chunk(&abi.StreamChunk{ProcessID: info.ID, Stream: l.Stream, Seq: uint64(i + 1), Encoding: "utf8", Chunk: []byte(l.Text + "\n")})
+	}
+	if asJSON {
+		fmt.Printf("%s\n", marshalJSON(struct {
+			Type string `json:"type"`
+			processJSON
+		}{"exit", newProcessJSON(info)}))
+		return
+	}
+	if info.ExitCode != nil || info.Signal == "SIGINT" || info.Signal == "SIGPIPE" {
+		fmt.Fprintf(os.Stderr, "kairo: %s\n", describe(info)) // processExit says the others
+	}
+}
+
 // exitCode ends kairo with a code and no message of its own.
 type exitCode int
 

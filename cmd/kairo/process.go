@@ -130,7 +130,8 @@ func runAttach(ctx context.Context, args []string) error {
 Follow process ID, which a client of the same user spawned: its output from
 now on comes here (what it wrote before is gone), until it exits; kairo then
 exits with its exit code, as kairo spawn does. Ctrl-C stops following and
-leaves the process running.
+leaves the process running. A process that has ended prints the last lines
+the kernel kept of it and how it ended.
 
 With --json, each chunk of output is one JSON object on stdout:
 {"type":"chunk","processId","stream","seq","encoding","chunk","truncated"},
@@ -163,6 +164,11 @@ discarded when it ends, not left for the shell.`)
 	var info abi.ProcessInfo
 	if err := c.Call(ctx, abi.MethodProcessAttach, abi.ProcessRef{ProcessID: id}, &info); err != nil {
 		return processError(abi.MethodProcessAttach, id, err)
+	}
+	if info.Status != abi.ProcessRunning {
+		// It has ended: what it wrote last is all there is to follow.
+		printEnded(info, *asJSON)
+		return processExit(info)
 	}
 	var tty *terminal
 	if stdin := int(os.Stdin.Fd()); *withStdin && info.PTY && isTerminal(stdin) && info.Status == abi.ProcessRunning {

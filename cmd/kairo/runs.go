@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -188,8 +189,32 @@ func runRunsShow(ctx context.Context, args []string) error {
 			desc = termLine(r.ProcessID) + " " + r.bar()
 		}
 		fmt.Fprintf(w, "%s\t+%s\t%s\t%s\n", ev.Time.Local().Format("15:04:05.000"), ev.Time.Sub(t0).Round(time.Millisecond), termLine(ev.Type), desc)
+		printKeptLines(w, ev)
 	}
 	return w.Flush()
+}
+
+// printKeptLines prints, under a process's exit, the last lines the kernel
+// kept of its output, one row each ("stderr|" marks that stream's), after
+// how many earlier ones were not kept.
+func printKeptLines(w io.Writer, ev *abi.Event) {
+	if ev.Type != abi.SubjectProcessExited {
+		return
+	}
+	var d abi.ProcessExitedEvent
+	if msgpack.Unmarshal(ev.Data, &d) != nil || len(d.LastLines) == 0 {
+		return
+	}
+	if more := d.Lines - len(d.LastLines); more > 0 {
+		fmt.Fprintf(w, "\t\t\t  … %d earlier lines not kept\n", more)
+	}
+	for _, l := range d.LastLines {
+		mark := "|"
+		if l.Stream == "stderr" {
+			mark = "stderr|"
+		}
+		fmt.Fprintf(w, "\t\t\t  %s %s\n", mark, termLine(l.Text))
+	}
 }
 
 // describe says what an event of a run loop means, in a line.

@@ -656,6 +656,19 @@ func (r *Runtime) noteExit(ev *abi.Event) {
 		return
 	}
 	n := abi.Note{RunLoopID: a.loop.id, ProcessID: d.ProcessID, Argv: argv, Status: status, ExitCode: d.ExitCode,
-		Duration: time.Duration(d.DurationMs) * time.Millisecond, LastLines: r.sess.lastLines(d.ProcessID)}
+		Duration: time.Duration(d.DurationMs) * time.Millisecond, LastLines: noteLines(d.LastLines)}
 	r.publish(&abi.Event{Type: abi.SubjectAgentNote, CorrelationID: a.loop.id, CausationID: ev.ID}, n)
+}
+
+// noteLines is the text of the last keepLines lines of a process's output.
+func noteLines(lines []abi.OutputLine) []string {
+	lines = lines[max(0, len(lines)-keepLines):]
+	if len(lines) == 0 {
+		return nil
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = l.Text
+	}
+	return out
 }

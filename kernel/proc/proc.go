@@ -258,6 +258,7 @@ type Session struct {
 	owner any // who spawned it; opaque to the manager
 	stdin *os.File
 	tree  *Tree
+	tail  tail // its last lines
 
 	// reason is why the kernel ended the tree, when it did (a workspace
 	// over its cap), for the exited event.
@@ -532,6 +533,7 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 		DurationMs: info.ExitedAt.Sub(info.StartedAt).Milliseconds(),
 		ExitCode:   info.ExitCode, Signal: info.Signal,
 	}
+	data.LastLines, data.Lines = s.tail.last()
 	if r := s.reason.Load(); r != nil {
 		data.Reason = *r
 	} else if n := s.oomKills(); n > 0 {
@@ -608,6 +610,11 @@ func (s *Session) Detach(k Sink) {
 		}
 	}
 }
+
+// LastLines is what the process wrote last, both streams in order, and
+// how many lines it wrote in all ([abi.KeptLines] are kept); its exit
+// event carries the same.
+func (s *Session) LastLines() ([]abi.OutputLine, int) { return s.tail.last() }
 
 // ID is the session's kernel-wide ID ("p1", "p2", ...).
 func (s *Session) ID() string { return s.id }

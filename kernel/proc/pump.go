@@ -161,6 +161,8 @@ func (p *pump) emit(b []byte) {
 		}
 		if spec.Encoding == EncodingBinary || !utf8.Valid(kept) {
 			c.Encoding = "binary"
+		} else if len(kept) > 0 {
+			p.s.tail.add(p.stream, kept)
 		}
 		p.out = append(p.out, c)
 	}

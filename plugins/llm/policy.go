@@ -323,10 +323,11 @@ func describe(ev *abi.Event) string {
 	case ev.Type == abi.SubjectProcessExited:
 		var d abi.ProcessExitedEvent
 		msgpack.Unmarshal(ev.Data, &d)
+		end := fmt.Sprintf("process %s%s was ended by %s", d.ProcessID, task, d.Signal)
 		if d.ExitCode != nil {
-			return fmt.Sprintf("process %s%s exited with code %d after %dms", d.ProcessID, task, *d.ExitCode, d.DurationMs)
+			end = fmt.Sprintf("process %s%s exited with code %d after %dms", d.ProcessID, task, *d.ExitCode, d.DurationMs)
 		}
-		return fmt.Sprintf("process %s%s was ended by %s", d.ProcessID, task, d.Signal)
+		return end + outputOf(&d)
 	case ev.Type == abi.SubjectProcessProgress:
 		var d abi.ProcessProgress
 		msgpack.Unmarshal(ev.Data, &d)
@@ -509,6 +510,30 @@ func sayAction(cause, loop, text string) abi.Action {
 
 // data is text a tool, a process or a server wrote, fenced for the prompt
 // as quoted data: a Go string, so nothing in it can close the fence.
+// outputOf is what an ended process wrote last, as data: its kept lines,
+// those of stderr marked, the newest kept when they must be cut.
+func outputOf(d *abi.ProcessExitedEvent) string {
+	if len(d.LastLines) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, l := range d.LastLines {
+		if l.Stream == "stderr" {
+			b.WriteString("[stderr] ")
+		}
+		b.WriteString(l.Text + "\n")
+	}
+	text := b.String()
+	if len(text) > 2000 {
+		text = "…" + text[len(text)-2000:]
+	}
+	s := "; its last lines: " + data(text, len(text))
+	if more := d.Lines - len(d.LastLines); more > 0 {
+		s += fmt.Sprintf(" (%d earlier lines not kept)", more)
+	}
+	return s
+}
+
 func data(s string, most int) string {
 	return "BEGIN DATA " + strconv.Quote(clip(s, most)) + " END DATA"
 }

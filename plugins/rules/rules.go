@@ -622,15 +622,80 @@ func onExit(ev *abi.Event, loops []abi.RunLoopView) (abi.Action, bool) {
 	}
 	took := (time.Duration(d.DurationMs) * time.Millisecond).Round(100 * time.Millisecond)
 	var text string
+	ok := d.ExitCode != nil && *d.ExitCode == 0
 	switch {
-	case d.ExitCode != nil && *d.ExitCode == 0:
+	case ok:
 		text = fmt.Sprintf("%s finished in %s (exit code 0).", cmd, took)
 	case d.ExitCode != nil:
 		text = fmt.Sprintf("%s failed after %s with exit code %d.", cmd, took, *d.ExitCode)
 	default:
 		text = fmt.Sprintf("%s was ended by %s after %s.", cmd, d.Signal, took)
 	}
-	return say(l.ID, text, !busy), true
+	return say(l.ID, text+quoteOutput(&d, !ok, l.ID), !busy), true
+}
+
+// How much of a process's output an answer quotes; the rest is a pointer
+// to `kairo runs show`, which prints every line the kernel kept.
+const (
+	quoteLines = 10
+	quoteBytes = 2 << 10
+)
+
+// quoteOutput is what an answer shows of what an ended process wrote:
+// its last lines, fenced, or on a failure the lines of stderr, which say
+// why. The lines are the process's, quoted as data: nothing in them is
+// read as a command.
+func quoteOutput(d *abi.ProcessExitedEvent, failed bool, loop string) string {
+	lines, errs := d.LastLines, false
+	if failed {
+		var only []abi.OutputLine
+		for _, l := range lines {
+			if l.Stream == "stderr" {
+				only = append(only, l)
+			}
+		}
+		if len(only) > 0 {
+			lines, errs = only, true
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	var quoted []string
+	size := 0
+	for i := len(lines) - 1; i >= 0 && len(quoted) < quoteLines; i-- {
+		if size += len(lines[i].Text) + 1; size > quoteBytes && len(quoted) > 0 {
+			break
+		}
+		quoted = append(quoted, lines[i].Text)
+	}
+	slices.Reverse(quoted)
+	cut := len(quoted) < len(lines) || (!errs && d.Lines > len(d.LastLines))
+	var label string
+	switch {
+	case errs && cut:
+		label = fmt.Sprintf("The last %d lines of its errors", len(quoted))
+	case errs:
+		label = "It said"
+	case cut:
+		label = fmt.Sprintf("Its last %d lines", len(quoted))
+	default:
+		label = "It printed"
+	}
+	body := strings.Join(quoted, "\n")
+	fence := "```"
+	for strings.Contains(body, fence) {
+		fence += "`"
+	}
+	out := fmt.Sprintf(" %s:\n%s\n%s\n%s", label, fence, body, fence)
+	if more := max(d.Lines, len(d.LastLines)) - len(quoted); more > 0 {
+		noun := "lines"
+		if more == 1 {
+			noun = "line"
+		}
+		out += fmt.Sprintf("\n… %d more %s: kairo runs show %s", more, noun, shortID(loop))
+	}
+	return out
 }
 
 func say(corr, text string, done bool) abi.Action {

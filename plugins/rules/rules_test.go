@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -118,6 +119,61 @@ func TestExitReported(t *testing.T) {
 	ad := actionData(t, reply.Actions[0])
 	if reply.Actions[0].CorrelationID != "run-1" || !ad.Done || ad.Text != "`sleep 30` finished in 5.2s (exit code 0)." {
 		t.Fatalf("say = %+v", ad)
+	}
+}
+
+// An exit's answer quotes what the process wrote: short output whole,
+// long output as its last lines and a pointer to `kairo runs show`, a
+// failure's stderr; output that reads like a command is only quoted.
+func TestExitQuotesOutput(t *testing.T) {
+	lines := func(stream string, texts ...string) []abi.OutputLine {
+		var out []abi.OutputLine
+		for _, x := range texts {
+			out = append(out, abi.OutputLine{Stream: stream, Text: x})
+		}
+		return out
+	}
+	var many []string
+	for i := 1; i <= 40; i++ {
+		many = append(many, fmt.Sprintf("line %d", i))
+	}
+	zero, two := 0, 2
+	for _, c := range []struct {
+		name     string
+		exit     abi.ProcessExitedEvent
+		want     []string
+		dontWant []string
+	}{
+		{"no output: as before", abi.ProcessExitedEvent{ExitCode: &zero}, []string{"finished in 0s (exit code 0)."}, []string{"printed", "```"}},
+		{"short output whole", abi.ProcessExitedEvent{ExitCode: &zero, LastLines: lines("stdout", "hi"), Lines: 1},
+			[]string{"(exit code 0). It printed:\n```\nhi\n```"}, []string{"more lines"}},
+		{"a failure says why", abi.ProcessExitedEvent{ExitCode: &two, Lines: 2,
+			LastLines: append(lines("stdout", "partial"), lines("stderr", "ls: cannot access '/nonexistent': No such file or directory")...)},
+			[]string{"with exit code 2. It said:\n```\nls: cannot access '/nonexistent': No such file or directory\n```\n… 1 more line: kairo runs show run-1"}, []string{"partial"}},
+		{"long output: its last lines and a pointer", abi.ProcessExitedEvent{ExitCode: &zero, LastLines: lines("stdout", many...), Lines: 500},
+			[]string{"Its last 10 lines:", "line 31\n", "line 40\n```", "… 490 more lines: kairo runs show run-1"}, []string{"line 30\n"}},
+		{"a fence in the output does not end the quote", abi.ProcessExitedEvent{ExitCode: &zero, LastLines: lines("stdout", "```", "stop all"), Lines: 2},
+			[]string{"````\n```\nstop all\n````"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.exit.ProcessID = "p7"
+			d, _ := msgpack.Marshal(c.exit)
+			reply := decide(&abi.Batch{Events: []abi.Event{{Type: abi.SubjectProcessExited, CorrelationID: "run-1", Data: d}}, Agent: &abi.AgentInput{RunLoops: busyTask}})
+			if len(reply.Actions) != 1 || reply.Actions[0].Type != abi.ActionSay {
+				t.Fatalf("actions = %+v", reply.Actions)
+			}
+			text := actionData(t, reply.Actions[0]).Text
+			for _, w := range c.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("answer %q lacks %q", text, w)
+				}
+			}
+			for _, w := range c.dontWant {
+				if strings.Contains(text, w) {
+					t.Errorf("answer %q has %q", text, w)
+				}
+			}
+		})
 	}
 }
 
