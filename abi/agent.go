@@ -269,8 +269,11 @@ type RunsResult struct {
 
 // AgentError is the data of kairo.agent.error ([SubjectAgentError]): a
 // tick whose policy failed or answered what the runtime cannot carry out;
-// the tick is then a noop.
+// the tick is then a noop. A failure that repeats on every tick is
+// reported at once, then with pauses that double: Suppressed counts the
+// failures of its kind not reported since the last report.
 type AgentError struct {
-	Tick  uint64 `msgpack:"tick"`
-	Error string `msgpack:"error"`
+	Tick       uint64 `msgpack:"tick"`
+	Error      string `msgpack:"error"`
+	Suppressed int    `msgpack:"suppressed,omitempty"`
 }

@@ -6,8 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/internal/agent"
 	"github.com/kairo-os/kairo/internal/memory"
 	"github.com/kairo-os/kairo/internal/tools"
@@ -50,6 +54,9 @@ func (d *Daemon) openMemory(home string, cfg manifests.Config) (*agent.Memory, e
 // and starts ticking.
 func (d *Daemon) startAgent(home string, cfg manifests.Config) error {
 	a := cfg.Agent
+	if err := checkPolicy(a.Policy, d.plugins.List(), cfg.PluginsPath(home)); err != nil {
+		return err
+	}
 	if err := d.startTools(home, cfg, true); err != nil {
 		return err
 	}
@@ -81,6 +88,56 @@ func (d *Daemon) startAgent(home string, cfg manifests.Config) error {
 	d.registerReplay()
 	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz, "skills", len(reg.SkillNames()))
 	return nil
+}
+
+// checkPolicy refuses a start whose [agent] policy names no policy plugin
+// that runs among the plugins of list: every tick would fail. The error
+// names the key, the value and the policy plugins that run; dropIns is
+// the folder a missing plugin goes in.
+func checkPolicy(name string, list []abi.PluginStatus, dropIns string) error {
+	var named *abi.PluginStatus
+	var choices []string
+	for i := range list {
+		p := &list[i]
+		if p.Name == name {
+			named = p
+		}
+		if p.State == abi.PluginRunning && slices.Contains(p.Kinds, abi.KindPolicy) {
+			choices = append(choices, strconv.Quote(p.Name))
+		}
+	}
+	var why string
+	switch {
+	case named == nil:
+		why = fmt.Sprintf("%q names no installed plugin", name)
+	case named.State != abi.PluginRunning:
+		why = fmt.Sprintf("the policy plugin %q did not start (%s%s)", name, named.State, colon(named.Error))
+	case !slices.Contains(named.Kinds, abi.KindPolicy):
+		why = fmt.Sprintf("the plugin %q is not a policy (it is of kind %s)", name, strings.Join(named.Kinds, ", "))
+	default:
+		return nil
+	}
+	slices.Sort(choices)
+	fix := "no policy plugin runs: install one in " + dropIns
+	switch len(choices) {
+	case 0:
+	case 1:
+		fix = "the one policy plugin that runs is " + choices[0] + ": set [agent] policy to it in kairo.toml"
+	default:
+		fix = "the policy plugins that run are " + strings.Join(choices, ", ") + ": set [agent] policy to one of them in kairo.toml"
+	}
+	if named == nil && len(choices) > 0 {
+		fix += ", or install " + strconv.Quote(name) + " in " + dropIns
+	}
+	return &manifests.Error{Key: "agent.policy", Msg: why + "; " + fix}
+}
+
+// colon is ": s", or "" for no s.
+func colon(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
 }
 
 // startTools starts the tool registry: with serve, the daemon's, whose

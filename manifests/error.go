@@ -49,6 +49,22 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// Locate places e, a problem with a key of the config file at path that a
+// check after [Load] found (a value the daemon refused as it started, such
+// as a policy no plugin provides), in the file: it sets File and the line
+// that defines the key, or the closest table that does. An e that names a
+// file already, or a path that cannot be read, is left as it is.
+func Locate(e *Error, path string) {
+	if e.File != "" || path == "" {
+		return
+	}
+	text, err := readFile(path, MaxConfigSize)
+	if err != nil {
+		return
+	}
+	e.File, e.Line = path, keyLine(text, splitKey(e.Key))
+}
+
 // decodeFile decodes the TOML text of file into v (a pointer to a struct
 // already holding the defaults, which the file overlays) and turns every
 // problem into an *Error: syntax, a value of the wrong type, a value its

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -77,6 +78,12 @@ gets the structured log instead, as the file does.`)
 	}
 	d := host.New(host.Config{Home: home, Config: cfg, Logger: log, Version: version, Lock: lock, Progress: con.progress})
 	if err := d.Start(); err != nil {
+		// A setting the running daemon refused (a policy no plugin
+		// provides) is placed in the file, as Load places its own.
+		var bad *manifests.Error
+		if errors.As(err, &bad) {
+			manifests.Locate(bad, configPath(home, *configFlag))
+		}
 		return err
 	}
 	defer d.Stop(context.Background()) // on a return before the clean stop below; then a no-op
@@ -232,11 +239,18 @@ func dataFolder(flag string) (string, error) {
 // exist, else kairo.toml in the data folder, if it exists; over the
 // built-in defaults.
 func loadConfig(home, flag string) (manifests.Config, error) {
-	path := flag
-	if path == "" {
-		path = filepath.Join(home, "kairo.toml")
-	} else if _, err := os.Stat(path); err != nil {
-		return manifests.Config{}, fmt.Errorf("--config: %w", err)
+	if flag != "" {
+		if _, err := os.Stat(flag); err != nil {
+			return manifests.Config{}, fmt.Errorf("--config: %w", err)
+		}
 	}
-	return manifests.Load(path)
+	return manifests.Load(configPath(home, flag))
+}
+
+// configPath is the configuration file loadConfig reads.
+func configPath(home, flag string) string {
+	if flag == "" {
+		return filepath.Join(home, "kairo.toml")
+	}
+	return flag
 }

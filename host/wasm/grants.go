@@ -455,3 +455,80 @@ func (u *unit) grantedSubscriptions(g *Grants, a *authority, subs []string) ([]s
 	u.flushDenied()
 	return ok, nil
 }
+
+// waitingGrant is what a drop-in asked for and was not granted: what its
+// manifest asks beyond its grants (requested) and the subscriptions its
+// init asked for that its grants refused; nil when nothing waits.
+func waitingGrant(name string, requested *abi.PluginGrant, refusedSubs []string) *abi.PluginGrant {
+	w := &abi.PluginGrant{Plugin: name}
+	if requested != nil {
+		*w = *requested
+		w.Plugin = name
+	}
+	w.Subscribe = union(w.Subscribe, refusedSubs)
+	if len(w.Subscribe)+len(w.Publish)+len(w.Call)+len(w.WASIFS)+len(w.WASIEnv) == 0 {
+		return nil
+	}
+	return w
+}
+
+// grantArgs are the KEY=VALUE arguments of `kairo plugins grant` that
+// grant g, in the order the command lists its keys.
+func grantArgs(g *abi.PluginGrant) []string {
+	var args []string
+	add := func(key string, l []string) {
+		if len(l) > 0 {
+			args = append(args, key+"="+strings.Join(l, ","))
+		}
+	}
+	add("call", g.Call)
+	add("publish", g.Publish)
+	add("subscribe", g.Subscribe)
+	add("fs", g.WASIFS)
+	add("env", g.WASIEnv)
+	return args
+}
+
+// grantCommand is the shell command that grants g:
+// `kairo plugins grant NAME KEY=VALUE...`, each word quoted where a shell
+// would read it otherwise ("subscribe=demo.>").
+func grantCommand(g *abi.PluginGrant) string {
+	words := append([]string{"kairo", "plugins", "grant", g.Plugin}, grantArgs(g)...)
+	for i, w := range words {
+		words[i] = shellQuote(w)
+	}
+	return strings.Join(words, " ")
+}
+
+// shellQuote is w as a POSIX shell reads it back: as it is when it holds
+// only characters no shell treats specially, else in single quotes.
+func shellQuote(w string) string {
+	plain := w != "" && !strings.ContainsFunc(w, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./,=:@+%", r))
+	})
+	if plain {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+}
+
+// warnWaiting tells the operator what the drop-in u asked for and was not
+// granted, and the command that grants it: the plugin runs without it,
+// receiving and reaching nothing of it, and would otherwise wait unseen.
+// Said once per unit for what waits, not on every restart.
+func (u *unit) warnWaiting(w *abi.PluginGrant) {
+	if w == nil {
+		return
+	}
+	cmd := grantCommand(w)
+	u.mu.Lock()
+	again := u.warned == cmd
+	u.warned = cmd
+	u.mu.Unlock()
+	if again {
+		return
+	}
+	asked := strings.Join(grantArgs(w), " ")
+	u.m.log.Warn(fmt.Sprintf("plugin %s runs without what it asked for and was not granted (%s); to grant it: %s", u.name, asked, cmd),
+		"plugin", u.name, "grant", cmd)
+}

@@ -55,6 +55,8 @@ type unit struct {
 	requested *abi.PluginGrant
 	capped    []string
 	refused   deniedBatch
+	// warned is the grant command the operator was last told (warnWaiting).
+	warned string
 
 	// The inbox, filled by the subscription, the kernel calls and other
 	// plugins' service calls; the serving goroutine drains it.
@@ -346,6 +348,7 @@ func (u *unit) serve(started func()) error {
 	if err := checkInfo(n, &info); err != nil {
 		return errRefused{err}
 	}
+	asked := info.Subscriptions
 	if info.Subscriptions, err = u.grantedSubscriptions(grants, auth, info.Subscriptions); err != nil {
 		return errRefused{err}
 	}
@@ -376,6 +379,9 @@ func (u *unit) serve(started func()) error {
 	u.setState(abi.PluginRunning, "")
 	u.publishState(abi.SubjectPluginStarted, "")
 	u.m.log.Info("plugin started", "plugin", u.name, "version", info.Version, "trusted", opts.Trusted, "file", u.files.source())
+	if auth.dropIn {
+		u.warnWaiting(waitingGrant(u.name, auth.requested, without(asked, info.Subscriptions)))
+	}
 	started()
 	err = u.loop(ctx, p, gen, sess)
 	u.closeTools(err)

@@ -88,7 +88,7 @@ func (r *Runtime) tick(tk Tick) {
 	case r.ctx.Err() != nil:
 		return
 	case err != nil:
-		r.report(tk.N, fmt.Sprintf("the policy failed: %v", firstLine(err.Error())))
+		r.reportPolicy(tk.N, x, fmt.Sprintf("the policy failed: %v", firstLine(err.Error())))
 		// Nothing observed is lost: the next tick sees it again.
 		r.mu.Lock()
 		if len(x)+len(r.obs) <= maxRequeue {
@@ -97,8 +97,9 @@ func (r *Runtime) tick(tk Tick) {
 		r.mu.Unlock()
 	case reply.Error != "":
 		r.record(tk, seq, pending, batch, reply)
-		r.report(tk.N, "the policy could not decide: "+reply.Error)
+		r.reportPolicy(tk.N, x, "the policy could not decide: "+reply.Error)
 	default:
+		r.policyDecided()
 		r.carryOut(tk, x, reply)
 		r.record(tk, seq, pending, batch, reply)
 	}
@@ -159,11 +160,6 @@ func (r *Runtime) ticked(tk Tick, decided bool) {
 	if r.OnTick != nil {
 		r.OnTick(tk, decided)
 	}
-}
-
-func (r *Runtime) report(tick uint64, msg string) {
-	r.log.Warn("tick", "tick", tick, "err", msg)
-	r.publish(&abi.Event{Type: SubjectAgentError}, abi.AgentError{Tick: tick, Error: msg})
 }
 
 func firstLine(s string) string {

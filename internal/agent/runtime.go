@@ -140,6 +140,8 @@ type Runtime struct {
 	mem      *keeper
 	// recorded is the memory the last recorded tick showed the policy.
 	recorded string
+	// errs bounds the kairo.agent.error events of failures that repeat.
+	errs reporter
 
 	mu       sync.Mutex
 	st       *state
