@@ -269,7 +269,7 @@ func (d *Daemon) startFull() error {
 	if n := len(k.Approvals(false)); n > 0 {
 		log.Warn("approvals wait for a decision: kairo approvals lists them", "pending", n)
 	}
-	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: sock, MaxFrame: uint32(cfg.Kernel.MaxFrame), Logger: log})
+	srv, err := ipc.Listen(k, ipc.Config{Path: sock, MaxFrame: uint32(cfg.Kernel.MaxFrame), Logger: log})
 	if err != nil {
 		b.Close()
 		return err

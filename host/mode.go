@@ -71,7 +71,7 @@ func (d *Daemon) startPrivate() error {
 	}
 	b := bus.New(bus.NewMemoryStore(1<<12), bus.Config{})
 	k := kernel.New(b, kernel.Config{Version: d.cfg.Version, Logger: log, Launcher: launcher})
-	srv, err := ipc.Listen(k, ipc.ServerConfig{Path: filepath.Join(dir, "kernel.sock"), Logger: log})
+	srv, err := ipc.Listen(k, ipc.Config{Path: filepath.Join(dir, "kernel.sock"), Logger: log})
 	if err != nil {
 		k.Close()
 		launcher.Close()

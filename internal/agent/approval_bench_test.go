@@ -29,7 +29,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	srv, err := ipc.Listen(e.kernel, ipc.ServerConfig{Path: filepath.Join(dir, "k.sock"), Logger: quiet})
+	srv, err := ipc.Listen(e.kernel, ipc.Config{Path: filepath.Join(dir, "k.sock"), Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
