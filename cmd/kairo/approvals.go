@@ -74,7 +74,7 @@ usedBy.`)
 
 func listApprovals(ctx context.Context, all bool) ([]abi.Approval, error) {
 	var res abi.ApprovalListResult
-	if err := callKernel(ctx, abi.MethodApprovalList, abi.ApprovalListParams{All: all}, &res); err != nil {
+	if err := callKernel(ctx, "kairo approvals", abi.MethodApprovalList, abi.ApprovalListParams{All: all}, &res); err != nil {
 		return nil, err
 	}
 	return res.Approvals, nil
@@ -238,7 +238,7 @@ func decide(ctx context.Context, id string, approve bool, reason string) error {
 	defer c.Close()
 	var res abi.ApprovalListResult
 	if err := c.Call(ctx, abi.MethodApprovalList, abi.ApprovalListParams{All: true}, &res); err != nil {
-		return callError(abi.MethodApprovalList, err)
+		return callError(decideCommand(approve), err)
 	}
 	full, err := resolveApproval(res.Approvals, id)
 	if err != nil {
@@ -246,7 +246,7 @@ func decide(ctx context.Context, id string, approve bool, reason string) error {
 	}
 	var a abi.Approval
 	if err := c.Call(ctx, abi.MethodApprovalDecide, abi.ApprovalDecision{ID: full, Approved: approve, Reason: reason}, &a); err != nil {
-		return callError(abi.MethodApprovalDecide, err)
+		return callError(decideCommand(approve), err)
 	}
 	want := abi.ApprovalDenied
 	if approve {
@@ -401,4 +401,12 @@ func denialLine(d abi.SandboxDenied) string {
 		s += " (" + termLine(d.Detail) + ")"
 	}
 	return s
+}
+
+// decideCommand is the command a person typed to decide.
+func decideCommand(approve bool) string {
+	if approve {
+		return "kairo approve"
+	}
+	return "kairo deny"
 }

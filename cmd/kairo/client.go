@@ -60,15 +60,16 @@ func dialPath(ctx context.Context, path string) (*client.Client, error) {
 }
 
 // callKernel dials the kernel, makes one call and hangs up; its error is
-// fit for the terminal.
-func callKernel(ctx context.Context, method string, params, result any) error {
+// fit for the terminal: it names the command the person typed (cmd, "kairo
+// plugins"), not the method's wire name.
+func callKernel(ctx context.Context, cmd, method string, params, result any) error {
 	c, err := dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	if err := c.Call(ctx, method, params, result); err != nil {
-		return callError(method, err)
+		return callError(cmd, err)
 	}
 	return nil
 }

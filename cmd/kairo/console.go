@@ -40,7 +40,7 @@ The token is in $KAIRO_HOME/console.token: whoever holds it acts as you.`)
 		return err
 	}
 	var res abi.ConsoleURLResult
-	if err := callKernel(ctx, abi.MethodConsoleURL, nil, &res); err != nil {
+	if err := callKernel(ctx, "kairo console", abi.MethodConsoleURL, nil, &res); err != nil {
 		return err
 	}
 	if *printOnly {

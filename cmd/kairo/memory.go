@@ -102,7 +102,7 @@ quoted data, never as instructions).`)
 		return err
 	}
 	var chunks []abi.MemoryChunk
-	if err := callKernel(ctx, abi.MethodMemoryRetrieve, abi.MemoryRetrieveParams{Query: strings.Join(pos, " "), K: *limit}, &chunks); err != nil {
+	if err := callKernel(ctx, "kairo memory search", abi.MethodMemoryRetrieve, abi.MemoryRetrieveParams{Query: strings.Join(pos, " "), K: *limit}, &chunks); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -139,7 +139,7 @@ around it.`)
 		return &usageError{msg: err.Error(), synopsis: f.synopsis}
 	}
 	var x abi.MemoryExpanded
-	if err := callKernel(ctx, abi.MethodMemoryExpand, abi.MemoryExpandParams{Anchor: a, Window: *window}, &x); err != nil {
+	if err := callKernel(ctx, "kairo memory show", abi.MethodMemoryExpand, abi.MemoryExpandParams{Anchor: a, Window: *window}, &x); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -197,7 +197,7 @@ and when memory.db is rebuilt from the log. Only the operator may.`)
 		p.Task = id
 	}
 	var res abi.MemoryForgetResult
-	if err := callKernel(ctx, abi.MethodMemoryForget, p, &res); err != nil {
+	if err := callKernel(ctx, "kairo memory forget", abi.MethodMemoryForget, p, &res); err != nil {
 		return err
 	}
 	switch {

@@ -44,7 +44,7 @@ capped.`)
 		return err
 	}
 	var res abi.PluginsListResult
-	if err := callKernel(ctx, abi.MethodPluginsList, nil, &res); err != nil {
+	if err := callKernel(ctx, "kairo plugins", abi.MethodPluginsList, nil, &res); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -137,7 +137,7 @@ plugin reloads. Grants in kairo.toml stay: edit [plugins.NAME.grants] there.`
 		return &usageError{msg: err.Error(), synopsis: synopsis}
 	}
 	var st abi.PluginStatus
-	if err := callKernel(ctx, method, g, &st); err != nil {
+	if err := callKernel(ctx, "kairo plugins "+verb, method, g, &st); err != nil {
 		return err
 	}
 	fmt.Printf("%s; %s now has: %s\n", did, termLine(st.Name), termLine(grantsLine(st)))
@@ -209,7 +209,7 @@ func runPluginRestart(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := callKernel(ctx, abi.MethodPluginsRestart, abi.PluginRef{Name: pos[0]}, nil); err != nil {
+	if err := callKernel(ctx, "kairo plugins restart", abi.MethodPluginsRestart, abi.PluginRef{Name: pos[0]}, nil); err != nil {
 		return err
 	}
 	fmt.Printf("restarting %s; `kairo plugins` shows its state\n", pos[0])

@@ -72,7 +72,9 @@ func TestPluginsCommands(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if r := kairo(t, home, "plugins", "restart", "nobody"); r.code != 1 || !strings.Contains(r.stderr, `no plugin "nobody"`) {
+	// The error names the command the person typed, not the method's
+	// wire name (plugins.restart).
+	if r := kairo(t, home, "plugins", "restart", "nobody"); r.code != 1 || !strings.Contains(r.stderr, `kairo: kairo plugins restart: `) || !strings.Contains(r.stderr, `no plugin "nobody"`) || strings.Contains(r.stderr, "plugins.restart:") {
 		t.Fatalf("restart nobody:\n%s", r)
 	}
 

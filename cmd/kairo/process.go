@@ -105,7 +105,7 @@ func spawnAttached(ctx context.Context, c *client.Client, params abi.SpawnParams
 
 	var info abi.ProcessInfo
 	if err := c.Call(ctx, abi.MethodProcessSpawn, params, &info); err != nil {
-		return callError(abi.MethodProcessSpawn, err)
+		return callError("start the process", err)
 	}
 	fmt.Fprintf(os.Stderr, "kairo: spawned %s (pid %d)\n", termLine(info.ID), info.PID)
 	var tty *terminal
@@ -120,7 +120,7 @@ func spawnAttached(ctx context.Context, c *client.Client, params abi.SpawnParams
 	end, err := follow(ctx, c, info.ID, sigs, true, tty)
 	tty.restore()
 	if err != nil {
-		return callError(abi.MethodProcessWait, err)
+		return callError("wait for the process", err)
 	}
 	return processExit(end)
 }
@@ -192,7 +192,7 @@ discarded when it ends, not left for the shell.`)
 		fmt.Fprintf(os.Stderr, "kairo: stopped following %s; it runs on\n", termLine(id))
 		return nil
 	case err != nil:
-		return callError(abi.MethodProcessWait, err)
+		return callError("kairo attach", err)
 	}
 	if *asJSON {
 		fmt.Printf("%s\n", marshalJSON(struct {
@@ -251,7 +251,7 @@ attaches to it first, which is what lets a client steer it.`)
 	if *wait > 0 && endsProcess(*sig) {
 		var res abi.WaitResult
 		if err := c.Call(ctx, abi.MethodProcessWait, abi.WaitParams{ProcessID: id, Timeout: *wait}, &res); err != nil {
-			return callError(abi.MethodProcessWait, err)
+			return callError("kairo kill", err)
 		}
 		info = res.Process
 	}
@@ -289,7 +289,7 @@ signal, startedAt, exitedAt, correlationId, causationId.`)
 		return err
 	}
 	var list []abi.ProcessInfo
-	if err := callKernel(ctx, abi.MethodProcessStatus, nil, &list); err != nil {
+	if err := callKernel(ctx, "kairo ps", abi.MethodProcessStatus, nil, &list); err != nil {
 		return err
 	}
 	if *asJSON {

@@ -38,7 +38,7 @@ func TestProcessCommands(t *testing.T) {
 
 	t.Run("spawn of a missing binary", func(t *testing.T) {
 		r := kairo(t, home, "spawn", "--", "/no/such/binary")
-		if r.code != 1 || !strings.Contains(r.stderr, "kairo: process.spawn: ") || !strings.Contains(r.stderr, "/no/such/binary") {
+		if r.code != 1 || !strings.Contains(r.stderr, "kairo: start the process: ") || !strings.Contains(r.stderr, "/no/such/binary") {
 			t.Errorf("want exit 1 with the kernel's message naming the binary:\n%s", r)
 		}
 	})

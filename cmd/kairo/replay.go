@@ -64,7 +64,7 @@ func replayOnline(ctx context.Context, run string) (*abi.AgentReplayReport, []ou
 	defer c.Close()
 	var rep abi.AgentReplayReport
 	if err := c.Call(ctx, abi.MethodAgentReplay, abi.AgentReplayParams{RunLoop: run}, &rep); err != nil {
-		return nil, nil, callError(abi.MethodAgentReplay, err)
+		return nil, nil, callError("kairo replay", err)
 	}
 	if rep.Unrecorded == 0 {
 		return &rep, nil, nil
@@ -79,7 +79,7 @@ func replayOnline(ctx context.Context, run string) (*abi.AgentReplayReport, []ou
 		return nil
 	})
 	if err != nil {
-		return nil, nil, callError(abi.MethodEventsReplay, err)
+		return nil, nil, callError("kairo replay", err)
 	}
 	return &rep, outsideTicks(evs, rep.RunLoop), nil
 }

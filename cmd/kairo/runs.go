@@ -95,7 +95,7 @@ func runJSON(r abi.RunSummary) runObject {
 
 func listRuns(ctx context.Context, p abi.RunsParams) (abi.RunsResult, error) {
 	var res abi.RunsResult
-	if err := callKernel(ctx, abi.MethodAgentRuns, p, &res); err != nil {
+	if err := callKernel(ctx, "kairo runs", abi.MethodAgentRuns, p, &res); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -150,7 +150,7 @@ func runRunsShow(ctx context.Context, args []string) error {
 		return nil
 	})
 	if err != nil {
-		return callError(abi.MethodEventsReplay, err)
+		return callError("kairo runs show", err)
 	}
 	if *asJSON {
 		p := newPrinter(true)

@@ -34,7 +34,7 @@ With --json, one JSON object per skill: name, folder, description, error.`)
 		return err
 	}
 	var res abi.ToolsListResult
-	if err := callKernel(ctx, abi.MethodToolsList, nil, &res); err != nil {
+	if err := callKernel(ctx, "kairo skills", abi.MethodToolsList, nil, &res); err != nil {
 		return err
 	}
 	var list []skillJSON
@@ -118,7 +118,7 @@ and say whether it runs.`)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		var res abi.ToolsListResult
 		if err := c.Call(ctx, abi.MethodToolsList, nil, &res); err != nil {
-			return callError(abi.MethodToolsList, err)
+			return callError("kairo skills add", err)
 		}
 		for _, t := range res.Tools {
 			if t.Source != abi.ToolSourceSkill || filepath.Dir(t.Origin) != filepath.Join(dir, name) {

@@ -72,15 +72,15 @@ cache folder's kairo/current), else ./.kairo.`)
 	defer c.Close()
 	var in abi.IntrospectResult
 	if err := c.Call(ctx, abi.MethodKernelIntrospect, nil, &in); err != nil {
-		return callError(abi.MethodKernelIntrospect, err)
+		return callError("kairo status", err)
 	}
 	var m abi.Metrics
 	if err := c.Call(ctx, abi.MethodSystemMetrics, nil, &m); err != nil {
-		return callError(abi.MethodSystemMetrics, err)
+		return callError("kairo status", err)
 	}
 	var ping abi.PingResult
 	if err := c.Call(ctx, abi.MethodKernelPing, nil, &ping); err != nil {
-		return callError(abi.MethodKernelPing, err)
+		return callError("kairo status", err)
 	}
 	if *asJSON {
 		s := jsonview.NewStatus(home, from, path, in, m, ping)

@@ -30,7 +30,7 @@ parameters, source, origin, grants, error.`)
 		return err
 	}
 	var res abi.ToolsListResult
-	if err := callKernel(ctx, abi.MethodToolsList, nil, &res); err != nil {
+	if err := callKernel(ctx, "kairo tools", abi.MethodToolsList, nil, &res); err != nil {
 		return err
 	}
 	list := res.Tools
