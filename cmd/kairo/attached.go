@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/kairo-os/kairo/abi"
@@ -26,9 +27,58 @@ import (
 // sends the exit after the output.
 type output struct {
 	json bool
+
+	// A spawn's first output can come before the spawn's reply: it is held
+	// (up to maxHeld bytes) until release, so "spawned pN" prints first.
+	mu      sync.Mutex
+	holding bool
+	held    []*abi.StreamChunk
+	heldN   int
+}
+
+// maxHeld bounds the output held before a spawn's reply; past it the
+// output is written at once.
+const maxHeld = 1 << 20
+
+// hold holds the chunks that come from now on until release.
+func (o *output) hold() {
+	o.mu.Lock()
+	o.holding = true
+	o.mu.Unlock()
+}
+
+// release writes the held chunks, in order, and writes the next ones as
+// they come.
+func (o *output) release() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.flushLocked()
+}
+
+func (o *output) flushLocked() {
+	for _, ch := range o.held {
+		o.write(ch)
+	}
+	o.held, o.heldN, o.holding = nil, 0, false
 }
 
 func (o *output) chunk(ch *abi.StreamChunk) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.holding {
+		if o.heldN+len(ch.Chunk) <= maxHeld {
+			c := *ch
+			c.Chunk = append([]byte(nil), ch.Chunk...) // the client reuses its buffer
+			o.held = append(o.held, &c)
+			o.heldN += len(c.Chunk)
+			return
+		}
+		o.flushLocked()
+	}
+	o.write(ch)
+}
+
+func (o *output) write(ch *abi.StreamChunk) {
 	if o.json {
 		os.Stdout.Write(append(chunkObject(ch), '\n'))
 		return

@@ -91,6 +91,7 @@ func spawnAttached(ctx context.Context, c *client.Client, params abi.SpawnParams
 		params.Cols, params.Rows, _ = termSize(stdin)
 	}
 	out := &output{}
+	out.hold() // until the spawn's reply: "spawned pN" comes first
 	c.OnChunk(out.chunk)
 	// From here on signals are the process's: they are caught before the
 	// spawn so that none is lost, and the calls use a context they do not
@@ -105,9 +106,11 @@ func spawnAttached(ctx context.Context, c *client.Client, params abi.SpawnParams
 
 	var info abi.ProcessInfo
 	if err := c.Call(ctx, abi.MethodProcessSpawn, params, &info); err != nil {
+		out.release()
 		return callError("start the process", err)
 	}
 	fmt.Fprintf(os.Stderr, "kairo: spawned %s (pid %d)\n", termLine(info.ID), info.PID)
+	out.release()
 	var tty *terminal
 	if interactive {
 		var err error

@@ -28,6 +28,19 @@ func TestProcessCommands(t *testing.T) {
 		}
 	})
 
+	// What the process writes at once comes after the spawned line, though
+	// it may reach kairo before the spawn's reply: both on stderr, where
+	// their order shows.
+	t.Run("spawned comes first", func(t *testing.T) {
+		for i := range 8 {
+			r := kairo(t, home, "spawn", "--", "sh", "-c", "echo first-words >&2")
+			spawned, words := strings.Index(r.stderr, "kairo: spawned p"), strings.Index(r.stderr, "first-words")
+			if r.code != 0 || spawned < 0 || words < 0 || words < spawned {
+				t.Fatalf("run %d: want the spawned line, then the process's words:\n%s", i, r)
+			}
+		}
+	})
+
 	t.Run("spawn forwards stdin", func(t *testing.T) {
 		// Flags end at the command: -u is cat's.
 		r := kairoStdin(t, home, strings.NewReader("hello\n"), "spawn", "cat", "-u")
