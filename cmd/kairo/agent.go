@@ -142,7 +142,8 @@ func runSend(ctx context.Context, args []string) error {
 Send TEXT to the agent of the running daemon as the user, and print its
 replies: for a message that starts a task, every reply until the task ends
 (Ctrl-C stops following; the task goes on); otherwise the first reply.
-With --run the message goes into that task (kairo runs lists them).
+With --run the message goes into that task (kairo runs lists them); one
+that has ended answers from its record, and nothing new is started.
 
 On a terminal a task's progress is one line, redrawn; piped, a line per
 report. With --json, each event shown is printed as one JSON object.`)

@@ -198,13 +198,10 @@ func TestOnDenyApprovedFromCLI(t *testing.T) {
 	}
 }
 
-// A skill marked "always" waits for the operator; the daemon is killed
-// with SIGKILL meanwhile, and after the restart the approval is still
-// pending, nothing ran, and approved it runs once.
-func TestApprovalPendingAcrossKill(t *testing.T) {
-	home := t.TempDir()
-	out := sharedDir(t)
-	installSkill(t, home, "stamp", `[skill]
+// stampSkill is a skill marked "always" that appends a line to out in
+// the folder dir, which it may write.
+func stampSkill(dir string) string {
+	return `[skill]
 name = "stamp"
 description = "appends a line to out in a folder"
 command = ["/usr/bin/sh", "-c", "echo stamped >> {dir}/out"]
@@ -213,22 +210,39 @@ description = "the folder"
 [fs]
 read = ["/usr", "/lib", "/lib64", "/etc/ld.so.cache"]
 exec = ["/usr/bin"]
-write = ["`+out+`"]
+write = ["` + dir + `"]
 [approval]
 mode = "always"
-`)
-	d := startUp(t, home)
-	if r := kairo(t, home, "send", "--no-follow", "run stamp dir="+out); r.code != 0 {
+`
+}
+
+// askStamp asks d's agent to run the stamp skill on dir and returns the
+// approval it then waits for.
+func askStamp(t *testing.T, d *upProc, dir string) pendingApproval {
+	t.Helper()
+	if r := kairo(t, d.home, "send", "--no-follow", "run stamp dir="+dir); r.code != 0 {
 		t.Fatalf("send:\n%s\n%s", r, d.stderr)
 	}
 	var ap pendingApproval
 	until(t, "the request to run stamp", func() bool {
-		as := approvalsJSON(t, home)
+		as := approvalsJSON(t, d.home)
 		if len(as) == 1 {
 			ap = as[0]
 		}
 		return len(as) == 1
 	})
+	return ap
+}
+
+// A skill marked "always" waits for the operator; the daemon is killed
+// with SIGKILL meanwhile, and after the restart the approval is still
+// pending, nothing ran, and approved it runs once.
+func TestApprovalPendingAcrossKill(t *testing.T) {
+	home := t.TempDir()
+	out := sharedDir(t)
+	installSkill(t, home, "stamp", stampSkill(out))
+	d := startUp(t, home)
+	ap := askStamp(t, d, out)
 	d.kill()
 	d = startUp(t, home)
 	as := approvalsJSON(t, home)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -305,15 +306,24 @@ func (r *Runtime) chatAnswer(ev *abi.Event, m *abi.UserMessage) bool {
 	if !ok {
 		return false
 	}
-	var pending []string
+	type ask struct {
+		id    string
+		a     *action
+		rerun bool
+	}
+	var pending []ask
 	r.mu.Lock()
+	named := r.st.loopNamed(m.RunLoopID)
 	for _, l := range r.st.open {
+		if m.RunLoopID != "" && l != named {
+			continue // a message into a task decides only what that task asks
+		}
 		for _, a := range l.actions {
 			if a.approvalState == abi.ApprovalPending {
-				pending = append(pending, a.approval)
+				pending = append(pending, ask{a.approval, a, false})
 			}
 			if a.rerunState == abi.ApprovalPending {
-				pending = append(pending, a.rerun)
+				pending = append(pending, ask{a.rerun, a, true})
 			}
 		}
 	}
@@ -321,15 +331,31 @@ func (r *Runtime) chatAnswer(ev *abi.Event, m *abi.UserMessage) bool {
 	if len(pending) != 1 {
 		return false
 	}
+	p := pending[0]
 	id := m.MessageID
 	if id == "" {
 		id = ev.ID
 	}
-	_, aerr := r.invoke(abi.MethodApprovalDecide, abi.ApprovalDecision{ID: pending[0], Approved: yes, MessageID: id})
+	out, aerr := r.invoke(abi.MethodApprovalDecide, abi.ApprovalDecision{ID: p.id, Approved: yes, MessageID: id})
 	if aerr != nil {
-		r.log.Warn("the chat's answer to an approval", "approval", pending[0], "err", aerr.Message)
+		r.log.Warn("the chat's answer to an approval", "approval", p.id, "err", aerr.Message)
 		return false
 	}
+	// The sender hears what its answer did, in the approval's run loop.
+	var res abi.Approval
+	msgpack.Unmarshal(out, &res)
+	r.mu.Lock()
+	text := decidedText(p.a, p.rerun, yes)
+	loop := p.a.loop.id
+	r.mu.Unlock()
+	if res.Already && res.Decided != nil {
+		word := "denied"
+		if res.Decided.Approved {
+			word = "approved"
+		}
+		text = fmt.Sprintf("%s was %s before, by %s; your answer changed nothing.", p.id, word, res.Decided.By)
+	}
+	r.answerAside(ev, *m, loop, text)
 	return true
 }
 

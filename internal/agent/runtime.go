@@ -374,6 +374,10 @@ func (r *Runtime) route(ev *abi.Event) {
 	r.mu.Lock()
 	_, dup = r.st.seen[m.MessageID]
 	r.st.seen[m.MessageID] = struct{}{}
+	if !dup && r.notOpen(ev, &m) {
+		r.mu.Unlock()
+		return
+	}
 	corr := ""
 	if l := r.st.loopNamed(m.RunLoopID); l != nil && l.status == "" {
 		corr = l.id

@@ -45,6 +45,7 @@ type runLoop struct {
 	tickCalls  int // the tool calls of lastTick
 	maxIter    int
 	actions    []*action
+	endActions int // how many of actions it had when it ended
 	messages   []string
 	joined     map[string]bool // the routed messages in messages, by event id
 	queries    int             // queries in a row without a user message since
@@ -138,7 +139,7 @@ func (s *state) apply(ev *abi.Event) {
 		var d abi.IntentEnded
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
 			if l := s.loops[d.RunLoopID]; l != nil && l.status == "" {
-				l.status, l.ended = d.Status, ev.Time
+				l.status, l.ended, l.endActions = d.Status, ev.Time, len(l.actions)
 				for i, o := range s.open {
 					if o == l {
 						s.open = append(s.open[:i:i], s.open[i+1:]...)
@@ -301,21 +302,38 @@ func (s *state) applyProcess(ev *abi.Event, a *action) {
 }
 
 // loopNamed is the run loop id names: its whole id, or the end of it (four
-// characters or more) when one open run loop's id ends so.
+// characters or more) when one open run loop's id ends so, or else one
+// run loop's of all.
 func (s *state) loopNamed(id string) *runLoop {
 	if l := s.loops[id]; l != nil || len(id) < 4 {
 		return l
 	}
+	if l, n := endsWith(s.open, id); n > 0 {
+		return l
+	}
+	var all []*runLoop
+	for _, l := range s.loops {
+		all = append(all, l)
+	}
+	l, _ := endsWith(all, id)
+	return l
+}
+
+// endsWith is the one run loop of ls whose id ends with id (nil when more
+// do), and how many do.
+func endsWith(ls []*runLoop, id string) (*runLoop, int) {
 	var found *runLoop
-	for _, l := range s.open {
+	n := 0
+	for _, l := range ls {
 		if strings.HasSuffix(l.id, id) {
-			if found != nil {
-				return nil
-			}
 			found = l
+			n++
 		}
 	}
-	return found
+	if n > 1 {
+		return nil, n
+	}
+	return found, n
 }
 
 // join adds a user message of the run loop, once per event id.
