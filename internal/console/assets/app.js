@@ -24,13 +24,15 @@
 
   const $ = (id) => document.getElementById(id);
 
-  // el builds an element: class names, then children (strings become text).
+  // el builds an element: class names, then children (strings become
+  // text, without terminal escapes and control characters: an answer
+  // that quotes a process's output quotes its escapes too).
   function el(tag, cls, ...kids) {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
     for (const k of kids) {
       if (k === null || k === undefined) continue;
-      e.append(typeof k === "string" ? document.createTextNode(k) : k);
+      e.append(typeof k === "string" ? document.createTextNode(CONTROL.test(k) ? k.replace(ESC_STRIP, "") : k) : k);
     }
     return e;
   }
@@ -56,6 +58,8 @@
 
   const ESC_RE =
     /\x1b\[([0-?]*)[ -/]*([@-~])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_][^\x1b]*\x1b\\|\x1b[ -/]*[0-~]|[\x00-\x08\x0b-\x1f\x7f]/g;
+  const CONTROL = /[\x00-\x08\x0b-\x1f\x7f]/;
+  const ESC_STRIP = new RegExp(ESC_RE.source, "g"); // ESC_RE's own lastIndex is Output.write's
   const ESC_WHOLE =
     /^(?:\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_][^\x1b]*\x1b\\|\x1b[ -/]*[0-~])/;
 
@@ -312,12 +316,85 @@
     return li;
   }
 
+  // chat adds a message to the chat panel, which follows the newest: it
+  // scrolls to the bottom unless the person scrolled up to read. While a
+  // read of the log is folded, foldAll scrolls once at its end.
   function chat(ev, who, text) {
     const li = el("li", "msg " + who, el("span", "who", who === "user" ? "you" : "agent"), el("span", "msg-text", text));
     li.dataset.seq = ev.seq;
     const m = $("messages");
+    const follow = !bulk && m.scrollHeight - m.scrollTop - m.clientHeight < 40;
     m.append(li);
     while (m.childElementCount > MAX_CHAT) m.firstChild.remove();
+    if (follow) m.scrollTop = m.scrollHeight;
+  }
+
+  // A thought says something unless it is empty or the rules policy's
+  // count of its actions ("rules: 1 action(s)"), which the actions shown
+  // after it say better.
+  const emptyThought = (s) => /^\s*(rules: \d+ action\(s\))?\s*$/.test(s);
+
+  // System steps are the kernel's and the runtime's work on a run loop
+  // (memory indexing), not the agent's: shown apart, labelled as such.
+  const isSystem = (t) => /^kairo\.memory\./.test(t);
+
+  function systemStep(l, ev, d) {
+    if (!l.sys) {
+      l.sys = el("ol", "sys-steps");
+      l.el.append(el("div", "sys", el("div", "sys-head", "system · the runtime's steps, not the agent's"), l.sys));
+    }
+    let text;
+    if (ev.type === "kairo.memory.indexed") text = "indexed in long-term memory: " + Number(d.segments || 0) + " segments";
+    else if (ev.type === "kairo.memory.forgotten") text = "forgotten from memory" + (d.by ? " by " + str(d.by) : "") + (d.query || d.task || d.anchor ? ": " + str(d.query || d.task || d.anchor) : "");
+    else text = clip(str(ev.data), 300);
+    l.sys.append(item(ev, "system", el("span", "text", text)));
+  }
+
+  // raw is the JSON of v behind a toggle.
+  function raw(v) {
+    return el("details", "raw", el("summary", "", "JSON"), el("pre", "", JSON.stringify(v, null, 2)));
+  }
+
+  // resultView renders a tool's result by its kind: a process (its card:
+  // command, state, exit, duration, output), an error (its message), text,
+  // or an object's plain fields; the JSON is behind a toggle.
+  function resultView(d) {
+    const st = str(d.status);
+    const kids = [el("span", "st st-" + st, st)];
+    const p = d.processId ? procs.get(str(d.processId)) : null;
+    if (d.error) {
+      kids.push(" ", el("span", "text error", str(d.error)));
+    } else if (p) {
+      kids.push(" ", el("span", "res-kind", "process"), p.el);
+    } else if (d.processId) {
+      const r = d.result && typeof d.result === "object" ? d.result : {};
+      const argv = Array.isArray(r.argv) ? r.argv.map(str).join(" ") : "";
+      kids.push(" ", el("span", "res-kind", "process " + str(d.processId)), " ", el("code", "argv", argv));
+    } else if (typeof d.result === "string") {
+      kids.push(" ", el("span", "text", clip(d.result, 400)));
+    } else if (d.result && typeof d.result === "object") {
+      const f = Object.entries(d.result)
+        .filter(([, v]) => v === null || typeof v !== "object")
+        .map(([k, v]) => k + ": " + str(v));
+      kids.push(" ", el("span", "text", clip(f.join(" · "), 400)));
+    }
+    if (d.duration) kids.push(" ", el("span", "dur muted", "the call took " + human(d.duration / 1e6)));
+    if (d.result !== undefined && d.result !== null) kids.push(raw(d.result));
+    return kids;
+  }
+
+  // lastLines fills a process's output from its exit event's kept lines
+  // when the page saw none of it live (it was opened after), so the
+  // output stays viewable after the exit.
+  function lastLines(pid, d) {
+    const o = outputs.get(pid);
+    if (!o || o.lines > 0 || !Array.isArray(d.lastLines) || !d.lastLines.length) return;
+    d.lastLines.forEach((ln, i) => {
+      const x = ln && typeof ln === "object" ? ln : { text: str(ln) };
+      o.write((i ? "\n" : "") + str(x.text), str(x.stream) === "stderr" ? "stderr" : "stdout");
+    });
+    const n = Number(d.lines) || 0;
+    if (n > d.lastLines.length) o.head.textContent = "the last " + d.lastLines.length + " of " + n + " lines (kairo runs show has them all)";
   }
 
   const isAgentMessage = (t) => /^kairo\.agent\.[^.]+\.message$/.test(t);
@@ -409,8 +486,13 @@
       if (t === "kairo.process.exited" || t === "kairo.process.canceled" || t === "kairo.process.interrupted") {
         const p = procs.get(d.processId);
         if (p && !p.ended) procEnd(p, t.slice(14), "ended", d.durationMs);
+        if (t === "kairo.process.exited") lastLines(str(d.processId), d);
       }
       if (t !== "kairo.user.message") other(ev);
+      return;
+    }
+    if (isSystem(t)) {
+      systemStep(l, ev, d);
       return;
     }
     const add = (kind, ...kids) => iteration(l, d.tick, str(ev.source)).append(item(ev, kind, ...kids));
@@ -435,7 +517,7 @@
         break;
       }
       case t === "kairo.agent.thought":
-        add("thought", el("span", "text thought", str(d.text)));
+        if (!emptyThought(str(d.text))) add("thought", el("span", "text thought", str(d.text)));
         break;
       case t === "kairo.agent.tick": {
         const obs = Array.isArray(d.observed) ? d.observed.length : 0;
@@ -466,17 +548,18 @@
       case t === "kairo.tool.result": {
         const st = str(d.status);
         if (st === "interrupted") l.interrupted = true;
-        const res = d.error ? str(d.error) : d.result !== undefined ? clip(str(d.result), 400) : "";
-        add("result", el("span", "st st-" + st, st), " ", el("span", "dur", human((d.duration || 0) / 1e6)), " ", el("span", "text", res));
+        add("result", ...resultView(d));
         break;
       }
       case t === "kairo.process.spawned":
-        add("spawned", procBlock(l, ev, d));
+        // The process's card moves to its tool result when that comes.
+        add("spawned", el("span", "text", "pid " + str(d.pid)), procBlock(l, ev, d));
         break;
       case t === "kairo.process.exited": {
         const p = procs.get(d.processId);
         const how = d.exitCode !== undefined && d.exitCode !== null ? "exit " + d.exitCode : "killed by " + str(d.signal);
         if (p) procEnd(p, how + (d.reason ? " (" + str(d.reason) + ")" : ""), d.exitCode === 0 ? "ok" : "failed", d.durationMs);
+        lastLines(str(d.processId), d);
         add("exited", el("span", "text", how + " after " + human(d.durationMs) + (d.reason ? " — " + str(d.reason) : "")));
         break;
       }
@@ -538,6 +621,8 @@
     for (const ev of evs) fold(ev);
     const tail = bulk.slice(-MAX_OTHERS);
     bulk = null;
+    const m = $("messages");
+    m.scrollTop = m.scrollHeight;
     const o = $("others");
     o.append(...tail.map(otherEl));
     othersCount = o.childElementCount;
@@ -924,8 +1009,8 @@
   // ---- wiring ----
 
   document.addEventListener("click", (e) => {
-    const t = e.target.closest("button, [data-seq]");
-    if (!t) return;
+    const t = e.target.closest("button, summary, [data-seq]");
+    if (!t || t.tagName === "SUMMARY") return; // a toggle opens only itself
     if (t.dataset.approve) {
       decide(t.dataset.approve, true);
     } else if (t.dataset.deny) {
