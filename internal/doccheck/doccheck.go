@@ -139,9 +139,19 @@ func funcName(d *ast.FuncDecl) (string, bool) {
 // constraints, and returns what they leave undocumented. A folder with no
 // Go files yields nothing.
 func Dir(dir string) ([]Problem, error) {
-	entries, err := os.ReadDir(dir)
+	fset, files, err := parseDir(dir)
 	if err != nil {
 		return nil, err
+	}
+	return Files(fset, files), nil
+}
+
+// parseDir parses the non-test, non-generated Go files of dir with their
+// comments, in file name order.
+func parseDir(dir string) (*token.FileSet, []*ast.File, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
 	}
 	fset := token.NewFileSet()
 	var files []*ast.File
@@ -152,7 +162,7 @@ func Dir(dir string) ([]Problem, error) {
 		}
 		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.ParseComments)
 		if err != nil {
-			return nil, fmt.Errorf("doccheck: %w", err)
+			return nil, nil, fmt.Errorf("doccheck: %w", err)
 		}
 		if ast.IsGenerated(f) {
 			continue
@@ -162,7 +172,7 @@ func Dir(dir string) ([]Problem, error) {
 	sort.Slice(files, func(i, j int) bool {
 		return fset.Position(files[i].Package).Filename < fset.Position(files[j].Package).Filename
 	})
-	return Files(fset, files), nil
+	return fset, files, nil
 }
 
 // Module returns what every package under root leaves undocumented,

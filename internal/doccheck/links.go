@@ -2,15 +2,11 @@ package doccheck
 
 import (
 	"fmt"
-	"go/ast"
 	"go/doc"
 	"go/doc/comment"
-	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 )
 
 // docLinkLike is what a doc link to a Go name looks like: a name in
@@ -24,28 +20,12 @@ var docLinkLike = regexp.MustCompile(`\[\*?(?:[a-z]\w*\.)?(?:[A-Z]\w*\.)?[A-Z]\w
 // not declared (a rename left the comment behind) or its package is not
 // imported by the file. Each is "file:line: ..." naming the link.
 func DeadLinks(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
+	fset, files, err := parseDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	fset := token.NewFileSet()
-	var files []*ast.File
-	for _, e := range entries {
-		n := e.Name()
-		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.ParseComments)
-		if err != nil {
-			return nil, fmt.Errorf("doccheck: %w", err)
-		}
-		if f.Name.Name == "main" || ast.IsGenerated(f) {
-			continue
-		}
-		files = append(files, f)
-	}
-	if len(files) == 0 {
-		return nil, nil
+	if len(files) == 0 || files[0].Name.Name == "main" {
+		return nil, nil // a command has no doc links to follow
 	}
 	pkg, err := doc.NewFromFiles(fset, files, "kairo/"+filepath.Base(dir), doc.AllDecls|doc.PreserveAST)
 	if err != nil {
