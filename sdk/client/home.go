@@ -44,27 +44,12 @@ func FindHome(socketOf func(home string) (string, error)) (home, pointer string)
 	if h := os.Getenv("KAIRO_HOME"); h != "" {
 		return h, ""
 	}
-	if socketOf == nil {
-		socketOf = func(home string) (string, error) { return filepath.Join(home, "kernel.sock"), nil }
-	}
-	listens := func(home string) bool {
-		sock, err := socketOf(home)
-		if err != nil {
-			return false
-		}
-		c, err := net.DialTimeout("unix", sock, time.Second)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	}
 	const here = ".kairo"
-	if listens(here) {
+	if listens(socketOf, here) {
 		return here, ""
 	}
 	if path := PointerPath(); path != "" {
-		if h, err := ReadPointer(path); err == nil && listens(h) {
+		if h, err := ReadPointer(path); err == nil && listens(socketOf, h) {
 			return h, path
 		}
 		// The pointer names a daemon that is gone: another that runs
@@ -124,7 +109,8 @@ func daemonEntries(pointer string) []string {
 
 // RunningHomes lists the data folders whose daemons named themselves
 // beside the pointer at pointer ([DaemonsDir]) and whose kernels listen,
-// the most recently started first. socketOf is as [FindHome]'s.
+// the most recently started first. socketOf is as [FindHome]'s (nil:
+// kernel.sock in the folder).
 func RunningHomes(pointer string, socketOf func(home string) (string, error)) []string {
 	// The entries are followed only in a folder nobody else may change,
 	// as the pointer is.
@@ -134,20 +120,29 @@ func RunningHomes(pointer string, socketOf func(home string) (string, error)) []
 	}
 	var out []string
 	for _, e := range daemonEntries(pointer) {
-		h, err := ReadPointer(e)
-		if err != nil {
-			continue
-		}
-		sock, err := socketOf(h)
-		if err != nil {
-			continue
-		}
-		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
-			c.Close()
+		if h, err := ReadPointer(e); err == nil && listens(socketOf, h) {
 			out = append(out, h)
 		}
 	}
 	return out
+}
+
+// listens reports whether a kernel listens on the socket of the data
+// folder home; socketOf finds it, nil meaning kernel.sock in home.
+func listens(socketOf func(home string) (string, error), home string) bool {
+	sock := filepath.Join(home, "kernel.sock")
+	if socketOf != nil {
+		var err error
+		if sock, err = socketOf(home); err != nil {
+			return false
+		}
+	}
+	c, err := net.DialTimeout("unix", sock, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // PointerPath is the file in which a running kernel names its data folder
