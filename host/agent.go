@@ -145,11 +145,15 @@ func colon(s string) string {
 // follows the skills folder; without, a replay's, which knows the skills
 // installed now.
 func (d *Daemon) startTools(home string, cfg manifests.Config, serve bool) error {
-	tc := tools.Config{Kernel: d.kernel, ResultDir: filepath.Join(home, "results"), Logger: d.log}
+	tc := tools.Config{Kernel: d.kernel, Logger: d.log}
 	if d.plugins != nil {
 		tc.Plugins = d.plugins
 	}
-	if !serve {
+	if serve {
+		tc.ResultDir = filepath.Join(home, "results")
+	} else {
+		// A replay writes nothing to the data folder: its large results,
+		// if any, go to a temp folder the registry removes.
 		tc.Skills = findSkills(cfg.SkillsPath(home), d.log)
 	}
 	reg, err := tools.New(tc)
