@@ -141,6 +141,18 @@ func TestDaemonFoundFromAnyFolder(t *testing.T) {
 	if s, r := statusIn(t, nowhere, env); r.code != 0 || s.Home != homeA || s.HomeFrom != "pointer" {
 		t.Fatalf("status with a stale pointer and A running: %+v\n%s", s, r)
 	}
+	// An entry others may write is not followed, as the pointer is not;
+	// the control is the same entry made private again.
+	entryA := client.DaemonEntry(pointer, homeA)
+	for _, mode := range []os.FileMode{0o666, 0o600} {
+		if err := os.Chmod(entryA, mode); err != nil {
+			t.Fatal(err)
+		}
+		s, r := statusIn(t, nowhere, env)
+		if found := r.code == 0 && s.Home == homeA; found != (mode == 0o600) {
+			t.Fatalf("status with A's entry mode %#o: %+v\n%s", mode, s, r)
+		}
+	}
 	// A stops: its entry goes, and the stale pointer (not its own) stays;
 	// an entry a crash left names nothing that listens: not running.
 	if code := a.stop(); code != 0 {
