@@ -253,13 +253,19 @@ type RunSummary struct {
 	Iterations int       `msgpack:"iterations"`
 	Actions    int       `msgpack:"actions"`
 	InProgress int       `msgpack:"inProgress"`
+	// Conversation: it ended done having called no tool — the agent only
+	// answered ("help", "stop it" with nothing running, a question). It is
+	// a run loop like any other in the log, and replays as one; listings
+	// leave it out unless asked for all.
+	Conversation bool `msgpack:"conversation,omitempty"`
 }
 
 // RunsParams is agent.runs: the newest Limit run loops (0: 50), open ones
-// only with Open.
+// only with Open, conversations only with All.
 type RunsParams struct {
 	Limit int  `msgpack:"limit,omitempty"`
 	Open  bool `msgpack:"open,omitempty"`
+	All   bool `msgpack:"all,omitempty"`
 }
 
 // RunsResult answers agent.runs, newest first.

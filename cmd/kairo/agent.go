@@ -60,6 +60,15 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 	}
 	var routed, loop string
 	replies := 0
+	// The run loop is named a task at its first tool call: one the agent
+	// only answered ("help") is a conversation, and says no more.
+	told := false
+	task := func(ev *abi.Event) {
+		if !told && loop != "" {
+			told = true
+			v.out.event(ev, "· task "+termLine(shortID(loop)))
+		}
+	}
 	deadline := time.Now().Add(wait)
 	for {
 		nctx, cancel := ctx, context.CancelFunc(func() {})
@@ -92,7 +101,6 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 			var d abi.IntentStarted
 			if msgpack.Unmarshal(ev.Data, &d) == nil && d.MessageID == id {
 				loop = d.RunLoopID
-				v.out.event(ev, "· task "+termLine(shortID(loop)))
 			}
 		case ev.Type == abi.SubjectAgentAction && (ev.CausationID == routed && routed != "" || ev.CorrelationID == loop && loop != ""):
 			var d abi.ActionEvent
@@ -101,13 +109,19 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 			}
 			switch d.Type {
 			case abi.ActionSay, abi.ActionQuery:
+				// A question waits for the user's next message, and one
+				// not followed is left open: either is named.
+				stop := loop == "" || !follow || d.Type == abi.ActionQuery
+				if stop {
+					task(ev)
+				}
 				v.out.event(ev, termText(d.Text))
 				replies++
-				// A question waits for the user's next message.
-				if loop == "" || !follow || d.Type == abi.ActionQuery {
+				if stop {
 					return nil
 				}
 			case abi.ActionToolCall:
+				task(ev)
 				v.out.event(ev, "· "+termLine(d.Tool)+" "+termLine(d.Args))
 				if !follow {
 					return nil

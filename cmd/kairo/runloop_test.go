@@ -42,16 +42,21 @@ type runObj struct {
 	Status     string `json:"status"`
 	InProgress int    `json:"inProgress"`
 	EndedAt    string `json:"endedAt"`
+	// Conversation: the run loop only answered.
+	Conversation bool `json:"conversation"`
 }
 
-func runsJSON(t *testing.T, home string) map[string]runObj {
+func runsJSON(t *testing.T, home string, flags ...string) map[string]runObj {
 	t.Helper()
-	r := kairo(t, home, "runs", "--json")
+	r := kairo(t, home, append([]string{"runs", "--json"}, flags...)...)
 	if r.code != 0 {
 		t.Fatalf("runs --json:\n%s", r)
 	}
 	m := map[string]runObj{}
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if line == "" {
+			continue
+		}
 		var o runObj
 		if err := json.Unmarshal([]byte(line), &o); err != nil || o.ID == "" || o.Status == "" {
 			t.Fatalf("runs --json line %q: %v", line, err)

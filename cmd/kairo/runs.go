@@ -19,23 +19,25 @@ func runRuns(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "show" {
 		return runRunsShow(ctx, args[1:])
 	}
-	f := newFlags("runs", "kairo runs [--open] [--limit N] [--json] | kairo runs show [--json] ID", `
+	f := newFlags("runs", "kairo runs [--open] [--all] [--limit N] [--json] | kairo runs show [--json] ID", `
 List the agent's run loops — a task each: what the user asked, how it ended
 or what is still running — newest first. STATUS is open, interrupted (the
 daemon stopped while it ran: it waits for the user, who may say "again"),
-or how it ended. "kairo runs show ID" prints one as a timeline (ID may be
-the last 8 characters the list shows).
+or how it ended. A message the agent only answered ("help", a question)
+is a conversation, not a task: --all lists those too. "kairo runs show ID"
+prints one as a timeline (ID may be the last 8 characters the list shows).
 
 With --json, one JSON object per run loop: id, agent, host (when kairos
 share one store), goal, status, startedAt, endedAt (once ended),
-iterations, actions, inProgress.`)
+iterations, actions, inProgress, and conversation (true for one).`)
 	open := f.Bool("open", false, "only the run loops still open")
+	all := f.Bool("all", false, "conversations too: run loops that only answered")
 	limit := f.Int("limit", 20, "at most `N` run loops")
 	asJSON := f.Bool("json", false, "print one JSON object per run loop")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	res, err := listRuns(ctx, abi.RunsParams{Limit: *limit, Open: *open})
+	res, err := listRuns(ctx, abi.RunsParams{Limit: *limit, Open: *open, All: *all})
 	if err != nil {
 		return err
 	}
@@ -46,7 +48,7 @@ iterations, actions, inProgress.`)
 		return nil
 	}
 	if len(res.Runs) == 0 {
-		fmt.Println(`no run loops yet: send the agent a message, e.g. kairo send "run sleep 5"`)
+		fmt.Println(`no tasks yet: send the agent a message, e.g. kairo send "run sleep 5" (kairo runs --all lists conversations too)`)
 		return nil
 	}
 	// HOST only when kairos share the store: their run loops name theirs.
@@ -71,21 +73,22 @@ iterations, actions, inProgress.`)
 // runObject is a run loop as `kairo runs --json` prints it: stable
 // camelCase field names.
 type runObject struct {
-	ID         string     `json:"id"`
-	Agent      string     `json:"agent"`
-	Host       string     `json:"host,omitempty"`
-	Goal       string     `json:"goal"`
-	Status     string     `json:"status"`
-	StartedAt  time.Time  `json:"startedAt"`
-	EndedAt    *time.Time `json:"endedAt,omitempty"`
-	Iterations int        `json:"iterations"`
-	Actions    int        `json:"actions"`
-	InProgress int        `json:"inProgress"`
+	ID           string     `json:"id"`
+	Agent        string     `json:"agent"`
+	Host         string     `json:"host,omitempty"`
+	Goal         string     `json:"goal"`
+	Status       string     `json:"status"`
+	StartedAt    time.Time  `json:"startedAt"`
+	EndedAt      *time.Time `json:"endedAt,omitempty"`
+	Iterations   int        `json:"iterations"`
+	Actions      int        `json:"actions"`
+	InProgress   int        `json:"inProgress"`
+	Conversation bool       `json:"conversation,omitempty"`
 }
 
 func runJSON(r abi.RunSummary) runObject {
 	o := runObject{ID: r.ID, Agent: r.Agent, Host: r.Host, Goal: r.Goal, Status: r.Status, StartedAt: r.StartedAt,
-		Iterations: r.Iterations, Actions: r.Actions, InProgress: r.InProgress}
+		Iterations: r.Iterations, Actions: r.Actions, InProgress: r.InProgress, Conversation: r.Conversation}
 	if !r.EndedAt.IsZero() {
 		t := r.EndedAt
 		o.EndedAt = &t
@@ -117,7 +120,7 @@ func runRunsShow(ctx context.Context, args []string) error {
 		return err
 	}
 	id := pos[0]
-	all, err := listRuns(ctx, abi.RunsParams{Limit: 1 << 20})
+	all, err := listRuns(ctx, abi.RunsParams{Limit: 1 << 20, All: true})
 	if err != nil {
 		return err
 	}

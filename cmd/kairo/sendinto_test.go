@@ -174,3 +174,57 @@ func asString(v any) string {
 	s, _ := v.(string)
 	return s
 }
+
+// A message the agent only answers — "help", "stop it" with nothing
+// running — is a conversation: `kairo send` names no task, `kairo runs`
+// leaves it out and `--all` lists it, marked, and its record is still there
+// to show. The control: a command is a task in each of those.
+func TestConversationIsNoTask(t *testing.T) {
+	home := t.TempDir()
+	d := startUp(t, home)
+	for _, text := range []string{"help", "stop it"} {
+		r := kairo(t, home, "send", text)
+		if r.code != 0 || strings.TrimSpace(r.stdout) == "" {
+			t.Fatalf("send %q:\n%s", text, r)
+		}
+		if strings.Contains(r.stdout, "· task") {
+			t.Errorf("send %q named a task:\n%s", text, r)
+		}
+	}
+	r := kairo(t, home, "send", "run echo hi")
+	if r.code != 0 || !strings.Contains(r.stdout, "· task") {
+		t.Fatalf("send run echo hi names no task:\n%s", r)
+	}
+	until(t, "the three run loops ended", func() bool {
+		n := 0
+		for _, ev := range eventLog(t, home) {
+			if ev.Type == "kairo.intent.ended" {
+				n++
+			}
+		}
+		return n == 3
+	})
+
+	runs := runsJSON(t, home)
+	if len(runs) != 1 || runs["run echo hi"].Status != "done" || runs["run echo hi"].Conversation {
+		t.Fatalf("kairo runs lists %+v; want the echo task alone", runs)
+	}
+	all := runsJSON(t, home, "--all")
+	for _, text := range []string{"help", "stop it"} {
+		if o, ok := all[text]; !ok || !o.Conversation || o.Status != "done" {
+			t.Errorf("kairo runs --all: %q is %+v, want a conversation, done", text, o)
+		}
+	}
+	if o := all["run echo hi"]; o.Conversation {
+		t.Errorf("kairo runs --all marks the echo task a conversation: %+v", o)
+	}
+	if out := kairo(t, home, "runs").stdout; strings.Contains(out, "help") || !strings.Contains(out, "run echo hi") {
+		t.Errorf("kairo runs:\n%s", out)
+	}
+	if r := kairo(t, home, "runs", "show", shortID(all["help"].ID)); r.code != 0 || !strings.Contains(r.stdout, "help") {
+		t.Errorf("kairo runs show of the conversation:\n%s", r)
+	}
+	if code := d.stop(); code != 0 {
+		t.Fatalf("kairo up exited %d", code)
+	}
+}

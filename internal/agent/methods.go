@@ -22,9 +22,9 @@ func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
 		p.Limit = 50
 	}
 	r.mu.Lock()
-	out := r.runs(nil, r.st, r.k.Bus.Host(), p.Open)
+	out := r.runs(nil, r.st, r.k.Bus.Host(), p)
 	for host, st := range r.others {
-		out = r.runs(out, st, host, p.Open)
+		out = r.runs(out, st, host, p)
 	}
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b abi.RunSummary) int { return b.StartedAt.Compare(a.StartedAt) })
@@ -35,13 +35,14 @@ func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
 }
 
 // runs appends the run loops of st, host's, to out; the caller holds r.mu.
-func (r *Runtime) runs(out []abi.RunSummary, st *state, host string, open bool) []abi.RunSummary {
+func (r *Runtime) runs(out []abi.RunSummary, st *state, host string, p abi.RunsParams) []abi.RunSummary {
 	for _, l := range st.loops {
-		if open && l.status != "" {
+		conv := l.conversation()
+		if p.Open && l.status != "" || conv && !p.All {
 			continue
 		}
 		s := abi.RunSummary{ID: l.id, Agent: r.cfg.Agent, Host: host, Goal: l.goal, Status: l.status, StartedAt: l.started, EndedAt: l.ended,
-			Iterations: l.iterations, Actions: len(l.actions), InProgress: len(l.inProgress())}
+			Iterations: l.iterations, Actions: len(l.actions), InProgress: len(l.inProgress()), Conversation: conv}
 		switch {
 		case s.Status != "":
 		case l.waiting():

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -348,6 +349,12 @@ func (l *runLoop) join(id, text string) {
 		l.joined[id] = true
 	}
 	l.messages = append(l.messages, text)
+}
+
+// conversation reports whether l ended done having called no tool: the
+// agent only answered, and listings leave it out unless asked for all.
+func (l *runLoop) conversation() bool {
+	return l.status == abi.StatusDone && !slices.ContainsFunc(l.actions, func(a *action) bool { return a.typ == abi.ActionToolCall })
 }
 
 // waiting reports whether l waits for the user after an interruption:

@@ -28,8 +28,8 @@ import (
 // command, exit 0, its output — not a JSON blob, and the toggle shows the
 // JSON; the output stays viewable after the exit, live and after a reload
 // (then from the exit's kept lines: the last 40 of 100); the rules
-// policy's "rules: N action(s)" thoughts, which the log holds, are not
-// shown; the memory indexing of the run loop is shown apart, as the
+// policy writes no "rules: N action(s)" thoughts and none is shown; a
+// run loop that only answered ("help") is hidden until asked for; the memory indexing of the run loop is shown apart, as the
 // system's; the chat follows its newest message unless the person
 // scrolled up.
 func TestConsoleStory(t *testing.T) {
@@ -67,14 +67,32 @@ func TestConsoleStory(t *testing.T) {
 	}
 	b.screenshot("result-json")
 
-	// The thoughts: the log holds the rules policy's boilerplate; the page
-	// shows none of it.
-	if out := kairo(t, home, "events", "replay", "kairo.agent.thought"); !strings.Contains(out, "action(s)") {
-		t.Fatalf("the log holds no rules thought to hide:\n%s", out)
+	// The thoughts: the rules policy writes none (a count of its actions
+	// was all it had to say), and the page shows none.
+	if out := kairo(t, home, "events", "replay", "kairo.agent.thought"); strings.Contains(out, "action(s)") {
+		t.Errorf("the rules policy still writes its boilerplate thought:\n%s", out)
 	}
 	if n := eval[int](b, `document.querySelectorAll('[data-type="kairo.agent.thought"]').length`); n != 0 {
 		t.Errorf("the page shows %d rules-boilerplate thoughts", n)
 	}
+
+	// A conversation: "help" is answered in the chat, and its run loop,
+	// which only answered, is hidden until asked for; the task beside it
+	// stays in view.
+	kairo(t, home, "send", "help")
+	conv := loopWith("help")
+	b.wait("the help run loop, done", conv+` && `+conv+`.classList.contains("s-done")`, time.Minute)
+	b.wait("the help answer in the chat", `[...document.querySelectorAll("#messages .agent")].some(m => m.textContent.includes("help"))`, 30*time.Second)
+	if !eval[bool](b, conv+`.classList.contains("conversation") && !`+conv+`.checkVisibility()`) {
+		t.Error("the help run loop is shown as a task")
+	}
+	if !eval[bool](b, loop+`.checkVisibility() && !`+loop+`.classList.contains("conversation")`) {
+		t.Error("the task is hidden as a conversation")
+	}
+	b.do(chromedp.Click(chromedp.CSS("#show-conv")))
+	b.wait("the conversation, asked for", conv+`.checkVisibility()`, 10*time.Second)
+	b.do(chromedp.Click(chromedp.CSS("#show-conv")))
+	b.wait("the conversation, hidden again", `!`+conv+`.checkVisibility()`, 10*time.Second)
 
 	// The memory indexing: apart from the agent's steps, labelled.
 	sys := loop + `.querySelector(".sys")`

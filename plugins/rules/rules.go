@@ -87,9 +87,8 @@ func decide(b *abi.Batch) abi.Reply {
 			}
 		}
 	}
-	if len(reply.Actions) > 0 {
-		reply.Thought = fmt.Sprintf("rules: %d action(s)", len(reply.Actions))
-	}
+	// No thought: the actions say what it decided, and a count of them
+	// was all a rules policy could add.
 	return reply
 }
 

@@ -245,7 +245,9 @@
   function loopStatus(l) {
     let s = l.status;
     if (s === "open" && l.interrupted && l.running.size === 0) s = "interrupted";
-    l.el.className = "loop s-" + s;
+    // A run loop that ended done having called no tool only answered: a
+    // conversation, shown in the chat and here only when asked for.
+    l.el.className = "loop s-" + s + (s === "done" && !l.calls ? " conversation" : "");
     l.statusEl.textContent = s;
     l.cancel.hidden = l.status !== "open";
     l.metaEl.textContent =
@@ -508,6 +510,7 @@
           chat(ev, "agent", str(d.text));
         } else if (ty === "tool_call") {
           l.interrupted = false;
+          l.calls = (l.calls || 0) + 1;
           add("tool call", el("span", "tool", str(d.tool)), " ", el("code", "args", clip(str(d.args), 400)));
         } else if (ty === "cancel") {
           add("cancel", el("span", "text", str(d.reason) + (d.keep ? " (keeps the run loop)" : "")));
@@ -1029,6 +1032,8 @@
       detail(Number(t.dataset.seq));
     }
   });
+
+  $("show-conv").addEventListener("change", (e) => $("timeline").classList.toggle("show-conv", e.target.checked));
 
   $("send").addEventListener("submit", (e) => {
     e.preventDefault();
