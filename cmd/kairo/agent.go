@@ -62,11 +62,11 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 	replies := 0
 	// The run loop is named a task at its first tool call: one the agent
 	// only answered ("help") is a conversation, and says no more.
-	told := false
-	task := func(ev *abi.Event) {
-		if !told && loop != "" {
-			told = true
-			v.out.event(ev, "· task "+termLine(shortID(loop)))
+	var started *abi.Event // the run loop's start, printed as its line
+	task := func() {
+		if started != nil {
+			v.out.event(started, "· task "+termLine(shortID(loop)))
+			started = nil
 		}
 	}
 	deadline := time.Now().Add(wait)
@@ -100,7 +100,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 		case ev.Type == abi.SubjectIntentStarted:
 			var d abi.IntentStarted
 			if msgpack.Unmarshal(ev.Data, &d) == nil && d.MessageID == id {
-				loop = d.RunLoopID
+				loop, started = d.RunLoopID, ev
 			}
 		case ev.Type == abi.SubjectAgentAction && (ev.CausationID == routed && routed != "" || ev.CorrelationID == loop && loop != ""):
 			var d abi.ActionEvent
@@ -113,7 +113,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 				// not followed is left open: either is named.
 				stop := loop == "" || !follow || d.Type == abi.ActionQuery
 				if stop {
-					task(ev)
+					task()
 				}
 				v.out.event(ev, termText(d.Text))
 				replies++
@@ -121,7 +121,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 					return nil
 				}
 			case abi.ActionToolCall:
-				task(ev)
+				task()
 				v.out.event(ev, "· "+termLine(d.Tool)+" "+termLine(d.Args))
 				if !follow {
 					return nil
