@@ -77,6 +77,7 @@ func (d *Daemon) startAgent(home string, cfg manifests.Config) error {
 		Approval: func(tool string) string {
 			return manifests.StricterApproval(cfg.Approval.ModeFor(tool), reg.ApprovalMode(tool))
 		},
+		Checkpoint: cfg.CheckpointPath(home, "agent-"+a.ID),
 	})
 	if err != nil {
 		return err

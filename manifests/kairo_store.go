@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -213,6 +214,17 @@ func (j JetStreamConfig) validateAccess(bad func(key, format string, args ...any
 
 // StorePath is the SQLite file for a daemon whose data folder is home.
 func (c *Config) StorePath(home string) string { return underHome(home, c.Store.Path) }
+
+// CheckpointPath is the file a fold of the log named name keeps its
+// checkpoint in (kernel/bus/checkpoint): in the checkpoints folder beside
+// the SQLite file, whatever the store (a JetStream host keeps its own);
+// "" for the in-memory store, whose log does not outlive the daemon.
+func (c *Config) CheckpointPath(home, name string) string {
+	if c.Store.Kind == "memory" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(c.StorePath(home)), "checkpoints", name+".ckp")
+}
 
 // JetStreamPath is the embedded JetStream server's folder under home.
 func (c *Config) JetStreamPath(home string) string {

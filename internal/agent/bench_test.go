@@ -139,48 +139,12 @@ func BenchmarkMessageToAction(b *testing.B) {
 
 // BenchmarkRebuildState is the start of an agent over a log of 100,000
 // events — run loops with their messages, actions, tool calls, processes
-// and notes — in a SQLite store: the replay and the fold.
+// and notes — in a SQLite store: the replay and the fold, without a
+// checkpoint (the worst case: a first start, or a checkpoint refused).
 func BenchmarkRebuildState(b *testing.B) {
 	e := newEnv(b)
 	const total = 100_000
-	evs := make([]*abi.Event, 0, 1000)
-	enc := func(v any) []byte { raw, _ := msgpack.Marshal(v); return raw }
-	n := 0
-	for loop := 0; n < total; loop++ {
-		id := fmt.Sprintf("loop-%d", loop)
-		act := fmt.Sprintf("act-%d", loop)
-		pid := fmt.Sprintf("p%d", loop)
-		code := 0
-		chain := []abi.Event{
-			{Type: abi.SubjectUserMessage, Data: enc(abi.UserMessage{Text: "run make", MessageID: "m" + id})},
-			{Type: abi.AgentMessageSubject("default"), Data: enc(abi.UserMessage{Text: "run make", MessageID: "m" + id})},
-			{Type: abi.SubjectIntentStarted, CorrelationID: id, Data: enc(abi.IntentStarted{RunLoopID: id, Agent: "default", Goal: "run make"})},
-			{ID: act, Type: abi.SubjectAgentAction, CorrelationID: id, Data: enc(abi.ActionEvent{Type: abi.ActionToolCall, ActionData: abi.ActionData{Tool: abi.MethodProcessSpawn, Args: `{"command":"make"}`}})},
-			{Type: abi.SubjectToolInvoke, CorrelationID: id, CausationID: act, Data: enc(abi.ToolInvoke{ActionID: act, Tool: abi.MethodProcessSpawn})},
-			{Type: abi.SubjectToolResult, CorrelationID: id, CausationID: act, Data: enc(abi.ToolResultEvent{ActionID: act, Tool: abi.MethodProcessSpawn, Status: abi.StatusDone, ProcessID: pid})},
-			{Type: "kairo.process.spawned", CorrelationID: id, CausationID: act, Data: enc(map[string]any{"processId": pid, "argv": []string{"make"}})},
-			{Type: "kairo.process.progress", CorrelationID: id, CausationID: act, Data: enc(map[string]any{"processId": pid, "values": map[string]any{"percent": 50}})},
-			{Type: "kairo.process.exited", CorrelationID: id, CausationID: act, Data: enc(map[string]any{"processId": pid, "exitCode": code, "durationMs": 1200})},
-			{Type: abi.SubjectAgentNote, CorrelationID: id, Data: enc(abi.Note{RunLoopID: id, ProcessID: pid, Status: abi.StatusDone, LastLines: []string{"ok"}})},
-			{Type: abi.SubjectAgentAction, CorrelationID: id, Data: enc(abi.ActionEvent{Type: abi.ActionSay, ActionData: abi.ActionData{Text: "make finished", Done: true}})},
-			{Type: abi.SubjectIntentEnded, CorrelationID: id, Data: enc(abi.IntentEnded{RunLoopID: id, Status: "done"})},
-		}
-		for i := range chain {
-			if n == total {
-				break
-			}
-			ev := chain[i]
-			ev.Source = "bench"
-			evs = append(evs, &ev)
-			n++
-		}
-		if len(evs) >= 1000 || n == total {
-			if _, err := e.bus.PublishBatch(context.Background(), evs); err != nil {
-				b.Fatal(err)
-			}
-			evs = evs[:0]
-		}
-	}
+	loops := writeHistory(b, e, "", total, 0)
 	var took time.Duration
 	b.ResetTimer()
 	for range b.N {
@@ -194,8 +158,9 @@ func BenchmarkRebuildState(b *testing.B) {
 		}
 		took += time.Since(t0)
 		r.Stop()
-		if len(r.st.loops) != total/12+1 {
-			b.Fatalf("%d run loops rebuilt, want %d", len(r.st.loops), total/12+1)
+		// The ended ones beyond the window stay in the log only.
+		if kept := len(r.st.loops); kept != min(loops, maxEndedLoops+1) || r.st.evicted != loops-kept {
+			b.Fatalf("%d run loops kept and %d let go, want %d of %d", kept, r.st.evicted, min(loops, maxEndedLoops+1), loops)
 		}
 	}
 	b.ReportMetric(float64(took.Microseconds())/1e3/float64(b.N), "ms")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -104,9 +105,13 @@ type keeper struct {
 	mu      sync.Mutex
 	events  map[string][]abi.Event       // of the open run loops, as observed
 	recall  map[string][]abi.MemoryChunk // what each open run loop recalled
-	indexed map[string]bool              // run loops in the store (from the log)
-	ended   []string                     // run loops that ended, in order (from the log)
-	forgot  memory.Forgetting            // what the operator made memory forget (from the log)
+	// The keeper's fold of the log, kept as the log grows and saved in
+	// the agent's checkpoint: the newest ended run loops (a window, as the
+	// state's), which of them the log says are indexed, and what the
+	// operator made memory forget.
+	ended   []string
+	indexed map[string]bool // of the run loops in ended
+	forgot  memory.Forgetting
 
 	// imu serializes indexing and forgetting: a run loop indexed while it
 	// is forgotten is either indexed first or leaves it out.
@@ -128,20 +133,72 @@ func newKeeper(r *Runtime, cfg Memory) *keeper {
 		jobs: make(chan func(context.Context), 256), shortWake: make(chan struct{}, 1)}
 }
 
-// rebuild folds one stored event at start.
-func (k *keeper) rebuild(ev *abi.Event) {
+// fold folds one event of the log, at start and as the bus brings them.
+func (k *keeper) fold(ev *abi.Event) {
+	switch ev.Type {
+	case abi.SubjectIntentEnded, SubjectMemoryIndexed, SubjectMemoryForgotten:
+	default:
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	switch ev.Type {
 	case abi.SubjectIntentEnded:
+		if _, ok := k.indexed[ev.CorrelationID]; ok {
+			return
+		}
 		k.ended = append(k.ended, ev.CorrelationID)
+		k.indexed[ev.CorrelationID] = false
+		for len(k.ended) > maxEndedLoops {
+			delete(k.indexed, k.ended[0])
+			k.ended = k.ended[1:]
+		}
 	case SubjectMemoryIndexed:
 		var d abi.MemoryIndexed
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
-			k.indexed[d.RunLoopID] = true
+			if _, ok := k.indexed[d.RunLoopID]; ok {
+				k.indexed[d.RunLoopID] = true
+			}
 		}
 	case SubjectMemoryForgotten:
 		var d abi.MemoryForgotten
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
 			k.forgot.Add(memory.Forgetting{Tasks: d.Tasks, Segments: d.Segments})
+		}
+	}
+}
+
+// savedMemory is the keeper's fold as the agent's checkpoint holds it.
+type savedMemory struct {
+	Ended   []string          `msgpack:"ended,omitempty"`
+	Indexed []string          `msgpack:"indexed,omitempty"`
+	Forgot  memory.Forgetting `msgpack:"forgot"`
+}
+
+func (k *keeper) save() savedMemory {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := savedMemory{Ended: append([]string(nil), k.ended...), Forgot: memory.Forgetting{
+		Tasks: append([]string(nil), k.forgot.Tasks...), Segments: append([]memory.SegmentRef(nil), k.forgot.Segments...)}}
+	for _, id := range k.ended {
+		if k.indexed[id] {
+			out.Indexed = append(out.Indexed, id)
+		}
+	}
+	return out
+}
+
+func (k *keeper) restore(in savedMemory) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.ended, k.forgot = in.Ended, in.Forgot
+	k.indexed = make(map[string]bool, len(in.Ended))
+	for _, id := range in.Ended {
+		k.indexed[id] = false
+	}
+	for _, id := range in.Indexed {
+		if _, ok := k.indexed[id]; ok {
+			k.indexed[id] = true
 		}
 	}
 }
@@ -164,11 +221,15 @@ func (k *keeper) follow(open []string) {
 // kept.
 func (k *keeper) start(ctx context.Context, open []string, upTo uint64) {
 	var missing []string
+	k.mu.Lock()
+	ended, indexed := append([]string(nil), k.ended...), maps.Clone(k.indexed)
+	forgot := memory.Forgetting{Tasks: slices.Clone(k.forgot.Tasks), Segments: slices.Clone(k.forgot.Segments)}
+	k.mu.Unlock()
 	if k.cfg.Store != nil {
-		if !k.forgot.Empty() {
+		if !forgot.Empty() {
 			// Recorded, then applied: a daemon that died between the two
 			// applies it now.
-			if _, err := k.cfg.Store.Forget(ctx, k.forgot); err != nil {
+			if _, err := k.cfg.Store.Forget(ctx, forgot); err != nil {
 				k.r.log.Warn("memory: apply what was forgotten", "err", err)
 			}
 		}
@@ -176,17 +237,14 @@ func (k *keeper) start(ctx context.Context, open []string, upTo uint64) {
 		if err != nil {
 			k.r.log.Warn("memory: list what is indexed; trusting the log", "err", err)
 		}
-		seen := map[string]bool{}
-		for _, id := range k.ended {
+		for _, id := range ended {
 			legacy, in := stored[id]
-			if seen[id] || (k.indexed[id] && (err != nil || (in && !legacy))) {
+			if indexed[id] && (err != nil || (in && !legacy)) {
 				continue
 			}
-			seen[id] = true
 			missing = append(missing, id)
 		}
 	}
-	k.ended, k.indexed = nil, nil
 	want := map[string]bool{}
 	for _, id := range append(append([]string(nil), open...), missing...) {
 		want[id] = true
@@ -244,7 +302,20 @@ func (k *keeper) feedShort(ctx context.Context) {
 // catchUp reads the log once for the events of the run loops in want.
 func (k *keeper) catchUp(ctx context.Context, want map[string]bool, upTo uint64, missing []string) {
 	byLoop := map[string][]abi.Event{}
-	err := k.r.k.Bus.Replay(ctx, bus.Query{ToSeq: upTo}, func(ev *abi.Event) error {
+	// From the first of them to start: what a run loop holds comes after
+	// its start (a loop the state no longer knows: from the beginning).
+	k.r.mu.Lock()
+	from := upTo + 1
+	for id := range want {
+		l := k.r.st.loops[id]
+		if l == nil || l.startSeq == 0 {
+			from = 0
+			break
+		}
+		from = min(from, l.startSeq)
+	}
+	k.r.mu.Unlock()
+	err := k.r.k.Bus.Replay(ctx, bus.Query{FromSeq: from, ToSeq: upTo}, func(ev *abi.Event) error {
 		id := memory.LoopOf(ev)
 		if !want[id] {
 			return nil

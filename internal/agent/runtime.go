@@ -17,6 +17,7 @@ import (
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/checkpoint"
 )
 
 // Policy decides a tick: given the tick's batch — the observations in
@@ -79,6 +80,13 @@ type Config struct {
 	// ApprovalOnDeny or ApprovalNever); nil: no tool needs one.
 	Approval func(tool string) string
 	Logger   *slog.Logger
+	// Checkpoint is the file the agent keeps what it folded of the log
+	// in, so a start folds only what came after (kernel/bus/checkpoint);
+	// empty: none, every start folds the whole log.
+	Checkpoint string
+	// CheckpointEvery is how often a checkpoint is written while events
+	// come (default 30s); one is written at Stop too.
+	CheckpointEvery time.Duration
 }
 
 func (c *Config) defaults() {
@@ -117,6 +125,9 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.CheckpointEvery <= 0 {
+		c.CheckpointEvery = 30 * time.Second
 	}
 }
 
@@ -161,6 +172,13 @@ type Runtime struct {
 	// OnTick, when set before Start, is told of every tick after it ran,
 	// with whether the policy was asked.
 	OnTick func(tk Tick, decided bool)
+
+	// folded is the last event folded in the log's order (the replay's,
+	// then the subscription's): a checkpoint is taken there, never at an
+	// event the runtime applied ahead of the ones before it. saved is
+	// where the last checkpoint was taken. Both under mu.
+	folded, saved checkpoint.Point
+	rebuilt       int // events the start folded
 }
 
 // New returns a runtime; Start runs it.
@@ -206,21 +224,19 @@ func New(cfg Config) (*Runtime, error) {
 func (r *Runtime) Start() error {
 	start := time.Now()
 	n := 0
-	err := r.k.Bus.Replay(r.ctx, bus.Query{}, func(ev *abi.Event) error {
+	from := r.loadCheckpoint()
+	r.folded, r.saved = from, from
+	err := r.k.Bus.Replay(r.ctx, bus.Query{FromSeq: from.Seq + 1}, func(ev *abi.Event) error {
 		n++
-		if r.foreign(ev) {
-			r.foldOther(ev)
-			r.st.lastSeq = max(r.st.lastSeq, ev.Seq) // followed from after it
-			return nil
-		}
-		r.st.apply(ev)
-		r.mem.rebuild(ev)
+		r.fold(ev)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("agent %s: rebuild from the event log: %w", r.cfg.Agent, err)
 	}
-	r.log.Info("agent state rebuilt", "events", n, "runLoops", len(r.st.loops), "open", len(r.st.open), "took", time.Since(start).Round(time.Millisecond))
+	r.rebuilt = n
+	r.log.Info("agent state rebuilt", "checkpoint", from.Seq, "events", n, "runLoops", len(r.st.loops), "open", len(r.st.open),
+		"endedNotKept", r.st.evicted, "took", time.Since(start).Round(time.Millisecond))
 
 	// The memory reads what the log holds up to here itself, and takes
 	// the rest as the subscription brings it.
@@ -254,7 +270,38 @@ func (r *Runtime) Start() error {
 		defer r.wg.Done()
 		r.ticker.Run(r.ctx, r.tick)
 	}()
+	if r.cfg.Checkpoint != "" {
+		r.wg.Add(1)
+		go func() { // owned by the runtime: ends with Stop
+			defer r.wg.Done()
+			t := time.NewTicker(r.cfg.CheckpointEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-r.ctx.Done():
+					return
+				case <-t.C:
+					r.saveCheckpoint()
+				}
+			}
+		}()
+	}
 	return nil
+}
+
+// fold folds one event of the log, in its order, at start; the
+// subscription's events go through observe.
+func (r *Runtime) fold(ev *abi.Event) {
+	r.folded = checkpoint.At(ev)
+	if r.foreign(ev) {
+		r.foldOther(ev)
+		r.st.lastSeq = max(r.st.lastSeq, ev.Seq) // followed from after it
+		return
+	}
+	r.st.apply(ev)
+	if trusted(ev) {
+		r.mem.fold(ev)
+	}
 }
 
 // Stop stops ticking and following the bus. Processes the agent started
@@ -265,6 +312,8 @@ func (r *Runtime) Stop() {
 	if r.sub != nil {
 		<-r.sub.Done()
 	}
+	// Last, when nothing folds any more: the next start reads from here.
+	r.saveCheckpoint()
 	if r.ownTools != nil {
 		r.ownTools.Close()
 	}
@@ -281,14 +330,20 @@ func (r *Runtime) observe(evs []abi.Event) error {
 		if r.foreign(ev) {
 			r.mu.Lock()
 			r.foldOther(ev)
+			r.folded = checkpoint.At(ev)
 			r.mu.Unlock()
 			continue
 		}
 		if !trusted(ev) {
 			r.log.Warn("ignored an event of a kernel subject from an untrusted source", "type", ev.Type, "source", ev.Source, "id", ev.ID)
+			r.mu.Lock()
+			r.folded = checkpoint.At(ev)
+			r.mu.Unlock()
 			continue
 		}
+		r.mem.fold(ev)
 		r.mu.Lock()
+		r.folded = checkpoint.At(ev)
 		_, own := r.st.own[ev.ID]
 		r.st.apply(ev)
 		keep := !own && r.concerns(ev)
@@ -367,13 +422,13 @@ func (r *Runtime) route(ev *abi.Event) {
 		// The user's yes or no to the one pending approval: decided, not
 		// a message for the policy (the decision is in the log).
 		r.mu.Lock()
-		r.st.seen[m.MessageID] = struct{}{}
+		r.st.see(m.MessageID)
 		r.mu.Unlock()
 		return
 	}
 	r.mu.Lock()
 	_, dup = r.st.seen[m.MessageID]
-	r.st.seen[m.MessageID] = struct{}{}
+	r.st.see(m.MessageID)
 	if !dup && r.notOpen(ev, &m) {
 		r.mu.Unlock()
 		return

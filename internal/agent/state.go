@@ -34,10 +34,33 @@ type state struct {
 	routed map[string]*abi.Event
 	// opened is the run loop each routed message opened, by its event id.
 	opened map[string]string
+
+	// What bounds the state by what is live: the ended run loops kept, the
+	// actions of no run loop, the message ids seen and the messages
+	// routed, each oldest first and cut at its window (see window).
+	ended       []*runLoop
+	free        []*action
+	seenOrder   []string
+	routedOrder []string
+	// evicted counts the ended run loops dropped from the window: they
+	// stay in the log, where listings and questions read them.
+	evicted int
 }
+
+// The windows of what ended that the state keeps: everything open is kept
+// whatever its age; of what ended, the newest. What falls out stays in the
+// log. See docs/RATIONALE.md#a-start-reads-what-is-live.
+const (
+	maxEndedLoops  = 256   // with their actions and processes
+	maxFreeActions = 1024  // actions of no run loop: answers, asides
+	maxSeen        = 16384 // message ids routed, against routing one twice
+	maxRouted      = 1024  // routed messages a later action may name
+)
 
 type runLoop struct {
 	id, goal   string
+	startSeq   uint64 // of its kairo.intent.started
+	openedBy   string // the routed message that opened it, if one did
 	started    time.Time
 	ended      time.Time
 	status     string // "" while open, then an IntentEnded status
@@ -115,8 +138,8 @@ func (s *state) apply(ev *abi.Event) {
 		if msgpack.Unmarshal(ev.Data, &m) == nil {
 			c := *ev
 			c.Data = append([]byte(nil), ev.Data...)
-			s.routed[ev.ID] = &c
-			s.seen[m.MessageID] = struct{}{}
+			s.route(&c)
+			s.see(m.MessageID)
 			delete(s.unrouted, m.MessageID)
 			if l := s.loops[ev.CorrelationID]; l != nil {
 				l.join(ev.ID, m.Text)
@@ -126,9 +149,10 @@ func (s *state) apply(ev *abi.Event) {
 	case ev.Type == abi.SubjectIntentStarted:
 		var d abi.IntentStarted
 		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Agent == s.agent && s.loops[d.RunLoopID] == nil {
-			l := &runLoop{id: d.RunLoopID, goal: d.Goal, started: ev.Time, maxIter: d.MaxIterations}
+			l := &runLoop{id: d.RunLoopID, goal: d.Goal, started: ev.Time, maxIter: d.MaxIterations, startSeq: ev.Seq}
 			if ev.CausationID != "" {
 				s.opened[ev.CausationID] = l.id
+				l.openedBy = ev.CausationID
 			}
 			if d.Goal != "" {
 				l.join(ev.CausationID, d.Goal)
@@ -147,6 +171,8 @@ func (s *state) apply(ev *abi.Event) {
 						break
 					}
 				}
+				s.ended = append(s.ended, l)
+				s.trim()
 			}
 		}
 	case ev.Type == abi.SubjectAgentAction:
@@ -160,6 +186,10 @@ func (s *state) apply(ev *abi.Event) {
 			a.status = abi.StatusInProgress
 		}
 		s.actions[a.id] = a
+		if l == nil {
+			s.free = append(s.free, a)
+			s.trim()
+		}
 		if l != nil {
 			l.actions = append(l.actions, a)
 			// A decision is one iteration, and each tool call of it past
@@ -238,6 +268,71 @@ func (s *state) apply(ev *abi.Event) {
 		if a := s.procOf(ref.ProcessID, ev.CausationID); a != nil {
 			s.applyProcess(ev, a)
 		}
+	}
+}
+
+// see records that message id was routed.
+func (s *state) see(id string) {
+	if _, ok := s.seen[id]; !ok {
+		s.seen[id] = struct{}{}
+		s.seenOrder = append(s.seenOrder, id)
+		s.trim()
+	}
+}
+
+// route keeps ev, a routed message, for the actions that answer it.
+func (s *state) route(ev *abi.Event) {
+	if _, ok := s.routed[ev.ID]; !ok {
+		s.routedOrder = append(s.routedOrder, ev.ID)
+	}
+	s.routed[ev.ID] = ev
+	s.trim()
+}
+
+// trim cuts what ended to its windows: the oldest ended run loops go with
+// their actions and processes, and the oldest of the rest.
+func (s *state) trim() {
+	for len(s.ended) > maxEndedLoops {
+		l := s.ended[0]
+		s.ended = s.ended[1:]
+		s.forget(l)
+		s.evicted++
+	}
+	for len(s.free) > maxFreeActions {
+		a := s.free[0]
+		s.free = s.free[1:]
+		s.dropAction(a)
+	}
+	for len(s.seenOrder) > maxSeen {
+		delete(s.seen, s.seenOrder[0])
+		s.seenOrder = s.seenOrder[1:]
+	}
+	for len(s.routedOrder) > maxRouted {
+		delete(s.routed, s.routedOrder[0])
+		s.routedOrder = s.routedOrder[1:]
+	}
+	// Each window is a slice cut from its head: append copies what is
+	// left to a fresh array when the old one is used up, so the heads cut
+	// off are freed and no array outgrows twice its window.
+}
+
+// forget drops l, ended, and what only it holds.
+func (s *state) forget(l *runLoop) {
+	delete(s.loops, l.id)
+	if l.openedBy != "" && s.opened[l.openedBy] == l.id {
+		delete(s.opened, l.openedBy)
+	}
+	for _, a := range l.actions {
+		s.dropAction(a)
+	}
+}
+
+func (s *state) dropAction(a *action) {
+	if s.actions[a.id] == a {
+		delete(s.actions, a.id)
+	}
+	if a.processID != "" && s.procs[a.processID] == a {
+		delete(s.procs, a.processID)
 	}
 }
 

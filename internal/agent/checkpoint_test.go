@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel"
+	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/bus/checkpoint"
+)
+
+// foldLog folds e's log from seq from into st, as a start does.
+func foldLog(t *testing.T, e *env, st *state, from uint64) checkpoint.Point {
+	t.Helper()
+	var at checkpoint.Point
+	err := e.bus.Replay(context.Background(), bus.Query{FromSeq: from}, func(ev *abi.Event) error {
+		st.apply(ev)
+		at = checkpoint.At(ev)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// canonical is st's saved form with its sets in order, encoded: two
+// states that fold the same log encode the same.
+func canonical(t *testing.T, st *state) []byte {
+	t.Helper()
+	s := st.save()
+	slices.Sort(s.Own)
+	for i := range s.Loops {
+		slices.Sort(s.Loops[i].Joined)
+	}
+	slices.SortFunc(s.Unrouted, func(a, b abi.Event) int { return int(a.Seq) - int(b.Seq) })
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// A state saved in a checkpoint, loaded and folded on with the log's tail
+// is the state a fold of the whole log makes — run loops open and ended
+// past the window, their actions and processes, the messages routed —
+// and it keeps only the window of what ended: the open run loops whatever
+// their age, and the newest maxEndedLoops of the ended.
+func TestCheckpointFoldsLikeTheLog(t *testing.T) {
+	e := newEnv(t)
+	writeHistory(t, e, "a-", 6000, 7)
+	before := newState("default")
+	at := foldLog(t, e, before, 0)
+	path := filepath.Join(t.TempDir(), "agent.ckp")
+	if err := checkpoint.Save(path, foldVersion, e.bus.Host(), at, saved{State: before.save()}); err != nil {
+		t.Fatal(err)
+	}
+	writeHistory(t, e, "b-", 3000, 5)
+
+	whole := newState("default")
+	foldLog(t, e, whole, 0)
+	var in saved
+	p, err := checkpoint.Load(context.Background(), e.bus, path, foldVersion, &in)
+	if err != nil || p != at {
+		t.Fatalf("Load = %+v, %v; want %+v", p, err, at)
+	}
+	tail := restore("default", in.State)
+	foldLog(t, e, tail, p.Seq+1)
+
+	if !bytes.Equal(canonical(t, whole), canonical(t, tail)) {
+		t.Fatalf("the checkpoint and its tail fold to another state than the whole log:\nwhole: %d loops, %d actions, %d open, %d evicted\ntail:  %d loops, %d actions, %d open, %d evicted",
+			len(whole.loops), len(whole.actions), len(whole.open), whole.evicted, len(tail.loops), len(tail.actions), len(tail.open), tail.evicted)
+	}
+	// The window: every open run loop (the first is among the oldest),
+	// and of the ended only the newest.
+	if whole.loops["a-loop-6"] == nil || whole.loops["a-loop-6"].status != "" {
+		t.Error("an old open run loop was let go")
+	}
+	if whole.loops["a-loop-0"] != nil {
+		t.Error("the oldest ended run loop is still kept")
+	}
+	if len(whole.ended) != maxEndedLoops || len(whole.loops) != maxEndedLoops+len(whole.open) || whole.evicted == 0 {
+		t.Errorf("%d ended kept, %d loops, %d open, %d let go; want %d ended", len(whole.ended), len(whole.loops), len(whole.open), whole.evicted, maxEndedLoops)
+	}
+	if len(whole.actions) > 2*(len(whole.loops)+maxFreeActions) || len(whole.procs) > len(whole.loops) || len(whole.seen) > maxSeen || len(whole.routed) > maxRouted {
+		t.Errorf("the state outgrows its windows: %d actions, %d procs, %d seen, %d routed", len(whole.actions), len(whole.procs), len(whole.seen), len(whole.routed))
+	}
+}
+
+// A start with a checkpoint folds only the log's tail and lists what a
+// start without one lists; a damaged checkpoint is refused and the start
+// folds the whole log (the control), listing the same.
+func TestStartFromCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	writeHistory(t, e, "a-", 3000, 0)
+	path := filepath.Join(t.TempDir(), "checkpoints", "agent.ckp")
+	start := func() *Runtime {
+		t.Helper()
+		r, err := New(Config{Kernel: e.kernel, Policy: noop, Logger: quiet, Checkpoint: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	list := func(r *Runtime) []abi.RunSummary {
+		out, err := r.runsMethod(context.Background(), callWith(t, abi.RunsParams{Limit: 1000, All: true}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := out.(abi.RunsResult).Runs
+		// Run loops of one batch start at one time: in the order of ids.
+		slices.SortFunc(runs, func(a, b abi.RunSummary) int { return strings.Compare(a.ID, b.ID) })
+		return runs
+	}
+
+	first := start()
+	if first.rebuilt < 3000 {
+		t.Fatalf("the first start folded %d events, want the whole log", first.rebuilt)
+	}
+	first.Stop()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("no checkpoint after a stop: %v", err)
+	}
+	writeHistory(t, e, "b-", 120, 0)
+
+	second := start()
+	want := list(second)
+	if second.rebuilt != 120 {
+		t.Errorf("the start from the checkpoint folded %d events, want the 120 after it", second.rebuilt)
+	}
+	second.Stop()
+
+	raw, _ := os.ReadFile(path)
+	raw[len(raw)-1] ^= 0xff
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var refused *checkpoint.Refused
+	if _, err := checkpoint.Load(context.Background(), e.bus, path, foldVersion, &saved{}); !errors.As(err, &refused) {
+		t.Fatalf("the damaged checkpoint loads: %v", err)
+	}
+	third := start()
+	if third.rebuilt < 3120 {
+		t.Errorf("the start on a damaged checkpoint folded %d events, want the whole log", third.rebuilt)
+	}
+	if got := list(third); !slices.EqualFunc(got, want, func(a, b abi.RunSummary) bool {
+		return a.ID == b.ID && a.Status == b.Status && a.Actions == b.Actions && a.Iterations == b.Iterations
+	}) {
+		t.Errorf("the whole fold lists %d run loops, the checkpoint's start %d, or they differ", len(got), len(want))
+	}
+	third.Stop()
+}
+
+// callWith is a call of a method with params p.
+func callWith(t *testing.T, p any) *kernel.Call {
+	t.Helper()
+	raw, err := msgpack.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kernel.Call{Params: raw}
+}
