@@ -102,9 +102,9 @@ type keeper struct {
 	cfg   Memory
 	short *memory.ShortTerm
 
-	mu      sync.Mutex
-	events  map[string][]abi.Event       // of the open run loops, as observed
-	recall  map[string][]abi.MemoryChunk // what each open run loop recalled
+	mu     sync.Mutex
+	events map[string][]abi.Event       // of the open run loops, as observed
+	recall map[string][]abi.MemoryChunk // what each open run loop recalled
 	// The keeper's fold of the log, kept as the log grows and saved in
 	// the agent's checkpoint: the newest ended run loops (a window, as the
 	// state's), which of them the log says are indexed, and what the
