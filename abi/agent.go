@@ -258,19 +258,32 @@ type RunSummary struct {
 	// a run loop like any other in the log, and replays as one; listings
 	// leave it out unless asked for all.
 	Conversation bool `msgpack:"conversation,omitempty"`
+	// StartSeq is the seq of its kairo.intent.started: its events come
+	// after it.
+	StartSeq uint64 `msgpack:"startSeq,omitempty"`
 }
 
-// RunsParams is agent.runs: the newest Limit run loops (0: 50), open ones
-// only with Open, conversations only with All.
+// RunsParams is agent.runs: a page of the newest Limit run loops (0: 50,
+// at most MaxRunsPage), open ones only with Open, conversations only with
+// All; Before (a RunsResult's Next) continues a listing where its last
+// page ended. ID, when given, asks for the run loops whose id is ID or
+// ends with it, old ones too.
 type RunsParams struct {
-	Limit int  `msgpack:"limit,omitempty"`
-	Open  bool `msgpack:"open,omitempty"`
-	All   bool `msgpack:"all,omitempty"`
+	Limit  int    `msgpack:"limit,omitempty"`
+	Open   bool   `msgpack:"open,omitempty"`
+	All    bool   `msgpack:"all,omitempty"`
+	Before uint64 `msgpack:"before,omitempty"`
+	ID     string `msgpack:"id,omitempty"`
 }
 
-// RunsResult answers agent.runs, newest first.
+// MaxRunsPage bounds a page of agent.runs.
+const MaxRunsPage = 1000
+
+// RunsResult answers agent.runs, newest first. Next, when not 0, is the
+// Before of the next page: older run loops may follow.
 type RunsResult struct {
 	Runs []RunSummary `msgpack:"runs"`
+	Next uint64       `msgpack:"next,omitempty"`
 }
 
 // AgentError is the data of kairo.agent.error ([SubjectAgentError]): a

@@ -216,26 +216,12 @@ and when memory.db is rebuilt from the log. Only the operator may.`)
 }
 
 // resolveRun finds the run loop id names: whole, or its end as kairo runs
-// shows it.
+// shows it; id itself when none does (memory.forget says whether memory
+// knows it).
 func resolveRun(ctx context.Context, id string) (string, error) {
-	all, err := listRuns(ctx, abi.RunsParams{Limit: 1 << 20})
-	if err != nil {
-		return "", err
+	r, ok, err := findRun(ctx, id)
+	if err != nil || !ok {
+		return id, err
 	}
-	var match []string
-	for _, r := range all.Runs {
-		if r.ID == id {
-			return id, nil
-		}
-		if strings.HasSuffix(r.ID, id) {
-			match = append(match, r.ID)
-		}
-	}
-	switch len(match) {
-	case 0:
-		return id, nil // memory.forget says whether memory knows it
-	case 1:
-		return match[0], nil
-	}
-	return "", fmt.Errorf("%q names %d tasks; give more of the ID", id, len(match))
+	return r.ID, nil
 }

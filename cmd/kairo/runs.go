@@ -29,22 +29,31 @@ prints one as a timeline (ID may be the last 8 characters the list shows).
 
 With --json, one JSON object per run loop: id, agent, host (when kairos
 share one store), goal, status, startedAt, endedAt (once ended),
-iterations, actions, inProgress, and conversation (true for one).`)
+iterations, actions, inProgress, conversation (true for one) and
+startSeq (the seq of its start in the log). A listing of more than
+--limit says on stderr how to ask for the older ones (--before N).`)
 	open := f.Bool("open", false, "only the run loops still open")
 	all := f.Bool("all", false, "conversations too: run loops that only answered")
+	before := f.Uint64("before", 0, "the page of run loops older than the last one listed: the `N` the listing ends with")
 	limit := f.Int("limit", 20, "at most `N` run loops")
 	asJSON := f.Bool("json", false, "print one JSON object per run loop")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	res, err := listRuns(ctx, abi.RunsParams{Limit: *limit, Open: *open, All: *all})
+	res, err := listRuns(ctx, abi.RunsParams{Limit: *limit, Open: *open, All: *all, Before: *before})
 	if err != nil {
 		return err
+	}
+	more := func() {
+		if res.Next != 0 {
+			fmt.Fprintf(os.Stderr, "older run loops: kairo runs --before %d\n", res.Next)
+		}
 	}
 	if *asJSON {
 		for _, r := range res.Runs {
 			fmt.Printf("%s\n", marshalJSON(runJSON(r)))
 		}
+		more()
 		return nil
 	}
 	if len(res.Runs) == 0 {
@@ -67,7 +76,11 @@ iterations, actions, inProgress, and conversation (true for one).`)
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", id, r.StartedAt.Local().Format("01-02 15:04:05"),
 			termLine(r.Status), r.Iterations, r.InProgress, termLine(clip(r.Goal, 60)))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	more()
+	return nil
 }
 
 // runObject is a run loop as `kairo runs --json` prints it: stable
@@ -84,11 +97,12 @@ type runObject struct {
 	Actions      int        `json:"actions"`
 	InProgress   int        `json:"inProgress"`
 	Conversation bool       `json:"conversation,omitempty"`
+	StartSeq     uint64     `json:"startSeq,omitempty"`
 }
 
 func runJSON(r abi.RunSummary) runObject {
 	o := runObject{ID: r.ID, Agent: r.Agent, Host: r.Host, Goal: r.Goal, Status: r.Status, StartedAt: r.StartedAt,
-		Iterations: r.Iterations, Actions: r.Actions, InProgress: r.InProgress, Conversation: r.Conversation}
+		Iterations: r.Iterations, Actions: r.Actions, InProgress: r.InProgress, Conversation: r.Conversation, StartSeq: r.StartSeq}
 	if !r.EndedAt.IsZero() {
 		t := r.EndedAt
 		o.EndedAt = &t
@@ -102,6 +116,27 @@ func listRuns(ctx context.Context, p abi.RunsParams) (abi.RunsResult, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// findRun is the run loop id names — whole, or its end as kairo runs
+// shows it — old ones too; ok is false when none does.
+func findRun(ctx context.Context, id string) (abi.RunSummary, bool, error) {
+	res, err := listRuns(ctx, abi.RunsParams{ID: id, Limit: 2, All: true})
+	if err != nil {
+		return abi.RunSummary{}, false, err
+	}
+	for _, r := range res.Runs {
+		if r.ID == id {
+			return r, true, nil
+		}
+	}
+	switch len(res.Runs) {
+	case 0:
+		return abi.RunSummary{}, false, nil
+	case 1:
+		return res.Runs[0], true, nil
+	}
+	return abi.RunSummary{}, false, fmt.Errorf("%q names more than one run loop; give more of the ID", id)
 }
 
 func clip(s string, n int) string {
@@ -120,31 +155,22 @@ func runRunsShow(ctx context.Context, args []string) error {
 		return err
 	}
 	id := pos[0]
-	all, err := listRuns(ctx, abi.RunsParams{Limit: 1 << 20, All: true})
+	run, ok, err := findRun(ctx, id)
 	if err != nil {
 		return err
 	}
-	var match []string
-	for _, r := range all.Runs {
-		if r.ID == id || strings.HasSuffix(r.ID, id) {
-			match = append(match, r.ID)
-		}
+	if !ok {
+		return fmt.Errorf("no run loop %q; `kairo runs --all` lists them", id)
 	}
-	switch len(match) {
-	case 0:
-		return fmt.Errorf("no run loop %q; `kairo runs` lists them", id)
-	case 1:
-		id = match[0]
-	default:
-		return fmt.Errorf("%q names %d run loops; give more of the ID", id, len(match))
-	}
+	id, from := run.ID, run.StartSeq
 	c, err := dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	var evs []abi.Event
-	_, err = c.Replay(ctx, abi.ReplayParams{Pattern: abi.SubjectAll}, func(ev *abi.Event) error {
+	// Its events come after its start.
+	_, err = c.Replay(ctx, abi.ReplayParams{Pattern: abi.SubjectAll, FromSeq: from}, func(ev *abi.Event) error {
 		if ev.CorrelationID == id {
 			e := *ev
 			e.Data = append([]byte(nil), ev.Data...)

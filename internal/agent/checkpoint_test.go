@@ -174,3 +174,89 @@ func callWith(t *testing.T, p any) *kernel.Call {
 	}
 	return &kernel.Call{Params: raw}
 }
+
+// The run loops the state let go are listed from the log, page by page,
+// newest first, each once, with what became of them; one is found by the
+// end of its id; a page that runs out of reading budget says where to go
+// on, and going on lists the rest (the control: the same listing with
+// budget to spare).
+func TestRunsPastTheWindow(t *testing.T) {
+	e := newEnv(t)
+	loops := writeHistory(t, e, "a-", 600*12, 0)
+	r, err := New(Config{Kernel: e.kernel, Policy: noop, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	if r.st.evicted != loops-maxEndedLoops {
+		t.Fatalf("%d run loops let go, want %d", r.st.evicted, loops-maxEndedLoops)
+	}
+	page := func(p abi.RunsParams) abi.RunsResult {
+		t.Helper()
+		out, err := r.runsMethod(context.Background(), callWith(t, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(abi.RunsResult)
+	}
+	stops := 0
+	all := func(limit int) []abi.RunSummary {
+		var got []abi.RunSummary
+		p := abi.RunsParams{Limit: limit}
+		for pages := 0; ; pages++ {
+			if pages > 100 {
+				t.Fatal("the listing does not end")
+			}
+			res := page(p)
+			got = append(got, res.Runs...)
+			if res.Next != 0 && len(res.Runs) < limit {
+				stops++
+			}
+			if res.Next == 0 {
+				return got
+			}
+			if res.Next >= p.Before && p.Before != 0 {
+				t.Fatalf("the cursor went from %d to %d", p.Before, res.Next)
+			}
+			p.Before = res.Next
+		}
+	}
+	check := func(what string, got []abi.RunSummary) {
+		t.Helper()
+		seen := map[string]bool{}
+		for i, s := range got {
+			if seen[s.ID] {
+				t.Fatalf("%s: %s listed twice", what, s.ID)
+			}
+			seen[s.ID] = true
+			if i > 0 && s.StartSeq >= got[i-1].StartSeq {
+				t.Fatalf("%s: %s (seq %d) after %s (seq %d): not newest first", what, s.ID, s.StartSeq, got[i-1].ID, got[i-1].StartSeq)
+			}
+			if s.Status != abi.StatusDone || s.Actions != 2 || s.Iterations != 1 || s.Goal != "run make" {
+				t.Fatalf("%s: %+v; want done, 2 actions in 1 iteration (one tick)", what, s)
+			}
+		}
+		if len(got) != loops {
+			t.Fatalf("%s: %d run loops listed, want %d", what, len(got), loops)
+		}
+	}
+	check("with budget to spare", all(70))
+	if stops != 0 {
+		t.Fatalf("%d pages ran out of budget to spare", stops)
+	}
+
+	if res := page(abi.RunsParams{ID: "a-loop-3", All: true}); len(res.Runs) != 1 || res.Runs[0].ID != "a-loop-3" || res.Runs[0].Status != abi.StatusDone {
+		t.Fatalf("a-loop-3, let go long ago, found as %+v", res.Runs)
+	}
+
+	// A chunk holds the starts of fewer run loops than a page of 500.
+	runsScanBudget = runsScanChunk
+	defer func() { runsScanBudget = 1 << 20 }()
+	check("with a budget of one chunk", all(500))
+	if stops == 0 {
+		t.Fatal("no page ran out of its budget of one chunk")
+	}
+}

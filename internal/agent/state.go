@@ -117,6 +117,14 @@ func (s *state) apply(ev *abi.Event) {
 	}
 	if _, ok := s.own[ev.ID]; ok && ev.Seq != 0 {
 		delete(s.own, ev.ID)
+		// Applied before the store gave it a seq: a run loop's start
+		// learns its own now.
+		var d abi.IntentStarted
+		if ev.Type == abi.SubjectIntentStarted && msgpack.Unmarshal(ev.Data, &d) == nil {
+			if l := s.loops[d.RunLoopID]; l != nil && l.startSeq == 0 {
+				l.startSeq = ev.Seq
+			}
+		}
 		return
 	}
 	if !trusted(ev) {
