@@ -9,6 +9,7 @@ const (
 	MethodKernelIntrospect = "kernel.introspect"
 	MethodSystemMetrics    = "system.get_metrics"
 	MethodDeviceList       = "device.list"
+	MethodDebugHeap        = "debug.heap"
 
 	MethodEventsPublish     = "events.publish"
 	MethodEventsSubscribe   = "events.subscribe"
@@ -55,7 +56,7 @@ const (
 // Methods is every method a daemon serves: the table host.Daemon's
 // Methods lists, once it is up.
 var Methods = []string{
-	MethodKernelPing, MethodKernelIntrospect, MethodSystemMetrics, MethodDeviceList, MethodClockWait,
+	MethodKernelPing, MethodKernelIntrospect, MethodSystemMetrics, MethodDebugHeap, MethodDeviceList, MethodClockWait,
 	MethodEventsPublish, MethodEventsSubscribe, MethodEventsUnsubscribe, MethodEventsReplay,
 	MethodProcessSpawn, MethodProcessStdinWrite, MethodProcessWait, MethodProcessStatus, MethodProcessSignal,
 	MethodProcessKill, MethodProcessPause, MethodProcessResume, MethodProcessResize, MethodProcessAttach, MethodIntentCancel,
