@@ -46,6 +46,7 @@ const (
 	MethodAgentRuns      = "agent.runs"
 	MethodAgentReplay    = "agent.replay"
 	MethodMemoryRetrieve = "memory.retrieve"
+	MethodMemorySearch   = "memory.search"
 	MethodMemoryExpand   = "memory.expand"
 	MethodMemoryForget   = "memory.forget"
 
@@ -64,6 +65,6 @@ var Methods = []string{
 	MethodLLMChat,
 	MethodPluginsList, MethodPluginsRestart, MethodPluginsGrant, MethodPluginsRevoke,
 	MethodToolsList, MethodToolsResult,
-	MethodAgentRuns, MethodAgentReplay, MethodMemoryRetrieve, MethodMemoryExpand, MethodMemoryForget,
+	MethodAgentRuns, MethodAgentReplay, MethodMemoryRetrieve, MethodMemorySearch, MethodMemoryExpand, MethodMemoryForget,
 	MethodConsoleURL,
 }
