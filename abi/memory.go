@@ -9,7 +9,8 @@ import (
 )
 
 // The params and results of the memory methods (memory.retrieve,
-// memory.expand, memory.forget) and the pieces they are made of: what
+// memory.search, memory.expand, memory.forget) and the pieces they are
+// made of: what
 // long-term memory returns of the run loops it indexed.
 
 // MemorySegmentType says what part of a run loop a segment is.
@@ -224,6 +225,22 @@ type MemorySegmentRef struct {
 type MemoryRetrieveParams struct {
 	Query string `msgpack:"query"`
 	K     int    `msgpack:"k,omitempty"`
+}
+
+// MemorySearchParams are memory.search's params ([MethodMemorySearch]): a
+// page of Limit chunks (0 for the store's default) from Cursor, "" for the
+// first. It answers a [MemorySearchPage].
+type MemorySearchParams struct {
+	Query  string `msgpack:"query"`
+	Limit  int    `msgpack:"limit,omitempty"`
+	Cursor string `msgpack:"cursor,omitempty"`
+}
+
+// MemorySearchPage is a page of memory.search: its chunks, best first, and
+// the cursor of the next page, "" after the last.
+type MemorySearchPage struct {
+	Chunks []MemoryChunk `msgpack:"chunks"`
+	Next   string        `msgpack:"next,omitempty"`
 }
 
 // MemoryExpandParams are memory.expand's params ([MethodMemoryExpand]); it

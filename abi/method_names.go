@@ -9,6 +9,7 @@ const (
 	MethodKernelIntrospect = "kernel.introspect"
 	MethodSystemMetrics    = "system.get_metrics"
 	MethodDeviceList       = "device.list"
+	MethodDebugHeap        = "debug.heap"
 
 	MethodEventsPublish     = "events.publish"
 	MethodEventsSubscribe   = "events.subscribe"
@@ -45,6 +46,7 @@ const (
 	MethodAgentRuns      = "agent.runs"
 	MethodAgentReplay    = "agent.replay"
 	MethodMemoryRetrieve = "memory.retrieve"
+	MethodMemorySearch   = "memory.search"
 	MethodMemoryExpand   = "memory.expand"
 	MethodMemoryForget   = "memory.forget"
 
@@ -55,7 +57,7 @@ const (
 // Methods is every method a daemon serves: the table host.Daemon's
 // Methods lists, once it is up.
 var Methods = []string{
-	MethodKernelPing, MethodKernelIntrospect, MethodSystemMetrics, MethodDeviceList, MethodClockWait,
+	MethodKernelPing, MethodKernelIntrospect, MethodSystemMetrics, MethodDebugHeap, MethodDeviceList, MethodClockWait,
 	MethodEventsPublish, MethodEventsSubscribe, MethodEventsUnsubscribe, MethodEventsReplay,
 	MethodProcessSpawn, MethodProcessStdinWrite, MethodProcessWait, MethodProcessStatus, MethodProcessSignal,
 	MethodProcessKill, MethodProcessPause, MethodProcessResume, MethodProcessResize, MethodProcessAttach, MethodIntentCancel,
@@ -63,6 +65,6 @@ var Methods = []string{
 	MethodLLMChat,
 	MethodPluginsList, MethodPluginsRestart, MethodPluginsGrant, MethodPluginsRevoke,
 	MethodToolsList, MethodToolsResult,
-	MethodAgentRuns, MethodAgentReplay, MethodMemoryRetrieve, MethodMemoryExpand, MethodMemoryForget,
+	MethodAgentRuns, MethodAgentReplay, MethodMemoryRetrieve, MethodMemorySearch, MethodMemoryExpand, MethodMemoryForget,
 	MethodConsoleURL,
 }

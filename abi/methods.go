@@ -25,6 +25,27 @@ type IntrospectResult struct {
 	Host string `msgpack:"host,omitempty"`
 }
 
+// MaxHeapProfile bounds the profile debug.heap answers: a heap profile is
+// tens of KiB, so one past this is refused rather than sent in a frame
+// near [DefaultMaxFrame].
+const MaxHeapProfile = 8 << 20
+
+// DebugHeapParams are debug.heap's params ([MethodDebugHeap]).
+type DebugHeapParams struct {
+	// GC runs a garbage collection first, so the profile's in-use figures
+	// are the live heap's, not what the last cycle left.
+	GC bool `msgpack:"gc,omitempty"`
+}
+
+// DebugHeapResult answers debug.heap: the daemon's heap profile, in the
+// gzipped protocol buffer form go tool pprof reads, with the heap in use as
+// system.get_metrics reports it ([Metrics].HeapBytes) when it was taken.
+type DebugHeapResult struct {
+	Profile   []byte    `msgpack:"profile"`
+	HeapBytes uint64    `msgpack:"heapBytes"`
+	Time      time.Time `msgpack:"time"`
+}
+
 // Metrics answers system.get_metrics.
 type Metrics struct {
 	Uptime        time.Duration `msgpack:"uptime"`

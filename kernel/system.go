@@ -19,6 +19,7 @@ func (k *Kernel) registerSystem() {
 	k.Register(Method{Name: abi.MethodSystemMetrics, Summary: "the kernel's counters", Handler: func(context.Context, *Call) (any, error) {
 		return k.Metrics(), nil
 	}})
+	k.Register(Method{Name: abi.MethodDebugHeap, Summary: "the daemon's heap profile, for go tool pprof (operator only)", Handler: k.debugHeap})
 }
 
 // maxClockWait bounds one clock.wait; a caller waiting longer asks again.

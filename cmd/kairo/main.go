@@ -94,6 +94,7 @@ func init() {
 		{"ps", "list processes", runPs},
 		{"ping", "measure a round trip to the kernel", runPing},
 		{"status", "show the kernel's version, methods and counters", runStatus},
+		{"debug", "write the daemon's heap profile, for go tool pprof (kairo debug heap)", runDebug},
 		{"version", "print kairo's version, ABI version and Go version", runVersion},
 		{"help", "show this help, or a command's: kairo help COMMAND", runHelp},
 	}

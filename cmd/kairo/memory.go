@@ -89,38 +89,53 @@ func from(c abi.MemoryChunk) string {
 }
 
 func runMemorySearch(ctx context.Context, args []string) error {
-	f := newFlags("memory search", "kairo memory search [--json] [--limit N] QUERY...", `
+	f := newFlags("memory search", "kairo memory search [--json] [--limit N] [--cursor C] QUERY...", `
 Print the remembered segments that best answer QUERY, best first, as the
 agent recalls them: each with its anchor (for kairo memory show and
 forget), its task, and where its words came from — the user, the agent, or
 data from a tool, a process or an MCP server (the agent is shown data as
-quoted data, never as instructions).`)
+quoted data, never as instructions). It prints a page of N segments and,
+when there are more, the command for the next page (with --json, a last
+line {"next": CURSOR}).`)
 	asJSON := f.Bool("json", false, "print one JSON object per segment")
-	limit := f.Int("limit", 10, "at most `N` segments")
+	limit := f.Int("limit", 10, "at most `N` segments a page")
+	cursor := f.String("cursor", "", "start at the page `C`, the cursor the previous page printed")
 	pos, err := f.parse(args, 1, -1)
 	if err != nil {
 		return err
 	}
-	var chunks []abi.MemoryChunk
-	if err := callKernel(ctx, "kairo memory search", abi.MethodMemoryRetrieve, abi.MemoryRetrieveParams{Query: strings.Join(pos, " "), K: *limit}, &chunks); err != nil {
+	query := strings.Join(pos, " ")
+	var page abi.MemorySearchPage
+	if err := callKernel(ctx, "kairo memory search", abi.MethodMemorySearch, abi.MemorySearchParams{Query: query, Limit: *limit, Cursor: *cursor}, &page); err != nil {
 		return err
 	}
 	if *asJSON {
-		for _, c := range chunks {
+		for _, c := range page.Chunks {
 			fmt.Printf("%s\n", marshalJSON(memoryJSON(c)))
+		}
+		if page.Next != "" {
+			fmt.Printf("%s\n", marshalJSON(struct {
+				Next string `json:"next"`
+			}{page.Next}))
 		}
 		return nil
 	}
-	if len(chunks) == 0 {
+	if len(page.Chunks) == 0 {
 		fmt.Println("nothing remembered answers that")
 		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ANCHOR\tTYPE\tFROM\tTEXT")
-	for _, c := range chunks {
+	for _, c := range page.Chunks {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", termLine(c.Anchor.Ref()), termLine(string(c.Anchor.SegmentType)), termLine(clip(from(c), 60)), termLine(clip(strings.Join(strings.Fields(c.Text), " "), 80)))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if page.Next != "" {
+		fmt.Printf("\nmore: kairo memory search --limit %d --cursor %s %s\n", *limit, page.Next, termLine(shellJoin(pos)))
+	}
+	return nil
 }
 
 func runMemoryShow(ctx context.Context, args []string) error {

@@ -463,7 +463,8 @@ func (k *keeper) text(open []*runLoop) string {
 	return b.String()
 }
 
-// register serves memory.retrieve, memory.expand and memory.forget.
+// register serves memory.retrieve, memory.search, memory.expand and
+// memory.forget.
 func (k *keeper) register() {
 	if k.cfg.Store == nil {
 		return
@@ -480,6 +481,18 @@ func (k *keeper) register() {
 				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
 			}
 			return chunks, nil
+		}})
+	k.r.k.Register(kernel.Method{Name: abi.MethodMemorySearch, Summary: "a page of the chunks that best answer a query, with the cursor of the next",
+		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
+			var p abi.MemorySearchParams
+			if err := c.Decode(&p); err != nil {
+				return nil, err
+			}
+			page, err := store.Search(ctx, p.Query, p.Cursor, p.Limit)
+			if err != nil {
+				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+			}
+			return page, nil
 		}})
 	k.r.k.Register(kernel.Method{Name: abi.MethodMemoryExpand, Summary: "a remembered chunk with the chunks of its run loop around it",
 		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {

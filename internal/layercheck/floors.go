@@ -13,7 +13,7 @@ var floors = [][]string{
 	// builds that import nothing of Kairo.
 	{"abi", "abi/modelname", "sandbox", "sdk", "kernel/bench", "internal/smalldisk", "internal/llmscript", "internal/testkit",
 		"internal/wasmbuild", "internal/doccheck", "internal/layercheck", "host/internal/meter",
-		"internal/mcp/internal/testserver", "kernel/bus/internal/hook"},
+		"internal/mcp/internal/testserver", "kernel/bus/internal/hook", "internal/sqlitecache"},
 	// What speaks abi: the manifests, the guest and client SDKs, the
 	// reader of audit records and the JSON views of events.
 	{"manifests", "sdk/plugin", "sdk/client", "internal/audit", "internal/jsonview"},

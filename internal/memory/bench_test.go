@@ -119,3 +119,25 @@ func BenchmarkRetrieve(b *testing.B) {
 		run(b, Config{Embedder: srv.embedder(b, 0), OnEmbedError: func(err error) { b.Error(err) }})
 	})
 }
+
+// BenchmarkSearch measures a page of Search over 100,000 segments by full
+// text: the first page of a common word, and a page deep in its ranking
+// (the cursor of rank 4,000), which costs the same ranking and reads only
+// its own segments.
+func BenchmarkSearch(b *testing.B) {
+	s, err := Open(benchStore(b), Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for _, c := range []struct{ name, cursor string }{{"first", ""}, {"deep", makeCursor(4000, "backup disk")}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if p, err := s.Search(ctx, "backup disk", c.cursor, 20); err != nil || len(p.Chunks) == 0 {
+					b.Fatalf("search: %d chunks, %v", len(p.Chunks), err)
+				}
+			}
+		})
+	}
+}

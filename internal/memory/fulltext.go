@@ -86,7 +86,7 @@ func (s *Store) fullText(ctx context.Context, query string, n int) ([]hit, error
 		limit = n + n/2 // room for the common terms to reorder
 	}
 	rows, err := s.query(ctx, fmt.Sprintf(
-		`SELECT rowid, bm25(segments_fts, %g, %g) AS r FROM segments_fts WHERE segments_fts MATCH ? ORDER BY r LIMIT ?`,
+		`SELECT rowid, bm25(segments_fts, %g, %g) AS r FROM segments_fts WHERE segments_fts MATCH ? ORDER BY r, rowid LIMIT ?`,
 		columnWeights[0], columnWeights[1]), ftsMatch(names), limit)
 	if err != nil {
 		return fail(err)

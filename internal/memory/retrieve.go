@@ -74,9 +74,21 @@ func (s *Store) Retrieve(ctx context.Context, query string, k int) ([]Chunk, err
 	case k < 0 || k > MaxK:
 		return nil, fmt.Errorf("memory: retrieve: k is %d; ask for 1 to %d chunks (0 for %d)", k, MaxK, DefaultK)
 	}
-	depth := max(4*k, 50) // each ranking's candidates for fusion
+	ranked, err := s.rank(ctx, query, max(4*k, 50))
+	if err != nil {
+		return nil, err
+	}
+	if len(ranked) > k {
+		ranked = ranked[:k]
+	}
+	return s.chunks(ctx, ranked)
+}
+
+// rank ranks the segments for query, best first, depth candidates from
+// each ranking (full text, and vectors with an Embedder).
+func (s *Store) rank(ctx context.Context, query string, depth int) ([]hit, error) {
 	// The vector ranking (an HTTP round trip, then a scan) runs beside the
-	// full-text one; Retrieve waits for it whatever happens.
+	// full-text one; rank waits for it whatever happens.
 	var near []hit
 	done := make(chan struct{})
 	go func() {
@@ -88,14 +100,10 @@ func (s *Store) Retrieve(ctx context.Context, query string, k int) ([]Chunk, err
 	if err != nil {
 		return nil, err
 	}
-	ranked := text
 	if near != nil {
-		ranked = fuse(text, near)
+		return fuse(text, near), nil
 	}
-	if len(ranked) > k {
-		ranked = ranked[:k]
-	}
-	return s.chunks(ctx, ranked)
+	return text, nil
 }
 
 // nearest ranks segments by the cosine of their vector and the query's,

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kairo-os/kairo/internal/sqlitecache"
 	"github.com/kairo-os/kairo/kernel/bus"
 	_ "modernc.org/sqlite" // pure-Go driver: kairo stays one static binary
 )
@@ -214,7 +215,9 @@ func Open(path string, opts Config) (*Store, error) {
 	}
 	f.Close()
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(" + syncMode + ")"
-	if s.wdb, err = sql.Open("sqlite", dsn+"&_pragma=cache_size(-16384)"); err != nil {
+	// Caches sized by sqlitecache, no memory map:
+	// docs/RATIONALE.md#sqlite-page-caches.
+	if s.wdb, err = sql.Open("sqlite", dsn+sqlitecache.Pragmas()); err != nil {
 		return fail("open", err)
 	}
 	s.wdb.SetMaxOpenConns(1)
@@ -224,11 +227,12 @@ func Open(path string, opts Config) (*Store, error) {
 	if err := s.migrate(); err != nil {
 		return fail("migrate the schema", err)
 	}
-	if s.rdb, err = sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=mmap_size(1073741824)&_pragma=cache_size(-32768)"); err != nil {
+	if s.rdb, err = sql.Open("sqlite", dsn+"&_pragma=query_only(1)"+sqlitecache.Pragmas()); err != nil {
 		return fail("open readers", err)
 	}
-	s.rdb.SetMaxOpenConns(4)
-	s.rdb.SetMaxIdleConns(4)
+	s.rdb.SetMaxOpenConns(sqlitecache.MaxReaders)
+	s.rdb.SetMaxIdleConns(sqlitecache.MaxReaders)
+	s.rdb.SetConnMaxIdleTime(sqlitecache.ReaderIdle)
 	if err := s.loadTerms(); err != nil {
 		return fail("load term counts", err)
 	}

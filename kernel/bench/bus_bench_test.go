@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -348,10 +350,14 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 	return fx.bs, fx.n
 }
 
-// BenchmarkReplay reads the whole store back with Bus.Replay.
+// BenchmarkReplay reads the whole store back with Bus.Replay. rss-MiB is
+// how much the process's resident memory grew over the replays: what a
+// full scan of the store costs in memory (docs/RATIONALE.md#sqlite-page-caches).
 func BenchmarkReplay(b *testing.B) {
 	bs, n := replayBus(b)
 	ctx := context.Background()
+	runtime.GC()
+	before := residentBytes(b)
 	b.ResetTimer()
 	start := time.Now()
 	total := 0
@@ -368,6 +374,26 @@ func BenchmarkReplay(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "events/s")
+	runtime.GC()
+	b.ReportMetric(float64(residentBytes(b)-before)/(1<<20), "rss-MiB")
+}
+
+// residentBytes is the process's resident memory, anonymous and file
+// backed (mapped pages of a store count), from /proc/self/statm.
+func residentBytes(tb testing.TB) int64 {
+	raw, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		tb.Skipf("no /proc/self/statm: %v", err)
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 2 {
+		tb.Fatalf("/proc/self/statm: %q", raw)
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		tb.Fatalf("/proc/self/statm: %v", err)
+	}
+	return pages * int64(os.Getpagesize())
 }
 
 // BenchmarkFanoutMemoryBatch is BenchmarkFanoutMemory with the publisher

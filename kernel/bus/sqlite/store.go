@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kairo-os/kairo/internal/sqlitecache"
 	"github.com/kairo-os/kairo/kernel/bus/internal/hook"
 
 	"github.com/kairo-os/kairo/abi"
@@ -133,8 +134,10 @@ func openSQLiteFile(path string, opts Config) (*Store, error) {
 	}
 	f.Close()
 	// The writer does not checkpoint on commit: the checkpointer goroutine
-	// does it on its own connection, off the append path.
-	if s.wdb, err = sql.Open("sqlite", dsn+"&_pragma=cache_size(-16384)&_pragma=wal_autocheckpoint(0)"+s.wal.writerPragmas()); err != nil {
+	// does it on its own connection, off the append path. Each connection's
+	// cache is sized by sqlitecache, with no memory map:
+	// docs/RATIONALE.md#sqlite-page-caches.
+	if s.wdb, err = sql.Open("sqlite", dsn+sqlitecache.Pragmas()+"&_pragma=wal_autocheckpoint(0)"+s.wal.writerPragmas()); err != nil {
 		return fail("open", err)
 	}
 	s.wdb.SetMaxOpenConns(1)
@@ -142,10 +145,11 @@ func openSQLiteFile(path string, opts Config) (*Store, error) {
 		s.closeDBs()
 		return nil, describeOpenError(path, "create schema (is it a Kairo event store?)", err)
 	}
-	if s.rdb, err = sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=mmap_size(1073741824)&_pragma=cache_size(-16384)"); err != nil {
+	if s.rdb, err = sql.Open("sqlite", dsn+"&_pragma=query_only(1)"+sqlitecache.Pragmas()); err != nil {
 		return fail("open readers", err)
 	}
-	s.rdb.SetMaxOpenConns(4)
+	s.rdb.SetMaxOpenConns(sqlitecache.MaxReaders)
+	s.rdb.SetConnMaxIdleTime(sqlitecache.ReaderIdle)
 	if s.cdb, err = sql.Open("sqlite", dsn); err != nil {
 		return fail("open checkpointer", err)
 	}
