@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -35,6 +36,35 @@ func (r *Runtime) notOpen(ev *abi.Event, m *abi.UserMessage) bool {
 	l := r.st.loopNamed(m.RunLoopID)
 	if l != nil && l.status == "" {
 		return false
+	}
+	if l == nil && r.st.evicted > 0 && len(m.RunLoopID) >= 4 {
+		// Maybe one the state let go: its record is in the log, read off
+		// the bus's delivery, as a page of kairo runs reads it.
+		known := make(map[string]bool, len(r.st.loops))
+		for id := range r.st.loops {
+			known[id] = true
+		}
+		c, mm := *ev, *m
+		c.Data = append([]byte(nil), ev.Data...)
+		r.wg.Add(1)
+		go func() { // owned by the runtime: ends with its context
+			defer r.wg.Done()
+			old, _, err := r.loopsFromLog(r.ctx, abi.RunsParams{ID: mm.RunLoopID, Limit: 2, All: true}, math.MaxUint64, 0, known)
+			loop, text := "", noLoopText(mm.RunLoopID)
+			switch {
+			case err != nil:
+				if r.ctx.Err() != nil {
+					return
+				}
+				text = fmt.Sprintf("Task %q is not among the newest; reading the log for it failed: %v", mm.RunLoopID, err)
+			case len(old) == 1:
+				loop, text = old[0].id, endedText(old[0], time.Now())
+			case len(old) > 1:
+				text = fmt.Sprintf("%q names more than one task; give more of its ID (`kairo runs --all` lists them).", mm.RunLoopID)
+			}
+			r.answerAside(&c, mm, loop, text)
+		}()
+		return true
 	}
 	loop, text := "", noLoopText(m.RunLoopID)
 	if l != nil {

@@ -252,6 +252,27 @@ func TestRunsPastTheWindow(t *testing.T) {
 		t.Fatalf("a-loop-3, let go long ago, found as %+v", res.Runs)
 	}
 
+	// A question into a task the state let go is answered from its record
+	// in the log, in that task; the control: one into no task says so.
+	ask := func(id string) *abi.Event {
+		t.Helper()
+		raw, _ := msgpack.Marshal(abi.UserMessage{Text: "how far along is it?", MessageID: "q-" + id, RunLoopID: id})
+		if _, err := e.bus.Publish(context.Background(), &abi.Event{Type: abi.SubjectUserMessage, Source: "cli", Data: raw}); err != nil {
+			t.Fatal(err)
+		}
+		routed := e.events.until(t, "the question routed", func(ev *abi.Event) bool {
+			var m abi.UserMessage
+			return ev.Type == abi.AgentMessageSubject("default") && msgpack.Unmarshal(ev.Data, &m) == nil && m.MessageID == "q-"+id
+		})
+		return e.events.until(t, "the answer", func(ev *abi.Event) bool { return ev.Type == abi.SubjectAgentAction && ev.CausationID == routed.ID })
+	}
+	if a := ask("a-loop-3"); a.CorrelationID != "a-loop-3" || !strings.Contains(string(a.Data), "has ended: done") {
+		t.Errorf("the answer about a-loop-3 is in %q: %s", a.CorrelationID, decodeAny(a.Data))
+	}
+	if a := ask("no-such-loop"); a.CorrelationID != "" || !strings.Contains(string(a.Data), "There is no task") {
+		t.Errorf("the answer about no task is in %q: %s", a.CorrelationID, decodeAny(a.Data))
+	}
+
 	// A chunk holds the starts of fewer run loops than a page of 500.
 	runsScanBudget = runsScanChunk
 	defer func() { runsScanBudget = 1 << 20 }()

@@ -65,11 +65,15 @@ func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
 		if len(out) >= p.Limit {
 			floor = seqKey(out[p.Limit-1])
 		}
-		old, stop, err := r.runsFromLog(ctx, p, before, floor, known)
+		old, stop, err := r.loopsFromLog(ctx, p, before, floor, known)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, old...)
+		for _, l := range old {
+			if s := l.summary(r.cfg.Agent, host); wants(p, s) {
+				out = append(out, s)
+			}
+		}
 		newestFirst(out)
 		if stop > 0 && (len(out) < p.Limit || seqKey(out[p.Limit-1]) < stop) {
 			// The read ran out of budget above the page's end: go on
@@ -145,12 +149,13 @@ func (l *runLoop) summary(agent, host string) abi.RunSummary {
 	return s
 }
 
-// runsFromLog reads from the log the run loops p asks for that started
+// loopsFromLog reads from the log the run loops p asks for that started
 // before before and after floor and are not known (kept by the state):
 // back for their starts, chunk by chunk, then forward for what became of
 // them, folded in a state of their own. stop, when not 0, is where the
-// read ran out of budget.
-func (r *Runtime) runsFromLog(ctx context.Context, p abi.RunsParams, before, floor uint64, known map[string]bool) (out []abi.RunSummary, stop uint64, err error) {
+// read ran out of budget. Each has ended (the state lets go of no open
+// run loop): one whose end is past the read says "ended".
+func (r *Runtime) loopsFromLog(ctx context.Context, p abi.RunsParams, before, floor uint64, known map[string]bool) (out []*runLoop, stop uint64, err error) {
 	hi := min(before-1, r.k.Bus.LastSeq())
 	var starts []uint64
 	want := map[string]bool{}
@@ -193,18 +198,13 @@ func (r *Runtime) runsFromLog(ctx context.Context, p abi.RunsParams, before, flo
 	// first go when a page holds more.
 	st := newState(r.cfg.Agent)
 	from := slices.Min(starts)
-	host := r.k.Bus.Host()
 	done := map[string]bool{}
 	take := func(l *runLoop) {
-		s := l.summary(r.cfg.Agent, host)
-		if s.Status == "open" || s.Status == abi.StatusInterrupted {
-			// Let go by the state, so it ended: past the read.
-			s.Status = "ended"
+		if l.status == "" {
+			l.status = "ended"
 		}
 		done[l.id] = true
-		if wants(p, s) {
-			out = append(out, s)
-		}
+		out = append(out, l)
 	}
 	err = r.k.Bus.Replay(ctx, bus.Query{FromSeq: from, Limit: runsScanBudget}, func(ev *abi.Event) error {
 		id := ev.CorrelationID
