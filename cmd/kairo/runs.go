@@ -19,7 +19,7 @@ func runRuns(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "show" {
 		return runRunsShow(ctx, args[1:])
 	}
-	f := newFlags("runs", "kairo runs [--open] [--all] [--limit N] [--json] | kairo runs show [--json] ID", `
+	f := newFlags("runs", "kairo runs [--open] [--all] [--limit N] [--before N] [--json] | kairo runs show [--json] ID", `
 List the agent's run loops — a task each: what the user asked, how it ended
 or what is still running — newest first. STATUS is open, interrupted (the
 daemon stopped while it ran: it waits for the user, who may say "again"),
