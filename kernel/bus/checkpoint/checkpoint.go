@@ -118,9 +118,15 @@ func Load(ctx context.Context, b *bus.Bus, path string, version int, state any) 
 	refuse := func(why string, args ...any) (Point, error) {
 		return Point{}, &Refused{Path: path, Why: fmt.Sprintf(why, args...)}
 	}
+	if err := private(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return refuse(noneYet)
+		}
+		return refuse("%v", err)
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return refuse("there is none yet")
+		return refuse(noneYet)
 	}
 	if err != nil {
 		return refuse("%v", err)
