@@ -58,6 +58,7 @@ type approvals struct {
 	approvalTable
 	closed bool
 	keep   func() // stops the checkpoint's saves; nil without one
+	read   uint64 // events LoadApprovals read from the log
 }
 
 func (k *Kernel) registerApprovals() {
@@ -274,7 +275,7 @@ func (k *Kernel) approvalDecide(ctx context.Context, c *Call) (any, error) {
 	}
 	ap.mu.Unlock()
 	if e == nil {
-		return nil, abi.Errorf(abi.CodeNotFound, "no approval %q; approval.list (kairo approvals) shows the pending ones", d.ID)
+		return nil, abi.Errorf(abi.CodeNotFound, "no approval %q among the pending ones and the %d decided last; approval.list (kairo approvals) shows them, `kairo events replay %s` the older decisions", d.ID, maxDecidedApprovals, abi.SubjectApprovalDecided)
 	}
 	switch {
 	case d.Withdrawn:

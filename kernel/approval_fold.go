@@ -196,6 +196,7 @@ func (k *Kernel) LoadApprovals(ctx context.Context) error {
 	ap := k.approvals
 	ap.mu.Lock()
 	defer ap.mu.Unlock()
+	ap.read = f.Read()
 	f.State(func(t *approvalTable) {
 		if t.dropped > 0 {
 			k.logger().Info("decided approvals older than the kernel's window are left in the log", "left", t.dropped, "window", maxDecidedApprovals)

@@ -101,7 +101,7 @@ func (f *Fold[S]) Save(ctx context.Context) error {
 	if f.Path == "" || f.point == f.saved {
 		return nil
 	}
-	if err := Save(f.Path, f.Version, f.Bus.Host(), f.point, f.state); err != nil {
+	if err := Save(f.Path, f.Version, f.Bus.Host(), f.point, &f.state); err != nil {
 		return err
 	}
 	f.saved = f.point
