@@ -383,6 +383,7 @@ func (m *Manager) foldLog(ctx context.Context) error {
 		return fmt.Errorf("fold the operator's plugin grants from the log: %w", err)
 	}
 	m.grantMu.Lock()
+	m.grantsRead = f.Read()
 	f.State(func(l *grantLog) {
 		for name, g := range l.Plugins {
 			c := *g

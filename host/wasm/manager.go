@@ -155,6 +155,7 @@ type Manager struct {
 	grantMu    sync.Mutex
 	granted    map[string]*abi.PluginGrant
 	keepGrants func() // stops the grants' checkpoint's saves; nil without one
+	grantsRead uint64 // events the start's fold read
 
 	// hints are the modules of the units a scan or a reload stopped, held
 	// for the units that replace them (unit_module.go).
