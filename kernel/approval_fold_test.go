@@ -8,42 +8,24 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/testkit"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
 	"github.com/kairo-os/kairo/kernel/bus/checkpoint"
 	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 )
 
-// logBuf is a log a test reads.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // approvalHome is a data folder: its log, and its checkpoints' folder.
 type approvalHome struct {
 	t    *testing.T
 	dir  string
-	logs logBuf
+	logs testkit.SyncBuffer
 }
 
 func newApprovalHome(t *testing.T) *approvalHome {

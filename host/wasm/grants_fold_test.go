@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/testkit"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
@@ -21,30 +21,13 @@ import (
 	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 )
 
-type syncBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *syncBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *syncBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // grantHome is a data folder with a log of the operator's grants.
 type grantHome struct {
 	t    *testing.T
 	dir  string
 	bus  *bus.Bus
 	k    *kernel.Kernel
-	logs syncBuf
+	logs testkit.SyncBuffer
 }
 
 func newGrantHome(t *testing.T) *grantHome {
