@@ -26,6 +26,7 @@ type approvalHome struct {
 	t    *testing.T
 	dir  string
 	logs testkit.SyncBuffer
+	took time.Duration // the last LoadApprovals
 }
 
 func newApprovalHome(t *testing.T) *approvalHome {
@@ -53,9 +54,11 @@ func (h *approvalHome) open(withCheckpoint bool) (k *Kernel, stop func()) {
 		cfg.Checkpoints = filepath.Dir(h.ckp())
 	}
 	k = New(b, cfg)
+	start := time.Now()
 	if err := k.LoadApprovals(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	h.took = time.Since(start)
 	return k, func() { k.Close(); b.Close() }
 }
 
@@ -316,5 +319,32 @@ func wantNotFound(t *testing.T, aerr *abi.Error, words string) {
 	t.Helper()
 	if aerr == nil || aerr.Code != abi.CodeNotFound || !strings.Contains(aerr.Message, words) {
 		t.Fatalf("got %v, want not found: %s", aerr, words)
+	}
+}
+
+// On a log of KAIRO_FOLD_EVENTS events (unset: skipped; 1000000 is the
+// issue's size), how many events and how long a start's fold of the
+// approvals takes, with the checkpoint and without:
+//
+//	KAIRO_FOLD_EVENTS=1000000 go test ./kernel/ -run TestApprovalStartOnLargeLog -v
+func TestApprovalStartOnLargeLog(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("KAIRO_FOLD_EVENTS"))
+	if n <= 0 {
+		t.Skip("set KAIRO_FOLD_EVENTS to the log's size")
+	}
+	h := newApprovalHome(t)
+	k, stop := h.open(true)
+	for i := 0; i < n; i += 100000 {
+		bustest.PublishN(t, k.Bus, "kairo.test.prefix", min(100000, n-i))
+		writeApprovals(t, k, "a"+strconv.Itoa(i))
+	}
+	stop()
+	k, stop = h.open(false)
+	writeApprovals(t, k, "tail")
+	stop()
+	for _, withCheckpoint := range []bool{false, true} {
+		k, stop := h.open(withCheckpoint)
+		t.Logf("checkpoint %v: LoadApprovals read %d events of %d in %v, %d approvals", withCheckpoint, k.approvals.read, k.Bus.LastSeq(), h.took.Round(time.Millisecond), len(k.Approvals(true)))
+		stop()
 	}
 }

@@ -59,6 +59,7 @@ type Refused struct {
 	Path, Why string
 }
 
+// Error says which checkpoint was not used, and why.
 func (e *Refused) Error() string { return "checkpoint " + e.Path + " not used: " + e.Why }
 
 // Save writes state, folded up to p on host's log, to path: a temp file
