@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,10 +21,10 @@ const approvalSource = abi.PrincipalKernel + "/approval"
 
 // Bounds of the approval table: pending ones past maxPendingApprovals are
 // refused (a policy that asks for a thousand runs at once asks for too
-// many); decided ones are kept, newest, up to maxKeptApprovals.
+// many); decided ones are kept, the newest decided, up to
+// maxDecidedApprovals (approval_fold.go).
 const (
 	maxPendingApprovals = 256
-	maxKeptApprovals    = 4096
 	maxApprovalArgs     = 64 << 10
 	maxApprovalReason   = 1024
 	maxApprovalGrants   = 64
@@ -49,20 +48,17 @@ const (
 
 // approvals is the kernel's table of approvals: a fold of the
 // kairo.approval events (and of the spawns that spent an approval's
-// grants), rebuilt from the log by LoadApprovals.
+// grants), rebuilt from the log by LoadApprovals and kept by the methods
+// as they publish.
 type approvals struct {
 	k       *Kernel
 	timeout time.Duration
 
-	mu     sync.Mutex
-	byID   map[string]*approvalEntry
-	order  []*approvalEntry // requested, oldest first
+	mu sync.Mutex
+	approvalTable
 	closed bool
-}
-
-type approvalEntry struct {
-	a     abi.Approval
-	timer *time.Timer
+	keep   func() // stops the checkpoint's saves; nil without one
+	read   uint64 // events LoadApprovals read from the log
 }
 
 func (k *Kernel) registerApprovals() {
@@ -70,7 +66,10 @@ func (k *Kernel) registerApprovals() {
 	if t <= 0 {
 		t = DefaultApprovalTimeout
 	}
-	k.approvals = &approvals{k: k, timeout: t, byID: map[string]*approvalEntry{}}
+	k.approvals = &approvals{k: k, timeout: t}
+	k.approvals.onDrop = func(a *abi.Approval) {
+		k.logger().Info("a decided approval left the kernel's window; the log keeps it", "approval", a.ID, "state", a.State, "window", maxDecidedApprovals)
+	}
 	for _, m := range []Method{
 		{Name: abi.MethodApprovalRequest, Summary: "ask a person to approve an action (the agent and the host)", Handler: k.approvalRequest},
 		{Name: abi.MethodApprovalDecide, Summary: "approve or deny a pending approval (the operator)", Handler: k.approvalDecide},
@@ -80,81 +79,11 @@ func (k *Kernel) registerApprovals() {
 	}
 }
 
-// LoadApprovals rebuilds the approval table from the log: a request with
-// no decision is pending again, with what is left of its time (one whose
-// time ran out while the daemon was down is denied now), and an approval
-// whose grants a spawn spent stays spent. The daemon calls it once, before
-// it serves.
-func (k *Kernel) LoadApprovals(ctx context.Context) error {
-	ap := k.approvals
-	pat, err := abi.CompilePattern(abi.SubjectApprovalAll)
-	if err != nil {
-		return err
-	}
-	// Another host's approvals are its own kernel's: its agent asked, and
-	// only its agent acts on the decision.
-	other := func(ev *abi.Event) bool { return ev.Host != k.Bus.Host() }
-	err = k.Bus.Replay(ctx, bus.Query{Pattern: pat}, func(ev *abi.Event) error {
-		if ev.Source != approvalSource || other(ev) {
-			return nil
-		}
-		switch ev.Type {
-		case abi.SubjectApprovalRequested:
-			var r abi.ApprovalRequest
-			if msgpack.Unmarshal(ev.Data, &r) == nil && r.ID != "" {
-				ap.add(r, ev.Time)
-			}
-		case abi.SubjectApprovalDecided:
-			var d abi.ApprovalDecision
-			if msgpack.Unmarshal(ev.Data, &d) == nil {
-				ap.decided(d)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("load approvals: %w", err)
-	}
-	spawned, err := abi.CompilePattern(abi.SubjectProcessSpawned)
-	if err != nil {
-		return err
-	}
-	err = k.Bus.Replay(ctx, bus.Query{Pattern: spawned}, func(ev *abi.Event) error {
-		var d abi.ProcessSpawned
-		if !other(ev) && msgpack.Unmarshal(ev.Data, &d) == nil && d.Approval != "" {
-			ap.mu.Lock()
-			if e := ap.byID[d.Approval]; e != nil {
-				e.a.UsedBy = d.ProcessID
-			}
-			ap.mu.Unlock()
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("load approvals: %w", err)
-	}
-	ap.mu.Lock()
-	defer ap.mu.Unlock()
-	for _, e := range ap.order {
-		if e.a.State == abi.ApprovalPending && e.timer == nil {
-			ap.armLocked(e)
-		}
-	}
-	return nil
-}
-
 // add records a request as pending (idempotent by id).
 func (ap *approvals) add(r abi.ApprovalRequest, at time.Time) *approvalEntry {
 	ap.mu.Lock()
 	defer ap.mu.Unlock()
-	if e := ap.byID[r.ID]; e != nil {
-		return e
-	}
-	e := &approvalEntry{a: abi.Approval{ApprovalRequest: r, State: abi.ApprovalPending, RequestedAt: at}}
-	ap.byID[r.ID] = e
-	ap.order = append(ap.order, e)
-	ap.pruneLocked()
-	return e
+	return ap.approvalTable.add(r, at, 0)
 }
 
 // remove takes back e, a request whose event could not be stored.
@@ -167,46 +96,15 @@ func (ap *approvals) remove(e *approvalEntry) {
 	}
 }
 
-// decided records d, the first decision of its approval; a later one
-// changes nothing.
-func (ap *approvals) decided(d abi.ApprovalDecision) {
+// decided records d, the first decision of its approval, stored at seq; a
+// later one changes nothing.
+func (ap *approvals) decided(d abi.ApprovalDecision, seq uint64) {
 	ap.mu.Lock()
 	defer ap.mu.Unlock()
-	e := ap.byID[d.ID]
-	if e == nil || e.a.State != abi.ApprovalPending {
-		return
-	}
-	e.a.State = abi.ApprovalDenied
-	switch {
-	case d.Withdrawn:
-		e.a.State = abi.ApprovalWithdrawn
-	case d.Approved:
-		e.a.State = abi.ApprovalApproved
-	}
-	e.a.Decided = &d
-	if e.timer != nil {
+	if e := ap.approvalTable.decided(d, seq); e != nil && e.timer != nil {
 		e.timer.Stop()
 		e.timer = nil
 	}
-}
-
-// pruneLocked drops the oldest decided approvals past maxKeptApprovals.
-func (ap *approvals) pruneLocked() {
-	if len(ap.order) <= maxKeptApprovals {
-		return
-	}
-	keep := ap.order[:0]
-	drop := len(ap.order) - maxKeptApprovals
-	for _, e := range ap.order {
-		if drop > 0 && e.a.State != abi.ApprovalPending {
-			delete(ap.byID, e.a.ID)
-			drop--
-			continue
-		}
-		keep = append(keep, e)
-	}
-	clear(ap.order[len(keep):])
-	ap.order = keep
 }
 
 // armLocked starts e's timeout: past its Expires it is denied, by
@@ -226,13 +124,18 @@ func (ap *approvals) armLocked(e *approvalEntry) {
 // close stops every timeout; the pending approvals stay pending in the log.
 func (ap *approvals) close() {
 	ap.mu.Lock()
-	defer ap.mu.Unlock()
 	ap.closed = true
 	for _, e := range ap.order {
 		if e.timer != nil {
 			e.timer.Stop()
 			e.timer = nil
 		}
+	}
+	keep := ap.keep
+	ap.keep = nil
+	ap.mu.Unlock()
+	if keep != nil {
+		keep()
 	}
 }
 
@@ -286,11 +189,19 @@ func (k *Kernel) approvalRequest(ctx context.Context, c *Call) (any, error) {
 	// The publish is waited for even when the caller leaves: an event
 	// stored while its caller gave up must be in the table too.
 	e := ap.add(r, now)
-	if _, err := k.Bus.Publish(context.WithoutCancel(ctx), ev); err != nil {
+	res, err := k.Bus.Publish(context.WithoutCancel(ctx), ev)
+	if err != nil {
 		ap.remove(e)
 		return nil, err
 	}
+	if res.Duplicate {
+		// Asked before, and decided so long ago that it left the window:
+		// the log holds its decision, which a new entry would hide.
+		ap.remove(e)
+		return nil, abi.Errorf(abi.CodeInvalidParams, "approval %s was asked for before and has left the kernel's window of the %d newest decided; `kairo events replay %s` shows its decision; ask with a new actionId", r.ID, maxDecidedApprovals, abi.SubjectApprovalDecided)
+	}
 	ap.mu.Lock()
+	e.reqSeq = res.Seq
 	if e.a.State == abi.ApprovalPending && e.timer == nil {
 		ap.armLocked(e)
 	}
@@ -364,7 +275,7 @@ func (k *Kernel) approvalDecide(ctx context.Context, c *Call) (any, error) {
 	}
 	ap.mu.Unlock()
 	if e == nil {
-		return nil, abi.Errorf(abi.CodeNotFound, "no approval %q; approval.list (kairo approvals) shows the pending ones", d.ID)
+		return nil, abi.Errorf(abi.CodeNotFound, "no approval %q among the pending ones and the %d decided last; approval.list (kairo approvals) shows them, `kairo events replay %s` the older decisions", d.ID, maxDecidedApprovals, abi.SubjectApprovalDecided)
 	}
 	switch {
 	case d.Withdrawn:
@@ -427,7 +338,7 @@ func (k *Kernel) decideApproval(ctx context.Context, d abi.ApprovalDecision) (ab
 	if err != nil {
 		return abi.Approval{}, err
 	}
-	ap.decided(d)
+	ap.decided(d, res.Seq)
 	ap.mu.Lock()
 	a := e.a
 	ap.mu.Unlock()

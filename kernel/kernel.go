@@ -125,6 +125,10 @@ type Config struct {
 	// ApprovalTimeout is how long an approval waits for a person before
 	// it is denied; default DefaultApprovalTimeout.
 	ApprovalTimeout time.Duration
+	// Checkpoints is the folder of the checkpoints of the kernel's folds
+	// (the approvals'), in the data folder; "": none, each start folds the
+	// whole log (a log with no data folder).
+	Checkpoints string
 }
 
 // Kernel holds the method table and the system components behind it.
@@ -183,11 +187,18 @@ func (k *Kernel) Ready() bool { return k.ready.Load() }
 // Close ends every process the kernel runs (the whole trees) and waits for
 // their exits to be published. Close the doors first and the bus after.
 func (k *Kernel) Close() {
-	k.approvals.close()
+	k.approvals.close() // and saves their checkpoint: the bus is still open
 	k.Proc.Close()
 	if k.dropWatch != nil {
 		k.dropWatch.Close()
 	}
+}
+
+func (k *Kernel) logger() *slog.Logger {
+	if k.opts.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return k.opts.Logger
 }
 
 // Register adds m to the table, replacing a method of the same name.

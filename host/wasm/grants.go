@@ -1,7 +1,6 @@
 package wasm
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tetratelabs/wazero"
 
@@ -352,10 +349,15 @@ func without(a, b []string) []string {
 func (m *Manager) foldGrant(g *abi.PluginGrant, revoke bool) {
 	m.grantMu.Lock()
 	defer m.grantMu.Unlock()
-	cur := m.granted[g.Plugin]
+	foldGrant(m.granted, g, revoke)
+}
+
+// foldGrant applies g, granted or revoked, to the grants by plugin.
+func foldGrant(granted map[string]*abi.PluginGrant, g *abi.PluginGrant, revoke bool) {
+	cur := granted[g.Plugin]
 	if cur == nil {
 		cur = &abi.PluginGrant{Plugin: g.Plugin}
-		m.granted[g.Plugin] = cur
+		granted[g.Plugin] = cur
 	}
 	op := union
 	if revoke {
@@ -372,42 +374,27 @@ const (
 )
 
 // foldLog reads the log's kairo.plugin.granted and kairo.plugin.revoked
-// events, in order, into the grants: what the operator granted survives a
-// restart because it is in the log.
+// events, in order, into the grants — from the grants' checkpoint and the
+// events after it when there is one the log agrees with: what the operator
+// granted survives a restart because it is in the log.
 func (m *Manager) foldLog(ctx context.Context) error {
-	type rec struct {
-		seq    uint64
-		g      abi.PluginGrant
-		revoke bool
+	f := m.grantFold()
+	if err := f.Start(ctx); err != nil {
+		return fmt.Errorf("fold the operator's plugin grants from the log: %w", err)
 	}
-	var recs []rec
-	for _, subject := range []string{subjectGranted, subjectRevoked} {
-		pt, err := abi.CompilePattern(subject)
-		if err != nil {
-			return err
+	m.grantMu.Lock()
+	m.grantsRead = f.Read()
+	f.State(func(l *grantLog) {
+		for name, g := range l.Plugins {
+			c := *g
+			c.Call, c.Publish, c.Subscribe = slices.Clone(g.Call), slices.Clone(g.Publish), slices.Clone(g.Subscribe)
+			c.WASIFS, c.WASIEnv = slices.Clone(g.WASIFS), slices.Clone(g.WASIEnv)
+			m.granted[name] = &c
 		}
-		err = m.cfg.Kernel.Bus.Replay(ctx, bus.Query{Pattern: pt}, func(ev *abi.Event) error {
-			if ev.Source != abi.PrincipalHost || ev.Host != m.cfg.Kernel.Bus.Host() {
-				// Only the host records grants, and each host its own: an
-				// operator's grant on one host of a shared store is not
-				// the operator's word on another.
-				return nil
-			}
-			r := rec{seq: ev.Seq, revoke: subject == subjectRevoked}
-			if err := msgpack.Unmarshal(ev.Data, &r.g); err != nil || r.g.Plugin == "" {
-				m.log.Warn("a grant event that does not decode is skipped", "seq", ev.Seq, "subject", ev.Type, "err", err)
-				return nil
-			}
-			recs = append(recs, r)
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("fold the operator's plugin grants from the log: %w", err)
-		}
-	}
-	slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.seq, b.seq) })
-	for i := range recs {
-		m.foldGrant(&recs[i].g, recs[i].revoke)
+	})
+	m.grantMu.Unlock()
+	if f.Path != "" {
+		m.keepGrants = f.Keep(grantCheckpointEvery)
 	}
 	return nil
 }

@@ -85,7 +85,10 @@ type ManagerConfig struct {
 	// decided (the agent runtime reads policies' actions there). It runs
 	// on the plugin's goroutine.
 	OnReply func(plugin string, reply *abi.Reply)
-	Logger  *slog.Logger
+	// Checkpoints is the folder of the grants' checkpoint, in the data
+	// folder; "": none, each start folds the whole log.
+	Checkpoints string
+	Logger      *slog.Logger
 }
 
 func (c *ManagerConfig) defaults() {
@@ -149,8 +152,10 @@ type Manager struct {
 
 	// granted are the operator's grants recorded in the log
 	// (plugins.grant, plugins.revoke), by plugin.
-	grantMu sync.Mutex
-	granted map[string]*abi.PluginGrant
+	grantMu    sync.Mutex
+	granted    map[string]*abi.PluginGrant
+	keepGrants func() // stops the grants' checkpoint's saves; nil without one
+	grantsRead uint64 // events the start's fold read
 
 	// hints are the modules of the units a scan or a reload stopped, held
 	// for the units that replace them (unit_module.go).
@@ -212,6 +217,9 @@ func (m *Manager) Stop() {
 		u.stop()
 	}
 	m.wg.Wait()
+	if m.keepGrants != nil {
+		m.keepGrants() // saves it a last time: the bus is still open
+	}
 }
 
 // Rescan compares the folders with the plugins loaded: it loads new ones,

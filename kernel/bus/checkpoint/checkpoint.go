@@ -59,7 +59,7 @@ type Refused struct {
 	Path, Why string
 }
 
-// Error names the checkpoint and why it was not used.
+// Error says which checkpoint was not used, and why.
 func (e *Refused) Error() string { return "checkpoint " + e.Path + " not used: " + e.Why }
 
 // Save writes state, folded up to p on host's log, to path: a temp file
@@ -119,9 +119,15 @@ func Load(ctx context.Context, b *bus.Bus, path string, version int, state any) 
 	refuse := func(why string, args ...any) (Point, error) {
 		return Point{}, &Refused{Path: path, Why: fmt.Sprintf(why, args...)}
 	}
+	if err := private(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return refuse(noneYet)
+		}
+		return refuse("%v", err)
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return refuse("there is none yet")
+		return refuse(noneYet)
 	}
 	if err != nil {
 		return refuse("%v", err)

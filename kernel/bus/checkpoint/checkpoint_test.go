@@ -101,3 +101,47 @@ func TestCheckpoint(t *testing.T) {
 	_, err = checkpoint.Load(bustest.Ctx(t), b, path+".cut", 1, &folded{})
 	refused(t, "cut short", err)
 }
+
+// A checkpoint others may write — its file, its folder or the data folder
+// above it — is refused, beside the control of the same checkpoint once
+// each is private again.
+func TestCheckpointOthersMayWrite(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := sqliteBus(t, home)
+	res := bustest.PublishN(t, b, "kairo.test.x", 3)
+	at := checkpoint.Point{Seq: res[2].Seq}
+	b.Replay(bustest.Ctx(t), bus.Query{FromSeq: at.Seq, ToSeq: at.Seq}, func(ev *abi.Event) error {
+		at.ID = ev.ID
+		return nil
+	})
+	path := filepath.Join(home, "checkpoints", "x.ckp")
+	if err := checkpoint.Save(path, 1, b.Host(), at, folded{Open: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what string
+		path string
+		open os.FileMode
+		mine os.FileMode
+	}{
+		{"the data folder", home, 0o777, 0o700},
+		{"the checkpoints' folder", filepath.Dir(path), 0o770, 0o700},
+		{"the file", path, 0o666, 0o600},
+	} {
+		if err := os.Chmod(c.path, c.open); err != nil {
+			t.Fatal(err)
+		}
+		_, err := checkpoint.Load(bustest.Ctx(t), b, path, 1, &folded{})
+		refused(t, c.what+" others may write", err)
+		if err := os.Chmod(c.path, c.mine); err != nil {
+			t.Fatal(err)
+		}
+		var got folded
+		if p, err := checkpoint.Load(bustest.Ctx(t), b, path, 1, &got); err != nil || p != at || len(got.Open) != 1 {
+			t.Fatalf("%s private again: Load = %+v %+v, %v; want it at %+v", c.what, p, got, err, at)
+		}
+	}
+}
