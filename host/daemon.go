@@ -259,7 +259,7 @@ func (d *Daemon) startFull() error {
 	}
 	b := bus.New(store, bus.Config{Host: hostName, Logger: log})
 	k := kernel.New(b, kernel.Config{Version: d.cfg.Version, Host: hostName, Logger: log, Launcher: launcher, ApprovalTimeout: cfg.Approval.TimeoutDuration(),
-		Checkpoints: checkpointsDir(home, cfg)})
+		Checkpoints: cfg.CheckpointsDir(home)})
 	k.SetSkills(installedSkills(cfg.SkillsPath(home)))
 	// What waited for a person when the daemon stopped waits again, with
 	// what is left of its time.
@@ -317,16 +317,6 @@ func (d *Daemon) startFull() error {
 	}
 	log.Info("kairo is up", up...)
 	return nil
-}
-
-// checkpointsDir is the folder of the folds' checkpoints, in the data
-// folder; "" for a log that does not outlive the daemon (the memory store),
-// which has nothing to keep them for.
-func checkpointsDir(home string, cfg manifests.Config) string {
-	if cfg.Store.Kind == manifests.StoreMemory {
-		return ""
-	}
-	return filepath.Join(home, "checkpoints")
 }
 
 func (d *Daemon) publishSystem(subject string, data any) (uint64, error) {

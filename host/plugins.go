@@ -21,7 +21,7 @@ func (d *Daemon) startPlugins(home string, cfg manifests.Config) error {
 		Deadline: cfg.PluginLimits.DeadlineDuration(), MemoryPages: uint32(cfg.PluginLimits.Memory / manifests.WasmPageSize),
 		MaxDeadline: cfg.PluginLimits.MaxDeadlineDuration(), MaxMemoryPages: uint32(cfg.PluginLimits.MaxMemory / manifests.WasmPageSize), Public: cfg.PluginLimits.Public,
 		MaxFailures: cfg.PluginLimits.MaxFailures, FailureWindow: cfg.PluginLimits.FailureWindowDuration(),
-		Watch: true, Checkpoints: checkpointsDir(home, cfg), Logger: d.log,
+		Watch: true, Checkpoints: cfg.CheckpointsDir(home), Logger: d.log,
 	})
 	d.progress(Progress{Step: StepPlugins, Folders: folders, Cache: cfg.CachePath(home)})
 	if err := d.plugins.Start(); err != nil {

@@ -215,15 +215,24 @@ func (j JetStreamConfig) validateAccess(bad func(key, format string, args ...any
 // StorePath is the SQLite file for a daemon whose data folder is home.
 func (c *Config) StorePath(home string) string { return underHome(home, c.Store.Path) }
 
-// CheckpointPath is the file a fold of the log named name keeps its
-// checkpoint in (kernel/bus/checkpoint): in the checkpoints folder beside
-// the SQLite file, whatever the store (a JetStream host keeps its own);
-// "" for the in-memory store, whose log does not outlive the daemon.
-func (c *Config) CheckpointPath(home, name string) string {
-	if c.Store.Kind == "memory" {
+// CheckpointsDir is the folder of the folds' checkpoints
+// (kernel/bus/checkpoint) in the data folder home, whatever the store (a
+// JetStream host keeps its own); "" for the in-memory store, whose log
+// does not outlive the daemon.
+func (c *Config) CheckpointsDir(home string) string {
+	if c.Store.Kind == StoreMemory {
 		return ""
 	}
-	return filepath.Join(filepath.Dir(c.StorePath(home)), "checkpoints", name+".ckp")
+	return filepath.Join(home, "checkpoints")
+}
+
+// CheckpointPath is the file in CheckpointsDir that the fold named name
+// keeps its checkpoint in; "" when there is none.
+func (c *Config) CheckpointPath(home, name string) string {
+	if dir := c.CheckpointsDir(home); dir != "" {
+		return filepath.Join(dir, name+".ckp")
+	}
+	return ""
 }
 
 // JetStreamPath is the embedded JetStream server's folder under home.
