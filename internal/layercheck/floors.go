@@ -35,7 +35,7 @@ var floors = [][]string{
 	{"internal/agent"},
 	// The one composition root.
 	{"host"},
-	{"cmd/kairo", "cmd/kairo-sandbox"},
+	{"cmd/kairo", "cmd/kairo-sandbox", "internal/testkit/history/historygen"},
 }
 
 // forTests are the packages whose code only tests import: like test files,
