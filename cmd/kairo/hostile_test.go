@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -576,19 +575,7 @@ func median(ds []time.Duration) time.Duration {
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 // rssNow is rssOf for use in a loop: 0 when it cannot be read.
-func rssNow(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
+func rssNow(pid int) int64 { return statusKiB(pid, "VmRSS") << 10 }
 
 // tail is the end of a daemon's log, each line cut short.
 func tail(s string) string {

@@ -55,7 +55,7 @@ func kairoStdin(t *testing.T, home string, in io.Reader, args ...string) result 
 
 // kairoRun runs the binary in dir (the test's own when "") with env and
 // stdin in, and waits for it, two minutes at most.
-func kairoRun(t *testing.T, dir string, env []string, in io.Reader, args ...string) result {
+func kairoRun(t testing.TB, dir string, env []string, in io.Reader, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -80,7 +80,7 @@ type syncBuffer = testkit.SyncBuffer
 
 // upProc is a `kairo up` child process.
 type upProc struct {
-	t      *testing.T
+	t      testing.TB
 	home   string
 	cmd    *exec.Cmd
 	stderr *syncBuffer
@@ -103,7 +103,7 @@ func startUpBin(t *testing.T, home, bin string) *upProc {
 }
 
 // startUpEnv is startUpBin with the environment env.
-func startUpEnv(t *testing.T, home, bin string, env []string) *upProc {
+func startUpEnv(t testing.TB, home, bin string, env []string) *upProc {
 	t.Helper()
 	d := &upProc{t: t, home: home, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(bin, "up", "--home", home)

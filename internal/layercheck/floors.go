@@ -29,16 +29,18 @@ var floors = [][]string{
 	// parts of the daemon that need no other part.
 	{"kernel/ipc", "host/wasm", "internal/memory", "internal/llm",
 		"internal/mcp", "internal/console"},
-	{"internal/tools"},
+	// The tools, and the history of a home as the kernel and the agent
+	// write it, for tests.
+	{"internal/tools", "internal/testkit/history"},
 	{"internal/agent"},
 	// The one composition root.
 	{"host"},
-	{"cmd/kairo", "cmd/kairo-sandbox"},
+	{"cmd/kairo", "cmd/kairo-sandbox", "internal/testkit/history/historygen"},
 }
 
 // forTests are the packages whose code only tests import: like test files,
 // they may assemble what they test.
-var forTests = []string{"kernel/bus/bustest", "internal/testkit"}
+var forTests = []string{"kernel/bus/bustest", "internal/testkit", "internal/testkit/history"}
 
 // assemblers are the constructors that put a kernel together: a bus, a
 // store, a kernel, its socket server, the plugin engine and its manager.

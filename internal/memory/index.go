@@ -7,6 +7,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -26,6 +28,17 @@ type loopSegments struct {
 // add its vectors.
 func (s *Store) Index(ctx context.Context, runLoopID string, segs []Segment) error {
 	return s.index(ctx, []loopSegments{{runLoopID, segs}})
+}
+
+// IndexAll is Index for several run loops, each id's segments, in one
+// transaction: a long log's run loops cost a commit together, not one
+// each.
+func (s *Store) IndexAll(ctx context.Context, loops map[string][]Segment) error {
+	batch := make([]loopSegments, 0, len(loops))
+	for _, id := range slices.Sorted(maps.Keys(loops)) {
+		batch = append(batch, loopSegments{id, loops[id]})
+	}
+	return s.index(ctx, batch)
 }
 
 // index stores several run loops in one transaction.

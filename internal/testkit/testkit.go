@@ -28,19 +28,26 @@ func root() string {
 // threads with pthread_create, whose 8 MiB stacks a skill's memory limit
 // can refuse on a loaded machine ("runtime/cgo: pthread_create failed").
 func BuildKairo() (bin string, remove func(), err error) {
-	dir, err := os.MkdirTemp("", "kairo-bin-")
+	return Build("./cmd/kairo", "kairo")
+}
+
+// Build builds the command pkg (a path from the module's root, such as
+// "./cmd/kairo") as BuildKairo builds kairo, into a binary named name —
+// without the race detector whatever the test that asks was built with.
+func Build(pkg, name string) (bin string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", name+"-bin-")
 	if err != nil {
 		return "", nil, err
 	}
 	remove = func() { os.RemoveAll(dir) }
 	os.Chmod(dir, 0o755)
-	bin = filepath.Join(dir, "kairo")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/kairo")
+	bin = filepath.Join(dir, name)
+	build := exec.Command("go", "build", "-o", bin, pkg)
 	build.Dir = root()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		remove()
-		return "", nil, fmt.Errorf("build kairo: %v\n%s", err, out)
+		return "", nil, fmt.Errorf("build %s: %v\n%s", name, err, out)
 	}
 	return bin, remove, nil
 }
