@@ -112,6 +112,9 @@ type keeper struct {
 	ended   []string
 	indexed map[string]bool // of the run loops in ended
 	forgot  memory.Forgetting
+	// forgetting are the forgettings memory.forget applied as it
+	// recorded them, by event id, until the bus brings them back.
+	forgetting map[string]struct{}
 
 	// imu serializes indexing and forgetting: a run loop indexed while it
 	// is forgotten is either indexed first or leaves it out.
@@ -129,7 +132,7 @@ func newKeeper(r *Runtime, cfg Memory) *keeper {
 		cfg.Recall = 3
 	}
 	return &keeper{r: r, cfg: cfg, short: memory.NewShortTerm(cfg.ShortTerm),
-		events: map[string][]abi.Event{}, recall: map[string][]abi.MemoryChunk{}, indexed: map[string]bool{},
+		events: map[string][]abi.Event{}, recall: map[string][]abi.MemoryChunk{}, indexed: map[string]bool{}, forgetting: map[string]struct{}{},
 		jobs: make(chan func(context.Context), 256), shortWake: make(chan struct{}, 1)}
 }
 
@@ -162,6 +165,10 @@ func (k *keeper) fold(ev *abi.Event) {
 		}
 	case SubjectMemoryForgotten:
 		var d abi.MemoryForgotten
+		if _, mine := k.forgetting[ev.ID]; mine {
+			delete(k.forgetting, ev.ID) // applied as it was recorded
+			return
+		}
 		if msgpack.Unmarshal(ev.Data, &d) == nil {
 			k.forgot.Add(memory.Forgetting{Tasks: d.Tasks, Segments: d.Segments})
 		}
@@ -233,9 +240,12 @@ func (k *keeper) start(ctx context.Context, open []string, upTo uint64) {
 				k.r.log.Warn("memory: apply what was forgotten", "err", err)
 			}
 		}
-		stored, err := k.cfg.Store.Indexed(ctx)
-		if err != nil {
-			k.r.log.Warn("memory: list what is indexed; trusting the log", "err", err)
+		var stored map[string]bool
+		var err error
+		if len(ended) > 0 {
+			if stored, err = k.cfg.Store.Indexed(ctx, ended...); err != nil {
+				k.r.log.Warn("memory: list what is indexed; trusting the log", "err", err)
+			}
 		}
 		for _, id := range ended {
 			legacy, in := stored[id]
@@ -564,7 +574,7 @@ func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
 		_, known := k.r.st.loops[p.Task]
 		k.r.mu.Unlock()
 		if !known {
-			stored, err := store.Indexed(ctx)
+			stored, err := store.Indexed(ctx, p.Task)
 			if err != nil {
 				return nil, err
 			}
@@ -591,7 +601,13 @@ func (k *keeper) forget(ctx context.Context, c *kernel.Call) (any, error) {
 	if !k.r.prepare(ev, d) {
 		return nil, fmt.Errorf("encode %s", SubjectMemoryForgotten)
 	}
+	k.mu.Lock()
+	k.forgetting[ev.ID] = struct{}{}
+	k.mu.Unlock()
 	if _, err := k.r.k.Bus.Publish(ctx, ev); err != nil {
+		k.mu.Lock()
+		delete(k.forgetting, ev.ID)
+		k.mu.Unlock()
 		return nil, fmt.Errorf("record %s: %w", SubjectMemoryForgotten, err)
 	}
 	k.mu.Lock()

@@ -341,10 +341,12 @@ func (r *Runtime) observe(evs []abi.Event) error {
 			r.mu.Unlock()
 			continue
 		}
-		r.mem.fold(ev)
 		r.mu.Lock()
 		r.folded = checkpoint.At(ev)
 		_, own := r.st.own[ev.ID]
+		// With the state, under one lock: a checkpoint holds both or
+		// neither.
+		r.mem.fold(ev)
 		r.st.apply(ev)
 		keep := !own && r.concerns(ev)
 		if keep {

@@ -266,28 +266,45 @@ func (s *Store) storedVectors(ctx context.Context, ids []int64) ([][]float32, bo
 	return out, true, nil
 }
 
-// Indexed returns the run loops in the store, each with whether some of
-// its segments were indexed before provenance was kept (origin unknown):
-// index those again from the log.
-func (s *Store) Indexed(ctx context.Context) (map[string]bool, error) {
+// Indexed returns the run loops in the store — of ids, when given — each
+// with whether some of its segments were indexed before provenance was
+// kept (origin unknown): index those again from the log. A start asks for
+// the run loops its state keeps, not for every one memory holds.
+func (s *Store) Indexed(ctx context.Context, ids ...string) (map[string]bool, error) {
 	release, err := s.use()
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, EXISTS (SELECT 1 FROM segments WHERE loop_id = loops.id AND origin = 'unknown') FROM loops`)
-	if err != nil {
-		return nil, fmt.Errorf("memory: list run loops: %w", err)
-	}
-	defer rows.Close()
+	const q = `SELECT id, EXISTS (SELECT 1 FROM segments WHERE loop_id = loops.id AND origin = 'unknown') FROM loops`
 	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		var legacy bool
-		if err := rows.Scan(&id, &legacy); err != nil {
-			return nil, fmt.Errorf("memory: list run loops: %w", err)
+	read := func(query string, args ...any) error {
+		rows, err := s.rdb.QueryContext(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("memory: list run loops: %w", err)
 		}
-		out[id] = legacy
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var legacy bool
+			if err := rows.Scan(&id, &legacy); err != nil {
+				return fmt.Errorf("memory: list run loops: %w", err)
+			}
+			out[id] = legacy
+		}
+		return rows.Err()
 	}
-	return out, rows.Err()
+	if len(ids) == 0 {
+		return out, read(q)
+	}
+	for chunk := range slices.Chunk(ids, 500) {
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		if err := read(q+` WHERE id IN (?`+strings.Repeat(`, ?`, len(chunk)-1)+`)`, args...); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

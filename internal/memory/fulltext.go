@@ -76,7 +76,11 @@ func (s *Store) fullText(ctx context.Context, query string, n int) ([]hit, error
 	fail := func(err error) ([]hit, error) {
 		return nil, fmt.Errorf("memory: retrieve: full-text search for %q: %w", clip(query, 80), err)
 	}
-	kept, dropped := pruneTerms(s.terms.costs(terms), s.termBudget)
+	costs, err := s.termCosts(ctx, terms)
+	if err != nil {
+		return fail(err)
+	}
+	kept, dropped := pruneTerms(costs, s.termBudget)
 	names := make([]string, len(kept))
 	for i, c := range kept {
 		names[i] = c.term

@@ -18,7 +18,11 @@ func TestPrunedScoresAreBM25(t *testing.T) {
 	checked, pruned := 0, 0
 	for _, q := range c.set.Questions[:60] {
 		terms := queryTerms(q.Q)
-		if _, dropped := pruneTerms(s.terms.costs(terms), s.termBudget); len(dropped) > 0 {
+		costs, err := s.termCosts(ctx, terms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dropped := pruneTerms(costs, s.termBudget); len(dropped) > 0 {
 			pruned++
 		}
 		hits, err := s.fullText(ctx, q.Q, 20)

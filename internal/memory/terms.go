@@ -3,20 +3,23 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
 )
 
 // The full-text index keeps, beside FTS5's own tables, how many segments
 // hold each term — the stem FTS5's porter tokenizer gives a word — in the
-// table terms and in memory. FTS5 itself knows it only by walking the
+// table terms. FTS5 itself knows it only by walking the
 // term's whole posting list, which is the cost pruneTerms is there to
-// avoid; counted here at Index, it costs a map lookup at Retrieve.
+// avoid; counted here at Index, it costs a lookup of the table's primary
+// key per query term at Retrieve, and nothing in the heap.
 
-// termCounts is how many segments hold each term, in memory, and the
-// totals BM25 needs: rows (segments) and the tokens they hold.
+// termCounts are the totals BM25 needs, in memory: rows (segments) and
+// the tokens they hold. How many segments hold each term stays in the
+// terms table, read per query (termCosts): the vocabulary of a long
+// history does not live in the heap.
 type termCounts struct {
 	mu           sync.RWMutex
-	docs         map[string]int
 	rows, tokens int
 }
 
@@ -26,30 +29,26 @@ type countDelta struct {
 	rows, tokens int
 }
 
-// add applies the changes of an Index.
+// add applies the totals of an Index (its terms are in the table).
 func (t *termCounts) add(delta countDelta) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.rows += delta.rows
 	t.tokens += delta.tokens
-	for term, d := range delta.docs {
-		if n := t.docs[term] + d; n > 0 {
-			t.docs[term] = n
-		} else {
-			delete(t.docs, term)
-		}
-	}
 }
 
-// costs is how many segments hold each term.
-func (t *termCounts) costs(terms []string) []termCost {
+// termCosts is how many segments hold each of terms, from the terms
+// table: one lookup of its primary key each.
+func (s *Store) termCosts(ctx context.Context, terms []string) ([]termCost, error) {
 	out := make([]termCost, len(terms))
-	t.mu.RLock()
-	defer t.mu.RUnlock()
 	for i, term := range terms {
-		out[i] = termCost{term: term, docs: t.docs[porter(term)]}
+		out[i].term = term
+		err := s.rdb.QueryRowContext(ctx, `SELECT docs FROM terms WHERE term = ?`, porter(term)).Scan(&out[i].docs)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
 	}
-	return out
+	return out, nil
 }
 
 // ftsColumns are the two columns of a segment's full-text row: its text,
@@ -115,31 +114,18 @@ func writeTermCounts(ctx context.Context, tx *sql.Tx, delta countDelta) error {
 	return nil
 }
 
-// loadTerms reads the term counts into memory. A store whose terms table
-// is empty while it holds segments has them counted afresh: the table is
+// loadTerms reads the totals into memory. A store whose terms table is
+// empty while it holds segments has them counted afresh: the table is
 // derived data.
 func (s *Store) loadTerms() error {
-	s.terms = &termCounts{docs: map[string]int{}}
+	s.terms = &termCounts{}
 	for key, v := range map[string]*int{"fts_rows": &s.terms.rows, "fts_tokens": &s.terms.tokens} {
 		if err := s.wdb.QueryRow(`SELECT coalesce((SELECT value FROM meta WHERE key = ?), 0)`, key).Scan(v); err != nil {
 			return err
 		}
 	}
-	rows, err := s.wdb.Query(`SELECT term, docs FROM terms`)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var term string
-		var n int
-		if err := rows.Scan(&term, &n); err != nil {
-			rows.Close()
-			return err
-		}
-		s.terms.docs[term] = n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(s.terms.docs) > 0 {
+	var counted bool
+	if err := s.wdb.QueryRow(`SELECT EXISTS (SELECT 1 FROM terms)`).Scan(&counted); err != nil || counted {
 		return err
 	}
 	return s.recountTerms()
