@@ -42,10 +42,15 @@ type storeState struct {
 // events.
 const reserveStep = 1 << 20
 
-// quickCheckBudget bounds the page check of an open: a store small enough
-// is checked whole; a larger one is checked as far as the budget goes and
-// `kairo store check` checks the rest.
-var quickCheckBudget = 500 * time.Millisecond
+// The page check of an open. A store of at most quickCheckWhole bytes is
+// checked before anything is served, within quickCheckBudget; a larger one
+// after the open, while it serves (checkPagesBehind), and what that finds
+// is logged with the way out: a start's time does not grow with the log's
+// length. `kairo store check` checks a stopped store whole.
+var (
+	quickCheckBudget = 500 * time.Millisecond
+	quickCheckWhole  = int64(16 << 20)
+)
 
 // ErrDamaged is wrapped by the errors of a store that is damaged or lost
 // part of its log: the daemon refuses to serve it.
@@ -199,6 +204,11 @@ func (s *Store) quickCheck() error {
 	if quickCheckBudget <= 0 { // the benchmark's "before"
 		return nil
 	}
+	if fi, err := os.Stat(s.path); err == nil && fi.Size() > quickCheckWhole {
+		s.backCheck = make(chan struct{})
+		go s.checkPagesBehind() // owned by the store: Close waits for it
+		return s.checkNewest()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), quickCheckBudget)
 	defer cancel()
 	rows, err := s.rdb.QueryContext(ctx, `PRAGMA quick_check(8)`)
@@ -221,7 +231,12 @@ func (s *Store) quickCheck() error {
 	if err != nil && ctx.Err() == nil {
 		return describeOpenError(s.path, "check its pages", err)
 	}
-	rows, err = s.rdb.Query(`SELECT seq, env FROM events ORDER BY seq DESC LIMIT 64`)
+	return s.checkNewest()
+}
+
+// checkNewest decodes the newest events, where a crash leaves its damage.
+func (s *Store) checkNewest() error {
+	rows, err := s.rdb.Query(`SELECT seq, env FROM events ORDER BY seq DESC LIMIT 64`)
 	if err != nil {
 		return describeOpenError(s.path, "read the newest events", err)
 	}
@@ -278,3 +293,38 @@ type diskFullError struct{ err error }
 func (e *diskFullError) Error() string        { return e.err.Error() }
 func (e *diskFullError) Unwrap() error        { return e.err }
 func (e *diskFullError) Is(target error) bool { return target == syscall.ENOSPC }
+
+// checkPagesBehind checks the pages of a store too large to check within
+// the open's budget, whole, while it serves; damage is logged with the
+// way out, as the open would have said it. Close stops it.
+func (s *Store) checkPagesBehind() {
+	defer close(s.backCheck)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // ends with the check or the store
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	rows, err := s.rdb.QueryContext(ctx, `PRAGMA quick_check(8)`)
+	if err != nil {
+		if ctx.Err() == nil && s.wal.log != nil {
+			s.wal.log.Warn("the event store's page check after the open failed", "store", s.path, "err", err)
+		}
+		return
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if rows.Scan(&line) == nil && line != "ok" {
+			problems = append(problems, line)
+		}
+	}
+	if len(problems) > 0 && s.wal.log != nil {
+		s.wal.log.Error("the event store fails SQLite's page check: reads of the damaged pages fail; stop kairo and "+recovery(s.path),
+			"store", s.path, "problems", strings.Join(problems, "; "))
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/internal/testkit"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/bus/bustest"
 
@@ -330,6 +332,36 @@ func BenchmarkOpenSQLite(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/open")
 				b.ReportMetric(float64(fi.Size())/(1<<20), "store-MiB")
 			})
+		}
+	}
+}
+
+// A store too large to check before it serves opens at once, and its
+// pages are checked while it serves: damage in the middle of the file is
+// logged with the way out, and Close waits for the check. The control: a
+// sound store of the same size logs nothing.
+func TestStoreDamagedPageBehind(t *testing.T) {
+	defer func(n int64) { quickCheckWhole = n }(quickCheckWhole)
+	quickCheckWhole = 0 // every store is "large"
+	for _, damaged := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "events.db")
+		fillStore(t, path, 4000)
+		if damaged {
+			damage(t, path)
+		}
+		var log testkit.SyncBuffer
+		s, err := Open(path, Config{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatalf("damaged=%v: the open waited for the page check: %v", damaged, err)
+		}
+		if s.backCheck == nil {
+			t.Fatal("no page check after the open")
+		}
+		<-s.backCheck
+		s.Close()
+		found := strings.Contains(log.String(), "fails SQLite's page check")
+		if found != damaged || damaged && !strings.Contains(log.String(), "kairo store salvage") {
+			t.Errorf("damaged=%v, the log says:\n%s", damaged, log.String())
 		}
 	}
 }

@@ -67,6 +67,9 @@ type Store struct {
 	// full is set while the disk is full: appends are refused until it
 	// has room for the reserve again (store_reserve.go).
 	full atomic.Bool
+	// backCheck is closed when the page check after the open ends (nil:
+	// the open checked every page).
+	backCheck chan struct{}
 }
 
 const schema = `
@@ -220,6 +223,9 @@ func (s *Store) LastSeq() uint64 { return s.last.Load() }
 func (s *Store) Close() error {
 	close(s.stop)
 	<-s.ckDone
+	if s.backCheck != nil {
+		<-s.backCheck
+	}
 	var errs []error
 	s.mu.Lock()
 	defer s.mu.Unlock()
