@@ -50,6 +50,7 @@ const reserveStep = 1 << 20
 var (
 	quickCheckBudget = 500 * time.Millisecond
 	quickCheckWhole  = int64(16 << 20)
+	checkBehindAfter = 10 * time.Second
 )
 
 // ErrDamaged is wrapped by the errors of a store that is damaged or lost
@@ -308,7 +309,20 @@ func (s *Store) checkPagesBehind() {
 		case <-ctx.Done():
 		}
 	}()
-	rows, err := s.rdb.QueryContext(ctx, `PRAGMA quick_check(8)`)
+	// Later than the start, which it would slow, and on a connection of
+	// its own with a small page cache: a check of the whole file must not
+	// leave a reader's cache full of it.
+	select {
+	case <-time.After(checkBehindAfter):
+	case <-ctx.Done():
+		return
+	}
+	db, err := sql.Open("sqlite", "file:"+s.path+"?_pragma=query_only(1)&_pragma=busy_timeout(10000)&_pragma=cache_size(-256)&_pragma=mmap_size(0)")
+	if err != nil {
+		return
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `PRAGMA quick_check(8)`)
 	if err != nil {
 		if ctx.Err() == nil && s.wal.log != nil {
 			s.wal.log.Warn("the event store's page check after the open failed", "store", s.path, "err", err)

@@ -341,8 +341,8 @@ func BenchmarkOpenSQLite(b *testing.B) {
 // logged with the way out, and Close waits for the check. The control: a
 // sound store of the same size logs nothing.
 func TestStoreDamagedPageBehind(t *testing.T) {
-	defer func(n int64) { quickCheckWhole = n }(quickCheckWhole)
-	quickCheckWhole = 0 // every store is "large"
+	defer func(n int64, d time.Duration) { quickCheckWhole, checkBehindAfter = n, d }(quickCheckWhole, checkBehindAfter)
+	quickCheckWhole, checkBehindAfter = 0, 0 // every store is "large", checked at once
 	for _, damaged := range []bool{false, true} {
 		path := filepath.Join(t.TempDir(), "events.db")
 		fillStore(t, path, 4000)
