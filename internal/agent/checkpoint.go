@@ -13,7 +13,7 @@ import (
 // (a field added to runLoop or action, a window changed, an event folded
 // differently) bumps it, and checkpoints of another version are refused,
 // so the start folds the whole log once.
-const foldVersion = 1
+const foldVersion = 2
 
 // saved is what a checkpoint of the agent holds: its state, the states of
 // the other hosts' agents it lists, and the keeper's fold (memory.go).

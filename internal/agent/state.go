@@ -53,8 +53,8 @@ type state struct {
 const (
 	maxEndedLoops  = 256   // with their actions and processes
 	maxFreeActions = 1024  // actions of no run loop: answers, asides
-	maxSeen        = 16384 // message ids routed, against routing one twice
-	maxRouted      = 1024  // routed messages a later action may name
+	maxSeen        = 4096  // message ids routed, against routing one twice
+	maxRouted      = 256   // routed messages a later action may name
 )
 
 type runLoop struct {
