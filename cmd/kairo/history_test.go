@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,6 +135,22 @@ func TestUpOnLongHistory(t *testing.T) {
 	for i := historyRunLoops - 1; i >= historyRunLoops-40; i-- {
 		if s := listed[history.Goal(i)]; s != "done" {
 			t.Fatalf("run loop %d (%q) listed as %q among the 50 newest:\n%s", i, history.Goal(i), s, r.stdout)
+		}
+	}
+	// The listing says how to go on, and going on lists the older ones.
+	m := regexp.MustCompile(`kairo runs --before (\d+)`).FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("the listing of 50 does not say how to list older ones:\n%s", r)
+	}
+	r = kairo(t, long, "runs", "--all", "--json", "--limit", "50", "--before", m[1])
+	older := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(older) != 50 {
+		t.Fatalf("runs --before %s: %d lines\n%s", m[1], len(older), r)
+	}
+	for _, line := range older {
+		var o runObj
+		if err := json.Unmarshal([]byte(line), &o); err != nil || o.Status != "done" || listed[o.Goal] != "" {
+			t.Fatalf("runs --before %s: %q (%v): not an older run loop, done", m[1], line, err)
 		}
 	}
 	// The oldest is still the daemon's to show, whatever it keeps in
