@@ -153,7 +153,8 @@ func openSQLiteFile(path string, opts Config) (*Store, error) {
 	}
 	s.rdb.SetMaxOpenConns(sqlitecache.MaxReaders)
 	s.rdb.SetConnMaxIdleTime(sqlitecache.ReaderIdle)
-	if s.cdb, err = sql.Open("sqlite", dsn); err != nil {
+	// The checkpointer copies pages from the WAL: it needs no cache.
+	if s.cdb, err = sql.Open("sqlite", dsn+"&_pragma=cache_size(-256)"); err != nil {
 		return fail("open checkpointer", err)
 	}
 	s.cdb.SetMaxOpenConns(1)
