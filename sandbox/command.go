@@ -131,6 +131,9 @@ const startTimeout = 10 * time.Second
 // could not; then the error is the helper's reason. Call it once after
 // Start, whether Start succeeded or not.
 func (c *Cmd) Started() error {
+	// The helper has the policy: an ended process the kernel still lists
+	// need not keep it.
+	c.plan = nil
 	for _, f := range c.ExtraFiles {
 		f.Close()
 	}
