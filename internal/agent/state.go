@@ -51,10 +51,10 @@ type state struct {
 // whatever its age; of what ended, the newest. What falls out stays in the
 // log. See docs/RATIONALE.md#a-start-reads-what-is-live.
 const (
-	maxEndedLoops  = 256   // with their actions and processes
-	maxFreeActions = 1024  // actions of no run loop: answers, asides
-	maxSeen        = 4096  // message ids routed, against routing one twice
-	maxRouted      = 256   // routed messages a later action may name
+	maxEndedLoops  = 256  // with their actions and processes
+	maxFreeActions = 1024 // actions of no run loop: answers, asides
+	maxSeen        = 4096 // message ids routed, against routing one twice
+	maxRouted      = 256  // routed messages a later action may name
 )
 
 type runLoop struct {
