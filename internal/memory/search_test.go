@@ -14,7 +14,7 @@ func TestSearchPages(t *testing.T) {
 	s := openStore(t, t.TempDir(), Config{})
 	var loops []loopSegments
 	matching := 0
-	for i := range 2400 {
+	for i := range 600 {
 		id := fmt.Sprintf("rl-%05d", i)
 		goal := fmt.Sprintf("u: check the disk of host %d", i)
 		if i%3 == 0 {
@@ -27,7 +27,7 @@ func TestSearchPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, limit := range []int{1000, 150, 7} {
+	for _, limit := range []int{1000, 150, 37} {
 		seen := map[string]bool{}
 		cursor, pages, last := "", 0, 0.0
 		for {

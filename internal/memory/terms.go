@@ -3,7 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"strings"
 	"sync"
 )
 
@@ -38,17 +38,35 @@ func (t *termCounts) add(delta countDelta) {
 }
 
 // termCosts is how many segments hold each of terms, from the terms
-// table: one lookup of its primary key each.
+// table: one query for them all, by its primary key.
 func (s *Store) termCosts(ctx context.Context, terms []string) ([]termCost, error) {
 	out := make([]termCost, len(terms))
+	args := make([]any, len(terms))
+	at := make(map[string][]int, len(terms))
 	for i, term := range terms {
-		out[i].term = term
-		err := s.rdb.QueryRowContext(ctx, `SELECT docs FROM terms WHERE term = ?`, porter(term)).Scan(&out[i].docs)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		stem := porter(term)
+		out[i].term, args[i] = term, stem
+		at[stem] = append(at[stem], i)
+	}
+	if len(terms) == 0 {
+		return out, nil
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT term, docs FROM terms WHERE term IN (?`+strings.Repeat(`, ?`, len(terms)-1)+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var stem string
+		var n int
+		if err := rows.Scan(&stem, &n); err != nil {
 			return nil, err
 		}
+		for _, i := range at[stem] {
+			out[i].docs = n
+		}
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // ftsColumns are the two columns of a segment's full-text row: its text,
