@@ -39,7 +39,17 @@ func (r *Runtime) notOpen(ev *abi.Event, m *abi.UserMessage) bool {
 	}
 	if l == nil && r.st.evicted > 0 && len(m.RunLoopID) >= 4 {
 		// Maybe one the state let go: its record is in the log, read off
-		// the bus's delivery, as a page of kairo runs reads it.
+		// the bus's delivery, as a page of kairo runs reads it — one such
+		// read at a time, whoever sends how many.
+		select {
+		case r.oldLookup <- struct{}{}:
+		default:
+			loop, text := "", fmt.Sprintf("Task %q is not among the newest, and the log is being read for another such question; ask again in a moment.", m.RunLoopID)
+			r.mu.Unlock()
+			defer r.mu.Lock()
+			r.answerAside(ev, *m, loop, text)
+			return true
+		}
 		known := make(map[string]bool, len(r.st.loops))
 		for id := range r.st.loops {
 			known[id] = true
@@ -49,6 +59,7 @@ func (r *Runtime) notOpen(ev *abi.Event, m *abi.UserMessage) bool {
 		r.wg.Add(1)
 		go func() { // owned by the runtime: ends with its context
 			defer r.wg.Done()
+			defer func() { <-r.oldLookup }()
 			old, _, err := r.loopsFromLog(r.ctx, abi.RunsParams{ID: mm.RunLoopID, Limit: 2, All: true}, math.MaxUint64, 0, known)
 			loop, text := "", noLoopText(mm.RunLoopID)
 			switch {

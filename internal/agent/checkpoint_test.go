@@ -272,6 +272,13 @@ func TestRunsPastTheWindow(t *testing.T) {
 	if a := ask("no-such-loop"); a.CorrelationID != "" || !strings.Contains(string(a.Data), "There is no task") {
 		t.Errorf("the answer about no task is in %q: %s", a.CorrelationID, decodeAny(a.Data))
 	}
+	// One read of the log at a time: a question while another reads is
+	// told to ask again, and reads nothing.
+	r.oldLookup <- struct{}{}
+	if a := ask("a-loop-4"); a.CorrelationID != "" || !strings.Contains(string(a.Data), "ask again in a moment") {
+		t.Errorf("the answer while another read runs is in %q: %s", a.CorrelationID, decodeAny(a.Data))
+	}
+	<-r.oldLookup
 
 	// A chunk holds the starts of fewer run loops than a page of 500.
 	runsScanBudget = runsScanChunk

@@ -179,6 +179,10 @@ type Runtime struct {
 	// where the last checkpoint was taken. Both under mu.
 	folded, saved checkpoint.Point
 	rebuilt       int // events the start folded
+
+	// oldLookup holds a token while a question into a run loop the state
+	// let go reads the log for it: one read at a time.
+	oldLookup chan struct{}
 }
 
 // New returns a runtime; Start runs it.
@@ -205,7 +209,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Tools = owned
 	}
 	skills := slices.Sorted(maps.Keys(cfg.Skills))
-	r := &Runtime{cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills, ownTools: owned,
+	r := &Runtime{oldLookup: make(chan struct{}, 1), cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills, ownTools: owned,
 		halts: map[string]chan struct{}{}, others: map[string]*state{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.sess = newSession(r.ctx, r)
