@@ -257,7 +257,9 @@ func (b *launching) launch() *Launch {
 			if err != nil {
 				w.cmd.Process.Kill()
 				w.cmd.Wait()
-				forgetLeader(w.cmd.Process.Pid)
+				// Spawn holds leaders.mu around the handoff: taking it
+				// again here stopped every spawn and the orphan reaper.
+				delete(leaders.pids, w.cmd.Process.Pid)
 			}
 			return err
 		}

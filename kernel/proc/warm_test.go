@@ -78,3 +78,44 @@ func TestSandboxedWarmHelpers(t *testing.T) {
 		}
 	}
 }
+
+// A helper that died while it waited fails the spawn handed to it, with an
+// error, and the kernel goes on: the spawn after it runs. (The failed
+// handoff took the leaders' lock its Spawn already held, and every spawn
+// and the orphan reaper waited on it forever.)
+func TestWarmHelperDiedWhileWaiting(t *testing.T) {
+	needRoot(t)
+	e, l := newSandboxEnv(t)
+	l.Warm = 1
+	l.takeWarm() // starts the pool
+	deadline := time.Now().Add(10 * time.Second)
+	for len(l.pool) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool did not fill in 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	w := <-l.pool
+	w.cmd.Process.Kill()
+	w.cmd.Wait()
+	l.pool <- w
+
+	done := make(chan error, 1)
+	go func() {
+		s, err := e.m.Spawn(Spec{Argv: []string{"sh", "-c", "exit 0"}}, "owner")
+		if err == nil {
+			<-s.Done()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Logf("the spawn handed to the dead helper: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the spawn handed to a dead helper has not returned in 30 s: the kernel is stuck")
+	}
+	// The control: the next spawn runs (through a fresh helper or its own).
+	if _, info, _ := e.run(Spec{Argv: []string{"sh", "-c", "exit 4"}}); !exitedWith(info, 4) {
+		t.Fatalf("the spawn after: %+v", info)
+	}
+}
