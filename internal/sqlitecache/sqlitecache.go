@@ -17,12 +17,12 @@ const (
 	// 1/4096 of physical memory, within MinCacheBytes and MaxCacheBytes.
 	MinCacheBytes = 512 << 10
 	// MaxCacheBytes caps one connection's page cache, whatever the machine:
-	// the two stores' connections together stay near 20 MiB, which a
-	// daemon that idles under 40 MiB can afford. The kernel's page cache
+	// the two stores' eleven connections together stay near 11 MiB, which
+	// a daemon that idles under 40 MiB can afford. The kernel's page cache
 	// holds the file; SQLite's saves only the decoding of hot pages.
-	MaxCacheBytes = 2 << 20
+	MaxCacheBytes = 1 << 20
 	// cacheShare is the fraction of physical memory one connection's cache
-	// may take: 2 GiB of RAM gives the minimum, 8 GiB the cap.
+	// may take: 2 GiB of RAM gives the minimum, 4 GiB the cap.
 	cacheShare = 4096
 
 	// MaxReaders bounds a store's reader connections, each with a cache of

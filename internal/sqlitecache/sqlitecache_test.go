@@ -15,7 +15,7 @@ func TestCacheBytes(t *testing.T) {
 	}{
 		{0, MinCacheBytes},
 		{512 << 20, MinCacheBytes},
-		{4 << 30, 1 << 20},
+		{3 << 30, 768 << 10},
 		{8 << 30, MaxCacheBytes},
 		{1 << 40, MaxCacheBytes},
 	} {
