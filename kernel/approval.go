@@ -307,6 +307,10 @@ func (k *Kernel) approvalDecide(ctx context.Context, c *Call) (any, error) {
 	return k.decideApproval(ctx, d)
 }
 
+// decisionStored, when set (by the tests), runs between the store of a
+// decision and its application: the window a subscriber may act in.
+var decisionStored func()
+
 // decideApproval records d as its approval's decision, unless one was
 // recorded before: then it answers that one, with Already set. The
 // decided event's id is derived from the approval's, so a decision
@@ -327,18 +331,36 @@ func (k *Kernel) decideApproval(ctx context.Context, d abi.ApprovalDecision) (ab
 	}
 	d.ActionID = e.a.ActionID
 	loop := e.a.CorrelationID
+	deciding := make(chan struct{})
+	if e.deciding == nil {
+		e.deciding = deciding
+	}
 	ap.mu.Unlock()
+	settled := func() {
+		ap.mu.Lock()
+		if e.deciding == deciding {
+			e.deciding = nil
+			close(deciding)
+		}
+		ap.mu.Unlock()
+	}
 	raw, err := msgpack.Marshal(d)
 	if err != nil {
+		settled()
 		return abi.Approval{}, err
 	}
 	ev := &abi.Event{ID: d.ID + decidedSuffix, Type: abi.SubjectApprovalDecided, Source: approvalSource,
 		CorrelationID: loop, CausationID: d.ID, Data: raw}
 	res, err := k.Bus.Publish(context.WithoutCancel(ctx), ev) // as in approvalRequest
 	if err != nil {
+		settled()
 		return abi.Approval{}, err
 	}
+	if decisionStored != nil {
+		decisionStored()
+	}
 	ap.decided(d, res.Seq)
+	settled()
 	ap.mu.Lock()
 	a := e.a
 	ap.mu.Unlock()
@@ -439,6 +461,17 @@ func (k *Kernel) spendApproval(caller Caller, id, skill string) (g abi.Grants, u
 	ap := k.approvals
 	ap.mu.Lock()
 	defer ap.mu.Unlock()
+	// A decision stored but not applied yet: the caller learnt of it from
+	// the bus before its publisher applied it. Waited for, a while.
+	if e := ap.byID[id]; e != nil && e.a.State == abi.ApprovalPending && e.deciding != nil {
+		ch := e.deciding
+		ap.mu.Unlock()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+		}
+		ap.mu.Lock()
+	}
 	e := ap.byID[id]
 	switch {
 	case e == nil:

@@ -49,6 +49,10 @@ type approvalEntry struct {
 	// The seqs of the request and the decision: what a checkpoint's
 	// approved grants are checked against. 0: not known.
 	reqSeq, decSeq uint64
+	// deciding is open while decideApproval has published a decision it
+	// has not applied yet: the agent, which learns of it from the bus,
+	// may try to spend the approval in between (spendApproval waits).
+	deciding chan struct{}
 }
 
 // add records a request, stored at seq, as pending (idempotent by id).

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -269,5 +270,50 @@ func TestApprovalsOfAnotherHost(t *testing.T) {
 	defer stop()
 	if got := k.Approvals(false); len(got) != 1 || got[0].ID != asked.ID {
 		t.Fatalf("host b after a restart: %+v; want its own pending request", got)
+	}
+}
+
+// The agent learns of a decision from the bus and spends the approval at
+// once, which may be before the kernel that published the decision has
+// applied it: the spend waits for it and gets the grants (it was refused
+// as "pending" now and then, under load). The control, above: a spend of
+// an approval no one is deciding is refused while it is pending.
+func TestApprovalSpentAsSoonAsDecided(t *testing.T) {
+	k := newTestKernel(t)
+	// The window held open, as a loaded machine does now and then.
+	decisionStored = func() { time.Sleep(50 * time.Millisecond) }
+	defer func() { decisionStored = nil }()
+	for i := range 5 {
+		var a abi.Approval
+		if aerr := call(t, k, theAgent, abi.MethodApprovalRequest, abi.ApprovalRequest{
+			ActionID: fmt.Sprintf("r%d", i), Tool: "skill.x", Mode: abi.ApprovalOnDeny, Skill: "x", Grants: abi.Grants{Write: []string{"/srv/out"}},
+		}, &a); aerr != nil {
+			t.Fatal(aerr)
+		}
+		spent := make(chan error, 1)
+		sub, err := k.Bus.Subscribe(context.Background(), abi.SubjectApprovalDecided, bus.SubscribeConfig{FromSeq: k.Bus.LastSeq() + 1}, func(evs []abi.Event) error {
+			for _, ev := range evs {
+				if ev.CausationID == a.ID {
+					_, _, _, err := k.spendApproval(theAgent, a.ID, "x")
+					spent <- err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.decideApproval(context.Background(), abi.ApprovalDecision{ID: a.ID, Approved: true, By: "operator/0"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-spent:
+			if err != nil {
+				t.Fatalf("decision %d: the spend on its event: %v", i, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("decision %d: no spend", i)
+		}
+		sub.Close()
 	}
 }
