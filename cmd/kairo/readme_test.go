@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -66,9 +67,24 @@ func TestREADME(t *testing.T) {
 			if how.skip != "" {
 				t.Skip(how.skip)
 			}
+			before, _ := filepath.Glob(filepath.Join(root, "heap-*.pb.gz"))
 			r := shell(t, root, home, cmd, how)
 			if how.check != nil {
 				how.check(t, r)
+			}
+			if strings.Contains(line, "debug heap") {
+				// It writes its profile in the current folder, the
+				// checkout: there, and taken away, so the tree stays
+				// as it was.
+				after, _ := filepath.Glob(filepath.Join(root, "heap-*.pb.gz"))
+				if len(after) != len(before)+1 {
+					t.Errorf("kairo debug heap left %d profiles in %s, want one", len(after)-len(before), root)
+				}
+				for _, f := range after {
+					if !slices.Contains(before, f) {
+						os.Remove(f)
+					}
+				}
 			}
 			if r.code != 0 && !(how.endless && r.code == -1) {
 				t.Fatalf("the README line\n  %s\nran as\n  %s\nand %s\ndaemon: %s", line, cmd, r, d.stderr)
