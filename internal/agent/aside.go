@@ -54,8 +54,7 @@ func (r *Runtime) notOpen(ev *abi.Event, m *abi.UserMessage) bool {
 		for id := range r.st.loops {
 			known[id] = true
 		}
-		c, mm := *ev, *m
-		c.Data = append([]byte(nil), ev.Data...)
+		c, mm := copyEvent(ev), *m
 		r.wg.Add(1)
 		go func() { // owned by the runtime: ends with its context
 			defer r.wg.Done()

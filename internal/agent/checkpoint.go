@@ -113,6 +113,8 @@ func (s *state) save() savedState {
 	return out
 }
 
+// copyEvent is ev with data of its own: a replay and the bus lend an
+// event only for the call they make.
 func copyEvent(ev *abi.Event) abi.Event {
 	c := *ev
 	c.Data = append([]byte(nil), ev.Data...)

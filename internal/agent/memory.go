@@ -330,8 +330,7 @@ func (k *keeper) catchUp(ctx context.Context, want map[string]bool, upTo uint64,
 		if !want[id] {
 			return nil
 		}
-		c := *ev
-		c.Data = append([]byte(nil), ev.Data...)
+		c := copyEvent(ev)
 		byLoop[id] = append(byLoop[id], c)
 		return nil
 	})
@@ -377,8 +376,7 @@ func (k *keeper) observe(ctx context.Context, ev *abi.Event) {
 		k.mu.Unlock()
 		return
 	}
-	c := *ev
-	c.Data = append([]byte(nil), ev.Data...)
+	c := copyEvent(ev)
 	k.events[id] = append(k.events[id], c)
 	k.shortQ = append(k.shortQ, c)
 	select {

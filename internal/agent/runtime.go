@@ -354,8 +354,7 @@ func (r *Runtime) observe(evs []abi.Event) error {
 		r.st.apply(ev)
 		keep := !own && r.concerns(ev)
 		if keep {
-			c := *ev
-			c.Data = append([]byte(nil), ev.Data...)
+			c := copyEvent(ev)
 			r.obs = append(r.obs, c)
 		}
 		r.mu.Unlock()

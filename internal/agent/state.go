@@ -136,16 +136,14 @@ func (s *state) apply(ev *abi.Event) {
 		if msgpack.Unmarshal(ev.Data, &m) == nil && m.MessageID != "" && (m.Agent == "" || m.Agent == s.agent) {
 			if _, ok := s.seen[m.MessageID]; !ok {
 				// A copy: a replay lends each event only for its call.
-				c := *ev
-				c.Data = append([]byte(nil), ev.Data...)
+				c := copyEvent(ev)
 				s.unrouted[m.MessageID] = &c
 			}
 		}
 	case ev.Type == abi.AgentMessageSubject(s.agent):
 		var m abi.UserMessage
 		if msgpack.Unmarshal(ev.Data, &m) == nil {
-			c := *ev
-			c.Data = append([]byte(nil), ev.Data...)
+			c := copyEvent(ev)
 			s.route(&c)
 			s.see(m.MessageID)
 			delete(s.unrouted, m.MessageID)
