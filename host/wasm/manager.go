@@ -198,8 +198,11 @@ func (m *Manager) Start() error {
 	if m.cfg.Watch {
 		watchErr = m.watch()
 	}
-	started := m.Rescan()
-	for _, u := range started {
+	m.Rescan()
+	// Every unit, not only those this scan started: the watcher's first
+	// scan may have started some, and a start that returned with a plugin
+	// still starting let the daemon judge [agent] policy too early.
+	for _, u := range m.all() {
 		u.waitStarted(m.ctx)
 	}
 	return watchErr
