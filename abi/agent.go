@@ -20,7 +20,54 @@ type UserMessage struct {
 	MessageID string `msgpack:"messageId"`
 	// RunLoopID joins the message to an open run loop explicitly.
 	RunLoopID string `msgpack:"runLoopId,omitempty"`
-	Agent     string `msgpack:"agent,omitempty"` // default "default"
+	// Agent is the agent the message is for (the seed's targetAgentId):
+	// empty, the router picks one (docs/RATIONALE.md#many-agents).
+	Agent string `msgpack:"agent,omitempty"`
+	// Ask, on a message one agent sent another (the tool agent.ask), says
+	// which action of which agent asked: the run loop it opens answers
+	// that action. The runtime that delivers it fills it in; a client's
+	// is never believed.
+	Ask *Ask `msgpack:"ask,omitempty"`
+}
+
+// ToolAgentAsk is the tool by which an agent asks another: its args are
+// [AgentAskArgs], its result the asked agent's answer. The LLM policy
+// offers it to the model as "agent_ask".
+const ToolAgentAsk = "agent.ask"
+
+// AgentAskArgs are the args of agent.ask, as JSON.
+type AgentAskArgs struct {
+	Agent string `json:"agent"`
+	Text  string `json:"text"`
+}
+
+// Ask is a delegation: the asking agent, its action and run loop, how
+// deep the chain of asks is, and whose grants bound what the asked agent
+// does for it.
+type Ask struct {
+	Agent     string `msgpack:"agent"`
+	ActionID  string `msgpack:"actionId"`
+	RunLoopID string `msgpack:"runLoopId"`
+	// Depth is 1 for an ask from a run loop a person started, one more
+	// for each ask along the chain.
+	Depth int `msgpack:"depth"`
+	// Grants is GrantsIntersection or GrantsOwn.
+	Grants string `msgpack:"grants"`
+}
+
+// What bounds an asked agent's tool calls for the agent that asked.
+const (
+	// GrantsIntersection: what both agents' grants allow (the default).
+	GrantsIntersection = "intersection"
+	// GrantsOwn: the asked agent's own grants, because the operator's
+	// configuration lets it act for the asking agent ([agents.ID] acts_for).
+	GrantsOwn = "own"
+)
+
+// AgentRef is another agent a policy may ask (agent.ask).
+type AgentRef struct {
+	ID          string `msgpack:"id"`
+	Description string `msgpack:"description,omitempty"`
 }
 
 // AgentInput is what a policy is given each tick beside the tick's
@@ -41,6 +88,8 @@ type AgentInput struct {
 	// BargeIn is how a message that arrives while the policy decides is
 	// handled: BargeInBoundary, BargeInQueue or BargeInPreempt.
 	BargeIn string `msgpack:"bargeIn,omitempty"`
+	// Agents are the other agents this one may ask (agent.ask), by id.
+	Agents []AgentRef `msgpack:"agents,omitempty"`
 }
 
 // Barge-in settings: what happens to a user message that arrives while the
@@ -127,6 +176,9 @@ type ActionEvent struct {
 	Type string `msgpack:"type"`
 	ActionData
 	Tick uint64 `msgpack:"tick,omitempty"`
+	// For, on a tool call of a run loop another agent asked for, is that
+	// ask: whose it is and whose grants the call runs under.
+	For *Ask `msgpack:"for,omitempty"`
 }
 
 // Observation is the data of kairo.observation.
@@ -218,6 +270,8 @@ type IntentStarted struct {
 	Goal          string `msgpack:"goal"`
 	MessageID     string `msgpack:"messageId,omitempty"`
 	MaxIterations int    `msgpack:"maxIterations,omitempty"`
+	// Ask: the run loop answers another agent's ask.
+	Ask *Ask `msgpack:"ask,omitempty"`
 }
 
 // IntentEnded is the data of kairo.intent.ended.
@@ -261,6 +315,37 @@ type RunSummary struct {
 	// StartSeq is the seq of its kairo.intent.started: its events come
 	// after it.
 	StartSeq uint64 `msgpack:"startSeq,omitempty"`
+	// Ask: the run loop answers another agent's ask.
+	Ask *Ask `msgpack:"ask,omitempty"`
+}
+
+// AgentsResult answers agent.list: the agents kairo up runs, the default
+// one first.
+type AgentsResult struct {
+	Agents []AgentInfo `msgpack:"agents"`
+}
+
+// AgentInfo is one agent: its configuration and its open run loops.
+type AgentInfo struct {
+	ID          string `msgpack:"id"`
+	Default     bool   `msgpack:"default,omitempty"`
+	Policy      string `msgpack:"policy"`
+	Description string `msgpack:"description,omitempty"`
+	// Grants are what its tool calls may start.
+	Grants AgentGrants `msgpack:"grants"`
+	// ActsFor are the agents it may act for with its own grants.
+	ActsFor []string `msgpack:"actsFor,omitempty"`
+	// Memory is the agent whose memory it uses ("" none).
+	Memory string `msgpack:"memory,omitempty"`
+	Open   int    `msgpack:"open"`
+}
+
+// AgentGrants are an agent's grants ([agent.grants]).
+type AgentGrants struct {
+	Skills   []string `msgpack:"skills,omitempty"`
+	Commands bool     `msgpack:"commands,omitempty"`
+	Folders  []string `msgpack:"folders,omitempty"`
+	Hosts    []string `msgpack:"hosts,omitempty"`
 }
 
 // RunsParams is agent.runs: a page of the newest Limit run loops (0: 50,

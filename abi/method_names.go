@@ -44,6 +44,7 @@ const (
 
 	// internal/agent: run loops and memory; host: replay.
 	MethodAgentRuns      = "agent.runs"
+	MethodAgentList      = "agent.list"
 	MethodAgentReplay    = "agent.replay"
 	MethodMemoryRetrieve = "memory.retrieve"
 	MethodMemorySearch   = "memory.search"
@@ -65,6 +66,6 @@ var Methods = []string{
 	MethodLLMChat,
 	MethodPluginsList, MethodPluginsRestart, MethodPluginsGrant, MethodPluginsRevoke,
 	MethodToolsList, MethodToolsResult,
-	MethodAgentRuns, MethodAgentReplay, MethodMemoryRetrieve, MethodMemorySearch, MethodMemoryExpand, MethodMemoryForget,
+	MethodAgentRuns, MethodAgentList, MethodAgentReplay, MethodMemoryRetrieve, MethodMemorySearch, MethodMemoryExpand, MethodMemoryForget,
 	MethodConsoleURL,
 }

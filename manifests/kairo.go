@@ -37,6 +37,11 @@ type Config struct {
 	PluginLimits PluginLimitsConfig `toml:"plugin_limits"`
 	LLM          LLMConfig          `toml:"llm"`
 	Agent        AgentConfig        `toml:"agent"`
+	// Agents are the agents beside [agent], [agents.ID]: each its own
+	// principal, with its own grants, run loops and memory.
+	Agents map[string]AgentConfig `toml:"agents"`
+	// Router routes user messages to the agents and bounds delegation.
+	Router RouterConfig `toml:"router"`
 	Memory       MemoryConfig       `toml:"memory"`
 	Console      ConsoleConfig      `toml:"console"`
 	// Approval says which tools need a person's yes ([approval]).
@@ -348,9 +353,11 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("read config: %w", err)
 	}
-	if err := decodeFile(path, text, &c); err != nil {
+	md, err := decode(path, text, &c)
+	if err != nil {
 		return c, err
 	}
+	c.fillAgents(md)
 	errs := c.validate()
 	more := 0
 	if len(errs) > maxErrors {
@@ -444,7 +451,8 @@ func (c *Config) validate() []*Error {
 		bad("plugin_limits.failure_window", "%q is not a positive duration; write it as \"1m\", \"30s\"", c.PluginLimits.FailureWindow)
 	}
 	errs = append(errs, c.LLM.validate()...)
-	errs = append(errs, c.Agent.validate()...)
+	errs = append(errs, c.Agent.validate("agent")...)
+	errs = append(errs, c.validateAgents()...)
 	errs = append(errs, c.Console.validate()...)
 	names := slices.Sorted(maps.Keys(c.Plugins))
 	for _, name := range names {

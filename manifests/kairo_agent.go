@@ -2,9 +2,15 @@ package manifests
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/BurntSushi/toml"
 )
 
 // MemoryConfig is the [memory] table: what the agent remembers.
@@ -32,10 +38,21 @@ type EmbeddingsConfig struct {
 	Dimensions int    `toml:"dimensions"`
 }
 
-// AgentConfig is the [agent] table: the agent kairo up runs.
+// AgentConfig is the [agent] table, the default agent, and each
+// [agents.ID] beside it.
 type AgentConfig struct {
 	ID     string  `toml:"id"`     // routes kairo.agent.{id}.message
 	Policy string  `toml:"policy"` // the policy plugin's name
+	// Description says what the agent is for, to the person who lists
+	// the agents and to the agents that may ask it.
+	Description string `toml:"description"`
+	// ActsFor are the agents this one may act for with its own grants
+	// when they ask it; for any other, what it does is held to what both
+	// agents' grants allow.
+	ActsFor []string `toml:"acts_for"`
+	// Memory is "own" (a memory of its own run loops), "none", or the id
+	// of another agent whose memory it shares.
+	Memory string `toml:"memory"`
 	Hz     float64 `toml:"hz"`
 	// Overrun is "skip" (drop late ticks) or "catch_up" (run them all).
 	Overrun       string  `toml:"overrun"`
@@ -68,6 +85,149 @@ type AgentGrants struct {
 	// folder's owner lets the sandbox's uid) besides the workspaces Kairo
 	// makes; absolute paths.
 	Folders []string `toml:"folders"`
+	// Hosts are the host names its commands may reach, through the
+	// kernel's egress proxy ("api.github.com:443", "*.pypi.org", an IP
+	// literal with its port); none: no network.
+	Hosts []string `toml:"hosts"`
+}
+
+// RouterConfig is the [router] table: how user messages reach the agents
+// and how far one agent may ask another.
+type RouterConfig struct {
+	// MaxAskDepth bounds a chain of asks (an agent asking one that asks
+	// another…); MaxAsks the asks of one run loop.
+	MaxAskDepth int `toml:"max_ask_depth"`
+	MaxAsks     int `toml:"max_asks"`
+}
+
+// Agent memory settings besides another agent's id.
+const (
+	MemoryOwn  = "own"
+	MemoryNone = "none"
+)
+
+// AllAgents is every agent kairo up runs: [agent] first, then
+// [agents.ID] by id.
+func (c *Config) AllAgents() []AgentConfig {
+	out := []AgentConfig{c.Agent}
+	for _, id := range slices.Sorted(maps.Keys(c.Agents)) {
+		out = append(out, c.Agents[id])
+	}
+	return out
+}
+
+// AgentMemoryPath is the memory file of the agent a: [memory] path for
+// the default agent, beside it with the agent's id for another ("memory.db"
+// → "memory-ops.db"); the file of the agent it shares, when it does; ""
+// for none.
+func (c *Config) AgentMemoryPath(home string, a AgentConfig) string {
+	if !c.Memory.Enabled || a.Memory == MemoryNone {
+		return ""
+	}
+	if a.Memory != "" && a.Memory != MemoryOwn {
+		if a.Memory == c.Agent.ID {
+			return c.MemoryPath(home)
+		}
+		other, ok := c.Agents[a.Memory]
+		if !ok {
+			return ""
+		}
+		a = other
+	}
+	if a.ID == c.Agent.ID {
+		return c.MemoryPath(home)
+	}
+	p := c.MemoryPath(home)
+	ext := filepath.Ext(p)
+	return strings.TrimSuffix(p, ext) + "-" + a.ID + ext
+}
+
+// fillAgents makes each [agents.ID] whole: its id is its table's name,
+// and every key it leaves out has the built-in [agent] default — except
+// its grants, which are none unless it lists them (deny by default).
+func (c *Config) fillAgents(md toml.MetaData) {
+	if len(c.Agents) == 0 {
+		return
+	}
+	def := Default().Agent
+	dv := reflect.ValueOf(def)
+	t := dv.Type()
+	for id, a := range c.Agents {
+		av := reflect.ValueOf(&a).Elem()
+		for i := range t.NumField() {
+			key := strings.Split(t.Field(i).Tag.Get("toml"), ",")[0]
+			switch key {
+			case "id", "grants", "description", "acts_for":
+				continue
+			}
+			if !md.IsDefined("agents", id, key) {
+				av.Field(i).Set(dv.Field(i))
+			}
+		}
+		a.ID = id
+		c.Agents[id] = a
+	}
+}
+
+// validateAgents checks [agents.ID] and [router]: each agent as [agent]
+// is checked, no id twice, acts_for and memory naming agents that exist.
+func (c *Config) validateAgents() []*Error {
+	var errs []*Error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	known := map[string]bool{c.Agent.ID: true}
+	for id := range c.Agents {
+		known[id] = true
+	}
+	names := func() string {
+		ids := slices.Sorted(maps.Keys(known))
+		return `"` + strings.Join(ids, `", "`) + `"`
+	}
+	check := func(prefix string, a AgentConfig) {
+		for i, other := range a.ActsFor {
+			switch {
+			case other == a.ID:
+				bad(fmt.Sprintf("%s.acts_for[%d]", prefix, i), "%q is the agent itself; list the agents it may act for with its own grants", other)
+			case !known[other]:
+				bad(fmt.Sprintf("%s.acts_for[%d]", prefix, i), "%q names no agent; the agents are %s", other, names())
+			}
+		}
+		switch m := a.Memory; {
+		case m == "" || m == MemoryOwn || m == MemoryNone:
+		case m == a.ID:
+			bad(prefix+".memory", "%q is the agent itself; say \"own\"", m)
+		case !known[m]:
+			bad(prefix+".memory", "%q: want \"own\", \"none\" or the id of the agent whose memory it shares (%s)", m, names())
+		default:
+			shared := c.Agent
+			if m != c.Agent.ID {
+				shared = c.Agents[m]
+			}
+			if shared.Memory != "" && shared.Memory != MemoryOwn {
+				bad(prefix+".memory", "%q does not keep a memory of its own (its memory is %q); name an agent whose memory is \"own\"", m, shared.Memory)
+			}
+		}
+	}
+	check("agent", c.Agent)
+	for _, id := range slices.Sorted(maps.Keys(c.Agents)) {
+		a := c.Agents[id]
+		prefix := "agents." + id
+		if id == c.Agent.ID {
+			bad(prefix, "%q is the id of [agent], the default agent; give this agent another id, or configure the default one in [agent]", id)
+			continue
+		}
+		a.ID = id
+		errs = append(errs, a.validate(prefix)...)
+		check(prefix, a)
+	}
+	if c.Router.MaxAskDepth < 1 || c.Router.MaxAskDepth > 16 {
+		bad("router.max_ask_depth", "%d: want 1 to 16 asks in a chain, such as 3", c.Router.MaxAskDepth)
+	}
+	if c.Router.MaxAsks < 1 || c.Router.MaxAsks > 1024 {
+		bad("router.max_asks", "%d: want 1 to 1024 asks a run loop may make, such as 8", c.Router.MaxAsks)
+	}
+	return errs
 }
 
 // TickSpinDuration is TickSpin parsed; valid once Validate passed.
@@ -108,47 +268,52 @@ func (l LLMConfig) TimeoutDuration() time.Duration {
 // Configured reports whether an endpoint is set.
 func (l LLMConfig) Configured() bool { return l.BaseURL != "" }
 
-func (a *AgentConfig) validate() []*Error {
+func (a *AgentConfig) validate(prefix string) []*Error {
 	var errs []*Error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
 	if a.ID == "" || len(a.ID) > maxSkillName || !skillNameRE.MatchString(a.ID) {
-		bad("agent.id", "%q is not an agent id: use lower-case letters, digits, \"_\" and \"-\", such as \"default\"", a.ID)
+		bad(prefix+".id", "%q is not an agent id: use lower-case letters, digits, \"_\" and \"-\", such as \"default\"", a.ID)
 	}
 	if a.Policy == "" || !skillNameRE.MatchString(a.Policy) {
-		bad("agent.policy", "%q is not a plugin name; name the policy plugin, such as \"rules\"", a.Policy)
+		bad(prefix+".policy", "%q is not a plugin name; name the policy plugin, such as \"rules\"", a.Policy)
 	}
 	if !(a.Hz > 0 && a.Hz <= 10000) {
-		bad("agent.hz", "%v: want a rate above 0 and at most 10000 ticks a second", a.Hz)
+		bad(prefix+".hz", "%v: want a rate above 0 and at most 10000 ticks a second", a.Hz)
 	}
 	if !(a.MinHz > 0 && a.MinHz <= a.Hz) {
-		bad("agent.min_hz", "%v: want a rate above 0 and at most agent.hz (%v)", a.MinHz, a.Hz)
+		bad(prefix+".min_hz", "%v: want a rate above 0 and at most %s.hz (%v)", a.MinHz, prefix, a.Hz)
 	}
 	if a.Overrun != "skip" && a.Overrun != "catch_up" {
-		bad("agent.overrun", "%q: want \"skip\" (drop late ticks) or \"catch_up\" (run every late tick)", a.Overrun)
+		bad(prefix+".overrun", "%q: want \"skip\" (drop late ticks) or \"catch_up\" (run every late tick)", a.Overrun)
 	}
 	if d, err := time.ParseDuration(a.TickSpin); err != nil || d < 0 || d > time.Second {
-		bad("agent.tick_spin", "%q: want a duration from \"0s\" (never spin) to \"1s\", such as \"2ms\"", a.TickSpin)
+		bad(prefix+".tick_spin", "%q: want a duration from \"0s\" (never spin) to \"1s\", such as \"2ms\"", a.TickSpin)
 	}
 	for i, f := range a.Grants.Folders {
 		if !filepath.IsAbs(f) {
-			bad(fmt.Sprintf("agent.grants.folders[%d]", i), "%q: give an absolute folder", f)
+			bad(fmt.Sprintf("%s.grants.folders[%d]", prefix, i), "%q: give an absolute folder", f)
+		}
+	}
+	for i, h := range a.Grants.Hosts {
+		if _, err := ParseEgressRules([]string{h}); err != nil {
+			bad(fmt.Sprintf("%s.grants.hosts[%d]", prefix, i), "%v", err)
 		}
 	}
 	switch a.BargeIn {
 	case "boundary", "queue", "preempt":
 	default:
-		bad("agent.barge_in", "%q: want \"boundary\", \"queue\" or \"preempt\"", a.BargeIn)
+		bad(prefix+".barge_in", "%q: want \"boundary\", \"queue\" or \"preempt\"", a.BargeIn)
 	}
 	if a.MaxIterations < 1 {
-		bad("agent.max_iterations", "%d: a run loop needs at least 1 decision", a.MaxIterations)
+		bad(prefix+".max_iterations", "%d: a run loop needs at least 1 decision", a.MaxIterations)
 	}
 	if a.MaxToolCalls < 1 || a.MaxToolCalls > 1024 {
-		bad("agent.max_tool_calls", "%d: want from 1 to 1024 tool calls a decision may run, such as 16", a.MaxToolCalls)
+		bad(prefix+".max_tool_calls", "%d: want from 1 to 1024 tool calls a decision may run, such as 16", a.MaxToolCalls)
 	}
 	if a.QueryBackoff < 1 {
-		bad("agent.query_backoff", "%d: want at least 1 unanswered query before the agent slows down", a.QueryBackoff)
+		bad(prefix+".query_backoff", "%d: want at least 1 unanswered query before the agent slows down", a.QueryBackoff)
 	}
 	return errs
 }
