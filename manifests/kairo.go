@@ -41,9 +41,9 @@ type Config struct {
 	// principal, with its own grants, run loops and memory.
 	Agents map[string]AgentConfig `toml:"agents"`
 	// Router routes user messages to the agents and bounds delegation.
-	Router RouterConfig `toml:"router"`
-	Memory       MemoryConfig       `toml:"memory"`
-	Console      ConsoleConfig      `toml:"console"`
+	Router  RouterConfig  `toml:"router"`
+	Memory  MemoryConfig  `toml:"memory"`
+	Console ConsoleConfig `toml:"console"`
 	// Approval says which tools need a person's yes ([approval]).
 	Approval ApprovalConfig `toml:"approval"`
 	// Plugins are the operator's word on each plugin, [plugins.NAME]: it

@@ -41,8 +41,8 @@ type EmbeddingsConfig struct {
 // AgentConfig is the [agent] table, the default agent, and each
 // [agents.ID] beside it.
 type AgentConfig struct {
-	ID     string  `toml:"id"`     // routes kairo.agent.{id}.message
-	Policy string  `toml:"policy"` // the policy plugin's name
+	ID     string `toml:"id"`     // routes kairo.agent.{id}.message
+	Policy string `toml:"policy"` // the policy plugin's name
 	// Description says what the agent is for, to the person who lists
 	// the agents and to the agents that may ask it.
 	Description string `toml:"description"`
@@ -52,7 +52,7 @@ type AgentConfig struct {
 	ActsFor []string `toml:"acts_for"`
 	// Memory is "own" (a memory of its own run loops), "none", or the id
 	// of another agent whose memory it shares.
-	Memory string `toml:"memory"`
+	Memory string  `toml:"memory"`
 	Hz     float64 `toml:"hz"`
 	// Overrun is "skip" (drop late ticks) or "catch_up" (run them all).
 	Overrun       string  `toml:"overrun"`
