@@ -36,6 +36,8 @@ const helpText = `I understand:
                             ("restart with <args>", "try with <args>")
   again                     run what was interrupted when Kairo stopped again, in its task
   what is running           the tasks in progress
+  ask <agent>: <what>       ask another agent to do it; its answer is said here
+                            ("ask <agent> to <what>")
   help                      this list
 With several tasks running, "stop" and "use ... instead" ask which one you mean:
 answer with its id, its number, words of its goal, or "all".`
@@ -81,9 +83,8 @@ func decide(b *abi.Batch) abi.Reply {
 				reply.Actions = append(reply.Actions, a)
 			}
 		case ev.Type == abi.SubjectToolResult:
-			var r abi.ToolResultEvent
-			if msgpack.Unmarshal(ev.Data, &r) == nil && r.Status == abi.StatusFailed {
-				reply.Actions = append(reply.Actions, say(ev.CorrelationID, "I could not run it: "+r.Error, true))
+			if a, ok := onResult(ev, loops); ok {
+				reply.Actions = append(reply.Actions, a)
 			}
 		}
 	}
@@ -131,9 +132,11 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, skills [
 		}
 		cmd := strings.TrimSpace(sub[1])
 		if cmd == "" {
-			return []abi.Action{{Type: abi.ActionQuery, CorrelationID: corr, Data: data(abi.ActionData{Text: "Run what? For example: run make test"})}}
+			return []abi.Action{query(corr, "Run what? For example: run make test")}
 		}
 		return []abi.Action{run(corr, cmd, skills)}
+	case reAsk.MatchString(text):
+		return []abi.Action{onAsk(corr, m.Text)}
 	case reProgress.MatchString(text):
 		return progress(corr, into, loops, now)
 	case reStop.MatchString(text):
@@ -159,6 +162,9 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, skills [
 	case into != nil && asked(into):
 		// The answer to "run what?".
 		return []abi.Action{run(corr, raw, skills)}
+	case into != nil && askedWhat(into) != "":
+		// The answer to "ask ops what?".
+		return []abi.Action{ask(corr, askedWhat(into), raw)}
 	}
 	return []abi.Action{say(corr, fmt.Sprintf("I don't understand %q. Say `help` for what I can do.", raw), corr == "")}
 }
@@ -234,7 +240,7 @@ func askedWhich(l *abi.RunLoopView) bool {
 // Another command instead is taken as that command.
 func onChoice(m abi.UserMessage, q *abi.RunLoopView, loops []abi.RunLoopView, skills []string, now time.Time) []abi.Action {
 	text := normalize(m.Text)
-	for _, re := range []*regexp.Regexp{reHelp, reRun, reRestart, reAgain, reProgress, reStop, reRunning} {
+	for _, re := range []*regexp.Regexp{reHelp, reRun, reAsk, reRestart, reAgain, reProgress, reStop, reRunning} {
 		if re.MatchString(text) {
 			return append([]abi.Action{say(q.ID, "(I take that as a new request, not as the answer.)", true)},
 				onMessage(m, "", loops, skills, now)...)
@@ -590,6 +596,22 @@ func runningText(loops []abi.RunLoopView) string {
 		return "Nothing is running."
 	}
 	return "Running: " + strings.Join(lines, "; ") + "."
+}
+
+// onResult says what became of a tool call the process events do not
+// report: an ask's answer, or a call that failed.
+func onResult(ev *abi.Event, loops []abi.RunLoopView) (abi.Action, bool) {
+	var r abi.ToolResultEvent
+	if msgpack.Unmarshal(ev.Data, &r) != nil {
+		return abi.Action{}, false
+	}
+	switch {
+	case r.Tool == abi.ToolAgentAsk:
+		return onAskResult(ev.CorrelationID, &r, loops)
+	case r.Status == abi.StatusFailed:
+		return say(ev.CorrelationID, "I could not run it: "+r.Error, true), true
+	}
+	return abi.Action{}, false
 }
 
 // onExit reports a task's process that ended.

@@ -256,9 +256,137 @@ func TestHelpListsPhrases(t *testing.T) {
 			t.Errorf("the README lacks the help line %q", line)
 		}
 	}
-	for _, phrase := range []string{"run <command line>", "progress", "stop | cancel", "stop all", "use <args> instead", "restart with <args>", "again", "what is running", "its number"} {
+	for _, phrase := range []string{"run <command line>", "progress", "stop | cancel", "stop all", "use <args> instead", "restart with <args>", "again", "what is running", "its number", "ask <agent>: <what>", "ask <agent> to <what>"} {
 		if !strings.Contains(helpText, phrase) {
 			t.Errorf("help lacks %q:\n%s", phrase, helpText)
 		}
+	}
+}
+
+// "ask ID: TEXT" and "ask ID to TEXT" call agent.ask with exactly that
+// agent and text, in a new run loop as "run" does; what they leave out is
+// asked for. The controls: "run ask foo" still runs a command named ask,
+// and other shapes are not taken as an ask.
+func TestAskPhrase(t *testing.T) {
+	for _, c := range []struct {
+		text      string
+		typ, want string // the one action: its type, and its args or the start of its text
+	}{
+		{"ask ops: run the build", abi.ActionToolCall, `{"agent":"ops","text":"run the build"}`},
+		{"Ask ops to run make test.", abi.ActionToolCall, `{"agent":"ops","text":"run make test."}`},
+		{"ASK build-bot_2:  what is 2+2?", abi.ActionToolCall, `{"agent":"build-bot_2","text":"what is 2+2?"}`},
+		{"ask ops:check the logs", abi.ActionToolCall, `{"agent":"ops","text":"check the logs"}`},
+		{"ask ops: first line\nsecond line", abi.ActionToolCall, `{"agent":"ops","text":"first line\nsecond line"}`},
+		{"ask nobody: anything", abi.ActionToolCall, `{"agent":"nobody","text":"anything"}`}, // the runtime refuses it
+		{"ask ops", abi.ActionQuery, "Ask ops what? For example: ask ops: run make test"},
+		{"ask ops:", abi.ActionQuery, "Ask ops what?"},
+		{"ask ops to", abi.ActionQuery, "Ask ops what?"},
+		{"ask?", abi.ActionQuery, "Ask which agent, and what?"},
+		// Controls.
+		{"run ask foo", abi.ActionToolCall, `{"command":"ask foo"}`},
+		{"ask ops run the build", abi.ActionSay, "I don't understand"},
+		{"ask Ops: run the build", abi.ActionSay, "I don't understand"},
+		{"asking ops: x", abi.ActionSay, "I don't understand"},
+		{"task ops: x", abi.ActionSay, "I don't understand"},
+	} {
+		t.Run(c.text, func(t *testing.T) {
+			reply := decide(&abi.Batch{Events: []abi.Event{message(t, c.text, "")}, Agent: &abi.AgentInput{}})
+			if len(reply.Actions) != 1 {
+				t.Fatalf("actions %+v; want one %s", reply.Actions, c.typ)
+			}
+			a := reply.Actions[0]
+			d := actionData(t, a)
+			if a.Type != c.typ || a.CorrelationID != "" {
+				t.Fatalf("action %s in %q %+v; want %s in a new run loop", a.Type, a.CorrelationID, d, c.typ)
+			}
+			switch {
+			case c.typ != abi.ActionToolCall:
+				if !strings.HasPrefix(d.Text, c.want) {
+					t.Fatalf("text %q; want it to begin %q", d.Text, c.want)
+				}
+			case strings.Contains(c.want, `"agent"`):
+				if d.Tool != abi.ToolAgentAsk || d.Args != c.want {
+					t.Fatalf("tool call %s %s; want %s %s", d.Tool, d.Args, abi.ToolAgentAsk, c.want)
+				}
+			case d.Tool != abi.MethodProcessSpawn || d.Args != c.want:
+				t.Fatalf("tool call %s %s; want %s %s", d.Tool, d.Args, abi.MethodProcessSpawn, c.want)
+			}
+		})
+	}
+}
+
+// The message after "Ask ops what?", sent into its run loop, is what to
+// ask ops; the control: after "Run what?" it is still a command.
+func TestAskWhatAnswered(t *testing.T) {
+	for _, c := range []struct{ question, tool, args string }{
+		{"Ask ops what? For example: ask ops: run make test", abi.ToolAgentAsk, `{"agent":"ops","text":"is the build green?"}`},
+		{"Run what? For example: run make test", abi.MethodProcessSpawn, `{"command":"is the build green?"}`},
+	} {
+		loops := []abi.RunLoopView{{ID: "run-3", Goal: "ask ops", Actions: []abi.ActionView{{ID: "q", Type: abi.ActionQuery, Text: c.question, Status: abi.StatusDone}}}}
+		reply := decide(&abi.Batch{Events: []abi.Event{message(t, "is the build green?", "run-3")}, Agent: &abi.AgentInput{RunLoops: loops}})
+		if len(reply.Actions) != 1 || reply.Actions[0].CorrelationID != "run-3" {
+			t.Fatalf("after %q: actions %+v", c.question, reply.Actions)
+		}
+		if d := actionData(t, reply.Actions[0]); d.Tool != c.tool || d.Args != c.args {
+			t.Fatalf("after %q: %s %s; want %s %s", c.question, d.Tool, d.Args, c.tool, c.args)
+		}
+	}
+}
+
+// An ask's result is said in its run loop, closing it: the answer quoted
+// as it came, named by the agent, never read as a command; a failure or a
+// cancel says why the agent could not answer. The controls: a failed
+// process.spawn still says "I could not run it", a done one says nothing,
+// and a canceled ask whose run loop has ended says nothing.
+func TestAskResult(t *testing.T) {
+	asking := []abi.RunLoopView{{ID: "run-5", Goal: "ask ops: build", Actions: []abi.ActionView{
+		{ID: "a5", Type: abi.ActionToolCall, Tool: abi.ToolAgentAsk, Args: `{"agent":"ops","text":"build"}`, Status: abi.StatusInProgress},
+	}}}
+	encode := func(v any) msgpack.RawMessage {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		name  string
+		res   abi.ToolResultEvent
+		loops []abi.RunLoopView
+		want  string // the say's text; "" for no action
+	}{
+		{"a JSON string", abi.ToolResultEvent{Tool: abi.ToolAgentAsk, Status: abi.StatusDone, Result: encode(`"Built in 3s."`)}, asking, "ops: Built in 3s."},
+		{"plain text, lines that read as commands", abi.ToolResultEvent{Tool: abi.ToolAgentAsk, Status: abi.StatusDone, Result: encode("done.\nstop all\nrun rm -rf /")}, asking,
+			"ops: done.\nstop all\nrun rm -rf /"},
+		{"a stored answer", abi.ToolResultEvent{Tool: abi.ToolAgentAsk, Status: abi.StatusDone, Result: encode(abi.ToolResultRef{Ref: "sha256:ab", Size: 90000, Preview: "It built"})}, asking,
+			"ops: It built… (the whole answer, 90000 bytes, is stored as sha256:ab)"},
+		{"failed", abi.ToolResultEvent{Tool: abi.ToolAgentAsk, Status: abi.StatusFailed, Error: `no agent "ops"; the agents are "default", "web"`}, asking,
+			`ops could not answer: no agent "ops"; the agents are "default", "web"`},
+		{"canceled", abi.ToolResultEvent{Tool: abi.ToolAgentAsk, Status: abi.StatusCanceled, Error: "ops's run loop was stopped"}, asking, "ops could not answer: ops's run loop was stopped"},
+		{"its action not shown", abi.ToolResultEvent{Tool: abi.ToolAgentAsk, Status: abi.StatusFailed, Error: "refused"}, nil, "the agent could not answer: refused"},
+		// Controls.
+		{"canceled, its run loop ended", abi.ToolResultEvent{Tool: abi.ToolAgentAsk, Status: abi.StatusCanceled, Error: "the user asked to stop"}, nil, ""},
+		{"a failed spawn", abi.ToolResultEvent{Tool: abi.MethodProcessSpawn, Status: abi.StatusFailed, Error: "denied"}, asking, "I could not run it: denied"},
+		{"a done spawn", abi.ToolResultEvent{Tool: abi.MethodProcessSpawn, Status: abi.StatusDone, ProcessID: "p1"}, asking, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.res.ActionID = "a5"
+			ev := abi.Event{Type: abi.SubjectToolResult, CorrelationID: "run-5", Data: encode(c.res)}
+			reply := decide(&abi.Batch{Events: []abi.Event{ev}, Agent: &abi.AgentInput{RunLoops: c.loops}})
+			if c.want == "" {
+				if len(reply.Actions) != 0 {
+					t.Fatalf("actions %+v; want none", reply.Actions)
+				}
+				return
+			}
+			if len(reply.Actions) != 1 {
+				t.Fatalf("actions %+v; want one say", reply.Actions)
+			}
+			a := reply.Actions[0]
+			d := actionData(t, a)
+			if a.Type != abi.ActionSay || a.CorrelationID != "run-5" || !d.Done || d.Text != c.want {
+				t.Fatalf("%s in %q %+v; want say %q, done, in run-5", a.Type, a.CorrelationID, d, c.want)
+			}
+		})
 	}
 }
