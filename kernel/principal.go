@@ -38,8 +38,8 @@ const (
 
 // SpawnAuthority is what a principal other than the operator may start.
 // Whatever it starts holds at most what it holds: a named skill's grants
-// cut to Ceiling, a command under Ceiling or the default profile, in a
-// workspace Kairo makes or in one of Folders.
+// cut to Ceiling, a command under Ceiling or the default profile with
+// Hosts, in a workspace Kairo makes or in one of Folders.
 type SpawnAuthority struct {
 	// Skills are the installed skills it may run by name; "*" is all.
 	Skills []string
@@ -48,6 +48,12 @@ type SpawnAuthority struct {
 	// Folders are where its commands may work besides a workspace Kairo
 	// makes: a working folder must lie inside one.
 	Folders []string
+	// Hosts are the hosts its commands may reach through the kernel's
+	// egress proxy, as a skill's [net] hosts names them
+	// ("api.github.com:443", "*.pypi.org", "127.0.0.1:8080"); none: no
+	// network. Under a Ceiling, only those the ceiling's hosts cover too.
+	// A named skill reaches its own manifest's hosts, not these.
+	Hosts []string
 	// Ceiling, when set, bounds the sandbox of everything it starts: the
 	// spawner's own (a skill's). Commands then run under it, and a named
 	// skill gets the intersection of its grants and it.
@@ -60,6 +66,93 @@ type SpawnAuthority struct {
 // mayRunSkill reports whether a names the installed skill name.
 func (a *SpawnAuthority) mayRunSkill(name string) bool {
 	return slices.Contains(a.Skills, "*") || slices.Contains(a.Skills, name)
+}
+
+// IntersectAuthority is what a principal may start when it acts for
+// another: what both a and b allow. Delegation never widens authority —
+// when agent A asks agent B, what B starts for A holds no more than A
+// could start itself, nor than B could. A nil authority is the
+// operator's, unbounded: the intersection with it is a copy of the other
+// (nil when both are).
+func IntersectAuthority(a, b *SpawnAuthority) *SpawnAuthority {
+	if a == nil {
+		a, b = b, a
+	}
+	if a == nil {
+		return nil
+	}
+	if b == nil {
+		return a.clone()
+	}
+	out := &SpawnAuthority{
+		Skills:   intersectSkills(a.Skills, b.Skills),
+		Commands: a.Commands && b.Commands,
+		Folders:  intersectPaths(a.Folders, b.Folders),
+		Hosts:    bothWays(a.Hosts, b.Hosts, intersectHosts),
+	}
+	switch {
+	case a.Ceiling != nil && b.Ceiling != nil:
+		out.Ceiling = Intersect(a.Ceiling, b.Ceiling, "", "")
+	case a.Ceiling != nil:
+		out.Ceiling = clonePolicy(a.Ceiling)
+	case b.Ceiling != nil:
+		out.Ceiling = clonePolicy(b.Ceiling)
+	}
+	switch {
+	case a.IPC != nil && b.IPC != nil:
+		out.IPC = a.IPC.intersectGrants(b.IPC)
+	case a.IPC != nil:
+		out.IPC = a.IPC.clone()
+	case b.IPC != nil:
+		out.IPC = b.IPC.clone()
+	}
+	return out
+}
+
+// clone is a copy of a that shares no list with it.
+func (a *SpawnAuthority) clone() *SpawnAuthority {
+	out := &SpawnAuthority{
+		Skills: slices.Clone(a.Skills), Commands: a.Commands,
+		Folders: slices.Clone(a.Folders), Hosts: slices.Clone(a.Hosts),
+	}
+	if a.Ceiling != nil {
+		out.Ceiling = clonePolicy(a.Ceiling)
+	}
+	if a.IPC != nil {
+		out.IPC = a.IPC.clone()
+	}
+	return out
+}
+
+// intersectSkills is the skills both lists name; "*" (all) in one list
+// leaves the other's.
+func intersectSkills(a, b []string) []string {
+	switch {
+	case slices.Contains(a, "*"):
+		return slices.Clone(b)
+	case slices.Contains(b, "*"):
+		return slices.Clone(a)
+	}
+	out := []string{}
+	for _, s := range a {
+		if slices.Contains(b, s) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// bothWays is what cut keeps of each list against the other, once each:
+// an entry of either that the other covers (a host "api.github.com:443"
+// under "*.github.com", a subject "app.x" under "app.>").
+func bothWays(a, b []string, cut func(want, have []string) []string) []string {
+	out := []string{}
+	for _, e := range slices.Concat(cut(a, b), cut(b, a)) {
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // folderFor checks a working folder a principal asked for: "" (a workspace
@@ -128,6 +221,10 @@ func (k *Kernel) attenuate(caller Caller, p *abi.SpawnParams) (proc.Spec, error)
 			// Unconfined (the sandbox is off): nothing to bound by, so
 			// nothing but installed skills by name.
 			bounded.Commands = false
+		} else {
+			// Its commands reach the hosts its own sandbox does, through
+			// its tree's proxy.
+			bounded.Hosts = bounded.Ceiling.Hosts
 		}
 		a = &bounded
 	}
@@ -176,17 +273,11 @@ func (k *Kernel) attenuate(caller Caller, p *abi.SpawnParams) (proc.Spec, error)
 				"permission denied: %s may run only installed skills by name, not a command (%q)", who, first(p.Argv))
 		}
 		spec = k.commandSpec(p)
-		if ceiling := a.Ceiling; ceiling != nil {
-			env := p.Env
-			spec.Policy = func(work, tmp string) (*sandbox.Policy, error) {
-				c := *ceiling
-				c.Read, c.Write, c.Exec, c.Unix = slices.Clone(c.Read), append(slices.Clone(c.Write), work, tmp), slices.Clone(c.Exec), slices.Clone(c.Unix)
-				c.ConnectTCP, c.BindTCP = slices.Clone(c.ConnectTCP), slices.Clone(c.BindTCP)
-				c.Hosts = slices.Clone(c.Hosts)
-				c.Env = sandbox.MergeEnv(sandbox.Default(work, tmp, nil).Env, env)
-				c.Dir = work
-				return &c, nil
-			}
+		spec.Policy = commandPolicy(a, p.Env)
+		if spec.Policy == nil {
+			// The default profile, with the launcher's limits, and the
+			// hosts the caller may reach.
+			spec.Hosts = slices.Clone(a.Hosts)
 		}
 	}
 	if parent != nil {
@@ -196,6 +287,35 @@ func (k *Kernel) attenuate(caller Caller, p *abi.SpawnParams) (proc.Spec, error)
 		spec.CorrelationID, spec.CausationID = "", ""
 	}
 	return spec, nil
+}
+
+// commandPolicy is the policy of a command a may run, with env: its
+// ceiling, with the command's own workspace and temp folder and the
+// hosts both a and the ceiling hold. Nil when a has no ceiling: the
+// command runs under the default profile.
+func commandPolicy(a *SpawnAuthority, env []string) func(work, tmp string) (*sandbox.Policy, error) {
+	ceiling := a.Ceiling
+	if ceiling == nil {
+		return nil
+	}
+	hosts := intersectHosts(a.Hosts, ceiling.Hosts)
+	return func(work, tmp string) (*sandbox.Policy, error) {
+		c := clonePolicy(ceiling)
+		c.Write = append(c.Write, work, tmp)
+		c.Hosts = slices.Clone(hosts)
+		c.Env = sandbox.MergeEnv(sandbox.Default(work, tmp, nil).Env, env)
+		c.Dir = work
+		return c, nil
+	}
+}
+
+// clonePolicy is a copy of p that shares no list with it.
+func clonePolicy(p *sandbox.Policy) *sandbox.Policy {
+	c := *p
+	c.Read, c.Write, c.Exec, c.Unix = slices.Clone(p.Read), slices.Clone(p.Write), slices.Clone(p.Exec), slices.Clone(p.Unix)
+	c.ConnectTCP, c.BindTCP = slices.Clone(p.ConnectTCP), slices.Clone(p.BindTCP)
+	c.Hosts, c.Env = slices.Clone(p.Hosts), slices.Clone(p.Env)
+	return &c
 }
 
 func first(l []string) string {
@@ -251,7 +371,7 @@ func Intersect(p, ceiling *sandbox.Policy, work, tmp string) *sandbox.Policy {
 	out.ConnectTCP = intersectPorts(p.ConnectTCP, ceiling.ConnectTCP)
 	out.BindTCP = intersectPorts(p.BindTCP, ceiling.BindTCP)
 	out.UDP = p.UDP && ceiling.UDP
-	out.Hosts = intersectHosts(p.Hosts, ceiling.Hosts)
+	out.Hosts = bothWays(p.Hosts, ceiling.Hosts, intersectHosts)
 	out.MinLandlockABI = max(p.MinLandlockABI, ceiling.MinLandlockABI)
 	// The environment: the sandbox's own variables, and of the child's
 	// others only what the spawner holds too — a skill run by another
@@ -324,20 +444,45 @@ func tighter(a, b sandbox.Limits) sandbox.Limits {
 
 // intersect is the IPC scopes of g that the grants hold too.
 func (g *Grants) intersect(want manifests.IPCGrants) manifests.IPCGrants {
-	var out manifests.IPCGrants
-	for _, m := range want.Call {
-		if slices.Contains(g.Call, m) {
-			out.Call = append(out.Call, m)
+	return manifests.IPCGrants{
+		Call:      commonMethods(want.Call, g.Call),
+		Publish:   coveredSubjects(want.Publish, g.Publish),
+		Subscribe: coveredSubjects(want.Subscribe, g.Subscribe),
+	}
+}
+
+// intersectGrants is the scopes both g and o grant: the methods both
+// list, and the subjects either lists that the other covers.
+func (g *Grants) intersectGrants(o *Grants) *Grants {
+	return &Grants{
+		Call:      commonMethods(g.Call, o.Call),
+		Publish:   bothWays(g.Publish, o.Publish, coveredSubjects),
+		Subscribe: bothWays(g.Subscribe, o.Subscribe, coveredSubjects),
+	}
+}
+
+func (g *Grants) clone() *Grants {
+	return &Grants{Call: slices.Clone(g.Call), Publish: slices.Clone(g.Publish), Subscribe: slices.Clone(g.Subscribe)}
+}
+
+// commonMethods keeps the methods of want that have lists too.
+func commonMethods(want, have []string) []string {
+	var out []string
+	for _, m := range want {
+		if slices.Contains(have, m) {
+			out = append(out, m)
 		}
 	}
-	for _, s := range want.Publish {
-		if coveredBy(s, g.Publish) {
-			out.Publish = append(out.Publish, s)
-		}
-	}
-	for _, s := range want.Subscribe {
-		if coveredBy(s, g.Subscribe) {
-			out.Subscribe = append(out.Subscribe, s)
+	return out
+}
+
+// coveredSubjects keeps the subjects and patterns of want that a pattern
+// of have covers.
+func coveredSubjects(want, have []string) []string {
+	var out []string
+	for _, s := range want {
+		if coveredBy(s, have) {
+			out = append(out, s)
 		}
 	}
 	return out

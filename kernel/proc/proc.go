@@ -78,6 +78,11 @@ type Spec struct {
 	// workspace and temp folder; nil is the default profile. Only a
 	// sandboxing launcher uses it.
 	Policy func(work, tmp string) (*sandbox.Policy, error)
+	// Hosts are [net] hosts entries ("api.github.com:443", "*.pypi.org")
+	// added to the default profile when Policy is nil: the hosts a command
+	// reaches through its tree's egress proxy. None: no network. A Policy
+	// lists its own.
+	Hosts []string
 	// WallLimit ends the process tree after this long (0: no limit).
 	WallLimit time.Duration
 	// OutputLimit drops output beyond this many bytes, all streams

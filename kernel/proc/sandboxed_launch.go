@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/kairo-os/kairo/sandbox"
@@ -111,8 +112,8 @@ func (b *launching) makeFolders() error {
 }
 
 // buildPolicy is the spec's policy, or the default profile with the
-// launcher's limits, in the spawn's folders, under the launcher's
-// workspace cap.
+// launcher's limits and the spec's hosts, in the spawn's folders, under
+// the launcher's workspace cap.
 func (b *launching) buildPolicy() error {
 	l := b.l
 	var p *sandbox.Policy
@@ -122,6 +123,7 @@ func (b *launching) buildPolicy() error {
 	} else {
 		p = sandbox.Default(b.work, b.tmp, b.spec.Env)
 		overrideLimits(&p.Limits, l.Limits)
+		p.Hosts = slices.Clone(b.spec.Hosts) // startEgress starts the tree's proxy for them
 	}
 	if err != nil {
 		return err
