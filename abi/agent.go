@@ -53,6 +53,10 @@ type Ask struct {
 	Depth int `msgpack:"depth"`
 	// Grants is GrantsIntersection or GrantsOwn.
 	Grants string `msgpack:"grants"`
+	// Within are the agents whose grants bound the asked run loop besides
+	// the asked agent's own: the asker (unless Grants is GrantsOwn) and
+	// whatever bounded the asker, so a chain of asks only narrows.
+	Within []string `msgpack:"within,omitempty"`
 }
 
 // What bounds an asked agent's tool calls for the agent that asked.
@@ -359,6 +363,8 @@ type RunsParams struct {
 	All    bool   `msgpack:"all,omitempty"`
 	Before uint64 `msgpack:"before,omitempty"`
 	ID     string `msgpack:"id,omitempty"`
+	// Agent, when given, asks for that agent's run loops only.
+	Agent string `msgpack:"agent,omitempty"`
 }
 
 // MaxRunsPage bounds a page of agent.runs.

@@ -20,18 +20,24 @@ import (
 	"github.com/kairo-os/kairo/manifests"
 )
 
-// openMemory opens the long-term memory [memory] describes; nil when it is
-// off.
-func (d *Daemon) openMemory(home string, cfg manifests.Config) (*agent.Memory, error) {
+// openMemory opens the long-term memory [memory] describes for the agent
+// a: its own file, the one of the agent it shares, or none. A file two
+// agents share is opened once.
+func (d *Daemon) openMemory(home string, cfg manifests.Config, a manifests.AgentConfig) (*agent.Memory, error) {
 	m := cfg.Memory
 	mc := &agent.Memory{KeepReasoning: m.KeepReasoning, Recall: m.Recall}
-	if m.Recall == 0 || !m.Enabled {
+	path := cfg.AgentMemoryPath(home, a)
+	if m.Recall == 0 || path == "" {
 		mc.Recall = -1 // none
 	}
 	if cfg.LLM.Configured() {
 		mc.ShortTerm.Summarizer = agent.LLMSummarizer{Chat: d.llm}
 	}
-	if !m.Enabled {
+	if path == "" {
+		return mc, nil
+	}
+	if store := d.memories[path]; store != nil {
+		mc.Store = store
 		return mc, nil
 	}
 	opts := memory.Config{KeepReasoning: m.KeepReasoning, Logger: d.log}
@@ -42,52 +48,92 @@ func (d *Daemon) openMemory(home string, cfg manifests.Config) (*agent.Memory, e
 		}
 		opts.Embedder = emb
 	}
-	store, err := memory.Open(cfg.MemoryPath(home), opts)
+	store, err := memory.Open(path, opts)
 	if err != nil {
-		return nil, fmt.Errorf("open the memory: %w", err)
+		return nil, fmt.Errorf("open the memory of agent %s: %w", a.ID, err)
 	}
-	d.memory, mc.Store = store, store
+	if d.memories == nil {
+		d.memories = map[string]*memory.Store{}
+	}
+	d.memories[path] = store
+	mc.Store = store
 	return mc, nil
 }
 
-// startAgent starts the agent: it rebuilds what it knows from the event log
-// and starts ticking.
-func (d *Daemon) startAgent(home string, cfg manifests.Config) error {
-	a := cfg.Agent
-	if err := checkPolicy(a.Policy, d.plugins.List(), cfg.PluginsPath(home)); err != nil {
-		return err
+// agentSpecs are the configured agents as the router knows them.
+func agentSpecs(cfg manifests.Config) []agent.AgentSpec {
+	var out []agent.AgentSpec
+	for _, a := range cfg.AllAgents() {
+		mem := a.ID
+		switch a.Memory {
+		case manifests.MemoryNone:
+			mem = ""
+		case "", manifests.MemoryOwn:
+		default:
+			mem = a.Memory
+		}
+		if !cfg.Memory.Enabled {
+			mem = ""
+		}
+		out = append(out, agent.AgentSpec{ID: a.ID, Policy: a.Policy, Description: a.Description, ActsFor: a.ActsFor, Memory: mem,
+			Spawn: &kernel.SpawnAuthority{Skills: a.Grants.Skills, Commands: a.Grants.Commands, Folders: a.Grants.Folders, Hosts: a.Grants.Hosts}})
+	}
+	return out
+}
+
+// startAgents starts every agent: [agent], then each [agents.ID]. Each
+// rebuilds what it knows from the event log and starts ticking; they share
+// the tools, the MCP servers and the router.
+func (d *Daemon) startAgents(home string, cfg manifests.Config) error {
+	all := cfg.AllAgents()
+	for _, a := range all {
+		key := "agent.policy"
+		if a.ID != cfg.Agent.ID {
+			key = "agents." + a.ID + ".policy"
+		}
+		if err := checkPolicy(key, a.Policy, d.plugins.List(), cfg.PluginsPath(home)); err != nil {
+			return err
+		}
 	}
 	if err := d.startTools(home, cfg, true); err != nil {
 		return err
 	}
 	reg := d.tools
 	d.startMCP(cfg)
-	mem, err := d.openMemory(home, cfg)
+	router, err := agent.NewRouter(cfg.Agent.ID, agentSpecs(cfg), cfg.Router.MaxAskDepth, cfg.Router.MaxAsks)
 	if err != nil {
 		return err
 	}
-	r, err := agent.New(agent.Config{
-		Tools: reg, Memory: mem,
-		Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
-		Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
-		MaxToolCalls: a.MaxToolCalls, QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
-		Spawn: &kernel.SpawnAuthority{Skills: a.Grants.Skills, Commands: a.Grants.Commands, Folders: a.Grants.Folders},
-		// The operator's [approval] rules and a skill's own [approval]:
-		// the stricter of the two.
-		Approval: func(tool string) string {
-			return manifests.StricterApproval(cfg.Approval.ModeFor(tool), reg.ApprovalMode(tool))
-		},
-		Checkpoint: cfg.CheckpointPath(home, "agent-"+a.ID),
-	})
-	if err != nil {
-		return err
+	d.router = router
+	for _, a := range all {
+		mem, err := d.openMemory(home, cfg, a)
+		if err != nil {
+			return err
+		}
+		spec, _ := router.Spec(a.ID)
+		r, err := agent.New(agent.Config{
+			Tools: reg, Memory: mem, Router: router,
+			Kernel: d.kernel, Policy: agent.PluginPolicy(d.plugins, a.Policy), Agent: a.ID,
+			Hz: a.Hz, Overrun: agent.Overrun(a.Overrun), MaxIterations: a.MaxIterations,
+			MaxToolCalls: a.MaxToolCalls, QueryBackoff: a.QueryBackoff, MinHz: a.MinHz, BargeIn: a.BargeIn, Spin: spinOf(a.TickSpinDuration()), Logger: d.log,
+			Spawn: spec.Spawn,
+			// The operator's [approval] rules and a skill's own [approval]:
+			// the stricter of the two.
+			Approval: func(tool string) string {
+				return manifests.StricterApproval(cfg.Approval.ModeFor(tool), reg.ApprovalMode(tool))
+			},
+			Checkpoint: cfg.CheckpointPath(home, "agent-"+a.ID),
+		})
+		if err != nil {
+			return err
+		}
+		if err := r.Start(); err != nil {
+			return err
+		}
+		d.agents = append(d.agents, r)
+		d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz, "skills", len(reg.SkillNames()))
 	}
-	if err := r.Start(); err != nil {
-		return err
-	}
-	d.agent = r
 	d.registerReplay()
-	d.log.Info("agent up", "id", a.ID, "policy", a.Policy, "hz", a.Hz, "skills", len(reg.SkillNames()))
 	return nil
 }
 
@@ -95,7 +141,7 @@ func (d *Daemon) startAgent(home string, cfg manifests.Config) error {
 // that runs among the plugins of list: every tick would fail. The error
 // names the key, the value and the policy plugins that run; dropIns is
 // the folder a missing plugin goes in.
-func checkPolicy(name string, list []abi.PluginStatus, dropIns string) error {
+func checkPolicy(key, name string, list []abi.PluginStatus, dropIns string) error {
 	var named *abi.PluginStatus
 	var choices []string
 	for i := range list {
@@ -119,18 +165,20 @@ func checkPolicy(name string, list []abi.PluginStatus, dropIns string) error {
 		return nil
 	}
 	slices.Sort(choices)
+	table, _ := strings.CutSuffix(key, ".policy")
+	setting := "[" + table + "] policy" // "[agent] policy", "[agents.ops] policy"
 	fix := "no policy plugin runs: install one in " + dropIns
 	switch len(choices) {
 	case 0:
 	case 1:
-		fix = "the one policy plugin that runs is " + choices[0] + ": set [agent] policy to it in kairo.toml"
+		fix = "the one policy plugin that runs is " + choices[0] + ": set " + setting + " to it in kairo.toml"
 	default:
-		fix = "the policy plugins that run are " + strings.Join(choices, ", ") + ": set [agent] policy to one of them in kairo.toml"
+		fix = "the policy plugins that run are " + strings.Join(choices, ", ") + ": set " + setting + " to one of them in kairo.toml"
 	}
 	if named == nil && len(choices) > 0 {
 		fix += ", or install " + strconv.Quote(name) + " in " + dropIns
 	}
-	return &manifests.Error{Key: "agent.policy", Msg: why + "; " + fix}
+	return &manifests.Error{Key: key, Msg: why + "; " + fix}
 }
 
 // colon is ": s", or "" for no s.

@@ -182,11 +182,14 @@ type Daemon struct {
 	engine  *wasm.Engine
 	plugins *wasm.Manager
 	llm     *llm.Mux
-	agent   *agent.Runtime
+	agents  []*agent.Runtime
+	router  *agent.Router
 	tools   *tools.Registry
 	mcp     *mcpServers
-	memory  *memory.Store
-	console *console.Server // nil when [console] listen is ""
+	// memories are the agents' memory stores, by file: two agents that
+	// share one share the store.
+	memories map[string]*memory.Store
+	console  *console.Server // nil when [console] listen is ""
 
 	launcher proc.Launcher
 	audit    *auditWatch // nil when the sandbox's refusals are not read
@@ -303,7 +306,7 @@ func (d *Daemon) startFull() error {
 	if err := d.startPlugins(home, cfg); err != nil {
 		return err
 	}
-	if err := d.startAgent(home, cfg); err != nil {
+	if err := d.startAgents(home, cfg); err != nil {
 		// The open checks what it can afford of a large store; the
 		// agent's rebuild reads the rest.
 		return sqlite.ExplainDamage(err, cfg.StorePath(home))
@@ -369,12 +372,13 @@ func (d *Daemon) stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close the socket server: %w", err))
 		}
 	}
-	if d.agent != nil {
-		d.agent.Stop()
+	// Each agent stops before the memory it writes to is closed.
+	for _, r := range d.agents {
+		r.Stop()
 	}
-	if d.memory != nil {
-		if err := d.memory.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close the memory: %w", err))
+	for path, m := range d.memories {
+		if err := m.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the memory %s: %w", path, err))
 		}
 	}
 	if d.mcp != nil {

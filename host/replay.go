@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/wasm"
@@ -49,16 +52,31 @@ func (d *Daemon) Replay(ctx context.Context, run string) (*abi.AgentReplayReport
 		return nil, nil, err
 	}
 	home, cfg := d.cfg.Home, d.cfg.Config
+	// The run loop's agent, whose policy decided it.
 	a := cfg.Agent
+	if id := loopAgent(evs, run); id != "" {
+		for _, c := range cfg.AllAgents() {
+			if c.ID == id {
+				a = c
+			}
+		}
+	}
+	// The other agents it was shown, in the router's order.
+	var others []abi.AgentRef
+	for _, c := range cfg.AllAgents() {
+		if c.ID != a.ID {
+			others = append(others, abi.AgentRef{ID: c.ID, Description: c.Description})
+		}
+	}
 	r, err := agent.NewReplay(agent.ReplaySetup{
 		Events: evs, RunLoop: run, Agent: a.ID, BargeIn: a.BargeIn,
 		Skills: slices.Sorted(maps.Keys(findSkills(cfg.SkillsPath(home), d.log))), Tools: d.tools.Definitions(),
-		Policy: a.Policy, Logger: d.log,
+		Policy: a.Policy, Agents: others, Logger: d.log,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	rep, err := d.replayIn(ctx, r)
+	rep, err := d.replayIn(ctx, r, a.Policy)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,7 +92,7 @@ func (d *Daemon) Replay(ctx context.Context, run string) (*abi.AgentReplayReport
 // replayIn runs r with the policy plugin loaded into a kernel of its own,
 // over a store in memory: nothing the policy does reaches the real log or
 // starts a process.
-func (d *Daemon) replayIn(ctx context.Context, r *agent.Replay) (*abi.AgentReplayReport, error) {
+func (d *Daemon) replayIn(ctx context.Context, r *agent.Replay, policy string) (*abi.AgentReplayReport, error) {
 	home, cfg := d.cfg.Home, d.cfg.Config
 	b := bus.New(bus.NewMemoryStore(4096), bus.Config{})
 	defer b.Close()
@@ -88,13 +106,29 @@ func (d *Daemon) replayIn(ctx context.Context, r *agent.Replay) (*abi.AgentRepla
 	}
 	m := wasm.NewManager(wasm.ManagerConfig{
 		Engine: d.engine, Kernel: k, Folders: pluginFolders(home, cfg), Builtins: builtinsOf(cfg, d.cfg.Builtins),
-		Overrides: cfg.Plugins, Only: []string{cfg.Agent.Policy}, Logger: d.log,
+		Overrides: cfg.Plugins, Only: []string{policy}, Logger: d.log,
 	})
 	if err := m.Start(); err != nil {
 		d.log.Warn("replay: the plugin folders are not watched", "err", err)
 	}
 	defer m.Stop()
 	return r.Run(ctx, m)
+}
+
+// loopAgent is the agent whose run loop run (its id, or its end) is, as its
+// start says; "" when the log has none.
+func loopAgent(evs []abi.Event, run string) string {
+	for i := range evs {
+		ev := &evs[i]
+		var d abi.IntentStarted
+		if ev.Type != abi.SubjectIntentStarted || msgpack.Unmarshal(ev.Data, &d) != nil || d.RunLoopID == "" || !strings.HasSuffix(d.RunLoopID, run) {
+			continue
+		}
+		if ev.Source == abi.PrincipalAgent+"/"+d.Agent {
+			return d.Agent
+		}
+	}
+	return ""
 }
 
 // readLog reads every event of b's log.

@@ -13,7 +13,7 @@ import (
 // (a field added to runLoop or action, a window changed, an event folded
 // differently) bumps it, and checkpoints of another version are refused,
 // so the start folds the whole log once.
-const foldVersion = 2
+const foldVersion = 3
 
 // saved is what a checkpoint of the agent holds: its state, the states of
 // the other hosts' agents it lists, and the keeper's fold (memory.go).
@@ -54,6 +54,7 @@ type savedLoop struct {
 	Joined      []string      `msgpack:"joined,omitempty"`
 	Queries     int           `msgpack:"queries,omitempty"`
 	Interrupted bool          `msgpack:"interrupted,omitempty"`
+	Ask         *abi.Ask      `msgpack:"ask,omitempty"`
 }
 
 type savedAction struct {
@@ -124,7 +125,7 @@ func copyEvent(ev *abi.Event) abi.Event {
 func (l *runLoop) save() savedLoop {
 	out := savedLoop{ID: l.id, Goal: l.goal, StartSeq: l.startSeq, OpenedBy: l.openedBy, Started: l.started, Ended: l.ended,
 		Status: l.status, Iterations: l.iterations, LastTick: l.lastTick, TickCalls: l.tickCalls, MaxIter: l.maxIter,
-		EndActions: l.endActions, Messages: append([]string(nil), l.messages...), Queries: l.queries, Interrupted: l.interrupted}
+		EndActions: l.endActions, Messages: append([]string(nil), l.messages...), Queries: l.queries, Interrupted: l.interrupted, Ask: l.ask}
 	for _, a := range l.actions {
 		out.Actions = append(out.Actions, a.save())
 	}
@@ -149,7 +150,7 @@ func restore(agent string, in savedState) *state {
 	for i, sl := range in.Loops {
 		l := &runLoop{id: sl.ID, goal: sl.Goal, startSeq: sl.StartSeq, openedBy: sl.OpenedBy, started: sl.Started, ended: sl.Ended,
 			status: sl.Status, iterations: sl.Iterations, lastTick: sl.LastTick, tickCalls: sl.TickCalls, maxIter: sl.MaxIter,
-			endActions: sl.EndActions, messages: sl.Messages, queries: sl.Queries, interrupted: sl.Interrupted}
+			endActions: sl.EndActions, messages: sl.Messages, queries: sl.Queries, interrupted: sl.Interrupted, ask: sl.Ask}
 		if len(sl.Joined) > 0 {
 			l.joined = make(map[string]bool, len(sl.Joined))
 			for _, id := range sl.Joined {

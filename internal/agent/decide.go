@@ -49,6 +49,9 @@ func (r *Runtime) emitIf(ev *abi.Event, data any, ok func() bool) (*abi.Event, b
 	if _, err := r.k.Bus.PublishAsync(ev); err != nil && r.ctx.Err() == nil {
 		r.log.Warn("publish", "type", ev.Type, "err", err)
 	}
+	if c.Type == abi.SubjectIntentEnded {
+		r.endedAsked(&c)
+	}
 	return &c, true
 }
 
@@ -69,7 +72,7 @@ func (r *Runtime) tick(tk Tick) {
 	}
 	r.lastCall = time.Now()
 	seq, pending := r.st.lastSeq, slices.Collect(maps.Keys(r.st.own))
-	in := &abi.AgentInput{Agent: r.cfg.Agent, Hz: tk.Hz, BargeIn: r.cfg.BargeIn, Skills: r.skills}
+	in := &abi.AgentInput{Agent: r.cfg.Agent, Hz: tk.Hz, BargeIn: r.cfg.BargeIn, Skills: r.skills, Agents: r.router.Others(r.cfg.Agent)}
 	for _, l := range r.st.open {
 		in.RunLoops = append(in.RunLoops, l.view())
 	}
@@ -224,6 +227,10 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 			tmsg = abi.UserMessage{}
 			msgpack.Unmarshal(ev.Data, &tmsg)
 		}
+		if tmsg.Ask != nil && trig != nil && trig.CorrelationID == "" && !r.askLive(tmsg.Ask) {
+			r.report(tk.N, fmt.Sprintf("action %s answers an ask of %s whose task no longer waits for it", a.Type, tmsg.Ask.Agent))
+			continue
+		}
 		loop, err := r.loopFor(a, &d, trig, &tmsg)
 		if err != nil {
 			r.report(tk.N, err.Error())
@@ -262,8 +269,12 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 			}
 			continue
 		}
+		var forAsk *abi.Ask
+		if a.Type == abi.ActionToolCall && loop != "" {
+			forAsk = r.loopAsk(loop) // whose grants the call runs under, recorded with it
+		}
 		ev := r.emit(&abi.Event{ID: id, Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
-			abi.ActionEvent{Type: a.Type, ActionData: d, Tick: tk.N})
+			abi.ActionEvent{Type: a.Type, ActionData: d, Tick: tk.N, For: forAsk})
 		if loop != "" {
 			touched[loop] = true
 			thoughtLoop = loop
@@ -318,7 +329,7 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 		id = abi.NewID()
 		r.mu.Unlock()
 		r.emit(&abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: id, CausationID: trigger.ID},
-			abi.IntentStarted{RunLoopID: id, Agent: r.cfg.Agent, Goal: msg.Text, MessageID: msg.MessageID, MaxIterations: r.cfg.MaxIterations})
+			abi.IntentStarted{RunLoopID: id, Agent: r.cfg.Agent, Goal: msg.Text, MessageID: msg.MessageID, MaxIterations: r.cfg.MaxIterations, Ask: msg.Ask})
 		r.mu.Lock()
 		return id, nil
 	case len(r.st.open) == 1:
@@ -467,7 +478,15 @@ func (r *Runtime) runTool(loop, actionID string, d abi.ActionData, halt <-chan s
 	r.emit(&abi.Event{Type: abi.SubjectToolInvoke, CorrelationID: loop, CausationID: actionID},
 		abi.ToolInvoke{ActionID: actionID, Tool: d.Tool, Args: d.Args})
 	start := time.Now()
-	res := r.cfg.Tools.Call(r.ctx, tools.Invocation{ActionID: actionID, CorrelationID: loop, Tool: d.Tool, Args: d.Args, Session: r.sess, Approval: d.Approval})
+	var res abi.ToolResultEvent
+	if d.Tool == abi.ToolAgentAsk {
+		var pending bool
+		if res, pending = r.runAsk(loop, actionID, d); pending {
+			return // answered when the asked run loop ends
+		}
+	} else {
+		res = r.cfg.Tools.Call(r.ctx, tools.Invocation{ActionID: actionID, CorrelationID: loop, Tool: d.Tool, Args: d.Args, Session: r.sessionFor(loop), Approval: d.Approval})
+	}
 	res.ActionID, res.Tool = actionID, d.Tool
 	if res.Status == "" {
 		res.Status = abi.StatusDone

@@ -474,8 +474,8 @@ func (k *keeper) text(open []*runLoop) string {
 // register serves memory.retrieve, memory.search, memory.expand and
 // memory.forget.
 func (k *keeper) register() {
-	if k.cfg.Store == nil {
-		return
+	if k.cfg.Store == nil || k.r.cfg.Agent != k.r.router.Default() {
+		return // the operator's memory commands read the default agent's
 	}
 	store := k.cfg.Store
 	k.r.k.Register(kernel.Method{Name: abi.MethodMemoryRetrieve, Summary: "the chunks of earlier run loops that best answer a query, with their anchors",

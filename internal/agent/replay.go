@@ -45,6 +45,8 @@ type ReplaySetup struct {
 	Tools []abi.Tool
 	// Policy is the policy plugin's name.
 	Policy string
+	// Agents are the other agents the policy was shown (AgentInput.Agents).
+	Agents []abi.AgentRef
 	Logger *slog.Logger
 }
 
@@ -141,7 +143,7 @@ func (r *Replay) Run(ctx context.Context, m PolicyPlugins) (*abi.AgentReplayRepo
 		if tr.MemoryChanged {
 			mem = tr.Memory
 		}
-		in := &abi.AgentInput{Agent: s.Agent, Hz: tr.Hz, BargeIn: s.BargeIn, Skills: s.Skills, Tools: s.Tools, Memory: mem}
+		in := &abi.AgentInput{Agent: s.Agent, Hz: tr.Hz, BargeIn: s.BargeIn, Skills: s.Skills, Tools: s.Tools, Memory: mem, Agents: s.Agents}
 		for _, l := range st.open {
 			in.RunLoops = append(in.RunLoops, l.view())
 		}

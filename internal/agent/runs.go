@@ -25,10 +25,9 @@ var runsScanBudget = 1 << 20
 
 var intentStarted = abi.MustCompilePattern(abi.SubjectIntentStarted)
 
-// runsMethod serves agent.runs: a page of run loops, newest first — the
-// ones the state keeps, and past its window the ended ones it let go,
-// read from the log.
-func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
+// runsMethod serves agent.runs: a page of the run loops of every agent (or
+// of the one asked for), newest first, merged from each agent's page.
+func (rt *Router) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
 	var p abi.RunsParams
 	if err := c.Decode(&p); err != nil {
 		return nil, err
@@ -37,6 +36,41 @@ func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
 		p.Limit = 50
 	}
 	p.Limit = min(p.Limit, abi.MaxRunsPage)
+	if p.Agent != "" {
+		if _, ok := rt.Spec(p.Agent); !ok {
+			return nil, abi.Errorf(abi.CodeInvalidParams, "there is no agent %q; the agents are %s", p.Agent, rt.list())
+		}
+	}
+	var res abi.RunsResult
+	for _, id := range rt.order {
+		r := rt.Runtime(id)
+		if r == nil || (p.Agent != "" && p.Agent != id) {
+			continue
+		}
+		page, err := r.runsPage(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		res.Runs = append(res.Runs, page.Runs...)
+		// A page that stopped short is complete only down to its Next:
+		// the merged one goes no further.
+		res.Next = max(res.Next, page.Next)
+	}
+	newestFirst(res.Runs)
+	if res.Next > 0 {
+		res.Runs = slices.DeleteFunc(res.Runs, func(s abi.RunSummary) bool { return seqKey(s) < res.Next })
+	}
+	if len(res.Runs) > p.Limit {
+		res.Runs = res.Runs[:p.Limit]
+		res.Next = seqKey(res.Runs[len(res.Runs)-1])
+	}
+	return res, nil
+}
+
+// runsPage is a page of the agent's run loops, newest first — the ones the
+// state keeps, and past its window the ended ones it let go, read from
+// the log.
+func (r *Runtime) runsPage(ctx context.Context, p abi.RunsParams) (abi.RunsResult, error) {
 	before := p.Before
 	if before == 0 {
 		before = math.MaxUint64
@@ -67,7 +101,7 @@ func (r *Runtime) runsMethod(ctx context.Context, c *kernel.Call) (any, error) {
 		}
 		old, stop, err := r.loopsFromLog(ctx, p, before, floor, known)
 		if err != nil {
-			return nil, err
+			return res, err
 		}
 		for _, l := range old {
 			if s := l.summary(r.cfg.Agent, host); wants(p, s) {
@@ -138,7 +172,7 @@ func wants(p abi.RunsParams, s abi.RunSummary) bool {
 
 func (l *runLoop) summary(agent, host string) abi.RunSummary {
 	s := abi.RunSummary{ID: l.id, Agent: agent, Host: host, Goal: l.goal, Status: l.status, StartedAt: l.started, EndedAt: l.ended,
-		Iterations: l.iterations, Actions: len(l.actions), InProgress: len(l.inProgress()), Conversation: l.conversation(), StartSeq: l.startSeq}
+		Iterations: l.iterations, Actions: len(l.actions), InProgress: len(l.inProgress()), Conversation: l.conversation(), StartSeq: l.startSeq, Ask: l.ask}
 	switch {
 	case s.Status != "":
 	case l.waiting():

@@ -87,6 +87,11 @@ type Config struct {
 	// CheckpointEvery is how often a checkpoint is written while events
 	// come (default 30s); one is written at Stop too.
 	CheckpointEvery time.Duration
+	// Router is shared by the agents of one daemon: which one a user
+	// message is for, and the asks between them. nil: the agent is alone,
+	// and a message that names another agent is answered that there is
+	// none.
+	Router *Router
 }
 
 func (c *Config) defaults() {
@@ -146,6 +151,7 @@ type Runtime struct {
 	wg     sync.WaitGroup
 	sub    *bus.Subscription
 
+	router   *Router
 	skills   []string        // the names of cfg.Skills, sorted
 	ownTools *tools.Registry // the default Tools, closed by Stop
 	mem      *keeper
@@ -211,6 +217,18 @@ func New(cfg Config) (*Runtime, error) {
 	skills := slices.Sorted(maps.Keys(cfg.Skills))
 	r := &Runtime{oldLookup: make(chan struct{}, 1), cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills, ownTools: owned,
 		halts: map[string]chan struct{}{}, others: map[string]*state{}}
+	r.router = cfg.Router
+	if r.router == nil {
+		r.router = soloRouter(&r.cfg)
+	}
+	spec, ok := r.router.Spec(cfg.Agent)
+	if !ok {
+		return nil, fmt.Errorf("agent %s: not among the router's agents (%s)", cfg.Agent, r.router.list())
+	}
+	if spec.Spawn != nil {
+		r.cfg.Spawn = spec.Spawn // the router's word on its grants, which asks are held to
+	}
+	r.st.owner = r.router.owner
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.sess = newSession(r.ctx, r)
 	mc := Memory{}
@@ -255,6 +273,7 @@ func (r *Runtime) Start() error {
 		return fmt.Errorf("agent %s: follow the bus: %w", r.cfg.Agent, err)
 	}
 	r.sub = sub
+	r.router.add(r)
 	r.register()
 	r.mem.start(r.ctx, open, upTo)
 	r.mem.register()
@@ -311,6 +330,7 @@ func (r *Runtime) fold(ev *abi.Event) {
 // Stop stops ticking and following the bus. Processes the agent started
 // keep running until the kernel ends them.
 func (r *Runtime) Stop() {
+	r.router.remove(r)
 	r.cancel()
 	r.wg.Wait()
 	if r.sub != nil {
@@ -377,6 +397,8 @@ func (r *Runtime) observe(evs []abi.Event) error {
 			if ev.Type == abi.SubjectProcessExited {
 				r.noteExit(ev)
 			}
+		case ev.Type == abi.SubjectToolResult && ev.Source != "agent/"+r.cfg.Agent:
+			r.askerCanceled(ev)
 		case ev.Type == abi.SubjectIntentCancel && ev.Source != "agent/"+r.cfg.Agent:
 			var d abi.CancelParams
 			if msgpack.Unmarshal(ev.Data, &d) == nil && d.CorrelationID != "" {
@@ -414,12 +436,22 @@ func (r *Runtime) route(ev *abi.Event) {
 	if err := msgpack.Unmarshal(ev.Data, &m); err != nil || strings.TrimSpace(m.Text) == "" {
 		return
 	}
-	if m.Agent != "" && m.Agent != r.cfg.Agent {
-		return
-	}
+	m.Ask = nil // only an agent asks, in the process (ask.go), never a writer of the log
 	if m.MessageID == "" {
 		m.MessageID = ev.ID
 	}
+	to, text, known := r.router.Pick(&m)
+	switch {
+	case !known && r.cfg.Agent == r.router.Default():
+		r.noAgent(ev, &m, to)
+		return
+	case !known, to != r.cfg.Agent:
+		return
+	}
+	if strings.TrimSpace(text) == "" {
+		text = m.Text // "@ops" alone: the address is the message
+	}
+	m.Text = text
 	r.mu.Lock()
 	_, dup := r.st.seen[m.MessageID]
 	r.mu.Unlock()
@@ -466,6 +498,21 @@ func (r *Runtime) route(ev *abi.Event) {
 	r.mu.Lock()
 	r.obs = append(r.obs, *routed)
 	r.mu.Unlock()
+}
+
+// noAgent answers a message for an agent that does not exist, once: it
+// reaches no agent, and the answer is caused by the message itself.
+func (r *Runtime) noAgent(ev *abi.Event, m *abi.UserMessage, id string) {
+	r.mu.Lock()
+	_, dup := r.st.seen[m.MessageID]
+	r.st.see(m.MessageID)
+	delete(r.st.unrouted, m.MessageID)
+	r.mu.Unlock()
+	if dup {
+		return
+	}
+	r.emit(&abi.Event{Type: abi.SubjectAgentAction, CausationID: ev.ID},
+		abi.ActionEvent{Type: abi.ActionSay, ActionData: abi.ActionData{Text: r.router.unknownText(id)}})
 }
 
 // prepare encodes data into ev and fills what the agent sets; false when

@@ -31,6 +31,14 @@ func newSession(ctx context.Context, r *Runtime) *session {
 	}
 }
 
+// bounded is s acting with the authority a: the agent answering another's
+// ask. Its processes are the agent's still.
+func (s *session) bounded(a *kernel.SpawnAuthority) *session {
+	c := *s
+	c.caller.Spawn = a
+	return &c
+}
+
 func (s *session) Caller() kernel.Caller                { return s.caller }
 func (s *session) Context() context.Context             { return s.ctx }
 func (s *session) PushEvents(uint64, []abi.Event) error { return nil }

@@ -18,7 +18,10 @@ import (
 // flag says so. See
 // docs/RATIONALE.md#what-the-agent-knows-is-a-fold-of-the-event-log.
 type state struct {
-	agent    string
+	agent string
+	// owner is the agent a user message is for (Router.owner); nil: the
+	// agent it names, or any when it names none.
+	owner    func(*abi.UserMessage) string
 	loops    map[string]*runLoop
 	open     []*runLoop            // oldest first
 	actions  map[string]*action    // by actionId
@@ -76,6 +79,8 @@ type runLoop struct {
 	// interrupted: actions of it were interrupted (the daemon stopped
 	// while they ran) and no tool call came since: it waits for the user.
 	interrupted bool
+	// ask: it answers another agent's ask (router.go).
+	ask *abi.Ask
 }
 
 type action struct {
@@ -127,13 +132,13 @@ func (s *state) apply(ev *abi.Event) {
 		}
 		return
 	}
-	if !trusted(ev) {
+	if !trusted(ev) || !s.ownRecord(ev) {
 		return
 	}
 	switch {
 	case ev.Type == abi.SubjectUserMessage:
 		var m abi.UserMessage
-		if msgpack.Unmarshal(ev.Data, &m) == nil && m.MessageID != "" && (m.Agent == "" || m.Agent == s.agent) {
+		if msgpack.Unmarshal(ev.Data, &m) == nil && m.MessageID != "" && s.mine(&m) {
 			if _, ok := s.seen[m.MessageID]; !ok {
 				// A copy: a replay lends each event only for its call.
 				c := copyEvent(ev)
@@ -155,7 +160,7 @@ func (s *state) apply(ev *abi.Event) {
 	case ev.Type == abi.SubjectIntentStarted:
 		var d abi.IntentStarted
 		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Agent == s.agent && s.loops[d.RunLoopID] == nil {
-			l := &runLoop{id: d.RunLoopID, goal: d.Goal, started: ev.Time, maxIter: d.MaxIterations, startSeq: ev.Seq}
+			l := &runLoop{id: d.RunLoopID, goal: d.Goal, started: ev.Time, maxIter: d.MaxIterations, startSeq: ev.Seq, ask: d.Ask}
 			if ev.CausationID != "" {
 				s.opened[ev.CausationID] = l.id
 				l.openedBy = ev.CausationID
@@ -195,6 +200,7 @@ func (s *state) apply(ev *abi.Event) {
 		if l == nil {
 			s.free = append(s.free, a)
 			s.trim()
+			s.answeredUnrouted(ev.CausationID)
 		}
 		if l != nil {
 			l.actions = append(l.actions, a)
@@ -273,6 +279,43 @@ func (s *state) apply(ev *abi.Event) {
 		}
 		if a := s.procOf(ref.ProcessID, ev.CausationID); a != nil {
 			s.applyProcess(ev, a)
+		}
+	}
+}
+
+// mine reports whether the user message m is this agent's to route.
+func (s *state) mine(m *abi.UserMessage) bool {
+	if s.owner != nil {
+		return s.owner(m) == s.agent
+	}
+	return m.Agent == "" || m.Agent == s.agent
+}
+
+// ownRecord reports whether ev, if it is an agent's record (an action, a
+// run loop's start or end, a tool call), is this agent's: with several
+// agents on one bus, each folds its own, by who published it. What its
+// source cannot say the fold checks by itself (a message routed to
+// another agent is not routed to this one).
+func (s *state) ownRecord(ev *abi.Event) bool {
+	switch {
+	case abi.SubjectIn(ev.Type, abi.SubjectAgentAll), abi.SubjectIn(ev.Type, abi.SubjectIntentAll), abi.SubjectIn(ev.Type, abi.SubjectToolAll):
+		return ev.Source == abi.PrincipalAgent+"/"+s.agent || ev.Type == abi.SubjectIntentCancel
+	}
+	return true
+}
+
+// answeredUnrouted: an answer caused by a user message itself, not by
+// its routing (the message named an agent that does not exist), settles
+// it: a start does not route it again.
+func (s *state) answeredUnrouted(cause string) {
+	if cause == "" {
+		return
+	}
+	for id, ev := range s.unrouted {
+		if ev.ID == cause {
+			delete(s.unrouted, id)
+			s.see(id)
+			return
 		}
 	}
 }
