@@ -218,6 +218,7 @@ func (r *Runtime) loadCheckpoint() checkpoint.Point {
 		return checkpoint.Point{}
 	}
 	r.st = restore(r.cfg.Agent, in.State)
+	r.st.owner = r.router.owner
 	for host, st := range in.Others {
 		if len(r.others) < maxOtherHosts {
 			r.others[host] = restore(r.cfg.Agent, st)
