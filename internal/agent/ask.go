@@ -105,6 +105,7 @@ func (r *Runtime) endedAsked(ev *abi.Event) {
 		return
 	}
 	r.mu.Lock()
+	delete(r.askSessions, d.RunLoopID)
 	l := r.st.loops[d.RunLoopID]
 	if l == nil || l.ask == nil {
 		r.mu.Unlock()
@@ -192,6 +193,29 @@ func (r *Runtime) askerCanceled(ev *abi.Event) {
 	go func() { defer r.wg.Done(); r.cancelLoop(loop, reason, id, id, prev, done) }()
 }
 
+// refusedAsk is an ask whose answer the runtime refused (an action that
+// would have left the ask's run loop).
+type refusedAsk struct {
+	routed *abi.Event
+	ask    *abi.Ask
+	why    string
+}
+
+// failAsks answers the asks a tick's answer was refused for, whose run
+// loop never opened: the asker learns why at once rather than waiting.
+func (r *Runtime) failAsks(refused []refusedAsk) {
+	for _, x := range refused {
+		r.mu.Lock()
+		opened := r.st.opened[x.routed.ID]
+		r.mu.Unlock()
+		if opened != "" {
+			continue
+		}
+		r.router.answer(x.ask, x.routed.ID, abi.ToolResultEvent{Status: abi.StatusFailed,
+			Error: fmt.Sprintf("%s could not do it for %s: %s", r.cfg.Agent, x.ask.Agent, x.why)})
+	}
+}
+
 // loopAsk is the ask run loop loop answers, nil for none.
 func (r *Runtime) loopAsk(loop string) *abi.Ask {
 	r.mu.Lock()
@@ -203,11 +227,21 @@ func (r *Runtime) loopAsk(loop string) *abi.Ask {
 }
 
 // sessionFor is the kernel session a tool call of run loop loop runs in:
-// the agent's, bounded for an ask by the grants of whom it answers.
+// the agent's; for a run loop that answers an ask, one of its own, bounded
+// by the grants of whom it answers. The kernel lets a session steer only
+// the processes it started, so what an ask's run loop starts it may stop,
+// and the agent's other processes it may not.
 func (r *Runtime) sessionFor(loop string) *session {
-	ask := r.loopAsk(loop)
-	if ask == nil {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.st.loops[loop]
+	if l == nil || l.ask == nil {
 		return r.sess
 	}
-	return r.sess.bounded(r.router.authority(r.cfg.Agent, ask))
+	s := r.askSessions[loop]
+	if s == nil {
+		s = r.sess.bounded(r.router.authority(r.cfg.Agent, l.ask))
+		r.askSessions[loop] = s
+	}
+	return s
 }

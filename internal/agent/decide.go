@@ -185,6 +185,8 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 		}
 	}
 	touched := map[string]bool{}
+	var refusedAsks []refusedAsk
+	defer func() { r.failAsks(refusedAsks) }()
 	var thoughtLoop string
 	calls := 0
 	var refused refusals
@@ -234,6 +236,9 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 		loop, err := r.loopFor(a, &d, trig, &tmsg)
 		if err != nil {
 			r.report(tk.N, err.Error())
+			if tmsg.Ask != nil && trig != nil {
+				refusedAsks = append(refusedAsks, refusedAsk{trig, tmsg.Ask, err.Error()})
+			}
 			continue
 		}
 		cause := ""
@@ -307,6 +312,22 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if msg.Ask != nil && trigger != nil {
+		// An ask is answered in the run loop it opens, never in another
+		// (a task of the agent's own, under its own grants): what the
+		// agent does for another stays under that ask's grants.
+		if a.Type == abi.ActionCancel && (id == "" || id != r.st.opened[trigger.ID]) {
+			return "", fmt.Errorf("cancel answers an ask of %s: it may cancel only what that ask started", msg.Ask.Agent)
+		}
+		id = r.st.opened[trigger.ID]
+		if l := r.st.loops[id]; id != "" && (l == nil || l.status != "") {
+			return "", fmt.Errorf("action %s answers an ask whose run loop %s has ended", a.Type, id)
+		}
+		if id != "" {
+			return id, nil
+		}
+		return r.openLoop(trigger, msg), nil
+	}
 	if id != "" {
 		if l := r.st.loops[id]; l == nil || l.status != "" {
 			return "", fmt.Errorf("action %s names run loop %s, which is not open", a.Type, id)
@@ -326,18 +347,24 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 		}
 		return id, nil
 	case trigger != nil && a.Type != abi.ActionCancel:
-		id = abi.NewID()
-		r.mu.Unlock()
-		r.emit(&abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: id, CausationID: trigger.ID},
-			abi.IntentStarted{RunLoopID: id, Agent: r.cfg.Agent, Goal: msg.Text, MessageID: msg.MessageID, MaxIterations: r.cfg.MaxIterations, Ask: msg.Ask})
-		r.mu.Lock()
-		return id, nil
+		return r.openLoop(trigger, msg), nil
 	case len(r.st.open) == 1:
 		return r.st.open[0].id, nil
 	case a.Type == abi.ActionCancel:
 		return "", fmt.Errorf("cancel names no run loop and %d are open: say which", len(r.st.open))
 	}
 	return "", nil
+}
+
+// openLoop opens a run loop for the message trigger and returns its id.
+// Called under r.mu, which it lets go while it publishes.
+func (r *Runtime) openLoop(trigger *abi.Event, msg *abi.UserMessage) string {
+	id := abi.NewID()
+	r.mu.Unlock()
+	r.emit(&abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: id, CausationID: trigger.ID},
+		abi.IntentStarted{RunLoopID: id, Agent: r.cfg.Agent, Goal: msg.Text, MessageID: msg.MessageID, MaxIterations: r.cfg.MaxIterations, Ask: msg.Ask})
+	r.mu.Lock()
+	return id
 }
 
 // processLoop is the open run loop of the process a tool call names by its

@@ -353,3 +353,57 @@ func decodeString(raw msgpack.RawMessage) string {
 	msgpack.Unmarshal(raw, &s)
 	return s
 }
+
+// TestAskStaysInItsRunLoop: an ask is answered in the run loop it opens,
+// never in a task of the asked agent's own: asked to "stop", ops does not
+// stop the task its operator started (the asker learns why at once), and
+// asked to "use sleep 1 instead", it does not restart it. The control:
+// the operator's own "stop" to ops stops it.
+func TestAskStaysInItsRunLoop(t *testing.T) {
+	e := newEnv(t)
+	all := &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true}
+	e.agents([]AgentSpec{{ID: "default", Spawn: all}, {ID: "ops", Spawn: all}}, map[string]Policy{"default": askingPolicy("ops"), "ops": e.rules()})
+	toOps := func(text string) {
+		raw, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: abi.NewID(), Agent: "ops"})
+		if _, err := e.bus.Publish(context.Background(), &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	toOps("run sleep 30")
+	own := e.events.until(t, "ops's own task", startedBy("ops"))
+	e.events.until(t, "its process", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectProcessSpawned && ev.CorrelationID == own.CorrelationID
+	})
+	askResult := func(text string) abi.ToolResultEvent {
+		t.Helper()
+		ev := e.say(text, "")
+		routed := e.events.until(t, "the message routed", func(x *abi.Event) bool { return abi.IsAgentMessageSubject(x.Type) && x.CausationID == ev.ID })
+		started := e.events.until(t, "the asking run loop", func(x *abi.Event) bool { return x.Type == abi.SubjectIntentStarted && x.CausationID == routed.ID })
+		res := e.events.until(t, "the ask's result", func(x *abi.Event) bool {
+			return x.Type == abi.SubjectToolResult && x.CorrelationID == started.CorrelationID
+		})
+		return decodeAs[abi.ToolResultEvent](t, res)
+	}
+	if d := askResult("stop"); d.Status != abi.StatusFailed || !strings.Contains(d.Error, "may cancel only what that ask started") {
+		t.Errorf("asked to stop: %+v", d)
+	}
+	askResult("use sleep 1 instead")
+	for _, ev := range e.events.all(func(ev *abi.Event) bool { return ev.CorrelationID == own.CorrelationID }) {
+		switch ev.Type {
+		case abi.SubjectIntentEnded, abi.SubjectProcessExited:
+			t.Fatalf("an ask reached ops's own task: %s\n%s", ev.Type, e.events.dump())
+		}
+		if ev.Type == abi.SubjectAgentAction {
+			if a := decodeAs[abi.ActionEvent](t, &ev); a.Type == abi.ActionToolCall && strings.Contains(a.Args, "sleep 1") {
+				t.Fatalf("an ask restarted ops's own task: %+v", a)
+			}
+		}
+	}
+	toOps("stop")
+	end := e.events.until(t, "ops's own task's end", func(ev *abi.Event) bool {
+		return ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == own.CorrelationID
+	})
+	if d := decodeAs[abi.IntentEnded](t, end); d.Status != "canceled" {
+		t.Errorf("the operator's stop: %+v", d)
+	}
+}

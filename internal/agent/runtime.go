@@ -168,6 +168,9 @@ type Runtime struct {
 	// halts are the run loops whose processes are being stopped, each
 	// closed once they are gone (beginHalt).
 	halts map[string]chan struct{}
+	// askSessions are the kernel sessions of the open run loops that
+	// answer asks, by run loop (sessionFor).
+	askSessions map[string]*session
 
 	// others are the states of the other hosts sharing the store, by
 	// host, for agent.runs only (hosts.go); othersFull says a host past
@@ -216,7 +219,7 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	skills := slices.Sorted(maps.Keys(cfg.Skills))
 	r := &Runtime{oldLookup: make(chan struct{}, 1), cfg: cfg, k: cfg.Kernel, log: cfg.Logger.With("agent", cfg.Agent), ticker: t, st: newState(cfg.Agent), skills: skills, ownTools: owned,
-		halts: map[string]chan struct{}{}, others: map[string]*state{}}
+		halts: map[string]chan struct{}{}, others: map[string]*state{}, askSessions: map[string]*session{}}
 	r.router = cfg.Router
 	if r.router == nil {
 		r.router = soloRouter(&r.cfg)
