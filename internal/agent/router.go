@@ -162,6 +162,24 @@ func (rt *Router) owner(m *abi.UserMessage) string {
 	return id
 }
 
+// loopOwner is the running agent that has the run loop id (or the one
+// whose id ends with it), nil for none.
+func (rt *Router) loopOwner(id string) *Runtime {
+	for _, a := range rt.IDs() {
+		r := rt.Runtime(a)
+		if r == nil {
+			continue
+		}
+		r.mu.Lock()
+		l := r.st.loopNamed(id)
+		r.mu.Unlock()
+		if l != nil {
+			return r
+		}
+	}
+	return nil
+}
+
 // unknownText answers a message for an agent that does not exist.
 func (rt *Router) unknownText(id string) string {
 	return fmt.Sprintf("There is no agent %q. The agents are %s: name one with `kairo send --agent ID`, or start the message with @ID.", id, rt.list())

@@ -155,6 +155,16 @@ func TestAgentsRoute(t *testing.T) {
 	e.events.until(t, "a run loop of ops", startedBy("ops"))
 	e.events.until(t, "a run loop of default", startedBy("default"))
 
+	// Sent into a task of ops's without naming ops: ops takes it.
+	send(abi.UserMessage{Text: "run sleep 30", Agent: "ops"})
+	sleeping := e.events.until(t, "ops's sleep", func(x *abi.Event) bool {
+		return x.Type == abi.SubjectProcessSpawned && strings.Contains(decodeAny(x.Data), "sleep")
+	})
+	into := send(abi.UserMessage{Text: "progress", RunLoopID: sleeping.CorrelationID})
+	if typ, _ := routedTo(into); typ != "kairo.agent.ops.message" {
+		t.Errorf("a message into ops's task went to %s", typ)
+	}
+
 	ev := send(abi.UserMessage{Text: "@nobody run echo five"})
 	ans := e.events.until(t, "the answer to a message for no agent", func(x *abi.Event) bool {
 		return x.Type == abi.SubjectAgentAction && x.CausationID == ev.ID

@@ -455,6 +455,22 @@ func (r *Runtime) route(ev *abi.Event) {
 		text = m.Text // "@ops" alone: the address is the message
 	}
 	m.Text = text
+	if m.Agent == "" && m.RunLoopID != "" {
+		// Sent into a task without naming its agent: the agent whose task
+		// it is takes it.
+		r.mu.Lock()
+		mine := r.st.loopNamed(m.RunLoopID) != nil
+		r.mu.Unlock()
+		if other := r.router.loopOwner(m.RunLoopID); !mine && other != nil && other != r {
+			other.take(ev, m)
+			return
+		}
+	}
+	r.take(ev, m)
+}
+
+// take routes m, a user message for this agent (ev its event), to it.
+func (r *Runtime) take(ev *abi.Event, m abi.UserMessage) {
 	r.mu.Lock()
 	_, dup := r.st.seen[m.MessageID]
 	r.mu.Unlock()

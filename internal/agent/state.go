@@ -132,7 +132,18 @@ func (s *state) apply(ev *abi.Event) {
 		}
 		return
 	}
-	if !trusted(ev) || !s.ownRecord(ev) {
+	if !trusted(ev) {
+		return
+	}
+	if abi.IsAgentMessageSubject(ev.Type) && len(s.unrouted) > 0 {
+		// Routed by whichever agent took it (one sent into another
+		// agent's task): no longer this one's to route.
+		var m abi.UserMessage
+		if msgpack.Unmarshal(ev.Data, &m) == nil {
+			delete(s.unrouted, m.MessageID)
+		}
+	}
+	if !s.ownRecord(ev) {
 		return
 	}
 	switch {
