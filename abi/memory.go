@@ -225,6 +225,8 @@ type MemorySegmentRef struct {
 type MemoryRetrieveParams struct {
 	Query string `msgpack:"query"`
 	K     int    `msgpack:"k,omitempty"`
+	// Agent is the agent whose memory is read; "" the default agent's.
+	Agent string `msgpack:"agent,omitempty"`
 }
 
 // MemorySearchParams are memory.search's params ([MethodMemorySearch]): a
@@ -234,6 +236,7 @@ type MemorySearchParams struct {
 	Query  string `msgpack:"query"`
 	Limit  int    `msgpack:"limit,omitempty"`
 	Cursor string `msgpack:"cursor,omitempty"`
+	Agent  string `msgpack:"agent,omitempty"` // as in MemoryRetrieveParams
 }
 
 // MemorySearchPage is a page of memory.search: its chunks, best first, and
@@ -248,6 +251,7 @@ type MemorySearchPage struct {
 type MemoryExpandParams struct {
 	Anchor MemoryAnchor `msgpack:"anchor"`
 	Window int          `msgpack:"window,omitempty"`
+	Agent  string       `msgpack:"agent,omitempty"` // as in MemoryRetrieveParams
 }
 
 // MemoryForgetParams are memory.forget's params ([MethodMemoryForget]):
@@ -258,6 +262,7 @@ type MemoryForgetParams struct {
 	Anchor string `msgpack:"anchor,omitempty"`
 	Task   string `msgpack:"task,omitempty"`
 	Query  string `msgpack:"query,omitempty"`
+	Agent  string `msgpack:"agent,omitempty"` // as in MemoryRetrieveParams
 }
 
 // MemoryForgetResult is what memory.forget forgot.

@@ -143,6 +143,9 @@ func (k *keeper) fold(ev *abi.Event) {
 	default:
 		return
 	}
+	if ev.Source != abi.PrincipalAgent+"/"+k.r.cfg.Agent {
+		return // another agent's run loop, memory or forgetting
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	switch ev.Type {
@@ -369,8 +372,8 @@ func (k *keeper) observe(ctx context.Context, ev *abi.Event) {
 	}
 	k.mu.Lock()
 	_, open := k.events[id]
-	if ev.Type == abi.SubjectIntentStarted {
-		open = true
+	if ev.Type == abi.SubjectIntentStarted && ev.Source == abi.PrincipalAgent+"/"+k.r.cfg.Agent {
+		open = true // one of this agent's run loops, not another's
 	}
 	if !open {
 		k.mu.Unlock()
@@ -472,50 +475,85 @@ func (k *keeper) text(open []*runLoop) string {
 }
 
 // register serves memory.retrieve, memory.search, memory.expand and
-// memory.forget.
+// memory.forget: once, by the default agent's keeper, for every agent's
+// memory (the params' agent; the default agent's when none is named).
 func (k *keeper) register() {
 	if k.cfg.Store == nil || k.r.cfg.Agent != k.r.router.Default() {
-		return // the operator's memory commands read the default agent's
+		return
 	}
-	store := k.cfg.Store
-	k.r.k.Register(kernel.Method{Name: abi.MethodMemoryRetrieve, Summary: "the chunks of earlier run loops that best answer a query, with their anchors",
-		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
+	rt := k.r.router
+	serve := func(name, summary string, h func(context.Context, *kernel.Call, *keeper) (any, error)) {
+		k.r.k.Register(kernel.Method{Name: name, Summary: summary, Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
+			kk, err := rt.keeper(c)
+			if err != nil {
+				return nil, err
+			}
+			return h(ctx, c, kk)
+		}})
+	}
+	serve(abi.MethodMemoryRetrieve, "the chunks of earlier run loops that best answer a query, with their anchors",
+		func(ctx context.Context, c *kernel.Call, kk *keeper) (any, error) {
 			var p abi.MemoryRetrieveParams
 			if err := c.Decode(&p); err != nil {
 				return nil, err
 			}
-			chunks, err := store.Retrieve(ctx, p.Query, p.K)
+			chunks, err := kk.cfg.Store.Retrieve(ctx, p.Query, p.K)
 			if err != nil {
 				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
 			}
 			return chunks, nil
-		}})
-	k.r.k.Register(kernel.Method{Name: abi.MethodMemorySearch, Summary: "a page of the chunks that best answer a query, with the cursor of the next",
-		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
+		})
+	serve(abi.MethodMemorySearch, "a page of the chunks that best answer a query, with the cursor of the next",
+		func(ctx context.Context, c *kernel.Call, kk *keeper) (any, error) {
 			var p abi.MemorySearchParams
 			if err := c.Decode(&p); err != nil {
 				return nil, err
 			}
-			page, err := store.Search(ctx, p.Query, p.Cursor, p.Limit)
+			page, err := kk.cfg.Store.Search(ctx, p.Query, p.Cursor, p.Limit)
 			if err != nil {
 				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
 			}
 			return page, nil
-		}})
-	k.r.k.Register(kernel.Method{Name: abi.MethodMemoryExpand, Summary: "a remembered chunk with the chunks of its run loop around it",
-		Handler: func(ctx context.Context, c *kernel.Call) (any, error) {
+		})
+	serve(abi.MethodMemoryExpand, "a remembered chunk with the chunks of its run loop around it",
+		func(ctx context.Context, c *kernel.Call, kk *keeper) (any, error) {
 			var p abi.MemoryExpandParams
 			if err := c.Decode(&p); err != nil {
 				return nil, err
 			}
-			x, err := store.Expand(ctx, p.Anchor, p.Window)
+			x, err := kk.cfg.Store.Expand(ctx, p.Anchor, p.Window)
 			if err != nil {
 				return nil, abi.Errorf(abi.CodeInvalidParams, "%v", err)
 			}
 			return x, nil
-		}})
-	k.r.k.Register(kernel.Method{Name: abi.MethodMemoryForget, Summary: "forget a remembered segment, a run loop, or every segment that holds a phrase (the operator's alone; recorded)",
-		Handler: k.forget})
+		})
+	serve(abi.MethodMemoryForget, "forget a remembered segment, a run loop, or every segment that holds a phrase (the operator's alone; recorded)",
+		func(ctx context.Context, c *kernel.Call, kk *keeper) (any, error) { return kk.forget(ctx, c) })
+}
+
+// keeper is the memory keeper of the agent a memory method's params name
+// (the default agent when none), or an error that says why there is none.
+func (rt *Router) keeper(c *kernel.Call) (*keeper, error) {
+	var p struct {
+		Agent string `msgpack:"agent"`
+	}
+	if err := c.Decode(&p); err != nil {
+		return nil, err
+	}
+	if p.Agent == "" {
+		p.Agent = rt.def
+	}
+	if _, ok := rt.Spec(p.Agent); !ok {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "there is no agent %q; the agents are %s", p.Agent, rt.list())
+	}
+	r := rt.Runtime(p.Agent)
+	if r == nil {
+		return nil, abi.Errorf(abi.CodeUnavailable, "the agent %q is not running", p.Agent)
+	}
+	if r.mem.cfg.Store == nil {
+		return nil, abi.Errorf(abi.CodeInvalidParams, "the agent %q keeps no long-term memory ([memory] enabled, and its memory setting)", p.Agent)
+	}
+	return r.mem, nil
 }
 
 func oneLine(s string, most int) string {

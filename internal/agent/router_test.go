@@ -3,12 +3,14 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/memory"
 	"github.com/kairo-os/kairo/kernel"
 )
 
@@ -415,5 +417,54 @@ func TestAskStaysInItsRunLoop(t *testing.T) {
 	})
 	if d := decodeAs[abi.IntentEnded](t, end); d.Status != "canceled" {
 		t.Errorf("the operator's stop: %+v", d)
+	}
+}
+
+// TestAgentsKeepTheirOwnMemory: each agent remembers its own run loops in
+// its own store; memory.retrieve reads the one its params name, the
+// default agent's when none. The control: the default agent's memory has
+// its own run loop and not ops's.
+func TestAgentsKeepTheirOwnMemory(t *testing.T) {
+	e := newEnv(t)
+	all := &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true}
+	rt, err := NewRouter("default", []AgentSpec{{ID: "default", Spawn: all}, {ID: "ops", Spawn: all}}, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := e.rules()
+	stores := map[string]*memory.Store{}
+	for _, id := range []string{"default", "ops"} {
+		s, err := memory.Open(filepath.Join(t.TempDir(), id+".db"), memory.Config{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores[id] = s
+		e.start(Config{Agent: id, Policy: rules, Router: rt, Memory: &Memory{Store: s}})
+	}
+	e.say("run echo zebra-default", "")
+	e.say("@ops run echo walrus-ops", "")
+	for _, id := range []string{"default", "ops"} {
+		e.events.until(t, id+"'s run loop indexed", func(ev *abi.Event) bool { return ev.Type == SubjectMemoryIndexed && ev.Source == "agent/"+id })
+	}
+	found := func(agent, query string) int {
+		raw, _ := msgpack.Marshal(abi.MemoryRetrieveParams{Query: query, K: 5, Agent: agent})
+		out, aerr := e.kernel.Invoke(context.Background(), abi.MethodMemoryRetrieve, &kernel.Call{Session: rt.Runtime("default").sess, Params: raw})
+		if aerr != nil {
+			t.Fatalf("memory.retrieve %s of %q: %v", query, agent, aerr)
+		}
+		var chunks []abi.MemoryChunk
+		msgpack.Unmarshal(out, &chunks)
+		return len(chunks)
+	}
+	if found("ops", "walrus") == 0 || found("ops", "zebra") != 0 {
+		t.Errorf("ops's memory: walrus %d, zebra %d chunks; want only its own", found("ops", "walrus"), found("ops", "zebra"))
+	}
+	if found("", "zebra") == 0 || found("", "walrus") != 0 {
+		t.Errorf("the default agent's memory: zebra %d, walrus %d chunks; want only its own", found("", "zebra"), found("", "walrus"))
+	}
+	raw, _ := msgpack.Marshal(abi.MemoryRetrieveParams{Query: "x", Agent: "nobody"})
+	if _, aerr := e.kernel.Invoke(context.Background(), abi.MethodMemoryRetrieve, &kernel.Call{Session: rt.Runtime("default").sess, Params: raw}); aerr == nil || !strings.Contains(aerr.Message, `no agent "nobody"`) {
+		t.Errorf("the memory of no agent: %v", aerr)
 	}
 }
