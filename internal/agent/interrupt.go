@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"strconv"
@@ -194,6 +195,10 @@ func processStart(ticks string) (time.Time, bool) {
 func describeCall(a *action) string {
 	if c := commandOf(a); c != "" {
 		return c
+	}
+	var ask abi.AgentAskArgs
+	if a.tool == abi.ToolAgentAsk && json.Unmarshal([]byte(a.args), &ask) == nil && ask.Agent != "" {
+		return "ask " + ask.Agent + ": " + ask.Text
 	}
 	return a.tool
 }
