@@ -25,10 +25,10 @@ import (
 // sees waits up to one tick on each side besides: the asker's tick that
 // decides to ask, and the one that says the answer.
 //
-// "sleep" waits for each tick on a timer; "spin" spins the default 2 ms
-// before each tick, which at 1 kHz is every moment: each agent then holds
-// a core, and on a machine with as many cores as agents the policies wait
-// for one.
+// "sleep" waits for each tick on a timer, which wakes it up to about a
+// millisecond late; "spin" spins the default 2 ms before each tick, which
+// at 1 kHz is all the time: each agent keeps a core busy, and is faster
+// only while the machine has cores to spare for the policies.
 func BenchmarkAskRoundTrip(b *testing.B) {
 	for _, c := range []struct {
 		name string
