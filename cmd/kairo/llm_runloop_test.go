@@ -12,6 +12,53 @@ import (
 	"github.com/kairo-os/kairo/internal/llmscript"
 )
 
+// llmConfig is a kairo.toml whose default agent runs the LLM policy
+// against the scripted model served at url (an httptest server's), the
+// llm plugin granted what its manifest asks; more tables may follow.
+func llmConfig(t *testing.T, url string) string {
+	t.Helper()
+	return fmt.Sprintf(`
+[agent]
+policy = "llm"
+[llm]
+base_url = %q
+model = "scripted"
+stream = false
+`, url+"/v1") + grantAsManifest(t, "llm")
+}
+
+// chatRequest is what the tests read of a chat request to a scripted
+// model.
+type chatRequest struct {
+	Messages []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+	body string // as it came, for a failure to show
+}
+
+// prompt is the request's last message: the policy's prompt.
+func (r chatRequest) prompt() string {
+	if len(r.Messages) == 0 {
+		return ""
+	}
+	return r.Messages[len(r.Messages)-1].Content
+}
+
+// tools are the names of the tools the request offers.
+func (r chatRequest) tools() []string {
+	var out []string
+	for _, t := range r.Tools {
+		out = append(out, t.Function.Name)
+	}
+	return out
+}
+
 // The run-loop scenario of TestRunLoopBargeIn, with the LLM policy of a
 // real `kairo up` against a real HTTP server that plays a competent model
 // over OpenAI's protocol: it acts on what each prompt shows. "Restart it
@@ -49,15 +96,7 @@ func TestLLMRunLoopUp(t *testing.T) {
 	}}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
-	toml := fmt.Sprintf(`
-[agent]
-policy = "llm"
-[llm]
-base_url = %q
-model = "scripted"
-stream = false
-`, srv.URL+"/v1") + grantAsManifest(t, "llm")
-	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(toml), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(llmConfig(t, srv.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := startUp(t, home)

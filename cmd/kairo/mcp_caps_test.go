@@ -330,28 +330,14 @@ func (m *mcpModel) request(cue string) mcpRequest {
 }
 
 func (m *mcpModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Messages []struct {
-			Content string `json:"content"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
+	var req chatRequest
 	if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil || len(req.Messages) == 0 {
 		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
 		return
 	}
 	// Only what is new: the task list above repeats earlier calls.
-	prompt := req.Messages[len(req.Messages)-1].Content
-	_, observed, _ := strings.Cut(prompt, "New observations")
-	var seen mcpRequest
-	seen.Observed = observed
-	for _, t := range req.Tools {
-		seen.Tools = append(seen.Tools, t.Function.Name)
-	}
+	_, observed, _ := strings.Cut(req.prompt(), "New observations")
+	seen := mcpRequest{Observed: observed, Tools: req.tools()}
 	msg := `{"content": "{\"action\": {\"type\": \"noop\"}}"}`
 	m.mu.Lock()
 	for _, cue := range m.cues {

@@ -30,14 +30,7 @@ func TestMCPServers(t *testing.T) {
 	}}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
-	toml := fmt.Sprintf(`
-[agent]
-policy = "llm"
-[llm]
-base_url = %q
-model = "scripted"
-stream = false
-
+	toml := llmConfig(t, srv.URL) + fmt.Sprintf(`
 [mcp.test]
 command = [%q]
 [mcp.test.sandbox.fs]
@@ -45,7 +38,7 @@ exec = [%q]
 
 [mcp.broken]
 command = ["/nonexistent/mcp-server"]
-`, srv.URL+"/v1", bin, bin) + grantAsManifest(t, "llm")
+`, bin, bin)
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -138,17 +137,11 @@ func TestMemoryProvenanceAndForgetUp(t *testing.T) {
 	model := &memoryModel{prompts: map[string][]string{}}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
-	toml := fmt.Sprintf(`
-[agent]
-policy = "llm"
-[llm]
-base_url = %q
-model = "scripted"
-stream = false
+	toml := llmConfig(t, srv.URL) + `
 [memory]
 # Enough to show every earlier task: the control must not be crowded out.
 recall = 50
-`, srv.URL+"/v1") + grantAsManifest(t, "llm")
+`
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ func eventLog(t *testing.T, home string) []logged {
 // runObj is one line of `kairo runs --json`.
 type runObj struct {
 	ID         string `json:"id"`
+	Agent      string `json:"agent"`
 	Goal       string `json:"goal"`
 	Status     string `json:"status"`
 	InProgress int    `json:"inProgress"`
@@ -46,13 +47,25 @@ type runObj struct {
 	Conversation bool `json:"conversation"`
 }
 
+// runsJSON is `kairo runs --json` by goal: of two run loops with one
+// goal, the older.
 func runsJSON(t *testing.T, home string, flags ...string) map[string]runObj {
+	t.Helper()
+	m := map[string]runObj{}
+	for _, o := range runList(t, home, flags...) {
+		m[o.Goal] = o
+	}
+	return m
+}
+
+// runList is `kairo runs --json` as it lists them, newest first.
+func runList(t *testing.T, home string, flags ...string) []runObj {
 	t.Helper()
 	r := kairo(t, home, append([]string{"runs", "--json"}, flags...)...)
 	if r.code != 0 {
 		t.Fatalf("runs --json:\n%s", r)
 	}
-	m := map[string]runObj{}
+	var out []runObj
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 		if line == "" {
 			continue
@@ -61,9 +74,9 @@ func runsJSON(t *testing.T, home string, flags ...string) map[string]runObj {
 		if err := json.Unmarshal([]byte(line), &o); err != nil || o.ID == "" || o.Status == "" {
 			t.Fatalf("runs --json line %q: %v", line, err)
 		}
-		m[o.Goal] = o
+		out = append(out, o)
 	}
-	return m
+	return out
 }
 
 // firstEnded waits for the first run loop to end and returns its id.

@@ -255,7 +255,7 @@ func sayIn(corr, text string) func(*abi.Event) bool {
 	}
 }
 
-func decodeAs[T any](t *testing.T, ev *abi.Event) T {
+func decodeAs[T any](t testing.TB, ev *abi.Event) T {
 	t.Helper()
 	var v T
 	if err := msgpack.Unmarshal(ev.Data, &v); err != nil {
