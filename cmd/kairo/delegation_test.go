@@ -278,9 +278,9 @@ commands = true
 		}
 
 		// The control: "again" in the asked task runs its command again
-		// there. The message names ops: one sent into a run loop goes to
-		// the agent it names, or the default one, whoever's run loop it is.
-		if r := kairo(t, home, "send", "--no-follow", "--run", asked.ID, "@ops again"); r.code != 0 || !strings.Contains(r.stdout, `process.spawn {"command":"sleep 68"}`) {
+		// there. The message names no agent: one sent into a run loop goes
+		// to the agent whose run loop it is.
+		if r := kairo(t, home, "send", "--no-follow", "--run", asked.ID, "again"); r.code != 0 || !strings.Contains(r.stdout, `process.spawn {"command":"sleep 68"}`) {
 			t.Fatalf("again in the asked task:\n%s", r)
 		}
 		until(t, "the asked run loop running `sleep 68` again", func() bool {
