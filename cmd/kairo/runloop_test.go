@@ -38,12 +38,18 @@ func eventLog(t *testing.T, home string) []logged {
 // runObj is one line of `kairo runs --json`.
 type runObj struct {
 	ID         string `json:"id"`
+	Agent      string `json:"agent"`
 	Goal       string `json:"goal"`
 	Status     string `json:"status"`
 	InProgress int    `json:"inProgress"`
 	EndedAt    string `json:"endedAt"`
 	// Conversation: the run loop only answered.
 	Conversation bool `json:"conversation"`
+	// Ask: the run loop answers another agent's ask.
+	Ask *struct {
+		Agent  string `json:"agent"`
+		Grants string `json:"grants"`
+	} `json:"ask"`
 }
 
 func runsJSON(t *testing.T, home string, flags ...string) map[string]runObj {
