@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,13 +48,16 @@ func openConversation(ctx context.Context, out *screen, socket string) (*convers
 
 func (v *conversation) close() { v.c.Close() }
 
-// send publishes text as a user message and prints the agent's replies to
+// send publishes m as a user message and prints the agent's replies to
 // it: every say and query of the run loop the message opened, until that
 // run loop ends (with follow; else the first reply), or the first reply
-// caused by the message when it opened none.
-func (v *conversation) send(ctx context.Context, text, runLoop string, follow bool, wait time.Duration) error {
+// caused by the message when it opened none. A message that reached no
+// agent (it named one that does not exist) prints the answer saying so
+// and exits 1.
+func (v *conversation) send(ctx context.Context, m abi.UserMessage, follow bool, wait time.Duration) error {
 	id := abi.NewID()
-	data, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: id, RunLoopID: runLoop})
+	m.MessageID = id
+	data, _ := msgpack.Marshal(m)
 	res, err := v.c.Publish(ctx, abi.Event{Type: abi.SubjectUserMessage, Data: data})
 	if err != nil {
 		return callError("publish", err)
@@ -97,6 +101,14 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 		switch {
 		case abi.IsAgentMessageSubject(ev.Type) && ev.CausationID == res.ID:
 			routed = ev.ID
+		case ev.Type == abi.SubjectAgentAction && ev.CausationID == res.ID:
+			// Caused by the message itself, not by its routed copy: it
+			// named no agent that exists, and this says so.
+			var d abi.ActionEvent
+			if msgpack.Unmarshal(ev.Data, &d) == nil && d.Type == abi.ActionSay {
+				v.out.event(ev, termText(d.Text))
+				return exitCode(1)
+			}
 		case ev.Type == abi.SubjectIntentStarted:
 			var d abi.IntentStarted
 			if msgpack.Unmarshal(ev.Data, &d) == nil && d.MessageID == id {
@@ -130,7 +142,7 @@ func (v *conversation) send(ctx context.Context, text, runLoop string, follow bo
 		case ev.Type == abi.SubjectProcessProgress && ev.CorrelationID == loop && loop != "":
 			v.out.progress(ev, "· ")
 		case consentEvent(ev.Type) && ev.CorrelationID == loop && loop != "":
-			if line := chatLine(ev); line != "" {
+			if line := chatLine(ev, false); line != "" {
 				v.out.event(ev, line)
 			}
 		case ev.Type == abi.SubjectIntentEnded && ev.CorrelationID == loop && loop != "":
@@ -152,15 +164,21 @@ func shortID(id string) string {
 }
 
 func runSend(ctx context.Context, args []string) error {
-	f := newFlags("send", `kairo send [--run ID] [--no-follow] [--wait DURATION] [--json] "TEXT"`, `
+	f := newFlags("send", `kairo send [--agent ID] [--run ID] [--no-follow] [--wait DURATION] [--json] "TEXT"`, `
 Send TEXT to the agent of the running daemon as the user, and print its
 replies: for a message that starts a task, every reply until the task ends
 (Ctrl-C stops following; the task goes on); otherwise the first reply.
-With --run the message goes into that task (kairo runs lists them); one
-that has ended answers from its record, and nothing new is started.
+With --agent the message goes to that agent (kairo agents lists them);
+without, to the one TEXT starts with ("@ops run make" or "ops: run make"),
+else to the default agent. A message to an agent that does not exist
+reaches none: the answer says which there are, and kairo send exits 1.
+With --run the message goes into that task (kairo runs lists them), to
+the agent whose task it is; one that has ended answers from its record,
+and nothing new is started.
 
 On a terminal a task's progress is one line, redrawn; piped, a line per
 report. With --json, each event shown is printed as one JSON object.`)
+	agent := f.String("agent", "", "send to the agent `ID`")
 	run := f.String("run", "", "send into the run loop `ID`")
 	noFollow := f.Bool("no-follow", false, "return after the first reply, even for a new task")
 	wait := f.Duration("wait", 30*time.Second, "give up when no reply comes within `DURATION`")
@@ -181,18 +199,38 @@ report. With --json, each event shown is printed as one JSON object.`)
 		return err
 	}
 	defer v.close()
-	return v.send(ctx, pos[0], *run, !*noFollow, *wait)
+	m := abi.UserMessage{Text: pos[0], Agent: *agent, RunLoopID: *run}
+	if m.Agent == "" && m.RunLoopID != "" {
+		m.Agent = v.runAgent(ctx, m.RunLoopID)
+	}
+	return v.send(ctx, m, !*noFollow, *wait)
+}
+
+// runAgent is the agent whose run loop id names (whole, or its end), ""
+// when none or several do: the router routes a message by agent, so one
+// into a task of an agent other than the default must name its agent.
+func (v *conversation) runAgent(ctx context.Context, id string) string {
+	var res abi.RunsResult
+	if err := v.c.Call(ctx, abi.MethodAgentRuns, abi.RunsParams{ID: id, Limit: 2, All: true}, &res); err != nil || len(res.Runs) != 1 {
+		return ""
+	}
+	return res.Runs[0].Agent
 }
 
 func runChat(ctx context.Context, args []string) error {
-	f := newFlags("chat", "kairo chat", `
+	f := newFlags("chat", "kairo chat [--agent ID]", `
 Talk to the agent of the running daemon: each line you type is a message;
 its replies print as they come. Ctrl-D or Ctrl-C ends the chat; tasks go
-on running. Type "help" for what the agent understands.`)
+on running. Type "help" for what the agent understands.
+
+With several agents (kairo agents), a line goes to the default agent, or
+with --agent to that one; a line that starts with "@ID " goes to agent
+ID instead, and each reply is headed by the agent that gives it.`)
+	agent := f.String("agent", "", "send each line to the agent `ID`")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	return chat(ctx, os.Stdin, stdoutScreen(), "")
+	return chat(ctx, os.Stdin, stdoutScreen(), "", *agent)
 }
 
 // stdoutScreen is stdout as a screen: progress redrawn in place on a
@@ -206,17 +244,24 @@ func stdoutScreen() *screen {
 	return newScreen(os.Stdout, progressTerminal, int(cols))
 }
 
-// chat reads lines from in and sends each as a message, while every reply
-// of the agent — to any message, in any task, as it comes — prints to out,
-// with a line for each process a task starts and its progress. A message
-// another client sent is shown before the replies to it, so no reply
-// answers a question the reader never saw.
-func chat(ctx context.Context, in io.Reader, out *screen, socket string) error {
+// chat reads lines from in and sends each as a message — to agent, or
+// the router's choice when it is "" — while every reply of the agents —
+// to any message, in any task, as it comes — prints to out, with a line
+// for each process a task starts and its progress. A message another
+// client sent is shown before the replies to it, so no reply answers a
+// question the reader never saw.
+func chat(ctx context.Context, in io.Reader, out *screen, socket, agent string) error {
 	v, err := openConversation(ctx, out, socket)
 	if err != nil {
 		return err
 	}
 	defer v.close()
+	to, err := newAddresser(ctx, v, agent)
+	if err != nil {
+		return err
+	}
+	// With several agents each reply is headed by the agent that gives it.
+	named := len(to.agents) > 1
 	// The lines go to the terminal input plugin, which makes them user
 	// messages; without it running, they are sent as user messages here.
 	viaPlugin := terminalPlugin(ctx, v)
@@ -248,7 +293,7 @@ func chat(ctx context.Context, in io.Reader, out *screen, socket string) error {
 					out.progress(ev, "· ["+termLine(shortID(ev.CorrelationID))+"] ")
 				}
 			default:
-				line := chatLine(ev)
+				line := chatLine(ev, named)
 				if line == "" {
 					continue
 				}
@@ -288,11 +333,12 @@ func chat(ctx context.Context, in io.Reader, out *screen, socket string) error {
 			}
 			id := abi.NewID()
 			sent.Store(id, true)
+			agent, text := to.address(ctx, line)
 			ev := abi.Event{Type: abi.SubjectTerminalInput}
-			ev.Data, _ = msgpack.Marshal(abi.TerminalInput{Text: line, MessageID: id})
+			ev.Data, _ = msgpack.Marshal(abi.TerminalInput{Text: text, MessageID: id, Agent: agent})
 			if !viaPlugin {
 				ev.Type = abi.SubjectUserMessage
-				ev.Data, _ = msgpack.Marshal(abi.UserMessage{Text: line, MessageID: id})
+				ev.Data, _ = msgpack.Marshal(abi.UserMessage{Text: text, MessageID: id, Agent: agent})
 			}
 			if _, err := v.c.Publish(ctx, ev); err != nil {
 				sent.Delete(id)
@@ -300,6 +346,63 @@ func chat(ctx context.Context, in io.Reader, out *screen, socket string) error {
 			}
 		}
 	}
+}
+
+// addresser is where the chat sends each line: to the chat's agent
+// (--agent; "" lets the router choose), or to the agent the line starts
+// with ("@ops run make"). The terminal plugin reads "@ID" as the address
+// of a task, so a line for an agent goes with its address taken off and
+// the agent named; a line for a task names the agent whose task it is.
+type addresser struct {
+	v      *conversation
+	agents []string // the daemon's agents (agent.list)
+	agent  string
+	// A line that ends with a backslash continues on the next, and the
+	// message goes where its first line said: next, while continued.
+	continued bool
+	next      string
+}
+
+// newAddresser is the addresser of a chat with agent, which must be one
+// of the daemon's agents when it is not "". A chat with no agent named
+// goes on without the list when it cannot be had: its lines then go as
+// they are typed.
+func newAddresser(ctx context.Context, v *conversation, agent string) (*addresser, error) {
+	a := &addresser{v: v, agent: agent}
+	var res abi.AgentsResult
+	if err := v.c.Call(ctx, abi.MethodAgentList, nil, &res); err != nil && agent != "" {
+		return nil, callError("kairo chat --agent: list the agents", err)
+	}
+	for _, info := range res.Agents {
+		a.agents = append(a.agents, info.ID)
+	}
+	if agent != "" && !slices.Contains(a.agents, agent) {
+		return nil, fmt.Errorf("there is no agent %q; the agents are %s (kairo agents describes them)", agent, strings.Join(a.agents, ", "))
+	}
+	return a, nil
+}
+
+// address is the agent line goes to ("" for the router's choice) and the
+// text to send.
+func (a *addresser) address(ctx context.Context, line string) (agent, text string) {
+	agent, text = a.agent, line
+	trimmed := strings.TrimSpace(line)
+	switch rest, ok := strings.CutPrefix(trimmed, "@"); {
+	case a.continued:
+		agent = a.next
+	case ok:
+		name, body, _ := strings.Cut(rest, " ")
+		if id := strings.ToLower(strings.TrimRight(name, ":,")); slices.Contains(a.agents, id) {
+			agent = id
+			if body = strings.TrimSpace(body); body != "" {
+				text = body
+			}
+		} else if owner := a.v.runAgent(ctx, name); owner != "" {
+			agent = owner
+		}
+	}
+	a.continued, a.next = strings.HasSuffix(trimmed, `\`), agent
+	return agent, text
 }
 
 // otherMessage is how the chat shows a user message it did not send: who
@@ -333,18 +436,24 @@ func terminalPlugin(ctx context.Context, v *conversation) bool {
 
 // chatLine is what the chat shows of an event, or "": every string in it
 // that the agent, a tool or a process wrote is escaped for the terminal.
-func chatLine(ev *abi.Event) string {
+// With named, an answer is headed by the agent that gives it ("ops> ")
+// rather than "agent> ".
+func chatLine(ev *abi.Event, named bool) string {
 	switch ev.Type {
 	case abi.SubjectAgentAction:
 		var d abi.ActionEvent
 		if msgpack.Unmarshal(ev.Data, &d) != nil {
 			return ""
 		}
+		who := "agent"
+		if id, ok := strings.CutPrefix(ev.Source, abi.PrincipalAgent+"/"); ok && named {
+			who = termLine(id)
+		}
 		switch d.Type {
 		case abi.ActionSay:
-			return "agent> " + termText(d.Text)
+			return who + "> " + termText(d.Text)
 		case abi.ActionQuery:
-			return "agent? " + termText(d.Text)
+			return who + "? " + termText(d.Text)
 		case abi.ActionToolCall:
 			return fmt.Sprintf("· [%s] %s %s", termLine(shortID(ev.CorrelationID)), termLine(d.Tool), termLine(d.Args))
 		}

@@ -274,22 +274,23 @@ func TestChatShowsConsent(t *testing.T) {
 	}
 	req := chatLine(&abi.Event{Type: abi.SubjectApprovalRequested, CorrelationID: "loop-00000001", Data: enc(abi.ApprovalRequest{
 		ID: "ap-a1", Tool: "skill.deploy", Args: `{"env":"prod"}`, Reason: "deploy needs approval\x1b[2J",
-	})})
+	})}, false)
+
 	for _, want := range []string{"approve? [00000001]", "deploy needs approval^[[2J", `skill.deploy {"env":"prod"}`, "answer yes or no", "kairo approve ap-a1"} {
 		if !strings.Contains(req, want) {
 			t.Errorf("request line %q lacks %q", req, want)
 		}
 	}
-	dec := chatLine(&abi.Event{Type: abi.SubjectApprovalDecided, CorrelationID: "loop-00000001", Data: enc(abi.ApprovalDecision{ID: "ap-a1", By: "operator/0", Reason: "not today"})})
+	dec := chatLine(&abi.Event{Type: abi.SubjectApprovalDecided, CorrelationID: "loop-00000001", Data: enc(abi.ApprovalDecision{ID: "ap-a1", By: "operator/0", Reason: "not today"})}, false)
 	if dec != "· [00000001] denied by operator/0: not today" {
 		t.Errorf("decision line %q", dec)
 	}
-	den := chatLine(&abi.Event{Type: abi.SubjectSandboxDenied, CorrelationID: "loop-00000001", Data: enc(abi.SandboxDenied{Op: "fs.write", Object: "/etc", Count: 2, Grant: `[fs] write = ["/etc"]`})})
+	den := chatLine(&abi.Event{Type: abi.SubjectSandboxDenied, CorrelationID: "loop-00000001", Data: enc(abi.SandboxDenied{Op: "fs.write", Object: "/etc", Count: 2, Grant: `[fs] write = ["/etc"]`})}, false)
 	if den != `· [00000001] denied: fs.write /etc (2 times) — to allow it, add to the manifest: [fs] write = ["/etc"]` {
 		t.Errorf("refusal line %q", den)
 	}
 	// The control: an event of no task shows nothing of a refusal.
-	if l := chatLine(&abi.Event{Type: abi.SubjectSandboxDenied, Data: enc(abi.SandboxDenied{Op: "fs.write", Object: "/etc"})}); l != "" {
+	if l := chatLine(&abi.Event{Type: abi.SubjectSandboxDenied, Data: enc(abi.SandboxDenied{Op: "fs.write", Object: "/etc"})}, false); l != "" {
 		t.Errorf("a refusal of no task: %q", l)
 	}
 }

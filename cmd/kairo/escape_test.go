@@ -134,7 +134,7 @@ func TestChatLineEscapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := chatLine(&abi.Event{Type: c.typ, Data: data, CorrelationID: "run" + osc52})
+		got := chatLine(&abi.Event{Type: c.typ, Data: data, CorrelationID: "run" + osc52}, false)
 		if r, bad := rawControls(got); bad {
 			t.Errorf("chatLine holds a raw %U: %q", r, got)
 		}

@@ -2,9 +2,10 @@
 // to a running one over its Unix socket.
 //
 //	kairo up [--config FILE] [--home DIR]      run the kernel in the foreground
-//	kairo send "TEXT" | chat                   talk to the agent
+//	kairo send [--agent ID] "TEXT" | chat      talk to the agent, or to agent ID
+//	kairo agents [--json]                      the agents, their grants and open run loops
 //	kairo console [--print]                    open the web console, or print its address
-//	kairo runs [show ID]                       the agent's run loops
+//	kairo runs [--agent ID] [show ID]          the agents' run loops
 //	kairo replay --run ID                      re-run a run loop's decisions
 //	kairo memory search QUERY | show ANCHOR    what the agent remembers, and from where
 //	kairo memory forget --anchor|--task|--query make it forget (recorded)
@@ -71,10 +72,11 @@ func init() {
 	// Set here, not in the declaration: help refers to commands.
 	commands = []command{
 		{"up", "run the kernel in the foreground until SIGINT or SIGTERM", runUp},
-		{"send", "send the agent a message and print its replies", runSend},
-		{"chat", "talk to the agent, a line at a time", runChat},
+		{"send", "send the agent a message and print its replies (--agent ID: to that agent)", runSend},
+		{"chat", "talk to the agent, a line at a time (--agent ID: to that agent)", runChat},
+		{"agents", "list the agents: the default one, their grants, their open run loops", runAgents},
 		{"console", "print the console's address (the web page) and open it in a browser", runConsole},
-		{"runs", "list the agent's run loops, or show one (kairo runs show ID)", runRuns},
+		{"runs", "list the agents' run loops (--agent ID: one agent's), or show one (kairo runs show ID)", runRuns},
 		{"approvals", "list the approvals waiting for a person (--all: the decided ones too)", runApprovals},
 		{"approve", "approve a pending approval: kairo approve ID", runApprove},
 		{"deny", "deny a pending approval: kairo deny [--reason TEXT] ID", runDeny},

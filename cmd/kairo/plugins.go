@@ -60,10 +60,7 @@ capped.`)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tVERSION\tKINDS\tSTATE\tSINCE\tTRUSTED\tFAILURES\tRESTARTS\tDENIED\tGRANTS")
 	for _, p := range res.Plugins {
-		trusted := "no"
-		if p.Trusted {
-			trusted = "yes"
-		}
+		trusted := yesNo(p.Trusted)
 		switch {
 		case p.Native:
 			trusted += " (built in)"

@@ -24,7 +24,9 @@ import (
 // ID, a process, a remembered segment) filled from the daemon's answers. A
 // line that no longer works — a command renamed, a flag dropped, an
 // example path moved, an error — fails the test with the line. A line
-// added to the README is run by default, expecting exit 0.
+// added to the README is run by default, expecting exit 0. The daemon's
+// kairo.toml is the README's own agents example, so that the lines about
+// several agents run against the agents it configures.
 func TestREADME(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -40,6 +42,10 @@ func TestREADME(t *testing.T) {
 	bin := binCopy(t)
 	binDir := filepath.Dir(bin)
 	home := t.TempDir()
+	agents := readmeBlock(t, filepath.Join(root, "README.md"), "toml", "[agents.ops]")
+	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(agents), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	buildPlugin(t, filepath.Join(binDir, "wasm"), "echo")
 	buildPlugin(t, filepath.Join(home, "plugins"), "echo")
 	d := startUpBin(t, home, bin)
@@ -117,6 +123,12 @@ func readmeHow(line string) readmeRun {
 		return readmeRun{check: contains("sleep 3")}
 	case strings.Contains(line, "kairo chat"):
 		return readmeRun{stdin: "what is running\n"}
+	case strings.Contains(line, `--agent viewer "ask ops:`):
+		return readmeRun{check: contains("ops: I could not run it: permission denied")}
+	case strings.Contains(line, `--agent ops "run make test"`):
+		return readmeRun{check: contains(`process.spawn {"command":"make test"}`)}
+	case strings.Contains(line, "kairo agents"):
+		return readmeRun{check: contains("* default", "ops", "viewer")}
 	case strings.Contains(line, "events tail"), strings.Contains(line, "kairo attach "):
 		return readmeRun{endless: true}
 	case strings.Contains(line, "events publish demo.hi"):
@@ -196,6 +208,24 @@ func readmeLines(t *testing.T, path string) []string {
 		}
 	}
 	return out
+}
+
+// readmeBlock is the first ```lang block of the README at path that holds
+// marker.
+func readmeBlock(t *testing.T, path, lang, marker string) string {
+	t.Helper()
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range strings.Split(string(text), "```"+lang+"\n")[1:] {
+		block, _, _ := strings.Cut(part, "```")
+		if strings.Contains(block, marker) {
+			return block
+		}
+	}
+	t.Fatalf("the README has no ```%s block with %s", lang, marker)
+	return ""
 }
 
 // stripComment drops a shell comment: a # outside quotes after a blank.

@@ -49,3 +49,11 @@ const maxDepth = jsonview.MaxDepth
 
 // msgpackToJSON converts one MsgPack value to JSON (jsonview.FromMsgpack).
 func msgpackToJSON(raw []byte) (json.RawMessage, error) { return jsonview.FromMsgpack(raw) }
+
+// yesNo is b as a table shows it.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -45,6 +45,11 @@ type runObj struct {
 	EndedAt    string `json:"endedAt"`
 	// Conversation: the run loop only answered.
 	Conversation bool `json:"conversation"`
+	// Ask: the run loop answers another agent's ask.
+	Ask *struct {
+		Agent  string `json:"agent"`
+		Grants string `json:"grants"`
+	} `json:"ask"`
 }
 
 // runsJSON is `kairo runs --json` by goal: of two run loops with one

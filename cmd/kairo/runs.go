@@ -19,19 +19,26 @@ func runRuns(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "show" {
 		return runRunsShow(ctx, args[1:])
 	}
-	f := newFlags("runs", "kairo runs [--open] [--all] [--limit N] [--before N] [--json] | kairo runs show [--json] ID", `
-List the agent's run loops — a task each: what the user asked, how it ended
+	f := newFlags("runs", "kairo runs [--agent ID] [--open] [--all] [--limit N] [--before N] [--json] | kairo runs show [--json] ID", `
+List the agents' run loops — a task each: what the user asked, how it ended
 or what is still running — newest first. STATUS is open, interrupted (the
 daemon stopped while it ran: it waits for the user, who may say "again"),
 or how it ended. A message the agent only answered ("help", a question)
 is a conversation, not a task: --all lists those too. "kairo runs show ID"
 prints one as a timeline (ID may be the last 8 characters the list shows).
 
+When the daemon runs several agents (kairo agents), AGENT says whose each
+run loop is, and for one that answers another agent's ask, which agent
+asked ("ops, asked by default"). --agent lists one agent's only.
+
 With --json, one JSON object per run loop: id, agent, host (when kairos
 share one store), goal, status, startedAt, endedAt (once ended),
-iterations, actions, inProgress, conversation (true for one) and
-startSeq (the seq of its start in the log). A listing of more than
---limit says on stderr how to ask for the older ones (--before N).`)
+iterations, actions, inProgress, conversation (true for one), startSeq
+(the seq of its start in the log) and ask (for a run loop that answers
+another agent's ask: agent, actionId and runLoopId of the asker, depth,
+grants "intersection" or "own", within). A listing of more than --limit
+says on stderr how to ask for the older ones (--before N).`)
+	agent := f.String("agent", "", "only the run loops of the agent `ID`")
 	open := f.Bool("open", false, "only the run loops still open")
 	all := f.Bool("all", false, "conversations too: run loops that only answered")
 	before := f.Uint64("before", 0, "the page of run loops older than the last one listed: the `N` the listing ends with")
@@ -40,13 +47,17 @@ startSeq (the seq of its start in the log). A listing of more than
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	res, err := listRuns(ctx, abi.RunsParams{Limit: *limit, Open: *open, All: *all, Before: *before})
+	res, err := listRuns(ctx, abi.RunsParams{Limit: *limit, Open: *open, All: *all, Before: *before, Agent: *agent})
 	if err != nil {
 		return err
 	}
 	more := func() {
 		if res.Next != 0 {
-			fmt.Fprintf(os.Stderr, "older run loops: kairo runs --before %d\n", res.Next)
+			next := fmt.Sprintf("kairo runs --before %d", res.Next)
+			if *agent != "" {
+				next += " --agent " + termLine(*agent)
+			}
+			fmt.Fprintf(os.Stderr, "older run loops: %s\n", next)
 		}
 	}
 	if *asJSON {
@@ -57,30 +68,61 @@ startSeq (the seq of its start in the log). A listing of more than
 		return nil
 	}
 	if len(res.Runs) == 0 {
+		if *agent != "" {
+			fmt.Printf("no tasks of %s yet: send it a message, e.g. kairo send --agent %s \"run sleep 5\" (kairo runs --all lists conversations too)\n", termLine(*agent), termLine(*agent))
+			return nil
+		}
 		fmt.Println(`no tasks yet: send the agent a message, e.g. kairo send "run sleep 5" (kairo runs --all lists conversations too)`)
 		return nil
 	}
-	// HOST only when kairos share the store: their run loops name theirs.
-	hosts := slices.ContainsFunc(res.Runs, func(r abi.RunSummary) bool { return r.Host != "" })
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	head := "ID\tSTARTED\tSTATUS\tSTEPS\tRUNNING\tGOAL"
-	if hosts {
-		head = "ID\tHOST\tSTARTED\tSTATUS\tSTEPS\tRUNNING\tGOAL"
+	agents, err := listAgents(ctx)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintln(w, head)
-	for _, r := range res.Runs {
-		id := shortID(r.ID)
-		if hosts {
-			id += "\t" + termLine(orDash(r.Host))
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", id, r.StartedAt.Local().Format("01-02 15:04:05"),
-			termLine(r.Status), r.Iterations, r.InProgress, termLine(clip(r.Goal, 60)))
-	}
-	if err := w.Flush(); err != nil {
+	if err := printRuns(res.Runs, len(agents.Agents) > 1); err != nil {
 		return err
 	}
 	more()
 	return nil
+}
+
+// printRuns prints run loops as a table: with AGENT when the daemon runs
+// several agents (or a run loop answers an ask, whoever runs it), so the
+// table keeps its columns from one listing to the next; with HOST when
+// kairos share the store.
+func printRuns(runs []abi.RunSummary, several bool) error {
+	hosts := slices.ContainsFunc(runs, func(r abi.RunSummary) bool { return r.Host != "" })
+	agents := several || slices.ContainsFunc(runs, func(r abi.RunSummary) bool { return r.Ask != nil })
+	head := "ID\t"
+	if hosts {
+		head += "HOST\t"
+	}
+	if agents {
+		head += "AGENT\t"
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, head+"STARTED\tSTATUS\tSTEPS\tRUNNING\tGOAL")
+	for _, r := range runs {
+		id := shortID(r.ID)
+		if hosts {
+			id += "\t" + termLine(orDash(r.Host))
+		}
+		if agents {
+			id += "\t" + termLine(runAgent(r))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", id, r.StartedAt.Local().Format("01-02 15:04:05"),
+			termLine(r.Status), r.Iterations, r.InProgress, termLine(clip(r.Goal, 60)))
+	}
+	return w.Flush()
+}
+
+// runAgent is whose run loop r is, and who asked for it: "ops, asked by
+// default".
+func runAgent(r abi.RunSummary) string {
+	if r.Ask == nil {
+		return r.Agent
+	}
+	return r.Agent + ", asked by " + r.Ask.Agent
 }
 
 // runObject is a run loop as `kairo runs --json` prints it: stable
@@ -98,11 +140,25 @@ type runObject struct {
 	InProgress   int        `json:"inProgress"`
 	Conversation bool       `json:"conversation,omitempty"`
 	StartSeq     uint64     `json:"startSeq,omitempty"`
+	Ask          *askObject `json:"ask,omitempty"`
+}
+
+// askObject is the ask a run loop answers, as abi.Ask names it.
+type askObject struct {
+	Agent     string   `json:"agent"`
+	ActionID  string   `json:"actionId"`
+	RunLoopID string   `json:"runLoopId"`
+	Depth     int      `json:"depth"`
+	Grants    string   `json:"grants"`
+	Within    []string `json:"within"`
 }
 
 func runJSON(r abi.RunSummary) runObject {
 	o := runObject{ID: r.ID, Agent: r.Agent, Host: r.Host, Goal: r.Goal, Status: r.Status, StartedAt: r.StartedAt,
 		Iterations: r.Iterations, Actions: r.Actions, InProgress: r.InProgress, Conversation: r.Conversation, StartSeq: r.StartSeq}
+	if a := r.Ask; a != nil {
+		o.Ask = &askObject{Agent: a.Agent, ActionID: a.ActionID, RunLoopID: a.RunLoopID, Depth: a.Depth, Grants: a.Grants, Within: orEmpty(a.Within)}
+	}
 	if !r.EndedAt.IsZero() {
 		t := r.EndedAt
 		o.EndedAt = &t
@@ -190,7 +246,7 @@ func runRunsShow(ctx context.Context, args []string) error {
 		}
 		return p.w.Flush()
 	}
-	fmt.Printf("run loop %s\n", id)
+	fmt.Printf("run loop %s of %s\n", id, termLine(runAgent(run)))
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	// On a terminal a process's progress is one row, as it was one line
 	// redrawn while it ran: its last report, with its rate. Piped, each

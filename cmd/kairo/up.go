@@ -189,7 +189,7 @@ func startChat(ctx context.Context, con *console, socket string, plain bool, log
 		fmt.Fprintln(os.Stderr, "kairo: up. "+talk)
 	}
 	go func() { // ends with stdin or ctx; the daemon serves on after Ctrl-D
-		err := chat(ctx, os.Stdin, scr, socket)
+		err := chat(ctx, os.Stdin, scr, socket, "")
 		if con != nil {
 			con.attach(nil)
 		}

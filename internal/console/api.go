@@ -80,11 +80,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.Write(out.Bytes())
 }
 
-// send publishes a user message, as `kairo send` does.
+// send publishes a user message, as `kairo send` does: to the agent it
+// names, else to the one its text names ("@ops ..."), else to the
+// default agent.
 func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Text      string `json:"text"`
 		RunLoopID string `json:"runLoopId"`
+		Agent     string `json:"agent"`
 	}
 	if !readJSON(w, r, &body) {
 		return
@@ -94,7 +97,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := abi.NewID()
-	data, err := msgpack.Marshal(abi.UserMessage{Text: body.Text, MessageID: id, RunLoopID: body.RunLoopID})
+	data, err := msgpack.Marshal(abi.UserMessage{Text: body.Text, MessageID: id, RunLoopID: body.RunLoopID, Agent: body.Agent})
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
@@ -183,35 +186,36 @@ type processJSON struct {
 
 // plugins answers what `kairo plugins --json` prints, as one list.
 func (s *Server) plugins(w http.ResponseWriter, r *http.Request) {
-	var res abi.PluginsListResult
-	if err := s.call(r.Context(), s.sess, abi.MethodPluginsList, nil, &res); err != nil {
-		writeCallError(w, abi.MethodPluginsList, err)
-		return
-	}
-	out := make([]jsonview.Plugin, 0, len(res.Plugins))
-	for _, p := range res.Plugins {
-		out = append(out, jsonview.NewPlugin(p))
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Plugins []jsonview.Plugin `json:"plugins"`
-	}{out})
+	serveList(s, w, r, abi.MethodPluginsList, "plugins", func(res abi.PluginsListResult) []jsonview.Plugin {
+		return jsonview.Each(res.Plugins, jsonview.NewPlugin)
+	})
+}
+
+// agents answers what `kairo agents --json` prints, as one list: the
+// agents, the default one first.
+func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
+	serveList(s, w, r, abi.MethodAgentList, "agents", func(res abi.AgentsResult) []jsonview.Agent {
+		return jsonview.Each(res.Agents, jsonview.NewAgent)
+	})
 }
 
 // tools answers what `kairo tools --json` prints, as one list.
 func (s *Server) tools(w http.ResponseWriter, r *http.Request) {
-	var res abi.ToolsListResult
-	if err := s.call(r.Context(), s.sess, abi.MethodToolsList, nil, &res); err != nil {
-		writeCallError(w, abi.MethodToolsList, err)
+	serveList(s, w, r, abi.MethodToolsList, "tools", func(res abi.ToolsListResult) []jsonview.Tool {
+		offered := jsonview.OfferedNames(res.Tools)
+		return jsonview.Each(res.Tools, func(t abi.ToolInfo) jsonview.Tool { return jsonview.NewTool(t, offered[t.Name]) })
+	})
+}
+
+// serveList calls method, which takes no params, and answers its result R
+// as {key: [...]}, each item in the JSON form the CLI's --json prints.
+func serveList[R, T any](s *Server, w http.ResponseWriter, r *http.Request, method, key string, items func(R) []T) {
+	var res R
+	if err := s.call(r.Context(), s.sess, method, nil, &res); err != nil {
+		writeCallError(w, method, err)
 		return
 	}
-	offered := jsonview.OfferedNames(res.Tools)
-	out := make([]jsonview.Tool, 0, len(res.Tools))
-	for _, t := range res.Tools {
-		out = append(out, jsonview.NewTool(t, offered[t.Name]))
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Tools []jsonview.Tool `json:"tools"`
-	}{out})
+	writeJSON(w, http.StatusOK, map[string][]T{key: items(res)})
 }
 
 // status answers what `kairo status --json` prints; homeFrom is "daemon".

@@ -287,6 +287,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("POST /api/kill", s.kill)
 	mux.HandleFunc("GET /api/plugins", s.plugins)
 	mux.HandleFunc("GET /api/tools", s.tools)
+	mux.HandleFunc("GET /api/agents", s.agents)
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /api/approvals", s.approvals)
 	mux.HandleFunc("POST /api/approve", s.approve)

@@ -31,7 +31,8 @@ import (
 // policy writes no "rules: N action(s)" thoughts and none is shown; a
 // run loop that only answered ("help") is hidden until asked for; the memory indexing of the run loop is shown apart, as the
 // system's; the chat follows its newest message unless the person
-// scrolled up.
+// scrolled up. With one agent, no agent label nor agent select is shown
+// (TestConsoleAgents has two).
 func TestConsoleStory(t *testing.T) {
 	home := newHome(t)
 	d := startDaemon(t, home)
@@ -42,6 +43,9 @@ func TestConsoleStory(t *testing.T) {
 	kairo(t, home, "send", "run sleep 1; seq 1 100")
 	loop := loopWith("run sleep 1; seq 1 100")
 	b.wait("the run loop, done", loop+` && `+loop+`.classList.contains("s-done")`, time.Minute)
+	if eval[bool](b, loop+`.querySelector(".loop-agent").checkVisibility() || !document.getElementById("agent").hidden`) {
+		t.Error("with one agent, the page shows which agent a run loop is, or a choice of agents to send to")
+	}
 	res := loop + `.querySelector(".k-result")`
 	b.wait("the tool result as its process", res+` && `+res+`.querySelector(".proc .pstate").textContent === "exit 0"`, 30*time.Second)
 	if argv := eval[string](b, res+`.querySelector(".proc .argv").textContent`); !strings.Contains(argv, "seq 1 100") {

@@ -70,6 +70,16 @@ func OrEmpty[T any](l []T) []T {
 	return l
 }
 
+// Each is f of every item of l, in order: a list's JSON form, empty (not
+// null) when l is.
+func Each[E, T any](l []E, f func(E) T) []T {
+	out := make([]T, 0, len(l))
+	for _, e := range l {
+		out = append(out, f(e))
+	}
+	return out
+}
+
 // Tool is the --json form of a tool; the keys are the wire names of
 // abi.ToolInfo, and every key is always there.
 type Tool struct {
@@ -172,4 +182,33 @@ func Approval(a abi.Approval) (json.RawMessage, error) {
 		return nil, err
 	}
 	return FromMsgpack(raw)
+}
+
+// Agent is the --json form of an agent, as agent.list names it; every
+// key is always there (a list empty, not null).
+type Agent struct {
+	ID          string      `json:"id"`
+	Default     bool        `json:"default"`
+	Policy      string      `json:"policy"`
+	Description string      `json:"description"`
+	Grants      AgentGrants `json:"grants"`
+	ActsFor     []string    `json:"actsFor"`
+	Memory      string      `json:"memory"`
+	Open        int         `json:"open"`
+}
+
+// AgentGrants are an agent's grants, as [agent.grants] names them.
+type AgentGrants struct {
+	Skills   []string `json:"skills"`
+	Commands bool     `json:"commands"`
+	Folders  []string `json:"folders"`
+	Hosts    []string `json:"hosts"`
+}
+
+// NewAgent is a's JSON form.
+func NewAgent(a abi.AgentInfo) Agent {
+	g := a.Grants
+	return Agent{ID: a.ID, Default: a.Default, Policy: a.Policy, Description: a.Description,
+		Grants:  AgentGrants{Skills: OrEmpty(g.Skills), Commands: g.Commands, Folders: OrEmpty(g.Folders), Hosts: OrEmpty(g.Hosts)},
+		ActsFor: OrEmpty(a.ActsFor), Memory: a.Memory, Open: a.Open}
 }

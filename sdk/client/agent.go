@@ -63,12 +63,21 @@ type Reply struct {
 	// the end of its task; its answer when it opened no task; a question,
 	// which waits for the user's next message.
 	Last bool
+	// NoAgent is set on the answer to a message that named an agent that
+	// does not exist (UserMessage.Agent, or "@ID" in its text): it reached
+	// no agent, and the default agent's say, the only reply, says which
+	// agents there are.
+	NoAgent bool
 }
 
 // Send sends a message to the agent as the user (kairo.user.message), as
 // `kairo send` does, and returns the conversation that follows it:
 // [Conversation.Next] returns each reply. m.Text is the message;
-// m.RunLoopID sends it into that task; an empty m.MessageID gets a new id.
+// m.Agent sends it to that agent (empty: the one its text names, as
+// "@ops run make", else the default agent); m.RunLoopID sends it into that
+// task of that agent (a task of another agent than the default needs
+// m.Agent too: the router goes by agent, not by task); an empty
+// m.MessageID gets a new id.
 // Bound the wait for the first reply with ctx: an agent whose policy does
 // not answer leaves Next waiting.
 func (c *Client) Send(ctx context.Context, m abi.UserMessage) (*Conversation, error) {
@@ -132,6 +141,12 @@ func (v *Conversation) step(ev *abi.Event) (Reply, bool) {
 	switch {
 	case abi.IsAgentMessageSubject(ev.Type) && ev.CausationID == v.stored.ID:
 		v.routed = ev.ID
+	case ev.Type == abi.SubjectAgentAction && ev.CausationID == v.stored.ID:
+		// Caused by the message itself, not by its routed copy: the
+		// message named no agent that exists, and this says so.
+		if d, err := DecodeData[abi.ActionEvent](ev); err == nil && d.Type == abi.ActionSay {
+			return Reply{Action: &d, Last: true, NoAgent: true}, true
+		}
 	case ev.Type == abi.SubjectIntentStarted:
 		if d, err := DecodeData[abi.IntentStarted](ev); err == nil && d.MessageID == v.msg.MessageID {
 			v.runLoop = d.RunLoopID

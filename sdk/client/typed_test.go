@@ -170,7 +170,9 @@ func TestAttach(t *testing.T) {
 
 // A message to the agent, as kairo send sends it: a task opens, its tool
 // call and its answer come as replies, and its end is the last; then
-// io.EOF. The control: a message that opens no task is answered once.
+// io.EOF. The control: a message that opens no task is answered once. A
+// message to an agent that does not exist reaches none: its one reply is
+// the default agent's word on that, marked NoAgent.
 func TestSend(t *testing.T) {
 	_, c := embedded(t)
 	ctx := testCtx(t)
@@ -227,6 +229,22 @@ func TestSend(t *testing.T) {
 	}
 	if _, err := w.Next(ctx); err != io.EOF {
 		t.Errorf("Next after the last reply: %v, want io.EOF", err)
+	}
+	if r.NoAgent {
+		t.Error("an answer of the default agent is marked NoAgent")
+	}
+
+	x, err := c.Send(ctx, abi.UserMessage{Text: "run echo hi", Agent: "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close(ctx)
+	r, err = x.Next(ctx)
+	if err != nil || !r.NoAgent || !r.Last || r.Action == nil || !strings.Contains(r.Action.Text, `There is no agent "nobody"`) || r.Event.CausationID != x.Stored().ID {
+		t.Fatalf("a message to no agent: %+v, %v; want the answer to it, caused by it, the last", r, err)
+	}
+	if _, err := x.Next(ctx); err != io.EOF {
+		t.Errorf("Next after the answer to a message to no agent: %v, want io.EOF", err)
 	}
 }
 

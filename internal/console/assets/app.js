@@ -209,6 +209,49 @@
     return o;
   }
 
+  // ---- the agents: several may run in one daemon ----
+
+  let agents = []; // GET /api/agents: the default one first
+
+  // agentOf is the agent that published ev ("agent/ops" → "ops"), or "".
+  const agentOf = (ev) => (/^agent\//.test(str(ev.source)) ? str(ev.source).slice(6) : "");
+
+  // addressed reports whether text starts with "@ID" naming an agent: it
+  // goes there, whatever the send box's agent says.
+  function addressed(text) {
+    const m = /^@([^\s:,]+)/.exec(text.trim());
+    return !!m && agents.some((a) => str(a.id) === m[1].toLowerCase());
+  }
+
+  async function loadAgents() {
+    try {
+      agents = list(await api("/api/agents"), "agents");
+    } catch (e) {
+      agents = []; // an older daemon: one agent, unnamed
+    }
+    document.body.classList.toggle("many-agents", agents.length > 1);
+    document.body.dataset.agents = agents.length;
+    const sel = $("agent");
+    sel.replaceChildren(
+      ...agents.map((a) => {
+        const o = el("option", "", str(a.id) + (a.default ? " (default)" : ""));
+        o.value = a.default ? "" : str(a.id);
+        if (a.description) o.title = str(a.description);
+        return o;
+      }),
+    );
+    sel.hidden = agents.length < 2;
+  }
+
+  // setAgent labels a run loop with its agent, and the agent that asked
+  // for it when it answers an ask.
+  function setAgent(l, agent, asker) {
+    if (!agent) return;
+    l.agent = agent;
+    l.el.dataset.agent = agent;
+    l.agentEl.textContent = agent + (asker ? " · asked by " + asker : "");
+  }
+
   function newLoop(id, ev) {
     const l = {
       id,
@@ -222,6 +265,7 @@
     };
     l.goalEl = el("span", "goal", "(started before the events shown)");
     l.statusEl = el("span", "status", "open");
+    l.agentEl = el("span", "loop-agent", "");
     l.metaEl = el("span", "meta", "");
     l.cancel = el("button", "cancel", "cancel");
     l.cancel.type = "button";
@@ -230,7 +274,7 @@
     l.el = el(
       "section",
       "loop s-open",
-      el("header", "loop-head", l.statusEl, l.goalEl, el("span", "loop-id", shortId(id)), l.metaEl, l.cancel),
+      el("header", "loop-head", l.statusEl, l.agentEl, l.goalEl, el("span", "loop-id", shortId(id)), l.metaEl, l.cancel),
       l.lane,
     );
     l.el.dataset.loop = id;
@@ -321,8 +365,16 @@
   // chat adds a message to the chat panel, which follows the newest: it
   // scrolls to the bottom unless the person scrolled up to read. While a
   // read of the log is folded, foldAll scrolls once at its end.
+  // With several agents, an answer is headed by the agent that gives it
+  // and a message by the agent it named.
   function chat(ev, who, text) {
-    const li = el("li", "msg " + who, el("span", "who", who === "user" ? "you" : "agent"), el("span", "msg-text", text));
+    let label = who === "user" ? "you" : "agent";
+    if (agents.length > 1) {
+      const d = ev.data && typeof ev.data === "object" ? ev.data : {};
+      if (who === "user" && d.agent) label = "you → " + str(d.agent);
+      else if (who === "agent") label = agentOf(ev) || label;
+    }
+    const li = el("li", "msg " + who, el("span", "who", label), el("span", "msg-text", text));
     li.dataset.seq = ev.seq;
     const m = $("messages");
     const follow = !bulk && m.scrollHeight - m.scrollTop - m.clientHeight < 40;
@@ -476,6 +528,7 @@
       const l = loops.get(d.runLoopId) || newLoop(d.runLoopId, ev);
       l.goal = str(d.goal);
       l.goalEl.textContent = l.goal || "(no goal)";
+      setAgent(l, str(d.agent) || agentOf(ev), d.ask && typeof d.ask === "object" ? str(d.ask.agent) : "");
       l.started = ev.time;
       iteration(l).append(item(ev, "started", el("span", "text", l.goal)));
       loopStatus(l);
@@ -497,6 +550,8 @@
       systemStep(l, ev, d);
       return;
     }
+    // A run loop that started before the events shown is its actions' agent's.
+    if (!l.agent && t === "kairo.agent.action") setAgent(l, agentOf(ev), "");
     const add = (kind, ...kids) => iteration(l, d.tick, str(ev.source)).append(item(ev, kind, ...kids));
 
     switch (true) {
@@ -1040,13 +1095,18 @@
     const input = $("text");
     const text = input.value.trim();
     if (!text) return;
-    api("/api/send", { text }).then(() => {
+    const body = { text };
+    const agent = $("agent").value;
+    if (agent && !addressed(text)) body.agent = agent;
+    api("/api/send", body).then(() => {
       input.value = "";
       showError(null);
     }, showError);
   });
 
   async function start() {
+    // The agents first: the chat names them when there are several.
+    await loadAgents();
     try {
       const { evs, last } = await loadEvents(0);
       foldAll(evs);
