@@ -515,6 +515,10 @@ func (r *Runtime) runTool(loop, actionID string, d abi.ActionData, halt <-chan s
 		res = r.cfg.Tools.Call(r.ctx, tools.Invocation{ActionID: actionID, CorrelationID: loop, Tool: d.Tool, Args: d.Args, Session: r.sessionFor(loop), Approval: d.Approval})
 	}
 	res.ActionID, res.Tool = actionID, d.Tool
+	if ask := r.loopAsk(loop); ask != nil && ask.Grants == abi.GrantsIntersection && strings.Contains(res.Error, "permission denied") {
+		// The refusal names this agent; what bounds it is the asker too.
+		res.Error += fmt.Sprintf(" (%s acts for %s here, held to what both agents' grants allow)", r.cfg.Agent, strings.Join(ask.Within, ", "))
+	}
 	if res.Status == "" {
 		res.Status = abi.StatusDone
 		if res.Error != "" {

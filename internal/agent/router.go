@@ -132,6 +132,11 @@ func (rt *Router) Pick(m *abi.UserMessage) (id, text string, known bool) {
 		_, known = rt.specs[m.Agent]
 		return m.Agent, text, known
 	}
+	if _, ok := rt.specs[m.RunLoopID]; ok {
+		// "@ops text" read as a run loop's address by a chat that does
+		// not know the agents (the terminal plugin): the agent's name.
+		return m.RunLoopID, text, true
+	}
 	trimmed := strings.TrimSpace(text)
 	if rest, ok := strings.CutPrefix(trimmed, "@"); ok {
 		name, after, _ := strings.Cut(rest, " ")
@@ -160,6 +165,29 @@ func (rt *Router) owner(m *abi.UserMessage) string {
 		return rt.def
 	}
 	return id
+}
+
+// asking is the one running agent other than r with a question open (its
+// run loop's last action a query), nil when none or several: a message
+// that names no agent and follows that question answers it.
+func (rt *Router) asking(r *Runtime) *Runtime {
+	var found *Runtime
+	for _, a := range rt.IDs() {
+		o := rt.Runtime(a)
+		if o == nil || o == r {
+			continue
+		}
+		o.mu.Lock()
+		q := o.st.question() != nil
+		o.mu.Unlock()
+		if q {
+			if found != nil {
+				return nil
+			}
+			found = o
+		}
+	}
+	return found
 }
 
 // loopOwner is the running agent that has the run loop id (or the one

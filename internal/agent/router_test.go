@@ -36,6 +36,8 @@ func TestRouterPick(t *testing.T) {
 		{abi.UserMessage{Text: "note: buy milk"}, "default", "note: buy milk", true, "a word and a colon that names no agent"},
 		{abi.UserMessage{Text: "ops:"}, "default", "ops:", true, "an address with nothing after it"},
 		{abi.UserMessage{Text: "run ops: make"}, "default", "run ops: make", true, "a name not at the start"},
+		{abi.UserMessage{Text: "run make", RunLoopID: "ops"}, "ops", "run make", true, "a chat's @ops read as a run loop's address"},
+		{abi.UserMessage{Text: "run make", RunLoopID: "01j9xk"}, "default", "run make", true, "a run loop's id"},
 	} {
 		id, text, known := rt.Pick(&c.m)
 		if id != c.id || text != c.text || known != c.known {
@@ -466,5 +468,46 @@ func TestAgentsKeepTheirOwnMemory(t *testing.T) {
 	raw, _ := msgpack.Marshal(abi.MemoryRetrieveParams{Query: "x", Agent: "nobody"})
 	if _, aerr := e.kernel.Invoke(context.Background(), abi.MethodMemoryRetrieve, &kernel.Call{Session: rt.Runtime("default").sess, Params: raw}); aerr == nil || !strings.Contains(aerr.Message, `no agent "nobody"`) {
 		t.Errorf("the memory of no agent: %v", aerr)
+	}
+}
+
+// TestAgentsAnswerTheirQuestions: a message that names no agent answers
+// the question another agent asked when the default agent asked none; a
+// chat's "@ops text", read as a run loop's address, reaches ops. The
+// control: with a question of the default agent's own open, it answers
+// that one.
+func TestAgentsAnswerTheirQuestions(t *testing.T) {
+	e := newEnv(t)
+	rules := e.rules()
+	all := &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true}
+	e.agents([]AgentSpec{{ID: "default", Spawn: all}, {ID: "ops", Spawn: all}}, map[string]Policy{"default": rules, "ops": rules})
+	send := func(m abi.UserMessage) *abi.Event {
+		m.MessageID = abi.NewID()
+		raw, _ := msgpack.Marshal(m)
+		ev := &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw}
+		if _, err := e.bus.Publish(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	routed := func(ev *abi.Event) *abi.Event {
+		return e.events.until(t, "the message routed", func(x *abi.Event) bool { return abi.IsAgentMessageSubject(x.Type) && x.CausationID == ev.ID })
+	}
+	// "run" with nothing after it: ops asks "Run what?".
+	q := routed(send(abi.UserMessage{Text: "run", RunLoopID: "ops"}))
+	if q.Type != "kairo.agent.ops.message" {
+		t.Fatalf("@ops as a run loop's address went to %s", q.Type)
+	}
+	e.events.until(t, "ops's question", sayIn("", "Run what?"))
+	if a := routed(send(abi.UserMessage{Text: "echo answered"})); a.Type != "kairo.agent.ops.message" {
+		t.Errorf("the answer to ops's question went to %s", a.Type)
+	}
+	// The control: the default agent's own question comes first.
+	q = routed(send(abi.UserMessage{Text: "run", RunLoopID: "ops"}))
+	e.events.until(t, "ops's second question", func(x *abi.Event) bool { return sayIn("", "Run what?")(x) && x.CausationID == q.ID })
+	d := routed(send(abi.UserMessage{Text: "run"}))
+	e.events.until(t, "the default agent's question", func(x *abi.Event) bool { return sayIn("", "Run what?")(x) && x.CausationID == d.ID })
+	if a := routed(send(abi.UserMessage{Text: "echo mine"})); a.Type != "kairo.agent.default.message" {
+		t.Errorf("with its own question open, the default agent's answer went to %s", a.Type)
 	}
 }

@@ -451,10 +451,14 @@ func (r *Runtime) route(ev *abi.Event) {
 	case !known, to != r.cfg.Agent:
 		return
 	}
+	addressed := m.Agent != "" || text != m.Text
 	if strings.TrimSpace(text) == "" {
 		text = m.Text // "@ops" alone: the address is the message
 	}
 	m.Text = text
+	if _, named := r.router.Spec(m.RunLoopID); named && m.Agent == "" {
+		m.RunLoopID, addressed = "", true // it named the agent (Pick), not a run loop
+	}
 	if m.Agent == "" && m.RunLoopID != "" {
 		// Sent into a task without naming its agent: the agent whose task
 		// it is takes it.
@@ -462,6 +466,18 @@ func (r *Runtime) route(ev *abi.Event) {
 		mine := r.st.loopNamed(m.RunLoopID) != nil
 		r.mu.Unlock()
 		if other := r.router.loopOwner(m.RunLoopID); !mine && other != nil && other != r {
+			other.take(ev, m)
+			return
+		}
+	}
+	if !addressed && m.RunLoopID == "" {
+		// The answer to another agent's question: with none of its own
+		// open, the agent hands a message that names no agent to the one
+		// agent that asked.
+		r.mu.Lock()
+		mine := r.st.question() != nil
+		r.mu.Unlock()
+		if other := r.router.asking(r); !mine && other != nil {
 			other.take(ev, m)
 			return
 		}
@@ -494,12 +510,8 @@ func (r *Runtime) take(ev *abi.Event, m abi.UserMessage) {
 		corr = l.id
 	} else if m.RunLoopID == "" {
 		// A message after the agent's question answers it.
-		for i := len(r.st.open) - 1; i >= 0; i-- {
-			l := r.st.open[i]
-			if n := len(l.actions); n > 0 && l.actions[n-1].typ == abi.ActionQuery {
-				corr = l.id
-				break
-			}
+		if l := r.st.question(); l != nil {
+			corr = l.id
 		}
 	}
 	if r.backoff {

@@ -331,6 +331,18 @@ func (s *state) answeredUnrouted(cause string) {
 	}
 }
 
+// question is the newest open run loop whose last action asked the user
+// something, nil for none.
+func (s *state) question() *runLoop {
+	for i := len(s.open) - 1; i >= 0; i-- {
+		l := s.open[i]
+		if n := len(l.actions); n > 0 && l.actions[n-1].typ == abi.ActionQuery {
+			return l
+		}
+	}
+	return nil
+}
+
 // see records that message id was routed.
 func (s *state) see(id string) {
 	if _, ok := s.seen[id]; !ok {
