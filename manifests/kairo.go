@@ -51,6 +51,8 @@ type Config struct {
 	Plugins map[string]PluginOverride `toml:"plugins"`
 	// MCP are the MCP servers whose tools the agent gets, [mcp.NAME].
 	MCP map[string]MCPServer `toml:"mcp"`
+	// Secrets is the operator's secret store ([secrets]).
+	Secrets SecretsConfig `toml:"secrets"`
 }
 
 // MCPServer is a [mcp.NAME] table: an MCP server the daemon starts (Command,
@@ -77,6 +79,9 @@ type MCPServer struct {
 	// default).
 	MaxTools       int  `toml:"max_tools"`
 	MaxResultBytes Size `toml:"max_result_bytes"`
+	// Secrets are the operator's secrets the server gets when it starts,
+	// as a skill's manifest names them.
+	Secrets SecretGrants `toml:"secrets"`
 }
 
 // MCPSandbox is [mcp.NAME.sandbox].
@@ -504,8 +509,32 @@ func (c *Config) validate() []*Error {
 		if m.MaxResultBytes > 8<<20 {
 			bad(key+".max_result_bytes", "%s: want up to 8MiB, or leave it out for 1MiB", m.MaxResultBytes)
 		}
+		for _, p := range m.Secrets.check(m.otherVars()) {
+			bad(key+".secrets."+keyString(p.key), "%s", p.msg)
+		}
 	}
-	return errs
+	return append(errs, c.Secrets.validate()...)
+}
+
+// otherVars are the variables the server's table sets or passes besides
+// its secrets, each with the key that does.
+func (m MCPServer) otherVars() map[string]string {
+	others := map[string]string{}
+	for _, v := range m.EnvPass {
+		others[v] = "env_pass"
+	}
+	for v := range m.Env {
+		others[v] = "env"
+	}
+	if m.Sandbox != nil {
+		for _, v := range m.Sandbox.Env.Pass {
+			others[v] = "sandbox.env.pass"
+		}
+		for v := range m.Sandbox.Env.Set {
+			others[v] = "sandbox.env.set"
+		}
+	}
+	return others
 }
 
 // maxLLMRetries bounds llm.max_retries: with backoff doubling each time,

@@ -38,6 +38,7 @@ type Skill struct {
 	Sandbox  SkillSandbox     `toml:"sandbox"`
 	Progress []ProgressRule   `toml:"progress"`
 	Approval SkillApproval    `toml:"approval"`
+	Secrets  SecretGrants     `toml:"secrets"`
 }
 
 // SkillInfo is the [skill] table.
@@ -239,6 +240,7 @@ func (c *skillCheck) check() {
 	c.checkEnv()
 	c.checkLimits()
 	c.checkApproval()
+	c.checkSecrets()
 	if c.s.Sandbox.MinLandlockABI < 0 {
 		c.bad(toml.Key{"sandbox", "min_landlock_abi"}, "%d is negative; give a Landlock ABI version such as 4, or 0 to leave it to the sandbox", c.s.Sandbox.MinLandlockABI)
 	}
@@ -533,6 +535,19 @@ func (c *skillCheck) checkEnv() {
 		if v := firstVar(c.s.Env.Set[name], func(n string) bool { return !isPathVar(n) }); v != "" {
 			c.bad(k, "$%s is not expanded here, only %s; to pass %s from the caller's environment, list it in env.pass", v, pathVarsHelp, v)
 		}
+	}
+}
+
+func (c *skillCheck) checkSecrets() {
+	others := map[string]string{}
+	for _, v := range c.s.Env.Pass {
+		others[v] = "env.pass"
+	}
+	for v := range c.s.Env.Set {
+		others[v] = "env.set"
+	}
+	for _, p := range c.s.Secrets.check(others) {
+		c.bad(append(toml.Key{"secrets"}, p.key...), "%s", p.msg)
 	}
 }
 

@@ -162,7 +162,7 @@ func TestParseSkillErrors(t *testing.T) {
 		// What decoding finds: syntax, unknown keys, wrong types.
 		{"syntax", skillHead + "[net]\nudp = tru\n", 8, "net.udp", `TOML syntax`},
 		{"unknown table", skillHead + "[network]\nudp = true\n", 7, "network",
-			`unknown table or key; .*takes \[skill\], \[params\], \[fs\], \[net\], \[ipc\], \[env\], \[limits\], \[sandbox\], \[\[progress\]\], \[approval\]\)`},
+			`unknown table or key; .*takes \[skill\], \[params\], \[fs\], \[net\], \[ipc\], \[env\], \[limits\], \[sandbox\], \[\[progress\]\], \[approval\], \[secrets\]\)`},
 		{"unknown key", "[skill]\nname = \"t\"\ncomand = [\"/bin/true\"]\n", 3, "skill.comand",
 			`unknown key; check its spelling or remove it \(\[skill\] takes name, version, description, command\)`},
 		{"unknown key in a param", "[skill]\nname = \"t\"\n[params.file]\ntype = \"string\"\nrequierd = true\n", 5, "params.file.requierd",

@@ -9,9 +9,9 @@ const module = "github.com/kairo-os/kairo"
 // packages on floors below its own: what a lower floor needs from above is
 // an interface it declares itself.
 var floors = [][]string{
-	// Leaves: the wire vocabulary, the sandbox, and helpers of tests and
-	// builds that import nothing of Kairo.
-	{"abi", "abi/modelname", "sandbox", "sdk", "kernel/bench", "internal/smalldisk", "internal/llmscript", "internal/testkit",
+	// Leaves: the wire vocabulary, the sandbox, the secrets and their
+	// masking, and helpers of tests and builds that import nothing of Kairo.
+	{"abi", "abi/modelname", "sandbox", "sdk", "kernel/bench", "kernel/secrets", "internal/smalldisk", "internal/llmscript", "internal/testkit",
 		"internal/wasmbuild", "internal/doccheck", "internal/layercheck", "host/internal/meter",
 		"internal/mcp/internal/testserver", "kernel/bus/internal/hook", "internal/sqlitecache"},
 	// What speaks abi: the manifests, the guest and client SDKs, the
