@@ -387,3 +387,13 @@ type AgentError struct {
 	Error      string `msgpack:"error"`
 	Suppressed int    `msgpack:"suppressed,omitempty"`
 }
+
+// SecretUse is the data of kairo.secret.used: the process that was given
+// a secret, the secret's name and how it was given ("env DEPLOY_TOKEN",
+// "file $KAIRO_SECRETS/ca-key", "param token") — never its value.
+type SecretUse struct {
+	ProcessID string `msgpack:"processId"`
+	Skill     string `msgpack:"skill,omitempty"`
+	Name      string `msgpack:"name"`
+	As        string `msgpack:"as"`
+}

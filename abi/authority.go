@@ -23,6 +23,7 @@ var KernelSubjects = []string{
 	SubjectLLMAll,    // recorded model exchanges: what a replay answers from
 	SubjectMCPAll,    // tool servers' state, as the host saw it
 	SubjectMemoryAll, // what the agent's memory indexed
+	SubjectSecretAll, // which process was given which secret
 }
 
 // Principal kinds, the prefix of an event's source: who published it.

@@ -164,6 +164,13 @@ const (
 // Approvals (kernel): an action waiting for a person, and the decision.
 // The data types are in consent.go.
 const (
+	// SubjectSecretUsed records that a process was given a secret: which,
+	// how, never its value ([SecretUse]); published by the kernel.
+	SubjectSecretUsed = "kairo.secret.used"
+	SubjectSecretAll  = "kairo.secret.>"
+)
+
+const (
 	SubjectApprovalRequested = "kairo.approval.requested"
 	SubjectApprovalDecided   = "kairo.approval.decided"
 

@@ -27,6 +27,8 @@ import (
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sdk/plugin"
+
+	"github.com/kairo-os/kairo/kernel/secrets"
 )
 
 // maxSocketPath is what fits in sockaddr_un.sun_path with its NUL.
@@ -58,6 +60,9 @@ type Config struct {
 	// own (plugins.Builtins). [host] builtins = false in kairo.toml
 	// leaves them out, as it does the built-in folder.
 	Builtins []plugin.Builtin
+	// Masker masks the secrets the daemon gives; the caller's log masks
+	// with it too. nil: the kernel's own.
+	Masker *secrets.Masker
 }
 
 // Progress is a step of a daemon's start.
@@ -261,8 +266,13 @@ func (d *Daemon) startFull() error {
 		return err
 	}
 	b := bus.New(store, bus.Config{Host: hostName, Logger: log})
+	vault, err := openSecrets(home, cfg)
+	if err != nil {
+		b.Close()
+		return err
+	}
 	k := kernel.New(b, kernel.Config{Version: d.cfg.Version, Host: hostName, Logger: log, Launcher: launcher, ApprovalTimeout: cfg.Approval.TimeoutDuration(),
-		Checkpoints: cfg.CheckpointsDir(home)})
+		Checkpoints: cfg.CheckpointsDir(home), Secrets: vault, Masker: d.cfg.Masker})
 	k.SetSkills(installedSkills(cfg.SkillsPath(home)))
 	// What waited for a person when the daemon stopped waits again, with
 	// what is left of its time.

@@ -89,7 +89,7 @@ func (s *mcpServers) stop() {
 // validated.
 func mcpConfig(name string, m manifests.MCPServer) mcp.ServerConfig {
 	sc := mcp.ServerConfig{Name: name, Command: m.Command, URL: m.URL, Env: m.Env, EnvPass: m.EnvPass, Cwd: m.Cwd,
-		MaxTools: m.MaxTools, MaxResultBytes: int64(m.MaxResultBytes)}
+		MaxTools: m.MaxTools, MaxResultBytes: int64(m.MaxResultBytes), Secrets: m.Secrets}
 	sc.ConnectTimeout, _ = time.ParseDuration(m.ConnectTimeout)
 	sc.ShutdownGrace, _ = time.ParseDuration(m.ShutdownGrace)
 	if b := m.Sandbox; b != nil {

@@ -70,7 +70,13 @@ func (d *Daemon) startPrivate() error {
 		startCgroups(launcher, "kairo-run-"+strconv.Itoa(os.Getpid()), log)
 	}
 	b := bus.New(bus.NewMemoryStore(1<<12), bus.Config{})
-	k := kernel.New(b, kernel.Config{Version: d.cfg.Version, Logger: log, Launcher: launcher})
+	vault, err := openSecrets(d.cfg.Home, d.cfg.Config)
+	if err != nil {
+		b.Close()
+		launcher.Close()
+		return err
+	}
+	k := kernel.New(b, kernel.Config{Version: d.cfg.Version, Logger: log, Launcher: launcher, Secrets: vault, Masker: d.cfg.Masker})
 	srv, err := ipc.Listen(k, ipc.Config{Path: filepath.Join(dir, "kernel.sock"), Logger: log})
 	if err != nil {
 		k.Close()

@@ -26,6 +26,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/proc"
+	"github.com/kairo-os/kairo/kernel/secrets"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -129,6 +130,14 @@ type Config struct {
 	// (the approvals'), in the data folder; "": none, each start folds the
 	// whole log (a log with no data folder).
 	Checkpoints string
+	// Secrets is the operator's secrets store, which the spawns whose
+	// manifests name secrets are given them from; nil: none (such a spawn
+	// is refused).
+	Secrets *secrets.Store
+	// Masker is the mask of the secrets given, shared with the parts of
+	// the daemon that write elsewhere than the bus (its log file); nil:
+	// the kernel makes its own.
+	Masker *secrets.Masker
 }
 
 // Kernel holds the method table and the system components behind it.
@@ -153,6 +162,9 @@ type Kernel struct {
 	ready    atomic.Bool // SetReady: what kernel.ping says of the daemon
 
 	approvals *approvals
+	// mask masks every secret the kernel has given, in what the bus
+	// stores and what the trees that hold them print (secrets.go).
+	mask      *secrets.Masker
 	dropWatch *bus.Subscription // facts.go; nil without a logger
 }
 
@@ -165,7 +177,14 @@ func New(b *bus.Bus, opts Config) *Kernel {
 		Bus: b, Proc: proc.NewManager(b, proc.Config{Launcher: opts.Launcher, Logger: opts.Logger, Host: opts.Host}),
 		opts: opts, started: time.Now(), methods: map[string]Method{},
 		subs: map[subKey]*bus.Subscription{}, attached: map[attachKey]*sessionSink{},
+		mask: opts.Masker,
 	}
+	if k.mask == nil {
+		k.mask = secrets.NewMasker()
+	}
+	// Whatever anyone publishes, the bus stores with the secrets given so
+	// far masked.
+	b.SetMask(k.Mask)
 	k.registerSystem()
 	k.registerEvents()
 	k.registerProcess()

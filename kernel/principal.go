@@ -285,6 +285,7 @@ func (k *Kernel) attenuate(caller Caller, p *abi.SpawnParams) (proc.Spec, error)
 		// its uid and cgroup, ended with it.
 		spec.Parent = parent
 		spec.CorrelationID, spec.CausationID = "", ""
+		inheritSecrets(parent, &spec)
 	}
 	return spec, nil
 }

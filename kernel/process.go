@@ -92,6 +92,9 @@ func (k *Kernel) spawn(ctx context.Context, c *Call) (any, error) {
 	if used != nil {
 		used(s.ID())
 	}
+	if spec.Secrets != nil {
+		k.recordSecrets(ctx, s.ID(), spec.Skill, spec.CorrelationID, spec.Secrets.Uses)
+	}
 	return s.Info(), nil
 }
 
@@ -133,9 +136,16 @@ func (k *Kernel) commandSpec(p *abi.SpawnParams) proc.Spec {
 // grants and limits; the caller's stream settings; the tighter of the two
 // output rates.
 func (k *Kernel) skillRun(skill *manifests.Skill, p *abi.SpawnParams) (proc.Spec, error) {
+	given, err := k.giveSecrets(skill, p)
+	if err != nil {
+		return proc.Spec{}, err
+	}
 	spec, err := proc.SkillSpec(skill, p.Params, p.Argv, p.Cwd, p.Env)
 	if err != nil {
 		return proc.Spec{}, abi.Errorf(abi.CodeInvalidParams, "%v", err)
+	}
+	if given != nil {
+		spec.Secrets, spec.Mask = given, k.mask
 	}
 	spec.PTY = spec.PTY || p.PTY
 	spec.Cols, spec.Rows = p.Cols, p.Rows

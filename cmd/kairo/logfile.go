@@ -18,6 +18,8 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/wasm"
+
+	"github.com/kairo-os/kairo/kernel/secrets"
 )
 
 // The daemon's log goes to three places: the whole structured log to
@@ -152,6 +154,22 @@ type logConfig struct {
 	Format string   // "text" or "json" on stderr; "" for none
 	File   string   // the log file; "" for none
 	Human  *console // the terminal, for warnings and errors; nil for none
+	// Mask masks the secrets the daemon gives in every line; nil: none.
+	Mask *secrets.Masker
+}
+
+// maskedWriter writes each line a handler formats with the secrets
+// masked: a log line is stored, and no value is.
+type maskedWriter struct {
+	w    io.Writer
+	mask *secrets.Masker
+}
+
+func (m maskedWriter) Write(p []byte) (int, error) {
+	if _, err := m.w.Write(m.mask.Mask(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // openLog builds the daemon's logger. A log file that cannot be opened is
@@ -159,11 +177,17 @@ type logConfig struct {
 func openLog(o logConfig) (*slog.Logger, *logFile) {
 	var hs []slog.Handler
 	ho := &slog.HandlerOptions{Level: o.Level}
+	masked := func(w io.Writer) io.Writer {
+		if o.Mask == nil {
+			return w
+		}
+		return maskedWriter{w, o.Mask}
+	}
 	switch o.Format {
 	case "text":
-		hs = append(hs, slog.NewTextHandler(os.Stderr, ho))
+		hs = append(hs, slog.NewTextHandler(masked(os.Stderr), ho))
 	case "json":
-		hs = append(hs, slog.NewJSONHandler(os.Stderr, ho))
+		hs = append(hs, slog.NewJSONHandler(masked(os.Stderr), ho))
 	}
 	say := func(msg string) {
 		if o.Human != nil {
@@ -182,9 +206,9 @@ func openLog(o logConfig) (*slog.Logger, *logFile) {
 			say("kairo: cannot open the log file: " + termLine(err.Error()) + "; the daemon logs without it")
 		} else if o.Format == "json" {
 			file.json = true
-			hs = append(hs, slog.NewJSONHandler(file, ho))
+			hs = append(hs, slog.NewJSONHandler(masked(file), ho))
 		} else {
-			hs = append(hs, slog.NewTextHandler(file, ho))
+			hs = append(hs, slog.NewTextHandler(masked(file), ho))
 		}
 	}
 	if o.Human != nil {

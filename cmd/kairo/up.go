@@ -16,6 +16,8 @@ import (
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sdk/client"
+
+	"github.com/kairo-os/kairo/kernel/secrets"
 )
 
 func runUp(ctx context.Context, args []string) error {
@@ -60,7 +62,9 @@ gets the structured log instead, as the file does.`)
 	}
 	level, _ := cfg.Log.SlogLevel() // validated by Load
 	logPath := filepath.Join(home, "kairo.log")
-	log, logFile := openLog(logConfig{Level: level, Format: *logFormat, File: logPath, Human: con})
+	// The secrets the daemon gives are masked in its log as on its bus.
+	mask := secrets.NewMasker()
+	log, logFile := openLog(logConfig{Level: level, Format: *logFormat, File: logPath, Human: con, Mask: mask})
 	if logFile != nil {
 		defer logFile.Close()
 	}
@@ -76,7 +80,7 @@ gets the structured log instead, as the file does.`)
 	} else {
 		defer stopReaper()
 	}
-	d := host.New(host.Config{Home: home, Config: cfg, Logger: log, Version: version, Lock: lock, Progress: con.progress})
+	d := host.New(host.Config{Home: home, Config: cfg, Logger: log, Version: version, Lock: lock, Progress: con.progress, Masker: mask})
 	if err := d.Start(); err != nil {
 		// A setting the running daemon refused (a policy no plugin
 		// provides) is placed in the file, as Load places its own.

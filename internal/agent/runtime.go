@@ -554,7 +554,9 @@ func (r *Runtime) prepare(ev *abi.Event, data any) bool {
 		r.log.Error("encode event", "type", ev.Type, "err", err)
 		return false
 	}
-	ev.Data, ev.Source = raw, "agent/"+r.cfg.Agent
+	// Masked before the agent's own state holds it, not only when the bus
+	// stores it: a tool's result reaches the policy from the state.
+	ev.Data, ev.Source = r.k.Mask(raw), "agent/"+r.cfg.Agent
 	if ev.ID == "" {
 		ev.ID = abi.NewID()
 	}

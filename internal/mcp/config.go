@@ -38,6 +38,9 @@ type ServerConfig struct {
 	Command []string `toml:"command"`
 	// URL is a streamable HTTP endpoint, such as "http://127.0.0.1:8931/mcp".
 	URL string `toml:"url"`
+	// Secrets are the operator's secrets the server is given when it
+	// starts ([mcp.NAME.secrets]), as a skill's manifest gives them.
+	Secrets manifests.SecretGrants `toml:"-"`
 	// Env sets variables for a stdio server. Its environment holds only
 	// what is named: the sandbox's minimal one (sandbox.BaseEnv, and HOME
 	// and TMPDIR under a sandboxing kernel), the variables of EnvPass and

@@ -372,11 +372,20 @@ func (s *Server) spawn(c *conn) error {
 	if !s.track() {
 		return fmt.Errorf("mcp server %q: %w", s.cfg.Name, ErrClosed)
 	}
+	given, err := s.k.SecretsFor(s.cfg.Name, s.cfg.Secrets)
+	if err != nil {
+		s.wg.Done()
+		return fmt.Errorf("mcp server %q: %w", s.cfg.Name, err)
+	}
+	if given != nil {
+		spec.Secrets, spec.Mask = given, s.k.Masker()
+	}
 	p, err := s.k.Proc.Spawn(spec, s.owner, c.stdio)
 	if err != nil {
 		s.wg.Done()
 		return fmt.Errorf("mcp server %q: %w", s.cfg.Name, err)
 	}
+	s.k.RecordSecrets(context.Background(), p.ID(), s.cfg.Name, given)
 	c.stdio.p, c.proc = p, p
 	s.log.Info("mcp server spawned", "process", p.ID(), "pid", p.Info().PID)
 	go func() {

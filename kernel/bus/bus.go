@@ -100,6 +100,10 @@ type Bus struct {
 	flushed chan struct{}
 	closed  atomic.Bool
 
+	// mask, when set, masks each event's data before it is stored
+	// (SetMask).
+	mask atomic.Pointer[func([]byte) []byte]
+
 	published, duplicates, deliveredN, catchUps atomic.Uint64
 	followed                                    atomic.Uint64  // other writers' events
 	wg                                          sync.WaitGroup // subscription goroutines
@@ -308,6 +312,11 @@ func (b *Bus) enqueue(ev *abi.Event, keep bool) (*Ack, error) {
 	return &Ack{b: bt, i: i}, nil
 }
 
+// SetMask makes the bus pass each event's data through mask before it
+// checks and stores it: the kernel's mask of the secrets it gave
+// (kernel/secrets). mask returns its argument when it changes nothing.
+func (b *Bus) SetMask(mask func([]byte) []byte) { b.mask.Store(&mask) }
+
 // prepare checks ev and fills what the publisher left empty.
 func (b *Bus) prepare(ev *abi.Event) error {
 	var now time.Time
@@ -324,6 +333,9 @@ func (b *Bus) prepareAt(ev *abi.Event, now time.Time) error {
 	}
 	if err := abi.ValidateSubject(ev.Type); err != nil {
 		return err
+	}
+	if m := b.mask.Load(); m != nil {
+		ev.Data = (*m)(ev.Data)
 	}
 	if err := abi.CheckEventLimits(ev); err != nil {
 		return abi.Errorf(abi.CodeInvalidParams, "%v", err)

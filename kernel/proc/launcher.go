@@ -1,8 +1,10 @@
 package proc
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"syscall"
 
 	"github.com/kairo-os/kairo/sandbox"
@@ -48,9 +50,20 @@ type Exec struct{}
 // Launch builds the command of spec unconfined: its argv, folder and
 // environment, a process group of its own and SIGKILL when the kernel dies.
 func (Exec) Launch(spec *Spec) (*Launch, error) {
+	if s := spec.Secrets; s != nil && len(s.Files) > 0 {
+		// Unconfined, no folder is the spawn's alone to put them in.
+		return nil, errors.New("secret files need the sandbox, which is off ([sandbox] mode); give the secrets as [secrets] env instead")
+	}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Cwd
 	cmd.Env = spec.Env
+	if s := spec.Secrets; s != nil && len(s.Env) > 0 {
+		base := cmd.Env
+		if base == nil {
+			base = os.Environ()
+		}
+		cmd.Env = append(slices.Clone(base), s.Env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL,

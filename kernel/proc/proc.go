@@ -26,6 +26,7 @@ import (
 	"github.com/creack/pty"
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/kernel/secrets"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
 	"github.com/vmihailenco/msgpack/v5"
@@ -83,6 +84,12 @@ type Spec struct {
 	// reaches through its tree's egress proxy. None: no network. A Policy
 	// lists its own.
 	Hosts []string
+	// Secrets are what the kernel resolved of the secrets the spawn's
+	// manifest names: given to this spawn alone. nil: none.
+	Secrets *Secrets
+	// Mask, when set, masks the spawn's output before anyone sees it: the
+	// output of a tree that holds secrets (kernel/secrets).
+	Mask *secrets.Masker
 	// WallLimit ends the process tree after this long (0: no limit).
 	WallLimit time.Duration
 	// OutputLimit drops output beyond this many bytes, all streams
@@ -871,3 +878,27 @@ func (m *Manager) publishAsync(s *Session, subject string, data any) *bus.Ack {
 	}
 	return ack
 }
+
+// Secrets are the secrets a spawn is given ([secrets] of its manifest):
+// variables of its environment and files in a folder of its temp folder,
+// $KAIRO_SECRETS, readable by its tree's uid alone.
+type Secrets struct {
+	// Env are "NAME=value" entries, set after the policy's environment.
+	Env []string
+	// Files are the values to write to $KAIRO_SECRETS, by secret name.
+	Files map[string][]byte
+	// Children: what the spawn starts through the kernel is given them
+	// too; otherwise nothing it starts is.
+	Children bool
+	// Uses say what was given, for the record (never a value).
+	Uses []abi.SecretUse
+}
+
+// SecretsOf is what the session was given and the mask of its output:
+// what its children may inherit.
+func (s *Session) SecretsOf() (*Secrets, *secrets.Masker) {
+	return s.spec.Secrets, s.spec.Mask
+}
+
+// EnvSecretsDir is the variable that names a spawn's secrets folder.
+const EnvSecretsDir = "KAIRO_SECRETS"

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/secrets"
 )
 
 // Sink receives a session's output, several chunks of one stream at a time,
@@ -52,6 +53,9 @@ type pump struct {
 	// splice is set when the spec lets output go from the pipe to a sink
 	// without passing through the kernel's memory.
 	splice *spliceState
+	// mask masks the stream of a tree that holds secrets: a value split
+	// across two reads is masked too.
+	mask *secrets.Stream
 }
 
 // maxProgressLine bounds the line the progress rules look at.
@@ -68,6 +72,9 @@ func (p *pump) run(done *sync.WaitGroup) {
 	// that can splice; each round decides again, as sinks come and go.
 	if spec.spliceable() {
 		p.splice = newSpliceState(p.r, spec.MaxChunkBytes)
+	}
+	if spec.Mask != nil {
+		p.mask = spec.Mask.Stream()
 	}
 	var buf []byte // made at the first read: spliced output needs none
 	carry := 0     // line mode: bytes of an unfinished line at the front of buf
@@ -100,7 +107,7 @@ func (p *pump) run(done *sync.WaitGroup) {
 				}
 			}
 			if len(out) > 0 {
-				p.emit(out)
+				p.put(out)
 			}
 			if carry > 0 {
 				copy(buf, buf[n-carry:n])
@@ -108,12 +115,27 @@ func (p *pump) run(done *sync.WaitGroup) {
 		}
 		if err != nil {
 			if carry > 0 {
-				p.emit(buf[:carry])
+				p.put(buf[:carry])
+			}
+			if p.mask != nil {
+				if rest := p.mask.Flush(); len(rest) > 0 {
+					p.emit(rest)
+				}
 			}
 			p.end(err)
 			return
 		}
 	}
+}
+
+// put hands b, as read, on: masked first in a tree that holds secrets.
+func (p *pump) put(b []byte) {
+	if p.mask != nil {
+		if b = p.mask.Write(b); len(b) == 0 {
+			return
+		}
+	}
+	p.emit(b)
 }
 
 // end finishes the stream that err ended: what is pending is published.

@@ -18,7 +18,7 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	if b.tree == nil {
 		b.tree, b.member = newTree(), false
 	}
-	steps := []func() error{b.takeHelper, b.makeFolders, b.buildPolicy, b.assignUID, b.startEgress, b.buildCommand, b.placeInCgroup}
+	steps := []func() error{b.takeHelper, b.makeFolders, b.buildPolicy, b.assignUID, b.giveSecrets, b.startEgress, b.buildCommand, b.placeInCgroup}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			b.giveBack()
@@ -165,6 +165,45 @@ func (b *launching) assignUID() error {
 	if b.made {
 		os.Chown(b.work, uid, uid)
 	}
+	return nil
+}
+
+// giveSecrets gives the spawn its secrets: the variables in its
+// environment, the files in $KAIRO_SECRETS, a folder of its temp folder
+// that only its uid may read (mode 0500, each file 0400).
+func (b *launching) giveSecrets() error {
+	s := b.spec.Secrets
+	if s == nil {
+		return nil
+	}
+	b.p.Env = sandbox.MergeEnv(b.p.Env, s.Env)
+	if len(s.Files) == 0 {
+		return nil
+	}
+	dir := filepath.Join(b.tmp, ".secrets")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("make the secrets folder: %w", err)
+	}
+	for name, value := range s.Files {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, value, 0o400); err != nil {
+			return fmt.Errorf("write the secret %s: %w", name, err)
+		}
+		if b.uid >= 0 {
+			if err := os.Chown(path, b.uid, b.uid); err != nil {
+				return fmt.Errorf("give the secret %s to the sandbox: %w", name, err)
+			}
+		}
+	}
+	if b.uid >= 0 {
+		if err := os.Chown(dir, b.uid, b.uid); err != nil {
+			return fmt.Errorf("give the secrets folder to the sandbox: %w", err)
+		}
+	}
+	if err := os.Chmod(dir, 0o500); err != nil {
+		return err
+	}
+	b.p.Env = sandbox.MergeEnv(b.p.Env, []string{EnvSecretsDir + "=" + dir})
 	return nil
 }
 

@@ -36,7 +36,7 @@ type SpliceSink interface {
 // memory: nothing needs to see or count the bytes.
 func (s *Spec) spliceable() bool {
 	return !s.PTY && s.Encoding == EncodingBinary && s.Mode == ModeChunk &&
-		s.MaxBytesPerSecond == 0 && s.OutputLimit == 0 && len(s.Progress) == 0
+		s.MaxBytesPerSecond == 0 && s.OutputLimit == 0 && len(s.Progress) == 0 && s.Mask == nil
 }
 
 // spliceSink is the session's sink when output may be spliced to it now:
