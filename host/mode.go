@@ -67,7 +67,9 @@ func (d *Daemon) startPrivate() error {
 	if os.Geteuid() == 0 {
 		// The run's tree in a cgroup of its own, ended with this process
 		// even if it is killed.
-		startCgroups(launcher, "kairo-run-"+strconv.Itoa(os.Getpid()), log)
+		if err := startCgroups(launcher, "kairo-run-"+strconv.Itoa(os.Getpid()), filepath.Join(dir, "watchdog.lock"), log); err != nil {
+			return err // d.stop removes dir
+		}
 	}
 	b := bus.New(bus.NewMemoryStore(1<<12), bus.Config{})
 	vault, err := openSecrets(d.cfg.Home, d.cfg.Config)

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -53,7 +54,9 @@ func (d *Daemon) sandboxLauncher(home string, cfg manifests.Config) (proc.Launch
 		ServeIPC: d.serveSkill,
 	}
 	if os.Geteuid() == 0 {
-		startCgroups(l, "kairo-"+name, log)
+		if err := startCgroups(l, "kairo-"+name, filepath.Join(home, "watchdog.lock"), log); err != nil {
+			return nil, err
+		}
 		if n := proc.SweepSandboxUIDs(home, int(sc.UIDBase), int(sc.UIDCount)); n > 0 {
 			log.Warn("killed processes a previous run of this home left running in sandboxes", "count", n)
 		}
@@ -77,10 +80,26 @@ func (d *Daemon) sandboxLauncher(home string, cfg manifests.Config) (proc.Launch
 	return l, nil
 }
 
+// watchdogWait bounds how long a start waits for the cgroup watchdog of
+// the home's previous run to clean up (it takes about 100 ms).
+const watchdogWait = 10 * time.Second
+
 // startCgroups gives l this home's cgroups, once what an earlier run left
 // in them is dead, and their watchdog; without cgroups the trees are
-// killed by process group and uid, as `kairo sandbox check` says.
-func startCgroups(l *proc.Sandboxed, name string, log *slog.Logger) {
+// killed by process group and uid, as `kairo sandbox check` says. First
+// it waits for the watchdog of the home's previous run, which would
+// remove the cgroups and folders made before it is done; lockPath is the
+// home's watchdog lock. It fails only when that watchdog does not exit.
+func startCgroups(l *proc.Sandboxed, name, lockPath string, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), watchdogWait)
+	lock, err := proc.LockWatchdog(ctx, lockPath)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if lock.Waited > 0 {
+		log.Info("waited for the cgroup watchdog of the previous run of this home to clean up", "waited", lock.Waited)
+	}
 	cgs, err := proc.FindCgroups()
 	if err == nil {
 		var h *proc.CgroupHome
@@ -90,7 +109,9 @@ func startCgroups(l *proc.Sandboxed, name string, log *slog.Logger) {
 			}
 			var exe string
 			if exe, err = os.Executable(); err == nil {
-				if l.Watchdog, err = h.StartWatchdog(exe, l.Scratch()...); err == nil {
+				l.Watchdog, err = h.StartWatchdog(exe, lock, l.Scratch()...)
+				lock = nil // the watchdog's, or given up
+				if err == nil {
 					l.Cgroups = h
 					wd := l.Watchdog
 					go func() { // ends with the watchdog, which the launcher's Close stops
@@ -100,12 +121,16 @@ func startCgroups(l *proc.Sandboxed, name string, log *slog.Logger) {
 						}
 					}()
 					log.Info("process trees in cgroups", "layout", cgs.String(), "home", h.Dirs())
-					return
+					return nil
 				}
 			}
 		}
 	}
+	if lock != nil {
+		lock.Close()
+	}
 	log.Warn("no cgroups for the process trees: they are killed by process group and uid, not bounded as a whole, and may outlive a daemon killed with SIGKILL", "err", err)
+	return nil
 }
 
 // sandboxHelper is the binary that confines and execs each spawn:

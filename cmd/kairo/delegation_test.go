@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,7 +19,6 @@ import (
 	"testing"
 
 	"github.com/kairo-os/kairo/internal/llmscript"
-	"github.com/kairo-os/kairo/kernel/proc"
 )
 
 // One agent asks another (agent.ask) through a real kairo up: what the
@@ -194,28 +191,6 @@ func askSleep(t *testing.T, home string, secs int) (asker, asked runObj) {
 	return asker, asked
 }
 
-// awaitWatchdog waits until the cgroup watchdog of home's killed daemon
-// has done its work and exited. It removes the home's cgroups and kills
-// what is in them whenever it gets to it: a daemon started before that
-// finds its own trees' cgroups gone ("make the tree's cgroup: ... no such
-// file or directory") — a race of the restart, not of the agents.
-func awaitWatchdog(t *testing.T, home string) {
-	t.Helper()
-	sum := sha256.Sum256([]byte(home))
-	cgroup := "/kairo-" + hex.EncodeToString(sum[:8])
-	until(t, "the killed daemon's cgroup watchdog gone", func() bool {
-		dirs, _ := os.ReadDir("/proc")
-		for _, dir := range dirs {
-			raw, _ := os.ReadFile(filepath.Join("/proc", dir.Name(), "cmdline"))
-			argv := strings.Split(string(raw), "\x00")
-			if len(argv) > 1 && argv[1] == proc.WatchdogArg && slices.ContainsFunc(argv, func(a string) bool { return strings.HasSuffix(a, cgroup) }) {
-				return false
-			}
-		}
-		return true
-	})
-}
-
 // TestDelegationEnds: an asked run loop ends with the one that asked.
 // Canceled: stopping the default agent's task cancels ops's run loop and
 // its process. Crashed: after kill -9 both run loops are interrupted;
@@ -251,7 +226,6 @@ commands = true
 	t.Run("interrupted by a crash", func(t *testing.T) {
 		asker, asked := askSleep(t, home, 68)
 		d.kill()
-		awaitWatchdog(t, home)
 		d = startUp(t, home)
 		until(t, "both run loops interrupted", func() bool {
 			runs := runsJSON(t, home)

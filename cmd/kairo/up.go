@@ -29,8 +29,8 @@ SIGTERM, then stop cleanly (exit 0). With a terminal on stdin, a chat with
 the agent opens there (as kairo chat).
 
 The data folder is --home, else $KAIRO_HOME, else ./.kairo; it is created
-with mode 0700 and holds events.db, kernel.sock, kairo.lock and, optionally,
-kairo.toml. One daemon at a time runs on a data folder.
+with mode 0700 and holds events.db, kernel.sock, kairo.lock, watchdog.lock (as
+root) and, optionally, kairo.toml. One daemon at a time runs on a data folder.
 
 The log goes to kairo.log in the data folder (at 10 MiB it becomes
 kairo.log.1, replacing the one before). On a terminal, kairo up shows a

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -378,7 +379,11 @@ func TestWatchdog(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	wd, err := l.Cgroups.StartWatchdog(exe)
+	lock, err := LockWatchdog(context.Background(), filepath.Join(t.TempDir(), "watchdog.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, err := l.Cgroups.StartWatchdog(exe, lock)
 	if err != nil {
 		t.Fatal(err)
 	}

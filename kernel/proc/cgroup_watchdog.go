@@ -1,13 +1,20 @@
 package proc
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A kernel killed with SIGKILL cleans nothing up, and the parent-death
@@ -17,6 +24,13 @@ import (
 // file, the kernel is gone — however it died — and it kills the home's
 // cgroups, every tree of this home and of no other, removes them, then
 // exits. A clean stop closes the pipe too, once the trees have ended.
+//
+// That cleanup takes a while after the kernel died, and a kernel started
+// again at once on the same home (systemd's Restart=always) would have
+// its new cgroups and folders removed under it. So the watchdog holds the
+// home's watchdog lock, handed over by the kernel that started it, until
+// it exits; the next kernel takes that lock before it makes anything
+// ([LockWatchdog]).
 
 // WatchdogArg is the watchdog's argv[1]. Any binary that links this
 // package runs as the watchdog when started with it (an init function
@@ -60,10 +74,100 @@ type Watchdog struct {
 	stopping atomic.Bool
 }
 
+// WatchdogLock is a home's watchdog lock: an flock on a file of the
+// home's, taken by [LockWatchdog] and handed to the watchdog by
+// [CgroupHome.StartWatchdog]. The flock is on the open file, which the
+// watchdog inherits: it holds the lock after its kernel died, until it
+// has cleaned up and exited.
+type WatchdogLock struct {
+	f *os.File
+	// Waited is how long the watchdog of an earlier kernel held the lock
+	// before this one got it: 0 when it was free.
+	Waited time.Duration
+}
+
+// LockWatchdog takes the watchdog lock in the file path (made if missing),
+// before the kernel makes its home's cgroups or folders. While the
+// watchdog of an earlier kernel of the home holds it — cleaning up after
+// that kernel died or stopped — it waits until that watchdog exits, or
+// until ctx is done: then the error names the watchdog and what to do.
+// When the lock is free it returns at once.
+func LockWatchdog(ctx context.Context, path string) (*WatchdogLock, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the cgroup watchdog's lock: %w", err)
+	}
+	start := time.Now()
+	var tick *time.Ticker
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if tick == nil {
+			// A poll, not a blocking flock: a blocking one would not
+			// end with ctx. The cleanup takes about 100 ms.
+			tick = time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			pid := watchdogPID(f)
+			f.Close()
+			return nil, lockWaitError(path, pid, time.Since(start), ctx.Err())
+		case <-tick.C:
+		}
+	}
+	l := &WatchdogLock{f: f}
+	if tick != nil {
+		l.Waited = time.Since(start)
+	}
+	_ = f.Truncate(0) // the pid of the watchdog before; StartWatchdog writes the next
+	return l, nil
+}
+
+// Close gives the lock up, when no watchdog is started with it.
+func (l *WatchdogLock) Close() error { return l.f.Close() }
+
+// lockWaitError is why a start that waited for the watchdog at path
+// (pid, when known) gives up, and what to do.
+func lockWaitError(path string, pid int, waited time.Duration, err error) error {
+	who, holds, end := "", "; fuser -v "+path+" names it", "end it first"
+	if pid > 0 {
+		who, end = ", pid "+strconv.Itoa(pid)+",", "end it first with kill -KILL "+strconv.Itoa(pid)
+	}
+	return fmt.Errorf("the cgroup watchdog of an earlier run of this home%s still cleans up after %v (it holds the lock %s%s): "+
+		"start again once it has exited, or %s (this start then ends what it left): %w",
+		who, waited.Round(10*time.Millisecond), path, holds, end, err)
+}
+
+// watchdogPID is the pid written in the lock file f, when that process
+// is still a watchdog (pids are reused); else 0.
+func watchdogPID(f *os.File) int {
+	b := make([]byte, 32)
+	n, _ := f.ReadAt(b, 0)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if argv := strings.Split(string(cmdline), "\x00"); len(argv) < 2 || argv[1] != WatchdogArg {
+		return 0
+	}
+	return pid
+}
+
 // StartWatchdog starts binary (one that links this package) as the
 // watchdog of h, which also removes the folders scratch. Only this
-// process holds the write end of its pipe.
-func (h *CgroupHome) StartWatchdog(binary string, scratch ...string) (*Watchdog, error) {
+// process holds the write end of its pipe. The watchdog takes lock over,
+// which this process no longer holds once StartWatchdog returns: it is
+// the watchdog's until it exits (on failure, it is given up).
+func (h *CgroupHome) StartWatchdog(binary string, lock *WatchdogLock, scratch ...string) (*Watchdog, error) {
+	defer lock.f.Close()   // the watchdog's copy keeps the lock
 	r, w, err := os.Pipe() // close-on-exec: no other child inherits w
 	if err != nil {
 		return nil, err
@@ -72,6 +176,7 @@ func (h *CgroupHome) StartWatchdog(binary string, scratch ...string) (*Watchdog,
 	args := append([]string{WatchdogArg, h.Layout, strconv.Itoa(len(h.dirs))}, h.dirs...)
 	cmd := exec.Command(binary, append(args, scratch...)...)
 	cmd.Stdin = r
+	cmd.ExtraFiles = []*os.File{lock.f} // fd 3, held until it exits
 	cmd.Env = []string{}
 	// A session of its own: a terminal's ^C that stops the kernel must
 	// not take the watchdog first.
@@ -86,6 +191,8 @@ func (h *CgroupHome) StartWatchdog(binary string, scratch ...string) (*Watchdog,
 		w.Close()
 		return nil, fmt.Errorf("start the cgroup watchdog: %w", err)
 	}
+	// Best effort: the pid only names the watchdog to a kernel that waits.
+	_, _ = lock.f.WriteAt([]byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0)
 	wd := &Watchdog{cmd: cmd, pipe: w, done: make(chan struct{})}
 	go func() { // owned by Stop, which waits for it
 		cmd.Wait()
