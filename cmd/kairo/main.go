@@ -82,6 +82,7 @@ func init() {
 		{"deny", "deny a pending approval: kairo deny [--reason TEXT] ID", runDeny},
 		{"tools", "list the agent's tools with their sources and grants", runTools},
 		{"skills", "list the installed binary skills, or add one (kairo skills add FOLDER)", runSkills},
+		{"secrets", "set, list and remove the operator's secrets (kairo secrets help)", runSecrets},
 		{"replay", "re-run a run loop's decisions against its recording (kairo replay --run ID)", runReplayRun},
 		{"memory", "search, show and forget what the agent remembers (kairo memory help)", runMemory},
 		{"events", "publish, tail and replay events (kairo events help)", runEvents},

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"io"
+	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -61,4 +65,60 @@ func (t *terminal) restore() {
 		return
 	}
 	t.once.Do(func() { unix.IoctlSetTermios(t.fd, unix.TCSETS, &t.saved) })
+}
+
+// readNoEcho reads a line from the terminal f without echoing it, as
+// passwd does: at most max bytes, its newline included. The terminal is put
+// back as it was after, also when ctx ends first (Ctrl-C).
+func readNoEcho(ctx context.Context, f *os.File, max int) ([]byte, error) {
+	fd := int(f.Fd())
+	tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	saved := *tio
+	tio.Lflag &^= unix.ECHO
+	tio.Lflag |= unix.ICANON | unix.ISIG | unix.ECHONL
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, tio); err != nil {
+		return nil, err
+	}
+	defer unix.IoctlSetTermios(fd, unix.TCSETS, &saved)
+	type line struct {
+		b   []byte
+		err error
+	}
+	done := make(chan line, 1)
+	go func() { // ends with the line, or with the process
+		b, err := readLine(f, max)
+		done <- line{b, err}
+	}()
+	select {
+	case l := <-done:
+		return l.b, l.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// readLine reads r a byte at a time up to its first newline, or its end,
+// or max bytes.
+func readLine(r io.Reader, max int) ([]byte, error) {
+	var b []byte
+	c := make([]byte, 1)
+	for len(b) < max {
+		n, err := r.Read(c)
+		if n == 1 {
+			b = append(b, c[0])
+			if c[0] == '\n' {
+				return b, nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
