@@ -127,6 +127,10 @@ func readmeHow(line string) readmeRun {
 		return readmeRun{check: contains("ops: I could not run it: permission denied")}
 	case strings.Contains(line, `--agent ops "run make test"`):
 		return readmeRun{check: contains(`process.spawn {"command":"make test"}`)}
+	case strings.Contains(line, "secrets set deploy"):
+		return readmeRun{stdin: "example-token-123\n", check: contains("deploy")}
+	case strings.Contains(line, "secrets list"):
+		return readmeRun{check: contains("deploy")}
 	case strings.Contains(line, "kairo agents"):
 		return readmeRun{check: contains("* default", "ops", "viewer")}
 	case strings.Contains(line, "events tail"), strings.Contains(line, "kairo attach "):
