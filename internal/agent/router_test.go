@@ -107,6 +107,18 @@ func (e *env) agents(specs []AgentSpec, policies map[string]Policy) (*Router, ma
 	return rt, out
 }
 
+// message publishes m, a user message, with a new message id.
+func (e *env) message(m abi.UserMessage) *abi.Event {
+	e.t.Helper()
+	m.MessageID = abi.NewID()
+	raw, _ := msgpack.Marshal(m)
+	ev := &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw}
+	if _, err := e.bus.Publish(context.Background(), ev); err != nil {
+		e.t.Fatal(err)
+	}
+	return ev
+}
+
 // started matches the start of a run loop of agent.
 func startedBy(agent string) func(*abi.Event) bool {
 	return func(ev *abi.Event) bool {
@@ -128,15 +140,7 @@ func TestAgentsRoute(t *testing.T) {
 	all := &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true}
 	e.agents([]AgentSpec{{ID: "default", Spawn: all}, {ID: "ops", Spawn: all}}, map[string]Policy{"default": rules, "ops": rules})
 
-	send := func(m abi.UserMessage) *abi.Event {
-		m.MessageID = abi.NewID()
-		raw, _ := msgpack.Marshal(m)
-		ev := &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw}
-		if _, err := e.bus.Publish(context.Background(), ev); err != nil {
-			t.Fatal(err)
-		}
-		return ev
-	}
+	send := e.message
 	routedTo := func(ev *abi.Event) (string, string) {
 		r := e.events.until(t, "the message routed", func(x *abi.Event) bool { return abi.IsAgentMessageSubject(x.Type) && x.CausationID == ev.ID })
 		m := decodeAs[abi.UserMessage](t, r)
@@ -274,8 +278,7 @@ func TestAskHeldToBothGrants(t *testing.T) {
 				}
 			}
 			// The control: ops asked directly runs it.
-			raw, _ := msgpack.Marshal(abi.UserMessage{Text: "run echo direct", MessageID: abi.NewID(), Agent: "ops"})
-			e.bus.Publish(context.Background(), &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw})
+			e.message(abi.UserMessage{Text: "run echo direct", Agent: "ops"})
 			e.events.until(t, "ops's direct run", func(ev *abi.Event) bool {
 				if ev.Type != abi.SubjectProcessExited {
 					return false
@@ -377,12 +380,7 @@ func TestAskStaysInItsRunLoop(t *testing.T) {
 	e := newEnv(t)
 	all := &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true}
 	e.agents([]AgentSpec{{ID: "default", Spawn: all}, {ID: "ops", Spawn: all}}, map[string]Policy{"default": askingPolicy("ops"), "ops": e.rules()})
-	toOps := func(text string) {
-		raw, _ := msgpack.Marshal(abi.UserMessage{Text: text, MessageID: abi.NewID(), Agent: "ops"})
-		if _, err := e.bus.Publish(context.Background(), &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	toOps := func(text string) { e.message(abi.UserMessage{Text: text, Agent: "ops"}) }
 	toOps("run sleep 30")
 	own := e.events.until(t, "ops's own task", startedBy("ops"))
 	e.events.until(t, "its process", func(ev *abi.Event) bool {
@@ -481,15 +479,7 @@ func TestAgentsAnswerTheirQuestions(t *testing.T) {
 	rules := e.rules()
 	all := &kernel.SpawnAuthority{Skills: []string{"*"}, Commands: true}
 	e.agents([]AgentSpec{{ID: "default", Spawn: all}, {ID: "ops", Spawn: all}}, map[string]Policy{"default": rules, "ops": rules})
-	send := func(m abi.UserMessage) *abi.Event {
-		m.MessageID = abi.NewID()
-		raw, _ := msgpack.Marshal(m)
-		ev := &abi.Event{Type: abi.SubjectUserMessage, Source: "test", Data: raw}
-		if _, err := e.bus.Publish(context.Background(), ev); err != nil {
-			t.Fatal(err)
-		}
-		return ev
-	}
+	send := e.message
 	routed := func(ev *abi.Event) *abi.Event {
 		return e.events.until(t, "the message routed", func(x *abi.Event) bool { return abi.IsAgentMessageSubject(x.Type) && x.CausationID == ev.ID })
 	}
