@@ -60,8 +60,17 @@ type matcher struct {
 	filter []uint64 // the grams at offsets below stride, hashed
 	refs   map[uint32][]ref
 	heads  map[uint32][]int32 // the patterns by their first gram, for Stream
-	first  [3]map[uint32]bool // their first 1, 2 and 3 bytes, for Stream
+	// starts holds the patterns' first 1, 2 and 3 bytes, for Stream:
+	// each hashed to one of prefixBits bits. A false hit holds a few
+	// bytes back until the next write, which is safe.
+	starts []uint64
 }
+
+// prefixBits is the size of matcher.starts.
+const (
+	prefixLog  = 18
+	prefixBits = 1 << prefixLog
+)
 
 // newMatcher indexes pats, each at least gram bytes long; nil for none.
 func newMatcher(pats []pattern) *matcher {
@@ -78,9 +87,7 @@ func newMatcher(pats []pattern) *matcher {
 	size := max(minFilterBits, min(maxFilterBits, 1<<bits.Len(uint(32*n))))
 	m.shift = uint32(32 - bits.TrailingZeros(uint(size)))
 	m.filter = make([]uint64, size/64)
-	for i := range m.first {
-		m.first[i] = map[uint32]bool{}
-	}
+	m.starts = make([]uint64, prefixBits/64)
 	for i, p := range pats {
 		for off := range m.stride {
 			g := binary.LittleEndian.Uint32(p.b[off:])
@@ -90,19 +97,26 @@ func newMatcher(pats []pattern) *matcher {
 		}
 		m.heads[binary.LittleEndian.Uint32(p.b)] = append(m.heads[binary.LittleEndian.Uint32(p.b)], int32(i))
 		for k := 1; k < gram; k++ {
-			m.first[k-1][prefixKey(p.b[:k])] = true
+			h := prefixHash(p.b[:k])
+			m.starts[h>>6] |= 1 << (h & 63)
 		}
 	}
 	return m
 }
 
-// prefixKey packs up to 3 bytes and their count into a map key.
-func prefixKey(b []byte) uint32 {
-	k := uint32(len(b)) << 24
-	for i, c := range b {
-		k |= uint32(c) << (8 * i)
+// prefixHash is a bit of matcher.starts for the first 1 to 3 bytes of b
+// (b is not empty): the bytes and their count, hashed.
+func prefixHash(b []byte) uint32 {
+	var k uint32
+	switch len(b) {
+	case 1:
+		k = 1<<24 | uint32(b[0])
+	case 2:
+		k = 2<<24 | uint32(b[0]) | uint32(b[1])<<8
+	default:
+		k = 3<<24 | uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16
 	}
-	return k
+	return k * hashMul >> (32 - prefixLog)
 }
 
 // probe is the first position at or after i, a multiple of stride, whose
@@ -245,14 +259,13 @@ func (m *matcher) mask(b []byte) []byte {
 // far, is the start of a pattern longer than it: more bytes could make it
 // a match.
 func (m *matcher) canStart(tail []byte) bool {
-	if len(tail) < gram {
-		return m.first[len(tail)-1][prefixKey(tail)]
+	// Its first 3 bytes (or fewer) reject nearly every tail at the cost
+	// of a bit test.
+	h := prefixHash(tail)
+	if started := m.starts[h>>6]&(1<<(h&63)) != 0; !started || len(tail) < gram {
+		return started
 	}
-	g := binary.LittleEndian.Uint32(tail)
-	if h := g * hashMul >> m.shift; m.filter[h>>6]&(1<<(h&63)) == 0 {
-		return false // the first gram of every pattern is in the filter
-	}
-	for _, p := range m.heads[g] {
+	for _, p := range m.heads[binary.LittleEndian.Uint32(tail)] {
 		if pb := m.pats[p].b; len(pb) > len(tail) && bytes.HasPrefix(pb, tail) {
 			return true
 		}

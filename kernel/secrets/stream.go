@@ -8,8 +8,13 @@ package secrets
 // one goroutine at a time; the Masker it reads may gain values meanwhile.
 type Stream struct {
 	m    *Masker
-	held []byte // the bytes a future match may start in
+	held []byte // the bytes a future match may start in: in tail, or in one of bufs
 	sent int    // how many of held were sent already, masked: a region that may grow
+	tail []byte // held, when it was the end of a chunk written
+	// bufs join what was held to the next chunk, in turn: what Write
+	// returns may be part of one, and the next Write fills the other.
+	bufs [2][]byte
+	turn int
 }
 
 // Stream starts masking a stream.
@@ -17,17 +22,18 @@ func (m *Masker) Stream() *Stream { return &Stream{m: m} }
 
 // Write is p, after what was held back, masked and ready to send, less
 // what it now holds back. It is p itself when nothing was held, nothing
-// matched and nothing is held; else a new slice. Either stays valid: the
-// Stream keeps no reference to it.
+// matched and nothing is held; else it may be the Stream's own bytes,
+// valid until the next Write or Flush.
 func (s *Stream) Write(p []byte) []byte {
 	mt := s.m.index()
 	b := p
 	if len(s.held) > 0 {
-		s.held = append(s.held, p...)
-		b = s.held
+		buf := append(append(s.bufs[s.turn][:0], s.held...), p...)
+		s.bufs[s.turn], s.turn = buf, 1-s.turn
+		b = buf
 	}
 	if mt == nil {
-		return s.release(b, nil, len(b), len(b))
+		return s.release(b, p, nil, len(b), len(b))
 	}
 	rs := mt.regions(b)
 	hold := mt.holdFrom(b)
@@ -40,24 +46,28 @@ func (s *Stream) Write(p []byte) []byte {
 			cut = r.end
 		}
 	}
-	return s.release(b, rs, cut, hold)
+	return s.release(b, p, rs, cut, hold)
 }
 
 // release returns b[s.sent:cut] masked by rs and keeps b[hold:] (hold is
-// at most cut), noting how much of it is sent.
-func (s *Stream) release(b []byte, rs []region, cut, hold int) []byte {
+// at most cut), noting how much of it is sent. b is p, or p joined to
+// what was held.
+func (s *Stream) release(b, p []byte, rs []region, cut, hold int) []byte {
 	var out []byte
 	switch {
 	case cut <= s.sent: // all of it sent before, in a region that has not grown
-	case rs == nil && s.sent == 0 && len(s.held) == 0:
-		out = b[:cut] // p's own bytes
 	case rs == nil:
-		out = append([]byte(nil), b[s.sent:cut]...)
+		out = b[s.sent:cut] // p's own bytes, or those of a buffer of ours
 	default:
 		out = appendMasked(nil, b[:cut], clip(rs, cut), s.sent)
 	}
 	s.sent = max(cut, s.sent) - hold
-	s.held = append(s.held[:0], b[hold:]...) // when b is held, moves its tail to the front
+	s.held = b[hold:]
+	if len(b) > 0 && len(p) > 0 && &b[0] == &p[0] {
+		// The caller may reuse p: keep a copy.
+		s.tail = append(s.tail[:0], s.held...)
+		s.held = s.tail
+	}
 	return out
 }
 
@@ -72,21 +82,18 @@ func clip(rs []region, cut int) []region {
 }
 
 // Flush is what the Stream held back, masked; nil when it held nothing.
-// The Stream starts afresh after it.
+// It may be the Stream's own bytes, valid until the next Write. The Stream
+// starts afresh after it.
 func (s *Stream) Flush() []byte {
-	if len(s.held) == 0 {
+	b, sent := s.held, s.sent
+	s.held, s.sent = nil, 0
+	if len(b) <= sent {
 		return nil
 	}
-	b := s.held
-	var out []byte
 	if mt := s.m.index(); mt != nil {
-		out = appendMasked(nil, b, mt.regions(b), s.sent)
-	} else {
-		out = append([]byte(nil), b[s.sent:]...)
+		if rs := mt.regions(b); rs != nil {
+			return appendMasked(nil, b, rs, sent)
+		}
 	}
-	s.held, s.sent = s.held[:0], 0
-	if len(out) == 0 {
-		return nil
-	}
-	return out
+	return b[sent:]
 }
