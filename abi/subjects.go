@@ -161,15 +161,15 @@ const (
 	SubjectSandboxAll = "kairo.sandbox.>"
 )
 
-// Approvals (kernel): an action waiting for a person, and the decision.
-// The data types are in consent.go.
+// Secrets (kernel): which process was given which secret, and how — never
+// its value ([SecretUse]).
 const (
-	// SubjectSecretUsed records that a process was given a secret: which,
-	// how, never its value ([SecretUse]); published by the kernel.
 	SubjectSecretUsed = "kairo.secret.used"
 	SubjectSecretAll  = "kairo.secret.>"
 )
 
+// Approvals (kernel): an action waiting for a person, and the decision.
+// The data types are in consent.go.
 const (
 	SubjectApprovalRequested = "kairo.approval.requested"
 	SubjectApprovalDecided   = "kairo.approval.decided"

@@ -495,7 +495,9 @@ func TestAgentsAnswerTheirQuestions(t *testing.T) {
 	// The control: the default agent's own question comes first.
 	q = routed(send(abi.UserMessage{Text: "run", RunLoopID: "ops"}))
 	e.events.until(t, "ops's second question", func(x *abi.Event) bool { return sayIn("", "Run what?")(x) && x.CausationID == q.ID })
-	d := routed(send(abi.UserMessage{Text: "run"}))
+	// Named: while ops's question is open, a message that names no agent
+	// would answer it.
+	d := routed(send(abi.UserMessage{Text: "@default run"}))
 	e.events.until(t, "the default agent's question", func(x *abi.Event) bool { return sayIn("", "Run what?")(x) && x.CausationID == d.ID })
 	if a := routed(send(abi.UserMessage{Text: "echo mine"})); a.Type != "kairo.agent.default.message" {
 		t.Errorf("with its own question open, the default agent's answer went to %s", a.Type)
