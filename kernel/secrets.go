@@ -135,7 +135,7 @@ func (k *Kernel) resolveSecrets(kind, name string, g manifests.SecretGrants, p *
 				return nil, err
 			}
 			p.Params[key] = string(val)
-			*uses = append(*uses, abi.SecretUse{Name: secret, As: "param " + key})
+			*uses = append(*uses, abi.SecretUse{Name: secret, As: asParam + key})
 		}
 	}
 	for i, a := range p.Argv {
@@ -145,7 +145,7 @@ func (k *Kernel) resolveSecrets(kind, name string, g manifests.SecretGrants, p *
 				return nil, err
 			}
 			p.Argv[i] = string(val)
-			*uses = append(*uses, abi.SecretUse{Name: secret, As: fmt.Sprintf("argument %d", i+1)})
+			*uses = append(*uses, abi.SecretUse{Name: secret, As: fmt.Sprintf("%s%d", asArgument, i+1)})
 		}
 	}
 	return s, nil
@@ -167,16 +167,40 @@ func handlesIn(p *abi.SpawnParams) []string {
 	return out
 }
 
+// How a handle's use reads in kairo.secret.used: "param KEY", "argument N".
+const (
+	asParam    = "param "
+	asArgument = "argument "
+)
+
 // inheritSecrets gives a spawn in parent's tree what parent holds when its
 // manifest lets its children have them ([secrets] children), and the
 // tree's mask either way: a child may have been handed a value by other
-// means than the kernel.
+// means than the kernel. Of what a skill run by name was given by its own
+// manifest, it keeps the values of the handles in its params and
+// arguments (replaced already), with the mask and the record they need;
+// its variables and files are not given.
 func inheritSecrets(parent *proc.Session, spec *proc.Spec) {
 	s, mask := parent.SecretsOf()
-	spec.Mask = mask
-	if s != nil && s.Children {
-		spec.Secrets = s
-	} else {
+	var handles []abi.SecretUse
+	if own := spec.Secrets; own != nil {
+		for _, u := range own.Uses {
+			if strings.HasPrefix(u.As, asParam) || strings.HasPrefix(u.As, asArgument) {
+				handles = append(handles, u)
+			}
+		}
+	}
+	if spec.Mask == nil {
+		spec.Mask = mask
+	}
+	switch {
+	case s != nil && s.Children:
+		given := *s
+		given.Uses = append(slices.Clone(s.Uses), handles...)
+		spec.Secrets = &given
+	case len(handles) > 0:
+		spec.Secrets = &proc.Secrets{Uses: handles}
+	default:
 		spec.Secrets = nil
 	}
 }
