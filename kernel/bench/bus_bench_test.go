@@ -25,8 +25,9 @@ import (
 	"github.com/kairo-os/kairo/kernel/bus"
 )
 
-// TestMain removes the replay benchmark's store, which outlives the single
-// runs of BenchmarkReplay so it is built once.
+// TestMain removes what outlives the single runs of a benchmark so that it
+// is made once: the replay benchmark's store, and the kairo binaries the
+// process benchmarks build.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if replayFixture.bs != nil {
@@ -34,6 +35,9 @@ func TestMain(m *testing.M) {
 	}
 	if replayFixture.dir != "" {
 		os.RemoveAll(replayFixture.dir)
+	}
+	if daemonBin.path != "" {
+		os.RemoveAll(filepath.Dir(daemonBin.path))
 	}
 	os.Exit(code)
 }

@@ -33,20 +33,37 @@ func startDaemon(b *testing.B) (string, int) {
 // home's kairo.toml.
 func startDaemonConfig(b *testing.B, config string) (string, int) {
 	b.Helper()
+	return startDaemonHome(b, func(home string) {
+		if config != "" {
+			if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(config), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// startDaemonHome is startDaemon with prepare called on the fresh home
+// before the daemon starts: to put a kairo.toml, secrets or skills there.
+func startDaemonHome(b *testing.B, prepare func(home string)) (string, int) {
+	b.Helper()
 	bin := kairoBinary(b)
 	home, err := os.MkdirTemp("", "kairo-bench-home-")
 	if err != nil {
 		b.Fatal(err)
 	}
-	if config != "" {
-		if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(config), 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
+	// Registered first, so it runs after the daemon has stopped.
+	b.Cleanup(func() { os.RemoveAll(home) })
+	prepare(home)
 	cmd := exec.Command(bin, "up", "--home", home)
 	// XDG_RUNTIME_DIR that does not exist: the daemon names its home in no
 	// pointer file (cmd/kairo/pointer.go), not the user's.
 	cmd.Env = append(os.Environ(), "KAIRO_HOME="+home, "KAIRO_SOCKET=", "XDG_RUNTIME_DIR="+filepath.Join(home, "no-runtime-dir"))
+	// KAIRO_CPUPROFILE=FILE profiles each daemon into a file of its own.
+	if prof := os.Getenv("KAIRO_CPUPROFILE"); prof != "" {
+		prof += "." + filepath.Base(home)
+		cmd.Env = append(cmd.Env, "KAIRO_CPUPROFILE="+prof)
+		b.Logf("the daemon of %s writes its CPU profile to %s", home, prof)
+	}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +77,6 @@ func startDaemonConfig(b *testing.B, config string) (string, int) {
 			cmd.Process.Kill()
 			<-done
 		}
-		os.RemoveAll(home)
 	})
 	sock := filepath.Join(home, "kernel.sock")
 	for deadline := time.Now().Add(30 * time.Second); ; {

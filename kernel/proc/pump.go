@@ -52,10 +52,13 @@ type pump struct {
 
 	// splice is set when the spec lets output go from the pipe to a sink
 	// without passing through the kernel's memory.
-	splice *spliceState
+	splice bool
 	// mask masks the stream of a tree that holds secrets: a value split
 	// across two reads is masked too.
 	mask *secrets.Stream
+	// pipe waits for output when the stream splices or is masked; nil
+	// when the pipe cannot be waited on.
+	pipe *pipeWait
 }
 
 // maxProgressLine bounds the line the progress rules look at.
@@ -70,16 +73,20 @@ func (p *pump) run(done *sync.WaitGroup) {
 	spec := &p.s.spec
 	// Output nobody needs to look at may go from the pipe to a lone sink
 	// that can splice; each round decides again, as sinks come and go.
-	if spec.spliceable() {
-		p.splice = newSpliceState(p.r, spec.MaxChunkBytes)
-	}
+	p.splice = spec.spliceable()
 	if spec.Mask != nil {
 		p.mask = spec.Mask.Stream()
+	}
+	// A masked stream waits as a spliced one does, so that its busy
+	// output goes out in chunks as large: masking costs little, small
+	// chunks much.
+	if p.splice || p.mask != nil && !spec.PTY {
+		p.pipe = newPipeWait(p.r, spec.MaxChunkBytes)
 	}
 	var buf []byte // made at the first read: spliced output needs none
 	carry := 0     // line mode: bytes of an unfinished line at the front of buf
 	for {
-		if p.splice != nil && p.s.spliceSink() != nil {
+		if p.splice && p.pipe != nil && p.s.spliceSink() != nil {
 			spliced, err := p.spliceOnce()
 			if err != nil {
 				p.end(err)
@@ -91,6 +98,10 @@ func (p *pump) run(done *sync.WaitGroup) {
 		}
 		if buf == nil {
 			buf = make([]byte, readChunks*spec.MaxChunkBytes)
+		}
+		if p.mask != nil && p.pipe != nil {
+			// An error here is the read's too; the read reports it.
+			p.pipe.wait()
 		}
 		n, err := p.r.Read(buf[carry:])
 		n += carry
@@ -108,6 +119,9 @@ func (p *pump) run(done *sync.WaitGroup) {
 			}
 			if len(out) > 0 {
 				p.put(out)
+				if p.pipe != nil {
+					p.pipe.last = time.Now()
+				}
 			}
 			if carry > 0 {
 				copy(buf, buf[n-carry:n])

@@ -104,27 +104,28 @@ func inq(fd uintptr) (int, error) {
 
 // A busy stream (its last chunk went out less than busyWithin ago) whose
 // pipe holds less than half a chunk waits linger for its writer to add more
-// before it splices: a writer that writes 4 KiB at a time otherwise wakes
-// the pump for every write, and each small chunk costs the kernel and the
-// client a frame and a wake-up of their own. Output after a pause goes out
-// at once; a busy stream's chunks wait at most linger (plus the system's
-// timer slack).
+// before it splices, or, masked, before it reads: a writer that writes
+// 4 KiB at a time otherwise wakes the pump for every write, and each small
+// chunk costs the kernel and the client a frame and a wake-up of their
+// own. Output after a pause goes out at once; a busy stream's chunks wait
+// at most linger (plus the system's timer slack).
 const (
 	linger     = 50 * time.Microsecond
 	busyWithin = time.Millisecond
 )
 
-// spliceState is a pump's splice path.
-type spliceState struct {
+// pipeWait is how a pump waits for output in its pipe: the splice path's
+// wait, and that of a masked stream's reads.
+type pipeWait struct {
 	rc   syscall.RawConn // the pipe's read end
 	fill int             // below this many bytes a busy stream lingers
-	last time.Time       // when the last spliced chunk went out
+	last time.Time       // when the last chunk went out
 }
 
-// newSpliceState returns the splice path of the pipe r, or nil when r
-// cannot take it: the wait for output needs a non-blocking descriptor on
-// the runtime's poller, which os.Pipe gives.
-func newSpliceState(r *os.File, maxChunk int) *spliceState {
+// newPipeWait returns the wait for the pipe r, or nil when r cannot take
+// it: it needs a non-blocking descriptor on the runtime's poller, which
+// os.Pipe gives.
+func newPipeWait(r *os.File, maxChunk int) *pipeWait {
 	rc, err := r.SyscallConn()
 	if err != nil {
 		return nil
@@ -141,7 +142,22 @@ func newSpliceState(r *os.File, maxChunk int) *spliceState {
 	if !pollable {
 		return nil
 	}
-	return &spliceState{rc: rc, fill: size / 2}
+	return &pipeWait{rc: rc, fill: size / 2}
+}
+
+// wait waits for output and returns how many bytes the pipe holds, after
+// lingering for more when the stream is busy; io.EOF at the end of the
+// stream.
+func (w *pipeWait) wait() (int, error) {
+	n, err := buffered(w.rc)
+	if err != nil || n >= w.fill || time.Since(w.last) >= busyWithin {
+		return n, err
+	}
+	// A sleep of the thread, not of the goroutine: the runtime rounds so
+	// short a timer up to its poller's millisecond.
+	ts := unix.NsecToTimespec(linger.Nanoseconds())
+	unix.Nanosleep(&ts, nil)
+	return buffered(w.rc) // returns at once: n bytes are there
 }
 
 // spliceOnce waits for output and splices up to MaxChunkBytes of it to the
@@ -149,19 +165,9 @@ func newSpliceState(r *os.File, maxChunk int) *spliceState {
 // waited (the output is still in the pipe for the read path), and io.EOF at
 // the end of the stream.
 func (p *pump) spliceOnce() (bool, error) {
-	sp := p.splice
-	n, err := buffered(sp.rc)
+	n, err := p.pipe.wait()
 	if err != nil {
 		return false, err
-	}
-	if n < sp.fill && time.Since(sp.last) < busyWithin {
-		// A sleep of the thread, not of the goroutine: the runtime
-		// rounds so short a timer up to its poller's millisecond.
-		ts := unix.NsecToTimespec(linger.Nanoseconds())
-		unix.Nanosleep(&ts, nil)
-		if n, err = buffered(sp.rc); err != nil { // returns at once: n bytes are there
-			return false, err
-		}
 	}
 	k := p.s.spliceSink() // again: a sink may have come or gone meanwhile
 	if k == nil {
@@ -175,9 +181,9 @@ func (p *pump) spliceOnce() (bool, error) {
 		Encoding:      "binary",
 		CorrelationID: p.s.spec.CorrelationID,
 	}
-	if err := k.SpliceChunk(&c, sp.rc, min(n, p.s.spec.MaxChunkBytes)); err != nil {
+	if err := k.SpliceChunk(&c, p.pipe.rc, min(n, p.s.spec.MaxChunkBytes)); err != nil {
 		p.s.Detach(k)
 	}
-	sp.last = time.Now()
+	p.pipe.last = time.Now()
 	return true, nil
 }
