@@ -70,7 +70,25 @@ func TestSeveralAgents(t *testing.T) {
 			t.Run("chat", func(t *testing.T) { checkChatAgents(t, home, c.agents, commands) })
 			t.Run("no such agent", func(t *testing.T) { checkNoSuchAgent(t, home, c.agents) })
 			t.Run("runs", func(t *testing.T) { checkRunsAgents(t, home) })
+			t.Run("memory", func(t *testing.T) { checkMemoryAgents(t, home) })
 		})
+	}
+}
+
+// checkMemoryAgents: each agent remembers its own tasks; kairo memory
+// search --agent reads the one it names, the default agent's without.
+func checkMemoryAgents(t *testing.T, home string) {
+	if r := kairo(t, home, "send", "--agent", "ops", "run echo walrus-of-ops"); r.code != 0 {
+		t.Fatalf("send to ops:\n%s", r)
+	}
+	until(t, "ops's memory of its task", func() bool {
+		return strings.Contains(kairo(t, home, "memory", "search", "--agent", "ops", "walrus").stdout, "walrus-of-ops")
+	})
+	if r := kairo(t, home, "memory", "search", "walrus"); strings.Contains(r.stdout, "walrus-of-ops") {
+		t.Errorf("the default agent's memory holds ops's task:\n%s", r)
+	}
+	if r := kairo(t, home, "memory", "search", "--agent", "nobody", "walrus"); r.code == 0 || !strings.Contains(r.stderr, `no agent "nobody"`) {
+		t.Errorf("the memory of no agent:\n%s", r)
 	}
 }
 

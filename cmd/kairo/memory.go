@@ -89,7 +89,7 @@ func from(c abi.MemoryChunk) string {
 }
 
 func runMemorySearch(ctx context.Context, args []string) error {
-	f := newFlags("memory search", "kairo memory search [--json] [--limit N] [--cursor C] QUERY...", `
+	f := newFlags("memory search", "kairo memory search [--json] [--limit N] [--cursor C] [--agent ID] QUERY...", `
 Print the remembered segments that best answer QUERY, best first, as the
 agent recalls them: each with its anchor (for kairo memory show and
 forget), its task, and where its words came from — the user, the agent, or
@@ -100,13 +100,14 @@ line {"next": CURSOR}).`)
 	asJSON := f.Bool("json", false, "print one JSON object per segment")
 	limit := f.Int("limit", 10, "at most `N` segments a page")
 	cursor := f.String("cursor", "", "start at the page `C`, the cursor the previous page printed")
+	agent := memoryAgentFlag(f)
 	pos, err := f.parse(args, 1, -1)
 	if err != nil {
 		return err
 	}
 	query := strings.Join(pos, " ")
 	var page abi.MemorySearchPage
-	if err := callKernel(ctx, "kairo memory search", abi.MethodMemorySearch, abi.MemorySearchParams{Query: query, Limit: *limit, Cursor: *cursor}, &page); err != nil {
+	if err := callKernel(ctx, "kairo memory search", abi.MethodMemorySearch, abi.MemorySearchParams{Query: query, Limit: *limit, Cursor: *cursor, Agent: *agent}, &page); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -139,12 +140,13 @@ line {"next": CURSOR}).`)
 }
 
 func runMemoryShow(ctx context.Context, args []string) error {
-	f := newFlags("memory show", "kairo memory show [--json] [--window N] ANCHOR", `
+	f := newFlags("memory show", "kairo memory show [--json] [--window N] [--agent ID] ANCHOR", `
 Print the remembered segment at ANCHOR (as kairo memory search shows it)
 whole, with where its words came from, and the segments of its task
 around it.`)
 	asJSON := f.Bool("json", false, "print one JSON object per segment, the anchor's with \"focus\": true")
 	window := f.Int("window", 2, "`N` segments of the task before and after it")
+	agent := memoryAgentFlag(f)
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -154,7 +156,7 @@ around it.`)
 		return &usageError{msg: err.Error(), synopsis: f.synopsis}
 	}
 	var x abi.MemoryExpanded
-	if err := callKernel(ctx, "kairo memory show", abi.MethodMemoryExpand, abi.MemoryExpandParams{Anchor: a, Window: *window}, &x); err != nil {
+	if err := callKernel(ctx, "kairo memory show", abi.MethodMemoryExpand, abi.MemoryExpandParams{Anchor: a, Window: *window, Agent: *agent}, &x); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -181,7 +183,7 @@ around it.`)
 }
 
 func runMemoryForget(ctx context.Context, args []string) error {
-	f := newFlags("memory forget", "kairo memory forget --anchor ANCHOR | --task ID | --query PHRASE", `
+	f := newFlags("memory forget", "kairo memory forget [--agent ID] --anchor ANCHOR | --task ID | --query PHRASE", `
 Make the agent's memory forget one segment (--anchor, as kairo memory
 search shows it), every segment of a task (--task; the last 8 characters
 of its ID do, as kairo runs shows them), or every segment whose text holds
@@ -191,6 +193,7 @@ and when memory.db is rebuilt from the log. Only the operator may.`)
 	anchor := f.String("anchor", "", "forget the segment at `ANCHOR`")
 	task := f.String("task", "", "forget every segment of the task `ID`")
 	query := f.String("query", "", "forget every segment whose text holds `PHRASE`")
+	whose := memoryAgentFlag(f)
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -203,7 +206,7 @@ and when memory.db is rebuilt from the log. Only the operator may.`)
 	if n != 1 {
 		return &usageError{msg: "give one of --anchor, --task or --query", synopsis: f.synopsis}
 	}
-	p := abi.MemoryForgetParams{Anchor: *anchor, Task: *task, Query: *query}
+	p := abi.MemoryForgetParams{Anchor: *anchor, Task: *task, Query: *query, Agent: *whose}
 	if p.Task != "" {
 		id, err := resolveRun(ctx, p.Task)
 		if err != nil {
@@ -239,4 +242,10 @@ func resolveRun(ctx context.Context, id string) (string, error) {
 		return id, err
 	}
 	return r.ID, nil
+}
+
+// memoryAgentFlag is --agent of the memory commands: whose memory they
+// read; the default agent's when it is not given.
+func memoryAgentFlag(f *cmdFlags) *string {
+	return f.String("agent", "", "the memory of agent `ID` (kairo agents lists them); the default agent's when not given")
 }

@@ -181,8 +181,13 @@ func New(cfg Config) (*Registry, error) {
 		return nil, err
 	}
 	// The kernel runs skills for principals other than the operator only
-	// by name: these are the installed ones, as WatchSkills keeps them.
-	cfg.Kernel.SetSkills(r.SkillPath)
+	// by name: these are the installed ones — cfg.Skills, or as
+	// WatchSkills keeps them, from its first scan on (until then the
+	// kernel keeps the lookup it had, so a spawn by name just after the
+	// daemon opened its socket finds the skill).
+	if cfg.Skills != nil {
+		cfg.Kernel.SetSkills(r.SkillPath)
+	}
 	return r, nil
 }
 

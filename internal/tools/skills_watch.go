@@ -137,6 +137,7 @@ func (r *Registry) WatchSkills(f SkillsFolder) error {
 	r.watch = sw
 	r.mu.Unlock()
 	r.rescanSkills(sw)
+	r.cfg.Kernel.SetSkills(r.SkillPath)
 	go r.followSkills(sw)
 	return nil
 }
