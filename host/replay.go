@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
-
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/wasm"
@@ -54,19 +51,17 @@ func (d *Daemon) Replay(ctx context.Context, run string) (*abi.AgentReplayReport
 	home, cfg := d.cfg.Home, d.cfg.Config
 	// The run loop's agent, whose policy decided it.
 	a := cfg.Agent
-	if id := loopAgent(evs, run); id != "" {
+	if id := agent.LoopAgent(evs, run); id != "" {
 		for _, c := range cfg.AllAgents() {
 			if c.ID == id {
 				a = c
 			}
 		}
 	}
-	// The other agents it was shown, in the router's order.
+	// The other agents it was shown, as the router shows them.
 	var others []abi.AgentRef
-	for _, c := range cfg.AllAgents() {
-		if c.ID != a.ID {
-			others = append(others, abi.AgentRef{ID: c.ID, Description: c.Description})
-		}
+	if rt, err := agent.NewRouter(cfg.Agent.ID, agentSpecs(cfg), 0, 0); err == nil {
+		others = rt.Others(a.ID)
 	}
 	r, err := agent.NewReplay(agent.ReplaySetup{
 		Events: evs, RunLoop: run, Agent: a.ID, BargeIn: a.BargeIn,
@@ -113,22 +108,6 @@ func (d *Daemon) replayIn(ctx context.Context, r *agent.Replay, policy string) (
 	}
 	defer m.Stop()
 	return r.Run(ctx, m)
-}
-
-// loopAgent is the agent whose run loop run (its id, or its end) is, as its
-// start says; "" when the log has none.
-func loopAgent(evs []abi.Event, run string) string {
-	for i := range evs {
-		ev := &evs[i]
-		var d abi.IntentStarted
-		if ev.Type != abi.SubjectIntentStarted || msgpack.Unmarshal(ev.Data, &d) != nil || d.RunLoopID == "" || !strings.HasSuffix(d.RunLoopID, run) {
-			continue
-		}
-		if ev.Source == abi.PrincipalAgent+"/"+d.Agent {
-			return d.Agent
-		}
-	}
-	return ""
 }
 
 // readLog reads every event of b's log.

@@ -194,6 +194,29 @@ type recording struct {
 	byID       map[string]*abi.Event
 }
 
+// namesLoop reports whether id, as a person gives it (the whole id, or
+// its end of at least 4 characters), names the run loop loop.
+func namesLoop(id, loop string) bool {
+	return loop == id || (len(id) >= 4 && strings.HasSuffix(loop, id))
+}
+
+// LoopAgent is the agent whose run loop id names, as its start in events
+// says, the start being that agent's own record; "" when there is none.
+// A replay is made with that agent's policy.
+func LoopAgent(events []abi.Event, id string) string {
+	for i := range events {
+		ev := &events[i]
+		var d abi.IntentStarted
+		if ev.Type != abi.SubjectIntentStarted || msgpack.Unmarshal(ev.Data, &d) != nil || d.RunLoopID == "" || !namesLoop(id, d.RunLoopID) {
+			continue
+		}
+		if ev.Source == abi.PrincipalAgent+"/"+d.Agent {
+			return d.Agent
+		}
+	}
+	return ""
+}
+
 func readRecording(events []abi.Event, id, agent string) (*recording, error) {
 	rec := &recording{byID: make(map[string]*abi.Event, len(events))}
 	var matches []string
@@ -208,7 +231,7 @@ func readRecording(events []abi.Event, id, agent string) (*recording, error) {
 		if msgpack.Unmarshal(ev.Data, &d) != nil || d.Agent != agent {
 			continue
 		}
-		if d.RunLoopID == id || (len(id) >= 4 && strings.HasSuffix(d.RunLoopID, id)) {
+		if namesLoop(id, d.RunLoopID) {
 			matches = append(matches, d.RunLoopID)
 			rec.loop, rec.goal, trigger = d.RunLoopID, d.Goal, ev.CausationID
 		}
