@@ -34,14 +34,6 @@ func (k *Kernel) Mask(raw []byte) []byte {
 	return k.mask.MaskMsgpack(raw)
 }
 
-// MaskString is s with the secrets the kernel has given masked.
-func (k *Kernel) MaskString(s string) string {
-	if k.mask.Empty() {
-		return s
-	}
-	return k.mask.MaskString(s)
-}
-
 // Masker is the kernel's mask, for the parts of the daemon that write
 // outside the bus (its log file).
 func (k *Kernel) Masker() *secrets.Masker { return k.mask }
