@@ -324,6 +324,9 @@ func (d *Daemon) startFull() error {
 	if err := d.startConsole(home, cfg); err != nil {
 		return err
 	}
+	if err := d.startTelemetry(home, cfg); err != nil {
+		return err
+	}
 	up := []any{"version", d.cfg.Version, "pid", os.Getpid(), "socket", sock, "store", store.Describe(), "lastSeq", seq}
 	if hostName != "" {
 		up = append(up, "host", hostName)
@@ -382,6 +385,7 @@ func (d *Daemon) stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close the socket server: %w", err))
 		}
 	}
+	d.stopTelemetry()
 	// Each agent stops before the memory it writes to is closed.
 	for _, r := range d.agents {
 		r.Stop()

@@ -53,6 +53,8 @@ type Config struct {
 	MCP map[string]MCPServer `toml:"mcp"`
 	// Secrets is the operator's secret store ([secrets]).
 	Secrets SecretsConfig `toml:"secrets"`
+	// Telemetry exports traces and serves metrics ([telemetry]).
+	Telemetry TelemetryConfig `toml:"telemetry"`
 }
 
 // MCPServer is a [mcp.NAME] table: an MCP server the daemon starts (Command,
@@ -253,29 +255,37 @@ type ConsoleConfig struct {
 func (c ConsoleConfig) Loopback() bool { return Loopback(c.Listen) }
 
 func (c *ConsoleConfig) validate() []*Error {
-	if c.Listen == "" {
+	return validateListen("console.listen", "console", c.Listen, c.AllowRemote, "8765")
+}
+
+// validateListen checks an address a server of the daemon listens on: ""
+// (off), or HOST:PORT with an IP address, loopback unless allowRemote.
+// table names the table whose allow_remote key says otherwise, and port
+// is the port the examples in the errors show.
+func validateListen(key, table, listen string, allowRemote bool, example string) []*Error {
+	if listen == "" {
 		return nil
 	}
 	bad := func(format string, args ...any) []*Error {
-		return []*Error{{Key: "console.listen", Msg: fmt.Sprintf(format, args...)}}
+		return []*Error{{Key: key, Msg: fmt.Sprintf(format, args...)}}
 	}
-	host, port, err := net.SplitHostPort(c.Listen)
+	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
-		return bad("%q is not an address; write HOST:PORT, such as \"127.0.0.1:8765\" (or \"\" to turn the console off)", c.Listen)
+		return bad("%q is not an address; write HOST:PORT, such as \"127.0.0.1:%s\" (or \"\" to turn it off)", listen, example)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return bad("%q: the port %q is not a number from 0 to 65535; write HOST:PORT, such as \"127.0.0.1:8765\"", c.Listen, port)
+		return bad("%q: the port %q is not a number from 0 to 65535; write HOST:PORT, such as \"127.0.0.1:%s\"", listen, port, example)
 	}
 	if host == "" {
-		return bad("%q names no host; write \"127.0.0.1:%s\" (or \"0.0.0.0:%s\" with [console] allow_remote = true, for every address)", c.Listen, port, port)
+		return bad("%q names no host; write \"127.0.0.1:%s\" (or \"0.0.0.0:%s\" with [%s] allow_remote = true, for every address)", listen, port, port, table)
 	}
 	if host != "localhost" {
 		if _, err := netip.ParseAddr(host); err != nil {
-			return bad("%q: the host %q is not an IP address; write an address, such as \"127.0.0.1:8765\" (a name would be looked up, and could change)", c.Listen, host)
+			return bad("%q: the host %q is not an IP address; write an address, such as \"127.0.0.1:%s\" (a name would be looked up, and could change)", listen, host, example)
 		}
 	}
-	if !c.Loopback() && !c.AllowRemote {
-		return bad("%q is not a loopback address: the console would be reachable from other machines; listen on \"127.0.0.1:%s\", or set [console] allow_remote = true to mean it", c.Listen, port)
+	if !Loopback(listen) && !allowRemote {
+		return bad("%q is not a loopback address: it would be reachable from other machines; listen on \"127.0.0.1:%s\", or set [%s] allow_remote = true to mean it", listen, port, table)
 	}
 	return nil
 }
@@ -459,6 +469,7 @@ func (c *Config) validate() []*Error {
 	errs = append(errs, c.Agent.validate("agent")...)
 	errs = append(errs, c.validateAgents()...)
 	errs = append(errs, c.Console.validate()...)
+	errs = append(errs, c.Telemetry.validate()...)
 	names := slices.Sorted(maps.Keys(c.Plugins))
 	for _, name := range names {
 		op := c.Plugins[name]

@@ -36,9 +36,10 @@ func TestDefaults(t *testing.T) {
 		LLM: LLMConfig{BaseURL: "", Model: "", APIKeyEnv: "OPENAI_API_KEY", Timeout: "60s", MaxRetries: 3, Stream: true, MaxResponseBytes: 4 << 20},
 		Agent: AgentConfig{ID: "default", Policy: "rules", Description: "the agent you talk to", ActsFor: []string{}, Memory: "own", Hz: 10, Overrun: "skip", MaxIterations: 25, MaxToolCalls: 16, QueryBackoff: 3, MinHz: 1, BargeIn: "boundary", TickSpin: "2ms", SkillsDir: "skills",
 			Grants: AgentGrants{Skills: []string{"*"}, Commands: true, Folders: []string{}, Hosts: []string{}}},
-		Router:  RouterConfig{MaxAskDepth: 3, MaxAsks: 8},
-		Memory:  MemoryConfig{Enabled: true, Path: "memory.db", Recall: 3},
-		Secrets: SecretsConfig{Dir: "secrets"},
+		Router:    RouterConfig{MaxAskDepth: 3, MaxAsks: 8},
+		Memory:    MemoryConfig{Enabled: true, Path: "memory.db", Recall: 3},
+		Secrets:   SecretsConfig{Dir: "secrets"},
+		Telemetry: TelemetryConfig{OTLPProtocol: OTLPHTTP, ServiceName: "kairo", MaxBacklog: DefaultMaxBacklog},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("Default() = %+v\nwant %+v", c, want)

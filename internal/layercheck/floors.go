@@ -13,7 +13,8 @@ var floors = [][]string{
 	// masking, and helpers of tests and builds that import nothing of Kairo.
 	{"abi", "abi/modelname", "sandbox", "sdk", "kernel/bench", "kernel/secrets", "internal/smalldisk", "internal/llmscript", "internal/testkit",
 		"internal/wasmbuild", "internal/doccheck", "internal/layercheck", "host/internal/meter",
-		"internal/mcp/internal/testserver", "kernel/bus/internal/hook", "internal/sqlitecache"},
+		"internal/mcp/internal/testserver", "kernel/bus/internal/hook", "internal/sqlitecache",
+		"internal/testkit/observe"},
 	// What speaks abi: the manifests, the guest and client SDKs, the
 	// reader of audit records and the JSON views of events.
 	{"manifests", "sdk/plugin", "sdk/client", "internal/audit", "internal/jsonview"},
@@ -28,7 +29,7 @@ var floors = [][]string{
 	// What runs on the kernel: its socket, the plugin runtime, and the
 	// parts of the daemon that need no other part.
 	{"kernel/ipc", "host/wasm", "internal/memory", "internal/llm",
-		"internal/mcp", "internal/console"},
+		"internal/mcp", "internal/console", "internal/telemetry"},
 	// The tools, and the history of a home as the kernel and the agent
 	// write it, for tests.
 	{"internal/tools", "internal/testkit/history"},
