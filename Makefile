@@ -42,7 +42,8 @@ test: prereqs lint testdata
 
 # Everything the tests need, checked before any time is spent: Go at the
 # version go.mod names, Node.js and npm (the MCP server), Chromium (the
-# console's tests), curl. One message lists what is missing.
+# console's tests), curl, Prometheus (the metrics tests scrape with it).
+# One message lists what is missing.
 GO_WANT := $(shell sed -n 's/^go //p' go.mod)
 prereqs:
 	@missing=""; pkgs=""; \
@@ -52,6 +53,7 @@ prereqs:
 	command -v npm >/dev/null || { missing="$$missing\n  npm"; pkgs="$$pkgs npm"; }; \
 	[ -x /usr/bin/chromium ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || { missing="$$missing\n  Chromium (chromium)"; pkgs="$$pkgs chromium"; }; \
 	command -v curl >/dev/null || { missing="$$missing\n  curl"; pkgs="$$pkgs curl"; }; \
+	[ -x /usr/bin/prometheus ] || { missing="$$missing\n  Prometheus (/usr/bin/prometheus)"; pkgs="$$pkgs prometheus"; }; \
 	if [ -n "$$missing" ]; then \
 	  printf "make test needs what this machine lacks:$$missing\n" >&2; \
 	  [ -z "$$pkgs" ] || echo "install it with: sudo apt-get install$$pkgs" >&2; \
