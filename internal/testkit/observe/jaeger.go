@@ -67,7 +67,7 @@ type JaegerServer struct {
 func Jaeger(t testing.TB) *JaegerServer {
 	t.Helper()
 	bin := findBinary(t, "the Jaeger "+JaegerVersion+" binary", JaegerPath(),
-		"run `make testdata` in Kairo's root to build it into ~/.cache/kairo (once, about 8 minutes), or set KAIRO_JAEGER to a jaeger binary built from github.com/jaegertracing/jaeger@"+JaegerVersion+" ./cmd/jaeger")
+		"run `make testdata` in Kairo's root to build it into ~/.cache/kairo (once, about 10 minutes), or set KAIRO_JAEGER to a jaeger binary built from github.com/jaegertracing/jaeger@"+JaegerVersion+" ./cmd/jaeger")
 	grpcPort, httpPort, queryPort, queryGRPCPort := freePort(t), freePort(t), freePort(t), freePort(t)
 	config := filepath.Join(t.TempDir(), "jaeger.yaml")
 	if err := os.WriteFile(config, []byte(jaegerConfig(grpcPort, httpPort, queryPort, queryGRPCPort)), 0o600); err != nil {
