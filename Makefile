@@ -42,7 +42,8 @@ test: prereqs lint testdata
 
 # Everything the tests need, checked before any time is spent: Go at the
 # version go.mod names, Node.js and npm (the MCP server), Chromium (the
-# console's tests), curl. One message lists what is missing.
+# console's tests), curl, Prometheus (the metrics tests scrape with it).
+# One message lists what is missing.
 GO_WANT := $(shell sed -n 's/^go //p' go.mod)
 prereqs:
 	@missing=""; pkgs=""; \
@@ -52,6 +53,7 @@ prereqs:
 	command -v npm >/dev/null || { missing="$$missing\n  npm"; pkgs="$$pkgs npm"; }; \
 	[ -x /usr/bin/chromium ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || { missing="$$missing\n  Chromium (chromium)"; pkgs="$$pkgs chromium"; }; \
 	command -v curl >/dev/null || { missing="$$missing\n  curl"; pkgs="$$pkgs curl"; }; \
+	[ -x /usr/bin/prometheus ] || { missing="$$missing\n  Prometheus (/usr/bin/prometheus)"; pkgs="$$pkgs prometheus"; }; \
 	if [ -n "$$missing" ]; then \
 	  printf "make test needs what this machine lacks:$$missing\n" >&2; \
 	  [ -z "$$pkgs" ] || echo "install it with: sudo apt-get install$$pkgs" >&2; \
@@ -59,14 +61,28 @@ prereqs:
 	fi
 
 # What the tests run besides Go: the reference MCP filesystem server, from
-# npm, at the version internal/mcp/testdata/npm/package-lock.json pins; and
-# Chromium, which internal/console's tests drive headless.
+# npm, at the version internal/mcp/testdata/npm/package-lock.json pins;
+# Chromium, which internal/console's tests drive headless; and Jaeger,
+# which receives the traces of the telemetry tests (internal/testkit/observe).
 MCP_NPM := internal/mcp/testdata/npm
-testdata: $(MCP_NPM)/node_modules/.package-lock.json
+JAEGER_VERSION := v1.76.0
+JAEGER := $(abspath $(or $(KAIRO_JAEGER),$(HOME)/.cache/kairo/jaeger-$(JAEGER_VERSION)))
+testdata: $(MCP_NPM)/node_modules/.package-lock.json $(JAEGER)
 	@[ -x /usr/bin/chromium ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || { echo "the console's tests need Chromium (apt-get install chromium)"; exit 1; }
 $(MCP_NPM)/node_modules/.package-lock.json: $(MCP_NPM)/package-lock.json
 	@command -v npm >/dev/null || { echo "the tests need Node.js and npm (apt-get install nodejs npm)"; exit 1; }
 	npm ci --prefix $(MCP_NPM) --no-audit --no-fund
+
+# Jaeger v2 all-in-one, built once from its module into the user's cache,
+# or $KAIRO_JAEGER, where internal/testkit/observe looks for it. The
+# module's folder is read-only: the build writes only its output, under a
+# temp name renamed when whole.
+$(JAEGER):
+	@echo "building Jaeger $(JAEGER_VERSION) into $@ for the telemetry tests (once; about 10 minutes)"
+	@mkdir -p $(dir $@)
+	@dir=$$($(GO) mod download -json github.com/jaegertracing/jaeger@$(JAEGER_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	[ -n "$$dir" ] || { echo "go mod download github.com/jaegertracing/jaeger@$(JAEGER_VERSION) named no folder" >&2; exit 1; }; \
+	cd "$$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod $(GO) build -o "$@.tmp" ./cmd/jaeger && mv "$@.tmp" "$@"
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
