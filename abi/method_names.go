@@ -53,6 +53,8 @@ const (
 
 	// host: the console, the daemon's web page.
 	MethodConsoleURL = "console.url"
+	// host: the trace export.
+	MethodTracesExport = "traces.export"
 )
 
 // Methods is every method a daemon serves: the table host.Daemon's
@@ -67,5 +69,5 @@ var Methods = []string{
 	MethodPluginsList, MethodPluginsRestart, MethodPluginsGrant, MethodPluginsRevoke,
 	MethodToolsList, MethodToolsResult,
 	MethodAgentRuns, MethodAgentList, MethodAgentReplay, MethodMemoryRetrieve, MethodMemorySearch, MethodMemoryExpand, MethodMemoryForget,
-	MethodConsoleURL,
+	MethodConsoleURL, MethodTracesExport,
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kairo-os/kairo/internal/console"
 	"github.com/kairo-os/kairo/internal/llm"
 	"github.com/kairo-os/kairo/internal/memory"
+	"github.com/kairo-os/kairo/internal/telemetry"
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
@@ -195,6 +196,10 @@ type Daemon struct {
 	// share one share the store.
 	memories map[string]*memory.Store
 	console  *console.Server // nil when [console] listen is ""
+	// traces follows the log and exports its run loops ([telemetry]
+	// otlp_endpoint); nil when off.
+	traces *telemetry.Exporter
+	vault  *secrets.Store
 
 	launcher proc.Launcher
 	audit    *auditWatch // nil when the sandbox's refusals are not read
@@ -271,6 +276,7 @@ func (d *Daemon) startFull() error {
 		b.Close()
 		return err
 	}
+	d.vault = vault
 	k := kernel.New(b, kernel.Config{Version: d.cfg.Version, Host: hostName, Logger: log, Launcher: launcher, ApprovalTimeout: cfg.Approval.TimeoutDuration(),
 		Checkpoints: cfg.CheckpointsDir(home), Secrets: vault, Masker: d.cfg.Masker})
 	k.SetSkills(installedSkills(cfg.SkillsPath(home)))

@@ -97,6 +97,7 @@ func init() {
 		{"ps", "list processes", runPs},
 		{"ping", "measure a round trip to the kernel", runPing},
 		{"status", "show the kernel's version, methods and counters", runStatus},
+		{"traces", "send past run loops to the trace receiver again (kairo traces export --run ID)", runTraces},
 		{"debug", "write the daemon's heap profile, for go tool pprof (kairo debug heap)", runDebug},
 		{"version", "print kairo's version, ABI version and Go version", runVersion},
 		{"help", "show this help, or a command's: kairo help COMMAND", runHelp},

@@ -1,0 +1,128 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// sink is a span exporter that refuses while down, and keeps what it
+// takes. (The end-to-end tests send to a real Jaeger.)
+type sink struct {
+	mu    sync.Mutex
+	down  bool
+	spans []sdktrace.ReadOnlySpan
+}
+
+func (s *sink) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return errors.New("connection refused")
+	}
+	s.spans = append(s.spans, spans...)
+	return nil
+}
+
+func (s *sink) Shutdown(context.Context) error { return nil }
+
+func (s *sink) set(down bool) {
+	s.mu.Lock()
+	s.down = down
+	s.mu.Unlock()
+}
+
+// traces counts the spans taken, by trace id, and fails on a span taken
+// twice.
+func (s *sink) traces(t testing.TB) map[string]int {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	m := map[string]int{}
+	for _, sp := range s.spans {
+		id := sp.SpanContext().SpanID().String()
+		if seen[id] {
+			t.Errorf("span %s (%s) sent twice", id, sp.Name())
+		}
+		seen[id] = true
+		m[sp.SpanContext().TraceID().String()]++
+	}
+	return m
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A receiver that is down loses nothing: the export waits, then sends
+// what the log holds; a restart resumes where the last one stopped, and
+// sends nothing twice.
+func TestExportCatchesUp(t *testing.T) {
+	b := memBus(t)
+	h := newHistory(t, b)
+	state := filepath.Join(t.TempDir(), "traces.json")
+	s := &sink{down: true}
+	cfg := ExporterConfig{Bus: b, Exporter: s, Resource: Resource("kairo", "test", ""), StatePath: state,
+		FlushEvery: 5 * time.Millisecond, Retry: 5 * time.Millisecond}
+	e := NewExporter(cfg)
+	e.Start()
+	one := h.loop("default", "01a224e2-ce6a-7b26-89db-000000000001", 3, 0, nil)
+	waitFor(t, "a failed export", func() bool { return e.Stats().Failures >= 2 && e.Stats().Down })
+	if n := len(s.traces(t)); n != 0 {
+		t.Fatalf("%d traces taken while down", n)
+	}
+	s.set(false)
+	waitFor(t, "the run loop's 8 spans", func() bool { return s.traces(t)[TraceIDOf(one)] == 8 })
+	if st := e.Stats(); st.Down || st.Exported != 8 || st.Seq != b.LastSeq() {
+		t.Errorf("stats %+v after catching up to seq %d", st, b.LastSeq())
+	}
+	e.Stop()
+
+	// Written while no exporter runs: the next one sends it.
+	two := h.loop("ops", "01a224e2-ce6a-7b26-89db-000000000002", 7, 2, nil)
+	e2 := NewExporter(cfg)
+	e2.Start()
+	defer e2.Stop()
+	waitFor(t, "the second run loop", func() bool { return s.traces(t)[TraceIDOf(two)] == 8 })
+	if got := s.traces(t); len(got) != 2 || got[TraceIDOf(one)] != 8 {
+		t.Errorf("traces taken: %v", got)
+	}
+}
+
+// Past the backlog the export passes events by and says how many: it
+// never holds more than the bound, and follows the log again after.
+func TestExportBacklog(t *testing.T) {
+	b := memBus(t)
+	h := newHistory(t, b)
+	s := &sink{down: true}
+	e := NewExporter(ExporterConfig{Bus: b, Exporter: s, Resource: Resource("kairo", "test", ""),
+		StatePath: filepath.Join(t.TempDir(), "traces.json"), Backlog: 40, FlushEvery: 5 * time.Millisecond, Retry: 5 * time.Millisecond})
+	e.Start()
+	defer e.Stop()
+	lost := h.loop("default", "01a224e2-ce6a-7b26-89db-000000000001", 3, 0, nil)
+	waitFor(t, "a failed export", func() bool { return e.Stats().Failures > 0 })
+	for range 60 {
+		h.pub("demo.filler", "cli", "", "", map[string]int{"n": 1})
+	}
+	waitFor(t, "the export to give up what is past its backlog", func() bool { return e.Stats().Dropped > 0 })
+	s.set(false)
+	kept := h.loop("default", "01a224e2-ce6a-7b26-89db-000000000003", 9, 0, nil)
+	waitFor(t, "the run loop after the gap", func() bool { return s.traces(t)[TraceIDOf(kept)] == 8 })
+	st := e.Stats()
+	if st.Dropped != 8 || s.traces(t)[TraceIDOf(lost)] != 0 {
+		t.Errorf("stats %+v; the lost run loop's spans taken: %d", st, s.traces(t)[TraceIDOf(lost)])
+	}
+}
