@@ -19,6 +19,7 @@ import (
 	"github.com/kairo-os/kairo/internal/console"
 	"github.com/kairo-os/kairo/internal/llm"
 	"github.com/kairo-os/kairo/internal/memory"
+	"github.com/kairo-os/kairo/internal/telemetry"
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
@@ -194,7 +195,8 @@ type Daemon struct {
 	// memories are the agents' memory stores, by file: two agents that
 	// share one share the store.
 	memories map[string]*memory.Store
-	console  *console.Server // nil when [console] listen is ""
+	console  *console.Server    // nil when [console] listen is ""
+	metrics  *telemetry.Metrics // nil when [telemetry] metrics_listen is ""
 
 	launcher proc.Launcher
 	audit    *auditWatch // nil when the sandbox's refusals are not read
