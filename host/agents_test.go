@@ -11,10 +11,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
-	"github.com/kairo-os/kairo/host"
 	"github.com/kairo-os/kairo/internal/wasmbuild"
 	"github.com/kairo-os/kairo/kernel/bus"
-	"github.com/kairo-os/kairo/manifests"
 )
 
 // A drop-in policy plugin can be an agent's policy: with [agents.bot] on
@@ -34,17 +32,7 @@ func TestDaemonRunsADropInPolicyForAnAgent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(plugins, "echo.toml"), toml, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	conf := filepath.Join(home, "kairo.toml")
-	os.WriteFile(conf, []byte("[agents.bot]\npolicy = \"echo\"\ndescription = \"echoes\"\n"), 0o600)
-	cfg, err := manifests.Load(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := host.New(host.Config{Home: home, Config: cfg})
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop(context.Background())
+	d := startWith(t, home, "[agents.bot]\npolicy = \"echo\"\ndescription = \"echoes\"\n")
 	k := d.Kernel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -195,7 +195,8 @@ type Daemon struct {
 	// memories are the agents' memory stores, by file: two agents that
 	// share one share the store.
 	memories map[string]*memory.Store
-	console  *console.Server // nil when [console] listen is ""
+	console  *console.Server    // nil when [console] listen is ""
+	metrics  *telemetry.Metrics // nil when [telemetry] metrics_listen is ""
 	// traces follows the log and exports its run loops ([telemetry]
 	// otlp_endpoint); nil when off.
 	traces *telemetry.Exporter

@@ -160,6 +160,7 @@ func (r *Runtime) takeObservations() []abi.Event {
 const maxRequeue = 1024
 
 func (r *Runtime) ticked(tk Tick, decided bool) {
+	r.health.ticked(tk)
 	if r.OnTick != nil {
 		r.OnTick(tk, decided)
 	}

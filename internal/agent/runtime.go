@@ -181,6 +181,8 @@ type Runtime struct {
 	// OnTick, when set before Start, is told of every tick after it ran,
 	// with whether the policy was asked.
 	OnTick func(tk Tick, decided bool)
+	// health counts the ticks for Health.
+	health tickHealth
 
 	// folded is the last event folded in the log's order (the replay's,
 	// then the subscription's): a checkpoint is taken there, never at an

@@ -490,6 +490,11 @@ type Stats struct {
 	Lagging int
 	// ClientBytes is what budgeted subscriptions hold (Config.MaxClientBytes).
 	ClientBytes int64
+	// RefusedFull and RefusedUnreachable count the events refused since
+	// New because the store's disk was full or the store could not be
+	// reached; unlike Full's and Unreachable's counts, never reset. A fact
+	// kept through an outage (PublishKept) is not refused.
+	RefusedFull, RefusedUnreachable uint64
 }
 
 // Stats returns the bus's counters.
@@ -503,16 +508,26 @@ func (b *Bus) Stats() Stats {
 		}
 		s.mu.Unlock()
 	}
+	// Under b.mu, which every refusal holds: a refusal then kept is seen
+	// as neither, so the counts never go down.
+	b.full.mu.Lock()
+	full := b.full.total
+	b.full.mu.Unlock()
+	b.unreach.mu.Lock()
+	unreach := b.unreach.total
+	b.unreach.mu.Unlock()
 	b.mu.Unlock()
 	return Stats{
-		Lagging:       lagging,
-		Published:     b.published.Load(),
-		Duplicates:    b.duplicates.Load(),
-		Delivered:     b.deliveredN.Load(),
-		CatchUps:      b.catchUps.Load(),
-		Followed:      b.followed.Load(),
-		Subscriptions: n,
-		ClientBytes:   b.clientBytes.Load(),
+		RefusedFull:        full,
+		RefusedUnreachable: unreach,
+		Lagging:            lagging,
+		Published:          b.published.Load(),
+		Duplicates:         b.duplicates.Load(),
+		Delivered:          b.deliveredN.Load(),
+		CatchUps:           b.catchUps.Load(),
+		Followed:           b.followed.Load(),
+		Subscriptions:      n,
+		ClientBytes:        b.clientBytes.Load(),
 	}
 }
 

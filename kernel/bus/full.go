@@ -55,6 +55,8 @@ type fullState struct {
 	mu      sync.Mutex
 	since   time.Time // zero while the store takes writes
 	refused uint64
+	// total counts every refusal since New, never reset: Stats.
+	total   uint64
 	probing bool
 	stop    chan struct{}
 	done    chan struct{} // of the latest probe; nil before the first
@@ -72,6 +74,7 @@ func (b *Bus) noteFull(evs []*abi.Event, err error) error {
 	for _, ev := range evs {
 		if ev.Type != SubjectStoreWritable { // the probe's own tries are not refusals
 			f.refused++
+			f.total++
 		}
 	}
 	if !f.probing && !b.closed.Load() {

@@ -146,6 +146,7 @@ func (b *Bus) keepLocked(evs []*abi.Event, keep []bool, err error) {
 		// Kept is not refused: the outage's record counts them apart.
 		b.unreach.mu.Lock()
 		b.unreach.refused -= min(b.unreach.refused, uint64(kept))
+		b.unreach.total -= min(b.unreach.total, uint64(kept))
 		b.unreach.kept += uint64(kept)
 		b.unreach.mu.Unlock()
 	}

@@ -81,6 +81,7 @@ type unreachableState struct {
 	since   time.Time // zero while the store answers
 	cause   error     // the first failed append's
 	refused uint64
+	total   uint64    // every refusal since New, never reset: Stats
 	kept    uint64    // facts kept (outage_kept.go), not refused
 	ids     [2]string // of the probe's two events, the same on every try
 	probing bool
@@ -121,6 +122,7 @@ func (b *Bus) refuseWhileDown(evs []*abi.Event) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.refused += uint64(len(evs))
+	u.total += uint64(len(evs))
 	return &StoreUnreachableError{Store: b.store.Describe(), Since: u.since, Err: u.cause}
 }
 
@@ -139,6 +141,7 @@ func (b *Bus) noteUnreachable(evs []*abi.Event, err error, start time.Time) erro
 	}
 	u.down.Store(true)
 	u.refused += uint64(len(evs))
+	u.total += uint64(len(evs))
 	if !u.probing && !u.stopped && !b.closed.Load() {
 		u.probing = true
 		if u.stop == nil {

@@ -3,6 +3,8 @@ package bustest
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,4 +63,20 @@ func ScanAll(t testing.TB, s bus.Store, q bus.Query) []abi.Event {
 // n sets, ready for Append.
 func StoreEvent(t testing.TB, id string, n int) *abi.Event {
 	return &abi.Event{ID: id, Type: "kairo.store.e", Source: "test", Time: time.Unix(1_700_000_000, int64(n)), Data: Payload(t, n)}
+}
+
+// Fillable is a store whose disk can be made full: while Full is set, its
+// appends fail with ENOSPC, as a real full disk's do
+// (kernel/bus/sqlite's TestStoreFullDisk fills a real one).
+type Fillable struct {
+	bus.Store
+	Full atomic.Bool
+}
+
+// Append fails with ENOSPC while f.Full is set, else appends to the store.
+func (f *Fillable) Append(evs []*abi.Event, envs [][]byte, dup []bool) error {
+	if f.Full.Load() {
+		return syscall.ENOSPC
+	}
+	return f.Store.Append(evs, envs, dup)
 }

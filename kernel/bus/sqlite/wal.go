@@ -166,6 +166,10 @@ func commitWALBytes(n int, data int64) int64 {
 	return 2*(data+int64(n)*160) + edges*frame
 }
 
+// WALBytes is the size of the write-ahead log's file now: what the
+// checkpoints keep under Config.WALMax.
+func (s *Store) WALBytes() int64 { return s.walSize() }
+
 func (s *Store) walSize() int64 {
 	fi, err := os.Stat(s.path + "-wal")
 	if err != nil {
