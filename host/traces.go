@@ -34,6 +34,13 @@ func (d *Daemon) startTraces(home string, cfg manifests.Config) error {
 		Bus: d.bus, Exporter: exp, Resource: telemetry.Resource(tc.Service(), d.cfg.Version, d.bus.Host()),
 		StatePath: filepath.Join(home, tracesState), Backlog: tc.Backlog(), Logger: d.log.With("part", "traces"),
 	})
+	if d.metrics != nil {
+		for _, c := range d.traces.Collectors() {
+			if err := d.metrics.Registry().Register(c); err != nil {
+				return fmt.Errorf("register the trace export's metrics: %w", err)
+			}
+		}
+	}
 	d.traces.Start()
 	d.log.Info("traces go to " + telemetry.RedactURL(tc.OTLPEndpoint) + " (OTLP " + tc.Protocol() + ")")
 	return nil
@@ -117,4 +124,3 @@ func (d *Daemon) tracesExport(ctx context.Context, c *kernel.Call) (any, error) 
 	}
 	return res, nil
 }
-

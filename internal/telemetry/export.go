@@ -14,6 +14,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -345,4 +346,23 @@ func saveState(path string, s savedState) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// Collectors are the exporter's counters as metrics, for the daemon's
+// /metrics.
+func (e *Exporter) Collectors() []prometheus.Collector {
+	counter := func(name, help string, v func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v()) })
+	}
+	return []prometheus.Collector{
+		counter("kairo_trace_spans_exported_total", "Spans the trace receiver took.", e.exported.Load),
+		counter("kairo_trace_export_failures_total", "Trace exports that failed (each retried from the log).", e.failures.Load),
+		counter("kairo_trace_spans_dropped_total", "Spans given up: past a bound of the builder, or begun in events the export passed by.",
+			func() uint64 { return e.dropped.Load() + e.b.Dropped() }),
+		counter("kairo_trace_events_passed_total", "Events the trace export passed by, being more than [telemetry] max_backlog behind the log's head.", e.passedBy.Load),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kairo_trace_export_down", Help: "1 while the trace receiver refuses spans or cannot be reached."},
+			func() float64 { return one(e.down.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kairo_trace_export_behind_events", Help: "Events stored and not yet exported as spans."},
+			func() float64 { return float64(e.cfg.Bus.LastSeq() - min(e.sent.Load(), e.cfg.Bus.LastSeq())) }),
+	}
 }

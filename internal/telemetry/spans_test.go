@@ -120,7 +120,7 @@ func TestRunLoopTrace(t *testing.T) {
 		"process sh":                 "execute_tool process.spawn",
 	}
 	if len(spans) != len(want)+2 { // and two decisions
-		t.Errorf("%d spans, want %d: %v", len(spans), len(want)+2, names(spans))
+		t.Errorf("%d spans, want %d: %v", len(spans), len(want)+2, spanNames(spans))
 	}
 	tid := traceID(id)
 	if tid.String() != "01a224e2ce6a7b2689db501602c5c531" {
@@ -129,7 +129,7 @@ func TestRunLoopTrace(t *testing.T) {
 	for name, parent := range want {
 		s, ok := got[name]
 		if !ok {
-			t.Errorf("no span %q among %v", name, names(spans))
+			t.Errorf("no span %q among %v", name, spanNames(spans))
 			continue
 		}
 		if s.Trace != tid {
@@ -211,7 +211,7 @@ func TestForgedEventsMakeNoSpans(t *testing.T) {
 		}
 	}
 	if len(spans) != 8 {
-		t.Errorf("%d spans of the real run loop, want 8: %v", len(spans), names(spans))
+		t.Errorf("%d spans of the real run loop, want 8: %v", len(spans), spanNames(spans))
 	}
 	// The same log read by another host's builder: none of it is its own.
 	if spans := build(t, b, NewBuilder("h2", nil)); len(spans) != 0 {
@@ -234,7 +234,7 @@ func TestBuilderBound(t *testing.T) {
 	raw, _ := msgpack.Marshal(abi.IntentEnded{RunLoopID: "0", Status: abi.StatusDone})
 	out = bld.Add(&abi.Event{Type: abi.SubjectIntentEnded, Source: "agent/a", CorrelationID: "0", Data: raw}, out)
 	if len(out) != 1 || out[0].Name != "invoke_agent a" {
-		t.Errorf("the first run loop's end made %v", names(out))
+		t.Errorf("the first run loop's end made %v", spanNames(out))
 	}
 	if n := bld.Forget(); n != maxLoops-1 {
 		t.Errorf("forgot %d, want %d", n, maxLoops-1)
@@ -250,7 +250,7 @@ func isDecide(spans []Span, id [8]byte) bool {
 	return false
 }
 
-func names(spans []Span) []string {
+func spanNames(spans []Span) []string {
 	var n []string
 	for _, s := range spans {
 		n = append(n, s.Name)
