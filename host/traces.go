@@ -11,7 +11,6 @@ import (
 	"github.com/kairo-os/kairo/internal/telemetry"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/manifests"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // tracesState is the trace export's place in the log, in the data folder.
@@ -26,14 +25,16 @@ func (d *Daemon) startTraces(home string, cfg manifests.Config) error {
 	if tc.OTLPEndpoint == "" {
 		return nil
 	}
-	exp, err := d.otlpExporter(tc)
+	headers, err := d.otlpHeaders(tc)
 	if err != nil {
 		return err
 	}
-	d.traces = telemetry.NewExporter(telemetry.ExporterConfig{
-		Bus: d.bus, Exporter: exp, Resource: telemetry.Resource(tc.Service(), d.cfg.Version, d.bus.Host()),
-		StatePath: filepath.Join(home, tracesState), Backlog: tc.Backlog(), Logger: d.log.With("part", "traces"),
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d.traces, err = telemetry.FollowOTLP(ctx, d.bus, tc, headers, d.cfg.Version, filepath.Join(home, tracesState), d.log.With("part", "traces"))
+	if err != nil {
+		return err
+	}
 	if d.metrics != nil {
 		for _, c := range d.traces.Collectors() {
 			if err := d.metrics.Registry().Register(c); err != nil {
@@ -52,10 +53,9 @@ func (d *Daemon) stopTraces() {
 	}
 }
 
-// otlpExporter opens the OTLP exporter [telemetry] names, with its
-// headers' secret handles read from the store; their values join the
-// kernel's mask.
-func (d *Daemon) otlpExporter(tc manifests.TelemetryConfig) (sdktrace.SpanExporter, error) {
+// otlpHeaders are [telemetry] otlp_headers with their secret handles read
+// from the store; the values join the kernel's mask.
+func (d *Daemon) otlpHeaders(tc manifests.TelemetryConfig) (map[string]string, error) {
 	headers := make(map[string]string, len(tc.OTLPHeaders))
 	for k, v := range tc.OTLPHeaders {
 		name, ok := strings.CutPrefix(v, "secret:")
@@ -75,9 +75,7 @@ func (d *Daemon) otlpExporter(tc manifests.TelemetryConfig) (sdktrace.SpanExport
 		}
 		headers[k] = string(val)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return telemetry.OTLP(ctx, tc, headers)
+	return headers, nil
 }
 
 // tracesExport answers traces.export: to the operator alone, since it
@@ -104,7 +102,11 @@ func (d *Daemon) tracesExport(ctx context.Context, c *kernel.Call) (any, error) 
 	if err != nil {
 		return nil, abi.Errorf(abi.CodeInvalidParams, "read the log: %v", err)
 	}
-	exp, err := d.otlpExporter(tc)
+	headers, err := d.otlpHeaders(tc)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := telemetry.OTLP(ctx, tc, headers)
 	if err != nil {
 		return nil, err
 	}

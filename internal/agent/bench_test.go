@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,7 +15,10 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/telemetry"
+	"github.com/kairo-os/kairo/internal/testkit/observe"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/manifests"
 )
 
 // benchSeconds is how long a tick benchmark runs: KAIRO_TICK_SECONDS, else
@@ -93,6 +97,58 @@ func BenchmarkTickJitter(b *testing.B) {
 // router and a tick at 1 kHz, with a scripted policy that answers at once.
 // Each message is sent at a random moment between two ticks.
 func BenchmarkMessageToAction(b *testing.B) {
+	m := startMessageToAction(b)
+	b.ResetTimer()
+	took := m.send(b.N)
+	b.StopTimer()
+	b.ReportMetric(p50us(took), "p50-us")
+}
+
+// BenchmarkMessageToActionTraced is BenchmarkMessageToAction with the trace
+// export off and on, in alternate rounds of one run: the exporter follows
+// the log and sends each run loop's spans to an OTLP/HTTP receiver as
+// the daemon's does. It reports both medians and on/off (the goal: at most
+// 1.05).
+func BenchmarkMessageToActionTraced(b *testing.B) {
+	m := startMessageToAction(b)
+	sink := observe.NewSink(b)
+	const rounds = 6
+	per := max(b.N/rounds, 30)
+	var off, on []time.Duration
+	var exported uint64
+	b.ResetTimer()
+	for r := range rounds {
+		if r%2 == 0 {
+			off = append(off, m.send(per)...)
+			continue
+		}
+		e, err := telemetry.FollowOTLP(context.Background(), m.e.bus, manifests.TelemetryConfig{OTLPEndpoint: sink.URL}, nil, "bench", filepath.Join(b.TempDir(), "traces.json"), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.Start()
+		on = append(on, m.send(per)...)
+		e.Stop()
+		exported += e.Stats().Exported
+	}
+	b.StopTimer()
+	if exported == 0 || sink.Requests() == 0 {
+		b.Fatalf("the exporter sent %d spans in %d requests: it traced nothing", exported, sink.Requests())
+	}
+	b.ReportMetric(p50us(off), "p50-us-off")
+	b.ReportMetric(p50us(on), "p50-us-on")
+	b.ReportMetric(p50us(on)/p50us(off), "on/off")
+}
+
+// messageToAction is an agent that answers each user message at once.
+type messageToAction struct {
+	b       testing.TB
+	e       *env
+	actions chan struct{}
+	n       int
+}
+
+func startMessageToAction(b testing.TB) *messageToAction {
 	e := newEnv(b)
 	policy := PolicyFunc(func(_ context.Context, batch *abi.Batch) (*abi.Reply, error) {
 		var reply abi.Reply
@@ -105,36 +161,47 @@ func BenchmarkMessageToAction(b *testing.B) {
 		return &reply, nil
 	})
 	e.start(Config{Policy: policy, Hz: 1000})
-	actions := make(chan struct{}, 16)
+	m := &messageToAction{b: b, e: e, actions: make(chan struct{}, 16)}
 	sub, err := e.bus.Subscribe(context.Background(), abi.SubjectAgentAction, bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		for range evs {
-			actions <- struct{}{}
+			m.actions <- struct{}{}
 		}
 		return nil
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sub.Close()
-	took := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
+	b.Cleanup(sub.Close)
+	return m
+}
+
+// send sends n messages, one after the other's action, and returns how
+// long each took.
+func (m *messageToAction) send(n int) []time.Duration {
+	took := make([]time.Duration, 0, n)
+	for range n {
 		// A person's message falls anywhere between two ticks; sent
 		// straight after the last answer, it would always fall just
 		// after a tick and wait a whole period.
 		time.Sleep(time.Duration(rand.Int64N(int64(time.Millisecond))))
 		t0 := time.Now()
-		e.say("ping", fmt.Sprintf("m-%d", i))
+		m.n++
+		m.e.say("ping", fmt.Sprintf("m-%d", m.n))
 		select {
-		case <-actions:
+		case <-m.actions:
 		case <-time.After(10 * time.Second):
-			b.Fatal("no action within 10s")
+			m.b.Fatal("no action within 10s")
 		}
 		took = append(took, time.Since(t0))
 	}
-	b.StopTimer()
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "p50-us")
+	return took
+}
+
+// p50us is the median of took, in microseconds.
+func p50us(took []time.Duration) float64 {
+	s := slices.Clone(took)
+	slices.Sort(s)
+	return float64(s[len(s)/2].Nanoseconds()) / 1e3
 }
 
 // BenchmarkRebuildState is the start of an agent over a log of 100,000

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/manifests"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -365,4 +366,16 @@ func (e *Exporter) Collectors() []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kairo_trace_export_behind_events", Help: "Events stored and not yet exported as spans."},
 			func() float64 { return float64(e.cfg.Bus.LastSeq() - min(e.sent.Load(), e.cfg.Bus.LastSeq())) }),
 	}
+}
+
+// FollowOTLP is an exporter of b's run loops to the OTLP receiver cfg
+// names, with headers (their secret handles already read), as the service
+// version; statePath keeps its place in the log.
+func FollowOTLP(ctx context.Context, b *bus.Bus, cfg manifests.TelemetryConfig, headers map[string]string, version, statePath string, log *slog.Logger) (*Exporter, error) {
+	exp, err := OTLP(ctx, cfg, headers)
+	if err != nil {
+		return nil, err
+	}
+	return NewExporter(ExporterConfig{Bus: b, Exporter: exp, Resource: Resource(cfg.Service(), version, b.Host()),
+		StatePath: statePath, Backlog: cfg.Backlog(), Logger: log}), nil
 }
