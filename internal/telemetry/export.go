@@ -64,24 +64,46 @@ type ExportStats struct {
 // it falls behind — so it never slows a publisher, and a receiver that is
 // down loses nothing within the backlog: the export waits, then resumes
 // where it stopped.
+//
+// Two goroutines: the subscription's handler builds spans and cuts them
+// into batches; the sender exports each batch in order, retrying while the
+// receiver fails. A sender that is stuck fills the batches' queue, which
+// stops the handler, whose subscription then falls behind and reads the
+// store when it resumes: the log is the queue.
 type Exporter struct {
 	cfg  ExporterConfig
 	log  *slog.Logger
-	conv *converter
+	conv *converter // the sender's
 
-	mu      sync.Mutex // the builder, pending, seq and last; held across an export
-	b       *Builder
-	pending []Span
-	seq     uint64 // every span of the events up to seq was sent
-	last    uint64 // the last event the builder read
-
-	sent                                  atomic.Uint64 // seq, for Stats
-	exported, failures, dropped, passedBy atomic.Uint64
-	down                                  atomic.Bool
+	mu       sync.Mutex // the builder, pending, last, cut and saved
+	b        *Builder
+	pending  []Span
+	last     uint64    // the last event the builder read
+	cut      uint64    // the last event of the last batch cut
+	saved    time.Time // when a batch last carried the builder's state
+	batches  chan batch
+	gen      atomic.Uint64 // bumped when the export passes events by: older batches are dropped
+	behind   atomic.Bool   // the sender gave a batch up for the backlog: the handler skips ahead
+	sent     atomic.Uint64 // every span of the events up to it was sent
+	exported atomic.Uint64
+	failures atomic.Uint64
+	dropped  atomic.Uint64
+	passedBy atomic.Uint64
+	down     atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// batch is spans cut from the builder: every span of the events up to seq
+// not in an earlier batch, and, at most once a second, the builder's state
+// at seq to save when they are sent.
+type batch struct {
+	spans []Span
+	seq   uint64
+	state []byte
+	gen   uint64
 }
 
 // errBehind ends a subscription that fell more than the backlog behind.
@@ -89,10 +111,10 @@ var errBehind = errors.New("the trace export fell behind the log by more than it
 
 // savedState is the state file: the export's place and the open spans.
 type savedState struct {
-	Version int    `json:"version"`
-	Host    string `json:"host,omitempty"`
-	Seq     uint64 `json:"seq"`
-	State   *State `json:"state"`
+	Version int             `json:"version"`
+	Host    string          `json:"host,omitempty"`
+	Seq     uint64          `json:"seq"`
+	State   json.RawMessage `json:"state"`
 }
 
 const stateVersion = 1
@@ -117,27 +139,29 @@ func NewExporter(cfg ExporterConfig) *Exporter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Exporter{cfg: cfg, log: log, conv: newConverter(cfg.Resource), done: make(chan struct{})}
+	e := &Exporter{cfg: cfg, log: log, conv: newConverter(cfg.Resource), batches: make(chan batch, 4)}
 	host := cfg.Bus.Host()
-	saved, err := loadState(cfg.StatePath)
+	seq, st, err := loadState(cfg.StatePath)
 	switch {
-	case err == nil && saved.Host == host && saved.Seq <= cfg.Bus.LastSeq():
-		e.b, e.seq = NewBuilder(host, saved.State), saved.Seq
+	case err == nil && seq <= cfg.Bus.LastSeq() && st.host == host:
+		e.b = NewBuilder(host, st.state)
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		log.Warn("the trace export's state file is damaged: traces start at the log's head; kairo traces export --since sends what came before", "file", cfg.StatePath, "err", err)
 		fallthrough
 	default:
-		e.b, e.seq = NewBuilder(host, nil), cfg.Bus.LastSeq()
+		e.b, seq = NewBuilder(host, nil), cfg.Bus.LastSeq()
 	}
-	e.last = e.seq
-	e.sent.Store(e.seq)
+	e.last, e.cut = seq, seq
+	e.sent.Store(seq)
 	return e
 }
 
 // Start begins following the log.
 func (e *Exporter) Start() {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	go e.run()
+	e.wg.Add(2)
+	go e.follow()
+	go e.send()
 }
 
 // Stop sends what is ready (waiting at most a few seconds), saves the
@@ -148,15 +172,21 @@ func (e *Exporter) Stop() {
 		return
 	}
 	e.cancel()
-	<-e.done
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	e.send(ctx, false)
-	sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-	defer scancel()
-	e.cfg.Exporter.Shutdown(sctx)
+	e.mu.Lock()
+	final := e.cutBatch(true)
+	e.mu.Unlock()
+	defer e.cfg.Exporter.Shutdown(ctx)
+	for len(e.batches) > 0 { // the handler and the sender have stopped
+		if !e.deliver(ctx, <-e.batches, false) {
+			return
+		}
+	}
+	if final != nil {
+		e.deliver(ctx, *final, false)
+	}
 }
 
 // Stats returns the exporter's counters. It never waits for an export.
@@ -165,13 +195,16 @@ func (e *Exporter) Stats() ExportStats {
 		Dropped: e.dropped.Load() + e.b.Dropped(), PassedBy: e.passedBy.Load(), Down: e.down.Load()}
 }
 
-func (e *Exporter) run() {
-	defer close(e.done)
+// follow reads the log into batches.
+func (e *Exporter) follow() {
+	defer e.wg.Done()
 	tick := time.NewTicker(e.cfg.FlushEvery)
 	defer tick.Stop()
 	for e.ctx.Err() == nil {
 		from := e.skipAhead()
-		sub, err := e.cfg.Bus.Subscribe(e.ctx, abi.SubjectAll, bus.SubscribeConfig{FromSeq: from}, e.handle)
+		// Only the subjects spans are made of: the others cost the bus
+		// nothing for this subscription.
+		sub, err := e.cfg.Bus.Subscribe(e.ctx, abi.SubjectAll, bus.SubscribeConfig{FromSeq: from, Match: Interesting}, e.handle)
 		if err != nil {
 			e.log.Warn("the trace export cannot follow the log; it tries again", "err", err)
 			if !sleep(e.ctx, e.cfg.Retry) {
@@ -179,7 +212,7 @@ func (e *Exporter) run() {
 			}
 			continue
 		}
-	follow:
+	following:
 		for {
 			select {
 			case <-e.ctx.Done():
@@ -190,10 +223,17 @@ func (e *Exporter) run() {
 					e.log.Warn("the trace export stopped following the log; it resumes", "err", err)
 					sleep(e.ctx, e.cfg.Retry)
 				}
-				break follow
+				break following
 			case <-tick.C:
-				if e.mu.TryLock() { // else the handler holds it, sending
-					e.send(e.ctx, true)
+				// Unless the handler holds the lock, or the sender is
+				// busy: then at the next tick. The lock held, only the
+				// sender takes from the queue, so the send cannot block.
+				if e.mu.TryLock() {
+					if len(e.batches) < cap(e.batches) {
+						if b := e.cutBatch(false); b != nil {
+							e.batches <- *b
+						}
+					}
 					e.mu.Unlock()
 				}
 			}
@@ -201,27 +241,35 @@ func (e *Exporter) run() {
 	}
 }
 
-// skipAhead is where to follow the log from: after the last event sent,
-// unless that is more than the backlog behind the head; then the events
-// between are passed by and counted, and the spans they began are given
-// up.
+// skipAhead is where to follow the log from: after the last event read,
+// unless the sender gave up for the backlog; then from the backlog's
+// bound, the events between passed by and counted, and the spans they
+// began given up.
 func (e *Exporter) skipAhead() uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	head, backlog := e.cfg.Bus.LastSeq(), uint64(e.cfg.Backlog)
-	if head <= e.seq || head-e.seq <= backlog {
-		return e.seq + 1
+	if !e.behind.Load() {
+		return e.last + 1
 	}
-	from := head - backlog + 1
-	e.passedBy.Add(from - 1 - e.seq)
-	e.dropped.Add(uint64(e.b.Forget()))
-	e.log.Warn("the trace export fell behind the log by more than [telemetry] max_backlog: it passes events by", "passedBy", from-1-e.seq, "from", from)
-	e.seq, e.last = from-1, from-1
-	e.sent.Store(e.seq)
+	e.gen.Add(1) // the batches queued are given up
+	e.dropped.Add(uint64(len(e.pending) + e.b.Forget()))
+	e.pending = nil
+	head, backlog := e.cfg.Bus.LastSeq(), uint64(e.cfg.Backlog)
+	from := e.last + 1
+	if head > backlog && head-backlog+1 > from {
+		from = head - backlog + 1
+		e.passedBy.Add(from - 1 - e.last)
+		e.log.Warn("the trace export fell behind the log by more than [telemetry] max_backlog: it passes events by", "passedBy", from-1-e.last, "from", from)
+	}
+	e.last, e.cut = from-1, from-1
+	e.sent.Store(from - 1)
+	e.behind.Store(false)
 	return from
 }
-
 func (e *Exporter) handle(evs []abi.Event) error {
+	if e.behind.Load() {
+		return errBehind
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i := range evs {
@@ -231,25 +279,60 @@ func (e *Exporter) handle(evs []abi.Event) error {
 		}
 		e.pending = e.b.Add(ev, e.pending)
 		e.last = ev.Seq
-		if len(e.pending) >= e.cfg.Batch {
-			if err := e.send(e.ctx, true); err != nil {
-				return err
-			}
-		}
 	}
-	return nil
-}
-
-// send exports the pending spans, retrying while the receiver fails (when
-// retry is set) until it takes them, ctx ends, or the export falls more
-// than the backlog behind; then it saves the export's place. The caller
-// holds e.mu.
-func (e *Exporter) send(ctx context.Context, retry bool) error {
-	if len(e.pending) == 0 && e.last == e.seq {
+	if len(e.pending) < e.cfg.Batch {
 		return nil
 	}
-	if len(e.pending) > 0 {
-		spans := e.conv.convert(e.pending)
+	select { // waits while the sender is stuck: the subscription falls behind
+	case e.batches <- *e.cutBatch(false):
+		return nil
+	case <-e.ctx.Done():
+		return e.ctx.Err()
+	}
+}
+
+// cutBatch cuts what the builder made since the last batch, nil when
+// nothing; the batch carries the builder's state when force is set or a
+// second has passed since one last did. The caller holds e.mu.
+func (e *Exporter) cutBatch(force bool) *batch {
+	if len(e.pending) == 0 && e.last == e.cut {
+		return nil
+	}
+	b := &batch{spans: e.pending, seq: e.last, gen: e.gen.Load()}
+	if force || time.Since(e.saved) >= time.Second {
+		if raw, err := json.Marshal(e.b.State()); err == nil {
+			b.state, e.saved = raw, time.Now()
+		}
+	}
+	e.pending, e.cut = nil, e.last
+	return b
+}
+
+// send exports the batches in order.
+func (e *Exporter) send() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case b := <-e.batches:
+			e.deliver(e.ctx, b, true)
+		}
+	}
+}
+
+// deliver exports b, retrying while the receiver fails (when retry is set)
+// until it takes them, ctx ends, or the export falls more than the backlog
+// behind the log's head (then b is given up, counted, and the handler
+// skips ahead). Sent, b's place is saved. It reports false when b was
+// neither sent nor given up.
+func (e *Exporter) deliver(ctx context.Context, b batch, retry bool) bool {
+	if b.gen != e.gen.Load() || e.behind.Load() {
+		e.dropped.Add(uint64(len(b.spans)))
+		return true
+	}
+	if len(b.spans) > 0 {
+		spans := e.conv.convert(b.spans)
 		wait := e.cfg.Retry
 		for {
 			xctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -267,29 +350,29 @@ func (e *Exporter) send(ctx context.Context, retry bool) error {
 				e.log.Warn("the trace receiver refuses spans or cannot be reached: the export waits, and resumes from the log", "err", err)
 			}
 			if !retry || ctx.Err() != nil {
-				return err // the place is not saved: the log still has them
+				return false // the place is not saved: the log still has them
 			}
-			if head := e.cfg.Bus.LastSeq(); head > e.seq && head-e.seq > uint64(e.cfg.Backlog) {
-				e.dropped.Add(uint64(len(e.pending)))
-				e.pending = e.pending[:0]
-				e.seq = e.last
-				e.sent.Store(e.seq)
-				return errBehind
+			if head, sent := e.cfg.Bus.LastSeq(), e.sent.Load(); head > sent && head-sent > uint64(e.cfg.Backlog) {
+				e.dropped.Add(uint64(len(b.spans)))
+				e.behind.Store(true)
+				return true
 			}
 			if !sleep(ctx, wait) {
-				return ctx.Err()
+				return false
 			}
 			wait = min(2*wait, 30*time.Second)
 		}
 	}
-	clear(e.pending)
-	e.pending = e.pending[:0]
-	e.seq = e.last
-	e.sent.Store(e.seq)
-	if err := saveState(e.cfg.StatePath, savedState{Version: stateVersion, Host: e.cfg.Bus.Host(), Seq: e.seq, State: e.b.State()}); err != nil {
-		e.log.Warn("cannot save the trace export's place; after a restart it resumes from an earlier one", "file", e.cfg.StatePath, "err", err)
+	if b.gen != e.gen.Load() {
+		return true
 	}
-	return nil
+	e.sent.Store(b.seq)
+	if b.state != nil {
+		if err := saveState(e.cfg.StatePath, savedState{Version: stateVersion, Host: e.cfg.Bus.Host(), Seq: b.seq, State: b.state}); err != nil {
+			e.log.Warn("cannot save the trace export's place; after a restart it resumes from an earlier one", "file", e.cfg.StatePath, "err", err)
+		}
+	}
+	return true
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -306,27 +389,37 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // maxStateBytes bounds the state file read back.
 const maxStateBytes = 64 << 20
 
-func loadState(path string) (savedState, error) {
-	var s savedState
+// loaded is a state file read back.
+type loaded struct {
+	host  string
+	state *State
+}
+
+func loadState(path string) (uint64, loaded, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return s, err
+		return 0, loaded{}, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return s, err
+		return 0, loaded{}, err
 	}
 	if !fi.Mode().IsRegular() || fi.Size() > maxStateBytes {
-		return s, fmt.Errorf("%s is not a regular file of at most %d bytes", path, maxStateBytes)
+		return 0, loaded{}, fmt.Errorf("%s is not a regular file of at most %d bytes", path, maxStateBytes)
 	}
+	var s savedState
 	if err := json.NewDecoder(f).Decode(&s); err != nil {
-		return s, err
+		return 0, loaded{}, err
 	}
-	if s.Version != stateVersion || s.State == nil {
-		return s, fmt.Errorf("%s: version %d, want %d", path, s.Version, stateVersion)
+	if s.Version != stateVersion {
+		return 0, loaded{}, fmt.Errorf("%s: version %d, want %d", path, s.Version, stateVersion)
 	}
-	return s, nil
+	st := new(State)
+	if err := json.Unmarshal(s.State, st); err != nil {
+		return 0, loaded{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s.Seq, loaded{host: s.Host, state: st}, nil
 }
 
 func saveState(path string, s savedState) error {
@@ -363,8 +456,6 @@ func (e *Exporter) Collectors() []prometheus.Collector {
 		counter("kairo_trace_events_passed_total", "Events the trace export passed by, being more than [telemetry] max_backlog behind the log's head.", e.passedBy.Load),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kairo_trace_export_down", Help: "1 while the trace receiver refuses spans or cannot be reached."},
 			func() float64 { return one(e.down.Load()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kairo_trace_export_behind_events", Help: "Events stored and not yet exported as spans."},
-			func() float64 { return float64(e.cfg.Bus.LastSeq() - min(e.sent.Load(), e.cfg.Bus.LastSeq())) }),
 	}
 }
 

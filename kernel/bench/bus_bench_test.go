@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kairo-os/kairo/internal/telemetry"
+	"github.com/kairo-os/kairo/internal/testkit/observe"
 	jsstore "github.com/kairo-os/kairo/kernel/bus/jetstream"
 	"github.com/kairo-os/kairo/kernel/bus/sqlite"
 
@@ -23,6 +25,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/manifests"
 )
 
 // TestMain removes what outlives the single runs of a benchmark so that it
@@ -68,6 +71,14 @@ func benchPayload(tb testing.TB) msgpack.RawMessage {
 // up to window acknowledgements outstanding (it waits for the oldest when
 // the window is full), and returns how many were acknowledged as stored.
 func publishWindowed(bs *bus.Bus, n, publishers, window int, data msgpack.RawMessage) (int64, error) {
+	return publishMade(bs, n, publishers, window, func(int, int) *abi.Event {
+		return &abi.Event{Type: "kairo.bench.event", Data: data}
+	})
+}
+
+// publishMade is publishWindowed with the events next makes: publisher p's
+// i-th, in order.
+func publishMade(bs *bus.Bus, n, publishers, window int, next func(p, i int) *abi.Event) (int64, error) {
 	var acked atomic.Int64
 	errs := make(chan error, publishers)
 	var wg sync.WaitGroup
@@ -98,7 +109,7 @@ func publishWindowed(bs *bus.Bus, n, publishers, window int, data msgpack.RawMes
 				if i >= window && !wait(ring[slot]) {
 					return
 				}
-				a, err := bs.PublishAsync(&abi.Event{Type: "kairo.bench.event", Data: data})
+				a, err := bs.PublishAsync(next(p, i))
 				if err != nil {
 					errs <- err
 					return
@@ -419,4 +430,98 @@ func BenchmarkFanoutMemoryBatch(b *testing.B) {
 		}
 		return nil
 	})
+}
+
+// BenchmarkPublishDurableTraced is BenchmarkPublishDurable's SQLite store
+// with the trace export off and on, in alternate rounds of one run: on, an
+// exporter follows the log as the daemon's does (reading every event,
+// decoding the run loops' own) and sends to an OTLP/HTTP receiver. Every
+// tenth event is of a run loop (its start, action, tool call and end), so
+// the exporter makes spans as it reads. It reports the median events/s of
+// each and on/off (the goal: at least 0.95).
+func BenchmarkPublishDurableTraced(b *testing.B) {
+	sink := observe.NewSink(b)
+	const rounds = 6
+	const publishers = 8
+	per := max(b.N/rounds, 20_000)
+	var chunks [publishers][]abi.Event
+	for p := range publishers {
+		chunks[p] = runLoopMix(b, p, per/publishers+1)
+	}
+	var off, on []float64
+	var exported uint64
+	b.ResetTimer()
+	for r := range rounds {
+		dir := b.TempDir()
+		bs := bus.New(openSQLite(b, filepath.Join(dir, "events.db")), bus.Config{})
+		var e *telemetry.Exporter
+		// off, on, on, off, off, on: each mode as often first as second,
+		// against the disk's writeback of the round before.
+		if on := r%4 == 1 || r%4 == 2; on {
+			var err error
+			e, err = telemetry.FollowOTLP(context.Background(), bs, manifests.TelemetryConfig{OTLPEndpoint: sink.URL}, nil, "bench",
+				filepath.Join(b.TempDir(), "traces.json"), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			e.Start()
+		}
+		start := time.Now()
+		// Each publisher writes its own run loops, so each run loop's
+		// events are stored in their order.
+		acked, err := publishMade(bs, publishers*len(chunks[0]), publishers, 512, func(p, i int) *abi.Event {
+			ev := chunks[p][i]
+			return &ev
+		})
+		if err != nil {
+			b.Fatalf("publish: %v", err)
+		}
+		rate := float64(acked) / time.Since(start).Seconds()
+		if e != nil {
+			e.Stop()
+			exported += e.Stats().Exported
+			on = append(on, rate)
+		} else {
+			off = append(off, rate)
+		}
+		bs.Close()
+		os.RemoveAll(dir)
+	}
+	b.StopTimer()
+	if exported == 0 {
+		b.Fatal("the exporter sent no span: it traced nothing")
+	}
+	b.ReportMetric(medianOf(off), "events/s-off")
+	b.ReportMetric(medianOf(on), "events/s-on")
+	b.ReportMetric(medianOf(on)/medianOf(off), "on/off")
+}
+
+// runLoopMix is n events of publisher p, one in ten of a run loop as the
+// agent writes them, the rest plain.
+func runLoopMix(b testing.TB, p, n int) []abi.Event {
+	data := benchPayload(b)
+	enc := func(v any) msgpack.RawMessage {
+		raw, err := msgpack.Marshal(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return raw
+	}
+	evs := make([]abi.Event, 0, n)
+	for i := 0; len(evs) < n; i++ {
+		if i%40 != 0 {
+			evs = append(evs, abi.Event{Type: "kairo.bench.event", Data: data})
+			continue
+		}
+		loop := fmt.Sprintf("loop-%d-%d", p, i)
+		act := fmt.Sprintf("act-%d-%d", p, i)
+		src := "agent/default"
+		evs = append(evs,
+			abi.Event{Type: abi.SubjectIntentStarted, Source: src, CorrelationID: loop, Data: enc(abi.IntentStarted{RunLoopID: loop, Agent: "default", Goal: "bench"})},
+			abi.Event{ID: act, Type: abi.SubjectAgentAction, Source: src, CorrelationID: loop, Data: enc(abi.ActionEvent{Type: "tool_call", Tick: uint64(i), ActionData: abi.ActionData{Tool: "process.spawn"}})},
+			abi.Event{Type: abi.SubjectToolResult, Source: src, CorrelationID: loop, CausationID: act, Data: enc(abi.ToolResultEvent{ActionID: act, Tool: "process.spawn", Status: abi.StatusDone})},
+			abi.Event{Type: abi.SubjectIntentEnded, Source: src, CorrelationID: loop, Data: enc(abi.IntentEnded{RunLoopID: loop, Status: abi.StatusDone})},
+		)
+	}
+	return evs[:n]
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"os"
 	"os/exec"
@@ -332,7 +333,10 @@ func medians(runs []map[string]float64) map[string]float64 {
 }
 
 // median is the median of ds; it sorts ds.
-func median(ds []time.Duration) time.Duration {
-	slices.Sort(ds)
-	return ds[len(ds)/2]
+func median(ds []time.Duration) time.Duration { return medianOf(ds) }
+
+// medianOf is the median of v; it sorts v.
+func medianOf[T cmp.Ordered](v []T) T {
+	slices.Sort(v)
+	return v[len(v)/2]
 }

@@ -32,6 +32,10 @@ type SubscribeConfig struct {
 	// the error names. Without a budget (the kernel's own subscribers) a
 	// subscription is bounded by Config.SubscriberBuffer alone.
 	Budget *Budget
+	// Match, when set, narrows the pattern: only the events whose subject
+	// it also accepts are delivered. It is called under the bus's lock on
+	// every publish, so it must be quick and must not call the bus.
+	Match func(subject string) bool
 }
 
 // BudgetConfig bounds the subscriptions of one client together. Zero
@@ -168,6 +172,7 @@ type Subscription struct {
 	bus     *Bus
 	id      uint64
 	pattern *abi.Pattern
+	match   func(string) bool // SubscribeConfig.Match; nil: the pattern alone
 	handler Handler
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -201,6 +206,7 @@ func (b *Bus) Subscribe(ctx context.Context, pattern string, opts SubscribeConfi
 	s := &Subscription{
 		bus:     b,
 		pattern: p,
+		match:   opts.Match,
 		handler: h,
 		done:    make(chan struct{}),
 		limit:   b.opts.SubscriberBuffer,
@@ -237,6 +243,11 @@ func (b *Bus) Subscribe(ctx context.Context, pattern string, opts SubscribeConfi
 // ID is unique among the bus's subscriptions.
 func (s *Subscription) ID() uint64 { return s.id }
 
+// matches reports whether the subscription delivers events of subject.
+func (s *Subscription) matches(subject string) bool {
+	return s.pattern.Match(subject) && (s.match == nil || s.match(subject))
+}
+
 // Pattern is the subject pattern the subscription matches.
 func (s *Subscription) Pattern() string { return s.pattern.String() }
 
@@ -266,7 +277,7 @@ func (s *Subscription) offer(evs []*abi.Event, dup []bool) {
 	}
 	added := false
 	for i, ev := range evs {
-		if dup[i] || !s.pattern.Match(ev.Type) {
+		if dup[i] || !s.matches(ev.Type) {
 			continue
 		}
 		if s.budget != nil {
@@ -446,6 +457,9 @@ func (s *Subscription) catchUp() error {
 		hi := b.store.LastSeq()
 		if s.next <= hi {
 			err := b.store.Scan(s.ctx, Query{FromSeq: s.next, ToSeq: hi, Pattern: s.pattern}, func(ev *abi.Event) error {
+				if s.match != nil && !s.match(ev.Type) {
+					return nil
+				}
 				if s.budget != nil {
 					// A page waiting on a slow client is held like a
 					// buffer: charged, and past the bounds it ends the
