@@ -57,7 +57,7 @@ func Resource(service, version, host string) *resource.Resource {
 	return resource.NewSchemaless(attrs...)
 }
 
-// converter makes the SDK's read-only spans of [Span]s, through a tracer
+// converter makes the SDK's read-only spans of our Span values, through a tracer
 // whose ids are the ones the builder derived.
 type converter struct {
 	tracer trace.Tracer
