@@ -38,6 +38,8 @@ func NewSink(t testing.TB) *Sink {
 	return s
 }
 
-// Requests counts the exports taken, Bytes their bodies' bytes.
+// Requests counts the exports taken.
 func (s *Sink) Requests() int64 { return s.requests.Load() }
-func (s *Sink) Bytes() int64    { return s.bytes.Load() }
+
+// Bytes counts the bytes of the exports' bodies.
+func (s *Sink) Bytes() int64 { return s.bytes.Load() }
