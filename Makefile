@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 30000x
 
-.PHONY: run build plugins test prereqs testdata lint fuzz bench clean
+.PHONY: run build plugins test prereqs testdata jaeger lint fuzz bench clean
 
 # Start Kairo in the foreground on its embedded defaults (data in ./.kairo).
 run: build
@@ -77,10 +77,14 @@ $(MCP_NPM)/node_modules/.package-lock.json: $(MCP_NPM)/package-lock.json
 # or $KAIRO_JAEGER, where internal/testkit/observe looks for it. The
 # module's folder is read-only: the build writes only its output, under a
 # temp name renamed when whole.
+# Two makes at once (CI starts one early, beside the installs) build it
+# once: the second waits for the first's lock, then finds it built.
+jaeger: $(JAEGER)
 $(JAEGER):
-	@echo "building Jaeger $(JAEGER_VERSION) into $@ for the telemetry tests (once; about 10 minutes)"
 	@mkdir -p $(dir $@)
-	@dir=$$($(GO) mod download -json github.com/jaegertracing/jaeger@$(JAEGER_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	@exec 9>"$@.lock"; flock 9; [ -x "$@" ] && exit 0; \
+	echo "building Jaeger $(JAEGER_VERSION) into $@ for the telemetry tests (once; about 10 minutes)"; \
+	dir=$$($(GO) mod download -json github.com/jaegertracing/jaeger@$(JAEGER_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
 	[ -n "$$dir" ] || { echo "go mod download github.com/jaegertracing/jaeger@$(JAEGER_VERSION) named no folder" >&2; exit 1; }; \
 	cd "$$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod $(GO) build -o "$@.tmp" ./cmd/jaeger && mv "$@.tmp" "$@"
 
