@@ -81,6 +81,7 @@ type Exporter struct {
 	last     uint64    // the last event the builder read
 	cut      uint64    // the last event of the last batch cut
 	saved    time.Time // when a batch last carried the builder's state
+	savedSeq uint64    // the event that state was at
 	batches  chan batch
 	gen      atomic.Uint64 // bumped when the export passes events by: older batches are dropped
 	behind   atomic.Bool   // the sender gave a batch up for the backlog: the handler skips ahead
@@ -150,8 +151,13 @@ func NewExporter(cfg ExporterConfig) *Exporter {
 		fallthrough
 	default:
 		e.b, seq = NewBuilder(host, nil), cfg.Bus.LastSeq()
+		// Kept now, not at the first send: a receiver down from the start
+		// would have a restart begin at the head, past what ran meanwhile.
+		if err := saveState(cfg.StatePath, savedState{Version: stateVersion, Host: host, Seq: seq, State: json.RawMessage("{}")}); err != nil {
+			log.Warn("cannot save the trace export's place; after a restart it resumes at the log's head", "file", cfg.StatePath, "err", err)
+		}
 	}
-	e.last, e.cut = seq, seq
+	e.last, e.cut, e.savedSeq = seq, seq, seq
 	e.sent.Store(seq)
 	return e
 }
@@ -242,30 +248,35 @@ func (e *Exporter) follow() {
 }
 
 // skipAhead is where to follow the log from: after the last event read,
-// unless the sender gave up for the backlog; then from the backlog's
+// unless that is more than the backlog behind the log's head (after a
+// long outage of the receiver, or of the daemon); then from the backlog's
 // bound, the events between passed by and counted, and the spans they
-// began given up.
+// began given up. A batch the sender gave up is counted here too.
 func (e *Exporter) skipAhead() uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.behind.Load() {
-		return e.last + 1
+	from := e.last + 1
+	if e.behind.Load() {
+		e.gen.Add(1) // the batches queued are given up
+		e.dropped.Add(uint64(len(e.pending)))
+		e.pending = nil
+		e.behind.Store(false)
 	}
-	e.gen.Add(1) // the batches queued are given up
+	head, backlog := e.cfg.Bus.LastSeq(), uint64(e.cfg.Backlog)
+	if head < from || head-from < backlog {
+		return from
+	}
+	skip := head - backlog + 1
+	e.gen.Add(1)
+	e.passedBy.Add(skip - from)
 	e.dropped.Add(uint64(len(e.pending) + e.b.Forget()))
 	e.pending = nil
-	head, backlog := e.cfg.Bus.LastSeq(), uint64(e.cfg.Backlog)
-	from := e.last + 1
-	if head > backlog && head-backlog+1 > from {
-		from = head - backlog + 1
-		e.passedBy.Add(from - 1 - e.last)
-		e.log.Warn("the trace export fell behind the log by more than [telemetry] max_backlog: it passes events by", "passedBy", from-1-e.last, "from", from)
-	}
-	e.last, e.cut = from-1, from-1
-	e.sent.Store(from - 1)
-	e.behind.Store(false)
-	return from
+	e.log.Warn("the trace export is more than [telemetry] max_backlog events behind the log: it passes the oldest by", "passedBy", skip-from, "from", skip)
+	e.last, e.cut = skip-1, skip-1
+	e.sent.Store(skip - 1)
+	return skip
 }
+
 func (e *Exporter) handle(evs []abi.Event) error {
 	if e.behind.Load() {
 		return errBehind
@@ -292,16 +303,17 @@ func (e *Exporter) handle(evs []abi.Event) error {
 }
 
 // cutBatch cuts what the builder made since the last batch, nil when
-// nothing; the batch carries the builder's state when force is set or a
-// second has passed since one last did. The caller holds e.mu.
+// nothing; the batch carries the builder's state when force is set (then
+// also when nothing else is new since a batch last carried it) or a second
+// has passed since one last did. The caller holds e.mu.
 func (e *Exporter) cutBatch(force bool) *batch {
-	if len(e.pending) == 0 && e.last == e.cut {
+	if len(e.pending) == 0 && e.last == e.cut && (!force || e.savedSeq == e.last) {
 		return nil
 	}
 	b := &batch{spans: e.pending, seq: e.last, gen: e.gen.Load()}
 	if force || time.Since(e.saved) >= time.Second {
 		if raw, err := json.Marshal(e.b.State()); err == nil {
-			b.state, e.saved = raw, time.Now()
+			b.state, e.saved, e.savedSeq = raw, time.Now(), e.last
 		}
 	}
 	e.pending, e.cut = nil, e.last
