@@ -127,6 +127,9 @@ func NewExporter(cfg ExporterConfig) *Exporter {
 		fallthrough
 	default:
 		e.b, e.seq = NewBuilder(host, nil), cfg.Bus.LastSeq()
+		// Kept now, not at the first send: a receiver down from the start
+		// would otherwise have a restart begin at the head, past what ran.
+		e.save()
 	}
 	e.last = e.seq
 	e.sent.Store(e.seq)
@@ -285,10 +288,16 @@ func (e *Exporter) send(ctx context.Context, retry bool) error {
 	e.pending = e.pending[:0]
 	e.seq = e.last
 	e.sent.Store(e.seq)
+	e.save()
+	return nil
+}
+
+// save writes the export's place and the builder's state to the state
+// file.
+func (e *Exporter) save() {
 	if err := saveState(e.cfg.StatePath, savedState{Version: stateVersion, Host: e.cfg.Bus.Host(), Seq: e.seq, State: e.b.State()}); err != nil {
 		e.log.Warn("cannot save the trace export's place; after a restart it resumes from an earlier one", "file", e.cfg.StatePath, "err", err)
 	}
-	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
