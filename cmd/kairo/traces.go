@@ -29,7 +29,7 @@ func runTracesExport(ctx context.Context, args []string) error {
 	f := newFlags("traces export", "kairo traces export (--run ID ... | --since DURATION)", `
 Send past run loops to the trace receiver of [telemetry] otlp_endpoint
 again, as the daemon made them from the log: the run loops --run names
-(an id or its start, as kairo runs prints it; the flag may be given more
+(an id, or its end as kairo runs prints it; the flag may be given more
 than once), or every run loop that started in the last --since (such as
 30m or 24h). The daemon exports each run loop as it ends on its own; this
 is for a receiver that was emptied, or one added later.`)

@@ -23,6 +23,9 @@ type Server struct {
 	// the request's system prompt and its last user message; nil answers
 	// an error, as a server whose script ran out.
 	Think func(n int, system, prompt string) map[string]any
+	// Usage is the token usage the nth answer reports; nil reports 10
+	// prompt and 5 completion tokens.
+	Usage func(n int) (prompt, completion int)
 
 	mu      sync.Mutex
 	prompts []string
@@ -57,11 +60,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, ok := msg["tool_calls"]; ok {
 		finish = "tool_calls"
 	}
+	in, out := 10, 5
+	if s.Usage != nil {
+		in, out = s.Usage(n)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{
 		"id": fmt.Sprintf("chatcmpl-%d", n+1), "object": "chat.completion", "created": time.Now().Unix(), "model": "scripted",
 		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish}},
-		"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+		"usage":   map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
 	})
 }
 

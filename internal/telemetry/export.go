@@ -85,6 +85,10 @@ type Exporter struct {
 	batches  chan batch
 	gen      atomic.Uint64 // bumped when the export passes events by: older batches are dropped
 	behind   atomic.Bool   // the sender gave a batch up for the backlog: the handler skips ahead
+	// unsent is set once a batch was neither sent nor given up (the
+	// exporter stopped while the receiver was down): no later batch may
+	// then save a place past it, or a restart would not send it again.
+	unsent   atomic.Bool
 	sent     atomic.Uint64 // every span of the events up to it was sent
 	exported atomic.Uint64
 	failures atomic.Uint64
@@ -338,7 +342,15 @@ func (e *Exporter) send() {
 // behind the log's head (then b is given up, counted, and the handler
 // skips ahead). Sent, b's place is saved. It reports false when b was
 // neither sent nor given up.
-func (e *Exporter) deliver(ctx context.Context, b batch, retry bool) bool {
+func (e *Exporter) deliver(ctx context.Context, b batch, retry bool) (done bool) {
+	if e.unsent.Load() {
+		return false
+	}
+	defer func() {
+		if !done {
+			e.unsent.Store(true)
+		}
+	}()
 	if b.gen != e.gen.Load() || e.behind.Load() {
 		e.dropped.Add(uint64(len(b.spans)))
 		return true

@@ -126,3 +126,27 @@ func TestExportBacklog(t *testing.T) {
 		t.Errorf("stats %+v; the lost run loop's spans taken: %d", st, s.traces(t)[TraceIDOf(lost)])
 	}
 }
+
+// A receiver down from the first start loses nothing either: the export's
+// place is kept from the start, before anything was sent, so a restart
+// resumes there and not at the log's head.
+func TestExportFirstStartDown(t *testing.T) {
+	b := memBus(t)
+	h := newHistory(t, b)
+	h.pub("demo.before", "cli", "", "", map[string]int{"n": 1}) // before the export's first start
+	s := &sink{down: true}
+	// No flush by the clock: nothing saves the place but a start or a send.
+	cfg := ExporterConfig{Bus: b, Exporter: s, Resource: Resource("kairo", "test", ""),
+		StatePath: filepath.Join(t.TempDir(), "traces.json"), FlushEvery: time.Hour, Batch: 1, Retry: 5 * time.Millisecond}
+	e := NewExporter(cfg)
+	e.Start()
+	one := h.loop("default", "01a224e2-ce6a-7b26-89db-000000000001", 3, 0, nil)
+	waitFor(t, "a failed export", func() bool { return e.Stats().Failures > 0 })
+	e.Stop()
+
+	s.set(false)
+	e2 := NewExporter(cfg)
+	e2.Start()
+	defer e2.Stop()
+	waitFor(t, "the run loop written while the receiver was down", func() bool { return s.traces(t)[TraceIDOf(one)] == 8 })
+}

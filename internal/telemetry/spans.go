@@ -23,10 +23,19 @@ import (
 //	invoke_agent AGENT          kairo.intent.started → kairo.intent.ended
 //	├─ iteration N              a tick in which the policy acted for the run loop → the next such tick, or the end
 //	│  ├─ decide                the tick's time → its kairo.agent.tick record
-//	│  │  └─ chat MODEL         kairo.llm.request → kairo.llm.response
+//	│  │  └─ chat MODEL         kairo.llm.request → kairo.llm.response, the policy's call the tick's decision answers
 //	│  └─ execute_tool TOOL     the tool_call action → its kairo.tool.result
 //	│     └─ process NAME       kairo.process.spawned (caused by the action) → exited
 //	└─ chat MODEL               a request not made while deciding (a summary)
+//
+// A policy's model call names no run loop: it is asked about everything
+// the agent observed, often before the run loop it starts exists. Its
+// answer reaches the policy in a later tick, whose record counts the
+// answers it carried (TickRecord.Results): the calls answered first are
+// that tick's, and each run loop it acted for shows them under its
+// decision. The log does not say which agent's policy asked, so two
+// agents whose policies call a model at once may have their calls
+// swapped.
 //
 // Every id is derived from the events (the trace id is the run loop's id,
 // a span's id a hash of the event that opens it), so a span exported again
@@ -65,7 +74,7 @@ const (
 	maxActions  = 16384
 	maxProcs    = 16384
 	maxRequests = 4096
-	maxLLMHeld  = 64 // a run loop's model calls waiting for their decision's tick record
+	maxLLMHeld  = 64 // the policies' answered model calls waiting for the tick that carries them
 	maxClip     = 256
 )
 
@@ -80,6 +89,9 @@ type State struct {
 	// Ticks are, per agent source, the run loops the policy acted for in
 	// a tick whose record has not come yet, with the actions of each.
 	Ticks map[string]map[string]*TickActs `json:"ticks,omitempty"`
+	// Answered are the policies' finished model calls, oldest first,
+	// waiting for the tick record that counts their answers.
+	Answered []HeldCall `json:"answered,omitempty"`
 }
 
 // LoopState is an open run loop.
@@ -96,9 +108,6 @@ type LoopState struct {
 	IterTick uint64    `json:"iterTick,omitempty"`
 	IterAt   time.Time `json:"iterAt,omitzero"`
 	IterSeq  uint64    `json:"iterSeq,omitempty"`
-	// Held are its finished model calls waiting for the tick record of
-	// the decision that made them.
-	Held []HeldCall `json:"held,omitempty"`
 	// Ended is set once it ended, while its last decision's tick record
 	// is still to come.
 	Ended *EndState `json:"ended,omitempty"`
@@ -144,7 +153,7 @@ type ProcState struct {
 
 // RequestState is a model call waiting for its response.
 type RequestState struct {
-	Loop    string    `json:"loop"`
+	Loop    string    `json:"loop,omitempty"` // "" for a policy's call
 	Model   string    `json:"model,omitempty"`
 	Server  string    `json:"server,omitempty"`
 	Purpose string    `json:"purpose,omitempty"`
@@ -322,14 +331,18 @@ func (b *Builder) action(ev *abi.Event) {
 // in it begins an iteration (ending its last), whose decision span ends
 // now and holds the model calls made for it.
 func (b *Builder) tick(ev *abi.Event, out []Span) []Span {
-	ticks := b.st.Ticks[ev.Source]
-	if len(ticks) == 0 {
+	if !strings.HasPrefix(ev.Source, "agent/") {
 		return out
 	}
+	ticks := b.st.Ticks[ev.Source]
 	var d abi.TickRecord
 	if msgpack.Unmarshal(ev.Data, &d) != nil {
 		return out
 	}
+	// The model calls whose answers the tick carried: its decision's.
+	n := min(d.Results, len(b.st.Answered))
+	calls := b.st.Answered[:n:n]
+	b.st.Answered = b.st.Answered[n:]
 	for id, ta := range ticks {
 		l := b.st.Loops[id]
 		if ta.Tick != d.Tick {
@@ -356,10 +369,9 @@ func (b *Builder) tick(ev *abi.Event, out []Span) []Span {
 				attribute.String("gen_ai.agent.name", l.Agent),
 			}}
 		out = append(out, decide)
-		for _, h := range l.Held {
-			out = append(out, llmSpan(h, decide.ID, ev.Seq))
+		for _, h := range calls {
+			out = append(out, llmSpan(h, id, decide.ID, ev.Seq))
 		}
-		l.Held = nil
 		for _, a := range ta.Actions {
 			if as := b.st.Actions[a]; as != nil {
 				as.InIteration = true
@@ -415,9 +427,6 @@ func (b *Builder) finish(id string, l *LoopState, end time.Time, seq uint64, out
 	delete(b.st.Loops, id)
 	out = b.endIteration(id, l, end, seq, out)
 	root := spanID("run", id)
-	for _, h := range l.Held {
-		out = append(out, llmSpan(h, root, seq))
-	}
 	s := Span{Trace: traceID(id), ID: root, Name: "invoke_agent " + l.Agent, Start: l.Start, End: end, Seq: seq,
 		Attrs: []attribute.KeyValue{
 			attribute.String("gen_ai.operation.name", "invoke_agent"), attribute.String("gen_ai.agent.name", l.Agent),
@@ -551,19 +560,27 @@ func (b *Builder) exited(ev *abi.Event, out []Span) []Span {
 	return append(out, s)
 }
 
+// request reads a model call: a policy's (no purpose), whatever run loop
+// it names, or another's of an open run loop.
 func (b *Builder) request(ev *abi.Event) {
-	if ev.Source != llmSource || b.st.Loops[ev.CorrelationID] == nil {
+	if ev.Source != llmSource {
 		return
 	}
 	var d abi.LLMRequest
 	if msgpack.Unmarshal(ev.Data, &d) != nil {
 		return
 	}
+	loop := ev.CorrelationID
+	if d.Params.Purpose == "" {
+		loop = ""
+	} else if b.st.Loops[loop] == nil {
+		return
+	}
 	if len(b.st.Requests) >= maxRequests {
 		b.dropped.Add(1)
 		return
 	}
-	r := &RequestState{Loop: ev.CorrelationID, Model: clip(d.Model), Purpose: clip(d.Params.Purpose), Start: ev.Time, Seq: ev.Seq}
+	r := &RequestState{Loop: loop, Model: clip(d.Model), Purpose: clip(d.Params.Purpose), Start: ev.Time, Seq: ev.Seq}
 	if i := strings.Index(d.Endpoint, "://"); i >= 0 {
 		host := d.Endpoint[i+3:]
 		if j := strings.IndexByte(host, '/'); j >= 0 {
@@ -582,19 +599,26 @@ func (b *Builder) response(ev *abi.Event, out []Span) []Span {
 	delete(b.st.Requests, ev.CausationID)
 	h := HeldCall{Request: ev.CausationID, State: *r, Response: *ev}
 	h.Response.Data = append([]byte(nil), ev.Data...) // the event is the bus's
-	l := b.st.Loops[r.Loop]
-	if r.Purpose != "" || l == nil || len(l.Held) >= maxLLMHeld {
-		return append(out, llmSpan(h, spanID("run", r.Loop), ev.Seq)) // not a decision's: under the root
+	if r.Loop != "" {
+		// Not a decision's (a summary): under the root.
+		if b.st.Loops[r.Loop] == nil {
+			return out
+		}
+		return append(out, llmSpan(h, r.Loop, spanID("run", r.Loop), ev.Seq))
 	}
-	l.Held = append(l.Held, h) // under the decision, when its tick's record comes
+	if len(b.st.Answered) >= maxLLMHeld {
+		b.st.Answered = b.st.Answered[1:]
+		b.dropped.Add(1)
+	}
+	b.st.Answered = append(b.st.Answered, h) // under a decision, when the tick that carries its answer is recorded
 	return out
 }
 
-// llmSpan is the span of a model call, under parent, completed by the
-// event at seq.
-func llmSpan(h HeldCall, parent trace.SpanID, seq uint64) Span {
+// llmSpan is the span of a model call in run loop loop's trace, under
+// parent, completed by the event at seq.
+func llmSpan(h HeldCall, loop string, parent trace.SpanID, seq uint64) Span {
 	r, ev := &h.State, &h.Response
-	s := Span{Trace: traceID(r.Loop), ID: spanID("llm", h.Request), Parent: parent,
+	s := Span{Trace: traceID(loop), ID: spanID("llm", h.Request), Parent: parent,
 		Name: "chat " + r.Model, Kind: trace.SpanKindClient, Start: r.Start, End: ev.Time, Seq: seq,
 		Attrs: []attribute.KeyValue{
 			attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.system", "openai"),
@@ -678,10 +702,8 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // Forget gives up every span begun and not ended, when the events that
 // would end them are passed by; it returns how many it gave up.
 func (b *Builder) Forget() int {
-	n := len(b.st.Loops) + len(b.st.Actions) + len(b.st.Procs) + len(b.st.Requests)
-	for _, l := range b.st.Loops {
-		n += len(l.Held)
-	}
+	n := len(b.st.Loops) + len(b.st.Actions) + len(b.st.Procs) + len(b.st.Requests) + len(b.st.Answered)
+	b.st.Answered = nil
 	clear(b.st.Loops)
 	clear(b.st.Actions)
 	clear(b.st.Procs)

@@ -48,15 +48,17 @@ func (h *history) pub(subject, source, corr, cause string, data any) *abi.Event 
 func (h *history) loop(agent, id string, tick uint64, code int, ask *abi.Ask) string {
 	src := "agent/" + agent
 	msg := h.pub("kairo.agent."+agent+".message", src, "", "", abi.UserMessage{Text: "run false"})
-	h.pub(abi.SubjectIntentStarted, src, id, msg.ID, abi.IntentStarted{RunLoopID: id, Agent: agent, Goal: "run false", Ask: ask})
-	at := h.now
-	req := h.pub(abi.SubjectLLMRequest, llmSource, id, msg.ID, abi.LLMRequest{Model: "gpt-test", Endpoint: "http://127.0.0.1:9/v1"})
-	h.pub(abi.SubjectLLMResponse, llmSource, id, req.ID, abi.LLMResponse{Attempts: 1, Result: &abi.ChatResult{
+	// The policy asks the model before the run loop exists, naming none;
+	// the tick whose batch carries the answer starts the run loop.
+	req := h.pub(abi.SubjectLLMRequest, llmSource, "", msg.ID, abi.LLMRequest{Model: "gpt-test", Endpoint: "http://127.0.0.1:9/v1"})
+	h.pub(abi.SubjectLLMResponse, llmSource, "", req.ID, abi.LLMResponse{Attempts: 1, Result: &abi.ChatResult{
 		Model: "gpt-test-1", FinishReason: "tool_calls", Usage: abi.ChatUsage{PromptTokens: 120, CompletionTokens: 7}}})
+	at := h.now
+	h.pub(abi.SubjectIntentStarted, src, id, msg.ID, abi.IntentStarted{RunLoopID: id, Agent: agent, Goal: "run false", Ask: ask})
 	act := h.pub(abi.SubjectAgentAction, src, id, msg.ID, abi.ActionEvent{Type: "tool_call", Tick: tick,
 		ActionData: abi.ActionData{Tool: "process.spawn", Args: `{"command":"false"}`}})
 	h.pub(abi.SubjectToolInvoke, src, id, act.ID, abi.ToolInvoke{ActionID: act.ID, Tool: "process.spawn"})
-	h.pub(abi.SubjectAgentTick, src, "", "", abi.TickRecord{Tick: tick, At: at, Hz: 10})
+	h.pub(abi.SubjectAgentTick, src, "", "", abi.TickRecord{Tick: tick, At: at, Hz: 10, Results: 1})
 	h.pub(abi.SubjectProcessSpawned, procSource, id, act.ID, abi.ProcessSpawned{ProcessID: "p1", PID: 42, Argv: []string{"/bin/sh", "-c", "false"}})
 	h.pub(abi.SubjectToolResult, src, id, act.ID, abi.ToolResultEvent{ActionID: act.ID, Tool: "process.spawn", Status: abi.StatusDone, ProcessID: "p1"})
 	h.pub(abi.SubjectProcessExited, procSource, id, act.ID, abi.ProcessExitedEvent{ProcessID: "p1", PID: 42, Status: "exited", ExitCode: &code})
@@ -180,6 +182,27 @@ func TestRunLoopTrace(t *testing.T) {
 	}
 	if s, _ := attr(root, "kairo.seq"); s.AsInt64() == 0 {
 		t.Error("the root holds no seq")
+	}
+}
+
+// Each run loop's trace holds the model call its decision answered, and
+// only that one: the calls name no run loop, and are the tick's that
+// carried their answers.
+func TestModelCallsOfTheirDecision(t *testing.T) {
+	b := memBus(t)
+	h := newHistory(t, b)
+	ids := []string{h.loop("default", "01a224e2-ce6a-7b26-89db-000000000011", 3, 0, nil),
+		h.loop("default", "01a224e2-ce6a-7b26-89db-000000000012", 7, 0, nil)}
+	chats := map[string][]string{}
+	for _, s := range build(t, b, NewBuilder("", nil)) {
+		if s.Name == "chat gpt-test" {
+			chats[s.Trace.String()] = append(chats[s.Trace.String()], s.ID.String())
+		}
+	}
+	for _, id := range ids {
+		if n := len(chats[traceID(id).String()]); n != 1 {
+			t.Errorf("run loop %s's trace has %d model calls, want 1", id, n)
+		}
 	}
 }
 
