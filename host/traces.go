@@ -110,7 +110,7 @@ func (d *Daemon) tracesExport(ctx context.Context, c *kernel.Call) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer exp.Shutdown(context.WithoutCancel(ctx))
+	defer exp.Stop(context.WithoutCancel(ctx))
 	res := abi.TracesExportResult{Endpoint: telemetry.RedactURL(tc.OTLPEndpoint), RunLoops: got.Loops, Open: got.Open, Spans: len(got.Spans), Scanned: got.Scanned}
 	found := map[string]bool{}
 	for _, id := range got.Loops {
@@ -121,7 +121,7 @@ func (d *Daemon) tracesExport(ctx context.Context, c *kernel.Call) (any, error) 
 			res.Missing = append(res.Missing, id)
 		}
 	}
-	if err := telemetry.Send(ctx, exp, telemetry.Resource(tc.Service(), d.cfg.Version, d.bus.Host()), got.Spans); err != nil {
+	if err := telemetry.Send(ctx, exp, telemetry.ServiceResource(tc.Service(), d.cfg.Version, d.bus.Host()), got.Spans); err != nil {
 		return nil, abi.Errorf(abi.CodeUnavailable, "send the spans to %s: %v", res.Endpoint, err)
 	}
 	return res, nil

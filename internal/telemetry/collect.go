@@ -9,8 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // MaxScan bounds the events one export of past run loops reads.
@@ -82,14 +80,13 @@ func Collect(ctx context.Context, b *bus.Bus, loops []string, since time.Time) (
 	return c, nil
 }
 
-// Send exports spans to exp, at most batch at a time, as the service res
+// Send exports spans to exp, at most 512 at a time, as the service res
 // names.
-func Send(ctx context.Context, exp sdktrace.SpanExporter, res *resource.Resource, spans []Span) error {
-	conv := newConverter(res)
+func Send(ctx context.Context, exp Uploader, res Resource, spans []Span) error {
 	const batch = 512
 	for len(spans) > 0 {
 		n := min(batch, len(spans))
-		if err := exp.ExportSpans(ctx, conv.convert(spans[:n])); err != nil {
+		if err := exp.UploadTraces(ctx, toOTLP(res, spans[:n])); err != nil {
 			return err
 		}
 		spans = spans[n:]

@@ -16,16 +16,14 @@ import (
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // ExporterConfig configures an [Exporter].
 type ExporterConfig struct {
 	Bus *bus.Bus
-	// Exporter receives the spans: OTLP, or anything the SDK exports to.
-	Exporter sdktrace.SpanExporter
-	Resource *resource.Resource
+	// Exporter receives the spans: the OTLP client [OTLP] opens.
+	Exporter Uploader
+	Resource Resource
 	// StatePath keeps the export's place in the log and the spans it has
 	// begun, so a restart resumes there.
 	StatePath string
@@ -71,9 +69,8 @@ type ExportStats struct {
 // stops the handler, whose subscription then falls behind and reads the
 // store when it resumes: the log is the queue.
 type Exporter struct {
-	cfg  ExporterConfig
-	log  *slog.Logger
-	conv *converter // the sender's
+	cfg ExporterConfig
+	log *slog.Logger
 
 	mu       sync.Mutex // the builder, pending, last, cut and saved
 	b        *Builder
@@ -111,6 +108,11 @@ type batch struct {
 	gen   uint64
 }
 
+// linger is how long the export lets events gather before it reads them:
+// spans are sent within a second or so anyway, and a subscriber that woke
+// for each event would compete with the agent, on its path, for the CPU.
+const linger = 50 * time.Millisecond
+
 // errBehind ends a subscription that fell more than the backlog behind.
 var errBehind = errors.New("the trace export fell behind the log by more than its backlog")
 
@@ -144,7 +146,7 @@ func NewExporter(cfg ExporterConfig) *Exporter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Exporter{cfg: cfg, log: log, conv: newConverter(cfg.Resource), batches: make(chan batch, 4)}
+	e := &Exporter{cfg: cfg, log: log, batches: make(chan batch, 4)}
 	host := cfg.Bus.Host()
 	seq, st, err := loadState(cfg.StatePath)
 	switch {
@@ -188,7 +190,7 @@ func (e *Exporter) Stop() {
 	e.mu.Lock()
 	final := e.cutBatch(true)
 	e.mu.Unlock()
-	defer e.cfg.Exporter.Shutdown(ctx)
+	defer e.cfg.Exporter.Stop(ctx)
 	for len(e.batches) > 0 { // the handler and the sender have stopped
 		if !e.deliver(ctx, <-e.batches, false) {
 			return
@@ -214,7 +216,7 @@ func (e *Exporter) follow() {
 		from := e.skipAhead()
 		// Only the subjects spans are made of: the others cost the bus
 		// nothing for this subscription.
-		sub, err := e.cfg.Bus.Subscribe(e.ctx, abi.SubjectAll, bus.SubscribeConfig{FromSeq: from, Match: Interesting}, e.handle)
+		sub, err := e.cfg.Bus.Subscribe(e.ctx, abi.SubjectAll, bus.SubscribeConfig{FromSeq: from, Match: Interesting, Linger: linger}, e.handle)
 		if err != nil {
 			e.log.Warn("the trace export cannot follow the log; it tries again", "err", err)
 			if !sleep(e.ctx, e.cfg.Retry) {
@@ -356,14 +358,14 @@ func (e *Exporter) deliver(ctx context.Context, b batch, retry bool) (done bool)
 		return true
 	}
 	if len(b.spans) > 0 {
-		spans := e.conv.convert(b.spans)
+		spans := toOTLP(e.cfg.Resource, b.spans)
 		wait := e.cfg.Retry
 		for {
 			xctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := e.cfg.Exporter.ExportSpans(xctx, spans)
+			err := e.cfg.Exporter.UploadTraces(xctx, spans)
 			cancel()
 			if err == nil {
-				e.exported.Add(uint64(len(spans)))
+				e.exported.Add(uint64(len(b.spans)))
 				if e.down.Swap(false) {
 					e.log.Info("the trace receiver takes spans again; the export catches up from the log")
 				}
@@ -491,6 +493,6 @@ func FollowOTLP(ctx context.Context, b *bus.Bus, cfg manifests.TelemetryConfig, 
 	if err != nil {
 		return nil, err
 	}
-	return NewExporter(ExporterConfig{Bus: b, Exporter: exp, Resource: Resource(cfg.Service(), version, b.Host()),
+	return NewExporter(ExporterConfig{Bus: b, Exporter: exp, Resource: ServiceResource(cfg.Service(), version, b.Host()),
 		StatePath: statePath, Backlog: cfg.Backlog(), Logger: log}), nil
 }

@@ -2,34 +2,39 @@ package telemetry
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
-// sink is a span exporter that refuses while down, and keeps what it
+// sink is an OTLP client that refuses while down, and keeps what it
 // takes. (The end-to-end tests send to a real Jaeger.)
 type sink struct {
 	mu    sync.Mutex
 	down  bool
-	spans []sdktrace.ReadOnlySpan
+	spans []*tracepb.Span
 }
 
-func (s *sink) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+func (s *sink) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
 		return errors.New("connection refused")
 	}
-	s.spans = append(s.spans, spans...)
+	for _, r := range rs {
+		for _, ss := range r.ScopeSpans {
+			s.spans = append(s.spans, ss.Spans...)
+		}
+	}
 	return nil
 }
 
-func (s *sink) Shutdown(context.Context) error { return nil }
+func (s *sink) Stop(context.Context) error { return nil }
 
 func (s *sink) set(down bool) {
 	s.mu.Lock()
@@ -46,12 +51,12 @@ func (s *sink) traces(t testing.TB) map[string]int {
 	seen := map[string]bool{}
 	m := map[string]int{}
 	for _, sp := range s.spans {
-		id := sp.SpanContext().SpanID().String()
+		id := hex.EncodeToString(sp.SpanId)
 		if seen[id] {
-			t.Errorf("span %s (%s) sent twice", id, sp.Name())
+			t.Errorf("span %s (%s) sent twice", id, sp.Name)
 		}
 		seen[id] = true
-		m[sp.SpanContext().TraceID().String()]++
+		m[hex.EncodeToString(sp.TraceId)]++
 	}
 	return m
 }
@@ -75,7 +80,7 @@ func TestExportCatchesUp(t *testing.T) {
 	h := newHistory(t, b)
 	state := filepath.Join(t.TempDir(), "traces.json")
 	s := &sink{down: true}
-	cfg := ExporterConfig{Bus: b, Exporter: s, Resource: Resource("kairo", "test", ""), StatePath: state,
+	cfg := ExporterConfig{Bus: b, Exporter: s, Resource: ServiceResource("kairo", "test", ""), StatePath: state,
 		FlushEvery: 5 * time.Millisecond, Retry: 5 * time.Millisecond}
 	e := NewExporter(cfg)
 	e.Start()
@@ -108,7 +113,7 @@ func TestExportBacklog(t *testing.T) {
 	b := memBus(t)
 	h := newHistory(t, b)
 	s := &sink{down: true}
-	e := NewExporter(ExporterConfig{Bus: b, Exporter: s, Resource: Resource("kairo", "test", ""),
+	e := NewExporter(ExporterConfig{Bus: b, Exporter: s, Resource: ServiceResource("kairo", "test", ""),
 		StatePath: filepath.Join(t.TempDir(), "traces.json"), Backlog: 40, FlushEvery: 5 * time.Millisecond, Retry: 5 * time.Millisecond})
 	e.Start()
 	defer e.Stop()
@@ -136,7 +141,7 @@ func TestExportFirstStartDown(t *testing.T) {
 	h.pub("demo.before", "cli", "", "", map[string]int{"n": 1}) // before the export's first start
 	s := &sink{down: true}
 	// No flush by the clock: nothing saves the place but a start or a send.
-	cfg := ExporterConfig{Bus: b, Exporter: s, Resource: Resource("kairo", "test", ""),
+	cfg := ExporterConfig{Bus: b, Exporter: s, Resource: ServiceResource("kairo", "test", ""),
 		StatePath: filepath.Join(t.TempDir(), "traces.json"), FlushEvery: time.Hour, Batch: 1, Retry: 5 * time.Millisecond}
 	e := NewExporter(cfg)
 	e.Start()

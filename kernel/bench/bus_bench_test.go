@@ -436,8 +436,8 @@ func BenchmarkFanoutMemoryBatch(b *testing.B) {
 // with the trace export off and on, in alternate rounds of one run: on, an
 // exporter follows the log as the daemon's does (reading every event,
 // decoding the run loops' own) and sends to an OTLP/HTTP receiver. Every
-// tenth event is of a run loop (its start, action, tool call and end), so
-// the exporter makes spans as it reads. It reports the median events/s of
+// ninth event is of a run loop (its start, action, tick record, tool
+// result and end), so the exporter makes spans as it reads. It reports the median events/s of
 // each and on/off (the goal: at least 0.95).
 func BenchmarkPublishDurableTraced(b *testing.B) {
 	sink := observe.NewSink(b)
@@ -496,8 +496,8 @@ func BenchmarkPublishDurableTraced(b *testing.B) {
 	b.ReportMetric(medianOf(on)/medianOf(off), "on/off")
 }
 
-// runLoopMix is n events of publisher p, one in ten of a run loop as the
-// agent writes them, the rest plain.
+// runLoopMix is n events of publisher p, one in nine of a run loop as
+// the agent writes them, the rest plain.
 func runLoopMix(b testing.TB, p, n int) []abi.Event {
 	data := benchPayload(b)
 	enc := func(v any) msgpack.RawMessage {
@@ -519,6 +519,7 @@ func runLoopMix(b testing.TB, p, n int) []abi.Event {
 		evs = append(evs,
 			abi.Event{Type: abi.SubjectIntentStarted, Source: src, CorrelationID: loop, Data: enc(abi.IntentStarted{RunLoopID: loop, Agent: "default", Goal: "bench"})},
 			abi.Event{ID: act, Type: abi.SubjectAgentAction, Source: src, CorrelationID: loop, Data: enc(abi.ActionEvent{Type: "tool_call", Tick: uint64(i), ActionData: abi.ActionData{Tool: "process.spawn"}})},
+			abi.Event{Type: abi.SubjectAgentTick, Source: src, Data: enc(abi.TickRecord{Tick: uint64(i), At: time.Now(), Hz: 10})},
 			abi.Event{Type: abi.SubjectToolResult, Source: src, CorrelationID: loop, CausationID: act, Data: enc(abi.ToolResultEvent{ActionID: act, Tool: "process.spawn", Status: abi.StatusDone})},
 			abi.Event{Type: abi.SubjectIntentEnded, Source: src, CorrelationID: loop, Data: enc(abi.IntentEnded{RunLoopID: loop, Status: abi.StatusDone})},
 		)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/kairo-os/kairo/abi"
@@ -36,6 +37,13 @@ type SubscribeConfig struct {
 	// it also accepts are delivered. It is called under the bus's lock on
 	// every publish, so it must be quick and must not call the bus.
 	Match func(subject string) bool
+	// Linger, when set, holds each delivery back that long after the
+	// first event of it arrived, so that the handler runs once for what
+	// came meanwhile rather than once for each: for a subscriber that is
+	// not in a hurry (the trace export), whose wakeups would otherwise
+	// compete with the publishers for the CPU. The buffer's bound still
+	// holds: past it, the subscription reads the store, as a slow one does.
+	Linger time.Duration
 }
 
 // BudgetConfig bounds the subscriptions of one client together. Zero
@@ -173,6 +181,7 @@ type Subscription struct {
 	id      uint64
 	pattern *abi.Pattern
 	match   func(string) bool // SubscribeConfig.Match; nil: the pattern alone
+	linger  time.Duration     // SubscribeConfig.Linger
 	handler Handler
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -207,6 +216,7 @@ func (b *Bus) Subscribe(ctx context.Context, pattern string, opts SubscribeConfi
 		bus:     b,
 		pattern: p,
 		match:   opts.Match,
+		linger:  opts.Linger,
 		handler: h,
 		done:    make(chan struct{}),
 		limit:   b.opts.SubscriberBuffer,
@@ -391,6 +401,21 @@ func (s *Subscription) run() {
 		case <-s.ctx.Done():
 			return
 		}
+		if s.linger > 0 && !s.wait(s.linger) {
+			return
+		}
+	}
+}
+
+// wait waits d, or until the subscription ends; false when it ended.
+func (s *Subscription) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.ctx.Done():
+		return false
 	}
 }
 
