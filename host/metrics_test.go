@@ -2,10 +2,7 @@ package host_test
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,30 +11,12 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host"
+	"github.com/kairo-os/kairo/internal/testkit/observe"
 )
 
-// scrape GETs url and returns the value of the first series whose line
-// matches series (a regexp of the name and labels), or -1 if none does.
+// scrape is observe.Scrape.
 func scrape(t *testing.T, url, series string) (float64, string) {
-	t.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s\n%s", url, res.Status, body)
-	}
-	m := regexp.MustCompile(`(?m)^` + series + ` (\S+)$`).FindSubmatch(body)
-	if m == nil {
-		return -1, string(body)
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v, string(body)
+	return observe.Scrape(t, url, series)
 }
 
 // A daemon with [telemetry] metrics_listen serves its health at /metrics:
