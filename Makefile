@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 30000x
 
-.PHONY: run build plugins test prereqs testdata jaeger lint fuzz bench clean
+.PHONY: run build plugins test prereqs testdata jaeger lint benchcheck fuzz bench clean
 
 # Start Kairo in the foreground on its embedded defaults (data in ./.kairo).
 run: build
@@ -38,7 +38,15 @@ plugins:
 # detector, and a short run of every fuzz target.
 test: prereqs lint testdata
 	$(GO) test -race -count=1 -timeout 15m ./...
+	$(MAKE) benchcheck
 	$(MAKE) fuzz
+
+# Every benchmark once (-benchtime 1x; the tick benchmarks a second each
+# rather than a minute), so that none rots unseen: one that fails fails
+# make test. The figures are printed, not judged here: each benchmark's
+# doc comment says what it measures against.
+benchcheck:
+	KAIRO_TICK_SECONDS=1 $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 15m ./...
 
 # Everything the tests need, checked before any time is spent: Go at the
 # version go.mod names, Node.js and npm (the MCP server), Chromium (the
