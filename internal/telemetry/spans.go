@@ -33,9 +33,11 @@ import (
 // answer reaches the policy in a later tick, whose record counts the
 // answers it carried (TickRecord.Results): the calls answered first are
 // that tick's, and each run loop it acted for shows them under its
-// decision. The log does not say which agent's policy asked, so two
-// agents whose policies call a model at once may have their calls
-// swapped.
+// decision. A call is the agent's whose message caused it (the policy
+// names the message as its cause), so two agents' calls answered in the
+// other order stay each under its own agent's decision; a call caused by
+// no message the builder saw (an observation) goes to the next tick of
+// any agent.
 //
 // Every id is derived from the events (the trace id is the run loop's id,
 // a span's id a hash of the event that opens it), so a span exported again
@@ -74,7 +76,8 @@ const (
 	maxActions  = 16384
 	maxProcs    = 16384
 	maxRequests = 4096
-	maxLLMHeld  = 64 // the policies' answered model calls waiting for the tick that carries them
+	maxLLMHeld  = 64  // the policies' answered model calls waiting for the tick that carries them
+	maxMessages = 256 // the messages remembered, to tell whose a policy's call is
 	maxClip     = 256
 )
 
@@ -92,6 +95,17 @@ type State struct {
 	// Answered are the policies' finished model calls, oldest first,
 	// waiting for the tick record that counts their answers.
 	Answered []HeldCall `json:"answered,omitempty"`
+	// Messages are the latest messages routed to an agent (event id →
+	// agent), so that a policy's model call, caused by one, is known to
+	// be that agent's.
+	Messages []MessageRef `json:"messages,omitempty"`
+}
+
+// MessageRef is a message routed to an agent: kairo.agent.ID.message, as
+// the agent published it.
+type MessageRef struct {
+	Event string `json:"event"`
+	Agent string `json:"agent"`
 }
 
 // LoopState is an open run loop.
@@ -153,7 +167,10 @@ type ProcState struct {
 
 // RequestState is a model call waiting for its response.
 type RequestState struct {
-	Loop    string    `json:"loop,omitempty"` // "" for a policy's call
+	Loop string `json:"loop,omitempty"` // "" for a policy's call
+	// Agent is the agent whose message caused a policy's call; "" when
+	// the log does not say.
+	Agent   string    `json:"agent,omitempty"`
 	Model   string    `json:"model,omitempty"`
 	Server  string    `json:"server,omitempty"`
 	Purpose string    `json:"purpose,omitempty"`
@@ -230,7 +247,20 @@ func Interesting(subject string) bool {
 		abi.SubjectLLMRequest, abi.SubjectLLMResponse:
 		return true
 	}
-	return false
+	return agentMessage(subject) != ""
+}
+
+// agentMessage is ID of a subject kairo.agent.ID.message, else "".
+func agentMessage(subject string) string {
+	id, ok := strings.CutPrefix(subject, "kairo.agent.")
+	if !ok {
+		return ""
+	}
+	id, ok = strings.CutSuffix(id, ".message")
+	if !ok || id == "" || strings.Contains(id, ".") {
+		return ""
+	}
+	return id
 }
 
 // Add reads one event and appends the spans it completes to out.
@@ -257,6 +287,13 @@ func (b *Builder) Add(ev *abi.Event, out []Span) []Span {
 		b.request(ev)
 	case abi.SubjectLLMResponse:
 		out = b.response(ev, out)
+	default:
+		if id := agentMessage(ev.Type); id != "" && ev.Source == "agent/"+id {
+			if len(b.st.Messages) >= maxMessages {
+				b.st.Messages = b.st.Messages[1:]
+			}
+			b.st.Messages = append(b.st.Messages, MessageRef{Event: ev.ID, Agent: id})
+		}
 	}
 	return out
 }
@@ -339,10 +376,20 @@ func (b *Builder) tick(ev *abi.Event, out []Span) []Span {
 	if msgpack.Unmarshal(ev.Data, &d) != nil {
 		return out
 	}
-	// The model calls whose answers the tick carried: its decision's.
-	n := min(d.Results, len(b.st.Answered))
-	calls := b.st.Answered[:n:n]
-	b.st.Answered = b.st.Answered[n:]
+	// The model calls whose answers the tick carried: its decision's, the
+	// oldest of this agent's (or of no agent the log names).
+	var calls []HeldCall
+	agent := strings.TrimPrefix(ev.Source, "agent/")
+	kept := b.st.Answered[:0]
+	for _, h := range b.st.Answered {
+		if len(calls) < d.Results && (h.State.Agent == "" || h.State.Agent == agent) {
+			calls = append(calls, h)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	clear(b.st.Answered[len(kept):])
+	b.st.Answered = kept
 	for id, ta := range ticks {
 		l := b.st.Loops[id]
 		if ta.Tick != d.Tick {
@@ -581,6 +628,13 @@ func (b *Builder) request(ev *abi.Event) {
 		return
 	}
 	r := &RequestState{Loop: loop, Model: clip(d.Model), Purpose: clip(d.Params.Purpose), Start: ev.Time, Seq: ev.Seq}
+	if loop == "" {
+		for _, m := range b.st.Messages {
+			if m.Event == ev.CausationID {
+				r.Agent = m.Agent
+			}
+		}
+	}
 	if i := strings.Index(d.Endpoint, "://"); i >= 0 {
 		host := d.Endpoint[i+3:]
 		if j := strings.IndexByte(host, '/'); j >= 0 {

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,6 +203,48 @@ func TestModelCallsOfTheirDecision(t *testing.T) {
 	for _, id := range ids {
 		if n := len(chats[traceID(id).String()]); n != 1 {
 			t.Errorf("run loop %s's trace has %d model calls, want 1", id, n)
+		}
+	}
+}
+
+// Two agents' policies call the model at once, and the answers come back
+// in the other order: each call is shown under its own agent's decision,
+// by the message that caused it, not by which answer came first.
+func TestModelCallsOfTheirAgent(t *testing.T) {
+	b := memBus(t)
+	h := newHistory(t, b)
+	msg := map[string]*abi.Event{}
+	req := map[string]*abi.Event{}
+	for _, a := range []string{"a", "b"} {
+		msg[a] = h.pub("kairo.agent."+a+".message", "agent/"+a, "", "", abi.UserMessage{Text: "hi"})
+	}
+	for _, a := range []string{"a", "b"} {
+		req[a] = h.pub(abi.SubjectLLMRequest, llmSource, "", msg[a].ID, abi.LLMRequest{Model: "m-" + a})
+	}
+	for _, a := range []string{"b", "a"} { // b's answer first
+		h.pub(abi.SubjectLLMResponse, llmSource, "", req[a].ID, abi.LLMResponse{Result: &abi.ChatResult{}})
+	}
+	loops := map[string]string{"a": "01a224e2-ce6a-7b26-89db-00000000000a", "b": "01a224e2-ce6a-7b26-89db-00000000000b"}
+	for _, a := range []string{"a", "b"} { // a's tick first
+		src, id := "agent/"+a, loops[a]
+		at := h.now
+		h.pub(abi.SubjectIntentStarted, src, id, msg[a].ID, abi.IntentStarted{RunLoopID: id, Agent: a, Goal: "hi"})
+		h.pub(abi.SubjectAgentAction, src, id, msg[a].ID, abi.ActionEvent{Type: "say", Tick: 5, ActionData: abi.ActionData{Text: "hello", Done: true}})
+		h.pub(abi.SubjectIntentEnded, src, id, "", abi.IntentEnded{RunLoopID: id, Status: abi.StatusDone})
+		h.pub(abi.SubjectAgentTick, src, "", "", abi.TickRecord{Tick: 5, At: at, Hz: 10, Results: 1})
+	}
+	got := map[string]string{} // trace → the chat span's name
+	for _, s := range build(t, b, NewBuilder("", nil)) {
+		if strings.HasPrefix(s.Name, "chat ") {
+			if prev, dup := got[s.Trace.String()]; dup {
+				t.Errorf("trace %s has two model calls: %s and %s", s.Trace, prev, s.Name)
+			}
+			got[s.Trace.String()] = s.Name
+		}
+	}
+	for _, a := range []string{"a", "b"} {
+		if name := got[traceID(loops[a]).String()]; name != "chat m-"+a {
+			t.Errorf("agent %s's run loop holds %q, want its own call chat m-%s", a, name, a)
 		}
 	}
 }
