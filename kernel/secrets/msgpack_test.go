@@ -127,16 +127,22 @@ func FuzzMaskMsgpack(f *testing.F) {
 		if len(raw) == 0 || &out[0] == &raw[0] {
 			return // untouched: it held no value
 		}
-		var in, masked any
-		if _, err := maskMsgpack(m.index(), raw); err != nil || msgpack.Unmarshal(raw, &in) != nil {
+		if _, err := maskMsgpack(m.index(), raw); err != nil || decodes(raw) != nil {
 			var s string
 			if err := msgpack.Unmarshal(out, &s); err != nil {
 				t.Fatalf("MaskMsgpack(%q) = %q, not a string: %v", raw, out, err)
 			}
 			return
 		}
-		if err := msgpack.Unmarshal(out, &masked); err != nil {
+		if err := decodes(out); err != nil {
 			t.Fatalf("MaskMsgpack(%q) = %q does not decode: %v", raw, out, err)
 		}
 	})
+}
+
+// decodes reads b as one MsgPack value, whatever its types: a map's keys
+// may be numbers, or maps, which a Go map of any could not hold (a plain
+// Unmarshal into any wants string keys, and calls the rest invalid).
+func decodes(b []byte) error {
+	return msgpack.NewDecoder(bytes.NewReader(b)).Skip()
 }
