@@ -315,10 +315,7 @@ func (m *recordingModel) offers(prompt, name string) bool {
 // run it when it is offered agent_ask, and says what came of it.
 func delegatingModel() *recordingModel {
 	m := &recordingModel{}
-	m.model = &llmscript.Server{Think: func(n int, system, prompt string) map[string]any {
-		if strings.Contains(system, "running summary") {
-			return map[string]any{"content": "a summary"}
-		}
+	m.model = &llmscript.Server{Think: llmscript.Summarizing(func(n int, system, prompt string) map[string]any {
 		s := llmscript.Read(prompt)
 		task := s.Task("delegate the echo")
 		switch last := s.Last(); {
@@ -330,7 +327,7 @@ func delegatingModel() *recordingModel {
 			return llmscript.Actions(map[string]any{"type": "say", "text": "ops has run it.", "done": true, "runLoopId": task.ID})
 		}
 		return llmscript.Noop()
-	}}
+	})}
 	return m
 }
 

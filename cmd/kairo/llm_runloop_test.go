@@ -70,10 +70,7 @@ func (r chatRequest) tools() []string {
 // intent.ended; a progress question (the control) opens nothing.
 func TestLLMRunLoopUp(t *testing.T) {
 	home := t.TempDir()
-	model := &llmscript.Server{Think: func(n int, system, prompt string) map[string]any {
-		if strings.Contains(system, "running summary") {
-			return map[string]any{"content": "a summary"} // the short-term memory's
-		}
+	model := &llmscript.Server{Think: llmscript.Summarizing(func(n int, system, prompt string) map[string]any {
 		s := llmscript.Read(prompt)
 		task := s.Task("sleep")
 		m := s.Last()
@@ -93,7 +90,7 @@ func TestLLMRunLoopUp(t *testing.T) {
 			return llmscript.Actions(map[string]any{"type": "say", "text": "Done.", "done": true, "runLoopId": task.ID})
 		}
 		return llmscript.Noop()
-	}}
+	})}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte(llmConfig(t, srv.URL)), 0o600); err != nil {

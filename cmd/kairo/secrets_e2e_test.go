@@ -308,10 +308,7 @@ func TestSecrets(t *testing.T) {
 	installSkill(t, home, "plain", spawnerSkill("plain", byNameScript, ""))
 
 	m := &recordingModel{}
-	m.model = &llmscript.Server{Think: func(n int, system, prompt string) map[string]any {
-		if strings.Contains(system, "running summary") {
-			return map[string]any{"content": "a summary"}
-		}
+	m.model = &llmscript.Server{Think: llmscript.Summarizing(func(n int, system, prompt string) map[string]any {
 		s := llmscript.Read(prompt)
 		task := s.Task("deploy with the model")
 		switch last := s.Last(); {
@@ -321,7 +318,7 @@ func TestSecrets(t *testing.T) {
 			return llmscript.Actions(map[string]any{"type": "say", "text": "Deployed.", "done": true, "runLoopId": task.ID})
 		}
 		return llmscript.Noop()
-	}}
+	})}
 	srv := httptest.NewServer(m)
 	defer srv.Close()
 	writeConfig(t, home, llmConfig(t, srv.URL)+`

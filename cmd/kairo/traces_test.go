@@ -226,10 +226,7 @@ func TestTracesInJaeger(t *testing.T) {
 
 	var usage sync.Map // request n → [2]int, what the model reported
 	model := &llmscript.Server{
-		Think: func(n int, system, prompt string) map[string]any {
-			if strings.Contains(system, "running summary") {
-				return map[string]any{"content": "a summary"}
-			}
+		Think: llmscript.Summarizing(func(n int, system, prompt string) map[string]any {
 			s := llmscript.Read(prompt)
 			m := s.Last()
 			task := s.Task("run ")
@@ -240,7 +237,7 @@ func TestTracesInJaeger(t *testing.T) {
 				return llmscript.Actions(map[string]any{"type": "say", "text": "Done.", "done": true, "runLoopId": task.ID})
 			}
 			return llmscript.Noop()
-		},
+		}),
 		Usage: func(n int) (int, int) {
 			in, out := 1000+17*n, 30+n
 			usage.Store(in, out)

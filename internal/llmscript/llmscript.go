@@ -72,6 +72,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// Summarizing wraps think so that a request of the short-term memory, whose
+// system prompt asks for a task's running summary, is answered "a summary"
+// and every other request goes to think: what a scripted policy model
+// writes to stay out of the summaries' way.
+func Summarizing(think func(n int, system, prompt string) map[string]any) func(n int, system, prompt string) map[string]any {
+	return func(n int, system, prompt string) map[string]any {
+		if strings.Contains(system, "running summary") {
+			return map[string]any{"content": "a summary"}
+		}
+		return think(n, system, prompt)
+	}
+}
+
 // Prompt is the user prompt of the nth request, "" before it came.
 func (s *Server) Prompt(n int) string {
 	s.mu.Lock()
