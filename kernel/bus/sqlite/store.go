@@ -190,8 +190,12 @@ func openSQLiteFile(path string, opts Config) (*Store, error) {
 	// multi leaves seq to SQLite, which gives each row the last rowid and
 	// one: the same dense sequence, with a value less to bind and no
 	// search for a row of that seq (docs/RATIONALE.md#dense-sequence-numbers).
-	multi := `INSERT INTO events(id, type, time, env) VALUES ` +
-		strings.TrimSuffix(strings.Repeat("(?,?,?,?),", rowsPerInsert), ",") + ` ON CONFLICT(id) DO NOTHING`
+	// OR IGNORE rather than ON CONFLICT(id) DO NOTHING: with no constraint
+	// that may abort it (NOT NULL's would), SQLite keeps no statement
+	// journal, a copy of each page the statement first changes. A row it
+	// skips, whatever the reason, sends the chunk to one, row by row.
+	multi := `INSERT OR IGNORE INTO events(id, type, time, env) VALUES ` +
+		strings.TrimSuffix(strings.Repeat("(?,?,?,?),", rowsPerInsert), ",")
 	err = s.w.Raw(func(dc any) error {
 		pc, ok := dc.(driver.ConnPrepareContext)
 		if !ok {
