@@ -150,13 +150,24 @@ func publishMade(bs *bus.Bus, n, publishers, window int, next func(p, i int) *ab
 // work over both cores. On a loaded machine the scheduler gives each
 // runnable thread its share, so a serial committer gets one share where
 // bare JetStream's goroutines get two: what the committer spends per event
-// decides the ratio. Measured with pprof (go test -run '^$' -bench
-// 'PublishDurable$/sqlite' -benchtime 300000x -cpuprofile), before this
-// change: the committer ran 78 % of the process's CPU, ~6.9 µs an event,
-// of which SQLite's VDBE 52 % of the total (B-tree inserts into the table
-// and the id index 20 %, the commit's WAL writes 12 %, binding the five
-// values of each row 13 %, SQLite's mutexes, taken on every bind, 8 %) and
-// the rows' arguments (id parsing, interface conversions) 8 %.
+// decides the ratio. Bare JetStream costs 16-20 CPU-µs an event, SQLite
+// 7-8.5 (the process's, all goroutines); kernel/bus/sqlite's
+// BenchmarkAppend prints the committer's alone (cpu-ns/event on its own
+// thread): 4.4 µs, now 3.9.
+//
+// Where the committer's time goes (go test -run '^$' -bench
+// 'PublishDurable$/sqlite' -benchtime 400000x -cpuprofile): about two
+// thirds of SQLite's CPU. Of it, the commit's WAL writes 26 % (two pwrite
+// calls a 4 KiB page, 22 %), B-tree inserts into the table and the id index
+// 26 %, the driver binding each row's values 16 % (a C copy of every text
+// and blob, SQLite's mutex on every bind), the rows' arguments 16 % (id
+// parsing, interface conversions, with GC assists), the rest SQLite's VDBE.
+// Gone since the first profile: binding seq and searching the table for it
+// (SQLite numbers the rows), and the statement journal (INSERT OR IGNORE).
+// What remains is SQLite's own work per row and page, and the driver's per
+// bound value; closing more would take fewer bound values per row (a
+// schema whose type and time live in env alone) or a driver that binds
+// without copying.
 func BenchmarkPublishDurable(b *testing.B) {
 	stores := []struct {
 		name string
@@ -204,7 +215,7 @@ func BenchmarkPublishDurable(b *testing.B) {
 // part of it.
 const (
 	publishRounds   = 8
-	publishRoundMin = 20_000
+	publishRoundMin = 15_000
 )
 
 // publishRound is what a round measured: n events acknowledged in elapsed,
