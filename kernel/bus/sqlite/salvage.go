@@ -334,6 +334,7 @@ func (s *Store) restore(evs []*abi.Event) error {
 		return err
 	}
 	s.last.Store(last)
+	s.atEnd = true
 	return nil
 }
 
@@ -351,5 +352,6 @@ func (s *Store) seal(floor uint64) error {
 		return err
 	}
 	s.last.Store(floor)
+	s.atEnd = false // no row at floor
 	return nil
 }

@@ -49,6 +49,11 @@ type Store struct {
 
 	mu sync.Mutex // serialises appends on w
 	w  *sql.Conn
+	// atEnd: the events table ends at seq last, so the rowid SQLite
+	// gives a row it is not told is last+1 (multi's rows). Not so after a
+	// salvage that left a floor above the last row, until the next append.
+	// Guarded by mu.
+	atEnd bool
 	// Statements prepared on w's driver connection, used only inside
 	// w.Raw: the append path talks to the driver directly, skipping
 	// database/sql's per-call conversions and locks.
@@ -174,11 +179,23 @@ func openSQLiteFile(path string, opts Config) (*Store, error) {
 		s.state.Reserved = st.Reserved
 	}
 	s.last.Store(last)
+	var maxSeq sql.NullInt64
+	if err := s.wdb.QueryRow(`SELECT max(seq) FROM events`).Scan(&maxSeq); err != nil {
+		return fail("read the last sequence number", err)
+	}
+	s.atEnd = uint64(maxSeq.Int64) == last
 	if s.w, err = s.wdb.Conn(context.Background()); err != nil {
 		return fail("writer connection", err)
 	}
-	multi := `INSERT INTO events(seq, id, type, time, env) VALUES ` +
-		strings.TrimSuffix(strings.Repeat("(?,?,?,?,?),", rowsPerInsert), ",") + ` ON CONFLICT(id) DO NOTHING`
+	// multi leaves seq to SQLite, which gives each row the last rowid and
+	// one: the same dense sequence, with a value less to bind and no
+	// search for a row of that seq (docs/RATIONALE.md#dense-sequence-numbers).
+	// OR IGNORE rather than ON CONFLICT(id) DO NOTHING: with no constraint
+	// that may abort it (NOT NULL's would), SQLite keeps no statement
+	// journal, a copy of each page the statement first changes. A row it
+	// skips, whatever the reason, sends the chunk to one, row by row.
+	multi := `INSERT OR IGNORE INTO events(id, type, time, env) VALUES ` +
+		strings.TrimSuffix(strings.Repeat("(?,?,?,?),", rowsPerInsert), ",")
 	err = s.w.Raw(func(dc any) error {
 		pc, ok := dc.(driver.ConnPrepareContext)
 		if !ok {
@@ -295,6 +312,8 @@ func idArg(id string) any {
 	return id
 }
 
+// rowArgs appends the values of ev's row to args: seq first, unless it is
+// 0 (SQLite gives it), then id, type, time and env.
 func (s *Store) rowArgs(args []driver.NamedValue, ev *abi.Event, env []byte, seq uint64) ([]driver.NamedValue, error) {
 	if env == nil {
 		var err error
@@ -303,12 +322,15 @@ func (s *Store) rowArgs(args []driver.NamedValue, ev *abi.Event, env []byte, seq
 		}
 	}
 	n := len(args)
+	if seq != 0 {
+		args = append(args, driver.NamedValue{Ordinal: n + 1, Value: int64(seq)})
+		n++
+	}
 	return append(args,
-		driver.NamedValue{Ordinal: n + 1, Value: int64(seq)},
-		driver.NamedValue{Ordinal: n + 2, Value: idArg(ev.ID)},
-		driver.NamedValue{Ordinal: n + 3, Value: ev.Type},
-		driver.NamedValue{Ordinal: n + 4, Value: ev.Time.UnixNano()},
-		driver.NamedValue{Ordinal: n + 5, Value: env},
+		driver.NamedValue{Ordinal: n + 1, Value: idArg(ev.ID)},
+		driver.NamedValue{Ordinal: n + 2, Value: ev.Type},
+		driver.NamedValue{Ordinal: n + 3, Value: ev.Time.UnixNano()},
+		driver.NamedValue{Ordinal: n + 4, Value: env},
 	), nil
 }
 
@@ -344,7 +366,7 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 		}
 		return envs[i]
 	}
-	var next uint64
+	var first, next uint64
 	sp := s.spans
 	err := s.w.Raw(func(dc any) (err error) {
 		tx, err := dc.(driver.ConnBeginTx).BeginTx(context.Background(), driver.TxOptions{})
@@ -356,7 +378,7 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 				tx.Rollback()
 			}
 		}()
-		first := s.last.Load() + 1
+		first = s.last.Load() + 1
 		next = first
 		if err := s.reserve(first + uint64(len(evs))); err != nil {
 			return err
@@ -366,18 +388,27 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 				return fmt.Errorf("read the time span of the last events: %w", err)
 			}
 		}
-		args := make([]driver.NamedValue, 0, rowsPerInsert*5)
+		args := make([]driver.NamedValue, 0, rowsPerInsert*4)
 		i := 0
-		for ; i+rowsPerInsert <= len(evs); i += rowsPerInsert {
+		for ; s.atEnd && i+rowsPerInsert <= len(evs); i += rowsPerInsert {
 			args = args[:0]
 			for j, ev := range evs[i : i+rowsPerInsert] {
-				if args, err = s.rowArgs(args, ev, env(i+j), next+uint64(j)); err != nil {
+				if args, err = s.rowArgs(args, ev, env(i+j), 0); err != nil {
 					return err
 				}
 			}
-			n, err := exec(s.multi, args)
+			res, err := s.multi.(driver.StmtExecContext).ExecContext(context.Background(), args)
 			if err != nil {
 				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			// SQLite numbered the rows: the check costs nothing, and a
+			// store whose table did not end at last fails here, not later.
+			if got, _ := res.LastInsertId(); n > 0 && got != int64(next)+n-1 {
+				return fmt.Errorf("SQLite gave the last of %d new rows seq %d, want %d: the events table does not end at the store's last sequence number", n, got, int64(next)+n-1)
 			}
 			if n == rowsPerInsert {
 				for j, ev := range evs[i : i+rowsPerInsert] {
@@ -413,6 +444,9 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 		return err
 	}
 	s.last.Store(next - 1)
+	if next > first {
+		s.atEnd = true // the last row stored is last
+	}
 	s.spans = sp
 	s.afterCommit(wrote)
 	select {

@@ -236,3 +236,45 @@ func TestSQLiteEncodeEnv(t *testing.T) {
 		t.Errorf("stored form decodes to %+v, want the event without seq", back)
 	}
 }
+
+// A store sealed above its last row (as a salvage leaves it) continues
+// densely from the floor: the first append numbers its rows itself, those
+// after let SQLite number them, and a reopened store agrees.
+func TestSQLiteAppendAboveFloor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openSQLite(t, path)
+	batch := func(from int) []*abi.Event {
+		evs := make([]*abi.Event, 3*rowsPerInsert+1)
+		for i := range evs {
+			evs[i] = bustest.StoreEvent(t, fmt.Sprintf("id-%d", from+i), from+i)
+		}
+		return evs
+	}
+	bustest.AppendOrFail(t, s, batch(0), true)
+	if err := s.seal(1000); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 2 {
+		evs := batch((k + 1) * 1000)
+		bustest.AppendOrFail(t, s, evs, true)
+		for i, ev := range evs {
+			if want := uint64(1001 + k*len(evs) + i); ev.Seq != want {
+				t.Fatalf("append %d after the seal: event %d got seq %d, want %d", k, i, ev.Seq, want)
+			}
+		}
+	}
+	want := s.LastSeq()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openSQLite(t, path)
+	defer s.Close()
+	if got := s.LastSeq(); got != want {
+		t.Fatalf("reopened LastSeq = %d, want %d", got, want)
+	}
+	evs := batch(5000)
+	bustest.AppendOrFail(t, s, evs, true)
+	if evs[0].Seq != want+1 || evs[len(evs)-1].Seq != want+uint64(len(evs)) {
+		t.Fatalf("after reopening, seqs %d..%d, want %d..%d", evs[0].Seq, evs[len(evs)-1].Seq, want+1, want+uint64(len(evs)))
+	}
+}

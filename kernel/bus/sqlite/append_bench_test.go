@@ -1,0 +1,57 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kairo-os/kairo/abi"
+)
+
+// threadCPU is the CPU time, user and system, of the calling goroutine's
+// thread; the caller locks it to its thread.
+func threadCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1, &ru); err != nil { // RUSAGE_THREAD
+		tb.Skipf("getrusage(RUSAGE_THREAD): %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkAppend appends batches of 1024 encoded events, as the bus's
+// committer does under BenchmarkPublishDurable's load (kernel/bench), and
+// reports cpu-ns/event: the committer's CPU time per event, measured on its
+// own thread, which on a shared machine stays where events/s does not. The
+// events are made and encoded outside that time, as publishers do.
+func BenchmarkAppend(b *testing.B) {
+	s := openSQLite(b, filepath.Join(b.TempDir(), "events.db"))
+	defer s.Close()
+	data := make([]byte, 3+256) // a MsgPack bin of 256 bytes, as the bench's
+	data[0], data[1] = 0xc5, 0x01
+	const batch = 1024
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var cpu time.Duration
+	b.ResetTimer()
+	for n := 0; n < b.N; n += batch {
+		k := min(batch, b.N-n)
+		b.StopTimer()
+		evs := make([]*abi.Event, k)
+		envs := make([][]byte, k)
+		now := time.Now()
+		for i := range evs {
+			evs[i] = &abi.Event{ID: abi.NewIDAt(now), Type: "kairo.bench.event", Source: "kairo", Time: now, Data: data}
+			envs[i], _ = s.EncodeEnv(evs[i])
+		}
+		dup := make([]bool, k)
+		b.StartTimer()
+		t0 := threadCPU(b)
+		if err := s.Append(evs, envs, dup); err != nil {
+			b.Fatal(err)
+		}
+		cpu += threadCPU(b) - t0
+	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/event")
+}
