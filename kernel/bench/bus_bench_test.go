@@ -426,16 +426,15 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 // (make benchcheck, which runs every benchmark once in CI).
 //
 // The goal is 3M events/s on two cores: 0.67 µs of CPU an event with both
-// busy. Where a replay's CPU went (pprof, loaded machine): SQLite's own
-// stepping, 55-60 % (the B-tree's next row and the page reads, a pread
-// per 4 KiB page with no memory map, which the page-cache decision keeps
-// off for memory); the driver's row, about 20 % (a mutex around each
-// column call, a copy of the envelope into a fresh blob, an interface box
-// per column); the decoding 10-15 % (no allocation: strings alias the
-// blob); the garbage collector and the preemptions it causes most of the
-// rest. Fetching the envelope alone, with the seq of a dense range derived,
-// took a column call, a box and an allocation per event off the driver's
-// share (about 12 % of a reader's CPU). What stands between Kairo and the
+// busy. Where the readers' CPU went (pprof, 1M events, loaded machine):
+// SQLite's own stepping 42 % (the B-tree's next row and the page reads, a
+// pread per 4 KiB page with no memory map, which the page-cache decision
+// keeps off for memory); the driver's row 38 % (a mutex around each column
+// call, a copy of the envelope into a fresh blob, an interface box per
+// column); the decoding 15 % (no allocation: strings alias the blob).
+// Fetching the envelope alone, with the seq of a dense range derived, took
+// a column call, a box and an allocation per event off the driver's share
+// (10-35 % less CPU per event, interleaved in one process). What stands between Kairo and the
 // goal is SQLite's per-row cost itself: a row per event read through
 // database/sql's driver interface cost 1.0-1.3 µs of CPU on this machine
 // before any decoding; rows that hold many events (the write path's
