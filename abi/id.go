@@ -115,17 +115,20 @@ func FormatUUID(u [16]byte) string {
 	return string(s[:])
 }
 
-// putUUID writes the canonical form of u into s, two hex digits a store.
+// putUUID writes the canonical form of u into s: each group of hex digits
+// with one store, at constant offsets, so that no store is bounds-checked.
+// Every publish that names no ID passes here.
 func putUUID(s *[36]byte, u *[16]byte) {
-	le := binary.LittleEndian
-	for i, p := range uuidHexAt {
-		le.PutUint16(s[p:], hexPairs[u[i]])
-	}
+	le, h := binary.LittleEndian, &hexPairs
+	pair := func(i int) uint64 { return uint64(h[u[i]]) }
+	le.PutUint64(s[0:], pair(0)|pair(1)<<16|pair(2)<<32|pair(3)<<48)
+	le.PutUint32(s[9:], uint32(pair(4)|pair(5)<<16))
+	le.PutUint32(s[14:], uint32(pair(6)|pair(7)<<16))
+	le.PutUint32(s[19:], uint32(pair(8)|pair(9)<<16))
+	le.PutUint64(s[24:], pair(10)|pair(11)<<16|pair(12)<<32|pair(13)<<48)
+	le.PutUint32(s[32:], uint32(pair(14)|pair(15)<<16))
 	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
 }
-
-// uuidHexAt is where each byte's two hex digits go in the canonical form.
-var uuidHexAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
 
 // hexPairs holds each byte's two hex digits, first digit in the low byte.
 var hexPairs = func() (t [256]uint16) {

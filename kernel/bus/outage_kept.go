@@ -87,7 +87,8 @@ func (b *Bus) PublishKept(ctx context.Context, ev *abi.Event) (Result, error) {
 // PublishKeptAsync is PublishKept without the wait: the Ack's Wait
 // returns what PublishKept would.
 func (b *Bus) PublishKeptAsync(ev *abi.Event) (*Ack, error) {
-	if err := b.prepare(ev); err != nil {
+	now := clockNow()
+	if err := b.prepareAt(ev, now); err != nil {
 		return nil, err
 	}
 	if b.kick != nil {
@@ -97,7 +98,7 @@ func (b *Bus) PublishKeptAsync(ev *abi.Event) (*Ack, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	evs, dup, keep := []*abi.Event{ev}, []bool{false}, []bool{true}
-	if err := b.appendLocked(evs, nil, dup); err != nil {
+	if err := b.appendLocked(evs, nil, dup, now); err != nil {
 		b.keepLocked(evs, keep, err)
 		return &Ack{err: (&batch{err: err, keep: keep}).keptErr(0)}, nil
 	}

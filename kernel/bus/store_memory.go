@@ -15,7 +15,10 @@ const DefaultRingSize = 1 << 20
 // use. When it is full the oldest event is dropped; a reader that needed it
 // gets a [*GapError].
 type MemoryStore struct {
-	mu    sync.RWMutex
+	// mu is a plain mutex, not a RWMutex: every publish takes it, and a
+	// RWMutex's write lock costs twice the atomic operations; a scan holds
+	// it for one page of copies at a time.
+	mu    sync.Mutex
 	ring  []abi.Event
 	first uint64 // seq of the oldest event held; 0 when empty
 	last  uint64
@@ -30,6 +33,11 @@ type MemoryStore struct {
 	monoHead int
 	monoLen  int
 	byID     map[string]uint64
+
+	pos struct { // the ring index of the last seq appended (slot)
+		seq uint64
+		i   int
+	}
 }
 
 type monoEntry struct {
@@ -59,8 +67,8 @@ func (m *MemoryStore) Close() error { return nil }
 // LastSeq is the sequence number of the last event appended, 0 if none,
 // whether or not the ring still holds it.
 func (m *MemoryStore) LastSeq() uint64 {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	return m.last
 }
 
@@ -69,22 +77,26 @@ func (m *MemoryStore) LastSeq() uint64 {
 func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := uint64(len(m.ring))
 	for i, ev := range evs {
-		if seq, ok := m.lookup(ev.ID); ok {
-			ev.Seq, dup[i] = seq, true
-			continue
+		// One comparison answers the common case: an ID above the newest
+		// of mono is new to mono, and byID is empty.
+		above := m.monoLen == 0 || ev.ID > m.monoAt(m.monoLen-1).id
+		if !above || len(m.byID) > 0 {
+			if seq, ok := m.lookup(ev.ID, above); ok {
+				ev.Seq, dup[i] = seq, true
+				continue
+			}
 		}
 		m.last++
 		ev.Seq = m.last
-		slot := &m.ring[m.last%n]
+		slot := &m.ring[m.slot(m.last)]
 		if slot.Seq != 0 { // overwriting the oldest
 			m.forget(slot)
 			m.first = slot.Seq + 1
 		}
 		*slot = *ev
-		if m.monoLen == 0 || ev.ID > m.monoAt(m.monoLen-1).id {
-			m.mono[(m.monoHead+m.monoLen)%len(m.mono)] = monoEntry{ev.ID, ev.Seq}
+		if above {
+			*m.monoAt(m.monoLen) = monoEntry{ev.ID, ev.Seq}
 			m.monoLen++
 		} else {
 			m.byID[ev.ID] = ev.Seq
@@ -96,15 +108,36 @@ func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
 	return nil
 }
 
-func (m *MemoryStore) monoAt(i int) *monoEntry { return &m.mono[(m.monoHead+i)%len(m.mono)] }
+// slot is seq's index in the ring. Appends ask for one seq after another,
+// so the index is carried on rather than divided out each time.
+func (m *MemoryStore) slot(seq uint64) int {
+	if seq != m.pos.seq+1 {
+		m.pos.i = int(seq % uint64(len(m.ring)))
+	} else if m.pos.i++; m.pos.i == len(m.ring) {
+		m.pos.i = 0
+	}
+	m.pos.seq = seq
+	return m.pos.i
+}
 
-func (m *MemoryStore) lookup(id string) (uint64, bool) {
+// monoAt is mono's i-th entry from its oldest, 0 <= i <= len(mono): a
+// conditional subtraction, not a division, on every publish.
+func (m *MemoryStore) monoAt(i int) *monoEntry {
+	if i += m.monoHead; i >= len(m.mono) {
+		i -= len(m.mono)
+	}
+	return &m.mono[i]
+}
+
+// lookup finds id's seq; above says id is above mono's newest entry,
+// where mono cannot hold it.
+func (m *MemoryStore) lookup(id string, above bool) (uint64, bool) {
 	if len(m.byID) > 0 {
 		if seq, ok := m.byID[id]; ok {
 			return seq, true
 		}
 	}
-	if m.monoLen == 0 || id > m.monoAt(m.monoLen-1).id {
+	if above {
 		return 0, false
 	}
 	i := sort.Search(m.monoLen, func(i int) bool { return m.monoAt(i).id >= id })
@@ -119,14 +152,16 @@ func (m *MemoryStore) lookup(id string) (uint64, bool) {
 func (m *MemoryStore) forget(ev *abi.Event) {
 	if m.monoLen > 0 && m.monoAt(0).seq == ev.Seq {
 		*m.monoAt(0) = monoEntry{}
-		m.monoHead = (m.monoHead + 1) % len(m.mono)
+		if m.monoHead++; m.monoHead == len(m.mono) {
+			m.monoHead = 0
+		}
 		m.monoLen--
 		return
 	}
 	delete(m.byID, ev.ID)
 }
 
-// Scan reads under the read lock in pages so that appends are not held up
+// Scan reads under the lock in pages so that appends are not held up
 // for the length of a long replay.
 func (m *MemoryStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) error) error {
 	const page = 1024
@@ -138,10 +173,10 @@ func (m *MemoryStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 			return err
 		}
 		buf = buf[:0]
-		m.mu.RLock()
+		m.mu.Lock()
 		if m.first > next && next <= m.last {
 			gap := &GapError{From: next, To: m.first - 1}
-			m.mu.RUnlock()
+			m.mu.Unlock()
 			return gap
 		}
 		hi := m.last
@@ -155,7 +190,7 @@ func (m *MemoryStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 				buf = append(buf, *ev)
 			}
 		}
-		m.mu.RUnlock()
+		m.mu.Unlock()
 		if err := out.Hand(buf); err != nil {
 			if err == ErrStop {
 				return nil
