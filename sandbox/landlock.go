@@ -84,6 +84,7 @@ func handled(abi int) ll.RulesetAttr {
 // grant is one Landlock path rule, for the explanation and the ruleset.
 type grant struct {
 	path   string
+	real   string // path with its links resolved (linkFree), for the ruleset
 	rights uint64
 	kind   string // read, write, exec, device
 }
@@ -94,19 +95,19 @@ func grants(p *Policy) (gs []grant, missing []string) {
 	add := func(kind string, paths []string, dir, file uint64) {
 		for _, path := range paths {
 			if strings.HasPrefix(path, "$") { // a folder made at run time (explain)
-				gs = append(gs, grant{path, dir, kind})
+				gs = append(gs, grant{path, path, dir, kind})
 				continue
 			}
-			fi, err := os.Stat(path)
-			if err != nil {
+			f := factsOf(path)
+			if !f.exists {
 				missing = append(missing, kind+" "+path)
 				continue
 			}
 			r := file
-			if fi.IsDir() {
+			if f.dir {
 				r = dir
 			}
-			gs = append(gs, grant{path, r, kind})
+			gs = append(gs, grant{path, f.real, r, kind})
 		}
 	}
 	add("read", p.Read, readDir, readFile)

@@ -54,6 +54,9 @@ type interpKey struct {
 // interpreter is the PT_INTERP of the ELF file at path; "" when it is not a
 // dynamically linked ELF file (or not a file).
 func interpreter(path string) string {
+	if f, ok := systemPaths()[path]; ok && (f.dir || !f.exists) {
+		return "" // a system folder: not looked at again
+	}
 	fi, err := os.Stat(path)
 	if err != nil || !fi.Mode().IsRegular() {
 		return ""

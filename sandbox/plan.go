@@ -50,10 +50,21 @@ func makePlan(p *Policy) (*plan, error) {
 	if abi := LandlockABI(); abi > 0 {
 		pl.ruleset = handled(abi)
 		gs, _ := grants(p)
+		// One rule per resolved path, with the rights of every grant of
+		// it (/bin and /usr/bin are one folder): Landlock merges them so
+		// anyway, and the helper opens each path once.
+		at := make(map[string]int, len(gs))
 		for _, g := range gs {
-			if r := uint64(g.rights) & pl.ruleset.HandledAccessFS; r != 0 {
-				pl.rules = append(pl.rules, rule{linkFree(g.path), r})
+			r := uint64(g.rights) & pl.ruleset.HandledAccessFS
+			if r == 0 {
+				continue
 			}
+			if i, ok := at[g.real]; ok {
+				pl.rules[i].rights |= r
+				continue
+			}
+			at[g.real] = len(pl.rules)
+			pl.rules = append(pl.rules, rule{g.real, r})
 		}
 		if pl.ruleset.HandledAccessNet == 0 {
 			pl.connect, pl.bind = nil, nil
