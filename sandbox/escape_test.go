@@ -613,6 +613,30 @@ func TestEscapeProcWarm(t *testing.T) {
 	}
 }
 
+// TestEscapeWarmPrivilege: a warm helper sets no_new_privs and empties its
+// capability bounding set while it waits (prepareDrop, off the spawn's
+// path); what it runs holds no capability and gains none, as through a
+// helper started for the spawn.
+func TestEscapeWarmPrivilege(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	ids := fmt.Sprintf("uid %[1]d/%[1]d/%[1]d gid %[1]d/%[1]d/%[1]d groups []", e.uid)
+	for _, x := range []struct {
+		try  []string
+		want string
+	}{
+		{[]string{"caps"}, "caps inh=0 prm=0 eff=0 bnd=0 amb=0"},
+		{[]string{"setuid", "0"}, "errno EPERM"},
+		{[]string{"capset-admin"}, "errno EPERM"},
+		{[]string{"exec", e.probeSUID, "ids"}, ids},
+		{[]string{"ids"}, ids}, // the neighbour
+	} {
+		if got := e.runWarm(t, e.policy(nil), x.try...); got != x.want {
+			t.Errorf("%q through a warm helper: %q, want %q", strings.Join(x.try, " "), got, x.want)
+		}
+	}
+}
+
 // runWarm runs the probe under p through a warm helper and returns its
 // line.
 func (e *escapeEnv) runWarm(t *testing.T, p *Policy, args ...string) string {
