@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -632,6 +633,33 @@ func TestEscapeWarmPrivilege(t *testing.T) {
 		{[]string{"ids"}, ids}, // the neighbour
 	} {
 		if got := e.runWarm(t, e.policy(nil), x.try...); got != x.want {
+			t.Errorf("%q through a warm helper: %q, want %q", strings.Join(x.try, " "), got, x.want)
+		}
+	}
+}
+
+// TestEscapeWarmNarrower: the ruleset a warm helper prepares while it
+// waits (landlock.go) serves only a plan that holds every rule of it; a
+// narrower one, here without /etc/passwd, gets a ruleset of its own, and
+// what it leaves out stays refused. The default profile through a warm
+// helper still reads it.
+func TestEscapeWarmNarrower(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	narrow := e.policy(func(p *Policy) {
+		p.Read = slices.DeleteFunc(slices.Clone(p.Read), func(s string) bool { return s == "/etc/passwd" })
+	})
+	for _, x := range []struct {
+		p    *Policy
+		try  []string
+		want string
+	}{
+		{narrow, []string{"open-read", "/etc/passwd"}, "errno EACCES"},
+		{narrow, []string{"open-read", "/etc/group"}, "ok"}, // the neighbour
+		{e.policy(nil), []string{"open-read", "/etc/passwd"}, "ok"},
+		{e.policy(nil), []string{"open-read", "/etc/shadow"}, "errno EACCES"},
+	} {
+		if got := e.runWarm(t, x.p, x.try...); got != x.want {
 			t.Errorf("%q through a warm helper: %q, want %q", strings.Join(x.try, " "), got, x.want)
 		}
 	}

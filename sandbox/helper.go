@@ -32,8 +32,10 @@ func HelperMain() {
 			// confine tries again and reports why.
 			privateProc()
 		}
-		// The same for what only takes away and no later step needs.
+		// The same for what only takes away and no later step needs, and
+		// for the Landlock rules most spawns share.
 		prepareDrop()
+		prepareRuleset()
 		if p, argv, err = receive(); err == nil {
 			err = confine(p, argv)
 		}
