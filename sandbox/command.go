@@ -199,7 +199,7 @@ func realPath(p string) string {
 func realPaths(ps []string) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
-		out[i] = realPath(p)
+		out[i] = factsOf(p).real
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +27,47 @@ var systemExec = []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/lib", 
 var systemFolders = sync.OnceValue(func() struct{ read, exec []string } {
 	return struct{ read, exec []string }{existing(systemRead), existing(systemExec)}
 })
+
+// pathFacts is what the plan needs to know of a path: whether it exists,
+// whether it is a folder (links followed), and the path with every link on
+// the way resolved (linkFree), the path itself when it does not resolve.
+type pathFacts struct {
+	exists, dir bool
+	real        string
+}
+
+// systemPaths are the facts of the system folders and the devices every
+// profile grants, looked up once as [systemFolders] are: they are in every
+// default profile, and stat'ing and resolving them again for each spawn
+// was a seventh of its time. A system folder that became a link since
+// grants nothing (the helper opens the resolved path without following
+// links); one made since is not granted until the kernel restarts.
+var systemPaths = sync.OnceValue(func() map[string]pathFacts {
+	m := map[string]pathFacts{}
+	for _, list := range [][]string{systemRead, systemExec, devReadWrite, devRead} {
+		for _, p := range list {
+			m[p] = lookPathFacts(p)
+		}
+	}
+	return m
+})
+
+// factsOf is path's facts: a system path's from [systemPaths], any other's
+// looked up now.
+func factsOf(path string) pathFacts {
+	if f, ok := systemPaths()[path]; ok {
+		return f
+	}
+	return lookPathFacts(path)
+}
+
+func lookPathFacts(path string) pathFacts {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return pathFacts{real: path}
+	}
+	return pathFacts{exists: true, dir: fi.IsDir(), real: linkFree(path)}
+}
 
 // DefaultPath is the PATH of a sandboxed binary that was not given one.
 const DefaultPath = "/usr/local/bin:/usr/bin:/bin"

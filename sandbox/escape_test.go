@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -608,6 +609,57 @@ func TestEscapeProcWarm(t *testing.T) {
 		{[]string{"open-read", "/proc/self/cmdline"}, "ok"},
 	} {
 		if got := e.runWarm(t, e.policy(nil), x.try...); got != x.want {
+			t.Errorf("%q through a warm helper: %q, want %q", strings.Join(x.try, " "), got, x.want)
+		}
+	}
+}
+
+// TestEscapeWarmPrivilege: a warm helper sets no_new_privs and empties its
+// capability bounding set while it waits (prepareDrop, off the spawn's
+// path); what it runs holds no capability and gains none, as through a
+// helper started for the spawn.
+func TestEscapeWarmPrivilege(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	ids := fmt.Sprintf("uid %[1]d/%[1]d/%[1]d gid %[1]d/%[1]d/%[1]d groups []", e.uid)
+	for _, x := range []struct {
+		try  []string
+		want string
+	}{
+		{[]string{"caps"}, "caps inh=0 prm=0 eff=0 bnd=0 amb=0"},
+		{[]string{"setuid", "0"}, "errno EPERM"},
+		{[]string{"capset-admin"}, "errno EPERM"},
+		{[]string{"exec", e.probeSUID, "ids"}, ids},
+		{[]string{"ids"}, ids}, // the neighbour
+	} {
+		if got := e.runWarm(t, e.policy(nil), x.try...); got != x.want {
+			t.Errorf("%q through a warm helper: %q, want %q", strings.Join(x.try, " "), got, x.want)
+		}
+	}
+}
+
+// TestEscapeWarmNarrower: the ruleset a warm helper prepares while it
+// waits (landlock.go) serves only a plan that holds every rule of it; a
+// narrower one, here without /etc/passwd, gets a ruleset of its own, and
+// what it leaves out stays refused. The default profile through a warm
+// helper still reads it.
+func TestEscapeWarmNarrower(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	narrow := e.policy(func(p *Policy) {
+		p.Read = slices.DeleteFunc(slices.Clone(p.Read), func(s string) bool { return s == "/etc/passwd" })
+	})
+	for _, x := range []struct {
+		p    *Policy
+		try  []string
+		want string
+	}{
+		{narrow, []string{"open-read", "/etc/passwd"}, "errno EACCES"},
+		{narrow, []string{"open-read", "/etc/group"}, "ok"}, // the neighbour
+		{e.policy(nil), []string{"open-read", "/etc/passwd"}, "ok"},
+		{e.policy(nil), []string{"open-read", "/etc/shadow"}, "errno EACCES"},
+	} {
+		if got := e.runWarm(t, x.p, x.try...); got != x.want {
 			t.Errorf("%q through a warm helper: %q, want %q", strings.Join(x.try, " "), got, x.want)
 		}
 	}

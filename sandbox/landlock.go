@@ -84,6 +84,7 @@ func handled(abi int) ll.RulesetAttr {
 // grant is one Landlock path rule, for the explanation and the ruleset.
 type grant struct {
 	path   string
+	real   string // path with its links resolved (linkFree), for the ruleset
 	rights uint64
 	kind   string // read, write, exec, device
 }
@@ -94,19 +95,19 @@ func grants(p *Policy) (gs []grant, missing []string) {
 	add := func(kind string, paths []string, dir, file uint64) {
 		for _, path := range paths {
 			if strings.HasPrefix(path, "$") { // a folder made at run time (explain)
-				gs = append(gs, grant{path, dir, kind})
+				gs = append(gs, grant{path, path, dir, kind})
 				continue
 			}
-			fi, err := os.Stat(path)
-			if err != nil {
+			f := factsOf(path)
+			if !f.exists {
 				missing = append(missing, kind+" "+path)
 				continue
 			}
 			r := file
-			if fi.IsDir() {
+			if f.dir {
 				r = dir
 			}
-			gs = append(gs, grant{path, r, kind})
+			gs = append(gs, grant{path, f.real, r, kind})
 		}
 	}
 	add("read", p.Read, readDir, readFile)
@@ -130,25 +131,20 @@ func applyRuleset(p *plan) error {
 	if attr.HandledAccessFS == 0 {
 		return nil // no Landlock here: the kernel ran the policy as best effort
 	}
-	fd, err := ll.LandlockCreateRuleset(&attr, 0)
-	if err != nil {
-		return fmt.Errorf("landlock: create ruleset: %w", err)
+	fd, have := takePrepared(p)
+	if fd < 0 {
+		var err error
+		if fd, err = ll.LandlockCreateRuleset(&attr, 0); err != nil {
+			return fmt.Errorf("landlock: create ruleset: %w", err)
+		}
 	}
 	defer unix.Close(fd)
 	for _, r := range p.rules {
-		// The plan's paths have no links (linkFree): one that has now
-		// was swapped in since, by someone who may write on the way —
-		// a sandbox racing its child's start — and grants nothing.
-		pfd, err := unix.Openat2(unix.AT_FDCWD, r.path, &unix.OpenHow{
-			Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS,
-		})
-		if err != nil {
-			continue // gone or swapped since the policy was made: it grants nothing
+		if have[r] {
+			continue
 		}
-		err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: r.rights, ParentFd: pfd}, 0)
-		unix.Close(pfd)
-		if err != nil {
-			return fmt.Errorf("landlock: grant %s: %w", r.path, err)
+		if _, err := addPathRule(fd, r); err != nil {
+			return err
 		}
 	}
 	for _, g := range []struct {
@@ -169,6 +165,96 @@ func applyRuleset(p *plan) error {
 		return fmt.Errorf("landlock: restrict: %w", err)
 	}
 	return nil
+}
+
+// addPathRule adds r to the ruleset fd, and says whether it did. A path
+// that is gone, or that has a link on the way now, grants nothing: the
+// plan's paths have none (linkFree), so one was swapped in since, by
+// someone who may write on the way — a sandbox racing its child's start.
+func addPathRule(fd int, r rule) (bool, error) {
+	pfd, err := unix.Openat2(unix.AT_FDCWD, r.path, &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err != nil {
+		return false, nil // gone or swapped since the policy was made
+	}
+	err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: r.rights, ParentFd: pfd}, 0)
+	unix.Close(pfd)
+	if err != nil {
+		return false, fmt.Errorf("landlock: grant %s: %w", r.path, err)
+	}
+	return true, nil
+}
+
+// A warm helper makes, while it waits, a ruleset holding the rules of the
+// system folders and devices the default profile grants, which most plans
+// hold: a spawn then adds only its own (its workspace, its temp folder,
+// /proc), a few calls instead of some sixty. A plan that does not hold
+// every prepared rule — a manifest that grants less — gets a ruleset of
+// its own, as from a helper started for it. /proc is never prepared: its
+// rule must name the sandbox's own procfs. Rules name the inodes opened
+// when they are added; a folder replaced since grants nothing new.
+var prepared = struct {
+	fd    int // -1: none
+	attr  ll.RulesetAttr
+	rules map[rule]bool
+}{fd: -1}
+
+// prepareRuleset makes the prepared ruleset, off the spawn's path.
+func prepareRuleset() {
+	abi := LandlockABI()
+	if abi == 0 {
+		return
+	}
+	attr := handled(abi)
+	gs, _ := grants(&Policy{Read: systemFolders().read, Exec: systemFolders().exec})
+	made, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return
+	}
+	// Above the descriptors a spawn's request puts in place (receive),
+	// which would replace it.
+	fd, err := unix.FcntlInt(uintptr(made), unix.F_DUPFD_CLOEXEC, ipcFD+1)
+	unix.Close(made)
+	if err != nil {
+		return
+	}
+	rules := map[rule]bool{}
+	for _, r := range pathRules(gs, attr.HandledAccessFS) {
+		if r.path == "/proc" {
+			continue
+		}
+		added, err := addPathRule(fd, r)
+		if err != nil {
+			unix.Close(fd)
+			return
+		}
+		if added { // else the spawn tries it again
+			rules[r] = true
+		}
+	}
+	prepared.fd, prepared.attr, prepared.rules = fd, attr, rules
+}
+
+// takePrepared returns the prepared ruleset and its rules when p holds
+// every one of them on the same terms; else it closes it and returns -1.
+func takePrepared(p *plan) (int, map[rule]bool) {
+	fd, rules := prepared.fd, prepared.rules
+	prepared.fd, prepared.rules = -1, nil
+	if fd < 0 {
+		return -1, nil
+	}
+	held := 0
+	for _, r := range p.rules {
+		if rules[r] {
+			held++
+		}
+	}
+	if prepared.attr != p.ruleset || held != len(rules) {
+		unix.Close(fd)
+		return -1, nil
+	}
+	return fd, rules
 }
 
 // restrictFlags are landlock_restrict_self's flags on this kernel. By

@@ -26,9 +26,7 @@ func (p *Policy) withLoaders(target string) *Policy {
 		if interp == "" {
 			return
 		}
-		if real, err := filepath.EvalSymlinks(interp); err == nil {
-			interp = real
-		}
+		interp = realInterpreter(interp)
 		if !under(interp, q.Exec) {
 			q.Exec = append(q.Exec, interp)
 		}
@@ -39,6 +37,25 @@ func (p *Policy) withLoaders(target string) *Policy {
 		add(e)
 	}
 	return &q
+}
+
+// realInterpreters caches the resolved path of each interpreter: a few
+// loaders serve every binary, and resolving one link by link was a third
+// of a spawn's Command. Like [systemPaths], a loader moved since is found
+// again after a restart; until then the old path is granted, and a binary
+// whose loader is no longer there does not start.
+var realInterpreters sync.Map // string → string
+
+func realInterpreter(interp string) string {
+	if v, ok := realInterpreters.Load(interp); ok {
+		return v.(string)
+	}
+	real, err := filepath.EvalSymlinks(interp)
+	if err != nil {
+		return interp // not cached: it may appear
+	}
+	realInterpreters.Store(interp, real)
+	return real
 }
 
 // interpreters caches interpreter by file, as a spawn asks for the same
@@ -54,6 +71,9 @@ type interpKey struct {
 // interpreter is the PT_INTERP of the ELF file at path; "" when it is not a
 // dynamically linked ELF file (or not a file).
 func interpreter(path string) string {
+	if f, ok := systemPaths()[path]; ok && (f.dir || !f.exists) {
+		return "" // a system folder: not looked at again
+	}
 	fi, err := os.Stat(path)
 	if err != nil || !fi.Mode().IsRegular() {
 		return ""

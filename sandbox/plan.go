@@ -50,11 +50,7 @@ func makePlan(p *Policy) (*plan, error) {
 	if abi := LandlockABI(); abi > 0 {
 		pl.ruleset = handled(abi)
 		gs, _ := grants(p)
-		for _, g := range gs {
-			if r := uint64(g.rights) & pl.ruleset.HandledAccessFS; r != 0 {
-				pl.rules = append(pl.rules, rule{linkFree(g.path), r})
-			}
-		}
+		pl.rules = pathRules(gs, pl.ruleset.HandledAccessFS)
 		if pl.ruleset.HandledAccessNet == 0 {
 			pl.connect, pl.bind = nil, nil
 		}
@@ -67,6 +63,28 @@ func makePlan(p *Policy) (*plan, error) {
 		pl.filter = prog
 	}
 	return pl, nil
+}
+
+// pathRules are the Landlock rules of gs on a kernel that handles the
+// rights handled: one per resolved path, with the rights of every grant of
+// it (/bin and /usr/bin are one folder). Landlock merges them so anyway,
+// and the helper opens each path once.
+func pathRules(gs []grant, handled uint64) []rule {
+	var rules []rule
+	at := make(map[string]int, len(gs))
+	for _, g := range gs {
+		r := g.rights & handled
+		if r == 0 {
+			continue
+		}
+		if i, ok := at[g.real]; ok {
+			rules[i].rights |= r
+			continue
+		}
+		at[g.real] = len(rules)
+		rules = append(rules, rule{g.real, r})
+	}
+	return rules
 }
 
 // filters caches the seccomp program of each FilterPolicy: there are eight.

@@ -165,6 +165,10 @@ type warmHelper struct {
 	cg           *cgroup
 	memory, pids uint64 // the cgroup's limits
 	tmp, work    string
+	// uid, when the kernel is root, is the uid of the tree the helper's
+	// spawn will most likely start, given out ahead, with tmp and work
+	// given to it; 0 once a spawn took it, or when there is none.
+	uid int
 }
 
 // discard ends a helper that will not get its spawn, and removes what was
@@ -174,6 +178,7 @@ func (l *Sandboxed) discard(w *warmHelper) {
 	w.cmd.Process.Kill()
 	w.cmd.Wait()
 	forgetLeader(w.cmd.Process.Pid)
+	uid := w.uid // nothing ever ran as it
 	l.janitor.do(func() {
 		if w.cg != nil {
 			w.cg.remove()
@@ -181,6 +186,9 @@ func (l *Sandboxed) discard(w *warmHelper) {
 		if w.tmp != "" {
 			os.RemoveAll(w.tmp)
 			os.RemoveAll(w.work)
+		}
+		if uid > 0 {
+			l.free(uid)
 		}
 	})
 }
@@ -261,6 +269,10 @@ func (l *Sandboxed) startWarm() (*warmHelper, error) {
 		if w.cg != nil {
 			w.cg.remove()
 		}
+		if w.tmp != "" {
+			os.RemoveAll(w.tmp)
+			os.RemoveAll(w.work)
+		}
 		return nil, err
 	}
 	if l.Cgroups != nil {
@@ -285,6 +297,17 @@ func (l *Sandboxed) startWarm() (*warmHelper, error) {
 			return fail(errors.New(work))
 		}
 		w.tmp, w.work = tmp, work
+	}
+	if os.Geteuid() == 0 {
+		// Taking a uid's lock and giving it the folders cost a spawn a
+		// fifth of a millisecond: done here, off its path.
+		if w.uid, err = l.allocUID(); err != nil {
+			return fail(err)
+		}
+		if w.tmp != "" {
+			os.Chown(w.tmp, w.uid, w.uid)
+			os.Chown(w.work, w.uid, w.uid)
+		}
 	}
 	return w, nil
 }

@@ -40,11 +40,13 @@ type launching struct {
 
 	tmp, work  string
 	made, keep bool // work was made for the spawn; it outlives the spawn
-	p          *sandbox.Policy
-	uid        int // -1: the kernel's own
-	stopEgress func()
-	c          *sandbox.Cmd
-	cg         *cgroup
+	// The uids tmp and work were given with the waiting helper (0: none).
+	tmpOwner, workOwner int
+	p                   *sandbox.Policy
+	uid                 int // -1: the kernel's own
+	stopEgress          func()
+	c                   *sandbox.Cmd
+	cg                  *cgroup
 }
 
 // giveBack undoes what the steps so far made, the last first.
@@ -82,9 +84,9 @@ func (b *launching) makeFolders() error {
 	keep := work == "" && (b.spec.KeepWorkspace || l.KeepWorkspaces)
 	if w != nil && w.tmp != "" {
 		// Made with the helper, off the spawn's path.
-		tmp = w.tmp
+		tmp, b.tmpOwner = w.tmp, w.uid
 		if work == "" && !keep {
-			work, made = w.work, true
+			work, made, b.workOwner = w.work, true, w.uid
 		} else {
 			l.janitor.do(func() { os.RemoveAll(w.work) }) // not wanted
 		}
@@ -150,9 +152,13 @@ func (b *launching) assignUID() error {
 	}
 	uid := b.tree.uid
 	if !b.member {
-		var err error
-		if uid, err = l.allocUID(); err != nil {
-			return err
+		if w := b.w; w != nil && w.uid > 0 {
+			uid, w.uid = w.uid, 0 // given out with the helper
+		} else {
+			var err error
+			if uid, err = l.allocUID(); err != nil {
+				return err
+			}
 		}
 		b.tree.uid = uid
 		b.undo = append(b.undo, func() { l.free(uid) })
@@ -161,8 +167,10 @@ func (b *launching) assignUID() error {
 	// Its own primary gid, of the same number, which no group has;
 	// no supplementary groups.
 	p.UID, p.GID = uid, uid
-	os.Chown(b.tmp, uid, uid)
-	if b.made {
+	if b.tmpOwner != uid {
+		os.Chown(b.tmp, uid, uid)
+	}
+	if b.made && b.workOwner != uid {
 		os.Chown(b.work, uid, uid)
 	}
 	return nil
@@ -290,6 +298,12 @@ func (b *launching) launch() *Launch {
 	if w != nil {
 		if w.cg != nil && cg != w.cg {
 			l.janitor.do(w.cg.remove) // empty: its helper moved out
+		}
+		if uid := w.uid; uid > 0 {
+			// A spawn that joins a tree runs as the tree's uid: the
+			// helper's was never used.
+			w.uid = 0
+			l.janitor.do(func() { l.free(uid) })
 		}
 		launch.Cmd = w.cmd
 		launch.Handoff = func(stdin, stdout, stderr *os.File, ctty bool) error {
