@@ -15,6 +15,7 @@
   // is still in the first read. The first read asks only for the newest
   // MAX_OTHERS of the events outside run loops, which are all the page
   // draws of them; the rest of them follow after the paint (rest).
+  // index.html preloads the first read: its address is this one's.
   const FIRST_PAINT = 10000;
   const PAGE = 10000;
   const MAX_LINES = 2000; // lines of output kept per process
@@ -689,8 +690,6 @@
     for (const ev of evs) fold(ev);
     const tail = bulk.slice(-MAX_OTHERS);
     bulk = null;
-    const m = $("messages");
-    m.scrollTop = m.scrollHeight;
     const o = $("others");
     o.append(...tail.map(otherEl));
     othersCount = o.childElementCount;
@@ -698,6 +697,11 @@
       o.firstChild.remove();
       othersCount--;
     }
+    // The chat follows its newest message. Its height is read in the
+    // frame, whose layout it then is, not by a layout of its own amid the
+    // fold (a first paint's second).
+    const m = $("messages");
+    requestAnimationFrame(() => (m.scrollTop = m.scrollHeight));
   }
 
   // ---- live: events and chunks queued, applied once a frame ----
