@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -26,8 +26,14 @@ const (
 
 // events answers the newest events of the log, newest first: at most
 // limit, before the sequence number before when it is given, and the last
-// sequence number of the log, which the stream follows from.
+// sequence number of the log, which the stream follows from. With
+// outside=K, of the events outside the agents' work (a subject outside
+// kairo.> and no correlationId: no run loop holds them) only the newest K
+// are answered, and omitted counts the others: the page's first paint
+// reads the run loops of a window without the thousands of other events
+// it would not draw.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	began := time.Now()
 	q := r.URL.Query()
 	limit := DefaultEventsLimit
 	if v := q.Get("limit"); v != "" {
@@ -49,35 +55,114 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		to = min(n-1, last)
 	}
-	var evs [][]byte
+	pg := eventPage{outside: -1}
+	if v := q.Get("outside"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > MaxEventsLimit {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("outside %q: give how many of the events outside run loops to answer, from 0 to %d", v, MaxEventsLimit))
+			return
+		}
+		pg.outside = n
+	}
 	if to > 0 {
 		from := uint64(1)
 		if to > uint64(limit) {
 			from = to - uint64(limit) + 1
 		}
-		collect := func(ev *abi.Event) error {
-			evs = append(evs, jsonview.EventObject(ev))
-			return nil
-		}
-		err := b.Replay(r.Context(), bus.Query{FromSeq: from, ToSeq: to}, collect)
+		err := b.Replay(r.Context(), bus.Query{FromSeq: from, ToSeq: to}, pg.add)
 		var gap *bus.GapError
 		if errors.As(err, &gap) && gap.To < to {
 			// A bounded store dropped the oldest: what it still holds.
-			evs = evs[:0]
-			err = b.Replay(r.Context(), bus.Query{FromSeq: gap.To + 1, ToSeq: to}, collect)
+			pg.reset()
+			err = b.Replay(r.Context(), bus.Query{FromSeq: gap.To + 1, ToSeq: to}, pg.add)
 		}
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, "read the log: "+err.Error())
 			return
 		}
 	}
-	slices.Reverse(evs)
+	evs := pg.newestFirst()
 	var out bytes.Buffer
 	out.WriteString(`{"events":[`)
 	out.Write(bytes.Join(evs, []byte(",")))
-	fmt.Fprintf(&out, `],"lastSeq":%d}`+"\n", last)
+	fmt.Fprintf(&out, `],"lastSeq":%d,"omitted":%d}`+"\n", last, pg.omitted)
 	w.Header().Set("Content-Type", "application/json")
+	// The read's own time, which the page's resource timing shows beside
+	// the wait for the answer.
+	w.Header().Set("Server-Timing", fmt.Sprintf("read;dur=%.1f", float64(time.Since(began).Microseconds())/1000))
 	w.Write(out.Bytes())
+}
+
+// eventPage collects the events of a read in JSON: each as it comes, but
+// the events outside run loops, when their number is bounded, are held
+// (their newest outside) and rendered at the end, so those the bound
+// leaves out cost a copy, not an encoding.
+type eventPage struct {
+	outside int // at most this many events outside run loops; -1 every one
+	inside  []seqJSON
+	ring    []abi.Event // the newest outside events, oldest at next once full
+	next    int
+	omitted int
+}
+
+type seqJSON struct {
+	seq  uint64
+	json []byte
+}
+
+// outsideRuns reports whether no run loop holds ev: it is not the
+// kernel's or an agent's (kairo.>) and names no correlation chain.
+func outsideRuns(ev *abi.Event) bool {
+	return ev.CorrelationID == "" && !strings.HasPrefix(ev.Type, "kairo.")
+}
+
+func (p *eventPage) add(ev *abi.Event) error {
+	if p.outside < 0 || !outsideRuns(ev) {
+		p.inside = append(p.inside, seqJSON{ev.Seq, jsonview.EventObject(ev)})
+		return nil
+	}
+	if p.outside == 0 {
+		p.omitted++
+		return nil
+	}
+	// ev and the bytes it points to are the store's only until add
+	// returns: a slot holds a copy, its data in a buffer it reuses.
+	if len(p.ring) < p.outside {
+		p.ring = append(p.ring, abi.Event{})
+	} else {
+		p.omitted++
+	}
+	slot := &p.ring[p.next]
+	*slot = abi.Event{
+		ID: strings.Clone(ev.ID), Type: strings.Clone(ev.Type), Source: strings.Clone(ev.Source), Time: ev.Time,
+		Data: append(slot.Data[:0], ev.Data...), CausationID: strings.Clone(ev.CausationID), Seq: ev.Seq, Host: strings.Clone(ev.Host),
+	}
+	p.next = (p.next + 1) % p.outside
+	return nil
+}
+
+func (p *eventPage) reset() {
+	p.inside, p.ring, p.next, p.omitted = p.inside[:0], p.ring[:0], 0, 0
+}
+
+// newestFirst is the page's events in JSON, newest first.
+func (p *eventPage) newestFirst() [][]byte {
+	held := p.ring
+	if len(p.ring) == p.outside {
+		held = append(p.ring[p.next:len(p.ring):len(p.ring)], p.ring[:p.next]...)
+	}
+	out := make([][]byte, 0, len(p.inside)+len(held))
+	i, j := len(p.inside)-1, len(held)-1
+	for i >= 0 || j >= 0 {
+		if j < 0 || i >= 0 && p.inside[i].seq > held[j].Seq {
+			out = append(out, p.inside[i].json)
+			i--
+		} else {
+			out = append(out, jsonview.EventObject(&held[j]))
+			j--
+		}
+	}
+	return out
 }
 
 // send publishes a user message, as `kairo send` does: to the agent it

@@ -1,9 +1,13 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,9 +54,45 @@ func fill(b *testing.B, c *client.Client, n uint64) {
 }
 
 // BenchmarkConsoleFirstPaint: a log of 10,000 events (three run loops
-// among app events); from the page's request to its timeline drawn, as
+// among app events); from the page's request to its run loops drawn, as
 // the page measures it (performance.now() after the frame that drew the
-// first paint; its origin is the navigation's start). Target: < 500 ms.
+// first paint; its origin is the navigation's start). Goal: ≤ 250 ms in
+// every run. It reports the p50 of the runs (ms) and the worst (max-ms);
+// cold-ms is the first page of a browser just started (its login, its
+// files not yet cached), and the log says how long the browser took to
+// start, which no run counts.
+//
+// The floor, floor-ms, is measured in the same rounds, interleaved: the
+// first contentful paint of a page of the same server that reads nothing
+// (its stylesheet, as text), which is what Chromium costs to navigate and
+// draw here; x-floor is the median of the rounds' ratios to it, and
+// cpu-ms the median CPU of a run (the browser's processes and the
+// daemon's), the figures a loaded machine moves least.
+//
+// Where the time went, measured on 2 loaded cores (pprof of the daemon,
+// the page's resource timing, a DevTools trace's thread CPU): the page
+// asked for the whole window, 10,000 events, 2.5 MB of JSON, of which it
+// draws the run loops' and the newest 300 others'. The daemon spent ~50 ms
+// of CPU a read on it (JSON encoding 36 %, MsgPack to JSON 24 %, SQLite
+// 15 %), 130-300 ms until the first byte under load; the page 60-140 ms
+// parsing it and 35-65 ms folding it; and it asked only once app.js had
+// run, after a round trip for the agents. Now the first read carries the
+// run loops' events and the newest 300 others (outside=300: ~95 kB),
+// preloaded by index.html while the script loads, and the rest of the
+// window follows after the paint; the 300 rows below the run loops are
+// not laid out until scrolled to (content-visibility), and the chat's
+// scroll waits for the frame's layout.
+//
+// What stands between the page and the goal: the machine. A trace of a
+// run shows ~110 ms of the renderer's main-thread CPU (Chromium's commit,
+// parse and script ~25 ms, the fold ~20 ms, the frame's style, layout and
+// paint ~40 ms) within 280-640 ms of wall time: on 2 cores shared with
+// other work the renderer and the daemon wait for a CPU most of the run,
+// and floor-ms, a page that reads nothing, rose from ~130 ms to above
+// 400 ms under load average 19, past the goal itself. What remains of
+// Kairo's own: the daemon's scan of the window (SQLite steps and decodes
+// 10,000 rows, ~20 ms of CPU, to find the few hundred it answers), which
+// an index of the run loops' events in the store would spare.
 func BenchmarkConsoleFirstPaint(b *testing.B) {
 	home := newHome(b)
 	d := startDaemon(b, home)
@@ -60,35 +100,118 @@ func BenchmarkConsoleFirstPaint(b *testing.B) {
 		kairo(b, home, "send", cmd)
 	}
 	fill(b, d.dial(), 10000)
+	started := time.Now()
 	br := newBrowser(b)
+	browserStart := time.Since(started)
 	url := d.url()
 	br.open(url) // the cookie
-	page := strings.SplitN(url, "?", 2)[0]
-
-	var inPage, wall float64
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now()
-		br.do(chromedp.Navigate(page))
-		br.wait("its first paint", `document.body.dataset.painted && document.querySelectorAll(".loop").length >= 3`, time.Minute)
-		wall += float64(time.Since(start).Microseconds()) / 1000
-		inPage += eval[float64](br, `Number(document.body.dataset.painted)`)
-	}
-	b.StopTimer()
-	n := float64(b.N)
-	b.ReportMetric(inPage/n, "ms")
-	b.ReportMetric(wall/n, "wall-ms")
-	events := eval[int](br, `Number(document.body.dataset.events)`)
-	// Where the last one's time went: the server's answer, then the page.
-	split := eval[[]float64](br, `(() => {
+	br.wait("its first paint", `document.body.dataset.painted && document.querySelectorAll(".loop").length >= 3`, time.Minute)
+	// Where the time of a run went: the server's answer, then the page.
+	const split = `(() => {
 		const e = performance.getEntriesByType("resource").find(e => e.name.includes("/api/events"));
 		const m = (n) => (performance.getEntriesByName(n)[0] || {}).startTime;
-		return e ? [e.requestStart, e.responseStart, e.responseEnd, m("kairo:read"), m("kairo:folded"), Number(document.body.dataset.painted)] : [];
-	})()`)
-	b.Logf("first paint of a 10,000-event log (%d events read): %.1f ms in the page, %.1f ms with the driver's polling; the last: /api/events asked at %.0f ms, answered %.0f-%.0f ms, parsed at %.0f ms, folded into the DOM at %.0f ms, drawn at %.0f ms",
-		events, inPage/n, wall/n, at(split, 0), at(split, 1), at(split, 2), at(split, 3), at(split, 4), at(split, 5))
+		const read = (e && e.serverTiming.find(t => t.name === "read")) || {};
+		return e ? [e.requestStart, e.responseStart, e.responseEnd, m("kairo:read"), m("kairo:folded"), Number(document.body.dataset.painted), e.encodedBodySize, read.duration] : [];
+	})()`
+	cold := eval[float64](br, `Number(document.body.dataset.painted)`)
+	coldSplit := eval[[]float64](br, split)
+	page := strings.SplitN(url, "?", 2)[0]
+	floorPage := page + "app.css"
+
+	// The CPU a run costs, the browser's processes and the daemon's, from
+	// the navigation to its paint seen: steadier than the clock on a
+	// loaded machine.
+	pids := []int{chromedp.FromContext(br.ctx).Browser.Process().Pid, d.cmd.Process.Pid}
+	var runs, floors, ratios, cpu []float64
+	var worst []float64
+	b.ResetTimer()
+	for range b.N {
+		cpu0 := treeCPU(pids...)
+		br.do(chromedp.Navigate(page))
+		br.wait("its first paint", `document.body.dataset.painted && document.querySelectorAll(".loop").length >= 3`, time.Minute)
+		cpu = append(cpu, float64(treeCPU(pids...)-cpu0)/1e6)
+		ms := eval[float64](br, `Number(document.body.dataset.painted)`)
+		if len(runs) == 0 || ms > slices.Max(runs) {
+			worst = eval[[]float64](br, split)
+		}
+		runs = append(runs, ms)
+		// The rest of the window is read after the paint: held before the
+		// floor's round, which would otherwise pay for it.
+		br.wait("the whole window held", `document.body.dataset.held === "1"`, time.Minute)
+		br.do(chromedp.Navigate(floorPage))
+		br.wait("the floor's paint", `performance.getEntriesByName("first-contentful-paint").length > 0`, time.Minute)
+		floor := eval[float64](br, `performance.getEntriesByName("first-contentful-paint")[0].startTime`)
+		floors = append(floors, floor)
+		ratios = append(ratios, ms/floor)
+	}
+	b.StopTimer()
+	p50, most, floor := median(runs), slices.Max(runs), median(floors)
+	b.ReportMetric(p50, "ms")
+	b.ReportMetric(most, "max-ms")
+	b.ReportMetric(cold, "cold-ms")
+	b.ReportMetric(floor, "floor-ms")
+	b.ReportMetric(median(ratios), "x-floor")
+	b.ReportMetric(median(cpu), "cpu-ms")
+	b.ReportMetric(at(worst, 6)/1000, "kB-read")
+	b.Logf("first paint of a 10,000-event log over %d runs: p50 %.1f ms, max %.1f ms, %.2f× the floor (a page that reads nothing: p50 %.1f ms), %.0f ms of CPU (browser and daemon); cold, in a browser that took %v to start: %.1f ms",
+		len(runs), p50, most, median(ratios), floor, median(cpu), browserStart.Round(time.Millisecond), cold)
+	for _, r := range []struct {
+		name  string
+		split []float64
+	}{{"the cold run", coldSplit}, {"the worst run", worst}} {
+		b.Logf("%s: /api/events asked at %.0f ms, answered %.0f-%.0f ms (%.0f kB; the daemon's read %.0f ms of it), parsed at %.0f ms, folded into the DOM at %.0f ms, drawn at %.0f ms",
+			r.name, at(r.split, 0), at(r.split, 1), at(r.split, 2), at(r.split, 6)/1000, at(r.split, 7), at(r.split, 3), at(r.split, 4), at(r.split, 5))
+	}
+	br.do(chromedp.Navigate(page))
+	br.wait("the whole window held", `document.body.dataset.held === "1" && document.querySelectorAll(".loop").length >= 3`, time.Minute)
+	if n := eval[int](br, `Number(document.body.dataset.events)`); n != 10000 {
+		b.Errorf("the page holds %d events after the paint, want the window's 10,000", n)
+	}
 	br.screenshot("first-paint")
 	br.clean()
+}
+
+// median is the middle of v (v is reordered).
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+// treeCPU is the CPU time the processes pids and their descendants have
+// used, as /proc has it (Linux, USER_HZ 100).
+func treeCPU(pids ...int) time.Duration {
+	ents, _ := os.ReadDir("/proc")
+	parent, ticks := map[int]int{}, map[int]int64{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		i := bytes.LastIndexByte(stat, ')')
+		if err != nil || i < 0 || i+2 > len(stat) {
+			continue // gone meanwhile
+		}
+		// After the command: state, ppid, ... utime and stime, the 12th and 13th.
+		f := strings.Fields(string(stat[i+2:]))
+		if len(f) < 13 {
+			continue
+		}
+		parent[pid], _ = strconv.Atoi(f[1])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks[pid] = ut + st
+	}
+	var sum int64
+	for pid, t := range ticks {
+		for p := pid; p > 1; p = parent[p] {
+			if slices.Contains(pids, p) {
+				sum += t
+				break
+			}
+		}
+	}
+	return time.Duration(sum) * 10 * time.Millisecond
 }
 
 func at(v []float64, i int) float64 {

@@ -351,6 +351,92 @@ func TestServerEvents(t *testing.T) {
 	}
 }
 
+// TestServerEventsOutside: with outside=K, a read answers every event of
+// its window that a run loop may hold (kairo.> or a correlationId) and
+// only the newest K of the others, counting those it left out; what it
+// answers is the whole read less those.
+func TestServerEventsOutside(t *testing.T) {
+	d, u, _ := upConsole(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, d.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 40 {
+		data, _ := msgpack.Marshal(map[string]any{"n": i})
+		ev := abi.Event{Type: "app.test.n", Data: data}
+		if i%4 == 0 {
+			ev.CorrelationID = "r-" + strconv.Itoa(i) // a run loop's, whatever its subject
+		}
+		if _, err := c.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type event struct {
+		Seq           uint64 `json:"seq"`
+		Type          string `json:"type"`
+		CorrelationID string `json:"correlationId"`
+		Data          any    `json:"data"`
+	}
+	type page struct {
+		Events  []event `json:"events"`
+		LastSeq uint64  `json:"lastSeq"`
+		Omitted int     `json:"omitted"`
+	}
+	get := func(q string) page {
+		res, body := do(t, u, "GET", "/api/events"+q, "", bearer(u))
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("/api/events%s: %d %s", q, res.StatusCode, body)
+		}
+		var p page
+		if err := json.Unmarshal([]byte(body), &p); err != nil {
+			t.Fatalf("/api/events%s: %v\n%.300s", q, err, body)
+		}
+		return p
+	}
+	outside := func(e event) bool { return e.CorrelationID == "" && !strings.HasPrefix(e.Type, "kairo.") }
+	whole := get("?limit=35")
+	for _, k := range []int{0, 5, 29, 35} {
+		before := strconv.FormatUint(whole.LastSeq+1, 10)
+		p := get("?limit=35&before=" + before + "&outside=" + strconv.Itoa(k))
+		var want []event
+		left := 0
+		for _, e := range whole.Events {
+			if !outside(e) {
+				want = append(want, e)
+			} else if left < k {
+				want = append(want, e)
+				left++
+			}
+		}
+		omitted := 0
+		for _, e := range whole.Events {
+			if outside(e) {
+				omitted++
+			}
+		}
+		omitted -= left
+		if len(p.Events) != len(want) || p.Omitted != omitted {
+			t.Fatalf("outside=%d: %d events, %d omitted; want %d and %d", k, len(p.Events), p.Omitted, len(want), omitted)
+		}
+		for i := range want {
+			if fmt.Sprint(p.Events[i]) != fmt.Sprint(want[i]) {
+				t.Fatalf("outside=%d: event %d is %+v, want %+v", k, i, p.Events[i], want[i])
+			}
+		}
+	}
+	if p := get("?limit=35"); p.Omitted != 0 {
+		t.Errorf("without outside: %d omitted", p.Omitted)
+	}
+	for _, q := range []string{"?outside=-1", "?outside=x", "?outside=10001"} {
+		if res, body := do(t, u, "GET", "/api/events"+q, "", bearer(u)); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "outside") {
+			t.Errorf("%s: %d %s; want 400", q, res.StatusCode, body)
+		}
+	}
+}
+
 // sse reads Server-Sent Events from a response body.
 type sse struct {
 	r *bufio.Reader

@@ -12,7 +12,10 @@
 (() => {
   // Events read for the first paint, and per "load older": the server's
   // most (MaxEventsLimit), so that a run loop among many other events
-  // is still in the first read.
+  // is still in the first read. The first read asks only for the newest
+  // MAX_OTHERS of the events outside run loops, which are all the page
+  // draws of them; the rest of them follow after the paint (rest).
+  // index.html preloads the first read: its address is this one's.
   const FIRST_PAINT = 10000;
   const PAGE = 10000;
   const MAX_LINES = 2000; // lines of output kept per process
@@ -179,8 +182,10 @@
   let ticks = new Map();
   let tickIters = new Map();
   let memories = new Map(); // agent → the memory last recorded
+  let unheld = []; // context items drawn before an event they name was held
 
   function reset() {
+    unheld = [];
     ticks = new Map();
     tickIters = new Map();
     memories = new Map();
@@ -331,14 +336,18 @@
   // contextItem shows what the policy was shown at a tick: the events it
   // observed and the memory it was given. What it answered follows in the
   // iteration: the actions.
+  // One that names an event not held is drawn again when the rest of the
+  // first read comes (rest).
   function contextItem(rec) {
     const d = rec.ev.data || {};
     const observed = Array.isArray(d.observed) ? d.observed : [];
     const list = el("ol", "observed");
+    let missing = false;
     for (const id of observed) {
       const o = byId.get(str(id));
       if (!o) {
         list.append(el("li", "muted", str(id) + " (not among the events loaded)"));
+        missing = true;
         continue;
       }
       const b = el("button", "cause", "[" + o.seq + "] " + o.type);
@@ -352,7 +361,9 @@
     if (rec.memory) parts.push("memory");
     const box = el("details", "context", el("summary", "", "context window: " + parts.join(", ")), list);
     if (rec.memory) box.append(el("pre", "memory", rec.memory));
-    return item(rec.ev, "context", box);
+    const li = item(rec.ev, "context", box);
+    if (missing) unheld.push({ rec, li });
+    return li;
   }
 
   function item(ev, kind, ...kids) {
@@ -679,8 +690,6 @@
     for (const ev of evs) fold(ev);
     const tail = bulk.slice(-MAX_OTHERS);
     bulk = null;
-    const m = $("messages");
-    m.scrollTop = m.scrollHeight;
     const o = $("others");
     o.append(...tail.map(otherEl));
     othersCount = o.childElementCount;
@@ -688,6 +697,11 @@
       o.firstChild.remove();
       othersCount--;
     }
+    // The chat follows its newest message. Its height is read in the
+    // frame, whose layout it then is, not by a layout of its own amid the
+    // fold (a first paint's second).
+    const m = $("messages");
+    requestAnimationFrame(() => (m.scrollTop = m.scrollHeight));
   }
 
   // ---- live: events and chunks queued, applied once a frame ----
@@ -775,12 +789,39 @@
     p.hidden = !e;
   }
 
-  async function loadEvents(before) {
-    const q = "/api/events?limit=" + (before ? PAGE : FIRST_PAINT) + (before ? "&before=" + before : "");
+  // loadEvents reads the window of the log before seq before (0: the
+  // newest), oldest first; with outside, only that many of its events
+  // outside run loops, and omitted counts the others.
+  async function loadEvents(before, outside) {
+    let q = "/api/events?limit=" + (before ? PAGE : FIRST_PAINT) + (before ? "&before=" + before : "");
+    if (outside !== undefined) q += "&outside=" + outside;
     const r = await api(q);
     performance.mark("kairo:read");
     const evs = Array.isArray(r.events) ? r.events : [];
-    return { evs: evs.slice().reverse(), last: r.lastSeq || 0 };
+    return { evs: evs.reverse(), last: r.lastSeq || 0, omitted: r.omitted || 0 };
+  }
+
+  // rest reads the window of the first read again, whole, and holds the
+  // events it left out: nothing of them is drawn (the newest were), but
+  // an event's detail and cause, and a context window, may name them.
+  async function rest(last) {
+    let evs;
+    try {
+      ({ evs } = await loadEvents(last + 1));
+    } catch (e) {
+      showError(e);
+      return;
+    }
+    const have = new Set(all.map((e) => e.seq));
+    const add = evs.filter((e) => !have.has(e.seq));
+    if (!add.length) return;
+    for (const e of add) if (e.id && !byId.has(e.id)) byId.set(e.id, e);
+    all = all.concat(add).sort((a, b) => a.seq - b.seq);
+    document.body.dataset.events = all.length;
+    $("older").hidden = !all.length || all[0].seq <= 1;
+    const redraw = unheld;
+    unheld = [];
+    for (const { rec, li } of redraw) if (li.isConnected) li.replaceWith(contextItem(rec));
   }
 
   async function older() {
@@ -1105,13 +1146,20 @@
   });
 
   async function start() {
-    // The agents first: the chat names them when there are several.
+    // The events are asked for at once, the agents beside them: the chat
+    // names the agents when there are several, so they are folded after.
+    const first = loadEvents(0, MAX_OTHERS);
+    first.catch(() => {}); // awaited below
     await loadAgents();
+    let omitted = 0;
+    let windowEnd = 0;
     try {
-      const { evs, last } = await loadEvents(0);
-      foldAll(evs);
+      const r = await first;
+      foldAll(r.evs);
       performance.mark("kairo:folded");
-      if (last > lastSeq) lastSeq = last;
+      windowEnd = r.last;
+      omitted = r.omitted;
+      if (r.last > lastSeq) lastSeq = r.last;
       $("older").hidden = !all.length || all[0].seq <= 1;
     } catch (e) {
       showError(e);
@@ -1121,7 +1169,14 @@
     document.body.dataset.lastSeq = lastSeq;
     document.body.dataset.events = all.length;
     document.body.dataset.ready = "1";
-    requestAnimationFrame(() => setTimeout(() => (document.body.dataset.painted = performance.now().toFixed(1))));
+    const painted = new Promise((done) =>
+      requestAnimationFrame(() =>
+        setTimeout(() => {
+          document.body.dataset.painted = performance.now().toFixed(1);
+          done();
+        }),
+      ),
+    );
     // The approvals after the events, before the stream: what is decided
     // meanwhile comes on the stream, from the last seq read.
     await loadApprovals();
@@ -1129,6 +1184,11 @@
     stream();
     panels();
     setInterval(() => approvals.forEach(drawWhen), 15000);
+    if (omitted) {
+      await painted;
+      await rest(windowEnd);
+    }
+    document.body.dataset.held = "1";
   }
 
   document.addEventListener("securitypolicyviolation", (e) => {
