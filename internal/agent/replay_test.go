@@ -241,7 +241,11 @@ func TestMessageWakesTheTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	first := make(chan struct{})
 	r.OnTick = func(tk Tick, decided bool) {
+		if tk.N == 0 {
+			close(first)
+		}
 		if decided {
 			mu.Lock()
 			woken = append(woken, tk)
@@ -252,6 +256,7 @@ func TestMessageWakesTheTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Stop)
+	<-first // tick 0 runs at the start; the message comes after it
 	e.say("help", "")
 	said := e.events.until(t, "the answer", sayIn("", "run <command line>"))
 	evs := e.logAfter(e.events.until(t, "intent.ended", typed(abi.SubjectIntentEnded)))
