@@ -79,6 +79,7 @@ func (r *Runtime) receiveAsk(ask *abi.Ask, text string) bool {
 	r.mu.Lock()
 	r.obs = append(r.obs, *routed)
 	r.mu.Unlock()
+	r.ticker.Wake()
 	return true
 }
 

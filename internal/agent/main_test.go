@@ -208,6 +208,30 @@ func (w *watcher) until(t testing.TB, what string, match func(*abi.Event) bool) 
 	}
 }
 
+// from is until for a reader that goes through the events in order: it
+// starts at *seen, hands match every event once, copies included, and
+// leaves *seen after the one match accepted.
+func (w *watcher) from(t testing.TB, seen *int, what string, match func(*abi.Event) bool) *abi.Event {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		w.mu.Lock()
+		evs := w.evs[*seen:len(w.evs):len(w.evs)]
+		w.mu.Unlock()
+		for i := range evs {
+			*seen++
+			if ev := &evs[i]; match(ev) {
+				return ev
+			}
+		}
+		select {
+		case <-w.wake:
+		case <-timeout:
+			t.Fatalf("no %s within 20s; events:\n%s", what, w.dump())
+		}
+	}
+}
+
 // all returns the events that match.
 func (w *watcher) all(match func(*abi.Event) bool) []abi.Event {
 	w.mu.Lock()

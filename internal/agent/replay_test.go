@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -227,5 +228,48 @@ func TestReplayFoldsGrants(t *testing.T) {
 	rep, err = replayOf(dropIn(ungranted), wasm.Folder{Path: pluginDir})
 	if err == nil && rep.Divergence == nil {
 		t.Fatalf("a drop-in with no grant in the log replayed as the run: %+v", rep)
+	}
+}
+
+// A message wakes the tick that answers it, long before the schedule's
+// next one: the early tick is recorded like any other and replays as it ran.
+func TestMessageWakesTheTick(t *testing.T) {
+	e := newEnv(t)
+	var woken []Tick
+	var mu sync.Mutex
+	r, err := New(Config{Kernel: e.kernel, Policy: e.rules(), Hz: 0.01, Logger: quiet}) // a tick every 100 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	r.OnTick = func(tk Tick, decided bool) {
+		if tk.N == 0 {
+			close(first)
+		}
+		if decided {
+			mu.Lock()
+			woken = append(woken, tk)
+			mu.Unlock()
+		}
+	}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	<-first // tick 0 runs at the start; the message comes after it
+	e.say("help", "")
+	said := e.events.until(t, "the answer", sayIn("", "run <command line>"))
+	evs := e.logAfter(e.events.until(t, "intent.ended", typed(abi.SubjectIntentEnded)))
+	mu.Lock()
+	if len(woken) != 1 || woken[0].N != 1 || !woken[0].Early {
+		t.Fatalf("ticks that decided: %+v; want tick 1, early", woken)
+	}
+	mu.Unlock()
+	rep, err := replayOf(replaySetup(evs, said.CorrelationID, "rules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Divergence != nil || rep.Actions != 1 || rep.FirstTick != 1 {
+		t.Fatalf("report = %+v; want tick 1's one action, as it ran", rep)
 	}
 }

@@ -383,6 +383,9 @@ func (r *Runtime) observe(evs []abi.Event) error {
 			r.obs = append(r.obs, c)
 		}
 		r.mu.Unlock()
+		if keep && ev.Type == abi.AgentMessageSubject(r.cfg.Agent) {
+			r.ticker.Wake() // someone waits for the answer (see wakeFor)
+		}
 		r.mem.observe(r.ctx, ev)
 		switch {
 		case ev.Type == abi.SubjectUserMessage:
@@ -526,11 +529,13 @@ func (r *Runtime) take(ev *abi.Event, m abi.UserMessage) {
 	}
 	m.Agent = r.cfg.Agent
 	// Observed at once, not when the bus brings it back: the next tick
-	// answers it.
+	// answers it, and comes at once.
 	routed := r.emit(&abi.Event{Type: abi.AgentMessageSubject(r.cfg.Agent), CorrelationID: corr, CausationID: ev.ID}, m)
 	r.mu.Lock()
 	r.obs = append(r.obs, *routed)
 	r.mu.Unlock()
+	r.ticker.Wake()
+
 }
 
 // noAgent answers a message for an agent that does not exist, once: it

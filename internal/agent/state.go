@@ -284,13 +284,7 @@ func (s *state) apply(ev *abi.Event) {
 			}
 		}
 	case abi.SubjectIn(ev.Type, abi.SubjectProcessAll):
-		var ref abi.ProcessRef
-		if msgpack.Unmarshal(ev.Data, &ref) != nil {
-			return
-		}
-		if a := s.procOf(ref.ProcessID, ev.CausationID); a != nil {
-			s.applyProcess(ev, a)
-		}
+		s.applyProcess(ev)
 	}
 }
 
@@ -424,28 +418,31 @@ func (s *state) procOf(id, cause string) *action {
 	return a
 }
 
-// applyProcess folds a kernel event of a's process into a.
-func (s *state) applyProcess(ev *abi.Event, a *action) {
+// applyProcess folds a kernel event of a process into the action that
+// started it. The data is decoded once, as the event's own type, which
+// names the process: a fold of the log reads a process event for every
+// few of the others.
+func (s *state) applyProcess(ev *abi.Event) {
 	switch ev.Type {
 	case abi.SubjectProcessSpawned:
 		var d abi.ProcessSpawned
-		if msgpack.Unmarshal(ev.Data, &d) == nil {
+		if a := s.procDecoded(ev, &d, &d.ProcessID); a != nil {
 			a.argv, a.pid, a.spawned = d.Argv, d.PID, ev.Time
 		}
 	case abi.SubjectProcessProgress:
 		var d abi.ProcessProgress
-		if msgpack.Unmarshal(ev.Data, &d) == nil {
+		if a := s.procDecoded(ev, &d, &d.ProcessID); a != nil {
 			a.progress = progressText(d.Values)
 		}
 	case abi.SubjectProcessCanceled:
 		var d abi.ProcessCanceled
-		if msgpack.Unmarshal(ev.Data, &d) == nil && a.status == abi.StatusInProgress {
+		if a := s.procDecoded(ev, &d, &d.ProcessID); a != nil && a.status == abi.StatusInProgress {
 			a.status = abi.StatusCanceled
 			a.result = d.Reason
 		}
 	case abi.SubjectProcessInterrupted:
 		var d abi.ProcessInterrupted
-		if msgpack.Unmarshal(ev.Data, &d) == nil && a.status == abi.StatusInProgress {
+		if a := s.procDecoded(ev, &d, &d.ProcessID); a != nil && a.status == abi.StatusInProgress {
 			a.status, a.ended, a.result = abi.StatusInterrupted, ev.Time, d.Reason
 			if a.loop != nil {
 				a.loop.interrupted = true
@@ -453,7 +450,8 @@ func (s *state) applyProcess(ev *abi.Event, a *action) {
 		}
 	case abi.SubjectProcessExited:
 		var d abi.ProcessExitedEvent
-		if msgpack.Unmarshal(ev.Data, &d) != nil {
+		a := s.procDecoded(ev, &d, &d.ProcessID)
+		if a == nil {
 			return
 		}
 		a.ended, a.exitCode = ev.Time, d.ExitCode
@@ -466,7 +464,27 @@ func (s *state) applyProcess(ev *abi.Event, a *action) {
 		default:
 			a.status, a.result = abi.StatusFailed, "killed by "+d.Signal
 		}
+	default:
+		var ref abi.ProcessRef
+		if msgpack.Unmarshal(ev.Data, &ref) == nil {
+			s.procOf(ref.ProcessID, ev.CausationID)
+		}
 	}
+}
+
+// procDecoded decodes ev's data into v, whose field id names the process,
+// and returns the action of that process (procOf); nil if none, or if the
+// data is no v — the process it names is still bound to its action then,
+// as by any event of it.
+func (s *state) procDecoded(ev *abi.Event, v any, id *string) *action {
+	if msgpack.Unmarshal(ev.Data, v) != nil {
+		var ref abi.ProcessRef
+		if msgpack.Unmarshal(ev.Data, &ref) == nil {
+			s.procOf(ref.ProcessID, ev.CausationID)
+		}
+		return nil
+	}
+	return s.procOf(*id, ev.CausationID)
 }
 
 // loopNamed is the run loop id names: its whole id, or the end of it (four

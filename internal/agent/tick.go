@@ -31,12 +31,20 @@ type Tick struct {
 	Hz   float64
 	// Skipped counts the ticks dropped just before this one (OverrunSkip).
 	Skipped uint64
+	// Early: a Wake brought the tick forward from its time in the
+	// schedule; At is then when it was woken for, not that time.
+	Early bool
 }
 
 // Ticker runs a function at a fixed rate, self-driven: it computes each
 // tick's time from the start and the rate — never by adding periods, so
 // sleeping late never accumulates into drift — sleeps until then, and runs
 // the function; a tick never starts while the previous one runs.
+//
+// [Ticker.Wake] brings the next tick forward, to at once, but never before
+// the time of the tick before it: tick n runs at the earliest when tick
+// n-1 was due, so there are never more ticks than the rate allows, and
+// the numbers keep counting the schedule's periods.
 type Ticker struct {
 	overrun Overrun
 	// Spin is how long before a tick the ticker stops sleeping and yields
@@ -52,6 +60,7 @@ type Ticker struct {
 	origin     time.Time // when tick originTick was due
 	originTick uint64
 	changed    chan struct{} // SetHz wakes a sleeping Run
+	wake       chan struct{} // Wake brings the next tick forward
 }
 
 // NewTicker returns a ticker at hz ticks a second.
@@ -66,7 +75,7 @@ func NewTicker(hz float64, overrun Overrun) (*Ticker, error) {
 	default:
 		return nil, fmt.Errorf("overrun policy %q: want %q or %q", overrun, OverrunSkip, OverrunCatchUp)
 	}
-	return &Ticker{overrun: overrun, hz: hz, period: periodOf(hz), changed: make(chan struct{}, 1)}, nil
+	return &Ticker{overrun: overrun, hz: hz, period: periodOf(hz), changed: make(chan struct{}, 1), wake: make(chan struct{}, 1)}, nil
 }
 
 // MaxHz bounds the rate: past it a tick's own overhead is the period.
@@ -111,6 +120,16 @@ func (k *Ticker) SetHz(hz float64) error {
 	return nil
 }
 
+// Wake asks for the next tick now rather than at its time (see [Ticker]);
+// a Wake while a tick runs is for the tick after it. Safe from any
+// goroutine; it never blocks.
+func (k *Ticker) Wake() {
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
 // due returns when tick n is due.
 func (k *Ticker) due(n uint64) time.Time {
 	k.mu.Lock()
@@ -125,8 +144,8 @@ func (k *Ticker) latest(now time.Time) uint64 {
 	return k.originTick + uint64(max(0, now.Sub(k.origin))/k.period)
 }
 
-// Run runs fn for tick 0 at once, then for each tick as it falls due,
-// until ctx ends. fn runs on Run's goroutine.
+// Run runs fn for tick 0 at once, then for each tick as it falls due or
+// is woken for, until ctx ends. fn runs on Run's goroutine.
 func (k *Ticker) Run(ctx context.Context, fn func(Tick)) {
 	k.mu.Lock()
 	k.origin, k.originTick = time.Now(), 0
@@ -136,36 +155,78 @@ func (k *Ticker) Run(ctx context.Context, fn func(Tick)) {
 	var n uint64
 	for {
 		at := k.due(n)
-		if wait := time.Until(at) - k.Spin; wait > 0 {
+		early := false
+		// woken brings the tick forward: to now, or to the time of the
+		// tick before it if that is still ahead.
+		woken := func() {
+			if early {
+				return
+			}
+			early = true
+			at = time.Now()
+			if n > 0 {
+				if floor := k.due(n - 1); at.Before(floor) {
+					at = floor
+				}
+			}
+		}
+	wait:
+		for {
+			wait := time.Until(at) - k.Spin
+			if wait <= 0 {
+				break
+			}
 			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
 				return
 			case <-k.changed:
 				// The rate changed while asleep: work out the due time
-				// again.
+				// again (never a number already run: it may have run
+				// early). A Wake still brings it forward.
 				if !timer.Stop() {
 					<-timer.C
 				}
-				n = k.latest(time.Now()) + 1
-				continue
+				n = max(n, k.latest(time.Now())+1)
+				at = k.due(n)
+				if early {
+					early = false
+					woken()
+				}
+			case <-k.wake:
+				if !timer.Stop() {
+					<-timer.C
+				}
+				woken()
 			case <-timer.C:
+				break wait
 			}
-		} else if ctx.Err() != nil {
+		}
+		if ctx.Err() != nil {
 			return
 		}
 		for time.Now().Before(at) {
-			runtime.Gosched()
+			select {
+			case <-k.wake:
+				woken()
+			default:
+				runtime.Gosched()
+			}
 		}
 		now := time.Now()
 		var skipped uint64
 		if k.overrun == OverrunSkip {
 			if last := k.latest(now); last > n {
 				skipped, n = last-n, last
-				at = k.due(n)
+				at, early = k.due(n), false
 			}
 		}
-		fn(Tick{N: n, At: at, Woke: now, Hz: k.Hz(), Skipped: skipped})
+		// A Wake from before this tick is answered by it.
+		select {
+		case <-k.wake:
+		default:
+		}
+		fn(Tick{N: n, At: at, Woke: now, Hz: k.Hz(), Skipped: skipped, Early: early})
 		n++
 	}
 }

@@ -115,3 +115,78 @@ func TestTickerSetHz(t *testing.T) {
 		t.Fatal("an unknown overrun policy was accepted")
 	}
 }
+
+// A Wake brings the next tick forward, and the numbers go on counting the
+// schedule.
+func TestTickerWake(t *testing.T) {
+	k, _ := NewTicker(2, OverrunSkip) // 500 ms a tick: a wake-up is plainly early
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var ticks []Tick
+	var woke time.Time
+	k.Run(ctx, func(tk Tick) {
+		ticks = append(ticks, tk)
+		switch len(ticks) {
+		case 1:
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				woke = time.Now()
+				k.Wake()
+			}()
+		case 3:
+			cancel()
+		}
+	})
+	if len(ticks) < 3 {
+		t.Fatalf("%d ticks ran, want 3", len(ticks))
+	}
+	origin := ticks[0].At
+	// Tick 1 was due at +500ms: it ran at the wake-up instead.
+	if tk := ticks[1]; tk.N != 1 || !tk.Early || tk.At.Before(woke) || tk.At.Sub(origin) >= 400*time.Millisecond {
+		t.Fatalf("after a wake-up at +%v: tick %d at +%v (early %v); want tick 1 at once", woke.Sub(origin), tk.N, tk.At.Sub(origin), tk.Early)
+	}
+	// Tick 2 keeps its time in the schedule.
+	if tk := ticks[2]; tk.N != 2 || tk.Early || !tk.At.Equal(origin.Add(time.Second)) {
+		t.Fatalf("tick %d at +%v (early %v); want tick 2 at +1s", tk.N, tk.At.Sub(origin), tk.Early)
+	}
+}
+
+// Wake-ups faster than the rate get at most one tick a period: tick n
+// never runs before tick n-1 was due.
+func TestTickerWakeKeepsTheRate(t *testing.T) {
+	k, _ := NewTicker(50, OverrunCatchUp)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				k.Wake()
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+	defer close(stop)
+	var ticks []Tick
+	k.Run(ctx, func(tk Tick) {
+		ticks = append(ticks, tk)
+		if len(ticks) == 20 {
+			cancel()
+		}
+	})
+	if len(ticks) < 20 {
+		t.Fatalf("%d ticks ran, want 20", len(ticks))
+	}
+	origin := ticks[0].At
+	for i, tk := range ticks {
+		if tk.N != uint64(i) {
+			t.Fatalf("tick %d numbered %d", i, tk.N)
+		}
+		if i > 0 && tk.Woke.Before(origin.Add(time.Duration(i-1)*20*time.Millisecond)) {
+			t.Fatalf("tick %d ran at +%v, before tick %d was due at +%v", i, tk.Woke.Sub(origin), i-1, time.Duration(i-1)*20*time.Millisecond)
+		}
+	}
+}
