@@ -57,15 +57,18 @@ import (
 // client's out of the socket, the pipe's pages spliced in between by
 // reference) plus the daemon. Measured with each process's CPU time at
 // 512 MiB a stream on a loaded machine: head 0.28–0.38 ns/B (as in the
-// pipe), the client 0.23–0.32 (cat's part, and a copy of the first 64 KiB
-// of each chunk through its frame reader's buffer), the daemon 0.13–0.18
-// after its system calls became raw (0.16–0.23 before). The daemon's part
-// is context switches more than bytes: a switch costs about 8 µs of CPU
-// here and the pump makes 3–6 a chunk (waking on the pipe through the
-// runtime's poller, the linger); the splice itself is a fifth of its time.
-// What stands between Kairo and the floor is that third process's wake-ups
-// and the client's Go runtime around its reads; under the machines' usual
-// load the wall-clock ratio follows the total CPU a byte.
+// pipe), the client 0.24–0.27 (cat's part, and a copy of the first 64 KiB
+// of each chunk through its frame reader's buffer; 0.31–0.35 before its
+// reads became raw), the daemon 0.13–0.18 (0.16–0.23 before its system
+// calls became raw): 0.74 ns/B in all where the pipe took 0.735 in the
+// same run. The daemon's part is context switches more than bytes: a
+// switch costs about 8 µs of CPU here and the pump still makes several a
+// chunk (waking on the pipe through the runtime's poller, the linger); the
+// splice itself is a fifth of its time. What stands between Kairo and the
+// floor in wall-clock time is that third process's wake-ups, which the
+// pipe does not have, and the sandboxed spawn and process.wait round trip
+// inside each stream's time (tens of ms on a loaded machine, against the
+// half second a 512 MiB stream takes).
 //
 // At -benchtime 1x (1 MiB) the spawns' start dominates and the figures
 // say little; -benchtime 512x measures the stream. peak-rss-MiB is the
