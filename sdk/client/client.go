@@ -131,7 +131,7 @@ func (c *Client) Close() error {
 func (c *Client) readLoop() {
 	// The kernel is trusted to send frames within its own configured
 	// limit, which may be above the default; only the ABI ceiling applies.
-	fr := abi.NewFrameReader(c.conn, abi.MaxFrameCeiling)
+	fr := abi.NewFrameReader(socketReader(c.conn), abi.MaxFrameCeiling)
 	var err error
 	defer func() {
 		c.mu.Lock()
