@@ -163,7 +163,10 @@ type Config struct {
 	Launcher Launcher // default Exec
 	Logger   *slog.Logger
 	// ExitGrace is how long the exited event waits for the output of a
-	// process whose descendants still hold its pipes. Default 200 ms.
+	// process whose descendants still hold its pipes: output read within
+	// it extends it, up to maxExitWait in all, so output the process
+	// wrote before it exited comes before its exit however slowly the
+	// pumps drain it. Default 200 ms.
 	ExitGrace time.Duration
 	// KillGrace is how long a cancel waits after SIGTERM before SIGKILL.
 	// Default 2 s.
@@ -276,8 +279,10 @@ type Session struct {
 	// over its cap), for the exited event.
 	reason atomic.Pointer[string]
 
-	output  atomic.Int64 // bytes of output seen, for the output limit
-	spawned *bus.Ack     // of kairo.process.spawned
+	output  atomic.Int64  // bytes of output seen, for the output limit
+	moved   atomic.Uint64 // the pumps' reads and splices, for the exit's grace
+	handing atomic.Int32  // pumps handing on what they read, for the same
+	spawned *bus.Ack      // of kairo.process.spawned
 
 	mu    sync.Mutex
 	info  abi.ProcessInfo
@@ -517,10 +522,7 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 	forgetLeader(s.cmd.Process.Pid)
 	drained := make(chan struct{})
 	go func() { pumps.Wait(); close(drained) }() // ends with the pumps
-	select {
-	case <-drained:
-	case <-time.After(s.m.opts.ExitGrace):
-	}
+	s.awaitOutput(drained)
 	s.mu.Lock()
 	s.info.ExitedAt = time.Now()
 	st, _ := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
@@ -582,6 +584,36 @@ func (s *Session) reap(pumps *sync.WaitGroup) {
 	}
 	close(s.done)
 	s.m.retire(s)
+}
+
+// maxExitWait bounds how long the exited event waits for output still
+// being read: a descendant that keeps writing does not hold it back
+// longer.
+const maxExitWait = 10 * time.Second
+
+// awaitOutput waits until drained is closed (the pumps have read the
+// pipes to their end and handed it all on), or the pumps have read nothing
+// for ExitGrace and hold nothing read (descendants hold the pipes and are
+// quiet), or maxExitWait has passed.
+func (s *Session) awaitOutput(drained <-chan struct{}) {
+	grace := s.m.opts.ExitGrace
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	deadline := time.Now().Add(maxExitWait)
+	seen := s.moved.Load()
+	for {
+		select {
+		case <-drained:
+			return
+		case <-timer.C:
+			moved := s.moved.Load()
+			if moved == seen && s.handing.Load() == 0 || !time.Now().Before(deadline) {
+				return
+			}
+			seen = moved
+			timer.Reset(min(grace, time.Until(deadline)))
+		}
+	}
 }
 
 func signalName(sig syscall.Signal) string {

@@ -420,6 +420,23 @@ func TestSlowSinkSlowsChild(t *testing.T) {
 	}
 }
 
+// The exit comes after the output the process wrote before it exited,
+// however long a sink takes to take it: here each batch of chunks takes
+// longer than the exit's grace (ExitGrace, 200 ms), and the last is still
+// being handed on when head has exited.
+func TestExitAfterSlowOutput(t *testing.T) {
+	e := newEnv(t, Config{})
+	out := &collect{slow: 300 * time.Millisecond}
+	const size = 1 << 20
+	s := e.spawn(Spec{Argv: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}, MaxChunkBytes: 64 << 10}, out)
+	if info := wait(t, s); info.ExitCode == nil || *info.ExitCode != 0 {
+		t.Fatalf("head: %+v", info)
+	}
+	if got := len(out.text("stdout")); got != size {
+		t.Fatalf("at the exit, %d of %d bytes were handed on", got, size)
+	}
+}
+
 // As a subreaper the kernel reaps the orphans of its trees (PID 1 may not),
 // and still reports every leader's own exit.
 func TestSubreaperReapsOrphans(t *testing.T) {

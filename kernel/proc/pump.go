@@ -104,6 +104,10 @@ func (p *pump) run(done *sync.WaitGroup) {
 			p.pipe.wait()
 		}
 		n, err := p.r.Read(buf[carry:])
+		// Read: what follows hands it on (masking a large read may take
+		// a while), and the exit waits for it (Session.awaitOutput).
+		p.s.moved.Add(1)
+		p.s.handing.Add(1)
 		n += carry
 		carry = 0
 		if n > 0 {
@@ -137,8 +141,10 @@ func (p *pump) run(done *sync.WaitGroup) {
 				}
 			}
 			p.end(err)
+			p.s.handing.Add(-1)
 			return
 		}
+		p.s.handing.Add(-1)
 	}
 }
 

@@ -193,9 +193,12 @@ func (p *pump) spliceOnce() (bool, error) {
 		Encoding:      "binary",
 		CorrelationID: p.s.spec.CorrelationID,
 	}
+	p.s.handing.Add(1) // the exit waits for it (Session.awaitOutput)
 	if err := k.SpliceChunk(&c, p.pipe.rc, min(n, p.s.spec.MaxChunkBytes)); err != nil {
 		p.s.Detach(k)
 	}
 	p.pipe.last = time.Now()
+	p.s.moved.Add(1)
+	p.s.handing.Add(-1)
 	return true, nil
 }
