@@ -48,19 +48,26 @@ publish = false
 // each in ms and the median of the rounds' ratios; and fails if a reload
 // compiled.
 //
-// Where a reload's time went (echo, enforced, p50 of 200 on a loaded
-// 2-core machine, with a floor of 3.6 ms): 1.5 ms telling the file holds
-// the bytes the old unit's module was made of (reading 3.9 MB of it from
-// the page cache and comparing, ~1 ms, which nothing short of reading it
-// can tell; and the manifest read, parsed and authorized), 0.5 ms stopping
-// the old unit (clearing its memory for the next instance, as a fresh
-// mapping would be clear), 0.3 ms the new unit reading its manifest again
-// and authorizing it, 2.6 ms wazero's instantiation and _initialize (less
-// than the floor's, as the memory comes from the module's pool), 0.8 ms the
-// guest's init and 0.5 ms its first tick (the guest's code: its reflection
-// MsgPack's first use), and 0.3 ms subscribing and reporting the start.
-// What stands between a reload and the floor is the read of the file and
-// the guest's init and first tick, which the floor does not do.
+// The floor is wazero's: a reload cannot do less than make an instance of
+// the module and initialise it. Where a reload's time went (echo,
+// enforced, p50 of 200 on a loaded 2-core machine, with a floor of 3.6
+// ms), before the manifest was kept and the memory's data left to the
+// instantiation: 1.5 ms telling the file holds the bytes the old unit's
+// module was made of (reading 3.9 MB from the page cache and comparing
+// them, ~1 ms, which nothing short of reading them can tell; and reading,
+// parsing and authorizing the manifest), 0.5 ms stopping the old unit
+// (clearing its memory, now but for the ~1.9 MB its data segments write
+// again), 0.3 ms the new unit reading its manifest again (now taken as the
+// rescan read it) and authorizing it, 2.6 ms wazero's instantiation and
+// _initialize (less than the floor's, as the memory comes from the
+// module's pool), 0.8 ms the guest's init and 0.5 ms its first tick (the
+// guest's own code, on its first calls), and 0.3 ms subscribing and
+// reporting the start.
+// What stands between a reload and the floor is mostly what the floor does
+// not do: the read of the file and the guest's init and first tick, some
+// 2.3 ms. Closing it would take the guest's first calls made cheaper (its
+// SDK), or an instance made while the file is compared, on a memory of its
+// own, and handed over when the bytes are the same.
 //
 // Bytes that changed pay a compile (wazero's compiler, or its cache on
 // disk): new-bytes-ms is one such reload, of the module with a custom
