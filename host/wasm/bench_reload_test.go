@@ -45,8 +45,10 @@ publish = false
 // same loop, the floor of BenchmarkPluginRestart: wazero instantiating the
 // same module, already compiled, and running its _initialize. Reloads and
 // floors alternate, each round in the other order; it reports the p50 of
-// each in ms and the median of the rounds' ratios; and fails if a reload
-// compiled.
+// each in ms and the median of the rounds' ratios; as cpu-ratio, the same
+// of the process's CPU time over each (the reload's work on every
+// goroutine, and whatever else the process did meanwhile); and fails if a
+// reload compiled.
 //
 // The floor is wazero's: a reload cannot do less than make an instance of
 // the module and initialise it. Where a reload's time went (echo,
@@ -135,18 +137,25 @@ func BenchmarkHotReload(b *testing.B) {
 			compiles := testEngine.compileCount()
 			took := make([]time.Duration, 0, b.N)
 			floors := make([]time.Duration, 0, b.N)
+			// The CPU time of the process over each, which other
+			// processes on the machine do not lengthen as they do the
+			// wall time.
+			var cpuTook, cpuFloors []time.Duration
+			reloadCPU := withCPU(reload, &cpuTook)
+			floorCPU := withCPU(floor, &cpuFloors)
 			b.ResetTimer()
 			for i := range b.N {
 				b.StopTimer()
 				write(guests["echo"])
 				b.StartTimer()
-				took, floors = inTurn(i, took, floors, reload, floor)
+				took, floors = inTurn(i, took, floors, reloadCPU, floorCPU)
 			}
 			b.StopTimer()
 			if n := testEngine.compileCount() - compiles; n != 0 {
 				b.Fatalf("%d reloads of the same bytes prepared the module %d times, want 0", b.N, n)
 			}
 			reportRatio(b, took, floors)
+			b.ReportMetric(medianRatio(cpuTook, cpuFloors), "cpu-ratio")
 
 			newBytesOnce[mode].Do(func() {
 				wasm := withCustomSection(guests["echo"], "bench", strconv.FormatInt(time.Now().UnixNano(), 10))

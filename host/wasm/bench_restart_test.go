@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,14 +121,40 @@ func inTurn(round int, took, floors []time.Duration, a, floor func() time.Durati
 // the machine slowed slows both of its runs, so its ratio holds where a
 // ratio of medians would pair runs of different rounds.
 func reportRatio(b *testing.B, took, floors []time.Duration) {
+	ratio := medianRatio(took, floors)
+	b.ReportMetric(p50ms(took), "ms")
+	b.ReportMetric(p50ms(floors), "floor-ms")
+	b.ReportMetric(ratio, "ratio")
+}
+
+// medianRatio is the median of took[i] over floors[i].
+func medianRatio(took, floors []time.Duration) float64 {
 	ratios := make([]float64, len(took))
 	for i := range took {
 		ratios[i] = float64(took[i]) / float64(max(floors[i], 1))
 	}
 	slices.Sort(ratios)
-	b.ReportMetric(p50ms(took), "ms")
-	b.ReportMetric(p50ms(floors), "floor-ms")
-	b.ReportMetric(ratios[len(ratios)/2], "ratio")
+	return ratios[len(ratios)/2]
+}
+
+// withCPU is f, recording in cpu the CPU time the process spent, on all
+// its threads, over each call.
+func withCPU(f func() time.Duration, cpu *[]time.Duration) func() time.Duration {
+	return func() time.Duration {
+		c0 := processCPU()
+		d := f()
+		*cpu = append(*cpu, processCPU()-c0)
+		return d
+	}
+}
+
+// processCPU is the user and system CPU time of the process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // p50ms is the median of d in ms.
