@@ -64,7 +64,8 @@ publish = false
 // _initialize (less than the floor's, as the memory comes from the
 // module's pool), 0.8 ms the guest's init and 0.5 ms its first tick (the
 // guest's own code, on its first calls), and 0.3 ms subscribing and
-// reporting the start.
+// reporting the start: 6.6 ms in all. With them, at the same floor: 1.5,
+// 0.4, 0.1, 2.55, 0.85 and 0.4, 0.2 ms; 6.05 ms in all, a ratio of 1.69.
 // What stands between a reload and the floor is mostly what the floor does
 // not do: the read of the file and the guest's init and first tick, some
 // 2.3 ms. Closing it would take the guest's first calls made cheaper (its
