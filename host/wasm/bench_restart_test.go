@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,8 +20,9 @@ import (
 // the module the unit holds, and initialised. Beside each, in the same loop,
 // the floor: wazero instantiating the same module, already compiled, in the
 // same runtime, which has its imports, and running its _initialize.
-// Restarts and floors alternate, so a busy machine slows both alike; it
-// reports the p50 of each in ms and their ratio.
+// Restarts and floors alternate, each round in the other order (ABBA), so a
+// busy machine slows both alike; it reports the p50 of each in ms and the
+// median of the rounds' ratios.
 func BenchmarkPluginRestart(b *testing.B) {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "echo.wasm")
@@ -70,9 +72,8 @@ func BenchmarkPluginRestart(b *testing.B) {
 			took := make([]time.Duration, 0, b.N)
 			floors := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
-			for range b.N {
-				took = append(took, restart())
-				floors = append(floors, floor())
+			for i := range b.N {
+				took, floors = inTurn(i, took, floors, restart, floor)
 			}
 			b.StopTimer()
 			reportRatio(b, took, floors)
@@ -103,13 +104,57 @@ func floorOf(b *testing.B, mod *Module, p *Plugin) func() time.Duration {
 	}
 }
 
-// reportRatio reports the medians of took and floors in ms, and their
-// ratio.
+// inTurn runs one round of a and its floor, in turn: a first in even
+// rounds, the floor first in odd ones (ABBA), so neither is always the one
+// that runs after the other; it appends their times.
+func inTurn(round int, took, floors []time.Duration, a, floor func() time.Duration) ([]time.Duration, []time.Duration) {
+	if round%2 == 0 {
+		t := a()
+		return append(took, t), append(floors, floor())
+	}
+	f := floor()
+	return append(took, a()), append(floors, f)
+}
+
+// reportRatio reports the medians of took and floors in ms, and as the
+// ratio the median of the rounds' ratios, took[i] over floors[i]: a round
+// the machine slowed slows both of its runs, so its ratio holds where a
+// ratio of medians would pair runs of different rounds.
 func reportRatio(b *testing.B, took, floors []time.Duration) {
-	r, f := p50ms(took), p50ms(floors)
-	b.ReportMetric(r, "ms")
-	b.ReportMetric(f, "floor-ms")
-	b.ReportMetric(r/f, "ratio")
+	ratio := medianRatio(took, floors)
+	b.ReportMetric(p50ms(took), "ms")
+	b.ReportMetric(p50ms(floors), "floor-ms")
+	b.ReportMetric(ratio, "ratio")
+}
+
+// medianRatio is the median of took[i] over floors[i].
+func medianRatio(took, floors []time.Duration) float64 {
+	ratios := make([]float64, len(took))
+	for i := range took {
+		ratios[i] = float64(took[i]) / float64(max(floors[i], 1))
+	}
+	slices.Sort(ratios)
+	return ratios[len(ratios)/2]
+}
+
+// withCPU is f, recording in cpu the CPU time the process spent, on all
+// its threads, over each call.
+func withCPU(f func() time.Duration, cpu *[]time.Duration) func() time.Duration {
+	return func() time.Duration {
+		c0 := processCPU()
+		d := f()
+		*cpu = append(*cpu, processCPU()-c0)
+		return d
+	}
+}
+
+// processCPU is the user and system CPU time of the process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // p50ms is the median of d in ms.

@@ -10,3 +10,5 @@ type memoryPool struct{}
 func (mp *memoryPool) allocator() experimental.MemoryAllocator { return guestMemory }
 
 func (mp *memoryPool) drain(closed bool) {}
+
+func (mp *memoryPool) written([]memSpan) {}

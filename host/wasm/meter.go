@@ -55,38 +55,46 @@ func (e *Engine) newRuntime(ctx context.Context, cache wazero.CompilationCache, 
 // the module bad, and the host compiles in memory for a while, saying which
 // folder failed.
 func (e *Engine) compile(ctx context.Context, wasm []byte, opts *InstanceConfig) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
+	rt, compiled, metered, _, err = e.compileData(ctx, wasm, opts)
+	return rt, compiled, metered, err
+}
+
+// compileData is compile, and the spans of memory the data segments of the
+// module compiled write (dataSpans).
+func (e *Engine) compileData(ctx context.Context, wasm []byte, opts *InstanceConfig) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, data []memSpan, err error) {
 	select {
 	case e.compiling <- struct{}{}:
 		defer func() { <-e.compiling }()
 	case <-ctx.Done():
-		return nil, nil, false, context.Cause(ctx)
+		return nil, nil, false, nil, context.Cause(ctx)
 	}
 	cache, onDisk := e.pickCache()
-	rt, compiled, metered, err = e.compileIn(ctx, cache, wasm, opts)
+	rt, compiled, metered, data, err = e.compileIn(ctx, cache, wasm, opts)
 	if err == nil || !onDisk {
-		return rt, compiled, metered, err
+		return rt, compiled, metered, data, err
 	}
-	rt2, compiled2, metered2, err2 := e.compileIn(ctx, e.memCache, wasm, opts)
+	rt2, compiled2, metered2, data2, err2 := e.compileIn(ctx, e.memCache, wasm, opts)
 	if err2 != nil {
-		return nil, nil, false, err
+		return nil, nil, false, nil, err
 	}
 	e.cacheFailed(err)
-	return rt2, compiled2, metered2, nil
+	return rt2, compiled2, metered2, data2, nil
 }
 
 // compileIn returns a runtime and the module compiled in it: for an untrusted
 // plugin the metered rewrite when the rewriter and wazero take it, else the
 // module as given, under WithCloseOnContextDone; for a trusted one the module
-// with its data segments merged. metered says which. The error is the
+// with its data segments merged. metered says which; data are the spans of
+// memory the data segments of the module compiled write. The error is the
 // original module's, as wazero words it.
-func (e *Engine) compileIn(ctx context.Context, cache wazero.CompilationCache, wasm []byte, opts *InstanceConfig) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
+func (e *Engine) compileIn(ctx context.Context, cache wazero.CompilationCache, wasm []byte, opts *InstanceConfig) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, data []memSpan, err error) {
 	var rerr error
 	if !opts.Trusted {
 		var rewritten []byte
 		if rewritten, rerr = meter.Rewrite(wasm); rerr == nil {
 			rt = e.newRuntime(ctx, cache, false, opts.MemoryPages)
 			if compiled, err = compileModule(ctx, rt, rewritten); err == nil {
-				return rt, compiled, true, nil
+				return rt, compiled, true, dataSpans(rewritten), nil
 			}
 			_ = rt.Close(ctx)
 			rerr = fmt.Errorf("wazero refused the rewritten module: %w", err)
@@ -104,15 +112,15 @@ func (e *Engine) compileIn(ctx context.Context, cache wazero.CompilationCache, w
 		// MiB of heap per instance and the load a few milliseconds.
 		if compact, err := meter.Compact(wasm); err == nil {
 			if compiled, err = compileModule(ctx, rt, compact); err == nil {
-				return rt, compiled, false, nil
+				return rt, compiled, false, dataSpans(compact), nil
 			}
 		}
 	}
 	if compiled, err = compileModule(ctx, rt, wasm); err != nil {
 		_ = rt.Close(ctx)
-		return nil, nil, false, err
+		return nil, nil, false, nil, err
 	}
-	return rt, compiled, false, nil
+	return rt, compiled, false, dataSpans(wasm), nil
 }
 
 // compileModule is rt.CompileModule, with a panic of wazero's turned into an

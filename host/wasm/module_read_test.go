@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/manifests"
 )
 
 // A module path that names a device or a FIFO is refused at once, before
@@ -39,4 +41,44 @@ func TestReadModuleBounded(t *testing.T) {
 	if b, err := readModule(small); err != nil || len(b) != 8 {
 		t.Fatalf("readModule(small) = %d bytes, %v", len(b), err)
 	}
+}
+
+// A start with neither file changed takes the manifest its unit read last;
+// a manifest written again is read again, and so is one that appears
+// beside a module whose manifest was its custom section.
+func TestReadFilesKeepsManifest(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.wasm")
+	toml := filepath.Join(dir, "p.toml")
+	manifest := func(kind string) {
+		if err := os.WriteFile(toml, []byte("[plugin]\nname = \"p\"\nkinds = [\""+kind+"\"]\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(path, withCustomSection(wasmHeader, ManifestSection, "[plugin]\nname = \"p\"\nkinds = [\"tool\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := &unit{files: pluginFiles{wasm: path, stamp: stampOf(path)}}
+	read := func(want string) *manifests.Plugin {
+		t.Helper()
+		man, wasm, err := u.readFiles()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wasm) == 0 || len(man.Plugin.Kinds) != 1 || man.Plugin.Kinds[0] != want {
+			t.Fatalf("readFiles: kinds %q, want [%s]", man.Plugin.Kinds, want)
+		}
+		return man
+	}
+	first := read("tool")
+	if read("tool") != first {
+		t.Error("readFiles parsed the section's manifest again with the module unchanged")
+	}
+	manifest("policy")
+	beside := read("policy")
+	if read("policy") != beside {
+		t.Error("readFiles parsed the manifest again with neither file changed")
+	}
+	manifest("input")
+	read("input")
 }

@@ -276,7 +276,7 @@ func refusal(opts *InstanceConfig, err error) error {
 // prepare compiles wasm for opts and readies its runtime: the checks of
 // its imports and exports, WASI, and the host modules.
 func (e *Engine) prepare(ctx context.Context, wasm []byte, opts *InstanceConfig) (*Module, error) {
-	rt, compiled, metered, err := e.compile(ctx, wasm, opts)
+	rt, compiled, metered, data, err := e.compileData(ctx, wasm, opts)
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("plugin %s: %w", opts.Name, err)
 	}
@@ -286,6 +286,7 @@ func (e *Engine) prepare(ctx context.Context, wasm []byte, opts *InstanceConfig)
 	// A copy: the caller's bytes may change; the unit that prepared it
 	// takes this copy for its own (unit.module).
 	mod := &Module{engine: e, wasm: bytes.Clone(wasm), rt: rt, compiled: compiled, metered: metered}
+	mod.mem.written(data)
 	mod.live.Store(&map[string]*Plugin{})
 	if err := checkImports(compiled, metered); err != nil {
 		return mod, refusal(opts, err)

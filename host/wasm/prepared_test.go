@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -306,5 +308,20 @@ func TestFileHolds(t *testing.T) {
 	}
 	if fileHolds(filepath.Join(t.TempDir(), "none"), want) {
 		t.Error("a missing file holds the bytes")
+	}
+	// A FIFO in the module's place, with no writer: told at once.
+	fifo := filepath.Join(t.TempDir(), "f.wasm")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan bool, 1)
+	go func() { done <- fileHolds(fifo, want) }()
+	select {
+	case got := <-done:
+		if got {
+			t.Error("a FIFO holds the bytes")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("fileHolds blocks on a FIFO")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"os"
+	"sync"
+	"syscall"
 
 	"github.com/kairo-os/kairo/manifests"
 )
@@ -24,9 +26,12 @@ type unitModule struct {
 	prep  *Module   // the module its instances are made of
 	hints []*Module // handed over, until prep is set
 	// wasm is the module file as read, and the stamp it had then: a
-	// restart with the file unchanged reads only the manifest again.
+	// restart with the file unchanged does not read it again. man is the
+	// manifest as read then (or since, with the module file unchanged),
+	// which a start with neither file changed does not read again.
 	wasm  []byte
 	stamp fileStamp
+	man   *manifests.Plugin
 }
 
 func (h *unitModule) release() {
@@ -37,8 +42,10 @@ func (h *unitModule) release() {
 	*h = unitModule{}
 }
 
-// readFiles reads the plugin's manifest and module, the module from the
-// unit's last read when the file has the same size and time as then.
+// readFiles reads the plugin's manifest and module, each from the unit's
+// last read when its file has the same size and time as then. The stamp
+// is taken before the files are read, so a file changed meanwhile is read
+// again next time.
 func (u *unit) readFiles() (*manifests.Plugin, []byte, error) {
 	if u.files.native != nil {
 		return u.files.read()
@@ -46,15 +53,23 @@ func (u *unit) readFiles() (*manifests.Plugin, []byte, error) {
 	stamp := stampOf(u.files.wasm)
 	u.mu.Lock()
 	wasm, same := u.held.wasm, u.held.wasm != nil && sameModuleFile(stamp, u.held.stamp)
-	u.mu.Unlock()
-	if same {
-		man, err := PluginManifest(u.files.wasm, wasm)
-		return man, wasm, err
+	man := u.held.man
+	if !same || stamp != u.held.stamp {
+		man = nil
 	}
-	man, wasm, err := u.files.read()
+	u.mu.Unlock()
+	if man != nil {
+		return man, wasm, nil
+	}
+	var err error
+	if same {
+		man, err = PluginManifest(u.files.wasm, wasm)
+	} else {
+		man, wasm, err = u.files.read()
+	}
 	if err == nil {
 		u.mu.Lock()
-		u.held.wasm, u.held.stamp = wasm, stamp
+		u.held.wasm, u.held.stamp, u.held.man = wasm, stamp, man
 		u.mu.Unlock()
 	}
 	return man, wasm, err
@@ -108,7 +123,7 @@ func (u *unit) module(ctx context.Context, wasm []byte, opts InstanceConfig) (*M
 	}
 	u.mu.Lock()
 	old := u.held
-	u.held = unitModule{prep: mod, wasm: old.wasm, stamp: old.stamp}
+	u.held = unitModule{prep: mod, wasm: old.wasm, stamp: old.stamp, man: old.man}
 	if len(old.wasm) > 0 && len(wasm) > 0 && &old.wasm[0] == &wasm[0] {
 		u.held.wasm = mod.wasm // the same bytes: one copy
 	}
@@ -179,7 +194,7 @@ func (m *Manager) prepareAhead(f pluginFiles, cur *Module) unitModule {
 	if err != nil {
 		return unitModule{}
 	}
-	read := unitModule{wasm: wasm, stamp: stamp}
+	read := unitModule{wasm: wasm, stamp: stamp, man: man}
 	auth, err := m.authorize(man, f.folder)
 	if err != nil || m.cfg.Overrides[man.Plugin.Name].Disabled() {
 		return read
@@ -223,9 +238,11 @@ func (m *Manager) dropHints() {
 
 // fileHolds reports whether the file at path holds exactly want, reading it
 // a piece at a time: a module written again the same is told without a
-// copy of it.
+// copy of it. Like readModule it opens the file without blocking, and reads
+// nothing but a regular file: a FIFO put in its place must not hold the
+// rescan, and with it every other one and the manager's stop.
 func fileHolds(path string, want []byte) bool {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false
 	}
@@ -233,7 +250,9 @@ func fileHolds(path string, want []byte) bool {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(want)) {
 		return false
 	}
-	buf := make([]byte, max(1, min(len(want), 256<<10)))
+	bp := holdBufs.Get().(*[]byte)
+	defer holdBufs.Put(bp)
+	buf := *bp
 	for len(want) > 0 {
 		n, err := io.ReadFull(f, buf[:min(len(buf), len(want))])
 		if err != nil || !bytes.Equal(buf[:n], want[:n]) {
@@ -244,3 +263,10 @@ func fileHolds(path string, want []byte) bool {
 	n, _ := f.Read(buf[:1])
 	return n == 0
 }
+
+// holdBufs are fileHolds' buffers, reused: allocating and clearing a new
+// one took some 0.15 ms of a reload's CPU on a loaded machine.
+var holdBufs = sync.Pool{New: func() any {
+	b := make([]byte, 256<<10)
+	return &b
+}}
