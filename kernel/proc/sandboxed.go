@@ -154,7 +154,9 @@ func overrideLimits(p *sandbox.Limits, o sandbox.Limits) {
 }
 
 // After a helper was taken, the pool starts the next refillAfter after the
-// spawn that took it ended, or refillMax after the take when it runs on.
+// spawn that took it ended, or refillMax after the take when it runs on;
+// refillAfter after the take when no helper is left waiting, as in a burst
+// of spawns, where the next would otherwise start a helper of its own.
 // Not while the spawn runs: starting a helper (a Go runtime's start, its
 // cgroup, folders and uid) takes a core for a couple of milliseconds, and
 // on a machine of few cores it delayed the spawn's exit, reap and exited
@@ -261,7 +263,11 @@ func (l *Sandboxed) startPool() {
 // refillWait waits, after a helper was taken, for the time to start the
 // next (see refillAfter); false when the pool stops.
 func (l *Sandboxed) refillWait() bool {
-	late := time.NewTimer(refillMax)
+	wait := refillMax
+	if len(l.pool) == 0 {
+		wait = refillAfter
+	}
+	late := time.NewTimer(wait)
 	defer late.Stop()
 	select {
 	case <-l.ended:
