@@ -88,6 +88,7 @@ type Sandboxed struct {
 	poolOnce sync.Once
 	pool     chan *warmHelper
 	taken    chan struct{}
+	ended    chan struct{} // a spawn that took a waiting helper ended
 	stop     chan struct{}
 	poolDone chan struct{}
 
@@ -152,9 +153,21 @@ func overrideLimits(p *sandbox.Limits, o sandbox.Limits) {
 	}
 }
 
-// refillDelay is how long the pool waits after a helper was taken before
-// it starts the next.
-const refillDelay = 5 * time.Millisecond
+// After a helper was taken, the pool starts the next refillAfter after the
+// spawn that took it ended, or refillMax after the take when it runs on;
+// refillAfter after the take when no helper is left waiting, as in a burst
+// of spawns, where the next would otherwise start a helper of its own.
+// Not while the spawn runs: starting a helper (a Go runtime's start, its
+// cgroup, folders and uid) takes a core for a couple of milliseconds, and
+// on a machine of few cores it delayed the spawn's exit, reap and exited
+// event by as much. Nor as its exited event goes out, which it delayed
+// too. Never at once: a helper being started holds copies of the kernel's
+// descriptors until its exec, the output pipes of the spawn just handed
+// off among them, whose end of output would wait for it.
+const (
+	refillAfter = 5 * time.Millisecond
+	refillMax   = 50 * time.Millisecond
+)
 
 // warmHelper is a helper started ahead of time, waiting on ctl, with a
 // temp folder and a workspace made for its spawn and, with cgroups, in a
@@ -217,6 +230,7 @@ func (l *Sandboxed) takeWarm() *warmHelper {
 func (l *Sandboxed) startPool() {
 	l.pool = make(chan *warmHelper, l.Warm)
 	l.taken = make(chan struct{}, 1)
+	l.ended = make(chan struct{}, 1)
 	l.stop = make(chan struct{})
 	l.poolDone = make(chan struct{})
 	go func() {
@@ -231,13 +245,11 @@ func (l *Sandboxed) startPool() {
 			}
 			select {
 			case <-l.taken:
-				// Not at once: a helper being started holds copies of the
-				// kernel's descriptors until its exec, the output pipes
-				// of the spawn just handed off among them, whose end of
-				// output would wait for it.
-				select {
-				case <-time.After(refillDelay):
-				case <-l.stop:
+				select { // an end of an earlier spawn's
+				case <-l.ended:
+				default:
+				}
+				if !l.refillWait() {
 					return
 				}
 			case <-time.After(time.Second):
@@ -246,6 +258,38 @@ func (l *Sandboxed) startPool() {
 			}
 		}
 	}()
+}
+
+// refillWait waits, after a helper was taken, for the time to start the
+// next (see refillAfter); false when the pool stops.
+func (l *Sandboxed) refillWait() bool {
+	wait := refillMax
+	if len(l.pool) == 0 {
+		wait = refillAfter
+	}
+	late := time.NewTimer(wait)
+	defer late.Stop()
+	select {
+	case <-l.ended:
+		late.Reset(refillAfter)
+		select {
+		case <-late.C:
+		case <-l.stop:
+			return false
+		}
+	case <-late.C:
+	case <-l.stop:
+		return false
+	}
+	return true
+}
+
+// warmEnded tells the pool that a spawn that took a waiting helper ended.
+func (l *Sandboxed) warmEnded() {
+	select {
+	case l.ended <- struct{}{}:
+	default:
+	}
 }
 
 // startWarm starts one waiting helper, registered as a leader so that the

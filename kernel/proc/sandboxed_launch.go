@@ -362,7 +362,11 @@ func (b *launching) setLimitsEarly(launch *Launch) {
 func (b *launching) cleanup(launch *Launch, dirs []string) func() {
 	l, cg, member, uid, stopEgress := b.l, b.cg, b.member, b.uid, b.stopEgress
 	tmp, work, made, keep := b.tmp, b.work, b.made, b.keep
+	warm := b.w != nil
 	return func() {
+		if warm {
+			defer l.warmEnded() // its exited event is out: the pool may refill
+		}
 		if cg != nil {
 			if cg.populated() {
 				cg.kill()
