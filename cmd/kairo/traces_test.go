@@ -42,7 +42,10 @@ func telemetryTable(endpoint, protocol string, more ...string) string {
 // returns it.
 func traceOf(t *testing.T, j *obs.JaegerServer, id string, ops ...string) *obs.Trace {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	// 90 s: after a receiver comes back the export retries within its
+	// backoff (at most 30 s, after a request that may itself take 10 s to
+	// fail), then sends what it held, on a machine that may be loaded.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	tr, err := j.WaitTrace(ctx, telemetry.TraceIDOf(id), func(tr *obs.Trace) bool {
 		for _, op := range ops {
