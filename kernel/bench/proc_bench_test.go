@@ -62,11 +62,26 @@ import (
 // reads became raw), the daemon 0.13–0.18 (0.16–0.23 before its system
 // calls became raw): 0.74 ns/B in all where the pipe took 0.735 in the
 // same run. The daemon's part is context switches more than bytes: a
-// switch costs about 8 µs of CPU here and the pump still makes several a
-// chunk (waking on the pipe through the runtime's poller, the linger); the
-// splice itself is a fifth of its time. What stands between Kairo and the
-// floor in wall-clock time is that third process's wake-ups, which the
-// pipe does not have; the sandboxed spawn and process.wait round trip
+// switch costs about 8 µs of CPU here. Counted over 3 streams of 512 MiB
+// on a loaded machine (6000 chunks, 232–256 KiB each): the daemon's
+// threads made 1.1–2.1 voluntary switches a chunk, the pump waited on the
+// pipe through the runtime's poller before 0.89 of the chunks and
+// lingered before 0.45, and its socket was full before 0.03; its CPU
+// profile is the splice path's system calls a third, the scheduler's
+// findRunnable and park a third, the tick loop a tenth. What stands
+// between Kairo and the floor in wall-clock time is that third process's
+// wake-up, which the pipe does not have: two chunks in three found the
+// 256 KiB pipe full, so head had stopped in its write waiting for the
+// pump, and a third process to run on 2 CPUs already busy with head and
+// the client is scheduled late. A 1 MiB pipe let head run ahead (waits
+// before 0.27 of the chunks, full pipes only behind a late pump) but cost
+// the daemon about a sixth more CPU a byte and moved the wall-clock ratio
+// within the noise of a loaded machine, so the pipe stays at 256 KiB. Nor
+// is the client's copy of each chunk's first 64 KiB through its frame
+// reader's buffer worth saving: a client that read only the next frame's
+// head after a large frame took 0.217 and 0.216 ns/B where the one beside
+// it took 0.212 and 0.207 (16 interleaved rounds each). The sandboxed
+// spawn and process.wait round trip
 // inside each stream's time weigh little (a 1 MiB stream, spawn and all,
 // takes about 9 ms, where a 512 MiB one takes half a second).
 //
