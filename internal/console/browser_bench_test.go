@@ -89,10 +89,23 @@ func fill(b *testing.B, c *client.Client, n uint64) {
 // paint ~40 ms) within 280-640 ms of wall time: on 2 cores shared with
 // other work the renderer and the daemon wait for a CPU most of the run,
 // and floor-ms, a page that reads nothing, rose from ~130 ms to above
-// 400 ms under load average 19, past the goal itself. What remains of
-// Kairo's own: the daemon's scan of the window (SQLite steps and decodes
-// 10,000 rows, ~20 ms of CPU, to find the few hundred it answers), which
-// an index of the run loops' events in the store would spare.
+// 400 ms under load average 19, past the goal itself. Of Kairo's own, the
+// largest item was then the daemon's scan of the window: SQLite stepped
+// and decoded all 10,000 rows to answer a few hundred, a read of 87-145 ms
+// (Server-Timing) on the loaded machine, cold or not. The console now
+// keeps a run index (runindex.go): the seqs of the newest 20,000 events
+// that are in run loops, fed by a lingering subscription to the log and
+// by the reads themselves, so a read asks the store for the run loops'
+// events and the newest 300 others only: 8-15 ms warm, 15-48 ms for the
+// first read after the log was filled, on the same loaded machine.
+//
+// What remains: the page asks 80-390 ms after the navigation's start
+// (Chromium's commit, the HTML, app.js; the preload asks as the HTML is
+// parsed, with the same credentials and headers as the script's fetch,
+// so it is used, not fetched twice), then parses and folds ~95 kB
+// (30-150 ms) and draws (60-130 ms): the renderer's CPU, which waits for
+// one of the 2 shared cores; floor-ms, a page that reads nothing, is
+// 110-290 ms under load by itself.
 func BenchmarkConsoleFirstPaint(b *testing.B) {
 	home := newHome(b)
 	d := startDaemon(b, home)

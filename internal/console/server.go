@@ -106,6 +106,7 @@ type Server struct {
 	sess    *session
 	streams chan struct{} // a slot per stream client
 	hub     *hub
+	runs    runIndex       // which events of the log's newest are in run loops
 	wg      sync.WaitGroup // the goroutines the server owns
 
 	closeOnce sync.Once
