@@ -69,7 +69,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if to > uint64(limit) {
 			from = to - uint64(limit) + 1
 		}
-		err := b.Replay(r.Context(), bus.Query{FromSeq: from, ToSeq: to}, pg.add)
+		var err error
+		if pg.outside >= 0 {
+			err = s.runs.read(r.Context(), b, from, to, &pg)
+		} else {
+			err = b.Replay(r.Context(), bus.Query{FromSeq: from, ToSeq: to}, pg.add)
+		}
 		var gap *bus.GapError
 		if errors.As(err, &gap) && gap.To < to {
 			// A bounded store dropped the oldest: what it still holds.

@@ -1,7 +1,9 @@
 package console
 
 import (
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"io/fs"
 )
 
@@ -18,4 +20,26 @@ var assets = func() fs.FS {
 		panic("console: the embedded assets: " + err.Error())
 	}
 	return sub
+}()
+
+// assetTags is the ETag of each of the page's files, by its path in
+// assets: a hash of its content, which changes with the binary's files.
+var assetTags = func() map[string]string {
+	tags := map[string]string{}
+	err := fs.WalkDir(assets, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(assets, path)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		tags[path] = `"` + hex.EncodeToString(sum[:12]) + `"`
+		return nil
+	})
+	if err != nil {
+		panic("console: the embedded assets: " + err.Error())
+	}
+	return tags
 }()

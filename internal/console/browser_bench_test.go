@@ -89,10 +89,30 @@ func fill(b *testing.B, c *client.Client, n uint64) {
 // paint ~40 ms) within 280-640 ms of wall time: on 2 cores shared with
 // other work the renderer and the daemon wait for a CPU most of the run,
 // and floor-ms, a page that reads nothing, rose from ~130 ms to above
-// 400 ms under load average 19, past the goal itself. What remains of
-// Kairo's own: the daemon's scan of the window (SQLite steps and decodes
-// 10,000 rows, ~20 ms of CPU, to find the few hundred it answers), which
-// an index of the run loops' events in the store would spare.
+// 400 ms under load average 19, past the goal itself. Of Kairo's own, the
+// largest item was then the daemon's scan of the window: SQLite stepped
+// and decoded all 10,000 rows to answer a few hundred, a read of 87-145 ms
+// (Server-Timing) on the loaded machine, cold or not. The console now
+// keeps a run index (runindex.go): the seqs of the newest 20,000 events
+// that are in run loops, fed by a lingering subscription to the log and
+// by the reads themselves, so a read asks the store for the run loops'
+// events and the newest 300 others only: 8-25 ms warm, 15-55 ms for the
+// first read after the log was filled, on the same loaded machine (once
+// 138 ms, beside the cold page's read of the whole window). The agents,
+// which the page awaits before it folds, are preloaded beside the events,
+// and the page's files are revalidated (ETag), not fetched again.
+//
+// What remains: the page asks 65-310 ms after the navigation's start
+// (Chromium's commit, the HTML; the preloads ask as the HTML is parsed,
+// with the same credentials and headers as the script's fetch, so each
+// is used, not fetched twice), app.js runs only at DOMContentLoaded
+// (30-200 ms after the answer came, under load), then parses and folds
+// ~95 kB (20-50 ms) and draws (50-160 ms): the renderer's CPU, which
+// waits for one of the 2 shared cores; floor-ms, a page that reads
+// nothing, is 110-290 ms under load by itself. In an ABBA of four runs
+// on the loaded machine the wall figures of before and after did not
+// separate (p50 243-281 ms both, x-floor 1.7-2.2 both): the read's
+// 60-190 ms are gone, the wait for the renderer's CPU is not.
 func BenchmarkConsoleFirstPaint(b *testing.B) {
 	home := newHome(b)
 	d := startDaemon(b, home)

@@ -106,6 +106,7 @@ type Server struct {
 	sess    *session
 	streams chan struct{} // a slot per stream client
 	hub     *hub
+	runs    runIndex       // which events of the log's newest are in run loops
 	wg      sync.WaitGroup // the goroutines the server owns
 
 	closeOnce sync.Once
@@ -299,6 +300,17 @@ func (s *Server) handler() http.Handler {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeError(w, http.StatusMethodNotAllowed, "the page's files are read with GET")
 			return
+		}
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		if name == "" {
+			name = "index.html"
+		}
+		if tag, ok := assetTags[name]; ok {
+			// Asked again at each navigation, answered 304 while the binary
+			// is the same: the browser keeps the files, and the script's
+			// compiled code with them.
+			w.Header().Set("ETag", tag)
+			w.Header().Set("Cache-Control", "no-cache")
 		}
 		files.ServeHTTP(w, r)
 	})

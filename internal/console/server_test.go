@@ -354,7 +354,8 @@ func TestServerEvents(t *testing.T) {
 // TestServerEventsOutside: with outside=K, a read answers every event of
 // its window that a run loop may hold (kairo.> or a correlationId) and
 // only the newest K of the others, counting those it left out; what it
-// answers is the whole read less those.
+// answers is the whole read less those. The reads of windows the console
+// read before (its run index) and of new ones answer alike.
 func TestServerEventsOutside(t *testing.T) {
 	d, u, _ := upConsole(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -364,14 +365,18 @@ func TestServerEventsOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for i := range 40 {
-		data, _ := msgpack.Marshal(map[string]any{"n": i})
-		ev := abi.Event{Type: "app.test.n", Data: data}
-		if i%4 == 0 {
-			ev.CorrelationID = "r-" + strconv.Itoa(i) // a run loop's, whatever its subject
-		}
-		if _, err := c.Publish(ctx, ev); err != nil {
-			t.Fatal(err)
+	n := 0
+	publish := func(count int) {
+		for range count {
+			data, _ := msgpack.Marshal(map[string]any{"n": n})
+			ev := abi.Event{Type: "app.test.n", Data: data}
+			if n%4 == 0 && n < 40 || n%97 == 0 || n > 300 && n%150 < 3 {
+				ev.CorrelationID = "r-" + strconv.Itoa(n) // a run loop's, whatever its subject
+			}
+			n++
+			if _, err := c.Publish(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	type event struct {
@@ -397,10 +402,14 @@ func TestServerEventsOutside(t *testing.T) {
 		return p
 	}
 	outside := func(e event) bool { return e.CorrelationID == "" && !strings.HasPrefix(e.Type, "kairo.") }
-	whole := get("?limit=35")
-	for _, k := range []int{0, 5, 29, 35} {
-		before := strconv.FormatUint(whole.LastSeq+1, 10)
-		p := get("?limit=35&before=" + before + "&outside=" + strconv.Itoa(k))
+	check := func(limit int, before string, k int) {
+		t.Helper()
+		q := "?limit=" + strconv.Itoa(limit)
+		if before != "" {
+			q += "&before=" + before
+		}
+		whole := get(q)
+		p := get(q + "&outside=" + strconv.Itoa(k))
 		var want []event
 		left := 0
 		for _, e := range whole.Events {
@@ -419,13 +428,37 @@ func TestServerEventsOutside(t *testing.T) {
 		}
 		omitted -= left
 		if len(p.Events) != len(want) || p.Omitted != omitted {
-			t.Fatalf("outside=%d: %d events, %d omitted; want %d and %d", k, len(p.Events), p.Omitted, len(want), omitted)
+			t.Fatalf("%s outside=%d: %d events, %d omitted; want %d and %d", q, k, len(p.Events), p.Omitted, len(want), omitted)
 		}
 		for i := range want {
 			if fmt.Sprint(p.Events[i]) != fmt.Sprint(want[i]) {
-				t.Fatalf("outside=%d: event %d is %+v, want %+v", k, i, p.Events[i], want[i])
+				t.Fatalf("%s outside=%d: event %d is %+v, want %+v", q, k, i, p.Events[i], want[i])
 			}
 		}
+	}
+	publish(40)
+	whole := get("?limit=35")
+	for _, k := range []int{0, 5, 29, 35} {
+		check(35, strconv.FormatUint(whole.LastSeq+1, 10), k)
+	}
+	// Run loops sparse among many others: windows the index covers, in
+	// part, and not; new events after.
+	publish(600)
+	for range 2 {
+		last := get("?limit=1").LastSeq
+		for _, w := range []struct {
+			limit  int
+			before uint64
+		}{{500, 0}, {500, last + 1}, {100, last - 200}, {300, last - 50}, {1000, 0}, {20, 30}} {
+			before := ""
+			if w.before > 0 {
+				before = strconv.FormatUint(w.before, 10)
+			}
+			for _, k := range []int{0, 1, 7, 70, 300} {
+				check(w.limit, before, k)
+			}
+		}
+		publish(130)
 	}
 	if p := get("?limit=35"); p.Omitted != 0 {
 		t.Errorf("without outside: %d omitted", p.Omitted)

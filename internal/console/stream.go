@@ -43,6 +43,7 @@ type hub struct {
 	attached map[string]*proc.Session // by process id
 	stopped  bool
 	sub      *bus.Subscription // kairo.process.*: spawns to attach to, exits to forget
+	index    *bus.Subscription // >: the run index's (Server.runs)
 }
 
 func newHub(s *Server) *hub {
@@ -77,6 +78,15 @@ func (h *hub) start() error {
 		return fmt.Errorf("the console cannot follow the processes: %w", err)
 	}
 	h.sub = sub
+	// The run index follows the log, so that a read finds the newest
+	// events indexed rather than decodes them; in no hurry, it is woken
+	// once for what came within indexLinger.
+	idx, err := k.Bus.Subscribe(h.s.ctx, ">", bus.SubscribeConfig{Linger: indexLinger}, h.s.runs.observe)
+	if err != nil {
+		sub.Close()
+		return fmt.Errorf("the console cannot follow the log: %w", err)
+	}
+	h.index = idx
 	for _, info := range k.Proc.List() {
 		if info.Status == abi.ProcessRunning {
 			h.attach(info.ID)
@@ -104,6 +114,9 @@ func (h *hub) attach(id string) {
 func (h *hub) stop() {
 	if h.sub != nil {
 		h.sub.Close()
+	}
+	if h.index != nil {
+		h.index.Close()
 	}
 	h.mu.Lock()
 	h.stopped = true
