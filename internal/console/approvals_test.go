@@ -67,14 +67,7 @@ type approvalJSON struct {
 // request decides it; a second decision answers already, with the first
 // one; GET /api/approvals lists the pending ones, ?all=1 the decided too.
 func TestServerApprove(t *testing.T) {
-	d, u, _ := upConsole(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := client.Dial(ctx, d.Socket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, _, u, c := upConsoleClient(t, time.Minute)
 	a := ask(t, c, abi.ApprovalRequest{ActionID: "act-http-1", CorrelationID: "loop-http", Tool: "shell", Mode: abi.ApprovalAlways, Reason: "shell needs approval"})
 
 	res, body := do(t, u, "GET", "/api/approvals", "", bearer(u))

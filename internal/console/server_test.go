@@ -59,7 +59,37 @@ func upConsole(t *testing.T, edit func(*manifests.Config)) (*host.Daemon, *url.U
 	return d, u, logs
 }
 
+// upConsoleClient is upConsole with a client of the daemon's socket and a
+// context that ends after timeout, both ended with the test.
+func upConsoleClient(t *testing.T, timeout time.Duration) (context.Context, *host.Daemon, *url.URL, *client.Client) {
+	t.Helper()
+	d, u, _ := upConsole(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	c, err := client.Dial(ctx, d.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, d, u, c
+}
+
 func token(u *url.URL) string { return u.Query().Get("token") }
+
+// getJSON is the console's answer to GET path with the token, which must
+// be 200 with a T as JSON.
+func getJSON[T any](t *testing.T, u *url.URL, path string) T {
+	t.Helper()
+	res, body := do(t, u, "GET", path, "", bearer(u))
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %s", path, res.StatusCode, body)
+	}
+	var v T
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("%s: %v\n%.300s", path, err, body)
+	}
+	return v
+}
 
 // do sends a request to the console at u with the headers given, and
 // returns the answer with its body read.
@@ -284,14 +314,7 @@ func replay(t *testing.T, d *host.Daemon, seq uint64) []abi.Event {
 }
 
 func TestServerEvents(t *testing.T) {
-	d, u, _ := upConsole(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := client.Dial(ctx, d.Socket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, d, u, c := upConsoleClient(t, time.Minute)
 	for i := range 30 {
 		data, _ := msgpack.Marshal(map[string]any{"n": i, "html": "<img src=x onerror=alert(1)>"})
 		if _, err := c.Publish(ctx, abi.Event{Type: "app.test.n", Data: data}); err != nil {
@@ -308,17 +331,7 @@ func TestServerEvents(t *testing.T) {
 		} `json:"events"`
 		LastSeq uint64 `json:"lastSeq"`
 	}
-	get := func(q string) page {
-		res, body := do(t, u, "GET", "/api/events"+q, "", bearer(u))
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("/api/events%s: %d %s", q, res.StatusCode, body)
-		}
-		var p page
-		if err := json.Unmarshal([]byte(body), &p); err != nil {
-			t.Fatalf("/api/events%s: %v\n%.300s", q, err, body)
-		}
-		return p
-	}
+	get := func(q string) page { return getJSON[page](t, u, "/api/events"+q) }
 	p := get("?limit=10")
 	last := d.Kernel().Bus.LastSeq()
 	if len(p.Events) != 10 || p.LastSeq < last-1 || p.Events[0].Seq != p.LastSeq {
@@ -357,14 +370,7 @@ func TestServerEvents(t *testing.T) {
 // answers is the whole read less those. The reads of windows the console
 // read before (its run index) and of new ones answer alike.
 func TestServerEventsOutside(t *testing.T) {
-	d, u, _ := upConsole(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := client.Dial(ctx, d.Socket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, _, u, c := upConsoleClient(t, time.Minute)
 	n := 0
 	publish := func(count int) {
 		for range count {
@@ -390,17 +396,7 @@ func TestServerEventsOutside(t *testing.T) {
 		LastSeq uint64  `json:"lastSeq"`
 		Omitted int     `json:"omitted"`
 	}
-	get := func(q string) page {
-		res, body := do(t, u, "GET", "/api/events"+q, "", bearer(u))
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("/api/events%s: %d %s", q, res.StatusCode, body)
-		}
-		var p page
-		if err := json.Unmarshal([]byte(body), &p); err != nil {
-			t.Fatalf("/api/events%s: %v\n%.300s", q, err, body)
-		}
-		return p
-	}
+	get := func(q string) page { return getJSON[page](t, u, "/api/events"+q) }
 	outside := func(e event) bool { return e.CorrelationID == "" && !strings.HasPrefix(e.Type, "kairo.") }
 	check := func(limit int, before string, k int) {
 		t.Helper()
@@ -516,14 +512,7 @@ func openStream(t *testing.T, ctx context.Context, u *url.URL, query string, hea
 }
 
 func TestServerStream(t *testing.T) {
-	d, u, _ := upConsole(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := client.Dial(ctx, d.Socket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, _, u, c := upConsoleClient(t, 2*time.Minute)
 	res0, err := c.Publish(ctx, abi.Event{Type: "app.before.stream"})
 	if err != nil {
 		t.Fatal(err)
@@ -743,14 +732,7 @@ func TestServerStops(t *testing.T) {
 }
 
 func TestConsoleURLMethod(t *testing.T) {
-	d, u, _ := upConsole(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := client.Dial(ctx, d.Socket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, _, u, c := upConsoleClient(t, time.Minute)
 	var res abi.ConsoleURLResult
 	if err := c.Call(ctx, abi.MethodConsoleURL, nil, &res); err != nil || res.URL != u.String() {
 		t.Fatalf("console.url = %q, %v; want %q", res.URL, err, u)
