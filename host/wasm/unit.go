@@ -167,7 +167,6 @@ func (u *unit) run() {
 		if u.ctx.Err() != nil {
 			return
 		}
-		startedOnce()
 		var pause time.Duration
 		var rf errRefused
 		switch {
@@ -189,6 +188,9 @@ func (u *unit) run() {
 		default:
 			pause = u.recordFailure(err)
 		}
+		// Its first start has ended, and its state says how: a Start
+		// waiting for it reads refused or failed, never starting.
+		startedOnce()
 		if pause == 0 {
 			// Stays as it is until its files change (a new unit) or an
 			// operator restarts it: what it holds is of no use meanwhile.
