@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"slices"
 )
@@ -34,15 +35,7 @@ func dataSpans(wasm []byte) []memSpan {
 	if err != nil || bad != nil {
 		return nil
 	}
-	slices.SortFunc(spans, func(a, b memSpan) int {
-		switch {
-		case a.off < b.off:
-			return -1
-		case a.off > b.off:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(spans, func(a, b memSpan) int { return cmp.Compare(a.off, b.off) })
 	out := spans[:0]
 	for _, s := range spans {
 		if n := len(out); n > 0 && s.off <= out[n-1].end {

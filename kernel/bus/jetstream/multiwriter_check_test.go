@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -369,15 +370,7 @@ func readLogMessages(t *testing.T, c *testCluster, stream string) []rawLogMessag
 func checkLogHeaders(t *testing.T, c *testCluster, stream string, hosts map[string]bool, stored []abi.Event) {
 	t.Helper()
 	msgs := readLogMessages(t, c, stream)
-	slices.SortStableFunc(msgs, func(x, y rawLogMessage) int {
-		switch {
-		case x.first < y.first:
-			return -1
-		case x.first > y.first:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(msgs, func(x, y rawLogMessage) int { return cmp.Compare(x.first, y.first) })
 	bySeq := map[uint64]abi.Event{}
 	for _, ev := range stored {
 		bySeq[ev.Seq] = ev
