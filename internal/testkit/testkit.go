@@ -27,6 +27,10 @@ func root() string {
 // static, as `make build` does: a cgo kairo's sandbox helper makes its
 // threads with pthread_create, whose 8 MiB stacks a skill's memory limit
 // can refuse on a loaded machine ("runtime/cgo: pthread_create failed").
+// It links as `make build` does too, without the symbol table and DWARF
+// (-s -w), so that what a test measures of the binary (its size, the
+// pages of it a daemon maps) is the binary that ships. Panics still name
+// functions, files and lines: that is the pcln table, which stays.
 func BuildKairo() (bin string, remove func(), err error) {
 	return Build("./cmd/kairo", "kairo")
 }
@@ -42,7 +46,7 @@ func Build(pkg, name string) (bin string, remove func(), err error) {
 	remove = func() { os.RemoveAll(dir) }
 	os.Chmod(dir, 0o755)
 	bin = filepath.Join(dir, name)
-	build := exec.Command("go", "build", "-o", bin, pkg)
+	build := exec.Command("go", "build", "-ldflags=-s -w", "-o", bin, pkg)
 	build.Dir = root()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
