@@ -17,7 +17,7 @@ import (
 // (docs/RATIONALE.md#time-ordered-ids).
 type idGen struct {
 	mu    sync.Mutex
-	arena []byte // IDs are formatted here, 64 to an allocation
+	arena idArena
 	ms    int64
 	seq   uint64 // rand_b: 62 bits
 	randA [2]byte
@@ -34,22 +34,18 @@ func NewID() string { return NewIDAt(time.Now()) }
 func NewIDAt(now time.Time) string {
 	var u [16]byte
 	ids.mu.Lock()
-	ids.next(&u, now.UnixMilli())
-	// One allocation per 64 IDs instead of one each: the publish path is
-	// short enough that a 36-byte allocation shows. Each ID's bytes are
-	// written once, before the string exists, and never again.
-	if len(ids.arena) < 36 {
-		ids.arena = make([]byte, 64*36)
-	}
-	b := (*[36]byte)(ids.arena[:36:36])
-	ids.arena = ids.arena[36:]
+	ms, seq, ra := ids.reserve(now.UnixMilli(), 1)
+	b := ids.arena.take()
 	ids.mu.Unlock()
+	putID(&u, ms, seq, ra)
 	putUUID(b, &u)
 	return unsafe.String(&b[0], 36)
 }
 
-// next fills u; the caller holds g.mu.
-func (g *idGen) next(u *[16]byte, ms int64) {
+// reserve takes n consecutive counter values of millisecond ms (or of the
+// generator's, if the clock went back) and returns the first; the caller
+// holds g.mu.
+func (g *idGen) reserve(ms int64, n uint64) (int64, uint64, [2]byte) {
 	if ms > g.ms {
 		g.ms = ms
 		var r [10]byte
@@ -61,13 +57,69 @@ func (g *idGen) next(u *[16]byte, ms int64) {
 	} else {
 		g.seq++ // clock went back or same millisecond: keep counting
 	}
-	ms, seq, ra := g.ms, g.seq, g.randA
+	first := g.seq
+	g.seq += n - 1
+	return g.ms, first, g.randA
+}
 
+// putID lays out the UUIDv7 of millisecond ms, counter seq and rand_a ra.
+func putID(u *[16]byte, ms int64, seq uint64, ra [2]byte) {
 	binary.BigEndian.PutUint64(u[0:8], uint64(ms)<<16)
 	u[6] = 0x70 | ra[0]&0x0f // version 7
 	u[7] = ra[1]
 	binary.BigEndian.PutUint64(u[8:], seq)
 	u[8] = u[8]&0x3f | 0x80 // variant 10
+}
+
+// idArena hands out room for formatted IDs, 64 to an allocation instead of
+// one each: the publish path is short enough that a 36-byte allocation
+// shows. Each ID's bytes are written once, before its string exists, and
+// never again.
+type idArena []byte
+
+func (a *idArena) take() *[36]byte {
+	if len(*a) < 36 {
+		*a = make([]byte, 64*36)
+	}
+	b := (*[36]byte)((*a)[:36:36])
+	*a = (*a)[36:]
+	return b
+}
+
+// IDBlock makes IDs as [NewIDAt] does, from counter values it reserves from
+// the process's generator 64 at a time (or once a millisecond, whichever
+// comes first), so that the generator's lock is taken once a block rather
+// than once an ID. Its IDs are unique within the process as NewIDAt's are
+// and strictly increasing; within one millisecond a block's IDs sort
+// together, not among those other callers made meanwhile. It is not safe
+// for concurrent use: its owner serialises the calls (the bus, under the
+// lock it appends with). The zero value is ready.
+type IDBlock struct {
+	ms    int64
+	seq   uint64 // the next counter value of the block
+	left  uint64 // counter values left in the block
+	randA [2]byte
+	arena idArena
+}
+
+// idBlockLen is how many IDs an [IDBlock] reserves at once.
+const idBlockLen = 64
+
+// NewAt returns a new ID for a clock reading now.
+func (k *IDBlock) NewAt(now time.Time) string {
+	if ms := now.UnixMilli(); ms > k.ms || k.left == 0 {
+		ids.mu.Lock()
+		k.ms, k.seq, k.randA = ids.reserve(ms, idBlockLen)
+		ids.mu.Unlock()
+		k.left = idBlockLen
+	}
+	var u [16]byte
+	putID(&u, k.ms, k.seq, k.randA)
+	k.seq++
+	k.left--
+	b := k.arena.take()
+	putUUID(b, &u)
+	return unsafe.String(&b[0], 36)
 }
 
 // ParseUUID decodes a lower-case, hyphenated UUID, the form [NewID]

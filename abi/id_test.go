@@ -98,6 +98,53 @@ func TestNewIDConcurrentUnique(t *testing.T) {
 	}
 }
 
+// TestIDBlockUnique: blocks used by their own goroutines, beside NewID,
+// give IDs of the clock reading they were given, each block's strictly
+// increasing, none twice; a clock that goes back keeps them increasing.
+func TestIDBlockUnique(t *testing.T) {
+	const goroutines, each = 6, 20_000
+	out := make([][]string, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var k IDBlock
+			ids := make([]string, each)
+			for i := range ids {
+				if g%2 == 0 {
+					ids[i] = NewID()
+					continue
+				}
+				now := time.Now()
+				if i%1000 == 999 {
+					now = now.Add(-time.Second) // the clock stepped back
+				}
+				ids[i] = k.NewAt(now)
+				if i%1000 != 999 {
+					if ms := checkV7(t, ids[i]); ms < now.UnixMilli() {
+						t.Errorf("id %q carries %d ms, before its clock reading %d", ids[i], ms, now.UnixMilli())
+					}
+				}
+			}
+			out[g] = ids
+		}()
+	}
+	wg.Wait()
+	seen := make(map[string]bool, goroutines*each)
+	for g, ids := range out {
+		for i, id := range ids {
+			if seen[id] {
+				t.Fatalf("id %q returned twice", id)
+			}
+			seen[id] = true
+			if i > 0 && id <= ids[i-1] {
+				t.Fatalf("goroutine %d: %q does not sort after %q", g, id, ids[i-1])
+			}
+		}
+	}
+}
+
 func TestUUIDRoundTrip(t *testing.T) {
 	fixed := [][16]byte{{}, {0: 0xff, 15: 0xff}, {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10}}
 	for range 1000 {

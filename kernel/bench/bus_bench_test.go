@@ -396,20 +396,34 @@ func publishBare(b *testing.B, n int) publishRound {
 // figure is the median over the rounds, each x the median of the
 // per-round ratios (the goal: x-nats at least 5).
 //
+// cpu-ns/event is the process's CPU time per event in Kairo's rounds
+// (publisher, subscriber and the runtime together), cpu-x-nats the median
+// of the per-round ratios of NATS's CPU per message to it: steadier than
+// the rates when other work shares the machine.
+//
 // The floor is the publisher's own work: the subscriber wakes once for
-// many events and costs almost nothing, so a round is the synchronous
-// publisher's CPU per event (the bus's lock, the checks, the id and time,
-// one copy into the ring and one into the subscriber's buffer). Where it
-// went (pprof, 1.6M events, loaded machine; shares of Publish): prepare
-// 42 % (the id 16 %, the clock 11 %, the limits 8 %, the subject 6 %), a
-// second clock reading for the append 15 %, the ring's append 22 %,
-// delivery 15 %, the bus's lock the rest. With one clock reading, a plain
-// mutex on the ring and the id formatted without bounds checks, a publish
-// costs 550-580 ns of CPU on the loaded machine (850-900 before); what is
-// left is the id (its mutex and digits, about a fifth), the monotonic
-// clock (a sixth), the subject's check, two 152-byte copies of the event
-// (ring and subscriber buffer) and two mutexes: little a single publisher
-// can shed without giving up a check or the ring's dedup.
+// many events and costs little, so a round is the synchronous publisher's
+// CPU per event. Where it went (pprof of 8M publishes with one kairo.>
+// subscriber, loaded machine; shares of Publish): the event's ID 15 % (the
+// generator's mutex, its digits), the clock 15 % (a monotonic reading
+// costs about 60 ns on this virtual machine), the subject's check 6 %, the
+// limits 2 %; the ring's append 20 % (most of it the copy of the event into
+// a slot no cache holds); delivery 27 % (the subscription's mutex, the copy
+// into its buffer, the wake-up); the bus's lock 5 %. Much of what the
+// mutexes seemed to cost is the wait for the copies before them to reach
+// memory, which a locked instruction must wait for. Now the bus names the
+// ring's events under the lock it appends with, from IDs it reserves from
+// the generator 64 at a time (abi.IDBlock), and counts under that lock
+// too: three mutexes a publish and no atomic counter, the process's CPU
+// an event 3-7 % lower in alternated rounds of the old and the new bus in
+// one process. Guarding the subscriptions' buffers with the bus's lock
+// (one mutex less) measured nothing more here, and would make subscribers
+// of a durable store wait for its commits. What stands between Kairo and
+// the floor: the second copy of each event, into the subscriber's buffer
+// (offering the subscriber nothing cut the CPU an event by about a sixth:
+// a subscriber that copied its runs out of the ring itself, a seqlock-style
+// read, would take that off the publisher), the clock, the ID's digits and
+// the subject's check.
 func BenchmarkFanoutMemory(b *testing.B) {
 	fanout(b, func(ctx context.Context, bs *bus.Bus, data []byte, n int) error {
 		// Publish copies the event into the store, so one struct serves
@@ -470,19 +484,32 @@ func fanout(b *testing.B, publish func(ctx context.Context, bs *bus.Bus, data []
 		}
 		return float64(per) / elapsed.Seconds()
 	}
-	var ks, ns, ps, xn, xp []float64
+	// timed runs f and also returns the process's CPU time per event in
+	// it: steadier than a rate on a shared machine.
+	timed := func(f func() float64) (rate, cpu float64) {
+		cpu0 := cpuTime()
+		rate = f()
+		return rate, float64((cpuTime() - cpu0).Nanoseconds()) / float64(per)
+	}
+	var ks, ns, ps, xn, xp, kc, xc []float64
 	b.ResetTimer()
 	for r := range rounds {
-		var k, n, p float64
+		var k, n, p, kcpu, ncpu float64
+		kr := func() { k, kcpu = timed(kairo) }
+		nr := func() { n, ncpu = timed(func() float64 { return tcp.round(b, per) }) }
+		pr := func() { p = inproc.round(b, per) }
 		if r%4 == 0 || r%4 == 3 { // forward, backward, backward, forward
-			k, n, p = kairo(), tcp.round(b, per), inproc.round(b, per)
+			kr()
+			nr()
+			pr()
 		} else {
-			p = inproc.round(b, per)
-			n = tcp.round(b, per)
-			k = kairo()
+			pr()
+			nr()
+			kr()
 		}
 		ks, ns, ps = append(ks, k), append(ns, n), append(ps, p)
 		xn, xp = append(xn, k/n), append(xp, k/p)
+		kc, xc = append(kc, kcpu), append(xc, ncpu/kcpu)
 	}
 	b.StopTimer()
 	b.ReportMetric(medianOf(ks), "events/s")
@@ -490,6 +517,8 @@ func fanout(b *testing.B, publish func(ctx context.Context, bs *bus.Bus, data []
 	b.ReportMetric(medianOf(ps), "events/s-nats-inproc")
 	b.ReportMetric(medianOf(xn), "x-nats")
 	b.ReportMetric(medianOf(xp), "x-nats-inproc")
+	b.ReportMetric(medianOf(kc), "cpu-ns/event")
+	b.ReportMetric(medianOf(xc), "cpu-x-nats")
 }
 
 // replayFixture is the SQLite store BenchmarkReplay reads, built on first use.

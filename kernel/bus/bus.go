@@ -88,6 +88,12 @@ type Bus struct {
 	nextSubID uint64
 	one       [1]*abi.Event // appendInline's arguments, kept here so they
 	oneDup    [1]bool       // do not escape to the heap on every publish
+	// ids names the events of a store without group commit (the ring)
+	// under mu, where their append is serialised anyway: no lock of the
+	// ID generator's own for each.
+	ids abi.IDBlock
+	// published and duplicates count under mu, where they are decided.
+	published, duplicates uint64
 
 	// Group commit (stores with GroupCommit): publishers add to cur, one
 	// flusher goroutine appends each batch in one store call.
@@ -104,9 +110,9 @@ type Bus struct {
 	// (SetMask).
 	mask atomic.Pointer[func([]byte) []byte]
 
-	published, duplicates, deliveredN, catchUps atomic.Uint64
-	followed                                    atomic.Uint64  // other writers' events
-	wg                                          sync.WaitGroup // subscription goroutines
+	deliveredN, catchUps atomic.Uint64
+	followed             atomic.Uint64  // other writers' events
+	wg                   sync.WaitGroup // subscription goroutines
 
 	clientBytes atomic.Int64 // held for budgeted subscriptions, at most opts.MaxClientBytes
 
@@ -349,7 +355,9 @@ func (b *Bus) prepareAt(ev *abi.Event, now time.Time) error {
 	if ev.Time.IsZero() {
 		ev.Time = now
 	}
-	if ev.ID == "" {
+	if ev.ID == "" && b.kick != nil {
+		// Encoded before it is queued, so named now; a store without
+		// group commit names it as it appends (appendLocked).
 		ev.ID = abi.NewIDAt(now)
 	}
 	if ev.Source == "" {
@@ -417,8 +425,14 @@ func (b *Bus) flushOnce() bool {
 // appendLocked stores evs and delivers the new ones; the caller holds b.mu,
 // which orders appends with deliveries on every path. start is a clock
 // reading taken no later than the append begins: an outage began no later
-// than the append it failed.
+// than the append it failed, and an event still without an ID (a store
+// without group commit) is named from it.
 func (b *Bus) appendLocked(evs []*abi.Event, envs [][]byte, dup []bool, start time.Time) error {
+	for _, ev := range evs {
+		if ev.ID == "" {
+			ev.ID = b.ids.NewAt(start)
+		}
+	}
 	if err := b.refuseUnreachable(evs); err != nil {
 		return err
 	}
@@ -463,10 +477,8 @@ func (b *Bus) deliverLocked(evs []*abi.Event, dup []bool) {
 		fresh++
 		b.delivered = ev.Seq
 	}
-	if d := uint64(len(evs)) - fresh; d > 0 {
-		b.duplicates.Add(d)
-	}
-	b.published.Add(fresh)
+	b.duplicates += uint64(len(evs)) - fresh
+	b.published += fresh
 	if fresh == 0 {
 		return
 	}
@@ -521,13 +533,14 @@ func (b *Bus) Stats() Stats {
 	b.unreach.mu.Lock()
 	unreach := b.unreach.total
 	b.unreach.mu.Unlock()
+	published, duplicates := b.published, b.duplicates
 	b.mu.Unlock()
 	return Stats{
 		RefusedFull:        full,
 		RefusedUnreachable: unreach,
 		Lagging:            lagging,
-		Published:          b.published.Load(),
-		Duplicates:         b.duplicates.Load(),
+		Published:          published,
+		Duplicates:         duplicates,
 		Delivered:          b.deliveredN.Load(),
 		CatchUps:           b.catchUps.Load(),
 		Followed:           b.followed.Load(),

@@ -649,9 +649,16 @@ func TestConcurrentPublishers(t *testing.T) {
 				t.Fatalf("subscriber %d got %d events, want %d", i, len(got), total)
 			}
 			bustest.CheckDense(t, got, 1)
-			// Each publisher's events arrive in the order it published them.
+			// Each publisher's events arrive in the order it published them,
+			// each named by the bus, none like another.
 			next := map[string]int{}
+			ids := make(map[string]bool, total)
 			for _, ev := range got {
+				bus.CheckV7(t, ev.ID)
+				if ids[ev.ID] {
+					t.Fatalf("subscriber %d: id %s given twice", i, ev.ID)
+				}
+				ids[ev.ID] = true
 				if k := bustest.PayloadInt(t, &ev); k != next[ev.Type] {
 					t.Fatalf("subscriber %d: %s event %d arrived when %d was due", i, ev.Type, k, next[ev.Type])
 				}
