@@ -87,6 +87,7 @@ type Sandboxed struct {
 
 	poolOnce sync.Once
 	pool     chan *warmHelper
+	filter   *sandbox.WarmFilter // the waiting helpers' filter: the default profile's
 	taken    chan struct{}
 	ended    chan struct{} // a spawn that took a waiting helper ended
 	stop     chan struct{}
@@ -182,6 +183,9 @@ type warmHelper struct {
 	// spawn will most likely start, given out ahead, with tmp and work
 	// given to it; 0 once a spawn took it, or when there is none.
 	uid int
+	// filter is the seccomp filter the helper installed while it waits
+	// (nil: none): it runs only a spawn that has it.
+	filter *sandbox.WarmFilter
 }
 
 // discard ends a helper that will not get its spawn, and removes what was
@@ -228,6 +232,9 @@ func (l *Sandboxed) takeWarm() *warmHelper {
 // startPool starts the goroutine that keeps Warm helpers waiting; Close
 // stops it.
 func (l *Sandboxed) startPool() {
+	p := sandbox.Default("", "", nil)
+	p.LogDenials = l.LogDenials
+	l.filter = sandbox.WarmFilterOf(p)
 	l.pool = make(chan *warmHelper, l.Warm)
 	l.taken = make(chan struct{}, 1)
 	l.ended = make(chan struct{}, 1)
@@ -237,7 +244,7 @@ func (l *Sandboxed) startPool() {
 		defer close(l.poolDone)
 		for {
 			for len(l.pool) < cap(l.pool) {
-				w, err := l.startWarm()
+				w, err := l.startWarm(l.filter)
 				if err != nil {
 					break // spawns start their own until the next try
 				}
@@ -292,19 +299,27 @@ func (l *Sandboxed) warmEnded() {
 	}
 }
 
-// startWarm starts one waiting helper, registered as a leader so that the
-// orphan reaper leaves its exit to its exec.Cmd.
-func (l *Sandboxed) startWarm() (*warmHelper, error) {
+// startHelper starts a waiting helper's process, with filter installed
+// while it waits, registered as a leader so that the orphan reaper leaves
+// its exit to its exec.Cmd.
+func (l *Sandboxed) startHelper(filter *sandbox.WarmFilter) (*exec.Cmd, *os.File, error) {
 	leaders.mu.Lock()
-	cmd, ctl, err := sandbox.StartWarm(l.Helper)
+	defer leaders.mu.Unlock()
+	cmd, ctl, err := sandbox.StartWarm(l.Helper, filter)
 	if err == nil {
 		leaders.pids[cmd.Process.Pid] = true
 	}
-	leaders.mu.Unlock()
+	return cmd, ctl, err
+}
+
+// startWarm starts one waiting helper, with filter installed while it
+// waits (nil: none), its folders, its uid and, with cgroups, its cgroup.
+func (l *Sandboxed) startWarm(filter *sandbox.WarmFilter) (*warmHelper, error) {
+	cmd, ctl, err := l.startHelper(filter)
 	if err != nil {
 		return nil, err
 	}
-	w := &warmHelper{cmd: cmd, ctl: ctl}
+	w := &warmHelper{cmd: cmd, ctl: ctl, filter: filter}
 	fail := func(err error) (*warmHelper, error) {
 		ctl.Close()
 		cmd.Process.Kill()

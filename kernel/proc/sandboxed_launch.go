@@ -18,7 +18,7 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	if b.tree == nil {
 		b.tree, b.member = newTree(), false
 	}
-	steps := []func() error{b.takeHelper, b.makeFolders, b.buildPolicy, b.assignUID, b.giveSecrets, b.startEgress, b.buildCommand, b.placeInCgroup}
+	steps := []func() error{b.takeHelper, b.makeFolders, b.buildPolicy, b.assignUID, b.giveSecrets, b.startEgress, b.buildCommand, b.fitHelper, b.placeInCgroup}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			b.giveBack()
@@ -64,7 +64,7 @@ func (b *launching) takeHelper() error {
 	w := l.takeWarm()
 	if w == nil && l.Cgroups != nil {
 		var err error
-		if w, err = l.startWarm(); err != nil {
+		if w, err = l.startWarm(nil); err != nil {
 			return err
 		}
 	}
@@ -260,6 +260,37 @@ func (b *launching) buildCommand() error {
 	if spec.IPC != nil {
 		return b.l.connect(c, uid, *spec.IPC, b.tree, spec.Skill)
 	}
+	return nil
+}
+
+// fitHelper replaces the waiting helper's process when the seccomp filter
+// it installed while it waited is not the spawn's (a policy that grants
+// sockets the default profile does not): by one that installs none, in
+// the same cgroup, with the same folders and uid.
+func (b *launching) fitHelper() error {
+	l, w := b.l, b.w
+	if w == nil || b.c.Fits(w.filter) {
+		return nil
+	}
+	cmd, ctl, err := l.startHelper(nil)
+	if err != nil {
+		return err
+	}
+	if w.cg != nil {
+		if err := w.cg.add(cmd.Process.Pid); err != nil {
+			ctl.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			forgetLeader(cmd.Process.Pid)
+			return err
+		}
+	}
+	old, oldCtl := w.cmd, w.ctl
+	w.cmd, w.ctl, w.filter = cmd, ctl, nil
+	oldCtl.Close() // it exits when its control socket closes
+	old.Process.Kill()
+	old.Wait()
+	forgetLeader(old.Process.Pid)
 	return nil
 }
 
