@@ -186,6 +186,36 @@ type warmHelper struct {
 	// filter is the seccomp filter the helper installed while it waits
 	// (nil: none): it runs only a spawn that has it.
 	filter *sandbox.WarmFilter
+	// mntns, when the kernel is root, is the helper's mount namespace,
+	// which it made for its private /proc (sandbox/procfs.go), held open
+	// so that the target's exit does not drop its last reference: the
+	// kernel tears a mount namespace down inside the exit of its last
+	// process, waiting for an RCU grace period (namespace_unlock), and
+	// tells the parent only after it — 2 to 6 ms on 2 loaded cores,
+	// against 0.1 ms for an exit without one. The spawn's cleanup
+	// closes it after the exited event, off the exit's path.
+	mntns *os.File
+}
+
+// holdMountNS opens the mount namespace of the waiting helper pid: it
+// made it before it said it was ready.
+func holdMountNS(pid int) *os.File {
+	if os.Geteuid() != 0 {
+		return nil // no private /proc, no namespace of its own
+	}
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	if err != nil {
+		return nil // the exit then tears it down, as without this
+	}
+	return f
+}
+
+// closeLater closes f, a held mount namespace, off the caller's path:
+// the last close tears the namespace down, which takes milliseconds.
+func (l *Sandboxed) closeLater(f *os.File) {
+	if f != nil {
+		l.janitor.do(func() { f.Close() })
+	}
 }
 
 // discard ends a helper that will not get its spawn, and removes what was
@@ -195,6 +225,7 @@ func (l *Sandboxed) discard(w *warmHelper) {
 	w.cmd.Process.Kill()
 	w.cmd.Wait()
 	forgetLeader(w.cmd.Process.Pid)
+	l.closeLater(w.mntns)
 	uid := w.uid // nothing ever ran as it
 	l.janitor.do(func() {
 		if w.cg != nil {
@@ -319,12 +350,15 @@ func (l *Sandboxed) startWarm(filter *sandbox.WarmFilter) (*warmHelper, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &warmHelper{cmd: cmd, ctl: ctl, filter: filter}
+	w := &warmHelper{cmd: cmd, ctl: ctl, filter: filter, mntns: holdMountNS(cmd.Process.Pid)}
 	fail := func(err error) (*warmHelper, error) {
 		ctl.Close()
 		cmd.Process.Kill()
 		cmd.Wait()
 		forgetLeader(cmd.Process.Pid)
+		if w.mntns != nil {
+			w.mntns.Close()
+		}
 		if w.cg != nil {
 			w.cg.remove()
 		}

@@ -285,12 +285,13 @@ func (b *launching) fitHelper() error {
 			return err
 		}
 	}
-	old, oldCtl := w.cmd, w.ctl
-	w.cmd, w.ctl, w.filter = cmd, ctl, nil
+	old, oldCtl, oldNS := w.cmd, w.ctl, w.mntns
+	w.cmd, w.ctl, w.filter, w.mntns = cmd, ctl, nil, holdMountNS(cmd.Process.Pid)
 	oldCtl.Close() // it exits when its control socket closes
 	old.Process.Kill()
 	old.Wait()
 	forgetLeader(old.Process.Pid)
+	l.closeLater(oldNS)
 	return nil
 }
 
@@ -394,6 +395,10 @@ func (b *launching) cleanup(launch *Launch, dirs []string) func() {
 	l, cg, member, uid, stopEgress := b.l, b.cg, b.member, b.uid, b.stopEgress
 	tmp, work, made, keep := b.tmp, b.work, b.made, b.keep
 	warm := b.w != nil
+	var mntns *os.File
+	if warm {
+		mntns, b.w.mntns = b.w.mntns, nil // the spawn's now: its cleanup closes it
+	}
 	return func() {
 		if warm {
 			defer l.warmEnded() // its exited event is out: the pool may refill
@@ -419,6 +424,7 @@ func (b *launching) cleanup(launch *Launch, dirs []string) func() {
 		}
 		// Off the exit's path: removing folders on a virtual disk takes
 		// a millisecond or more. Close waits for what is queued.
+		l.closeLater(mntns) // the process is gone: the teardown is the janitor's
 		l.janitor.do(func() {
 			if cg != nil {
 				cg.remove()
