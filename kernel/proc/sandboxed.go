@@ -87,7 +87,7 @@ type Sandboxed struct {
 
 	poolOnce sync.Once
 	pool     chan *warmHelper
-	filter   *sandbox.WarmFilter // the waiting helpers' filter: the default profile's
+	filter   *sandbox.WarmFilter // the filter the next helper installs; mu
 	taken    chan struct{}
 	ended    chan struct{} // a spawn that took a waiting helper ended
 	stop     chan struct{}
@@ -265,7 +265,7 @@ func (l *Sandboxed) takeWarm() *warmHelper {
 func (l *Sandboxed) startPool() {
 	p := sandbox.Default("", "", nil)
 	p.LogDenials = l.LogDenials
-	l.filter = sandbox.WarmFilterOf(p)
+	l.learnFilter(sandbox.WarmFilterOf(p))
 	l.pool = make(chan *warmHelper, l.Warm)
 	l.taken = make(chan struct{}, 1)
 	l.ended = make(chan struct{}, 1)
@@ -275,7 +275,10 @@ func (l *Sandboxed) startPool() {
 		defer close(l.poolDone)
 		for {
 			for len(l.pool) < cap(l.pool) {
-				w, err := l.startWarm(l.filter)
+				l.mu.Lock()
+				filter := l.filter
+				l.mu.Unlock()
+				w, err := l.startWarm(filter)
 				if err != nil {
 					break // spawns start their own until the next try
 				}
@@ -320,6 +323,15 @@ func (l *Sandboxed) refillWait() bool {
 		return false
 	}
 	return true
+}
+
+// learnFilter makes f the seccomp filter the helpers started from now on
+// install while they wait: at first the default profile's, then that of
+// the last spawn a waiting helper did not fit.
+func (l *Sandboxed) learnFilter(f *sandbox.WarmFilter) {
+	l.mu.Lock()
+	l.filter = f
+	l.mu.Unlock()
 }
 
 // warmEnded tells the pool that a spawn that took a waiting helper ended.

@@ -265,13 +265,15 @@ func (b *launching) buildCommand() error {
 
 // fitHelper replaces the waiting helper's process when the seccomp filter
 // it installed while it waited is not the spawn's (a policy that grants
-// sockets the default profile does not): by one that installs none, in
-// the same cgroup, with the same folders and uid.
+// sockets the default profile does not, or a LogDenials set since): by
+// one that installs none, in the same cgroup, with the same folders and
+// uid. The helpers started next install the spawn's filter.
 func (b *launching) fitHelper() error {
 	l, w := b.l, b.w
 	if w == nil || b.c.Fits(w.filter) {
 		return nil
 	}
+	l.learnFilter(sandbox.WarmFilterOf(b.p))
 	cmd, ctl, err := l.startHelper(nil)
 	if err != nil {
 		return err
