@@ -41,8 +41,9 @@ type Cmd struct {
 	Target string
 	status *os.File // read end of the helper's failure report
 
-	plan      []byte   // for a warm helper (Handoff)
-	argv      []string // the target's, argv[0] its path
+	plan      []byte      // for a warm helper (Handoff)
+	filter    *WarmFilter // the plan's seccomp filter (Fits)
+	argv      []string    // the target's, argv[0] its path
 	handedOff bool
 }
 
@@ -113,7 +114,7 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	return &Cmd{Cmd: cmd, Target: target, status: sr, plan: enc, argv: args[2:]}, nil
+	return &Cmd{Cmd: cmd, Target: target, status: sr, plan: enc, filter: WarmFilterOf(p), argv: args[2:]}, nil
 }
 
 // SetIPC gives the target f, a connection to the kernel, as descriptor 3

@@ -665,11 +665,60 @@ func TestEscapeWarmNarrower(t *testing.T) {
 	}
 }
 
+// TestEscapeWarmFilter: the seccomp filter a warm helper installs while it
+// waits (warmfilter.go) confines its spawn as the filter installed last
+// does — a socket the default profile does not grant, a namespace, stay
+// refused, the neighbour works — and a plan with another filter, one that
+// grants TCP, is refused by the helper rather than run under the wrong
+// filter.
+func TestEscapeWarmFilter(t *testing.T) {
+	t.Parallel()
+	e := newEscapeEnv(t)
+	def := e.policy(nil)
+	filter := WarmFilterOf(def)
+	for _, x := range []struct {
+		try  []string
+		want string
+	}{
+		{[]string{"socket", "inet", "stream", "0"}, "errno EACCES"},
+		{[]string{"unshare", "user"}, "errno EPERM"},
+		{[]string{"socketpair-unix"}, "ok"}, // the neighbour
+	} {
+		got, err := e.runWarmFiltered(t, def, filter, x.try...)
+		if err != nil || got != x.want {
+			t.Errorf("%q through a warm helper with the filter installed: %q (%v), want %q", strings.Join(x.try, " "), got, err, x.want)
+		}
+	}
+	tcp := e.policy(func(p *Policy) { p.ConnectTCP = []uint16{uint16(e.tcpGranted)} })
+	c, err := Command(os.Args[0], tcp, []string{e.probe, "socket", "inet", "stream", "0"})
+	noErr(t, err)
+	c.Started()
+	if c.Fits(filter) || !c.Fits(nil) {
+		t.Errorf("a plan that grants TCP fits the default profile's filter (%v) or does not fit a helper without one (%v)", c.Fits(filter), c.Fits(nil))
+	}
+	got, err := e.runWarmFiltered(t, tcp, filter, "socket", "inet", "stream", "0")
+	if err == nil || !strings.Contains(err.Error(), "other than the plan's") {
+		t.Errorf("a plan that grants TCP, handed to a helper with the default profile's filter: %q (%v), want it refused", got, err)
+	}
+}
+
 // runWarm runs the probe under p through a warm helper and returns its
 // line.
 func (e *escapeEnv) runWarm(t *testing.T, p *Policy, args ...string) string {
 	t.Helper()
-	helper, ctl, err := StartWarm(os.Args[0])
+	out, err := e.runWarmFiltered(t, p, nil, args...)
+	if err != nil {
+		t.Fatalf("probe %v: the sandbox did not start: %v", args, err)
+	}
+	return out
+}
+
+// runWarmFiltered runs the probe under p through a warm helper that
+// installed filter while it waited, and returns its line, or why the
+// sandbox did not start.
+func (e *escapeEnv) runWarmFiltered(t *testing.T, p *Policy, filter *WarmFilter, args ...string) (string, error) {
+	t.Helper()
+	helper, ctl, err := StartWarm(os.Args[0], filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,14 +738,14 @@ func (e *escapeEnv) runWarm(t *testing.T, p *Policy, args ...string) string {
 	if serr := c.Started(); serr != nil {
 		helper.Process.Kill()
 		helper.Wait()
-		t.Fatalf("probe %v: the sandbox did not start: %v", args, serr)
+		return "", serr
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, _ := io.ReadAll(r)
 	helper.Wait()
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
 }
 
 // TestEscapeSwappedFolder: a folder granted fs.write that the sandbox's

@@ -27,15 +27,21 @@ func HelperMain() {
 	if len(os.Args) > 2 && os.Args[2] == WarmArg {
 		var p *plan
 		var argv []string
+		procMade := true
 		if hidesProc() {
 			// Off the spawn's path, while the helper waits. On failure
 			// confine tries again and reports why.
-			privateProc()
+			procMade = privateProc() == nil
 		}
-		// The same for what only takes away and no later step needs, and
-		// for the Landlock rules most spawns share.
+		// The same for what only takes away and no later step needs, for
+		// the Landlock rules most spawns share, and, last (it refuses the
+		// private /proc's mount, which confine then tries again), for the
+		// seccomp filter the kernel names.
 		prepareDrop()
 		prepareRuleset()
+		if len(os.Args) > 3 && procMade {
+			prepareFilter(os.Args[3])
+		}
 		if p, argv, err = receive(); err == nil {
 			err = confine(p, argv)
 		}
@@ -136,15 +142,11 @@ func confine(p *plan, argv []string) error {
 		return err
 	}
 	// The seccomp filter, last: after it, the calls the steps above
-	// needed may be gone.
-	if p.filter != nil {
-		install := InstallFilter
-		if !p.logDenials {
-			install = installQuiet
-		}
-		if err := install(p.filter); err != nil {
-			return err
-		}
+	// needed may be gone. (A warm helper may have installed it while it
+	// waited, which refuses none of those calls: then it is checked to be
+	// the plan's; see warmfilter.go.)
+	if err := installPlanFilter(p); err != nil {
+		return err
 	}
 	if errno := execve(x); errno != 0 {
 		return &execError{argv[0], errno}

@@ -43,7 +43,7 @@ func BenchmarkSpawnPrivateProc(b *testing.B) {
 		private = append(private, timeSpawn(b, policy(false), nil))
 		shared = append(shared, timeSpawn(b, policy(true), nil))
 		b.StopTimer()
-		cmd, ctl, err := StartWarm(os.Args[0])
+		cmd, ctl, err := StartWarm(os.Args[0], nil)
 		if err != nil {
 			b.Fatal(err)
 		}

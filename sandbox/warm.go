@@ -32,8 +32,9 @@ const warmReady = 'r'
 // StartWarm starts a warm helper: in a new session, with the parent-death
 // signal set, waiting on the returned control socket. It returns once the
 // helper says it is ready, so that a spawn handed to it never waits for
-// its runtime to start.
-func StartWarm(helper string) (*exec.Cmd, *os.File, error) {
+// its runtime to start. With filter set, the helper installs that seccomp
+// filter while it waits, and runs only a spawn that [Cmd.Fits] it.
+func StartWarm(helper string, filter *WarmFilter) (*exec.Cmd, *os.File, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: control socket: %w", err)
@@ -41,9 +42,13 @@ func StartWarm(helper string) (*exec.Cmd, *os.File, error) {
 	unix.SetNonblock(fds[0], true) // in the poller, so that waiting for ready has a deadline
 	ctl, child := os.NewFile(uintptr(fds[0]), "warm-ctl"), os.NewFile(uintptr(fds[1]), "warm-ctl-child")
 	defer child.Close()
+	args := []string{helper, HelperArg, WarmArg}
+	if filter != nil {
+		args = append(args, filter.arg())
+	}
 	cmd := &exec.Cmd{
 		Path:        helper,
-		Args:        []string{helper, HelperArg, WarmArg},
+		Args:        args,
 		Env:         helperEnv,
 		ExtraFiles:  []*os.File{child},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},

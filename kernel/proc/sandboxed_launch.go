@@ -18,7 +18,7 @@ func (l *Sandboxed) Launch(spec *Spec) (*Launch, error) {
 	if b.tree == nil {
 		b.tree, b.member = newTree(), false
 	}
-	steps := []func() error{b.takeHelper, b.makeFolders, b.buildPolicy, b.assignUID, b.giveSecrets, b.startEgress, b.buildCommand, b.placeInCgroup}
+	steps := []func() error{b.takeHelper, b.makeFolders, b.buildPolicy, b.assignUID, b.giveSecrets, b.startEgress, b.buildCommand, b.fitHelper, b.placeInCgroup}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			b.giveBack()
@@ -64,7 +64,7 @@ func (b *launching) takeHelper() error {
 	w := l.takeWarm()
 	if w == nil && l.Cgroups != nil {
 		var err error
-		if w, err = l.startWarm(); err != nil {
+		if w, err = l.startWarm(nil); err != nil {
 			return err
 		}
 	}
@@ -263,6 +263,40 @@ func (b *launching) buildCommand() error {
 	return nil
 }
 
+// fitHelper replaces the waiting helper's process when the seccomp filter
+// it installed while it waited is not the spawn's (a policy that grants
+// sockets the default profile does not, or a LogDenials set since): by
+// one that installs none, in the same cgroup, with the same folders and
+// uid. The helpers started next install the spawn's filter.
+func (b *launching) fitHelper() error {
+	l, w := b.l, b.w
+	if w == nil || b.c.Fits(w.filter) {
+		return nil
+	}
+	l.learnFilter(sandbox.WarmFilterOf(b.p))
+	cmd, ctl, err := l.startHelper(nil)
+	if err != nil {
+		return err
+	}
+	if w.cg != nil {
+		if err := w.cg.add(cmd.Process.Pid); err != nil {
+			ctl.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			forgetLeader(cmd.Process.Pid)
+			return err
+		}
+	}
+	old, oldCtl, oldNS := w.cmd, w.ctl, w.mntns
+	w.cmd, w.ctl, w.filter, w.mntns = cmd, ctl, nil, holdMountNS(cmd.Process.Pid)
+	oldCtl.Close() // it exits when its control socket closes
+	old.Process.Kill()
+	old.Wait()
+	forgetLeader(old.Process.Pid)
+	l.closeLater(oldNS)
+	return nil
+}
+
 // placeInCgroup puts the spawn in its cgroup: a waiting helper sits in a
 // tree cgroup made for it ahead of time, which a new tree takes; a member
 // moves to a cgroup inside its tree's.
@@ -363,6 +397,10 @@ func (b *launching) cleanup(launch *Launch, dirs []string) func() {
 	l, cg, member, uid, stopEgress := b.l, b.cg, b.member, b.uid, b.stopEgress
 	tmp, work, made, keep := b.tmp, b.work, b.made, b.keep
 	warm := b.w != nil
+	var mntns *os.File
+	if warm {
+		mntns, b.w.mntns = b.w.mntns, nil // the spawn's now: its cleanup closes it
+	}
 	return func() {
 		if warm {
 			defer l.warmEnded() // its exited event is out: the pool may refill
@@ -388,6 +426,7 @@ func (b *launching) cleanup(launch *Launch, dirs []string) func() {
 		}
 		// Off the exit's path: removing folders on a virtual disk takes
 		// a millisecond or more. Close waits for what is queued.
+		l.closeLater(mntns) // the process is gone: the teardown is the janitor's
 		l.janitor.do(func() {
 			if cg != nil {
 				cg.remove()

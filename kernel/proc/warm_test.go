@@ -2,9 +2,12 @@ package proc
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kairo-os/kairo/sandbox"
 )
 
 // TestSandboxedWarmHelpers: spawns handed to helpers started ahead of time
@@ -118,4 +121,72 @@ func TestWarmHelperDiedWhileWaiting(t *testing.T) {
 	if _, info, _ := e.run(Spec{Argv: []string{"sh", "-c", "exit 4"}}); !exitedWith(info, 4) {
 		t.Fatalf("the spawn after: %+v", info)
 	}
+}
+
+// TestWarmHelperNamespacesAndFilter: the kernel holds the mount namespace
+// of each waiting helper (sandboxed.go's mntns), so that the target's
+// exit does not tear it down; the spawn's cleanup closes it, and Close
+// those of the helpers still waiting, so none is left open. A spawn whose
+// policy grants TCP, whose seccomp filter is not the one the waiting
+// helpers installed, runs through a helper that installs its own.
+func TestWarmHelperNamespacesAndFilter(t *testing.T) {
+	needRoot(t)
+	e, l := newSandboxEnv(t)
+	l.Warm = 1
+	base := heldNamespaces(t) // other tests' launchers may hold some
+	l.takeWarm()              // starts the pool
+	fill := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(l.pool) < 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("the pool did not fill in 10 s")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	fill()
+	if n := heldNamespaces(t) - base; n != 1 {
+		t.Fatalf("%d mount namespaces held with one helper waiting, want 1", n)
+	}
+	if _, info, _ := e.run(Spec{Argv: []string{"sh", "-c", "exit 5"}}); !exitedWith(info, 5) {
+		t.Fatalf("through a waiting helper: %+v", info)
+	}
+	fill()
+	tcp := func(work, tmp string) (*sandbox.Policy, error) {
+		p := sandbox.Default(work, tmp, nil)
+		p.ConnectTCP = []uint16{9}
+		return p, nil
+	}
+	if _, info, _ := e.run(Spec{Argv: []string{"sh", "-c", "exit 6"}, Policy: tcp}); !exitedWith(info, 6) {
+		t.Fatalf("a policy that grants TCP, through a waiting helper with the default filter: %+v", info)
+	}
+	fill()
+	deadline := time.Now().Add(10 * time.Second)
+	for heldNamespaces(t)-base != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d mount namespaces held after the spawns ended, want 1 (the waiting helper's)", heldNamespaces(t)-base)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	l.Close()
+	if n := heldNamespaces(t) - base; n != 0 {
+		t.Fatalf("%d mount namespaces held after Close", n)
+	}
+}
+
+// heldNamespaces counts this process's descriptors of mount namespaces.
+func heldNamespaces(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if link, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && strings.HasPrefix(link, "mnt:") {
+			n++
+		}
+	}
+	return n
 }
