@@ -44,48 +44,26 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	var before uint64
+	b := s.cfg.Kernel.Bus
+	last := b.LastSeq()
+	to := last
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || n == 0 {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("before %q: give the sequence number of the oldest event held", v))
 			return
 		}
-		before = n
+		to = min(n-1, last)
 	}
-	outside := -1
+	pg := eventPage{outside: -1}
 	if v := q.Get("outside"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > MaxEventsLimit {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("outside %q: give how many of the events outside run loops to answer, from 0 to %d", v, MaxEventsLimit))
 			return
 		}
-		outside = n
+		pg.outside = n
 	}
-	pg, last, err := s.readEvents(r, limit, before, outside)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "read the log: "+err.Error())
-		return
-	}
-	out := eventsJSON(pg.newestFirst(), last, pg.omitted)
-	w.Header().Set("Content-Type", "application/json")
-	// The read's own time, which the page's resource timing shows beside
-	// the wait for the answer.
-	w.Header().Set("Server-Timing", serverTiming(began))
-	w.Write(append(out, '\n'))
-}
-
-// readEvents reads the newest limit events before the seq before (0: the
-// newest), with outside >= 0 only that many of those outside run loops,
-// and the log's last seq.
-func (s *Server) readEvents(r *http.Request, limit int, before uint64, outside int) (*eventPage, uint64, error) {
-	b := s.cfg.Kernel.Bus
-	last := b.LastSeq()
-	to := last
-	if before > 0 {
-		to = min(before-1, last)
-	}
-	pg := &eventPage{outside: outside}
 	if to > 0 {
 		from := uint64(1)
 		if to > uint64(limit) {
@@ -93,7 +71,7 @@ func (s *Server) readEvents(r *http.Request, limit int, before uint64, outside i
 		}
 		var err error
 		if pg.outside >= 0 {
-			err = s.runs.read(r.Context(), b, from, to, pg)
+			err = s.runs.read(r.Context(), b, from, to, &pg)
 		} else {
 			err = b.Replay(r.Context(), bus.Query{FromSeq: from, ToSeq: to}, pg.add)
 		}
@@ -104,24 +82,20 @@ func (s *Server) readEvents(r *http.Request, limit int, before uint64, outside i
 			err = b.Replay(r.Context(), bus.Query{FromSeq: gap.To + 1, ToSeq: to}, pg.add)
 		}
 		if err != nil {
-			return nil, 0, err
+			writeError(w, http.StatusServiceUnavailable, "read the log: "+err.Error())
+			return
 		}
 	}
-	return pg, last, nil
-}
-
-// eventsJSON is GET /api/events's answer: the events, newest first.
-func eventsJSON(evs [][]byte, last uint64, omitted int) []byte {
+	evs := pg.newestFirst()
 	var out bytes.Buffer
 	out.WriteString(`{"events":[`)
 	out.Write(bytes.Join(evs, []byte(",")))
-	fmt.Fprintf(&out, `],"lastSeq":%d,"omitted":%d}`, last, omitted)
-	return out.Bytes()
-}
-
-// serverTiming is a Server-Timing header of the read that began then.
-func serverTiming(began time.Time) string {
-	return fmt.Sprintf("read;dur=%.1f", float64(time.Since(began).Microseconds())/1000)
+	fmt.Fprintf(&out, `],"lastSeq":%d,"omitted":%d}`+"\n", last, pg.omitted)
+	w.Header().Set("Content-Type", "application/json")
+	// The read's own time, which the page's resource timing shows beside
+	// the wait for the answer.
+	w.Header().Set("Server-Timing", fmt.Sprintf("read;dur=%.1f", float64(time.Since(began).Microseconds())/1000))
+	w.Write(out.Bytes())
 }
 
 // eventPage collects the events of a read in JSON: each as it comes, but

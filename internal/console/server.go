@@ -9,8 +9,7 @@
 // carry the token of $KAIRO_HOME/console.token, as the cookie kairo_console
 // or an Authorization: Bearer header; a request that changes something
 // must come from the page's own origin (against CSRF) as JSON. The page
-// runs under a Content-Security-Policy without inline script, and comes
-// with its first screen drawn by the daemon (firstpaint.go). The browser
+// runs under a Content-Security-Policy without inline script. The browser
 // gets the cookie from a login page only the operator can read
 // (WriteLoginPage) or from the address with the token.
 //
@@ -304,10 +303,7 @@ func (s *Server) handler() http.Handler {
 		}
 		name := strings.TrimPrefix(r.URL.Path, "/")
 		if name == "" {
-			// The page, its first paint drawn in: the log's rows, so behind
-			// the token as the API is, and never cached.
-			s.page(w, r)
-			return
+			name = "index.html"
 		}
 		if tag, ok := assetTags[name]; ok {
 			// Asked again at each navigation, answered 304 while the binary

@@ -15,7 +15,7 @@
   // is still in the first read. The first read asks only for the newest
   // MAX_OTHERS of the events outside run loops, which are all the page
   // draws of them; the rest of them follow after the paint (rest).
-  // The daemon draws the first read into index.html, and gives it as data.
+  // index.html preloads the first read: its address is this one's.
   const FIRST_PAINT = 10000;
   const PAGE = 10000;
   const MAX_LINES = 2000; // lines of output kept per process
@@ -25,10 +25,7 @@
   const MAX_HELD = 50000; // events held for their envelopes and causes
   const MAX_TICKS = 5000; // context windows held
 
-  // While the rows the daemon drew are taken over, the page's containers
-  // are stand-ins (adopt).
-  let standIn = null;
-  const $ = (id) => (standIn && standIn[id]) || document.getElementById(id);
+  const $ = (id) => document.getElementById(id);
 
   // el builds an element: class names, then children (strings become
   // text, without terminal escapes and control characters: an answer
@@ -231,22 +228,9 @@
     return !!m && agents.some((a) => str(a.id) === m[1].toLowerCase());
   }
 
-  // firstData is the daemon's data block of that id in the page (the read
-  // its rows were drawn from), parsed, or undefined.
-  function firstData(id) {
-    const s = $(id);
-    if (!s) return undefined;
-    s.remove();
-    try {
-      return JSON.parse(s.textContent);
-    } catch (e) {
-      return undefined;
-    }
-  }
-
   async function loadAgents() {
     try {
-      agents = list(firstData("first-agents") || (await api("/api/agents")), "agents");
+      agents = list(await api("/api/agents"), "agents");
     } catch (e) {
       agents = []; // an older daemon: one agent, unnamed
     }
@@ -285,7 +269,7 @@
       started: ev.time,
     };
     l.goalEl = el("span", "goal", "(started before the events shown)");
-    l.goalEl.setAttribute("elementtiming", "loop"); // when it was on the screen (paintedAt)
+    l.goalEl.setAttribute("elementtiming", "loop"); // when it was on the screen (start)
     l.statusEl = el("span", "status", "open");
     l.agentEl = el("span", "loop-agent", "");
     l.metaEl = el("span", "meta", "");
@@ -812,8 +796,7 @@
   async function loadEvents(before, outside) {
     let q = "/api/events?limit=" + (before ? PAGE : FIRST_PAINT) + (before ? "&before=" + before : "");
     if (outside !== undefined) q += "&outside=" + outside;
-    // The first read came with the page, its rows drawn (index.html).
-    const r = (!before && outside === MAX_OTHERS && firstData("first-read")) || (await api(q));
+    const r = await api(q);
     performance.mark("kairo:read");
     const evs = Array.isArray(r.events) ? r.events : [];
     return { evs: evs.reverse(), last: r.lastSeq || 0, omitted: r.omitted || 0 };
@@ -1163,104 +1146,6 @@
     }, showError);
   });
 
-  // afterFrame resolves once the next frame is drawn (its main-thread
-  // part), or at once when the page is not shown, which draws none.
-  function afterFrame() {
-    return new Promise((done) => {
-      if (document.visibilityState === "hidden") done();
-      else requestAnimationFrame(() => setTimeout(done));
-    });
-  }
-
-  // firstPaint resolves with the time of the page's first contentful
-  // paint once it is on the screen (nothing of the script's competes with
-  // it), or at once when the page is not shown.
-  let fcp = null;
-  function firstPaint() {
-    if (!fcp)
-      fcp = new Promise((done) => {
-        if (document.visibilityState === "hidden") return done(performance.now());
-        new PerformanceObserver((list, obs) => {
-          const e = list.getEntriesByName("first-contentful-paint")[0];
-          if (!e) return;
-          obs.disconnect();
-          done(e.startTime);
-        }).observe({ type: "paint", buffered: true });
-      });
-    return fcp;
-  }
-
-  // paintedAt resolves with the time the first run loop's header was on
-  // the screen (Element Timing), whoever drew it; with none to show, the
-  // first contentful paint or the first frame after the fold.
-  function paintedAt() {
-    const shown = [...document.querySelectorAll(".loop")].some((e) => e.checkVisibility());
-    if (!shown || document.visibilityState === "hidden")
-      return document.body.dataset.rendered ? firstPaint() : afterFrame().then(() => performance.now());
-    return new Promise((done) => {
-      new PerformanceObserver((list, obs) => {
-        const e = list.getEntries().find((e) => e.identifier === "loop");
-        if (!e) return;
-        obs.disconnect();
-        done(e.renderTime || e.loadTime);
-      }).observe({ type: "element", buffered: true });
-    });
-  }
-
-  // adopt folds the read the daemon drew the page's rows from into
-  // stand-in containers, and takes the daemon's elements for the ones it
-  // built when the two are the same (they are, but where the daemon's
-  // clock or a value's form differ): the page then holds references to
-  // what is on the screen, and nothing is laid out again but the process
-  // bars' widths, which the page's CSP lets only the script set. Else the
-  // script's rows replace the daemon's.
-  function adopt(evs) {
-    const ids = ["loops", "others", "messages"];
-    standIn = {};
-    for (const id of ids) standIn[id] = document.getElementById(id).cloneNode(false);
-    const built = standIn;
-    foldAll(evs);
-    standIn = null;
-    const as = new Map();
-    const same = (a, b) => {
-      if (a.nodeType !== b.nodeType) return false;
-      if (a.nodeType !== 1) return a.nodeValue === b.nodeValue;
-      if (a.tagName !== b.tagName) return false;
-      const n = a.hasAttribute("style") ? a.attributes.length - 1 : a.attributes.length;
-      if (n !== b.attributes.length) return false;
-      for (const at of b.attributes) if (a.getAttribute(at.name) !== at.value) return false;
-      return true;
-    };
-    const pair = (a, b) => {
-      if (!same(a, b) || a.childNodes.length !== b.childNodes.length) return false;
-      as.set(a, b);
-      for (let i = 0; i < a.childNodes.length; i++) if (!pair(a.childNodes[i], b.childNodes[i])) return false;
-      return true;
-    };
-    // Adjacent text nodes are one in the daemon's markup, and empty ones none.
-    for (const id of ids) built[id].normalize();
-    if (!ids.every((id) => pair(built[id], document.getElementById(id)))) {
-      for (const id of ids) document.getElementById(id).replaceChildren(...built[id].childNodes);
-      document.body.dataset.adopted = "0";
-      return;
-    }
-    document.body.dataset.adopted = "1";
-    const swap = (o, keys) => {
-      for (const k of keys) if (o[k] && as.has(o[k])) o[k] = as.get(o[k]);
-    };
-    for (const l of loops.values()) swap(l, ["el", "goalEl", "statusEl", "agentEl", "metaEl", "cancel", "lane", "iter", "sys"]);
-    for (const p of procs.values()) {
-      const fill = p.fill;
-      swap(p, ["el", "state", "fill", "dur", "kill"]);
-      if (fill.style.width) p.fill.style.width = fill.style.width;
-    }
-    for (const o of outputs.values()) swap(o, ["pre", "head", "cur", "orphan"]);
-    for (const [k, ols] of tickIters) tickIters.set(k, ols.map((ol) => as.get(ol) || ol));
-    for (const u of unheld) swap(u, ["li"]);
-    const m = $("messages");
-    requestAnimationFrame(() => (m.scrollTop = m.scrollHeight));
-  }
-
   async function start() {
     // The events are asked for at once, the agents beside them: the chat
     // names the agents when there are several, so they are folded after.
@@ -1271,14 +1156,7 @@
     let windowEnd = 0;
     try {
       const r = await first;
-      // The rows the daemon drew from this read are shown first, then
-      // taken over (adopt).
-      if (document.body.dataset.rendered) {
-        await firstPaint();
-        adopt(r.evs);
-      } else {
-        foldAll(r.evs);
-      }
+      foldAll(r.evs);
       performance.mark("kairo:folded");
       windowEnd = r.last;
       omitted = r.omitted;
@@ -1287,14 +1165,32 @@
     } catch (e) {
       showError(e);
     }
-    // ready: the page's DOM is the script's; painted: ms from the
-    // navigation's start to the first run loop on the screen (paintedAt).
+    // ready: the first paint's DOM is built; painted: ms from the
+    // navigation's start to the first run loop's header on the screen
+    // (Element Timing: the frame presented, not only its main-thread
+    // part), or, with none to show, to just after the frame that drew the
+    // fold.
     document.body.dataset.lastSeq = lastSeq;
     document.body.dataset.events = all.length;
     document.body.dataset.ready = "1";
-    const painted = paintedAt().then((ms) => {
-      document.body.dataset.painted = ms.toFixed(1);
-    });
+    const shown = document.querySelector("#timeline.show-conv .loop, .loop:not(.conversation)");
+    const byHeader = !!shown && document.visibilityState !== "hidden" && (PerformanceObserver.supportedEntryTypes || []).includes("element");
+    const painted = new Promise((done) =>
+      requestAnimationFrame(() =>
+        setTimeout(() => {
+          if (!byHeader) document.body.dataset.painted = performance.now().toFixed(1);
+          done();
+        }),
+      ),
+    );
+    if (byHeader) {
+      new PerformanceObserver((list, obs) => {
+        const e = list.getEntries().find((e) => e.identifier === "loop");
+        if (!e) return;
+        obs.disconnect();
+        document.body.dataset.painted = (e.renderTime || e.loadTime).toFixed(1);
+      }).observe({ type: "element", buffered: true });
+    }
     // The approvals after the events, before the stream: what is decided
     // meanwhile comes on the stream, from the last seq read.
     await loadApprovals();
