@@ -269,6 +269,7 @@
       started: ev.time,
     };
     l.goalEl = el("span", "goal", "(started before the events shown)");
+    l.goalEl.setAttribute("elementtiming", "loop"); // when it was on the screen (start)
     l.statusEl = el("span", "status", "open");
     l.agentEl = el("span", "loop-agent", "");
     l.metaEl = el("span", "meta", "");
@@ -1165,18 +1166,31 @@
       showError(e);
     }
     // ready: the first paint's DOM is built; painted: ms from the
-    // navigation's start to just after the frame that drew it.
+    // navigation's start to the first run loop's header on the screen
+    // (Element Timing: the frame presented, not only its main-thread
+    // part), or, with none to show, to just after the frame that drew the
+    // fold.
     document.body.dataset.lastSeq = lastSeq;
     document.body.dataset.events = all.length;
     document.body.dataset.ready = "1";
+    const shown = document.querySelector("#timeline.show-conv .loop, .loop:not(.conversation)");
+    const byHeader = !!shown && document.visibilityState !== "hidden" && (PerformanceObserver.supportedEntryTypes || []).includes("element");
     const painted = new Promise((done) =>
       requestAnimationFrame(() =>
         setTimeout(() => {
-          document.body.dataset.painted = performance.now().toFixed(1);
+          if (!byHeader) document.body.dataset.painted = performance.now().toFixed(1);
           done();
         }),
       ),
     );
+    if (byHeader) {
+      new PerformanceObserver((list, obs) => {
+        const e = list.getEntries().find((e) => e.identifier === "loop");
+        if (!e) return;
+        obs.disconnect();
+        document.body.dataset.painted = (e.renderTime || e.loadTime).toFixed(1);
+      }).observe({ type: "element", buffered: true });
+    }
     // The approvals after the events, before the stream: what is decided
     // meanwhile comes on the stream, from the last seq read.
     await loadApprovals();
