@@ -42,9 +42,10 @@ type Config struct {
 	// default OverrunSkip.
 	Hz      float64
 	Overrun Overrun
-	// Spin is how long before each tick the loop waits by spinning rather
-	// than sleeping, for sub-millisecond precision (see Ticker.Spin);
-	// default 2 ms, -1 for none.
+	// Spin is how long before each tick the loop stops trusting Go's
+	// timers, for sub-millisecond precision: it sleeps on the kernel's
+	// timer and spins only for the last 100 µs (see Ticker.Spin); default
+	// 2 ms, -1 for none.
 	Spin time.Duration
 	// MaxIterations bounds the decisions in one run loop; default 25. Each
 	// tool call counts as one, so one answer of many calls uses up as many.
