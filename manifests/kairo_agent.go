@@ -65,8 +65,9 @@ type AgentConfig struct {
 	// SkillsDir holds binary skills, each a folder with a skill.toml, that
 	// the agent runs by name; relative to KAIRO_HOME.
 	SkillsDir string `toml:"skills_dir"`
-	// TickSpin is how long before each tick the loop spins instead of
-	// sleeping; "0s" for never.
+	// TickSpin is how long before each tick the loop stops trusting Go's
+	// timers: it sleeps on the kernel's timer and spins for the last
+	// 100 µs; "0s" for never.
 	TickSpin string `toml:"tick_spin"`
 	// Grants bound what the model's tool calls may start.
 	Grants AgentGrants `toml:"grants"`

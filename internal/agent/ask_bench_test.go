@@ -25,10 +25,11 @@ import (
 // sees waits up to one tick on each side besides: the asker's tick that
 // decides to ask, and the one that says the answer.
 //
-// "sleep" waits for each tick on a timer, which wakes it up to about a
-// millisecond late; "spin" spins the default 2 ms before each tick, which
-// at 1 kHz is all the time: each agent keeps a core busy, and is faster
-// only while the machine has cores to spare for the policies.
+// "sleep" waits for each tick on Go's timer, which wakes it up to about a
+// millisecond late; "spin" is the default tick_spin of 2 ms: it sleeps on
+// the kernel's timer for those 2 ms before each tick, and spins only for
+// the last 100 µs (at 1 kHz a tenth of a core an agent; it spun all the
+// time before, and each agent kept a core busy).
 func BenchmarkAskRoundTrip(b *testing.B) {
 	for _, c := range []struct {
 		name string

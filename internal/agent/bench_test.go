@@ -100,14 +100,18 @@ func BenchmarkTickJitter(b *testing.B) {
 // router and a tick at 1 kHz, with a scripted policy that answers at once.
 // Each message is sent at a random moment between two ticks. p50-us is the
 // median (the goal: at most 250 µs on the 2-core machines Kairo is built
-// on).
+// on); cpu-us/msg is the CPU the whole process spent a message, the
+// ticker's idle ticks between messages included, which a loaded machine
+// does not stretch as it does the wall time.
 //
 // The floor is the store's own round trip, measured in the same run:
 // floor-p50-us is an event published durably, a subscriber that answers it
 // with an event of its own, published the same way, and the answer
 // delivered — the two commits and three hand-offs between goroutines any
 // answer costs, with no agent. The two alternate in rounds (ABBA: the log
-// grows under them), and x-floor is the median of the rounds' p50 ratios.
+// grows under them), and x-floor is the median of the rounds' p50 ratios;
+// floor-cpu-us/msg is the process's CPU a round trip of the floor's, with
+// the agent ticking beside it.
 //
 // Where the time went, at the p50 of 300 messages on a loaded machine
 // (load 10-20 on 2 cores), with a tick at 1 kHz that waited for its time:
@@ -116,25 +120,60 @@ func BenchmarkTickJitter(b *testing.B) {
 // which alone put the goal out of reach; the policy and the action's
 // emission 45 µs; the action's commit and delivery 100-300 µs. 653-862 µs
 // in all. A message routed to the agent now wakes the loop for its tick at
-// once (Ticker.Wake; docs/RATIONALE.md#a-message-wakes-the-tick), which
-// leaves the store's round trip and, under load, the wake-up of the ticker
-// goroutine — which spins for the next scheduled tick, and shares two
-// cores with the store's committer and the subscriptions.
+// once (Ticker.Wake; docs/RATIONALE.md#a-message-wakes-the-tick).
+//
+// Then, by an execution trace (one message, load 15, tracing on): the
+// message queued 35 µs after the publish began, committed 100 µs later
+// (the floor's first half), delivered to the agent 16, routed 37; the
+// routed message's own commit started at once, and the tick 65-110 µs
+// after the Wake: the ticker spun, yielding to the global run queue, so
+// both cores went to the committer and the subscription first, and on a
+// loaded machine the spinning thread was the one the kernel put aside.
+// The ticker now sleeps on the kernel's timer and spins only for the
+// last 100 µs before a tick (docs/RATIONALE.md#ticks-are-computed-not-accumulated),
+// and the tick publishes the routed message with its own events, in one
+// commit. Now (load 20, tracing on, medians of 160 messages): the
+// message durable 180 µs after the publish began, routed 75 µs later;
+// Wake to tick 3-5 µs; the policy 15-30 µs; the tick's events
+// (intent.started, the action, intent.ended, the tick record) applied and
+// queued 100-120 µs; their commit, with the routed message, 150-240 µs —
+// SQLite's commit is about 50 µs of CPU fixed and 8 µs a row (58, 61 and
+// 91 µs for 1, 2 and 5 rows, by thread CPU time) — and the delivery 4 µs.
+// The CPU a message fell from 1.9-2.9 ms to 0.65-0.85 ms (cpu-us/msg; the
+// spin was most of it), x-floor from 3.1-3.5 to 2.0-2.3; but in the same
+// runs the floor's own p50 rose, 160-197 → 200-254 µs: with no goroutine
+// holding a core, a hand-off between goroutines often wakes an idle
+// thread, which a virtual machine's kernel is slow to do.
+//
+// What stands between this and the floor: the four rows the action's
+// commit carries besides it (~30 µs of CPU), the routing and the tick's
+// own CPU (~140 µs, mostly msgpack's reflection in encoding and applying
+// each event), and on two loaded cores the wake-ups of the four
+// goroutines on the path.
 func BenchmarkMessageToAction(b *testing.B) {
 	m := startMessageToAction(b)
 	const rounds = 8
 	per := max(b.N/rounds, 20)
 	var agent, floor []time.Duration
+	var agentCPU, floorCPU time.Duration
 	var ratios []float64
+	// timed is what the process spent in a round, CPU time: a loaded
+	// machine stretches the round's wall time, not that.
+	timed := func(round func(int) []time.Duration, cpu *time.Duration) []time.Duration {
+		c0 := cpuTime(b)
+		took := round(per)
+		*cpu += cpuTime(b) - c0
+		return took
+	}
 	b.ResetTimer()
 	for r := range rounds {
 		var a, f []time.Duration
 		if r%4 == 0 || r%4 == 3 {
-			a = m.send(per)
-			f = m.floor(per)
+			a = timed(m.send, &agentCPU)
+			f = timed(m.floor, &floorCPU)
 		} else {
-			f = m.floor(per)
-			a = m.send(per)
+			f = timed(m.floor, &floorCPU)
+			a = timed(m.send, &agentCPU)
 		}
 		agent, floor = append(agent, a...), append(floor, f...)
 		ratios = append(ratios, p50us(a)/p50us(f))
@@ -144,6 +183,8 @@ func BenchmarkMessageToAction(b *testing.B) {
 	b.ReportMetric(p50us(agent), "p50-us")
 	b.ReportMetric(p50us(floor), "floor-p50-us")
 	b.ReportMetric(ratios[len(ratios)/2], "x-floor")
+	b.ReportMetric(float64(agentCPU.Microseconds())/float64(len(agent)), "cpu-us/msg")
+	b.ReportMetric(float64(floorCPU.Microseconds())/float64(len(floor)), "floor-cpu-us/msg")
 }
 
 // BenchmarkMessageToActionTraced is BenchmarkMessageToAction with the trace

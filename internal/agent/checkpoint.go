@@ -235,7 +235,9 @@ func (r *Runtime) saveCheckpoint() {
 	}
 	r.mu.Lock()
 	at := r.folded
-	if at == r.saved || at.Seq == 0 {
+	// Not while a routed message waits for its tick to be published: the
+	// state has it, and the log not yet (take).
+	if at == r.saved || at.Seq == 0 || len(r.routed) > 0 {
 		r.mu.Unlock()
 		return
 	}

@@ -46,13 +46,27 @@ func (r *Runtime) emitIf(ev *abi.Event, data any, ok func() bool) (*abi.Event, b
 	r.st.own[ev.ID] = struct{}{}
 	r.mu.Unlock()
 	c := *ev
-	if _, err := r.k.Bus.PublishAsync(ev); err != nil && r.ctx.Err() == nil {
-		r.log.Warn("publish", "type", ev.Type, "err", err)
-	}
+	r.publishPrepared(ev)
 	if c.Type == abi.SubjectIntentEnded {
 		r.endedAsked(&c)
 	}
 	return &c, true
+}
+
+// publishPrepared queues ev, prepared and applied, for the store; the bus
+// keeps the order of what one goroutine publishes.
+func (r *Runtime) publishPrepared(ev *abi.Event) {
+	if _, err := r.k.Bus.PublishAsync(ev); err != nil && r.ctx.Err() == nil {
+		r.log.Warn("publish", "type", ev.Type, "err", err)
+	}
+}
+
+// publishRouted publishes the routed messages the tick's observations
+// hold (see take), before anything the tick publishes.
+func (r *Runtime) publishRouted(evs []*abi.Event) {
+	for _, ev := range evs {
+		r.publishPrepared(ev)
+	}
 }
 
 // tick is one step: x_t is what was observed since the last tick; with
@@ -61,12 +75,17 @@ func (r *Runtime) emitIf(ev *abi.Event, data any, ok func() bool) (*abi.Event, b
 func (r *Runtime) tick(tk Tick) {
 	r.mu.Lock()
 	x := r.takeObservations()
+	// Under the same lock as x: a routed message the tick observes is
+	// stored before its record.
+	routed := r.routed
+	r.routed = nil
 	due := len(x) > 0 || (r.st.active() && time.Since(r.lastCall) >= r.cfg.Heartbeat)
 	if w, ok := r.cfg.Policy.(Waiter); ok && !due {
 		due = w.Waiting()
 	}
 	if !due {
 		r.mu.Unlock()
+		r.publishRouted(routed)
 		r.ticked(tk, false)
 		return
 	}
@@ -78,6 +97,7 @@ func (r *Runtime) tick(tk Tick) {
 	}
 	in.Memory = r.mem.text(r.st.open)
 	r.mu.Unlock()
+	r.publishRouted(routed)
 	if d, ok := r.cfg.Tools.(Definer); ok {
 		in.Tools = d.Definitions()
 	}

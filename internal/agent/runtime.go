@@ -42,9 +42,10 @@ type Config struct {
 	// default OverrunSkip.
 	Hz      float64
 	Overrun Overrun
-	// Spin is how long before each tick the loop waits by spinning rather
-	// than sleeping, for sub-millisecond precision (see Ticker.Spin);
-	// default 2 ms, -1 for none.
+	// Spin is how long before each tick the loop stops trusting Go's
+	// timers, for sub-millisecond precision: it sleeps on the kernel's
+	// timer and spins only for the last 100 µs (see Ticker.Spin); default
+	// 2 ms, -1 for none.
 	Spin time.Duration
 	// MaxIterations bounds the decisions in one run loop; default 25. Each
 	// tool call counts as one, so one answer of many calls uses up as many.
@@ -160,11 +161,14 @@ type Runtime struct {
 	// errs bounds the kairo.agent.error events of failures that repeat.
 	errs reporter
 
-	mu       sync.Mutex
-	st       *state
-	obs      []abi.Event // observed since the last tick: x_t
-	lastCall time.Time   // of the policy
-	backoff  bool        // the rate is lowered for unanswered queries
+	mu  sync.Mutex
+	st  *state
+	obs []abi.Event // observed since the last tick: x_t
+	// routed are the messages routed to the agent that wait for the next
+	// tick to be published, first of its events (take).
+	routed   []*abi.Event
+	lastCall time.Time // of the policy
+	backoff  bool      // the rate is lowered for unanswered queries
 	// halts are the run loops whose processes are being stopped, each
 	// closed once they are gone (beginHalt).
 	halts map[string]chan struct{}
@@ -341,6 +345,13 @@ func (r *Runtime) Stop() {
 	if r.sub != nil {
 		<-r.sub.Done()
 	}
+	// Routed since the last tick: in the log, as that tick would have
+	// put them.
+	r.mu.Lock()
+	routed := r.routed
+	r.routed = nil
+	r.mu.Unlock()
+	r.publishRouted(routed)
 	// Last, when nothing folds any more: the next start reads from here.
 	r.saveCheckpoint()
 	if r.ownTools != nil {
@@ -529,13 +540,21 @@ func (r *Runtime) take(ev *abi.Event, m abi.UserMessage) {
 	}
 	m.Agent = r.cfg.Agent
 	// Observed at once, not when the bus brings it back: the next tick
-	// answers it, and comes at once.
-	routed := r.emit(&abi.Event{Type: abi.AgentMessageSubject(r.cfg.Agent), CorrelationID: corr, CausationID: ev.ID}, m)
+	// answers it, and comes at once. The tick publishes it, with its own
+	// events: they go to the store in one commit rather than two, where
+	// the first took a core from the tick (docs/RATIONALE.md#a-message-wakes-the-tick).
+	routed := &abi.Event{Type: abi.AgentMessageSubject(r.cfg.Agent), CorrelationID: corr, CausationID: ev.ID}
+	if !r.prepare(routed, m) {
+		return
+	}
+	routed.Time = time.Now()
 	r.mu.Lock()
+	r.st.apply(routed)
+	r.st.own[routed.ID] = struct{}{}
 	r.obs = append(r.obs, *routed)
+	r.routed = append(r.routed, routed)
 	r.mu.Unlock()
 	r.ticker.Wake()
-
 }
 
 // noAgent answers a message for an agent that does not exist, once: it

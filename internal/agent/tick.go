@@ -47,11 +47,14 @@ type Tick struct {
 // the numbers keep counting the schedule's periods.
 type Ticker struct {
 	overrun Overrun
-	// Spin is how long before a tick the ticker stops sleeping and yields
-	// in a loop instead: Go's timers wake a sleeping thread with about a
-	// millisecond's granularity, so without it a tick can be a millisecond
-	// late; with it, a few microseconds — for the CPU the spin costs
-	// (Spin × Hz of one core). Set it before Run.
+	// Spin is how long before a tick the ticker stops trusting Go's
+	// timers, which wake a sleeping thread with about a millisecond's
+	// granularity: without it a tick can be a millisecond late. Within
+	// it the ticker sleeps on a timer of the kernel's (a timerfd, which
+	// the runtime's poller wakes it for to the microsecond) until
+	// fineLead before the tick and yields in a loop for the rest; where
+	// there is no such timer, it yields in a loop for the whole of Spin,
+	// which costs Spin × Hz of one core. Set it before Run.
 	Spin time.Duration
 
 	mu         sync.Mutex
@@ -144,6 +147,13 @@ func (k *Ticker) latest(now time.Time) uint64 {
 	return k.originTick + uint64(max(0, now.Sub(k.origin))/k.period)
 }
 
+// fineLead is how long before a tick the ticker stops sleeping on the
+// kernel's timer and yields in a loop: the timer's own lateness, which
+// was 40-90 µs on a loaded 2-core machine. A message that wakes the tick
+// finds the ticker asleep, and on a core at once, in all but this part of
+// a period.
+const fineLead = 100 * time.Microsecond
+
 // Run runs fn for tick 0 at once, then for each tick as it falls due or
 // is woken for, until ctx ends. fn runs on Run's goroutine.
 func (k *Ticker) Run(ctx context.Context, fn func(Tick)) {
@@ -152,6 +162,16 @@ func (k *Ticker) Run(ctx context.Context, fn func(Tick)) {
 	k.mu.Unlock()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// spin is the part of Spin waited by yielding in a loop: all of it,
+	// unless the kernel's timer waits for most of it.
+	spin := k.Spin
+	var fine *fineTimer
+	if spin > fineLead {
+		if fine = newFineTimer(); fine != nil {
+			defer fine.stop()
+			spin = fineLead
+		}
+	}
 	var n uint64
 	for {
 		at := k.due(n)
@@ -172,11 +192,20 @@ func (k *Ticker) Run(ctx context.Context, fn func(Tick)) {
 		}
 	wait:
 		for {
-			wait := time.Until(at) - k.Spin
-			if wait <= 0 {
-				break
+			left := time.Until(at)
+			var fired <-chan struct{}
+			switch {
+			case left <= spin:
+				break wait
+			case fine != nil && left <= k.Spin:
+				// The kernel's timer, and Go's for the tick itself in
+				// case the poller is not polled meanwhile (every P busy).
+				fine.set(left - spin)
+				fired = fine.c
+				timer.Reset(left)
+			default:
+				timer.Reset(left - k.Spin)
 			}
-			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
 				return
@@ -184,9 +213,7 @@ func (k *Ticker) Run(ctx context.Context, fn func(Tick)) {
 				// The rate changed while asleep: work out the due time
 				// again (never a number already run: it may have run
 				// early). A Wake still brings it forward.
-				if !timer.Stop() {
-					<-timer.C
-				}
+				timer.Stop()
 				n = max(n, k.latest(time.Now())+1)
 				at = k.due(n)
 				if early {
@@ -194,12 +221,11 @@ func (k *Ticker) Run(ctx context.Context, fn func(Tick)) {
 					woken()
 				}
 			case <-k.wake:
-				if !timer.Stop() {
-					<-timer.C
-				}
+				timer.Stop()
 				woken()
 			case <-timer.C:
-				break wait
+			case <-fired:
+				timer.Stop()
 			}
 		}
 		if ctx.Err() != nil {

@@ -29,12 +29,33 @@ func collect(t *testing.T, k *Ticker, n int, work func(Tick)) []Tick {
 	return ticks
 }
 
-func TestTickerKeepsTheRate(t *testing.T) {
-	// Catch-up, so that a loaded machine's late wake-ups skip nothing.
-	k, err := NewTicker(200, OverrunCatchUp)
+// spins are the ticker's ways to wait: Go's timers alone, and the
+// kernel's timer with a short spin (Ticker.Spin).
+var spins = []struct {
+	name string
+	spin time.Duration
+}{{"sleep", 0}, {"fine", 2 * time.Millisecond}}
+
+// newTickerSpin is NewTicker with Spin set.
+func newTickerSpin(t *testing.T, hz float64, overrun Overrun, spin time.Duration) *Ticker {
+	t.Helper()
+	k, err := NewTicker(hz, overrun)
 	if err != nil {
 		t.Fatal(err)
 	}
+	k.Spin = spin
+	return k
+}
+
+func TestTickerKeepsTheRate(t *testing.T) {
+	for _, c := range spins {
+		t.Run(c.name, func(t *testing.T) { testTickerKeepsTheRate(t, c.spin) })
+	}
+}
+
+func testTickerKeepsTheRate(t *testing.T, spin time.Duration) {
+	// Catch-up, so that a loaded machine's late wake-ups skip nothing.
+	k := newTickerSpin(t, 200, OverrunCatchUp, spin)
 	ticks := collect(t, k, 40, nil)
 	for i, tk := range ticks {
 		if tk.N != uint64(i) || tk.Skipped != 0 {
@@ -88,7 +109,13 @@ func TestTickerOverrun(t *testing.T) {
 
 // The rate changes at run time, and the numbers go on.
 func TestTickerSetHz(t *testing.T) {
-	k, _ := NewTicker(1000, OverrunSkip)
+	for _, c := range spins {
+		t.Run(c.name, func(t *testing.T) { testTickerSetHz(t, c.spin) })
+	}
+}
+
+func testTickerSetHz(t *testing.T, spin time.Duration) {
+	k := newTickerSpin(t, 1000, OverrunSkip, spin)
 	var once sync.Once
 	ticks := collect(t, k, 15, func(tk Tick) {
 		if tk.N >= 9 { // tick 9 itself may be skipped on a loaded machine
@@ -119,7 +146,13 @@ func TestTickerSetHz(t *testing.T) {
 // A Wake brings the next tick forward, and the numbers go on counting the
 // schedule.
 func TestTickerWake(t *testing.T) {
-	k, _ := NewTicker(2, OverrunSkip) // 500 ms a tick: a wake-up is plainly early
+	for _, c := range spins {
+		t.Run(c.name, func(t *testing.T) { testTickerWake(t, c.spin) })
+	}
+}
+
+func testTickerWake(t *testing.T, spin time.Duration) {
+	k := newTickerSpin(t, 2, OverrunSkip, spin) // 500 ms a tick: a wake-up is plainly early
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var ticks []Tick
@@ -154,7 +187,13 @@ func TestTickerWake(t *testing.T) {
 // Wake-ups faster than the rate get at most one tick a period: tick n
 // never runs before tick n-1 was due.
 func TestTickerWakeKeepsTheRate(t *testing.T) {
-	k, _ := NewTicker(50, OverrunCatchUp)
+	for _, c := range spins {
+		t.Run(c.name, func(t *testing.T) { testTickerWakeKeepsTheRate(t, c.spin) })
+	}
+}
+
+func testTickerWakeKeepsTheRate(t *testing.T, spin time.Duration) {
+	k := newTickerSpin(t, 50, OverrunCatchUp, spin)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	stop := make(chan struct{})
