@@ -296,7 +296,6 @@ func (d *Daemon) startFull() error {
 		return err
 	}
 	d.kernel, d.bus, d.srv, d.served, d.launcher, d.sock = k, b, srv, make(chan error, 1), launcher, sock
-	go func() { d.served <- srv.Serve() }()
 
 	seq, err := d.publishSystem(abi.SubjectSystemStarted, abi.SystemLifecycle{Version: d.cfg.Version, PID: os.Getpid()})
 	var full *bus.DiskFullError
@@ -309,7 +308,11 @@ func (d *Daemon) startFull() error {
 	case err != nil:
 		return err
 	}
-	d.audit = d.startAudit(k, launcher, cfg.Sandbox) // before the first spawn
+	// Before the socket serves, so before the first spawn: whether the
+	// sandboxes log their refusals is part of their seccomp filter, which
+	// the launcher's waiting helpers install ahead of a spawn.
+	d.audit = d.startAudit(k, launcher, cfg.Sandbox)
+	go func() { d.served <- srv.Serve() }()
 	chat, err := llm.Open(cfg.LLM, b)
 	if err != nil {
 		return err

@@ -87,10 +87,10 @@ func (d *Daemon) startPrivate() error {
 		return err
 	}
 	d.kernel, d.bus, d.srv, d.served, d.launcher, d.sock = k, b, srv, make(chan error, 1), launcher, srv.Addr()
-	go func() { d.served <- srv.Serve() }()
 	// The run's refusals, as `kairo up` learns them: a client prints them
-	// at the run's end.
+	// at the run's end. Started before the socket serves, as in startFull.
 	d.audit = d.startAudit(k, launcher, manifests.SandboxConfig{Audit: manifests.SandboxAuditAuto})
+	go func() { d.served <- srv.Serve() }()
 	return nil
 }
 

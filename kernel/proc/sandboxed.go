@@ -88,6 +88,12 @@ type Sandboxed struct {
 	poolOnce sync.Once
 	pool     chan *warmHelper
 	filter   *sandbox.WarmFilter // the filter the next helper installs; mu
+	// filterRun is the spawns' latest filter and how many spawns in a row
+	// had it (mu): a filter is learned only after learnAfter of them.
+	filterRun struct {
+		f *sandbox.WarmFilter
+		n int
+	}
 	taken    chan struct{}
 	ended    chan struct{} // a spawn that took a waiting helper ended
 	stop     chan struct{}
@@ -326,12 +332,44 @@ func (l *Sandboxed) refillWait() bool {
 }
 
 // learnFilter makes f the seccomp filter the helpers started from now on
-// install while they wait: at first the default profile's, then that of
-// the last spawn a waiting helper did not fit.
+// install while they wait: at first the default profile's.
 func (l *Sandboxed) learnFilter(f *sandbox.WarmFilter) {
 	l.mu.Lock()
 	l.filter = f
 	l.mu.Unlock()
+}
+
+// learnAfter is how many spawns in a row must have one filter before the
+// waiting helpers install it.
+const learnAfter = 4
+
+// sawFilter counts a spawn's filter f, and whether the helper it took
+// fitted it. A helper that did not fit is replaced on the spawn's path
+// (fitHelper), so the helpers started next install none, which fits any
+// spawn at the price of installing its filter at exec (a third of a
+// millisecond): spawns that alternate kinds (sockets granted or not) pay
+// that, not a helper's start each. Once learnAfter spawns in a row had
+// one filter, the helpers install it ahead again.
+func (l *Sandboxed) sawFilter(f *sandbox.WarmFilter, fitted bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	run := &l.filterRun
+	if run.n > 0 && sameFilter(run.f, f) {
+		run.n++
+	} else {
+		run.f, run.n = f, 1
+	}
+	switch {
+	case !fitted:
+		l.filter = nil
+	case run.n >= learnAfter:
+		l.filter = run.f
+	}
+}
+
+// sameFilter reports whether a and b (nil: none) are one filter.
+func sameFilter(a, b *sandbox.WarmFilter) bool {
+	return a == b || a != nil && b != nil && *a == *b
 }
 
 // warmEnded tells the pool that a spawn that took a waiting helper ended.

@@ -267,13 +267,17 @@ func (b *launching) buildCommand() error {
 // it installed while it waited is not the spawn's (a policy that grants
 // sockets the default profile does not, or a LogDenials set since): by
 // one that installs none, in the same cgroup, with the same folders and
-// uid. The helpers started next install the spawn's filter.
+// uid. Which filter the helpers started next install is sawFilter's.
 func (b *launching) fitHelper() error {
 	l, w := b.l, b.w
-	if w == nil || b.c.Fits(w.filter) {
+	if w == nil {
 		return nil
 	}
-	l.learnFilter(sandbox.WarmFilterOf(b.p))
+	fits := b.c.Fits(w.filter)
+	l.sawFilter(sandbox.WarmFilterOf(b.p), fits)
+	if fits {
+		return nil
+	}
 	cmd, ctl, err := l.startHelper(nil)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package proc
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +190,64 @@ func heldNamespaces(t *testing.T) int {
 		}
 	}
 	return n
+}
+
+// TestWarmFilterLearning: after a spawn the waiting helper's filter did
+// not fit, the helpers started next install none (any spawn fits them),
+// so spawns that alternate kinds do not replace a helper each; after
+// learnAfter spawns in a row with one filter, the helpers install it.
+func TestWarmFilterLearning(t *testing.T) {
+	needRoot(t)
+	e, l := newSandboxEnv(t)
+	l.Warm = 1
+	l.takeWarm() // starts the pool
+	filter := func() *sandbox.WarmFilter {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.filter
+	}
+	def := filter()
+	if def == nil {
+		t.Fatal("the pool starts with no filter, want the default profile's")
+	}
+	tcp := func(work, tmp string) (*sandbox.Policy, error) {
+		p := sandbox.Default(work, tmp, nil)
+		p.ConnectTCP = []uint16{9}
+		return p, nil
+	}
+	run := func(code int, policy func(work, tmp string) (*sandbox.Policy, error)) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(l.pool) < 1 { // a spawn that finds no helper waiting learns nothing
+			if time.Now().After(deadline) {
+				t.Fatal("the pool did not fill in 10 s")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if _, info, _ := e.run(Spec{Argv: []string{"sh", "-c", "exit " + strconv.Itoa(code)}, Policy: policy}); !exitedWith(info, code) {
+			t.Fatalf("exit %d: %+v", code, info)
+		}
+	}
+	run(3, nil)
+	if f := filter(); !sameFilter(f, def) {
+		t.Fatalf("after a default spawn the helpers install %+v, want the default %+v", f, def)
+	}
+	run(4, tcp)
+	if f := filter(); f != nil {
+		t.Fatalf("after a spawn the helper did not fit, the helpers install %+v, want none", f)
+	}
+	for i := range learnAfter - 2 {
+		run(10+i, tcp)
+		if f := filter(); f != nil {
+			t.Fatalf("after %d spawns granting TCP the helpers install %+v, want none until %d", i+2, f, learnAfter)
+		}
+	}
+	run(20, tcp)
+	if f := filter(); f == nil || !f.Sockets.TCP {
+		t.Fatalf("after %d spawns granting TCP the helpers install %+v, want TCP's filter", learnAfter, f)
+	}
+	run(21, nil) // a default spawn through a TCP helper: replaced, none learned
+	if f := filter(); f != nil {
+		t.Fatalf("after a default spawn through a TCP helper the helpers install %+v, want none", f)
+	}
 }
