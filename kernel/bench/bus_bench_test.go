@@ -556,19 +556,25 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 // (make benchcheck, which runs every benchmark once in CI).
 //
 // The goal is 3M events/s on two cores: 0.67 µs of CPU an event with both
-// busy. Where the readers' CPU went (pprof, 1M events, loaded machine):
-// SQLite's own stepping 42 % (the B-tree's next row and the page reads, a
-// pread per 4 KiB page with no memory map, which the page-cache decision
-// keeps off for memory); the driver's row 38 % (a mutex around each column
-// call, a copy of the envelope into a fresh blob, an interface box per
-// column); the decoding 15 % (no allocation: strings alias the blob).
-// Fetching the envelope alone, with the seq of a dense range derived, took
-// a column call, a box and an allocation per event off the driver's share
-// (10-35 % less CPU per event, interleaved in one process). What stands between Kairo and the
-// goal is SQLite's per-row cost itself: a row per event read through
-// database/sql's driver interface cost 1.0-1.3 µs of CPU on this machine
-// before any decoding; rows that hold many events (the write path's
-// choice) or a reader that does not copy each row would be the next steps.
+// busy. With a row per event (schema 1) the readers' CPU went (pprof, 1M
+// events, loaded machine): SQLite's own stepping 42 % (the B-tree's next
+// row and the page reads, a pread per 4 KiB page with no memory map, which
+// the page-cache decision keeps off for memory); the driver's row 38 % (a
+// mutex around each column call, a copy of the envelope into a fresh blob,
+// an interface box per column); the decoding 15 %: 1,845-1,880 CPU-ns an
+// event, one row per event cannot reach the goal. Since schema 2 an append
+// stores its envelopes in packs of up to 128 events and 32 KiB
+// (docs/RATIONALE.md#packs-of-envelopes), so a replay steps a row per pack.
+// Where the CPU goes now (300k events, loaded machine, of the scan's
+// time): the decoding 26 %, the driver's copy of each pack into a fresh
+// blob 26 % (an allocation of 32 KiB, zeroed, and its share of the GC),
+// the page reads 22 % (a pread per 4 KiB overflow page), the rest of
+// SQLite's stepping 7 %, and the GC's marking outside the scan; 1,030
+// CPU-ns an event in all. What stands between Kairo and the goal: the
+// preads (a memory map, which the page-cache decision refused for memory),
+// the driver's copy (a reader on SQLite's C interface that decodes in
+// place, modernc.org/sqlite/lib, on a connection of its own) and the GC
+// those blobs cause.
 func BenchmarkReplay(b *testing.B) {
 	bs, n := replayBus(b)
 	ctx := context.Background()
