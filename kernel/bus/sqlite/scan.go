@@ -238,14 +238,14 @@ func unpack(q *bus.Query, evs []abi.Event, blob []byte, first, last, lo, hi uint
 		off += k
 		if seq >= lo && seq <= hi {
 			env := blob[off : off+int(n) : off+int(n)]
-			evs = append(evs, abi.Event{})
+			evs = grow(evs)
 			ev := &evs[len(evs)-1]
 			if _, err := abi.DecodeEvent(env, ev); err != nil {
-				return evs[:len(evs)-1], &envError{seq, err}
+				return drop(evs), &envError{seq, err}
 			}
 			ev.Seq = seq
 			if !q.MatchMeta(ev) {
-				evs = evs[:len(evs)-1]
+				evs = drop(evs)
 			}
 		}
 		off += int(n)
@@ -315,14 +315,33 @@ func queryRows(ctx context.Context, qc driver.QueryerContext, q *bus.Query, evs 
 			// An empty env is a packed event's: its pack is missing.
 			return evs, rowN, &envError{uint64(seq), fmt.Errorf("no envelope: its row has %T of %d bytes, and no pack holds it", dest[len(dest)-1], len(env))}
 		}
-		evs = append(evs, abi.Event{})
+		evs = grow(evs)
 		ev := &evs[len(evs)-1]
 		if _, err := abi.DecodeEvent(env, ev); err != nil {
-			return evs[:len(evs)-1], rowN, &envError{uint64(seq), err}
+			return drop(evs), rowN, &envError{uint64(seq), err}
 		}
 		ev.Seq = uint64(seq)
 		if q.Pattern != nil && !q.Pattern.Match(ev.Type) {
-			evs = evs[:len(evs)-1]
+			evs = drop(evs)
 		}
 	}
+}
+
+// grow extends evs by one event for DecodeEvent, which zeroes it first:
+// appending a zero Event would clear it twice, each pointer word behind a
+// write barrier while the GC marks (the second clear was about 4 % of a
+// replay's CPU in pprof). The slots past len are zero: a chunk is made
+// zero, Scan clears what it handed out, and drop clears what it takes back.
+func grow(evs []abi.Event) []abi.Event {
+	if len(evs) < cap(evs) {
+		return evs[:len(evs)+1]
+	}
+	return append(evs, abi.Event{})
+}
+
+// drop takes the last event off evs, cleared, so that a chunk kept for the
+// next read holds no pack or row it read.
+func drop(evs []abi.Event) []abi.Event {
+	evs[len(evs)-1] = abi.Event{}
+	return evs[:len(evs)-1]
 }
