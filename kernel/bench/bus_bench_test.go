@@ -585,19 +585,29 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 // (make benchcheck, which runs every benchmark once in CI).
 //
 // The goal is 3M events/s on two cores: 0.67 µs of CPU an event with both
-// busy. Where the readers' CPU went (pprof, 1M events, loaded machine):
-// SQLite's own stepping 42 % (the B-tree's next row and the page reads, a
-// pread per 4 KiB page with no memory map, which the page-cache decision
-// keeps off for memory); the driver's row 38 % (a mutex around each column
-// call, a copy of the envelope into a fresh blob, an interface box per
-// column); the decoding 15 % (no allocation: strings alias the blob).
-// Fetching the envelope alone, with the seq of a dense range derived, took
-// a column call, a box and an allocation per event off the driver's share
-// (10-35 % less CPU per event, interleaved in one process). What stands between Kairo and the
-// goal is SQLite's per-row cost itself: a row per event read through
-// database/sql's driver interface cost 1.0-1.3 µs of CPU on this machine
-// before any decoding; rows that hold many events (the write path's
-// choice) or a reader that does not copy each row would be the next steps.
+// busy. With a row per event (schema 1) the readers' CPU went (pprof, 1M
+// events, loaded machine): SQLite's own stepping 42 % (the B-tree's next
+// row and the page reads, a pread per 4 KiB page with no memory map, which
+// the page-cache decision keeps off for memory); the driver's row 38 % (a
+// mutex around each column call, a copy of the envelope into a fresh blob,
+// an interface box per column); the decoding 15 %: 1,845-1,880 CPU-ns an
+// event, one row per event cannot reach the goal. Since schema 2 an append
+// stores its envelopes in packs of up to 128 events and 32 KiB
+// (docs/RATIONALE.md#packs-of-envelopes), so a replay steps a row per pack.
+// Where the readers' CPU goes now (pprof, 300k events, loaded machine):
+// the decoding 42 % (abi.DecodeEvent, its strings aliasing the pack), the
+// SQLite step 29 % (of which 22 % the preads, one per 4 KiB overflow page
+// of a pack), the driver's copy of each pack into a fresh blob 18 % (an
+// allocation of up to 32 KiB, zeroed), the clearing of handed-out chunks
+// 11 %; 840-1,260 CPU-ns an event in all, GC included, against 1,880-2,480
+// for a row per event in the same conditions. What stands between Kairo
+// and the goal: the decoder (a map walk with a closure per key), the
+// preads (a memory map, which the page-cache decision refused for
+// memory), the driver's copy and the GC those blobs cause (only a reader
+// that decodes in SQLite's own memory, through modernc.org/sqlite/lib,
+// and copies out what a caller keeps would avoid them). And a log written
+// by small appends (fewer than 8 events, as an idle agent's) is still read
+// a row per event.
 func BenchmarkReplay(b *testing.B) {
 	bs, n := replayBus(b)
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/kernel/bus"
 )
 
 // StoreReport is what [Check] and [Salvage] found in a store file.
@@ -212,6 +213,14 @@ func readStore(ctx context.Context, path string, progress SalvageProgress, keep 
 		maxSeq.Int64 = int64(min(rep.Reserved, math.MaxInt64))
 	}
 	hi := uint64(maxSeq.Int64)
+	// A store of schema 1 has no packs: every event is in its own row.
+	var packs int
+	db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'packs'`).Scan(&packs)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer conn.Close()
 	lost := func(seq uint64) {
 		if n := len(rep.Lost); n > 0 && rep.Lost[n-1].To+1 == seq {
 			rep.Lost[n-1].To = seq
@@ -238,12 +247,12 @@ func readStore(ctx context.Context, path string, progress SalvageProgress, keep 
 		}
 		to := min(from+scanChunk-1, hi)
 		progress("events", from-1, hi)
-		evs, err := readRows(ctx, db, from, to)
+		evs, err := readRows(ctx, conn, packs == 1, from, to)
 		if err != nil {
 			// Read the chunk row by row: only what cannot be read is lost.
 			evs = evs[:0]
 			for seq := from; seq <= to; seq++ {
-				one, err := readRows(ctx, db, seq, seq)
+				one, err := readRows(ctx, conn, packs == 1, seq, seq)
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil, ctx.Err()
@@ -266,28 +275,22 @@ func readStore(ctx context.Context, path string, progress SalvageProgress, keep 
 	return rep, nil
 }
 
-// readRows reads and decodes the stored events from..to.
-func readRows(ctx context.Context, db *sql.DB, from, to uint64) ([]*abi.Event, error) {
-	rows, err := db.QueryContext(ctx, `SELECT seq, env FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq`, int64(from), int64(to))
+// readRows reads and decodes the stored events from..to, on conn.
+func readRows(ctx context.Context, conn *sql.Conn, packed bool, from, to uint64) ([]*abi.Event, error) {
+	var evs []abi.Event
+	err := conn.Raw(func(dc any) error {
+		var err error
+		evs, err = readRange(ctx, dc, packed, &bus.Query{}, nil, from, to)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var evs []*abi.Event
-	for rows.Next() {
-		var seq int64
-		var env []byte
-		if err := rows.Scan(&seq, &env); err != nil {
-			return nil, err
-		}
-		ev := new(abi.Event)
-		if _, err := abi.DecodeEvent(env, ev); err != nil {
-			return nil, fmt.Errorf("event %d: %w", seq, err)
-		}
-		ev.Seq = uint64(seq)
-		evs = append(evs, ev)
+	out := make([]*abi.Event, len(evs))
+	for i := range evs {
+		out[i] = &evs[i]
 	}
-	return evs, rows.Err()
+	return out, nil
 }
 
 // restore stores evs, salvaged from another store, with their own
@@ -315,15 +318,29 @@ func (s *Store) restore(evs []*abi.Event) error {
 			}
 		}()
 		sp := spanState{first: evs[0].Seq, last: last, lo: math.MaxInt64, hi: math.MinInt64}
+		envs, err := s.encodeAll(evs, nil)
+		if err != nil {
+			return err
+		}
+		st := s.one
+		if s.packed {
+			st = s.onePacked
+		}
 		args := make([]driver.NamedValue, 0, 5)
-		for _, ev := range evs {
-			if args, err = s.rowArgs(args[:0], ev, nil, ev.Seq); err != nil {
-				return err
+		for i, ev := range evs {
+			env := envs[i]
+			if s.packed {
+				env = nil
 			}
-			if _, err = exec(s.one, args); err != nil {
+			if _, err = exec(st, rowArgs(args[:0], ev, env, ev.Seq)); err != nil {
 				return err
 			}
 			sp.lo, sp.hi = min(sp.lo, ev.Time.UnixNano()), max(sp.hi, ev.Time.UnixNano())
+		}
+		if s.packed {
+			if err = s.writePacks(evs, envs, nil); err != nil {
+				return err
+			}
 		}
 		if err = s.writeSpan(sp); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -145,22 +146,128 @@ func (s *Store) timeSpan(ctx context.Context, q bus.Query, lo, hi uint64) (uint6
 }
 
 // readChunk reads and decodes the events with from <= seq <= to that match
-// q. It works on the driver's rows directly: the blob the driver allocates
-// per row becomes the event's backing store, with no copy in between.
-//
-// Without a time bound it reads the envelopes alone: seqs are dense
-// (docs/RATIONALE.md#dense-sequence-numbers), so the i-th row of a range
-// that holds to-from+1 rows is seq from+i, and the driver need not fetch
-// and box a second column per row, a fifth of a replay's CPU. A range with
-// fewer rows (a hole, which no append leaves) is read again with its seqs.
+// q, on conn.
 func (s *Store) readChunk(ctx context.Context, conn *sql.Conn, q bus.Query, evs []abi.Event, from, to uint64) ([]abi.Event, error) {
 	if evs == nil {
 		evs = make([]abi.Event, 0, min(to-from+1, scanChunk))
 	}
+	err := conn.Raw(func(dc any) error {
+		var err error
+		evs, err = readRange(ctx, dc, s.packed, &q, evs, from, to)
+		return err
+	})
+	return evs, err
+}
+
+// envError says that a stored envelope, or a pack of them, cannot be
+// read: the file is damaged.
+type envError struct {
+	seq uint64
+	err error
+}
+
+func (e *envError) Error() string { return fmt.Sprintf("event %d: %v", e.seq, e.err) }
+func (e *envError) Unwrap() error { return e.err }
+
+// readRange appends to evs the events with from <= seq <= to that match q,
+// read on the driver connection dc: from the rows of packs that hold them
+// (when the file has that table), and from their own rows where no pack
+// does (schema 1's events, small appends', or a hole). It works on the
+// driver's rows directly, skipping database/sql's per-row locks.
+func readRange(ctx context.Context, dc any, packed bool, q *bus.Query, evs []abi.Event, from, to uint64) ([]abi.Event, error) {
+	qc, ok := dc.(driver.QueryerContext)
+	if !ok {
+		return evs, fmt.Errorf("sqlite driver %T cannot query", dc)
+	}
+	next := from // the first seq not read yet
+	if packed {
+		// A pack holds at most packEvents events, so one that reaches from
+		// starts at most packEvents-1 before it.
+		rows, err := qc.QueryContext(ctx, `SELECT first_seq, last_seq, envs FROM packs WHERE first_seq >= ? AND first_seq <= ? AND last_seq >= ? ORDER BY first_seq`,
+			[]driver.NamedValue{{Ordinal: 1, Value: int64(from - min(from-1, packEvents-1))}, {Ordinal: 2, Value: int64(to)}, {Ordinal: 3, Value: int64(from)}})
+		if err != nil {
+			return evs, err
+		}
+		defer rows.Close()
+		dest := make([]driver.Value, 3)
+		for {
+			if err := rows.Next(dest); err != nil {
+				if err == io.EOF {
+					break
+				}
+				return evs, err
+			}
+			first, _ := dest[0].(int64)
+			last, _ := dest[1].(int64)
+			blob, ok := dest[2].([]byte)
+			if !ok || first < 1 || last < first || last-first >= packEvents || uint64(first) < next && next > from {
+				return evs, &envError{max(next, uint64(max(first, 1))), fmt.Errorf("the pack from %d to %d is not one Kairo writes", first, last)}
+			}
+			if uint64(first) > next {
+				if evs, _, err = readOwnRows(ctx, qc, q, evs, next, uint64(first)-1); err != nil {
+					return evs, err
+				}
+			}
+			if evs, err = unpack(q, evs, blob, uint64(first), uint64(last), max(from, uint64(first)), min(to, uint64(last))); err != nil {
+				return evs, err
+			}
+			next = uint64(last) + 1
+		}
+	}
+	if next <= to {
+		var err error
+		evs, _, err = readOwnRows(ctx, qc, q, evs, next, to)
+		return evs, err
+	}
+	return evs, nil
+}
+
+// unpack appends to evs the events lo..hi of the pack blob, which holds
+// first..last, that match q. Their strings and data alias the blob, which
+// the driver allocated for this row: an event a caller keeps holds its
+// pack (at most packBytes, or the one event), as an event of the JetStream
+// store holds its message. A copy of each envelope cost a quarter of the
+// replay's CPU (an allocation and its share of the GC).
+func unpack(q *bus.Query, evs []abi.Event, blob []byte, first, last, lo, hi uint64) ([]abi.Event, error) {
+	seq := first
+	for off := 0; off < len(blob); seq++ {
+		n, k := binary.Uvarint(blob[off:])
+		if k <= 0 || n > uint64(len(blob)-off-k) || seq > last {
+			return evs, &envError{seq, fmt.Errorf("the pack from %d to %d is cut short or too long", first, last)}
+		}
+		off += k
+		if seq >= lo && seq <= hi {
+			env := blob[off : off+int(n) : off+int(n)]
+			evs = grow(evs)
+			ev := &evs[len(evs)-1]
+			if _, err := abi.DecodeEvent(env, ev); err != nil {
+				return drop(evs), &envError{seq, err}
+			}
+			ev.Seq = seq
+			if !q.MatchMeta(ev) {
+				evs = drop(evs)
+			}
+		}
+		off += int(n)
+	}
+	if seq != last+1 {
+		return evs, &envError{seq, fmt.Errorf("the pack from %d to %d holds %d events", first, last, seq-first)}
+	}
+	return evs, nil
+}
+
+// readOwnRows appends to evs the events with from <= seq <= to that keep
+// their envelope in their own row and match q. Without a time bound it
+// reads the envelopes alone: seqs are dense
+// (docs/RATIONALE.md#dense-sequence-numbers), so the i-th row of a range
+// that holds to-from+1 rows is seq from+i, and the driver need not fetch
+// and box a second column per row, a fifth of such a replay's CPU. A range
+// with fewer rows (a hole) is read again with its seqs.
+func readOwnRows(ctx context.Context, qc driver.QueryerContext, q *bus.Query, evs []abi.Event, from, to uint64) ([]abi.Event, uint64, error) {
 	if q.Since.IsZero() && q.Until.IsZero() {
-		read, rows, err := s.readRows(ctx, conn, q, evs, from, to, "SELECT env FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq", nil)
+		read, rows, err := queryRows(ctx, qc, q, evs, from, to, "SELECT env FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq", nil)
 		if err != nil || rows == to-from+1 {
-			return read, err
+			return read, rows, err
 		}
 		clear(read[len(evs):])
 	}
@@ -174,53 +281,67 @@ func (s *Store) readChunk(ctx context.Context, conn *sql.Conn, q bus.Query, evs 
 		query += " AND time <= ?"
 		args = append(args, driver.NamedValue{Ordinal: len(args) + 3, Value: q.Until.UnixNano()})
 	}
-	evs, _, err := s.readRows(ctx, conn, q, evs, from, to, query+" ORDER BY seq", args)
-	return evs, err
+	return queryRows(ctx, qc, q, evs, from, to, query+" ORDER BY seq", args)
 }
 
-// readRows appends to evs the events of query's rows that match q's
+// queryRows appends to evs the events of query's rows that match q's
 // pattern, and counts the rows. query selects env, or seq and env, of the
 // rows with from <= seq <= to (its first two parameters), and more
-// parameters from args; without seq, the i-th row is seq from+i.
-func (s *Store) readRows(ctx context.Context, conn *sql.Conn, q bus.Query, evs []abi.Event, from, to uint64, query string, args []driver.NamedValue) ([]abi.Event, uint64, error) {
+// parameters from args; without seq, the i-th row is seq from+i. The blob
+// the driver allocates per row becomes the event's backing store, with no
+// copy in between.
+func queryRows(ctx context.Context, qc driver.QueryerContext, q *bus.Query, evs []abi.Event, from, to uint64, query string, args []driver.NamedValue) ([]abi.Event, uint64, error) {
 	args = append([]driver.NamedValue{{Ordinal: 1, Value: int64(from)}, {Ordinal: 2, Value: int64(to)}}, args...)
+	rows, err := qc.QueryContext(ctx, query, args)
+	if err != nil {
+		return evs, 0, err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
 	var rowN uint64
-	err := conn.Raw(func(dc any) error {
-		qc, ok := dc.(driver.QueryerContext)
-		if !ok {
-			return fmt.Errorf("sqlite driver %T cannot query", dc)
+	for ; ; rowN++ {
+		if err := rows.Next(dest); err != nil {
+			if err == io.EOF {
+				return evs, rowN, nil
+			}
+			return evs, rowN, err
 		}
-		rows, err := qc.QueryContext(ctx, query, args)
-		if err != nil {
-			return err
+		seq := int64(from + rowN)
+		if len(dest) == 2 {
+			seq, _ = dest[0].(int64)
 		}
-		defer rows.Close()
-		dest := make([]driver.Value, len(rows.Columns()))
-		for ; ; rowN++ {
-			if err := rows.Next(dest); err != nil {
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-			seq := int64(from + rowN)
-			if len(dest) == 2 {
-				seq, _ = dest[0].(int64)
-			}
-			env, ok := dest[len(dest)-1].([]byte)
-			if !ok {
-				return fmt.Errorf("row seq %d: env is %T, want a blob", seq, dest[len(dest)-1])
-			}
-			evs = append(evs, abi.Event{})
-			ev := &evs[len(evs)-1]
-			if _, err := abi.DecodeEvent(env, ev); err != nil {
-				return fmt.Errorf("row seq %d: %w", seq, err)
-			}
-			ev.Seq = uint64(seq)
-			if q.Pattern != nil && !q.Pattern.Match(ev.Type) {
-				evs = evs[:len(evs)-1]
-			}
+		env, ok := dest[len(dest)-1].([]byte)
+		if !ok || len(env) == 0 {
+			// An empty env is a packed event's: its pack is missing.
+			return evs, rowN, &envError{uint64(seq), fmt.Errorf("no envelope: its row has %T of %d bytes, and no pack holds it", dest[len(dest)-1], len(env))}
 		}
-	})
-	return evs, rowN, err
+		evs = grow(evs)
+		ev := &evs[len(evs)-1]
+		if _, err := abi.DecodeEvent(env, ev); err != nil {
+			return drop(evs), rowN, &envError{uint64(seq), err}
+		}
+		ev.Seq = uint64(seq)
+		if q.Pattern != nil && !q.Pattern.Match(ev.Type) {
+			evs = drop(evs)
+		}
+	}
+}
+
+// grow extends evs by one event for DecodeEvent, which zeroes it first:
+// appending a zero Event would clear it twice, each pointer word behind a
+// write barrier while the GC marks (the second clear was about 4 % of a
+// replay's CPU in pprof). The slots past len are zero: a chunk is made
+// zero, Scan clears what it handed out, and drop clears what it takes back.
+func grow(evs []abi.Event) []abi.Event {
+	if len(evs) < cap(evs) {
+		return evs[:len(evs)+1]
+	}
+	return append(evs, abi.Event{})
+}
+
+// drop takes the last event off evs, cleared, so that a chunk kept for the
+// next read holds no pack or row it read.
+func drop(evs []abi.Event) []abi.Event {
+	evs[len(evs)-1] = abi.Event{}
+	return evs[:len(evs)-1]
 }

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"modernc.org/sqlite"
 )
@@ -237,23 +236,29 @@ func (s *Store) quickCheck() error {
 
 // checkNewest decodes the newest events, where a crash leaves its damage.
 func (s *Store) checkNewest() error {
-	rows, err := s.rdb.Query(`SELECT seq, env FROM events ORDER BY seq DESC LIMIT 64`)
+	var maxSeq sql.NullInt64
+	if err := s.rdb.QueryRow(`SELECT max(seq) FROM events`).Scan(&maxSeq); err != nil {
+		return describeOpenError(s.path, "read the newest events", err)
+	}
+	if maxSeq.Int64 < 1 {
+		return nil
+	}
+	ctx := context.Background()
+	conn, err := s.rdb.Conn(ctx)
 	if err != nil {
 		return describeOpenError(s.path, "read the newest events", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq int64
-		var env []byte
-		if err := rows.Scan(&seq, &env); err != nil {
-			return describeOpenError(s.path, "read the newest events", err)
-		}
-		var ev abi.Event
-		if _, err := abi.DecodeEvent(env, &ev); err != nil {
-			return fmt.Errorf("%w: %s: event %d cannot be read: %v; %s", ErrDamaged, s.path, seq, err, recovery(s.path))
-		}
+	defer conn.Close()
+	to := uint64(maxSeq.Int64)
+	err = conn.Raw(func(dc any) error {
+		_, err := readRange(ctx, dc, s.packed, &bus.Query{}, nil, to-min(to-1, 63), to)
+		return err
+	})
+	var bad *envError
+	if errors.As(err, &bad) {
+		return fmt.Errorf("%w: %s: event %d cannot be read: %v; %s", ErrDamaged, s.path, bad.seq, bad.err, recovery(s.path))
 	}
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return describeOpenError(s.path, "read the newest events", err)
 	}
 	return nil

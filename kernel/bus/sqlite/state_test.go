@@ -3,6 +3,7 @@ package sqlite
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -235,16 +236,49 @@ func damage(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	damagePage(t, path, fi.Size()/4096/2+1)
+}
+
+// damagePage overwrites page number pageno (from 1) of the store file with
+// garbage.
+func damagePage(t *testing.T, path string, pageno int64) {
+	t.Helper()
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	page := int64(4096)
-	at := (fi.Size() / page / 2) * page
-	if _, err := f.WriteAt([]byte(strings.Repeat("\xde\xad\xbe\xef", int(page/4))), at); err != nil {
+	if _, err := f.WriteAt([]byte(strings.Repeat("\xde\xad\xbe\xef", int(page/4))), (pageno-1)*page); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// packPage is the number of a page in the middle of the store's packs:
+// damage there loses events, where damage to the events table's rows (id,
+// type, time) loses none.
+func packPage(t *testing.T, path string) int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var pages []int64
+	rows, err := db.Query(`SELECT pageno FROM dbstat WHERE name = 'packs' ORDER BY pageno`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p int64
+		rows.Scan(&p)
+		pages = append(pages, p)
+	}
+	if len(pages) == 0 {
+		t.Fatalf("%s has no pages of packs", path)
+	}
+	return pages[len(pages)/2]
 }
 
 // A damaged page in the middle of the file is found by the open's page
@@ -263,7 +297,7 @@ func TestStoreDamagedPage(t *testing.T) {
 	openSQLite(t, path).Close()
 	healthy := time.Since(start)
 
-	damage(t, path)
+	damagePage(t, path, packPage(t, path))
 	refused(t, path, "kairo store salvage")
 
 	var stages []string

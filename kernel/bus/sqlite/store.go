@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,7 +58,11 @@ type Store struct {
 	// Statements prepared on w's driver connection, used only inside
 	// w.Raw: the append path talks to the driver directly, skipping
 	// database/sql's per-call conversions and locks.
-	multi, one, byID, del, span driver.Stmt
+	multi, one, onePacked, byID, del, span, pack driver.Stmt
+	// packed: the file has the packs table (schema 2), which appends of
+	// packMin events or more write. Set at open.
+	packed  bool
+	packBuf []byte // the pack being built; guarded by mu
 
 	kick   chan struct{}
 	stop   chan struct{}
@@ -78,12 +83,13 @@ type Store struct {
 }
 
 const schema = `
+BEGIN IMMEDIATE;
 CREATE TABLE IF NOT EXISTS events (
 	seq  INTEGER PRIMARY KEY,
 	id   ANY NOT NULL UNIQUE,  -- 16-byte blob for canonical UUIDs, text otherwise
 	type TEXT NOT NULL,
 	time INTEGER NOT NULL,     -- unix nanoseconds
-	env  BLOB NOT NULL         -- the whole envelope but seq, MsgPack (abi.Event)
+	env  BLOB NOT NULL         -- the whole envelope but seq, MsgPack (abi.Event); empty when a pack holds it
 );
 -- One row per append: the seq and time span of the events it stored. It
 -- answers replay by time in place of an index on events(time), which would
@@ -95,9 +101,38 @@ CREATE TABLE IF NOT EXISTS batches (
 	max_time  INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS batches_max_time ON batches(max_time);
+-- Schema 2: the envelopes of events first_seq..last_seq (dense), each after
+-- its length as a uvarint, the i-th of seq first_seq+i; at most packEvents
+-- events and packBytes bytes (or one larger event). Their rows in events
+-- keep id, type and time, with an empty env. A replay reads a row per pack,
+-- not per event; events no pack holds (schema 1's, small appends') keep
+-- their envelope in their own row.
+CREATE TABLE IF NOT EXISTS packs (
+	first_seq INTEGER PRIMARY KEY,
+	last_seq  INTEGER NOT NULL,
+	envs      BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value ANY);
-INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', 1);
+INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', 2);
+UPDATE meta SET value = 2 WHERE key = 'schema' AND value < 2;
+COMMIT;
 `
+
+// schemaVersion is the format this code writes and reads; it reads schema
+// 1 too, whose events all keep their envelope in their own row.
+const schemaVersion = 2
+
+// Packs: an append of at least packMin events stores their envelopes in
+// rows of packs of at most packEvents events and packBytes bytes (one
+// event larger than that has a pack of its own), so that one read of a
+// replay never holds an unbounded blob. A smaller append keeps each
+// envelope in its event's row: a pack row would cost a commit of one event
+// a third page in the WAL (docs/RATIONALE.md#packs-of-envelopes).
+const (
+	packMin    = 8
+	packEvents = 128
+	packBytes  = 32 << 10
+)
 
 // rowsPerInsert is how many rows one INSERT statement carries: multi-row
 // statements halve the per-row cost of binding and stepping. Its value is
@@ -150,9 +185,24 @@ func openSQLiteFile(path string, opts Config) (*Store, error) {
 	}
 	s.wdb.SetMaxOpenConns(1)
 	if _, err := s.wdb.Exec(schema); err != nil {
-		s.closeDBs()
-		return nil, describeOpenError(path, "create schema (is it a Kairo event store?)", err)
+		s.wdb.Exec(`ROLLBACK`)
+		// A store of schema 1 on a full disk cannot take its packs table:
+		// it serves reads, and appends keep every envelope in its row,
+		// until an open with room makes the table.
+		if !IsDiskFull(err) {
+			s.closeDBs()
+			return nil, describeOpenError(path, "create schema (is it a Kairo event store?)", err)
+		}
 	}
+	var version int64
+	var packs int
+	s.wdb.QueryRow(`SELECT value FROM meta WHERE key = 'schema'`).Scan(&version)
+	s.wdb.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'packs'`).Scan(&packs)
+	if version > schemaVersion {
+		s.closeDBs()
+		return nil, fmt.Errorf("open event store %s: its format is schema %d, and this Kairo reads at most schema %d: run a newer kairo", path, version, schemaVersion)
+	}
+	s.packed = packs == 1
 	if s.rdb, err = sql.Open("sqlite", dsn+"&_pragma=query_only(1)"+sqlitecache.Pragmas()); err != nil {
 		return fail("open readers", err)
 	}
@@ -194,8 +244,9 @@ func openSQLiteFile(path string, opts Config) (*Store, error) {
 	// that may abort it (NOT NULL's would), SQLite keeps no statement
 	// journal, a copy of each page the statement first changes. A row it
 	// skips, whatever the reason, sends the chunk to one, row by row.
+	// Its rows are those of a packed append: their envelopes go to packs.
 	multi := `INSERT OR IGNORE INTO events(id, type, time, env) VALUES ` +
-		strings.TrimSuffix(strings.Repeat("(?,?,?,?),", rowsPerInsert), ",")
+		strings.TrimSuffix(strings.Repeat("(?,?,?,x''),", rowsPerInsert), ",")
 	err = s.w.Raw(func(dc any) error {
 		pc, ok := dc.(driver.ConnPrepareContext)
 		if !ok {
@@ -207,11 +258,16 @@ func openSQLiteFile(path string, opts Config) (*Store, error) {
 		}{
 			{&s.multi, multi},
 			{&s.one, `INSERT INTO events(seq, id, type, time, env) VALUES (?,?,?,?,?) ON CONFLICT(id) DO NOTHING`},
+			{&s.onePacked, `INSERT INTO events(seq, id, type, time, env) VALUES (?,?,?,?,x'') ON CONFLICT(id) DO NOTHING`},
 			{&s.byID, `SELECT seq FROM events WHERE id = ?`},
 			{&s.del, `DELETE FROM events WHERE seq >= ?`},
 			{&s.span, `INSERT INTO batches(first_seq, last_seq, min_time, max_time) VALUES (?,?,?,?)`},
+			{&s.pack, `INSERT INTO packs(first_seq, last_seq, envs) VALUES (?,?,?)`},
 		} {
 			var err error
+			if p.st == &s.pack && !s.packed {
+				continue
+			}
 			if *p.st, err = pc.PrepareContext(context.Background(), p.q); err != nil {
 				return err
 			}
@@ -250,7 +306,7 @@ func (s *Store) Close() error {
 	if s.w != nil {
 		s.flushSpanLocked() // best effort: replay by time reads past the last span
 		errs = append(errs, s.w.Raw(func(any) error {
-			for _, st := range []driver.Stmt{s.multi, s.one, s.byID, s.del, s.span} {
+			for _, st := range []driver.Stmt{s.multi, s.one, s.onePacked, s.byID, s.del, s.span, s.pack} {
 				if st != nil {
 					st.Close()
 				}
@@ -313,25 +369,38 @@ func idArg(id string) any {
 }
 
 // rowArgs appends the values of ev's row to args: seq first, unless it is
-// 0 (SQLite gives it), then id, type, time and env.
-func (s *Store) rowArgs(args []driver.NamedValue, ev *abi.Event, env []byte, seq uint64) ([]driver.NamedValue, error) {
-	if env == nil {
-		var err error
-		if env, err = s.EncodeEnv(ev); err != nil {
-			return nil, err
-		}
-	}
+// 0 (SQLite gives it), then id, type, time, and env unless it is nil (a
+// packed row, whose statement stores an empty env).
+func rowArgs(args []driver.NamedValue, ev *abi.Event, env []byte, seq uint64) []driver.NamedValue {
 	n := len(args)
 	if seq != 0 {
 		args = append(args, driver.NamedValue{Ordinal: n + 1, Value: int64(seq)})
 		n++
 	}
-	return append(args,
+	args = append(args,
 		driver.NamedValue{Ordinal: n + 1, Value: idArg(ev.ID)},
 		driver.NamedValue{Ordinal: n + 2, Value: ev.Type},
 		driver.NamedValue{Ordinal: n + 3, Value: ev.Time.UnixNano()},
-		driver.NamedValue{Ordinal: n + 4, Value: env},
-	), nil
+	)
+	if env != nil {
+		args = append(args, driver.NamedValue{Ordinal: n + 4, Value: env})
+	}
+	return args
+}
+
+// encodeAll returns envs, or evs encoded when it is nil.
+func (s *Store) encodeAll(evs []*abi.Event, envs [][]byte) ([][]byte, error) {
+	if envs != nil {
+		return envs, nil
+	}
+	envs = make([][]byte, len(evs))
+	for i, ev := range evs {
+		var err error
+		if envs[i], err = s.EncodeEnv(ev); err != nil {
+			return nil, err
+		}
+	}
+	return envs, nil
 }
 
 func exec(st driver.Stmt, args []driver.NamedValue) (int64, error) {
@@ -359,16 +428,15 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 	if err := s.room(); err != nil {
 		return err
 	}
-	wrote := s.beforeCommit(evs)
-	env := func(i int) []byte {
-		if envs == nil {
-			return nil
-		}
-		return envs[i]
+	envs, err := s.encodeAll(evs, envs)
+	if err != nil {
+		return err
 	}
+	packed := s.packed && len(evs) >= packMin
+	wrote := s.beforeCommit(evs)
 	var first, next uint64
 	sp := s.spans
-	err := s.w.Raw(func(dc any) (err error) {
+	err = s.w.Raw(func(dc any) (err error) {
 		tx, err := dc.(driver.ConnBeginTx).BeginTx(context.Background(), driver.TxOptions{})
 		if err != nil {
 			return err
@@ -390,12 +458,10 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 		}
 		args := make([]driver.NamedValue, 0, rowsPerInsert*4)
 		i := 0
-		for ; s.atEnd && i+rowsPerInsert <= len(evs); i += rowsPerInsert {
+		for ; s.atEnd && packed && i+rowsPerInsert <= len(evs); i += rowsPerInsert {
 			args = args[:0]
-			for j, ev := range evs[i : i+rowsPerInsert] {
-				if args, err = s.rowArgs(args, ev, env(i+j), 0); err != nil {
-					return err
-				}
+			for _, ev := range evs[i : i+rowsPerInsert] {
+				args = rowArgs(args, ev, nil, 0)
 			}
 			res, err := s.multi.(driver.StmtExecContext).ExecContext(context.Background(), args)
 			if err != nil {
@@ -420,12 +486,19 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 			if _, err := exec(s.del, []driver.NamedValue{{Ordinal: 1, Value: int64(next)}}); err != nil {
 				return err
 			}
-			if next, err = s.appendRows(evs[i:i+rowsPerInsert], envs, i, dup[i:], next); err != nil {
+			if next, err = s.appendRows(evs[i:i+rowsPerInsert], envs[i:], packed, dup[i:], next); err != nil {
 				return err
 			}
 		}
-		if next, err = s.appendRows(evs[i:], envs, i, dup[i:], next); err != nil {
+		if next, err = s.appendRows(evs[i:], envs[i:], packed, dup[i:], next); err != nil {
 			return err
+		}
+		if packed {
+			// In the same transaction as the rows: an event is acknowledged
+			// only once its pack is committed.
+			if err := s.writePacks(evs, envs, dup); err != nil {
+				return err
+			}
 		}
 		if next > first {
 			if sp, err = s.recordSpan(sp, evs, dup, next-1); err != nil {
@@ -462,19 +535,20 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 const spanEvents = 4096
 
 // appendRows inserts evs one by one, looking up the stored sequence number
-// of each duplicate. off is the position of evs[0] in envs.
-func (s *Store) appendRows(evs []*abi.Event, envs [][]byte, off int, dup []bool, next uint64) (uint64, error) {
+// of each duplicate; packed rows leave their envelope to writePacks.
+func (s *Store) appendRows(evs []*abi.Event, envs [][]byte, packed bool, dup []bool, next uint64) (uint64, error) {
 	args := make([]driver.NamedValue, 0, 5)
+	st := s.one
+	if packed {
+		st = s.onePacked
+	}
 	for j, ev := range evs {
 		var env []byte
-		if envs != nil {
-			env = envs[off+j]
+		if !packed {
+			env = envs[j]
 		}
-		var err error
-		if args, err = s.rowArgs(args[:0], ev, env, next); err != nil {
-			return 0, err
-		}
-		n, err := exec(s.one, args)
+		args = rowArgs(args[:0], ev, env, next)
+		n, err := exec(st, args)
 		if err != nil {
 			return 0, err
 		}
@@ -490,6 +564,48 @@ func (s *Store) appendRows(evs []*abi.Event, envs [][]byte, off int, dup []bool,
 		ev.Seq, dup[j] = seq, true
 	}
 	return next, nil
+}
+
+// writePacks writes the envelopes of the events of evs that were stored
+// (dup[i] false; dup nil: all), in seq order, as rows of packs: a pack
+// ends at packEvents events, at packBytes, and where seqs are not dense.
+func (s *Store) writePacks(evs []*abi.Event, envs [][]byte, dup []bool) error {
+	buf := s.packBuf[:0]
+	var first, last uint64
+	n := 0
+	flush := func() error {
+		if n == 0 {
+			return nil
+		}
+		_, err := exec(s.pack, []driver.NamedValue{
+			{Ordinal: 1, Value: int64(first)}, {Ordinal: 2, Value: int64(last)}, {Ordinal: 3, Value: buf},
+		})
+		buf, n = buf[:0], 0
+		return err
+	}
+	for i, ev := range evs {
+		if dup != nil && dup[i] {
+			continue
+		}
+		env := envs[i]
+		if n > 0 && (ev.Seq != last+1 || n == packEvents || len(buf)+binary.MaxVarintLen64+len(env) > packBytes) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if n == 0 {
+			first = ev.Seq
+		}
+		buf = binary.AppendUvarint(buf, uint64(len(env)))
+		buf = append(buf, env...)
+		last = ev.Seq
+		n++
+	}
+	err := flush()
+	if cap(buf) <= 2*packBytes { // one larger event's pack is not kept
+		s.packBuf = buf[:0]
+	}
+	return err
 }
 
 func (s *Store) lookup(id any) (uint64, error) {

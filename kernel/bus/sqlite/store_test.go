@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -281,9 +282,10 @@ func TestSQLiteAppendAboveFloor(t *testing.T) {
 	}
 }
 
-// A replay reads a range by the envelopes alone when its seqs are dense;
-// a range with a hole (which no append leaves: here a row deleted by hand)
-// is read again with its seqs, so every event keeps its own.
+// A replay reads packed events by their packs and the others by their own
+// rows, the envelopes alone where the seqs are dense; a range with a hole
+// (which no append leaves: here a pack, or a row, deleted by hand) is read
+// again with its seqs, so every event keeps its own.
 func TestScanRangeWithHole(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.db")
 	s := openSQLite(t, path)
@@ -293,14 +295,27 @@ func TestScanRangeWithHole(t *testing.T) {
 	for i := range evs {
 		evs[i] = &abi.Event{ID: fmt.Sprintf("ev-%d", i+1), Type: "kairo.hole.test", Time: time.Unix(0, int64(i+1))}
 	}
-	if err := s.Append(evs, nil, make([]bool, n)); err != nil {
+	// Events appended a few at a time, each in its own row, around a
+	// packed append whose packs do not start at a chunk's start.
+	const head, own = packMin - 1, 2 * packMin
+	appendSmall := func(evs []*abi.Event) {
+		for i := 0; i < len(evs); i += packMin - 1 {
+			k := min(packMin-1, len(evs)-i)
+			if err := s.Append(evs[i:i+k], nil, make([]bool, k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendSmall(evs[:head])
+	if err := s.Append(evs[head:n-own], nil, make([]bool, n-own-head)); err != nil {
 		t.Fatal(err)
 	}
-	check := func(skip uint64) {
+	appendSmall(evs[n-own:])
+	check := func(skip ...uint64) {
 		t.Helper()
 		want := uint64(1)
 		err := s.Scan(context.Background(), bus.Query{}, func(ev *abi.Event) error {
-			if want == skip {
+			for slices.Contains(skip, want) {
 				want++
 			}
 			if ev.Seq != want || ev.ID != fmt.Sprintf("ev-%d", want) {
@@ -316,15 +331,44 @@ func TestScanRangeWithHole(t *testing.T) {
 			t.Fatalf("replay ended before seq %d, want all %d", want, n)
 		}
 	}
-	check(0)
-	hole := uint64(scanChunk + 7)
+	check()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`DELETE FROM events WHERE seq = ?`, hole); err != nil {
+	var packs, packed int
+	db.QueryRow(`SELECT count(*), sum(last_seq - first_seq + 1) FROM packs`).Scan(&packs, &packed)
+	if want := n - own - head; packed != want || packs != (want+packEvents-1)/packEvents {
+		t.Fatalf("%d events in %d packs, want %d in %d", packed, packs, want, (want+packEvents-1)/packEvents)
+	}
+	// A pack across a chunk's start, and its events' rows.
+	var first, last uint64
+	if err := db.QueryRow(`SELECT first_seq, last_seq FROM packs WHERE first_seq < ? AND last_seq >= ?`, scanChunk+1, scanChunk+1).Scan(&first, &last); err != nil {
 		t.Fatal(err)
 	}
-	check(hole)
+	hole := uint64(n - own/2)
+	for _, q := range []string{
+		`DELETE FROM packs WHERE first_seq = ?1`,
+		`DELETE FROM events WHERE seq >= ?1 AND seq <= ?2`,
+		`DELETE FROM events WHERE seq = ?3`,
+	} {
+		if _, err := db.Exec(q, first, last, hole); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var skip []uint64
+	for seq := first; seq <= last; seq++ {
+		skip = append(skip, seq)
+	}
+	check(append(skip, hole)...)
+	// A packed event's row without its pack is damage, not a hole.
+	if _, err := db.Exec(`DELETE FROM packs WHERE first_seq = ?`, head+1); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Scan(context.Background(), bus.Query{}, func(*abi.Event) error { return nil })
+	var bad *envError
+	if !errors.As(err, &bad) || bad.seq != head+1 {
+		t.Fatalf("a replay of events whose pack is gone: %v; want an envError for event %d", err, head+1)
+	}
 }
