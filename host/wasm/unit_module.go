@@ -342,9 +342,9 @@ type readyInstance struct {
 }
 
 // instanceAhead starts an instance of cur for the plugin files f, whose
-// manifest reads man, as the unit's start would make it, or returns nil when the files would not
-// start one (a manifest that does not read or authorize, a plugin
-// disabled, options cur was not prepared for).
+// manifest reads man, as the unit's start would make it; or returns nil
+// when the files would not start one (a manifest that does not
+// authorize, a plugin disabled, options cur was not prepared for).
 func (m *Manager) instanceAhead(f pluginFiles, cur *Module, man *manifests.Plugin) *readyInstance {
 	auth, err := m.authorize(man, f.folder)
 	if err != nil || m.cfg.Overrides[man.Plugin.Name].Disabled() {
