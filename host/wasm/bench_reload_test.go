@@ -88,8 +88,12 @@ publish = false
 // (1.72 with the instance made after the compare, 1.77 with it made
 // beside, in blocks of ten reloads alternated in one run at a load of
 // 21). Runs of the code before and after, alternated (30x): 1.44, 1.44
-// before; 1.50 after at a load of ~20, 1.07 at ~10. CPU is unchanged
-// (cpu-ratio 1.31-1.32 before, 1.30-1.37 after).
+// before; 1.50 after at a load of ~20, 1.07 at ~10. At a load of ~5,
+// four runs of each: 1.55, 1.38, 1.67, 1.59 before (median 1.57); 1.10,
+// 1.51, 1.34, 1.48 after (median 1.41). CPU is unchanged (cpu-ratio
+// 1.38-1.69 before, 1.41-1.53 after). What remains above 1.3 is the
+// guest's init and first tick on the serial path, and the compare where
+// no core is free.
 // Bytes that changed pay a compile (wazero's compiler, or its cache on
 // disk): new-bytes-ms is one such reload, of the module with a custom
 // section added, which wazero has never seen; measured once per mode.
