@@ -66,12 +66,34 @@ publish = false
 // guest's own code, on its first calls), and 0.3 ms subscribing and
 // reporting the start: 6.6 ms in all. With them, at the same floor: 1.5,
 // 0.4, 0.1, 2.55, 0.85 and 0.4, 0.2 ms; 6.05 ms in all, a ratio of 1.69.
-// What stands between a reload and the floor is mostly what the floor does
-// not do: the read of the file and the guest's init and first tick, some
-// 2.3 ms. Closing it would take the guest's first calls made cheaper (its
-// SDK), or an instance made while the file is compared, on a memory of its
-// own, and handed over when the bytes are the same.
 //
+// Measured again, one reload's steps in order (marks around each, on a
+// machine loaded 13-21 on its 2 cores; CPU profile of 300 reloads): the
+// rescan's scan 0.13 ms, the compare 1.6-2.1 (1.3 ms of CPU: the read
+// 0.7, the compare 0.5), the manifest and its authority 0.4, the old
+// unit's stop 0.4-0.6 (its memory cleared), wazero's instantiation
+// 1.2-1.5, _initialize 1.75-2.0, the guest's init 0.9, subscribing and
+// reporting the start 0.25, the first tick 0.5-0.6: 7.7 ms, all of it on
+// one path. What the floor does not do is all CPU (the guest's init and
+// first tick, the read, the compare, the clearing), so it cannot be made
+// shorter than it is without taking work from the guest's SDK; it can
+// only run beside the instance's making. So the rescan now makes the new
+// unit's instance while it compares the file (readyInstance), runs the
+// guest's init while the old unit stops, and takes the manifest the old
+// unit read when its file is unchanged. With a core to spare, a reload
+// is the manifest, the longer of the compare and the instance's making,
+// the init, subscribing and the first tick: by the steps above ~5.5 ms
+// against the 7.7, an estimate, not a measure. On a machine with no core
+// to spare the two paths take turns, and the ratio stays where it was
+// (1.72 with the instance made after the compare, 1.77 with it made
+// beside, in blocks of ten reloads alternated in one run at a load of
+// 21). Runs of the code before and after, alternated (30x): 1.44, 1.44
+// before; 1.50 after at a load of ~20, 1.07 at ~10. At a load of ~5,
+// four runs of each: 1.55, 1.38, 1.67, 1.59 before (median 1.57); 1.10,
+// 1.51, 1.34, 1.48 after (median 1.41). CPU is unchanged (cpu-ratio
+// 1.38-1.69 before, 1.41-1.53 after). What remains above 1.3 is the
+// guest's init and first tick on the serial path, and the compare where
+// no core is free.
 // Bytes that changed pay a compile (wazero's compiler, or its cache on
 // disk): new-bytes-ms is one such reload, of the module with a custom
 // section added, which wazero has never seen; measured once per mode.

@@ -3,6 +3,7 @@ package wasm
 import (
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/tetratelabs/wazero/experimental"
 )
@@ -21,12 +22,22 @@ import (
 // writes those spans again before any of its code runs, so they hold then
 // what a fresh memory would. For a Go guest that is its data, some 2 MB,
 // about half of what a reload cleared only to write again.
+//
+// A reload makes the new instance while the old one still runs
+// (readyInstance), so the old one's memory comes back while another
+// instance lives; it is kept for the next reload for poolKeep, then given
+// back: a plugin reloaded once does not hold two memories for good.
 type memoryPool struct {
 	mu     sync.Mutex
 	free   *pooledMemory
 	closed bool
-	data   []memSpan // set once, before the first instance
+	data   []memSpan   // set once, before the first instance
+	keep   *time.Timer // gives free back poolKeep after it came
 }
+
+// poolKeep is how long a memory waits in the pool for an instance: longer
+// than a restart's backoff, and than a rebuild between two reloads.
+var poolKeep = time.Minute
 
 // written records the spans of memory the module's data segments write
 // (dataSpans), before any instance is made.
@@ -88,6 +99,11 @@ func (m *pooledMemory) Free() {
 	if !mp.closed && mp.free == nil {
 		mp.free = m
 		m = nil
+		if mp.keep == nil {
+			mp.keep = time.AfterFunc(poolKeep, func() { mp.drain(false) })
+		} else {
+			mp.keep.Reset(poolKeep)
+		}
 	}
 	mp.mu.Unlock()
 	if m != nil {
@@ -102,6 +118,9 @@ func (mp *memoryPool) drain(closed bool) {
 	m := mp.free
 	mp.free = nil
 	mp.closed = mp.closed || closed
+	if mp.closed && mp.keep != nil {
+		mp.keep.Stop()
+	}
 	mp.mu.Unlock()
 	if m != nil {
 		_ = syscall.Munmap(m.buf)

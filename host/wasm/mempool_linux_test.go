@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -50,6 +51,32 @@ func TestMemoryPoolGivesFreshMemory(t *testing.T) {
 	if mp.free != nil {
 		t.Fatal("a closed pool keeps a mapping")
 	}
+}
+
+// A memory no instance takes within poolKeep is given back: a plugin
+// reloaded once (its new instance made while the old one ran) does not
+// hold two memories for good.
+func TestMemoryPoolGivesBackWhatWaits(t *testing.T) {
+	defer func(k time.Duration) { poolKeep = k }(poolKeep)
+	poolKeep = 20 * time.Millisecond
+	var mp memoryPool
+	alloc := mp.allocator()
+	live, spare := alloc.Allocate(0, 1<<20), alloc.Allocate(0, 1<<20)
+	spare.Reallocate(4096)
+	spare.Free()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		mp.mu.Lock()
+		kept := mp.free != nil
+		mp.mu.Unlock()
+		if !kept {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pool still keeps a memory no instance took")
+		}
+	}
+	live.Free()
+	mp.drain(true)
 }
 
 // The spans a module's data segments write are left to the next

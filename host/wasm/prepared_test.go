@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -324,4 +327,97 @@ func TestFileHolds(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("fileHolds blocks on a FIFO")
 	}
+}
+
+// A module file written again is compared with the module the unit holds
+// while an instance of that module is made: with the same bytes the
+// instance is handed over initialised; with other bytes of the same size
+// (here not a module at all, which is quicker to tell than to compile) it
+// is let go.
+func TestRescanMakesTheInstanceAhead(t *testing.T) {
+	e := newManagerEnv(t)
+	h := freshEngine(t)
+	a := guests["echo"]
+	b := bytes.Clone(a)
+	b[0] = 'x'
+	path := filepath.Join(e.dir, "echo.wasm")
+	write := func(wasm []byte) {
+		t.Helper()
+		if err := os.WriteFile(path+".tmp", wasm, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.drop("echo", "echo", anyGuestManifest)
+	write(a)
+	e.m = NewManager(ManagerConfig{Engine: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := e.m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState("echo", abi.PluginRunning)
+	old, _ := e.m.unit("echo")
+	old.mu.Lock()
+	mod := old.held.prep
+	old.mu.Unlock()
+	live := func() int { return len(*mod.live.Load()) }
+	hold := func() *unitModule {
+		t.Helper()
+		f := old.files
+		f.stamp = stampOf(f.wasm)
+		e.m.holdModule(old, &f)
+		select {
+		case <-old.done:
+			t.Fatal("the old unit stopped")
+		default:
+		}
+		e.m.hintMu.Lock()
+		defer e.m.hintMu.Unlock()
+		return e.m.hints["echo"]
+	}
+
+	write(a)
+	r := hold().ready
+	if r == nil {
+		t.Fatal("no instance was made while the file was compared")
+	}
+	<-r.done
+	if r.err != nil || r.p == nil || r.info.Name != "echo" || live() != 2 {
+		t.Fatalf("the instance made ahead: %v, info %+v, %d live instances", r.err, r.info, live())
+	}
+	e.m.dropHints()
+	if live() != 1 {
+		t.Fatalf("%d live instances after the hints were dropped, want the old unit's", live())
+	}
+	wantModules(t, h, 1, 0, 1)
+
+	write(b)
+	if held := hold(); held.ready != nil {
+		t.Fatal("other bytes of the same size: the instance made ahead was handed over")
+	}
+	e.m.dropHints()
+	for deadline := time.Now().Add(5 * time.Second); live() != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d live instances, want the old unit's: the one made ahead was not let go", live())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wantModules(t, h, 1, 0, 1)
+
+	// The rescan: the new unit serves the instance made ahead.
+	write(a)
+	if len(e.m.Rescan()) != 1 {
+		t.Fatal("the rescan did not reload the plugin")
+	}
+	e.waitState("echo", abi.PluginRunning)
+	if _, err := e.m.Decide(context.Background(), "echo", testBatch(1, 8)); err != nil {
+		t.Fatal(err)
+	}
+	// Made while the old unit's instance lived, it was named apart.
+	if names := slices.Collect(maps.Keys(*mod.live.Load())); len(names) != 1 || !strings.Contains(names[0], "#") {
+		t.Fatalf("live instances after the reload: %q, want the one made ahead", names)
+	}
+	wantModules(t, h, 1, 0, 1)
 }

@@ -97,6 +97,9 @@ func (m *Manager) newUnit(name string, files pluginFiles) *unit {
 	}
 	u.ctx, u.cancel = context.WithCancel(m.ctx)
 	u.held = m.takeHeld(name)
+	if r := u.held.ready; r != nil {
+		r.to.Store(u)
+	}
 	m.wg.Add(1)
 	go u.run()
 	return u
@@ -307,8 +310,20 @@ func (u *unit) serve(started func()) error {
 	if err != nil {
 		return errRefused{err}
 	}
-	auth, err := m.authorize(man, u.files.folder)
-	if err != nil {
+	// The instance the rescan made while it compared the module file, if
+	// it was made of what was read.
+	u.mu.Lock()
+	ready := u.held.ready
+	u.held.ready = nil
+	u.mu.Unlock()
+	if ready != nil && ready.man != man {
+		ready.discard()
+		ready = nil
+	}
+	var auth *authority
+	if ready != nil {
+		auth = ready.auth
+	} else if auth, err = m.authorize(man, u.files.folder); err != nil {
 		return errRefused{err}
 	}
 	n := auth.plugin
@@ -324,8 +339,14 @@ func (u *unit) serve(started func()) error {
 		<-u.ctx.Done()
 		return nil
 	}
-	grants := auth.grants(u.onDenied)
-	opts := m.options(n, u.files.folder.Builtin, grants)
+	var grants *Grants
+	var opts InstanceConfig
+	if ready != nil {
+		grants, opts = ready.grants, ready.opts
+	} else {
+		grants = auth.grants(u.onDenied)
+		opts = m.options(n, u.files.folder.Builtin, grants)
+	}
 	u.mu.Lock()
 	u.manifest, u.trusted = n, opts.Trusted
 	u.state, u.since = abi.PluginStarting, time.Now()
@@ -333,8 +354,19 @@ func (u *unit) serve(started func()) error {
 
 	ctx, cancel := context.WithCancel(u.ctx)
 	defer cancel()
-	p, err := u.instance(ctx, wasm, opts)
-	if err != nil {
+	var p *Plugin
+	var info abi.PluginInfo
+	if ready != nil {
+		// The unit holds the module it was made of, as instance does.
+		if _, err = u.module(ctx, wasm, opts); err == nil {
+			p, info, err = ready.take()
+		} else {
+			ready.discard()
+		}
+	} else {
+		p, err = u.instance(ctx, wasm, opts)
+	}
+	if p == nil {
 		var f *Failure
 		if errors.As(err, &f) && f.Reason == ReasonRefused {
 			return errRefused{err}
@@ -342,7 +374,9 @@ func (u *unit) serve(started func()) error {
 		return err
 	}
 	defer p.Close(context.Background())
-	info, err := p.Init(ctx, abi.PluginConfig{Config: n.Config})
+	if ready == nil {
+		info, err = p.Init(ctx, abi.PluginConfig{Config: n.Config})
+	}
 	u.flushDenied()
 	if err != nil {
 		return err

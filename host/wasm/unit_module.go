@@ -2,12 +2,16 @@ package wasm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
+	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/manifests"
 )
 
@@ -18,7 +22,11 @@ import (
 // file written again — does not prepare it again either; and when the
 // bytes changed, the rescan prepares (compiles) the new module before it
 // stops the old unit, which serves meanwhile. A module no unit took is let
-// go when the rescan ends.
+// go when the rescan ends. While the rescan compares a file of the old
+// module's size with its bytes, an instance of that module is made for
+// the new unit (readyInstance), and initialised while the old unit stops:
+// a reload of the same bytes then waits for the longer of the two, not
+// for both.
 
 // unitModule is what a unit holds, under u.mu; and what a rescan hands
 // over to the unit that replaces another.
@@ -32,9 +40,13 @@ type unitModule struct {
 	wasm  []byte
 	stamp fileStamp
 	man   *manifests.Plugin
+	// ready is the instance a rescan made of prep's bytes while it
+	// compared them with the file, for the unit's first start.
+	ready *readyInstance
 }
 
 func (h *unitModule) release() {
+	h.ready.discard()
 	h.prep.Release()
 	for _, mod := range h.hints {
 		mod.Release()
@@ -153,10 +165,11 @@ func (m *Manager) holdModule(u *unit, next *pluginFiles) {
 	if mod != nil {
 		mod.retain() // under u.mu: the unit cannot release it meanwhile
 	}
+	man, manStamp := u.held.man, u.held.stamp
 	u.mu.Unlock()
 	var ahead unitModule
 	if next != nil && next.native == nil {
-		ahead = m.prepareAhead(*next, mod)
+		ahead = m.prepareAhead(*next, mod, keptManifest(man, manStamp))
 	}
 	if mod != nil {
 		ahead.hints = append(ahead.hints, mod)
@@ -179,16 +192,36 @@ func (m *Manager) holdModule(u *unit, next *pluginFiles) {
 // prepareAhead reads the plugin's files and, unless its module's bytes are
 // those of cur, prepares them. What fails is left for the new unit to
 // find again and report.
-func (m *Manager) prepareAhead(f pluginFiles, cur *Module) unitModule {
+func (m *Manager) prepareAhead(f pluginFiles, cur *Module, kept func(fileStamp) *manifests.Plugin) unitModule {
 	stamp := stampOf(f.wasm)
 	var man *manifests.Plugin
 	var wasm []byte
 	var err error
+	var ready *readyInstance
+	if cur != nil && stamp.wasmSize == int64(len(cur.wasm)) {
+		// What the unit's manifest says only matters if the bytes are
+		// cur's: an embedded one is read from them.
+		if man = kept(stamp); man == nil {
+			man, err = PluginManifest(f.wasm, cur.wasm)
+		}
+		if err == nil {
+			ready = m.instanceAhead(f, cur, man)
+		}
+	}
 	if cur != nil && fileHolds(f.wasm, cur.wasm) {
 		// Written again, the same: compared as it is read, without a copy.
 		wasm = cur.wasm
-		man, err = PluginManifest(f.wasm, wasm)
+		if ready != nil {
+			ready.decide(true)
+			return unitModule{wasm: wasm, stamp: stamp, man: ready.man, ready: ready}
+		}
+		if man == nil || err != nil {
+			man, err = PluginManifest(f.wasm, wasm)
+		}
 	} else {
+		if ready != nil {
+			ready.decide(false) // it closes its instance
+		}
 		man, wasm, err = f.read()
 	}
 	if err != nil {
@@ -209,6 +242,20 @@ func (m *Manager) prepareAhead(f pluginFiles, cur *Module) unitModule {
 		read.hints, read.wasm = []*Module{mod}, mod.wasm
 	}
 	return read
+}
+
+// keptManifest is the manifest a unit read, as the stamp of its files then
+// was, for a rescan to take again while the manifest file it was read
+// from has the same size and time (readFiles does the same for a
+// restart); nil when the manifest was embedded in the module, or its file
+// changed since.
+func keptManifest(man *manifests.Plugin, then fileStamp) func(now fileStamp) *manifests.Plugin {
+	return func(now fileStamp) *manifests.Plugin {
+		if man == nil || then.tomlTime.IsZero() || now.tomlSize != then.tomlSize || !now.tomlTime.Equal(then.tomlTime) {
+			return nil
+		}
+		return man
+	}
 }
 
 // takeHeld hands what was held for the plugin name to its new unit, and
@@ -270,3 +317,100 @@ var holdBufs = sync.Pool{New: func() any {
 	b := make([]byte, 256<<10)
 	return &b
 }}
+
+// readyInstance is an instance of the module a unit holds, made while the
+// rescan that stops the unit compares the module file with the module's
+// bytes: a file written again the same — what a rebuild does — then
+// finds its instance made, and initialised once the compare said so,
+// while the old unit stopped. Until its unit serves it, nothing reaches
+// it: it gets no batch, and its calls and publishes outside a batch are
+// refused (imports.go), so a guest's init has no effect but its logs. The
+// options are those the unit's start would give it, from the manifest
+// and grants the rescan read.
+type readyInstance struct {
+	man    *manifests.Plugin
+	auth   *authority
+	grants *Grants
+	opts   InstanceConfig
+	to     atomic.Pointer[unit] // the unit its grants report refusals to
+
+	same chan bool     // the compare's verdict
+	done chan struct{} // closed once p, info and err are set
+	p    *Plugin
+	info abi.PluginInfo
+	err  error // of the instantiation, or of init with p set
+}
+
+// instanceAhead starts an instance of cur for the plugin files f, whose
+// manifest reads man, as the unit's start would make it; or returns nil
+// when the files would not start one (a manifest that does not
+// authorize, a plugin disabled, options cur was not prepared for).
+func (m *Manager) instanceAhead(f pluginFiles, cur *Module, man *manifests.Plugin) *readyInstance {
+	auth, err := m.authorize(man, f.folder)
+	if err != nil || m.cfg.Overrides[man.Plugin.Name].Disabled() {
+		return nil
+	}
+	r := &readyInstance{man: man, auth: auth, same: make(chan bool, 1), done: make(chan struct{})}
+	r.grants = auth.grants(r.deny)
+	r.opts = m.options(auth.plugin, f.folder.Builtin, r.grants)
+	want := r.opts
+	want.defaults()
+	if !cur.fits(cur.wasm, &want) {
+		return nil
+	}
+	cur.retain() // the instance takes its own once it is made
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(r.done)
+		p, err := cur.Instantiate(m.ctx, r.opts)
+		cur.Release()
+		same := false
+		select {
+		case same = <-r.same:
+		case <-m.ctx.Done():
+		}
+		if err != nil || !same {
+			if p != nil {
+				_ = p.Close(context.Background())
+			}
+			r.err = cmp.Or(err, errNotSame)
+			return
+		}
+		r.p = p
+		r.info, r.err = p.Init(m.ctx, abi.PluginConfig{Config: auth.plugin.Config})
+	}()
+	return r
+}
+
+// errNotSame is the error of a ready instance whose bytes the file no
+// longer holds.
+var errNotSame = errors.New("the module file changed")
+
+// decide gives the compare's verdict.
+func (r *readyInstance) decide(same bool) { r.same <- same }
+
+// deny reports a refusal to the unit that took the instance.
+func (r *readyInstance) deny(d Denial) {
+	if u := r.to.Load(); u != nil {
+		u.onDenied(d)
+	}
+}
+
+// take waits for the instance and returns it, initialised (info), or the
+// error of its instantiation (p nil) or of its init (p set, to be closed).
+func (r *readyInstance) take() (p *Plugin, info abi.PluginInfo, err error) {
+	<-r.done
+	p, r.p = r.p, nil
+	return p, r.info, r.err
+}
+
+// discard closes the instance if no unit took it.
+func (r *readyInstance) discard() {
+	if r == nil {
+		return
+	}
+	if p, _, _ := r.take(); p != nil {
+		_ = p.Close(context.Background())
+	}
+}
