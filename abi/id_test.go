@@ -84,18 +84,7 @@ func TestNewIDConcurrentUnique(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	seen := make(map[string]bool, goroutines*each)
-	for g, ids := range out {
-		for i, id := range ids {
-			if seen[id] {
-				t.Fatalf("id %q returned twice", id)
-			}
-			seen[id] = true
-			if i > 0 && id <= ids[i-1] {
-				t.Fatalf("goroutine %d: %q does not sort after %q", g, id, ids[i-1])
-			}
-		}
-	}
+	uniqueAndSorted(t, out)
 }
 
 // TestIDBlockUnique: blocks used by their own goroutines, beside NewID,
@@ -131,18 +120,7 @@ func TestIDBlockUnique(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	seen := make(map[string]bool, goroutines*each)
-	for g, ids := range out {
-		for i, id := range ids {
-			if seen[id] {
-				t.Fatalf("id %q returned twice", id)
-			}
-			seen[id] = true
-			if i > 0 && id <= ids[i-1] {
-				t.Fatalf("goroutine %d: %q does not sort after %q", g, id, ids[i-1])
-			}
-		}
-	}
+	uniqueAndSorted(t, out)
 }
 
 func TestUUIDRoundTrip(t *testing.T) {
@@ -196,6 +174,24 @@ func TestParseCanonicalUUIDRejects(t *testing.T) {
 	for _, s := range bad {
 		if ParseUUID(s, &u) {
 			t.Errorf("ParseUUID(%q) = true, want false", s)
+		}
+	}
+}
+
+// uniqueAndSorted fails unless no id of out is there twice and each
+// goroutine's ids sort in the order they were made.
+func uniqueAndSorted(t *testing.T, out [][]string) {
+	t.Helper()
+	seen := make(map[string]bool)
+	for g, ids := range out {
+		for i, id := range ids {
+			if seen[id] {
+				t.Fatalf("id %q returned twice", id)
+			}
+			seen[id] = true
+			if i > 0 && id <= ids[i-1] {
+				t.Fatalf("goroutine %d: %q does not sort after %q", g, id, ids[i-1])
+			}
 		}
 	}
 }

@@ -155,11 +155,7 @@ func TestReloadReusesAndClosesModules(t *testing.T) {
 	e := newManagerEnv(t)
 	h := freshEngine(t)
 	e.drop("echo", "echo", anyGuestManifest)
-	e.m = NewManager(ManagerConfig{Engine: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := e.m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e.startOn(h)
 	e.waitState("echo", abi.PluginRunning)
 	wantModules(t, h, 1, 0, 1)
 	path := filepath.Join(e.dir, "echo.wasm")
@@ -230,11 +226,7 @@ subscribe = "demo.>"
 `
 	e.drop("echo", "echo", fmt.Sprintf(manifest, "echo", "echo"))
 	e.drop("two", "hostile", fmt.Sprintf(manifest, "two", "two"))
-	e.m = NewManager(ManagerConfig{Engine: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := e.m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e.startOn(h)
 	wantModules(t, h, 2, 0, 2)
 	for range 2 {
 		e.drop("echo", "echo", "")
@@ -254,11 +246,7 @@ func TestRescanPreparesNewBytesAhead(t *testing.T) {
 	e := newManagerEnv(t)
 	h := freshEngine(t)
 	e.drop("echo", "echo", anyGuestManifest)
-	e.m = NewManager(ManagerConfig{Engine: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := e.m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e.startOn(h)
 	e.waitState("echo", abi.PluginRunning)
 	old, _ := e.m.unit("echo")
 	wasm := guests["hostile"]
@@ -352,11 +340,7 @@ func TestRescanMakesTheInstanceAhead(t *testing.T) {
 	}
 	e.drop("echo", "echo", anyGuestManifest)
 	write(a)
-	e.m = NewManager(ManagerConfig{Engine: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := e.m.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e.startOn(h)
 	e.waitState("echo", abi.PluginRunning)
 	old, _ := e.m.unit("echo")
 	old.mu.Lock()
@@ -420,4 +404,14 @@ func TestRescanMakesTheInstanceAhead(t *testing.T) {
 		t.Fatalf("live instances after the reload: %q, want the one made ahead", names)
 	}
 	wantModules(t, h, 1, 0, 1)
+}
+
+// startOn starts the env's manager on engine h, its folder granted.
+func (e *managerEnv) startOn(h *Engine) {
+	e.t.Helper()
+	e.m = NewManager(ManagerConfig{Engine: h, Kernel: e.kernel, Folders: []Folder{{Path: e.dir, Granted: true}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := e.m.Start(); err != nil {
+		e.t.Fatal(err)
+	}
 }
