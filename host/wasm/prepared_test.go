@@ -253,14 +253,7 @@ func TestRescanPreparesNewBytesAhead(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.dir, "echo.wasm"), wasm, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f := old.files
-	f.stamp = stampOf(f.wasm)
-	e.m.holdModule(old, &f)
-	select {
-	case <-old.done:
-		t.Fatal("the old unit stopped")
-	default:
-	}
+	e.holdAhead(old)
 	wantModules(t, h, 2, 0, 2)
 	e.m.hintMu.Lock()
 	held := e.m.hints["echo"]
@@ -349,14 +342,7 @@ func TestRescanMakesTheInstanceAhead(t *testing.T) {
 	live := func() int { return len(*mod.live.Load()) }
 	hold := func() *unitModule {
 		t.Helper()
-		f := old.files
-		f.stamp = stampOf(f.wasm)
-		e.m.holdModule(old, &f)
-		select {
-		case <-old.done:
-			t.Fatal("the old unit stopped")
-		default:
-		}
+		e.holdAhead(old)
 		e.m.hintMu.Lock()
 		defer e.m.hintMu.Unlock()
 		return e.m.hints["echo"]
@@ -413,5 +399,19 @@ func (e *managerEnv) startOn(h *Engine) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := e.m.Start(); err != nil {
 		e.t.Fatal(err)
+	}
+}
+
+// holdAhead does what a rescan does before it stops old, its files read
+// again as they are now, and fails if old stopped meanwhile.
+func (e *managerEnv) holdAhead(old *unit) {
+	e.t.Helper()
+	f := old.files
+	f.stamp = stampOf(f.wasm)
+	e.m.holdModule(old, &f)
+	select {
+	case <-old.done:
+		e.t.Fatal("the old unit stopped")
+	default:
 	}
 }
