@@ -603,8 +603,11 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 // envelope is read in one pass and stored once, chunks are overwritten,
 // not cleared, and each worker prepares its queries once. On the loaded
 // machine (load 14, 1M events, pprof) the replay took 769 CPU-ns an
-// event, its floor 689 (x-floor 1.13): the readers' CPU is the floor's
-// work, about 70 %, then the decoding, about 26 %. The floor is SQLite's
+// event, its floor 689 (x-floor 1.13); at load 2-5, alternated with the
+// code before these changes (880-912 CPU-ns, 1.0-2.0M events/s), it took
+// 524-773 CPU-ns (floor 525-671, x-floor 0.94-1.18), 2.6-2.8M events/s
+// in its two quietest runs. The readers' CPU is the floor's work, about
+// 70 %, then the decoding, about 26 %. The floor is SQLite's
 // and the driver's: a pread per 4 KiB page of a pack (a third of it), the
 // driver's fresh, zeroed blob for each pack and the GC it brings (a
 // third), the copies. What stands between Kairo and the goal is that
