@@ -2,6 +2,7 @@ package abi
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -364,12 +365,29 @@ func FuzzEventDecode(f *testing.F) {
 	f.Add([]byte{0x81, 0xa3, 's', 'e', 'q', 0xd0, 0x80})               // seq: int8
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})                        // huge map, no entries
 	f.Add([]byte{0x81, 0xa1, 'x', 0xc7, 0x05, 0x01, 0x00, 0x00, 0x00}) // truncated ext
+	for _, b := range [][]byte{
+		{0x81, 0xa2, 'i', 'd', 0xd9, 0x03, 'a', 'b'},                                     // str8 cut short
+		{0x81, 0xa4, 'd', 'a', 't', 'a', 0xc5, 0x00, 0x02, 0x01},                         // bin16 cut short
+		{0x81, 0xa4, 'd', 'a', 't', 'a', 0xc4, 0x01, 0x07},                               // bin8
+		{0x81, 0xa4, 't', 'i', 'm', 'e', 0xd7, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1}, // nanoseconds out of range
+		{0x82, 0xa4, 't', 'y', 'p', 'e', 0xa1, 'a', 0xa4, 't', 'y', 'p', 'e', 0xa0},      // a key twice
+		{0x81, 0xd9, 0x02, 'i', 'd', 0xa1, 'x'},                                          // a str8 key
+	} {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) > 0 && in[0] == 0xc0 {
 			return // nil: msgpack gives the zero Event without calling the codec
 		}
 		var ev Event
 		rest, err := DecodeEvent(in, &ev)
+		// The flat reader takes what it can and leaves the rest to the
+		// general walk: together they read what the walk alone reads.
+		var walked Event
+		wrest, werr := decodeEventMap(in, &walked)
+		if fmt.Sprint(err) != fmt.Sprint(werr) || err == nil && (!reflect.DeepEqual(ev, walked) || len(rest) != len(wrest)) {
+			t.Fatalf("DecodeEvent and the general walk disagree on % x:\n %+v, %d left, %v\n %+v, %d left, %v", in, ev, len(rest), err, walked, len(wrest), werr)
+		}
 		// msgpack's reader on the same bytes. A fresh decoder, not
 		// msgpack.Unmarshal: Unmarshal's pooled decoders grow their buffer
 		// by 1 MB per input that declares a long string it does not hold,

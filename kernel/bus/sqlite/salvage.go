@@ -279,8 +279,10 @@ func readStore(ctx context.Context, path string, progress SalvageProgress, keep 
 func readRows(ctx context.Context, conn *sql.Conn, packed bool, from, to uint64) ([]*abi.Event, error) {
 	var evs []abi.Event
 	err := conn.Raw(func(dc any) error {
+		rd := &reader{dc: dc}
+		defer rd.close()
 		var err error
-		evs, err = readRange(ctx, dc, packed, &bus.Query{}, nil, from, to)
+		evs, err = readRange(ctx, rd, packed, &bus.Query{}, nil, from, to)
 		return err
 	})
 	if err != nil {

@@ -56,31 +56,45 @@ func (s *Store) Scan(ctx context.Context, q bus.Query, fn func(*abi.Event) error
 		wg.Add(1)
 		go func(w uint64, out chan<- result) {
 			defer wg.Done()
-			conn, err := s.rdb.Conn(ctx)
-			if err == nil {
-				defer conn.Close()
+			send := func(r result) bool {
+				select {
+				case out <- r:
+					return r.err == nil
+				case <-ctx.Done():
+					return false
+				}
 			}
-			for k := w; k < chunks; k += workers {
-				var r result
-				if err != nil {
-					r.err = err
-				} else {
+			conn, err := s.rdb.Conn(ctx)
+			if err != nil {
+				send(result{err: err})
+				return
+			}
+			defer conn.Close()
+			// The worker keeps the driver connection for all its chunks, so
+			// that each query is prepared once per scan.
+			err = conn.Raw(func(dc any) error {
+				rd := &reader{dc: dc}
+				defer rd.close()
+				for k := w; k < chunks; k += workers {
 					from := lo + k*scanChunk
+					to := min(from+scanChunk-1, hi)
 					var evs []abi.Event
 					select {
 					case evs = <-free:
 					default:
+						evs = make([]abi.Event, 0, min(to-from+1, scanChunk))
 					}
-					r.evs, r.err = s.readChunk(ctx, conn, q, evs[:0], from, min(from+scanChunk-1, hi))
+					var r result
+					r.evs, r.err = readRange(ctx, rd, s.packed, &q, evs[:0], from, to)
+					clear(r.evs[len(r.evs):cap(r.evs)]) // what this read did not overwrite
+					if !send(r) {
+						return nil
+					}
 				}
-				select {
-				case out <- r:
-				case <-ctx.Done():
-					return
-				}
-				if r.err != nil {
-					return
-				}
+				return nil
+			})
+			if err != nil {
+				send(result{err: err})
 			}
 		}(uint64(w), outs[w])
 	}
@@ -103,7 +117,12 @@ func (s *Store) Scan(ctx context.Context, q bus.Query, fn func(*abi.Event) error
 			}
 			return err
 		}
-		clear(r.evs) // drop references to the rows' buffers
+		// Not cleared: the next read overwrites each event whole. Clearing
+		// a chunk of 4096, each pointer behind a write barrier while the GC
+		// marks, was 5-6 % of a replay's CPU. Until then a chunk that waits
+		// in free keeps the packs its events alias: a scan holds at most
+		// 2*workers+1 such chunks (about 1.4 MiB of packs each for events
+		// of 350 bytes) beside those in flight, all garbage once it ends.
 		select {
 		case free <- r.evs:
 		default:
@@ -145,20 +164,6 @@ func (s *Store) timeSpan(ctx context.Context, q bus.Query, lo, hi uint64) (uint6
 	return max(lo, uint64(first.Int64)), min(hi, uint64(last.Int64)), nil
 }
 
-// readChunk reads and decodes the events with from <= seq <= to that match
-// q, on conn.
-func (s *Store) readChunk(ctx context.Context, conn *sql.Conn, q bus.Query, evs []abi.Event, from, to uint64) ([]abi.Event, error) {
-	if evs == nil {
-		evs = make([]abi.Event, 0, min(to-from+1, scanChunk))
-	}
-	err := conn.Raw(func(dc any) error {
-		var err error
-		evs, err = readRange(ctx, dc, s.packed, &q, evs, from, to)
-		return err
-	})
-	return evs, err
-}
-
 // envError says that a stored envelope, or a pack of them, cannot be
 // read: the file is damaged.
 type envError struct {
@@ -169,21 +174,57 @@ type envError struct {
 func (e *envError) Error() string { return fmt.Sprintf("event %d: %v", e.seq, e.err) }
 func (e *envError) Unwrap() error { return e.err }
 
+// reader reads on one driver connection, preparing each query once: a
+// replay that prepared its queries again for each chunk of 4096 events
+// spent 3 % of its CPU in SQLite's parser.
+type reader struct {
+	dc    any
+	stmts map[string]driver.Stmt
+}
+
+// query runs query, prepared on its first use, with args.
+func (r *reader) query(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	st := r.stmts[query]
+	if st == nil {
+		pc, ok := r.dc.(driver.ConnPrepareContext)
+		if !ok {
+			return nil, fmt.Errorf("sqlite driver %T cannot prepare", r.dc)
+		}
+		var err error
+		if st, err = pc.PrepareContext(ctx, query); err != nil {
+			return nil, err
+		}
+		if r.stmts == nil {
+			r.stmts = make(map[string]driver.Stmt)
+		}
+		r.stmts[query] = st
+	}
+	sq, ok := st.(driver.StmtQueryContext)
+	if !ok {
+		return nil, fmt.Errorf("sqlite driver statement %T cannot query", st)
+	}
+	return sq.QueryContext(ctx, args)
+}
+
+// close closes the statements r prepared; it must run before the driver
+// connection is handed back.
+func (r *reader) close() {
+	for _, st := range r.stmts {
+		st.Close()
+	}
+}
+
 // readRange appends to evs the events with from <= seq <= to that match q,
-// read on the driver connection dc: from the rows of packs that hold them
+// read with rd: from the rows of packs that hold them
 // (when the file has that table), and from their own rows where no pack
 // does (schema 1's events, small appends', or a hole). It works on the
 // driver's rows directly, skipping database/sql's per-row locks.
-func readRange(ctx context.Context, dc any, packed bool, q *bus.Query, evs []abi.Event, from, to uint64) ([]abi.Event, error) {
-	qc, ok := dc.(driver.QueryerContext)
-	if !ok {
-		return evs, fmt.Errorf("sqlite driver %T cannot query", dc)
-	}
+func readRange(ctx context.Context, rd *reader, packed bool, q *bus.Query, evs []abi.Event, from, to uint64) ([]abi.Event, error) {
 	next := from // the first seq not read yet
 	if packed {
 		// A pack holds at most packEvents events, so one that reaches from
 		// starts at most packEvents-1 before it.
-		rows, err := qc.QueryContext(ctx, `SELECT first_seq, last_seq, envs FROM packs WHERE first_seq >= ? AND first_seq <= ? AND last_seq >= ? ORDER BY first_seq`,
+		rows, err := rd.query(ctx, `SELECT first_seq, last_seq, envs FROM packs WHERE first_seq >= ? AND first_seq <= ? AND last_seq >= ? ORDER BY first_seq`,
 			[]driver.NamedValue{{Ordinal: 1, Value: int64(from - min(from-1, packEvents-1))}, {Ordinal: 2, Value: int64(to)}, {Ordinal: 3, Value: int64(from)}})
 		if err != nil {
 			return evs, err
@@ -204,7 +245,7 @@ func readRange(ctx context.Context, dc any, packed bool, q *bus.Query, evs []abi
 				return evs, &envError{max(next, uint64(max(first, 1))), fmt.Errorf("the pack from %d to %d is not one Kairo writes", first, last)}
 			}
 			if uint64(first) > next {
-				if evs, _, err = readOwnRows(ctx, qc, q, evs, next, uint64(first)-1); err != nil {
+				if evs, _, err = readOwnRows(ctx, rd, q, evs, next, uint64(first)-1); err != nil {
 					return evs, err
 				}
 			}
@@ -216,7 +257,7 @@ func readRange(ctx context.Context, dc any, packed bool, q *bus.Query, evs []abi
 	}
 	if next <= to {
 		var err error
-		evs, _, err = readOwnRows(ctx, qc, q, evs, next, to)
+		evs, _, err = readOwnRows(ctx, rd, q, evs, next, to)
 		return evs, err
 	}
 	return evs, nil
@@ -263,9 +304,9 @@ func unpack(q *bus.Query, evs []abi.Event, blob []byte, first, last, lo, hi uint
 // that holds to-from+1 rows is seq from+i, and the driver need not fetch
 // and box a second column per row, a fifth of such a replay's CPU. A range
 // with fewer rows (a hole) is read again with its seqs.
-func readOwnRows(ctx context.Context, qc driver.QueryerContext, q *bus.Query, evs []abi.Event, from, to uint64) ([]abi.Event, uint64, error) {
+func readOwnRows(ctx context.Context, rd *reader, q *bus.Query, evs []abi.Event, from, to uint64) ([]abi.Event, uint64, error) {
 	if q.Since.IsZero() && q.Until.IsZero() {
-		read, rows, err := queryRows(ctx, qc, q, evs, from, to, "SELECT env FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq", nil)
+		read, rows, err := queryRows(ctx, rd, q, evs, from, to, "SELECT env FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq", nil)
 		if err != nil || rows == to-from+1 {
 			return read, rows, err
 		}
@@ -281,7 +322,7 @@ func readOwnRows(ctx context.Context, qc driver.QueryerContext, q *bus.Query, ev
 		query += " AND time <= ?"
 		args = append(args, driver.NamedValue{Ordinal: len(args) + 3, Value: q.Until.UnixNano()})
 	}
-	return queryRows(ctx, qc, q, evs, from, to, query+" ORDER BY seq", args)
+	return queryRows(ctx, rd, q, evs, from, to, query+" ORDER BY seq", args)
 }
 
 // queryRows appends to evs the events of query's rows that match q's
@@ -290,9 +331,9 @@ func readOwnRows(ctx context.Context, qc driver.QueryerContext, q *bus.Query, ev
 // parameters from args; without seq, the i-th row is seq from+i. The blob
 // the driver allocates per row becomes the event's backing store, with no
 // copy in between.
-func queryRows(ctx context.Context, qc driver.QueryerContext, q *bus.Query, evs []abi.Event, from, to uint64, query string, args []driver.NamedValue) ([]abi.Event, uint64, error) {
+func queryRows(ctx context.Context, rd *reader, q *bus.Query, evs []abi.Event, from, to uint64, query string, args []driver.NamedValue) ([]abi.Event, uint64, error) {
 	args = append([]driver.NamedValue{{Ordinal: 1, Value: int64(from)}, {Ordinal: 2, Value: int64(to)}}, args...)
-	rows, err := qc.QueryContext(ctx, query, args)
+	rows, err := rd.query(ctx, query, args)
 	if err != nil {
 		return evs, 0, err
 	}
@@ -327,11 +368,11 @@ func queryRows(ctx context.Context, qc driver.QueryerContext, q *bus.Query, evs 
 	}
 }
 
-// grow extends evs by one event for DecodeEvent, which zeroes it first:
-// appending a zero Event would clear it twice, each pointer word behind a
-// write barrier while the GC marks (the second clear was about 4 % of a
-// replay's CPU in pprof). The slots past len are zero: a chunk is made
-// zero, Scan clears what it handed out, and drop clears what it takes back.
+// grow extends evs by one event for DecodeEvent, which overwrites it
+// whole: appending a zero Event would write it twice, each pointer word
+// behind a write barrier while the GC marks (the second write was about
+// 4 % of a replay's CPU in pprof). The slots past len may hold events of
+// the chunk's last read, which Scan's worker clears after each read.
 func grow(evs []abi.Event) []abi.Event {
 	if len(evs) < cap(evs) {
 		return evs[:len(evs)+1]

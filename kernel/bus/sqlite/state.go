@@ -251,7 +251,9 @@ func (s *Store) checkNewest() error {
 	defer conn.Close()
 	to := uint64(maxSeq.Int64)
 	err = conn.Raw(func(dc any) error {
-		_, err := readRange(ctx, dc, s.packed, &bus.Query{}, nil, to-min(to-1, 63), to)
+		rd := &reader{dc: dc}
+		defer rd.close()
+		_, err := readRange(ctx, rd, s.packed, &bus.Query{}, nil, to-min(to-1, 63), to)
 		return err
 	})
 	var bad *envError
