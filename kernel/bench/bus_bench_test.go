@@ -433,9 +433,11 @@ func publishBare(b *testing.B, n int) publishRound {
 // ring's lock at a time, and the publisher wakes it only when it raised
 // its flag before sleeping (kernel/bus/subscription_ring.go): no copy, no
 // lock and no subject match of the subscriber's on the publish path.
-// Alternated with the old code on a loaded machine (load 9-14): events/s
-// 1.25M and 1.37M → 1.92M and 1.93M, cpu-ns/event 590 and 687 → 470 and
-// 480. Where the publisher's time goes now (pprof, Kairo's side alone, 3M
+// Alternated with the old code on a loaded machine (old, new, new, old;
+// load 9-14): events/s 1.25M and 1.37M → 1.92M and 1.93M, cpu-ns/event 590
+// and 687 → 470 and 480; again at load 18-20: cpu-ns/event 547 and 565 →
+// 376 and 389, cpu-x-nats 7.6 and 6.4 → 8.5 and 10.2 (the rates and x-nats
+// at such loads say more about the load than about the code). Where the publisher's time goes now (pprof, Kairo's side alone, 3M
 // events, loaded; shares of Publish): the mutexes 31 % (the bus's and the
 // ring's; an unlock waits for the copies before it to drain), the ring's
 // append 26 %, the clock 22 % (a monotonic reading, about 60 ns here),
