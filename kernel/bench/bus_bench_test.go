@@ -437,7 +437,15 @@ func publishBare(b *testing.B, n int) publishRound {
 // load 9-14): events/s 1.25M and 1.37M → 1.92M and 1.93M, cpu-ns/event 590
 // and 687 → 470 and 480; again at load 18-20: cpu-ns/event 547 and 565 →
 // 376 and 389, cpu-x-nats 7.6 and 6.4 → 8.5 and 10.2 (the rates and x-nats
-// at such loads say more about the load than about the code). Where the publisher's time goes now (pprof, Kairo's side alone, 3M
+// at such loads say more about the load than about the code). On the
+// machine once quiet (load 1.5-2, same order): x-nats 3.21 and 3.25 →
+// 3.58 and 4.25 (4.36 in a run alone), events/s 2.08M and 2.15M → 2.26M
+// and 2.30M, cpu-ns/event 584 and 587 → 476 and 475. So a round is no
+// longer the publisher's CPU alone: quiet, the rate rose by 8 % where the
+// CPU fell by 19 %. The subscriber now wakes once for about 460 events
+// (trace, Kairo alone), but the GC scans the ring's million slots of
+// pointers in every cycle the NATS rounds' garbage starts (scanObject 8 %
+// of the run's CPU), on the core the subscriber would use. Where the publisher's time goes now (pprof, Kairo's side alone, 3M
 // events, loaded; shares of Publish): the mutexes 31 % (the bus's and the
 // ring's; an unlock waits for the copies before it to drain), the ring's
 // append 26 %, the clock 22 % (a monotonic reading, about 60 ns here),
