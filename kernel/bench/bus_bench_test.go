@@ -421,10 +421,39 @@ func publishBare(b *testing.B, n int) publishRound {
 // (one mutex less) measured nothing more here, and would make subscribers
 // of a durable store wait for its commits. What stands between Kairo and
 // the floor: the second copy of each event, into the subscriber's buffer
-// (offering the subscriber nothing cut the CPU an event by about a sixth:
-// a subscriber that copied its runs out of the ring itself, a seqlock-style
-// read, would take that off the publisher), the clock, the ID's digits and
-// the subject's check.
+// (offering the subscriber nothing cut the CPU an event by about a sixth),
+// the clock, the ID's digits and the subject's check.
+//
+// A round's wall time is the publisher's: on two cores the subscriber
+// has the other, and NATS spreads its work over its publisher, server and
+// subscriber (cpu-x-nats 6.7-7.0 on a quiet machine while x-nats was
+// 4.0-4.6). So what counts is what the publisher does for each event
+// (trace of 300k publishes: the subscriber woke once for about 127
+// events, each wake-up a futex call on the publisher's side). Now the
+// subscriber reads runs of events from the ring itself, 64 slots under the
+// ring's lock at a time, and the publisher wakes it only when it raised
+// its flag before sleeping (kernel/bus/subscription_ring.go): no copy, no
+// lock and no subject match of the subscriber's on the publish path.
+// Alternated with the old code on a loaded machine (old, new, new, old;
+// load 9-14): events/s 1.25M and 1.37M → 1.92M and 1.93M, cpu-ns/event 590
+// and 687 → 470 and 480; again at load 18-20: cpu-ns/event 547 and 565 →
+// 376 and 389, cpu-x-nats 7.6 and 6.4 → 8.5 and 10.2 (the rates and x-nats
+// at such loads say more about the load than about the code). On the
+// machine once quiet (load 1.5-2, same order): x-nats 3.21 and 3.25 →
+// 3.58 and 4.25 (4.36 in a run alone), events/s 2.08M and 2.15M → 2.26M
+// and 2.30M, cpu-ns/event 584 and 587 → 476 and 475. So a round is no
+// longer the publisher's CPU alone: quiet, the rate rose by 8 % where the
+// CPU fell by 19 %. The subscriber now wakes once for about 460 events
+// (trace, Kairo alone), but the GC scans the ring's million slots of
+// pointers in every cycle the NATS rounds' garbage starts (scanObject 8 %
+// of the run's CPU), on the core the subscriber would use. Where the publisher's time goes now (pprof, Kairo's side alone, 3M
+// events, loaded; shares of Publish): the mutexes 31 % (the bus's and the
+// ring's; an unlock waits for the copies before it to drain), the ring's
+// append 26 %, the clock 22 % (a monotonic reading, about 60 ns here),
+// the ID 18 % (its 36 digits), the subject's check and limits 10 %, the
+// subscriber's flag and wake-ups 5 %. What stands between Kairo and the
+// floor: the clock and the ID, then the two locks (one would do if the
+// ring were the bus's own).
 func BenchmarkFanoutMemory(b *testing.B) {
 	fanout(b, func(ctx context.Context, bs *bus.Bus, data []byte, n int) error {
 		// Publish copies the event into the store, so one struct serves

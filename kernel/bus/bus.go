@@ -519,11 +519,9 @@ func (b *Bus) Stats() Stats {
 	b.mu.Lock()
 	n, lagging := len(b.subs), 0
 	for _, s := range b.subs {
-		s.mu.Lock()
-		if s.lagging {
+		if s.isLagging() {
 			lagging++
 		}
-		s.mu.Unlock()
 	}
 	// Under b.mu, which every refusal holds: a refusal then kept is seen
 	// as neither, so the counts never go down.

@@ -48,7 +48,7 @@ func (s *Subscription) Ctx() context.Context { return s.ctx }
 // Lagging reports whether the subscription's buffer overflowed, so that
 // what follows must come from the store.
 func (s *Subscription) Lagging() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lagging
+	s.bus.mu.Lock()
+	defer s.bus.mu.Unlock()
+	return s.isLagging()
 }

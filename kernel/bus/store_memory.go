@@ -161,6 +161,34 @@ func (m *MemoryStore) forget(ev *abi.Event) {
 	delete(m.byID, ev.ID)
 }
 
+// readRun appends to dst, up to its capacity, the events from seq next
+// on whose subject p matches, reading at most ringRun slots under the lock
+// a publish takes. It returns dst, the seq after the last slot read, and
+// the last seq appended; a *GapError when next is no longer held.
+func (m *MemoryStore) readRun(next uint64, p *abi.Pattern, dst []abi.Event) ([]abi.Event, uint64, uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	last := m.last
+	if next > last {
+		return dst, next, last, nil
+	}
+	if m.first > next {
+		return dst, next, last, &GapError{From: next, To: m.first - 1}
+	}
+	end := min(last, next+ringRun-1)
+	n := uint64(len(m.ring))
+	i := next % n
+	for ; next <= end && len(dst) < cap(dst); next++ {
+		if ev := &m.ring[i]; p.Match(ev.Type) {
+			dst = append(dst, *ev)
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+	return dst, next, last, nil
+}
+
 // Scan reads under the lock in pages so that appends are not held up
 // for the length of a long replay.
 func (m *MemoryStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) error) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -336,6 +337,52 @@ func TestStoreLongScan(t *testing.T) {
 			}
 		})
 	})
+}
+
+// A live subscriber that falls behind a ring larger than its buffer is
+// reported lagging, counted as a catch-up, and ends with a *GapError naming
+// what the ring dropped before it read it, as one that reads a smaller ring
+// after an overflow of its buffer does (that one first gets what its buffer
+// kept, the 16 events from seq 2); its neighbour, and the publishers, go on.
+func TestMemoryStoreSubscriberPastTheRing(t *testing.T) {
+	for _, c := range []struct {
+		ring int
+		from uint64 // the first event the gap names
+	}{{64, 2}, {8, 18}} { // the ring above the buffer's bound, and below
+		ring := c.ring
+		t.Run(fmt.Sprintf("ring=%d", ring), func(t *testing.T) {
+			b := bus.New(bus.NewMemoryStore(ring), bus.Config{SubscriberBuffer: 16})
+			defer b.Close()
+			entered, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			stuck := bustest.Subscribe(t, b, "kairo.>", bus.SubscribeConfig{}, func([]abi.Event) error {
+				once.Do(func() {
+					close(entered)
+					<-release
+				})
+				return nil
+			})
+			fast := bustest.NewCollector()
+			bustest.Subscribe(t, b, "kairo.>", bus.SubscribeConfig{}, fast.Handle)
+			bustest.MustPublish(t, b, &abi.Event{Type: "kairo.ring.first"})
+			bustest.WaitDone(t, "first delivery", entered)
+			for i := range 199 {
+				bustest.MustPublish(t, b, &abi.Event{Type: "kairo.ring.event"})
+				fast.Wait(t, i+2) // the neighbour keeps up, the ring never drops its next
+			}
+			bustest.CheckDense(t, fast.Wait(t, 200), 1)
+			bustest.Eventually(t, "the stuck subscriber is lagging", func() bool { return b.Stats().Lagging == 1 })
+			close(release)
+			bustest.WaitDone(t, "the stuck subscription", stuck.Done())
+			var gap *bus.GapError
+			if err := stuck.Err(); !errors.As(err, &gap) || gap.From != c.from || gap.To != uint64(200-ring) {
+				t.Fatalf("Err() = %v, want a *GapError for %d..%d", err, c.from, 200-ring)
+			}
+			if st := b.Stats(); st.CatchUps == 0 || st.Published != 200 {
+				t.Errorf("Stats = %+v, want a catch-up counted and 200 published", st)
+			}
+		})
+	}
 }
 
 func TestGapError(t *testing.T) {

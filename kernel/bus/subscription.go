@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -34,8 +35,9 @@ type SubscribeConfig struct {
 	// subscription is bounded by Config.SubscriberBuffer alone.
 	Budget *Budget
 	// Match, when set, narrows the pattern: only the events whose subject
-	// it also accepts are delivered. It is called under the bus's lock on
-	// every publish, so it must be quick and must not call the bus.
+	// it also accepts are delivered. It is called on every publish, under
+	// the bus's lock or on the subscription's goroutine, so it must be
+	// quick and must not call the bus.
 	Match func(subject string) bool
 	// Linger, when set, holds each delivery back that long after the
 	// first event of it arrived, so that the handler runs once for what
@@ -200,6 +202,14 @@ type Subscription struct {
 	budget *Budget // nil for the kernel's own subscribers
 	held   int64   // bytes of buf charged to budget, under mu
 	behind string  // the bound a budgeted subscription fell past, under mu
+
+	// ring, when set, is the bus's in-memory ring, which the subscription
+	// reads runs of events from itself rather than being handed a copy of
+	// each (subscription_ring.go); buf and lagging are then unused.
+	ring     *MemoryStore
+	sleeping atomic.Bool   // run waits for a wake-up: the next publish sends one
+	pos      atomic.Uint64 // next, for Stats
+	lagged   atomic.Bool   // more than limit events were pending: reading "the store"
 }
 
 // Subscribe starts delivering events whose subject matches pattern to h.
@@ -232,6 +242,11 @@ func (b *Bus) Subscribe(ctx context.Context, pattern string, opts SubscribeConfi
 		}
 		s.limit = min(s.limit, g.opts.MaxEvents)
 	}
+	if m, ok := b.store.(*MemoryStore); ok && opts.Budget == nil && len(m.ring) > s.limit {
+		// The ring holds more than the buffer would: reading it loses
+		// nothing a buffer would have kept.
+		s.ring = m
+	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	b.mu.Lock()
 	b.nextSubID++
@@ -241,8 +256,14 @@ func (b *Bus) Subscribe(ctx context.Context, pattern string, opts SubscribeConfi
 		s.next = max(opts.FromSeq, b.delivered+1)
 	} else {
 		s.next = opts.FromSeq
-		s.lagging = true // start by reading the store
+		if s.ring == nil {
+			s.lagging = true // start by reading the store
+		} else {
+			s.lagged.Store(true) // counted as a catch-up, as the buffer's is
+			b.catchUps.Add(1)
+		}
 	}
+	s.pos.Store(s.next)
 	b.subs = append(b.subs[:len(b.subs):len(b.subs)], s)
 	b.wg.Add(1)
 	b.mu.Unlock()
@@ -280,6 +301,10 @@ func (s *Subscription) Close() {
 
 // offer is called by the bus, under bus.mu, with freshly stored events.
 func (s *Subscription) offer(evs []*abi.Event, dup []bool) {
+	if s.ring != nil {
+		s.poke()
+		return
+	}
 	s.mu.Lock()
 	if s.lagging || s.behind != "" {
 		s.mu.Unlock()
@@ -319,6 +344,10 @@ func (s *Subscription) offer(evs []*abi.Event, dup []bool) {
 // lag makes the subscription read what follows from the store, as after an
 // overflow; called by the bus, under bus.mu.
 func (s *Subscription) lag() {
+	if s.ring != nil { // it reads the store anyway
+		s.poke()
+		return
+	}
 	s.mu.Lock()
 	s.lagging = true
 	s.mu.Unlock()
@@ -351,6 +380,10 @@ func (s *Subscription) run() {
 	defer s.cancel() // release the context when the handler or the store fails
 	if s.budget != nil {
 		defer s.release()
+	}
+	if s.ring != nil {
+		s.err = s.readRing()
+		return
 	}
 	spare := make([]abi.Event, 0, 256)
 	for {
