@@ -282,6 +282,8 @@ type Session struct {
 	output  atomic.Int64  // bytes of output seen, for the output limit
 	moved   atomic.Uint64 // the pumps' reads and splices, for the exit's grace
 	handing atomic.Int32  // pumps handing on what they read, for the same
+	pumps   atomic.Int32  // pumps still running; the last closes drained
+	drained chan struct{} // closed once every pump has ended
 	spawned *bus.Ack      // of kairo.process.spawned
 
 	mu    sync.Mutex
@@ -315,13 +317,14 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	}
 	spec.tree = tree
 	s := &Session{
-		m:     m,
-		id:    m.newID(),
-		spec:  spec,
-		owner: owner,
-		sinks: sinks,
-		tree:  tree,
-		done:  make(chan struct{}),
+		m:       m,
+		id:      m.newID(),
+		spec:    spec,
+		owner:   owner,
+		sinks:   sinks,
+		tree:    tree,
+		done:    make(chan struct{}),
+		drained: make(chan struct{}),
 	}
 	if err := tree.join(s); err != nil {
 		return nil, fmt.Errorf("spawn %q: %w", spec.Argv[0], err)
@@ -397,13 +400,12 @@ func (m *Manager) Spawn(spec Spec, owner any, sinks ...Sink) (*Session, error) {
 	s.spawned = m.publishAsync(s, abi.SubjectProcessSpawned, abi.ProcessSpawned{
 		ProcessID: s.id, PID: s.info.PID, Argv: spec.Argv, Cwd: cwd, PTY: spec.PTY, Approval: spec.Approval,
 	})
-	var pumps sync.WaitGroup
+	s.pumps.Store(int32(len(outs)))
 	for _, p := range outs {
-		pumps.Add(1)
-		go p.run(&pumps)
+		go p.run()
 	}
 	m.wg.Add(1)
-	go s.reap(&pumps)
+	go s.reap()
 	if spec.WallLimit > 0 {
 		m.wg.Add(1)
 		go s.wallLimit(spec.WallLimit)
@@ -516,13 +518,11 @@ func (s *Session) startPTY() ([]*pump, error) {
 
 // reap waits for the process, then for its output (a short grace when
 // descendants keep the pipes), records the exit and publishes it.
-func (s *Session) reap(pumps *sync.WaitGroup) {
+func (s *Session) reap() {
 	defer s.m.wg.Done()
 	err := s.cmd.Wait()
 	forgetLeader(s.cmd.Process.Pid)
-	drained := make(chan struct{})
-	go func() { pumps.Wait(); close(drained) }() // ends with the pumps
-	s.awaitOutput(drained)
+	s.awaitOutput(s.drained)
 	s.mu.Lock()
 	s.info.ExitedAt = time.Now()
 	st, _ := s.cmd.ProcessState.Sys().(syscall.WaitStatus)

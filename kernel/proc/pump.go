@@ -67,8 +67,8 @@ const maxProgressLine = 4 << 10
 // progressEvery is the most often a stream publishes progress.
 const progressEvery = 100 * time.Millisecond
 
-func (p *pump) run(done *sync.WaitGroup) {
-	defer done.Done()
+func (p *pump) run() {
+	defer p.ended()
 	defer p.r.Close()
 	spec := &p.s.spec
 	// Output nobody needs to look at may go from the pipe to a lone sink
@@ -83,8 +83,9 @@ func (p *pump) run(done *sync.WaitGroup) {
 	if p.splice || p.mask != nil && !spec.PTY {
 		p.pipe = newPipeWait(p.r, spec.MaxChunkBytes)
 	}
-	var buf []byte // made at the first read: spliced output needs none
-	carry := 0     // line mode: bytes of an unfinished line at the front of buf
+	var buf []byte // taken at the first read: spliced output needs none
+	defer func() { putReadBuf(buf) }()
+	carry := 0 // line mode: bytes of an unfinished line at the front of buf
 	for {
 		if p.splice && p.pipe != nil && p.s.spliceSink() != nil {
 			spliced, err := p.spliceOnce()
@@ -97,7 +98,7 @@ func (p *pump) run(done *sync.WaitGroup) {
 			}
 		}
 		if buf == nil {
-			buf = make([]byte, readChunks*spec.MaxChunkBytes)
+			buf = getReadBuf(readChunks * spec.MaxChunkBytes)
 		}
 		if p.mask != nil && p.pipe != nil {
 			// An error here is the read's too; the read reports it.
@@ -145,6 +146,39 @@ func (p *pump) run(done *sync.WaitGroup) {
 			return
 		}
 		p.s.handing.Add(-1)
+	}
+}
+
+// readBufs holds the read buffers of ended pumps of the default chunk
+// size, for the next: each spawn needs two, and 256 KiB made and cleared
+// for every short-lived process was a fifth of the kernel's CPU a spawn,
+// most of it the collections that garbage set off. A sink sees a chunk's
+// bytes only during its call, so a buffer given back is nobody's: the
+// next pump hands on only what it read into it itself.
+var readBufs = sync.Pool{New: func() any { return new([readChunks * DefaultMaxChunkBytes]byte) }}
+
+// getReadBuf is a read buffer of size bytes: from readBufs when it is the
+// default size.
+func getReadBuf(size int) []byte {
+	if size != readChunks*DefaultMaxChunkBytes {
+		return make([]byte, size)
+	}
+	return readBufs.Get().(*[readChunks * DefaultMaxChunkBytes]byte)[:]
+}
+
+// putReadBuf gives back a buffer of getReadBuf; nil or another size is
+// left to the collector.
+func putReadBuf(b []byte) {
+	if len(b) == readChunks*DefaultMaxChunkBytes {
+		readBufs.Put((*[readChunks * DefaultMaxChunkBytes]byte)(b))
+	}
+}
+
+// ended tells the session that this pump has ended: the last to end
+// closes drained, which the exit waits for, with no goroutine between.
+func (p *pump) ended() {
+	if p.s.pumps.Add(-1) == 0 {
+		close(p.s.drained)
 	}
 }
 
