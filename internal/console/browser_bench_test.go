@@ -117,6 +117,21 @@ func fill(b *testing.B, c *client.Client, n uint64) {
 // separate (p50 243-281 ms both, x-floor 1.7-2.2 both): the read's
 // 60-190 ms are gone, the wait for the renderer's CPU is not.
 //
+// Where the frame's time went (DevTools traces of runs under load 10-16,
+// the renderer's thread CPU, 2026-11-29): the fold was done at 200-260 ms
+// and its frame took 56 ms of the renderer's main-thread CPU, style for
+// 723 elements 16 ms, layout 10, pre-paint and paint 15; 300 of those
+// elements were the rows of other events, below the run loops and off the
+// screen. The frame then waited 100 ms or more to be presented (the
+// tiles' raster, the display compositor's draw), while the page had
+// already asked for the approvals, the stream, the plugins, the tools and
+// the status, and, after the frame's main-thread part, for the whole
+// window again: 2.5 MB for the daemon to encode and the page to parse, on
+// the 2 cores the raster and the draw needed. Now the page asks for none
+// of these until the run loop's header is on the screen (firstPaint), and
+// draws the rows of other events after it: the first frame styles 423
+// elements, 22-29 ms of main-thread CPU in the same traces.
+//
 // Tried and reverted (5b0fd8c, its revert after it): the daemon drawing the
 // first screen into index.html (a Go port of the fold, the read as a JSON
 // data block, the script adopting the daemon's elements after the first
