@@ -1211,12 +1211,13 @@
   // firstPaint resolves once the fold is on the screen and marks when, in
   // document.body.dataset.painted: with byHeader, by the Element Timing of
   // the newest run loop's header (its frame presented), else after the
-  // frame that drew the fold. It resolves after MAX_PAINT_WAIT if the
-  // paint has not come by then (a tab hidden meanwhile draws no frame):
-  // the page goes on, and the mark is still made when the paint comes.
+  // frame that drew the fold. A hidden tab draws no frame: it resolves at
+  // once if the tab is hidden, after MAX_PAINT_WAIT if the paint has not
+  // come by then; the page goes on, and the mark is made when the paint
+  // comes.
   function firstPaint(byHeader) {
     return new Promise((done) => {
-      setTimeout(done, MAX_PAINT_WAIT);
+      setTimeout(done, document.visibilityState === "hidden" ? 0 : MAX_PAINT_WAIT);
       if (!byHeader) {
         requestAnimationFrame(() =>
           setTimeout(() => {
