@@ -117,6 +117,33 @@ func fill(b *testing.B, c *client.Client, n uint64) {
 // separate (p50 243-281 ms both, x-floor 1.7-2.2 both): the read's
 // 60-190 ms are gone, the wait for the renderer's CPU is not.
 //
+// Where the frame's time went (DevTools traces of runs under load 10-16,
+// the renderer's thread CPU, 2026-11-29): the fold was done at 200-260 ms
+// and its frame took 56 ms of the renderer's main-thread CPU, style for
+// 723 elements 16 ms, layout 10, pre-paint and paint 15; 300 of those
+// elements were the rows of other events, below the run loops and off the
+// screen. The frame then waited 100 ms or more to be presented (the
+// tiles' raster, the display compositor's draw), while the page had
+// already asked for the approvals, the stream, the plugins, the tools and
+// the status, and, after the frame's main-thread part, for the whole
+// window again: 2.5 MB for the daemon to encode and the page to parse, on
+// the 2 cores the raster and the draw needed. Now the page asks for none
+// of these until the run loop's header is on the screen (firstPaint), and
+// draws the rows of other events after it: the first frame styles 423
+// elements, 22-29 ms of main-thread CPU in the same traces.
+//
+// What remains, from the same traces: the data came at 150-250 ms
+// (the daemon's read, 16-92 ms under load, and waits for a CPU), so on a
+// loaded machine the page often waits for the read, not for its script;
+// app.js is revalidated at each navigation, and in a trace its V8 code
+// cache was produced again, not consumed (5-7 ms of compile); and the
+// presentation after the frame's main-thread part, 40-100 ms of wall
+// (raster, the display compositor's draw, once 60 ms waiting on the GPU
+// process, which was freeing the previous page's images). Tried and not
+// kept: content-visibility on the run loops, which with 3 run loops in a
+// 1000-pixel window skips none (all are within the viewport's margin:
+// 423 → 395 elements styled) and adds a layout pass.
+//
 // Tried and reverted (5b0fd8c, its revert after it): the daemon drawing the
 // first screen into index.html (a Go port of the fold, the read as a JSON
 // data block, the script adopting the daemon's elements after the first
@@ -151,6 +178,10 @@ func BenchmarkConsoleFirstPaint(b *testing.B) {
 	})()`
 	cold := eval[float64](br, `Number(document.body.dataset.painted)`)
 	coldSplit := eval[[]float64](br, split)
+	// The cold page reads the rest of the window after its paint: held
+	// before the first run, as each run's is before the floor's round,
+	// so that no run pays for the page before it.
+	br.wait("the whole window held", `document.body.dataset.held === "1"`, time.Minute)
 	page := strings.SplitN(url, "?", 2)[0]
 	floorPage := page + "app.css"
 

@@ -24,6 +24,7 @@
   const MAX_CHAT = 200;
   const MAX_HELD = 50000; // events held for their envelopes and causes
   const MAX_TICKS = 5000; // context windows held
+  const MAX_PAINT_WAIT = 2000; // ms the page waits for its first paint before the rest
 
   const $ = (id) => document.getElementById(id);
 
@@ -685,24 +686,33 @@
     }
   }
 
-  // foldAll folds a read of the log, oldest first.
-  function foldAll(evs) {
+  // foldAll folds a read of the log, oldest first. The rows of its events
+  // outside run loops are drawn at once, or, with later, by the function
+  // it returns: the first paint draws them after the run loops above them.
+  function foldAll(evs, later) {
     bulk = [];
     for (const ev of evs) fold(ev);
     const tail = bulk.slice(-MAX_OTHERS);
     bulk = null;
-    const o = $("others");
-    o.append(...tail.map(otherEl));
-    othersCount = o.childElementCount;
-    while (othersCount > MAX_OTHERS) {
-      o.firstChild.remove();
-      othersCount--;
-    }
     // The chat follows its newest message. Its height is read in the
     // frame, whose layout it then is, not by a layout of its own amid the
     // fold (a first paint's second).
     const m = $("messages");
     requestAnimationFrame(() => (m.scrollTop = m.scrollHeight));
+    const draw = () => {
+      const o = $("others");
+      o.append(...tail.map(otherEl));
+      othersCount = o.childElementCount;
+      while (othersCount > MAX_OTHERS) {
+        o.firstChild.remove();
+        othersCount--;
+      }
+    };
+    if (!later) {
+      draw();
+      return null;
+    }
+    return draw;
   }
 
   // ---- live: events and chunks queued, applied once a frame ----
@@ -1154,9 +1164,10 @@
     await loadAgents();
     let omitted = 0;
     let windowEnd = 0;
+    let others = null;
     try {
       const r = await first;
-      foldAll(r.evs);
+      others = foldAll(r.evs, true);
       performance.mark("kairo:folded");
       windowEnd = r.last;
       omitted = r.omitted;
@@ -1169,28 +1180,20 @@
     // navigation's start to the first run loop's header on the screen
     // (Element Timing: the frame presented, not only its main-thread
     // part), or, with none to show, to just after the frame that drew the
-    // fold.
+    // fold. The rows of other events are below the run loops: with a run
+    // loop to show, they are drawn once it is on the screen, and the first
+    // frame styles, lays out, paints and rasters the run loops alone.
+    const shown = shownLoop();
+    const byHeader = !!shown && document.visibilityState !== "hidden" && (PerformanceObserver.supportedEntryTypes || []).includes("element");
+    if (others && !byHeader) others();
     document.body.dataset.lastSeq = lastSeq;
     document.body.dataset.events = all.length;
     document.body.dataset.ready = "1";
-    const shown = document.querySelector("#timeline.show-conv .loop, .loop:not(.conversation)");
-    const byHeader = !!shown && document.visibilityState !== "hidden" && (PerformanceObserver.supportedEntryTypes || []).includes("element");
-    const painted = new Promise((done) =>
-      requestAnimationFrame(() =>
-        setTimeout(() => {
-          if (!byHeader) document.body.dataset.painted = performance.now().toFixed(1);
-          done();
-        }),
-      ),
-    );
-    if (byHeader) {
-      new PerformanceObserver((list, obs) => {
-        const e = list.getEntries().find((e) => e.identifier === "loop");
-        if (!e) return;
-        obs.disconnect();
-        document.body.dataset.painted = (e.renderTime || e.loadTime).toFixed(1);
-      }).observe({ type: "element", buffered: true });
-    }
+    await firstPaint(byHeader);
+    if (others && byHeader) others();
+    // What the first screen does not need waits for it to be on the
+    // screen: asked for before, its requests and their answers took the
+    // CPU the daemon, the compositor and the raster needed for the frame.
     // The approvals after the events, before the stream: what is decided
     // meanwhile comes on the stream, from the last seq read.
     await loadApprovals();
@@ -1198,11 +1201,41 @@
     stream();
     panels();
     setInterval(() => approvals.forEach(drawWhen), 15000);
-    if (omitted) {
-      await painted;
-      await rest(windowEnd);
-    }
+    if (omitted) await rest(windowEnd);
     document.body.dataset.held = "1";
+  }
+
+  // shownLoop is the newest run loop the timeline shows, if any.
+  const shownLoop = () => document.querySelector("#timeline.show-conv .loop, .loop:not(.conversation)");
+
+  // firstPaint resolves once the fold is on the screen and marks when, in
+  // document.body.dataset.painted: with byHeader, by the Element Timing of
+  // the newest run loop's header (its frame presented), else after the
+  // frame that drew the fold. A hidden tab draws no frame: it resolves at
+  // once if the tab is hidden, after MAX_PAINT_WAIT if the paint has not
+  // come by then; the page goes on, and the mark is made when the paint
+  // comes.
+  function firstPaint(byHeader) {
+    return new Promise((done) => {
+      setTimeout(done, document.visibilityState === "hidden" ? 0 : MAX_PAINT_WAIT);
+      if (!byHeader) {
+        requestAnimationFrame(() =>
+          setTimeout(() => {
+            document.body.dataset.painted = performance.now().toFixed(1);
+            done();
+          }),
+        );
+        return;
+      }
+      const obs = new PerformanceObserver((list) => {
+        const e = list.getEntries().find((e) => e.identifier === "loop");
+        if (!e) return;
+        obs.disconnect();
+        document.body.dataset.painted = (e.renderTime || e.loadTime).toFixed(1);
+        done();
+      });
+      obs.observe({ type: "element", buffered: true });
+    });
   }
 
   document.addEventListener("securitypolicyviolation", (e) => {
