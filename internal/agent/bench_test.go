@@ -241,6 +241,10 @@ func BenchmarkMessageToActionTraced(b *testing.B) {
 		}
 		e.Start()
 		on = append(on, m.send(per)...)
+		// The export lingers 50 ms before it reads, and what it has not
+		// read when it stops is not sent: short rounds (-benchtime 1x)
+		// could all end before it sent anything. Not timed.
+		time.Sleep(100 * time.Millisecond)
 		e.Stop()
 		exported += e.Stats().Exported
 	}
