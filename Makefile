@@ -108,7 +108,7 @@ lint:
 # KEEP_CORPUS=1 they are copied into the package's testdata/fuzz, where
 # every `go test` replays them: commit them to keep the corpus.
 KEEP_CORPUS ?=
-FUZZ_TARGETS := kernel/ipc:FuzzFrameDecode abi:FuzzEventDecode abi:FuzzPluginDecode kernel/bus:FuzzSubject kernel/bus:FuzzMatch manifests:FuzzParseSkill kernel/secrets:FuzzMaskMsgpack kernel/secrets:FuzzStream
+FUZZ_TARGETS := kernel/ipc:FuzzFrameDecode abi:FuzzEventDecode abi:FuzzPluginDecode abi:FuzzAgentDecode kernel/bus:FuzzSubject kernel/bus:FuzzMatch manifests:FuzzParseSkill kernel/secrets:FuzzMaskMsgpack kernel/secrets:FuzzStream
 fuzz:
 	@cache=$$($(GO) env GOCACHE)/fuzz/github.com/kairo-os/kairo; \
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -102,7 +102,7 @@ func (r *Runtime) askLive(ask *abi.Ask) bool {
 // answer in it, or why it ended otherwise.
 func (r *Runtime) endedAsked(ev *abi.Event) {
 	var d abi.IntentEnded
-	if msgpack.Unmarshal(ev.Data, &d) != nil {
+	if abi.DecodeIntentEnded(ev.Data, &d) != nil {
 		return
 	}
 	r.mu.Lock()

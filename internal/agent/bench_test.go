@@ -145,11 +145,33 @@ func BenchmarkTickJitter(b *testing.B) {
 // holding a core, a hand-off between goroutines often wakes an idle
 // thread, which a virtual machine's kernel is slow to do.
 //
-// What stands between this and the floor: the four rows the action's
-// commit carries besides it (~30 µs of CPU), the routing and the tick's
-// own CPU (~140 µs, mostly msgpack's reflection in encoding and applying
-// each event), and on two loaded cores the wake-ups of the four
-// goroutines on the path.
+// Then, by CPU profile (3,000 messages, load 12): of the process's CPU,
+// SQLite's commits 33% (the agent's and the floor's), the ticker's yields
+// in the last 100 µs before each tick 28% (Gosched and the clock; at 1
+// kHz about 10% of a core, message or not), the runtime's scheduler the
+// rest but for the agent's own work: routing and the tick 6% (about 70 µs
+// a message), a third of it msgpack's reflection. And by timestamps at
+// each stage (load 12-16, medians of 300 messages): the user message
+// durable 105-110 µs after its publish began (one row, and its delivery
+// to every subscriber), observed by the agent 9 µs later, routed in 23 µs
+// (34 before the agent's events had codecs of their own,
+// docs/RATIONALE.md#the-agents-events-have-hand-written-codecs); the tick
+// 8 µs after the Wake, its five events queued 80 µs later (the policy 6
+// µs of it, building its input and carrying out its reply the rest), their
+// commit 130 µs, and the action delivered to the benchmark 40 µs after
+// that: 405-430 µs in all, the floor 205-250.
+//
+// What stands between this and the floor: the routing and the tick's own
+// CPU (~100 µs at that load); the four rows the action's commit carries
+// besides it (~25 µs); and the committer taking the routed message alone.
+// The tick queues it first, before the policy runs, and a committer woken
+// at once commits it by itself, so the action waits for a second commit:
+// in a quarter of the messages on the loaded machine the tick's five
+// events went to the store in two or three commits, and more often on an
+// idle one, where another core takes the committer at once. The tick's
+// events queued together, in one batch of the bus, would close that; and
+// routing the message when the bus has sequenced it rather than when it
+// is durable would let the tick run during the message's own commit.
 func BenchmarkMessageToAction(b *testing.B) {
 	m := startMessageToAction(b)
 	const rounds = 8
@@ -219,6 +241,10 @@ func BenchmarkMessageToActionTraced(b *testing.B) {
 		}
 		e.Start()
 		on = append(on, m.send(per)...)
+		// The export lingers 50 ms before it reads, and what it has not
+		// read when it stops is not sent: short rounds (-benchtime 1x)
+		// could all end before it sent anything. Not timed.
+		time.Sleep(100 * time.Millisecond)
 		e.Stop()
 		exported += e.Stats().Exported
 	}

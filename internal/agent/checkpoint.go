@@ -3,8 +3,6 @@ package agent
 import (
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel/bus/checkpoint"
 )
@@ -179,7 +177,7 @@ func restore(agent string, in savedState) *state {
 	for i := range in.Unrouted {
 		ev := &in.Unrouted[i]
 		var m abi.UserMessage
-		if msgpack.Unmarshal(ev.Data, &m) == nil && m.MessageID != "" {
+		if abi.DecodeUserMessage(ev.Data, &m) == nil && m.MessageID != "" {
 			s.unrouted[m.MessageID] = ev
 		}
 	}

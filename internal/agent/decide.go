@@ -200,7 +200,7 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 	var trigger *abi.Event
 	var msg abi.UserMessage
 	for i := len(x) - 1; i >= 0; i-- {
-		if x[i].Type == abi.AgentMessageSubject(r.cfg.Agent) && msgpack.Unmarshal(x[i].Data, &msg) == nil {
+		if x[i].Type == abi.AgentMessageSubject(r.cfg.Agent) && abi.DecodeUserMessage(x[i].Data, &msg) == nil {
 			trigger = &x[i]
 			break
 		}
@@ -217,7 +217,7 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 		}
 		var d abi.ActionData
 		if len(a.Data) > 0 {
-			if err := msgpack.Unmarshal(a.Data, &d); err != nil {
+			if err := abi.DecodeActionData(a.Data, &d); err != nil {
 				r.report(tk.N, fmt.Sprintf("action %s: its data is not an ActionData: %v", a.Type, err))
 				continue
 			}
@@ -247,8 +247,7 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 				continue
 			}
 			trig = ev
-			tmsg = abi.UserMessage{}
-			msgpack.Unmarshal(ev.Data, &tmsg)
+			abi.DecodeUserMessage(ev.Data, &tmsg)
 		}
 		if tmsg.Ask != nil && trig != nil && trig.CorrelationID == "" && !r.askLive(tmsg.Ask) {
 			r.report(tk.N, fmt.Sprintf("action %s answers an ask of %s whose task no longer waits for it", a.Type, tmsg.Ask.Agent))

@@ -158,13 +158,18 @@ func TestLLMPreempt(t *testing.T) {
 	})
 	e := newEnv(t)
 	e.model(slow, 0)
+	// Before the server's Close, which waits for the first answer: a
+	// failure before release fails the test rather than hanging it.
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
 	e.start(Config{Policy: e.policy("llm"), BargeIn: abi.BargeInPreempt})
 
 	e.say("build the site", "")
 	e.events.until(t, "the first request", typed(abi.SubjectLLMRequest))
 	e.say("actually, only the blog", "")
 	e.events.until(t, "the fresh answer", sayIn("", "fresh answer"))
-	close(release)
+	free()
 	e.events.until(t, "the stale response", func(ev *abi.Event) bool {
 		return ev.Type == abi.SubjectLLMResponse && strings.Contains(decodeAny(ev.Data), "stale answer")
 	})

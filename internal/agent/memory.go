@@ -398,7 +398,7 @@ func (k *keeper) observe(ctx context.Context, ev *abi.Event) {
 	case k.cfg.Store == nil:
 	case ev.Type == abi.SubjectIntentStarted:
 		var d abi.IntentStarted
-		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Goal != "" && k.cfg.Recall > 0 {
+		if abi.DecodeIntentStarted(ev.Data, &d) == nil && d.Goal != "" && k.cfg.Recall > 0 {
 			k.queue(func(ctx context.Context) { k.recallFor(ctx, id, d.Goal) })
 		}
 	case ev.Type == abi.SubjectIntentEnded:

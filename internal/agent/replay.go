@@ -207,7 +207,7 @@ func LoopAgent(events []abi.Event, id string) string {
 	for i := range events {
 		ev := &events[i]
 		var d abi.IntentStarted
-		if ev.Type != abi.SubjectIntentStarted || msgpack.Unmarshal(ev.Data, &d) != nil || d.RunLoopID == "" || !namesLoop(id, d.RunLoopID) {
+		if ev.Type != abi.SubjectIntentStarted || abi.DecodeIntentStarted(ev.Data, &d) != nil || d.RunLoopID == "" || !namesLoop(id, d.RunLoopID) {
 			continue
 		}
 		if ev.Source == abi.PrincipalAgent+"/"+d.Agent {
@@ -228,7 +228,7 @@ func readRecording(events []abi.Event, id, agent string) (*recording, error) {
 			continue
 		}
 		var d abi.IntentStarted
-		if msgpack.Unmarshal(ev.Data, &d) != nil || d.Agent != agent {
+		if abi.DecodeIntentStarted(ev.Data, &d) != nil || d.Agent != agent {
 			continue
 		}
 		if namesLoop(id, d.RunLoopID) {
@@ -266,7 +266,7 @@ func readRecording(events []abi.Event, id, agent string) (*recording, error) {
 			continue
 		}
 		var tr abi.TickRecord
-		if err := msgpack.Unmarshal(ev.Data, &tr); err != nil {
+		if err := abi.DecodeTickRecord(ev.Data, &tr); err != nil {
 			return nil, fmt.Errorf("replay: event %s (seq %d): %s data: %w", ev.ID, ev.Seq, ev.Type, err)
 		}
 		from := prev
@@ -342,7 +342,7 @@ func tickOf(ev *abi.Event) uint64 {
 		return t.Tick
 	}
 	var a abi.ActionEvent
-	msgpack.Unmarshal(ev.Data, &a)
+	abi.DecodeActionEvent(ev.Data, &a)
 	return a.Tick
 }
 
@@ -355,7 +355,7 @@ func describeOutput(ev *abi.Event) string {
 		return "thought " + quote(t.Text)
 	}
 	var a abi.ActionEvent
-	msgpack.Unmarshal(ev.Data, &a)
+	abi.DecodeActionEvent(ev.Data, &a)
 	return describeAction(a.Type, &a.ActionData)
 }
 
@@ -365,7 +365,7 @@ func decisions(reply *abi.Reply, st *state) []string {
 	var out []string
 	for _, a := range reply.Actions {
 		var d abi.ActionData
-		if len(a.Data) > 0 && msgpack.Unmarshal(a.Data, &d) != nil {
+		if len(a.Data) > 0 && abi.DecodeActionData(a.Data, &d) != nil {
 			continue
 		}
 		switch a.Type {

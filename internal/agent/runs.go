@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
@@ -203,7 +201,7 @@ func (r *Runtime) loopsFromLog(ctx context.Context, p abi.RunsParams, before, fl
 		var found []uint64
 		err := r.k.Bus.Replay(ctx, bus.Query{FromSeq: lo, ToSeq: hi, Pattern: intentStarted}, func(ev *abi.Event) error {
 			var d abi.IntentStarted
-			if r.foreign(ev) || !trusted(ev) || msgpack.Unmarshal(ev.Data, &d) != nil || d.Agent != r.cfg.Agent || known[d.RunLoopID] || want[d.RunLoopID] {
+			if r.foreign(ev) || !trusted(ev) || abi.DecodeIntentStarted(ev.Data, &d) != nil || d.Agent != r.cfg.Agent || known[d.RunLoopID] || want[d.RunLoopID] {
 				return nil
 			}
 			if p.ID != "" && !strings.HasSuffix(d.RunLoopID, p.ID) {

@@ -452,7 +452,7 @@ func (r *Runtime) concerns(ev *abi.Event) bool {
 // route delivers a user message to the agent, once per messageId.
 func (r *Runtime) route(ev *abi.Event) {
 	var m abi.UserMessage
-	if err := msgpack.Unmarshal(ev.Data, &m); err != nil || strings.TrimSpace(m.Text) == "" {
+	if err := abi.DecodeUserMessage(ev.Data, &m); err != nil || strings.TrimSpace(m.Text) == "" {
 		return
 	}
 	m.Ask = nil // only an agent asks, in the process (ask.go), never a writer of the log
@@ -575,7 +575,7 @@ func (r *Runtime) noAgent(ev *abi.Event, m *abi.UserMessage, id string) {
 // prepare encodes data into ev and fills what the agent sets; false when
 // data cannot be encoded (logged).
 func (r *Runtime) prepare(ev *abi.Event, data any) bool {
-	raw, err := msgpack.Marshal(data)
+	raw, err := encodeData(data)
 	if err != nil {
 		r.log.Error("encode event", "type", ev.Type, "err", err)
 		return false
@@ -587,6 +587,27 @@ func (r *Runtime) prepare(ev *abi.Event, data any) bool {
 		ev.ID = abi.NewID()
 	}
 	return true
+}
+
+// encodeData encodes an event's data: the agent's own events, one or more
+// a message, by their hand-written codecs (the bytes msgpack writes; see
+// abi.AppendUserMessage), the rest by msgpack's reflection.
+func encodeData(data any) ([]byte, error) {
+	switch d := data.(type) {
+	case abi.UserMessage:
+		return abi.AppendUserMessage(make([]byte, 0, 64+len(d.Text)), &d), nil
+	case abi.ActionEvent:
+		return abi.AppendActionEvent(make([]byte, 0, 64+len(d.Text)+len(d.Args)), &d), nil
+	case abi.IntentStarted:
+		return abi.AppendIntentStarted(make([]byte, 0, 128+len(d.Goal)), &d), nil
+	case abi.IntentEnded:
+		return abi.AppendIntentEnded(make([]byte, 0, 64+len(d.Summary)), &d), nil
+	case abi.TickRecord:
+		return abi.AppendTickRecord(make([]byte, 0, 96+len(d.Memory)+32*(len(d.Pending)+len(d.Observed))), &d), nil
+	case abi.Thought:
+		return abi.AppendThought(make([]byte, 0, 32+len(d.Text)), &d), nil
+	}
+	return msgpack.Marshal(data)
 }
 
 // publish appends an event of the agent's, queued; the bus keeps the

@@ -125,7 +125,7 @@ func (s *state) apply(ev *abi.Event) {
 		// Applied before the store gave it a seq: a run loop's start
 		// learns its own now.
 		var d abi.IntentStarted
-		if ev.Type == abi.SubjectIntentStarted && msgpack.Unmarshal(ev.Data, &d) == nil {
+		if ev.Type == abi.SubjectIntentStarted && abi.DecodeIntentStarted(ev.Data, &d) == nil {
 			if l := s.loops[d.RunLoopID]; l != nil && l.startSeq == 0 {
 				l.startSeq = ev.Seq
 			}
@@ -139,7 +139,7 @@ func (s *state) apply(ev *abi.Event) {
 		// Routed by whichever agent took it (one sent into another
 		// agent's task): no longer this one's to route.
 		var m abi.UserMessage
-		if msgpack.Unmarshal(ev.Data, &m) == nil {
+		if abi.DecodeUserMessage(ev.Data, &m) == nil {
 			delete(s.unrouted, m.MessageID)
 		}
 	}
@@ -149,7 +149,7 @@ func (s *state) apply(ev *abi.Event) {
 	switch {
 	case ev.Type == abi.SubjectUserMessage:
 		var m abi.UserMessage
-		if msgpack.Unmarshal(ev.Data, &m) == nil && m.MessageID != "" && s.mine(&m) {
+		if abi.DecodeUserMessage(ev.Data, &m) == nil && m.MessageID != "" && s.mine(&m) {
 			if _, ok := s.seen[m.MessageID]; !ok {
 				// A copy: a replay lends each event only for its call.
 				c := copyEvent(ev)
@@ -158,7 +158,7 @@ func (s *state) apply(ev *abi.Event) {
 		}
 	case ev.Type == abi.AgentMessageSubject(s.agent):
 		var m abi.UserMessage
-		if msgpack.Unmarshal(ev.Data, &m) == nil {
+		if abi.DecodeUserMessage(ev.Data, &m) == nil {
 			c := copyEvent(ev)
 			s.route(&c)
 			s.see(m.MessageID)
@@ -170,7 +170,7 @@ func (s *state) apply(ev *abi.Event) {
 		}
 	case ev.Type == abi.SubjectIntentStarted:
 		var d abi.IntentStarted
-		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Agent == s.agent && s.loops[d.RunLoopID] == nil {
+		if abi.DecodeIntentStarted(ev.Data, &d) == nil && d.Agent == s.agent && s.loops[d.RunLoopID] == nil {
 			l := &runLoop{id: d.RunLoopID, goal: d.Goal, started: ev.Time, maxIter: d.MaxIterations, startSeq: ev.Seq, ask: d.Ask}
 			if ev.CausationID != "" {
 				s.opened[ev.CausationID] = l.id
@@ -184,7 +184,7 @@ func (s *state) apply(ev *abi.Event) {
 		}
 	case ev.Type == abi.SubjectIntentEnded:
 		var d abi.IntentEnded
-		if msgpack.Unmarshal(ev.Data, &d) == nil {
+		if abi.DecodeIntentEnded(ev.Data, &d) == nil {
 			if l := s.loops[d.RunLoopID]; l != nil && l.status == "" {
 				l.status, l.ended, l.endActions = d.Status, ev.Time, len(l.actions)
 				for i, o := range s.open {
@@ -200,7 +200,7 @@ func (s *state) apply(ev *abi.Event) {
 	case ev.Type == abi.SubjectAgentAction:
 		var d abi.ActionEvent
 		l := s.loops[ev.CorrelationID]
-		if msgpack.Unmarshal(ev.Data, &d) != nil || s.actions[ev.ID] != nil {
+		if abi.DecodeActionEvent(ev.Data, &d) != nil || s.actions[ev.ID] != nil {
 			return
 		}
 		a := &action{id: ev.ID, typ: d.Type, tool: d.Tool, args: d.Args, text: d.Text, loop: l, started: ev.Time, status: abi.StatusDone, approvalOf: d.Approval}
@@ -237,7 +237,7 @@ func (s *state) apply(ev *abi.Event) {
 			// answers ("use 200 instead") is one of its messages too.
 			if m := s.routed[ev.CausationID]; m != nil && !l.joined[m.ID] {
 				var um abi.UserMessage
-				if msgpack.Unmarshal(m.Data, &um) == nil {
+				if abi.DecodeUserMessage(m.Data, &um) == nil {
 					l.join(m.ID, um.Text)
 				}
 			}
