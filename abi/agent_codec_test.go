@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -288,4 +289,29 @@ func FuzzAgentDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAgentDecodeForgedLength: a length past the input is refused before
+// anything allocates what it claims, where the reflection codec would
+// allocate it first; the control, the same message with its true length,
+// decodes.
+func TestAgentDecodeForgedLength(t *testing.T) {
+	good := AppendUserMessage(nil, &UserMessage{Text: "hi", MessageID: "m1"})
+	var m UserMessage
+	if err := DecodeUserMessage(good, &m); err != nil || m.Text != "hi" || m.MessageID != "m1" {
+		t.Fatalf("control: %+v, %v", m, err)
+	}
+	// {"text": str32 claiming 1 GiB, then two bytes}: not the fast path's
+	// form (it reads fixstr and str8), so it reaches the fallback.
+	forged := append([]byte{0x81, 0xa4, 't', 'e', 'x', 't', 0xdb}, 0x40, 0, 0, 0, 'h', 'i')
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := DecodeUserMessage(forged, &m)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "malformed") {
+		t.Fatalf("forged length: %v, want a malformed error", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("forged length: %d bytes allocated before the refusal", grew)
+	}
 }
