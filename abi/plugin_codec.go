@@ -59,8 +59,13 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 
 // unmarshalReflected decodes raw into v with the reflection codec, which
 // panics on some malformed inputs (nil for a struct-valued field): a panic
-// is an error like any other bad input.
+// is an error like any other bad input. A length past the input would make
+// it allocate what the length claims before it finds the bytes missing
+// (docs/RATIONALE.md#untrusted-msgpack): the walker refuses that first.
 func unmarshalReflected(raw []byte, v any) (err error) {
+	if _, _, err := skip(raw, 0); err != nil {
+		return fmt.Errorf("malformed %T: %w", v, err)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed %T: %v", v, r)
