@@ -676,7 +676,7 @@ func BenchmarkReplay(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if count < want {
+		if count != want {
 			b.Fatalf("read %d events, want %d", count, want)
 		}
 		return wall, cpu
