@@ -643,12 +643,13 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 // most of the time: a cycle every 12 MB of packs); beside them the GC's
 // own workers. Since then a long scan reads its packs on a connection of
 // its own through SQLite's C API and copies each once into memory Go does
-// not clear (kernel/bus/sqlite/packconn.go). Six runs of each binary,
-// alternated, load 12-19: x-floor median 1.19 to 0.98 (1.11-1.21 to
-// 0.96-1.08), allocs/op 50k to 12k; but the floor, the same code in both,
-// read about a tenth higher in the new runs (median 683 to 748 ns an
-// event), and the replay's own CPU fell by less: median 789 to 751 ns an
-// event (641-936 to 703-823), within the machine's noise.
+// not clear (kernel/bus/sqlite/packconn.go): allocs/op 50k to 12k, and
+// about 5 % of the replay's CPU. Measured in one process, the two reads
+// alternated eight rounds over the same store (load 13): 735 against 767
+// CPU-ns an event, median of the rounds' ratios 0.94 (1M events; 0.99 in
+// a run of 500k). Six runs of each binary alternated gave x-floor 1.19 to
+// 0.98 (medians), which overstates it: the floor, the same code in both,
+// read about a tenth higher in the new binary's runs.
 //
 // What stands between Kairo and the goal is mostly that floor, which is
 // SQLite's and Go's:

@@ -24,11 +24,10 @@ const packsQuery = `SELECT first_seq, last_seq, envs FROM packs WHERE first_seq 
 // overwritten, 6-7 % of a replay's CPU in pprof), and boxes each row's
 // numbers: 50k allocations a million events. packConn copies the pack
 // once into memory that is not cleared first (a strings.Builder's), and
-// allocates nothing else: 12k. BenchmarkReplay's x-floor went from a
-// median of 1.19 to 0.98, its CPU an event from 789 to 751 ns (loaded
-// machine, alternated). SQLite cannot write into Go's memory itself: its
-// transpiled code's pointer arithmetic fails the checks of -race
-// (checkptr). One goroutine uses a packConn.
+// allocates nothing else: 12k; the replay's CPU fell by about 5 %
+// (docs/RATIONALE.md#packs-of-envelopes). SQLite cannot write into Go's
+// memory itself: its transpiled code's pointer arithmetic fails the
+// checks of -race (checkptr). One goroutine uses a packConn.
 type packConn struct {
 	tls  *libc.TLS
 	db   uintptr // sqlite3*
