@@ -611,9 +611,10 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 // event replayed, steadier than a rate on a shared machine. Its floor is
 // measured in the same run, in alternate rounds (replay, floor, floor,
 // replay, ...), each phase from a collected heap: the store's packs read
-// through the same driver on one connection, their envelopes' lengths
-// walked but not decoded (replayFloor), what any reader of this format
-// pays. floor-cpu-ns/event is its CPU per event, x-floor the median of
+// through the database/sql driver on one connection, their envelopes'
+// lengths walked but not decoded (replayFloor), what a reader of this
+// format pays through the driver; the replay's own read of the packs
+// copies less, so x-floor can be below 1. floor-cpu-ns/event is its CPU per event, x-floor the median of
 // the rounds' replay CPU over floor CPU per event. rss-MiB is how much the
 // process's resident memory grew over the replays, free heap returned to
 // the system before and after: what a full scan of the store leaves in
@@ -626,31 +627,51 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 // 1.0-1.3 µs before any decoding; since schema 2 an append stores its
 // envelopes in packs of up to 128 events and 32 KiB
 // (docs/RATIONALE.md#packs-of-envelopes), read a row per pack. Then the
-// decoding was 42 % of the readers' CPU (a map walk with a closure per
-// key, the event cleared and then written field by field), the chunks'
-// clearing 5-6 %, the parsing of each chunk's query 3-4 %; now the
-// envelope is read in one pass and stored once, chunks are overwritten,
-// not cleared, and each worker prepares its queries once. On the loaded
-// machine (load 14, 1M events, pprof) the replay took 769 CPU-ns an
-// event, its floor 689 (x-floor 1.13); at load 2-5, alternated with the
-// code before these changes (880-912 CPU-ns, 1.0-2.0M events/s), it took
-// 524-773 CPU-ns (floor 525-671, x-floor 0.94-1.18), 2.6-2.8M events/s
-// in its two quietest runs. The readers' CPU is the floor's work, about
-// 70 %, then the decoding, about 26 %. The floor is SQLite's
-// and the driver's: a pread per 4 KiB page of a pack (a third of it), the
-// driver's fresh, zeroed blob for each pack and the GC it brings (a
-// third), the copies. What stands between Kairo and the goal is that
-// floor. A memory map (PRAGMA mmap_size on the scan's connections, mapped
-// for the scan and unmapped after it) cut the floor's CPU by about a tenth
-// (median 503 against 610 ns an event, six alternate rounds) while the
-// process's file-backed resident memory grew by 356 MiB during the scan
-// (anonymous memory unchanged); it is not used: an I/O error or a file cut
-// short under the map is a SIGBUS that kills the daemon, where a pread's
-// error is a damaged store that salvage reads around. The driver's copy
-// could only be avoided by a reader on modernc.org/sqlite/lib that copies
-// each pack once into a buffer of its own, unzeroed. And a log written by
-// small appends (fewer than 8 events, as an idle agent's) is still read a
-// row per event.
+// decoding was 42 % of the readers' CPU, the chunks' clearing 5-6 %, the
+// parsing of each chunk's query 3-4 %; now the envelope is read in one
+// pass and stored once, chunks are overwritten, not cleared, and each
+// worker prepares its queries once.
+//
+// The floor is what any reader of this format pays through the driver:
+// SQLite's page reads (a pread per 4 KiB page, about 8 a pack) and the
+// driver's copy of each pack into a slice it makes, which Go zeroes
+// first, and the collections that garbage brings. pprof, loaded machine
+// (load 15), before the last change: of the replay workers' CPU,
+// rows.Next 65 % (SQLite's step 35 %, of which the preads 25 %; the
+// driver's zeroed slice and copy 30 %), the decoding 32 % (half of it the
+// write barrier of storing the event while the GC marks, which it does
+// most of the time: a cycle every 12 MB of packs); beside them the GC's
+// own workers. Since then a long scan reads its packs on a connection of
+// its own through SQLite's C API and copies each once into memory Go does
+// not clear (kernel/bus/sqlite/packconn.go): allocs/op 50k to 12k, and
+// about 5 % of the replay's CPU. Measured in one process, the two reads
+// alternated eight rounds over the same store (load 13): 735 against 767
+// CPU-ns an event, median of the rounds' ratios 0.94 (1M events; 0.99 in
+// a run of 500k). Six runs of each binary alternated gave x-floor 1.19 to
+// 0.98 (medians), which overstates it: the floor, the same code in both,
+// read about a tenth higher in the new binary's runs.
+//
+// What stands between Kairo and the goal is mostly that floor, which is
+// SQLite's and Go's:
+//   - the preads: SQLite reads a pack's overflow pages one 4 KiB pread at
+//     a time. Pages of 64 KiB for new stores cut the replay's CPU by about
+//     a tenth (733 and 711 against 842 and 778 ns an event, alternated),
+//     but made a lone publisher write 133 KB to disk an event instead of
+//     10 KB, at a quarter of the rate (BenchmarkWALBound/publishers=1):
+//     every commit writes whole pages. Not taken. A memory map cut the
+//     floor's CPU by about a tenth too (median 503 against 610 ns an
+//     event) and is not used: an I/O error or a file cut short under the
+//     map is a SIGBUS that kills the daemon, where a pread's error is a
+//     damaged store that salvage reads around.
+//   - the one copy left: SQLite cannot write a pack into Go's memory
+//     itself, since its transpiled pointer arithmetic fails -race's
+//     checkptr; and the events alias their pack, so the pack must be
+//     fresh memory, whose garbage the GC collects.
+//   - the GC: its marking of the chunks' events, and the write barrier it
+//     puts on storing each decoded event.
+//
+// And a log written by small appends (fewer than 8 events, as an idle
+// agent's) is still read a row per event.
 func BenchmarkReplay(b *testing.B) {
 	bs, n := replayBus(b)
 	ctx := context.Background()

@@ -75,6 +75,13 @@ func (s *Store) Scan(ctx context.Context, q bus.Query, fn func(*abi.Event) error
 			err = conn.Raw(func(dc any) error {
 				rd := &reader{dc: dc}
 				defer rd.close()
+				if s.packed && workers > 1 {
+					pc, err := openPackConn(s.path)
+					if err != nil {
+						return err
+					}
+					rd.pc = pc
+				}
 				for k := w; k < chunks; k += workers {
 					from := lo + k*scanChunk
 					to := min(from+scanChunk-1, hi)
@@ -180,6 +187,8 @@ func (e *envError) Unwrap() error { return e.err }
 type reader struct {
 	dc    any
 	stmts map[string]driver.Stmt
+	// pc, when not nil, reads the packs (a long scan's worker).
+	pc *packConn
 }
 
 // query runs query, prepared on its first use, with args.
@@ -206,13 +215,56 @@ func (r *reader) query(ctx context.Context, query string, args []driver.NamedVal
 	return sq.QueryContext(ctx, args)
 }
 
-// close closes the statements r prepared; it must run before the driver
-// connection is handed back.
+// close closes the statements r prepared, and its packConn; it must run
+// before the driver connection is handed back.
 func (r *reader) close() {
 	for _, st := range r.stmts {
 		st.Close()
 	}
+	if r.pc != nil {
+		r.pc.close()
+	}
 }
+
+// packRows are the rows of packsQuery: each pack's seqs, and its blob; ok
+// is false when the row's envs is not a blob. next returns io.EOF after the
+// last row.
+type packRows interface {
+	next() (first, last int64, blob []byte, ok bool, err error)
+	close()
+}
+
+// packs runs packsQuery with lo, hi and from, on r's packConn when it has
+// one.
+func (r *reader) packs(ctx context.Context, lo, hi, from int64) (packRows, error) {
+	if r.pc != nil {
+		return r.pc.packs(ctx, lo, hi, from), nil
+	}
+	rows, err := r.query(ctx, packsQuery, []driver.NamedValue{{Ordinal: 1, Value: lo}, {Ordinal: 2, Value: hi}, {Ordinal: 3, Value: from}})
+	if err != nil {
+		return nil, err
+	}
+	return &driverPackRows{rows: rows, dest: make([]driver.Value, 3)}, nil
+}
+
+// driverPackRows are the rows of packsQuery through the driver, whose
+// blob of each row is a slice it made for that row.
+type driverPackRows struct {
+	rows driver.Rows
+	dest []driver.Value
+}
+
+func (r *driverPackRows) next() (first, last int64, blob []byte, ok bool, err error) {
+	if err := r.rows.Next(r.dest); err != nil {
+		return 0, 0, nil, false, err
+	}
+	first, _ = r.dest[0].(int64)
+	last, _ = r.dest[1].(int64)
+	blob, ok = r.dest[2].([]byte)
+	return first, last, blob, ok, nil
+}
+
+func (r *driverPackRows) close() { r.rows.Close() }
 
 // readRange appends to evs the events with from <= seq <= to that match q,
 // read with rd: from the rows of packs that hold them
@@ -224,23 +276,19 @@ func readRange(ctx context.Context, rd *reader, packed bool, q *bus.Query, evs [
 	if packed {
 		// A pack holds at most packEvents events, so one that reaches from
 		// starts at most packEvents-1 before it.
-		rows, err := rd.query(ctx, `SELECT first_seq, last_seq, envs FROM packs WHERE first_seq >= ? AND first_seq <= ? AND last_seq >= ? ORDER BY first_seq`,
-			[]driver.NamedValue{{Ordinal: 1, Value: int64(from - min(from-1, packEvents-1))}, {Ordinal: 2, Value: int64(to)}, {Ordinal: 3, Value: int64(from)}})
+		rows, err := rd.packs(ctx, int64(from-min(from-1, packEvents-1)), int64(to), int64(from))
 		if err != nil {
 			return evs, err
 		}
-		defer rows.Close()
-		dest := make([]driver.Value, 3)
+		defer rows.close()
 		for {
-			if err := rows.Next(dest); err != nil {
+			first, last, blob, ok, err := rows.next()
+			if err != nil {
 				if err == io.EOF {
 					break
 				}
 				return evs, err
 			}
-			first, _ := dest[0].(int64)
-			last, _ := dest[1].(int64)
-			blob, ok := dest[2].([]byte)
 			if !ok || first < 1 || last < first || last-first >= packEvents || uint64(first) < next && next > from {
 				return evs, &envError{max(next, uint64(max(first, 1))), fmt.Errorf("the pack from %d to %d is not one Kairo writes", first, last)}
 			}

@@ -149,7 +149,10 @@ func checkBeforeOpen(path string, st *storeState) error {
 // errors it returns as they are.
 func ExplainDamage(err error, path string) error {
 	var se *sqlite.Error
-	if errors.As(err, &se) && (se.Code()&0xff == 11 || se.Code()&0xff == 26) {
+	var le *libError
+	switch {
+	case errors.As(err, &se) && (se.Code()&0xff == 11 || se.Code()&0xff == 26),
+		errors.As(err, &le) && (le.Code()&0xff == 11 || le.Code()&0xff == 26):
 		return fmt.Errorf("%w: %s: %v; %s", ErrDamaged, path, err, recovery(path))
 	}
 	return err
