@@ -301,18 +301,9 @@ func (s *Server) handler() http.Handler {
 			writeError(w, http.StatusMethodNotAllowed, "the page's files are read with GET")
 			return
 		}
-		name := strings.TrimPrefix(r.URL.Path, "/")
-		if name == "" {
-			name = "index.html"
+		if r.URL.Path == "/index.html" || !serveFile(w, r, strings.TrimPrefix(r.URL.Path, "/")) {
+			files.ServeHTTP(w, r) // "/index.html" redirects to "/"; a file not there is 404
 		}
-		if tag, ok := assetTags[name]; ok {
-			// Asked again at each navigation, answered 304 while the binary
-			// is the same: the browser keeps the files, and the script's
-			// compiled code with them.
-			w.Header().Set("ETag", tag)
-			w.Header().Set("Cache-Control", "no-cache")
-		}
-		files.ServeHTTP(w, r)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
