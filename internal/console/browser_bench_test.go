@@ -157,9 +157,21 @@ func fill(b *testing.B, c *client.Client, n uint64) {
 // stylesheet and script by pinned names (a hash of their content,
 // Cache-Control: immutable; assets.go), which a navigation takes from
 // the cache without a request: the script began at 46-265 ms in the same
-// conditions. Tried and not kept: the page hidden (visibility) until the
-// fold, so that no frame of the empty page came before the run loops':
-// the fold's frame took as long (96-253 ms after the fold).
+// conditions. The daemon's read, 7-111 ms of the answer's wait (Server-
+// Timing), is gone from a reload: the answer to the first read is kept
+// until the log grows (answerCache in api.go), and the events' first
+// byte came 2-10 ms after they were asked. What remains is Chromium's,
+// waiting for a CPU: the events parsed 20-150 ms after they came, and
+// the header presented 90-490 ms after the fold. A DevTools trace of the
+// fold's frame, under load 12: the renderer's main thread 20 ms of CPU
+// (a forced style and layout in the chat's scroll callback, which is the
+// frame's own, 15 ms; paint 4), the commit 4, the raster of ~60 tiles
+// 18-26 ms of CPU over 80 ms of wall, the display compositor's draw 4:
+// ~50 ms of CPU in four threads of three processes, which a machine at
+// load 12 on 2 cores stretches to 150-450 ms. Tried and not kept: the
+// page hidden (visibility) until the fold, so that no frame of the empty
+// page came before the run loops': the fold's frame took as long (96-253
+// ms after the fold).
 //
 // Tried and reverted (5b0fd8c, its revert after it): the daemon drawing the
 // first screen into index.html (a Go port of the fold, the read as a JSON

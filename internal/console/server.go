@@ -107,6 +107,7 @@ type Server struct {
 	streams chan struct{} // a slot per stream client
 	hub     *hub
 	runs    runIndex       // which events of the log's newest are in run loops
+	answers answerCache    // the last answer to a first read
 	wg      sync.WaitGroup // the goroutines the server owns
 
 	closeOnce sync.Once

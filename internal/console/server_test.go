@@ -403,6 +403,36 @@ func TestServerEvents(t *testing.T) {
 	}
 }
 
+// TestServerEventsFirstReadKept: the page's first read is answered again
+// from the last answer while the log has not grown, and an event appended
+// is in the next one.
+func TestServerEventsFirstReadKept(t *testing.T) {
+	ctx, _, u, c := upConsoleClient(t, time.Minute)
+	for i := range 50 {
+		ev := abi.Event{Type: "app.test.kept"}
+		if i%10 == 0 {
+			ev.CorrelationID = "r-" + strconv.Itoa(i)
+		}
+		if _, err := c.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const q = "/api/events?limit=10000&outside=5"
+	_, first := do(t, u, "GET", q, "", bearer(u))
+	_, again := do(t, u, "GET", q, "", bearer(u))
+	if first != again || !strings.Contains(first, `"omitted":40`) {
+		t.Fatalf("the same read twice:\n%.300s\n%.300s", first, again)
+	}
+	res, err := c.Publish(ctx, abi.Event{Type: "app.test.new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after := do(t, u, "GET", q, "", bearer(u))
+	if !strings.Contains(after, `"type":"app.test.new"`) || !strings.Contains(after, fmt.Sprintf(`"lastSeq":%d`, res.Seq)) || !strings.Contains(after, `"omitted":41`) {
+		t.Fatalf("the read after an event appended: %.300s", after)
+	}
+}
+
 // TestServerEventsOutside: with outside=K, a read answers every event of
 // its window that a run loop may hold (kairo.> or a correlationId) and
 // only the newest K of the others, counting those it left out; what it
