@@ -135,14 +135,15 @@ func fill(b *testing.B, c *client.Client, n uint64) {
 // What remains, from the same traces: the data came at 150-250 ms
 // (the daemon's read, 16-92 ms under load, and waits for a CPU), so on a
 // loaded machine the page often waits for the read, not for its script;
-// app.js is revalidated at each navigation, and in a trace its V8 code
-// cache was produced again, not consumed (5-7 ms of compile); and the
-// presentation after the frame's main-thread part, 40-100 ms of wall
-// (raster, the display compositor's draw, once 60 ms waiting on the GPU
-// process, which was freeing the previous page's images). Tried and not
-// kept: content-visibility on the run loops, which with 3 run loops in a
-// 1000-pixel window skips none (all are within the viewport's margin:
-// 423 → 395 elements styled) and adds a layout pass.
+// app.js was revalidated at each navigation (no longer: below), and in a
+// trace its V8 code cache was produced again, not consumed (5-7 ms of
+// compile); and the presentation after the frame's main-thread part,
+// 40-100 ms of wall (raster, the display compositor's draw, once 60 ms
+// waiting on the GPU process, which was freeing the previous page's
+// images). Tried and not kept: content-visibility on the run loops,
+// which with 3 run loops in a 1000-pixel window skips none (all are
+// within the viewport's margin: 423 → 395 elements styled) and adds a
+// layout pass.
 //
 // Where the worst runs' time went, by the phases each run now logs
 // (under -v; ms from the navigation's start, 2026-11-29, load 13-21 on
@@ -157,7 +158,7 @@ func fill(b *testing.B, c *client.Client, n uint64) {
 // stylesheet and script by pinned names (a hash of their content,
 // Cache-Control: immutable; assets.go), which a navigation takes from
 // the cache without a request: the script began at 46-265 ms in the same
-// conditions. The daemon's read, 7-111 ms of the answer's wait (Server-
+// conditions, and compiled from its code cache (0.1 ms in a trace). The daemon's read, 7-111 ms of the answer's wait (Server-
 // Timing), is gone from a reload: the answer to the first read is kept
 // until the log grows (answerCache in api.go), and the events' first
 // byte came 2-10 ms after they were asked. What remains is Chromium's,
