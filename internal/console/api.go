@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -64,11 +65,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		pg.outside = n
 	}
+	from := uint64(1)
+	if to > uint64(limit) {
+		from = to - uint64(limit) + 1
+	}
+	key := answerKey{from: from, to: to, last: last, outside: pg.outside}
+	if body, ok := s.answers.get(key); ok {
+		writeEvents(w, body, began)
+		return
+	}
 	if to > 0 {
-		from := uint64(1)
-		if to > uint64(limit) {
-			from = to - uint64(limit) + 1
-		}
 		var err error
 		if pg.outside >= 0 {
 			err = s.runs.read(r.Context(), b, from, to, &pg)
@@ -91,11 +97,55 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	out.WriteString(`{"events":[`)
 	out.Write(bytes.Join(evs, []byte(",")))
 	fmt.Fprintf(&out, `],"lastSeq":%d,"omitted":%d}`+"\n", last, pg.omitted)
+	if pg.outside >= 0 && to == last {
+		s.answers.put(key, out.Bytes())
+	}
+	writeEvents(w, out.Bytes(), began)
+}
+
+func writeEvents(w http.ResponseWriter, body []byte, began time.Time) {
 	w.Header().Set("Content-Type", "application/json")
 	// The read's own time, which the page's resource timing shows beside
 	// the wait for the answer.
 	w.Header().Set("Server-Timing", fmt.Sprintf("read;dur=%.1f", float64(time.Since(began).Microseconds())/1000))
-	w.Write(out.Bytes())
+	w.Write(body)
+}
+
+// maxAnswer bounds the answer an answerCache keeps.
+const maxAnswer = 4 << 20
+
+// answerCache keeps the last answer to a first read, the newest window of
+// the log with outside=K, which every navigation of the page asks for: the
+// events of a window of seqs never change once appended, so while the
+// log's last seq is the same the answer is too, and a page loaded again
+// gets it without a read of the store. An event appended changes the
+// last seq, so a read after it misses.
+type answerCache struct {
+	mu   sync.Mutex
+	key  answerKey
+	body []byte
+}
+
+// answerKey is what an answer depends on: the window, the log's last seq
+// (the answer's lastSeq), and how many events outside run loops it holds.
+type answerKey struct {
+	from, to, last uint64
+	outside        int
+}
+
+func (c *answerCache) get(k answerKey) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.body, c.body != nil && c.key == k
+}
+
+func (c *answerCache) put(k answerKey, body []byte) {
+	if len(body) > maxAnswer {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.key, c.body = k, body
 }
 
 // eventPage collects the events of a read in JSON: each as it comes, but

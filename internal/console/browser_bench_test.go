@@ -135,14 +135,44 @@ func fill(b *testing.B, c *client.Client, n uint64) {
 // What remains, from the same traces: the data came at 150-250 ms
 // (the daemon's read, 16-92 ms under load, and waits for a CPU), so on a
 // loaded machine the page often waits for the read, not for its script;
-// app.js is revalidated at each navigation, and in a trace its V8 code
-// cache was produced again, not consumed (5-7 ms of compile); and the
-// presentation after the frame's main-thread part, 40-100 ms of wall
-// (raster, the display compositor's draw, once 60 ms waiting on the GPU
-// process, which was freeing the previous page's images). Tried and not
-// kept: content-visibility on the run loops, which with 3 run loops in a
-// 1000-pixel window skips none (all are within the viewport's margin:
-// 423 → 395 elements styled) and adds a layout pass.
+// app.js was revalidated at each navigation (no longer: below), and in a
+// trace its V8 code cache was produced again, not consumed (5-7 ms of
+// compile); and the presentation after the frame's main-thread part,
+// 40-100 ms of wall (raster, the display compositor's draw, once 60 ms
+// waiting on the GPU process, which was freeing the previous page's
+// images). Tried and not kept: content-visibility on the run loops,
+// which with 3 run loops in a 1000-pixel window skips none (all are
+// within the viewport's margin: 423 → 395 elements styled) and adds a
+// layout pass.
+//
+// Where the worst runs' time went, by the phases each run now logs
+// (under -v; ms from the navigation's start, 2026-11-29, load 13-21 on
+// the 2 cores): the HTML came at 10-90 ms; the stylesheet, then the
+// script, were each revalidated (a 304, one after the other: Chromium
+// asks for a deferred script only once the stylesheet is in), so the
+// script began at 108-373 ms, often after the events had come (93-284);
+// the events were parsed 20-110 ms after they came and folded 10-60 ms
+// later; and the frame that showed the header was presented 100-270 ms
+// after the fold, the largest and most variable phase, with ~25 ms of
+// the renderer's main-thread CPU in it. The page now names its
+// stylesheet and script by pinned names (a hash of their content,
+// Cache-Control: immutable; assets.go), which a navigation takes from
+// the cache without a request: the script began at 46-265 ms in the same
+// conditions, and compiled from its code cache (0.1 ms in a trace). The daemon's read, 7-111 ms of the answer's wait (Server-
+// Timing), is gone from a reload: the answer to the first read is kept
+// until the log grows (answerCache in api.go), and the events' first
+// byte came 2-10 ms after they were asked. What remains is Chromium's,
+// waiting for a CPU: the events parsed 20-150 ms after they came, and
+// the header presented 90-490 ms after the fold. A DevTools trace of the
+// fold's frame, under load 12: the renderer's main thread 20 ms of CPU
+// (a forced style and layout in the chat's scroll callback, which is the
+// frame's own, 15 ms; paint 4), the commit 4, the raster of ~60 tiles
+// 18-26 ms of CPU over 80 ms of wall, the display compositor's draw 4:
+// ~50 ms of CPU in four threads of three processes, which a machine at
+// load 12 on 2 cores stretches to 150-450 ms. Tried and not kept: the
+// page hidden (visibility) until the fold, so that no frame of the empty
+// page came before the run loops': the fold's frame took as long (96-253
+// ms after the fold).
 //
 // Tried and reverted (5b0fd8c, its revert after it): the daemon drawing the
 // first screen into index.html (a Go port of the fold, the read as a JSON
@@ -176,6 +206,28 @@ func BenchmarkConsoleFirstPaint(b *testing.B) {
 		const read = (e && e.serverTiming.find(t => t.name === "read")) || {};
 		return e ? [e.requestStart, e.responseStart, e.responseEnd, m("kairo:read"), m("kairo:folded"), Number(document.body.dataset.painted), e.encodedBodySize, read.duration] : [];
 	})()`
+	// The phases of a run, ms from the navigation's start: the HTML
+	// answered, app.js asked and answered (its bytes: 0 from the cache
+	// without a request), the script begun, the events asked, answered
+	// (the daemon's read), parsed and folded, and the header painted.
+	const phases = `(() => {
+		const r = (s) => performance.getEntriesByType("resource").find(e => e.name.includes(s)) || {};
+		const m = (n) => (performance.getEntriesByName(n)[0] || {}).startTime || -1;
+		const nav = performance.getEntriesByType("navigation")[0] || {};
+		const js = performance.getEntriesByType("resource").find(e => /\/app\.(\w+\.)?js/.test(e.name)) || {}, ev = r("/api/events");
+		const css = performance.getEntriesByType("resource").find(e => /\/app\.(\w+\.)?css/.test(e.name)) || {};
+		const read = ((ev.serverTiming || []).find(t => t.name === "read") || {}).duration || -1;
+		return [nav.responseEnd, js.requestStart || -1, js.responseEnd || -1, js.transferSize || 0, m("kairo:script"), nav.domContentLoadedEventStart,
+			ev.requestStart || -1, ev.responseStart || -1, ev.responseEnd || -1, read, m("kairo:read"), m("kairo:folded"), Number(document.body.dataset.painted),
+			ev.fetchStart || -1, (ev.connectEnd - ev.connectStart) || 0, m("first-contentful-paint"), css.requestStart || -1, css.responseEnd || -1];
+	})()`
+	var phaseLog []string
+	phase := func() {
+		p := eval[[]float64](br, phases)
+		phaseLog = append(phaseLog, fmt.Sprintf("html %3.0f css %3.0f-%3.0f fcp %3.0f | app.js %3.0f-%3.0f (%4.0f B) run %3.0f dcl %3.0f | events %3.0f/%3.0f-%3.0f-%3.0f (conn %2.0f read %3.0f) parsed %3.0f folded %3.0f | painted %3.0f",
+			at(p, 0), at(p, 16), at(p, 17), at(p, 15), at(p, 1), at(p, 2), at(p, 3), at(p, 4), at(p, 5), at(p, 13), at(p, 6), at(p, 7), at(p, 8), at(p, 14), at(p, 9), at(p, 10), at(p, 11), at(p, 12)))
+	}
+	phase()
 	cold := eval[float64](br, `Number(document.body.dataset.painted)`)
 	coldSplit := eval[[]float64](br, split)
 	// The cold page reads the rest of the window after its paint: held
@@ -202,6 +254,7 @@ func BenchmarkConsoleFirstPaint(b *testing.B) {
 			worst = eval[[]float64](br, split)
 		}
 		runs = append(runs, ms)
+		phase()
 		// The rest of the window is read after the paint: held before the
 		// floor's round, which would otherwise pay for it.
 		br.wait("the whole window held", `document.body.dataset.held === "1"`, time.Minute)
@@ -228,6 +281,9 @@ func BenchmarkConsoleFirstPaint(b *testing.B) {
 	}{{"the cold run", coldSplit}, {"the worst run", worst}} {
 		b.Logf("%s: /api/events asked at %.0f ms, answered %.0f-%.0f ms (%.0f kB; the daemon's read %.0f ms of it), parsed at %.0f ms, folded into the DOM at %.0f ms, drawn at %.0f ms",
 			r.name, at(r.split, 0), at(r.split, 1), at(r.split, 2), at(r.split, 6)/1000, at(r.split, 7), at(r.split, 3), at(r.split, 4), at(r.split, 5))
+	}
+	for i, l := range phaseLog {
+		b.Logf("run %2d: %s", i, l)
 	}
 	br.do(chromedp.Navigate(page))
 	br.wait("the whole window held", `document.body.dataset.held === "1" && document.querySelectorAll(".loop").length >= 3`, time.Minute)

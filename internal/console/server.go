@@ -107,6 +107,7 @@ type Server struct {
 	streams chan struct{} // a slot per stream client
 	hub     *hub
 	runs    runIndex       // which events of the log's newest are in run loops
+	answers answerCache    // the last answer to a first read
 	wg      sync.WaitGroup // the goroutines the server owns
 
 	closeOnce sync.Once
@@ -301,18 +302,9 @@ func (s *Server) handler() http.Handler {
 			writeError(w, http.StatusMethodNotAllowed, "the page's files are read with GET")
 			return
 		}
-		name := strings.TrimPrefix(r.URL.Path, "/")
-		if name == "" {
-			name = "index.html"
+		if r.URL.Path == "/index.html" || !serveFile(w, r, strings.TrimPrefix(r.URL.Path, "/")) {
+			files.ServeHTTP(w, r) // "/index.html" redirects to "/"; a file not there is 404
 		}
-		if tag, ok := assetTags[name]; ok {
-			// Asked again at each navigation, answered 304 while the binary
-			// is the same: the browser keeps the files, and the script's
-			// compiled code with them.
-			w.Header().Set("ETag", tag)
-			w.Header().Set("Cache-Control", "no-cache")
-		}
-		files.ServeHTTP(w, r)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -184,6 +185,44 @@ func TestServerHeaders(t *testing.T) {
 				t.Errorf("GET %s: Cache-Control %q", path, res.Header.Get("Cache-Control"))
 			}
 		}
+	}
+}
+
+// The page names its script and stylesheet by pinned names, a hash of
+// their content, which the browser keeps without asking again; the page
+// itself, and the files under their own names, are revalidated.
+func TestServerPinnedFiles(t *testing.T) {
+	_, u, _ := upConsole(t, nil)
+	res, page := do(t, u, "GET", "/", "", bearer(u))
+	if res.StatusCode != http.StatusOK || res.Header.Get("Cache-Control") != "no-cache" || res.Header.Get("ETag") == "" {
+		t.Fatalf("GET /: %d, Cache-Control %q, ETag %q", res.StatusCode, res.Header.Get("Cache-Control"), res.Header.Get("ETag"))
+	}
+	res, _ = do(t, u, "GET", "/", "", cookie(u, map[string]string{"If-None-Match": res.Header.Get("ETag")}))
+	if res.StatusCode != http.StatusNotModified {
+		t.Errorf("GET / again with its ETag: %d, want 304", res.StatusCode)
+	}
+	for _, f := range []struct{ name, ref, ctype string }{{"app.js", `<script src="`, "text/javascript"}, {"app.css", `<link rel="stylesheet" href="`, "text/css"}} {
+		_, rest, ok := strings.Cut(page, f.ref)
+		pin, _, _ := strings.Cut(rest, `"`)
+		if !ok || pin == f.name || !strings.HasPrefix(pin, strings.TrimSuffix(f.name, path.Ext(f.name))+".") || !strings.HasSuffix(pin, path.Ext(f.name)) {
+			t.Errorf("the page names %q for %s, want a pinned name", pin, f.name)
+			continue
+		}
+		res, body := do(t, u, "GET", "/"+pin, "", cookie(u, nil))
+		_, own := do(t, u, "GET", "/"+f.name, "", cookie(u, nil))
+		if res.StatusCode != http.StatusOK || body != own || !strings.HasPrefix(res.Header.Get("Content-Type"), f.ctype) || res.Header.Get("Cache-Control") != "private, max-age=31536000, immutable" {
+			t.Errorf("GET /%s: %d, Content-Type %q, Cache-Control %q, same as /%s: %v", pin, res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("Cache-Control"), f.name, body == own)
+		}
+		if res, _ := do(t, u, "GET", "/"+pin, "", nil); res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET /%s without the token: %d, want 401", pin, res.StatusCode)
+		}
+		if res, _ := do(t, u, "GET", "/"+strings.Replace(pin, ".", ".0", 1), "", bearer(u)); res.StatusCode != http.StatusNotFound {
+			t.Errorf("GET a pinned name of no file: %d, want 404", res.StatusCode)
+		}
+	}
+	res, _ = do(t, u, "GET", "/index.html", "", bearer(u))
+	if res.StatusCode != http.StatusMovedPermanently {
+		t.Errorf("GET /index.html: %d, want a redirect to /", res.StatusCode)
 	}
 }
 
@@ -361,6 +400,36 @@ func TestServerEvents(t *testing.T) {
 		if res, body := do(t, u, "GET", "/api/events"+q, "", bearer(u)); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, `"error"`) {
 			t.Errorf("%s: %d %s; want 400", q, res.StatusCode, body)
 		}
+	}
+}
+
+// TestServerEventsFirstReadKept: the page's first read is answered again
+// from the last answer while the log has not grown, and an event appended
+// is in the next one.
+func TestServerEventsFirstReadKept(t *testing.T) {
+	ctx, _, u, c := upConsoleClient(t, time.Minute)
+	for i := range 50 {
+		ev := abi.Event{Type: "app.test.kept"}
+		if i%10 == 0 {
+			ev.CorrelationID = "r-" + strconv.Itoa(i)
+		}
+		if _, err := c.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const q = "/api/events?limit=10000&outside=5"
+	_, first := do(t, u, "GET", q, "", bearer(u))
+	_, again := do(t, u, "GET", q, "", bearer(u))
+	if first != again || !strings.Contains(first, `"omitted":40`) {
+		t.Fatalf("the same read twice:\n%.300s\n%.300s", first, again)
+	}
+	res, err := c.Publish(ctx, abi.Event{Type: "app.test.new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after := do(t, u, "GET", q, "", bearer(u))
+	if !strings.Contains(after, `"type":"app.test.new"`) || !strings.Contains(after, fmt.Sprintf(`"lastSeq":%d`, res.Seq)) || !strings.Contains(after, `"omitted":41`) {
+		t.Fatalf("the read after an event appended: %.300s", after)
 	}
 }
 

@@ -10,6 +10,7 @@
 "use strict";
 
 (() => {
+  performance.mark("kairo:script"); // when the script began to run (BenchmarkConsoleFirstPaint)
   // Events read for the first paint, and per "load older": the server's
   // most (MaxEventsLimit), so that a run loop among many other events
   // is still in the first read. The first read asks only for the newest
