@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/kairo-os/kairo/abi"
 )
@@ -20,32 +19,19 @@ type MemoryStore struct {
 	// RWMutex's write lock costs twice the atomic operations; a scan holds
 	// it for one page of copies at a time.
 	mu    sync.Mutex
-	ring  []ringSlot // pointer-free: store_memory_slot.go
-	data  [][]byte   // each slot's event's data
-	first uint64     // seq of the oldest event held; 0 when empty
+	ring  []abi.Event
+	first uint64 // seq of the oldest event held; 0 when empty
 	last  uint64
-
-	// The slots' bytes: chunks (the ring's events in open, or one each for
-	// large ones), the indexes of dropped chunks, and the locations of the
-	// events' times (store_memory_slot.go).
-	chunks     []ringChunk
-	freeChunks []uint32
-	open       uint32
-	locs       []*time.Location
-	odd        map[uint64]*time.Location
 
 	// The dedup index has two parts. IDs arriving in increasing order — the
 	// bus's own time-ordered IDs, nearly always — go to mono, a sorted ring
 	// of (id, seq): a new ID above its newest entry cannot be a duplicate,
 	// so the common publish costs one comparison, and only an ID at or
 	// below it is binary-searched. Every other ID goes to byID. A map over a
-	// million IDs would cost more than everything else a publish does. mono
-	// holds seqs, whose IDs are in their slots; newest is the ID of its
-	// newest entry.
-	mono     []uint64
+	// million IDs would cost more than everything else a publish does.
+	mono     []monoEntry
 	monoHead int
 	monoLen  int
-	newest   string
 	byID     map[string]uint64
 
 	pos struct { // the ring index of the last seq appended (slot)
@@ -54,19 +40,18 @@ type MemoryStore struct {
 	}
 }
 
+type monoEntry struct {
+	id  string
+	seq uint64
+}
+
 // NewMemoryStore returns a ring holding up to size events ([DefaultRingSize]
 // when size is 0).
 func NewMemoryStore(size int) *MemoryStore {
 	if size <= 0 {
 		size = DefaultRingSize
 	}
-	return &MemoryStore{
-		ring:   make([]ringSlot, size),
-		data:   make([][]byte, size),
-		mono:   make([]uint64, size),
-		byID:   make(map[string]uint64),
-		chunks: []ringChunk{{buf: make([]byte, 0, ringChunkSize)}},
-	}
+	return &MemoryStore{ring: make([]abi.Event, size), mono: make([]monoEntry, size), byID: make(map[string]uint64)}
 }
 
 // Describe is "memory".
@@ -89,19 +74,13 @@ func (m *MemoryStore) LastSeq() uint64 {
 
 // Append stores evs in the ring, evicting the oldest events when it is
 // full; an ID the store still remembers is a duplicate, as [Store] says.
-// The ring keeps a copy of each event's strings and data.
 func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
-	for _, ev := range evs {
-		if !fits(ev) {
-			return errRingEventTooLarge
-		}
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, ev := range evs {
 		// One comparison answers the common case: an ID above the newest
 		// of mono is new to mono, and byID is empty.
-		above := m.monoLen == 0 || ev.ID > m.newest
+		above := m.monoLen == 0 || ev.ID > m.monoAt(m.monoLen-1).id
 		if !above || len(m.byID) > 0 {
 			if seq, ok := m.lookup(ev.ID, above); ok {
 				ev.Seq, dup[i] = seq, true
@@ -110,16 +89,15 @@ func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
 		}
 		m.last++
 		ev.Seq = m.last
-		at := m.slot(m.last)
-		if slot := &m.ring[at]; slot.seq != 0 { // overwriting the oldest
+		slot := &m.ring[m.slot(m.last)]
+		if slot.Seq != 0 { // overwriting the oldest
 			m.forget(slot)
-			m.first = slot.seq + 1
+			m.first = slot.Seq + 1
 		}
-		m.put(at, ev)
+		*slot = *ev
 		if above {
-			*m.monoAt(m.monoLen) = ev.Seq
+			*m.monoAt(m.monoLen) = monoEntry{ev.ID, ev.Seq}
 			m.monoLen++
-			m.newest = ev.ID
 		} else {
 			m.byID[ev.ID] = ev.Seq
 		}
@@ -144,7 +122,7 @@ func (m *MemoryStore) slot(seq uint64) int {
 
 // monoAt is mono's i-th entry from its oldest, 0 <= i <= len(mono): a
 // conditional subtraction, not a division, on every publish.
-func (m *MemoryStore) monoAt(i int) *uint64 {
+func (m *MemoryStore) monoAt(i int) *monoEntry {
 	if i += m.monoHead; i >= len(m.mono) {
 		i -= len(m.mono)
 	}
@@ -162,29 +140,25 @@ func (m *MemoryStore) lookup(id string, above bool) (uint64, bool) {
 	if above {
 		return 0, false
 	}
-	n := uint64(len(m.ring))
-	idAt := func(i int) string { return m.idOf(&m.ring[*m.monoAt(i)%n]) }
-	i := sort.Search(m.monoLen, func(i int) bool { return idAt(i) >= id })
-	if i < m.monoLen && idAt(i) == id {
-		return *m.monoAt(i), true
+	i := sort.Search(m.monoLen, func(i int) bool { return m.monoAt(i).id >= id })
+	if i < m.monoLen && m.monoAt(i).id == id {
+		return m.monoAt(i).seq, true
 	}
 	return 0, false
 }
 
-// forget drops the index entry and the bytes of an event leaving the ring.
-// Events leave in seq order, and mono is in seq order, so its entry, if
-// any, is the oldest.
-func (m *MemoryStore) forget(slot *ringSlot) {
-	if m.monoLen > 0 && *m.monoAt(0) == slot.seq {
-		*m.monoAt(0) = 0
+// forget drops the index entry of an event leaving the ring. Events leave in
+// seq order, and mono is in seq order, so its entry, if any, is the oldest.
+func (m *MemoryStore) forget(ev *abi.Event) {
+	if m.monoLen > 0 && m.monoAt(0).seq == ev.Seq {
+		*m.monoAt(0) = monoEntry{}
 		if m.monoHead++; m.monoHead == len(m.mono) {
 			m.monoHead = 0
 		}
 		m.monoLen--
-	} else {
-		delete(m.byID, m.idOf(slot))
+		return
 	}
-	m.release(slot)
+	delete(m.byID, ev.ID)
 }
 
 // readRun appends to dst, up to its capacity, the events from seq next
@@ -205,8 +179,8 @@ func (m *MemoryStore) readRun(next uint64, p *abi.Pattern, dst []abi.Event) ([]a
 	n := uint64(len(m.ring))
 	i := next % n
 	for ; next <= end && len(dst) < cap(dst); next++ {
-		if p.Match(m.typeOf(&m.ring[i])) {
-			dst = append(dst, m.event(i))
+		if ev := &m.ring[i]; p.Match(ev.Type) {
+			dst = append(dst, *ev)
 		}
 		if i++; i == n {
 			i = 0
@@ -239,9 +213,9 @@ func (m *MemoryStore) Scan(ctx context.Context, q Query, fn func(*abi.Event) err
 		}
 		n := uint64(len(m.ring))
 		for ; next <= hi && len(buf) < page; next++ {
-			buf = append(buf, m.event(next%n))
-			if !q.MatchMeta(&buf[len(buf)-1]) {
-				buf = buf[:len(buf)-1]
+			ev := &m.ring[next%n]
+			if q.MatchMeta(ev) {
+				buf = append(buf, *ev)
 			}
 		}
 		m.mu.Unlock()
