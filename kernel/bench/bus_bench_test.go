@@ -473,14 +473,18 @@ func publishBare(b *testing.B, n int) publishRound {
 // was worse still (558 -> 1068 cpu-ns/event). Its test stays
 // (TestMemoryStoreEventsAsPublished). The dedup index now holds seqs, 8 MB
 // and no pointers for a full ring (24 MB and a million pointers before): no
-// change measurable here. On this machine, shared and loaded, x-nats went
-// from 8 to 17 between runs of the same binary, set by how fast NATS ran;
-// cpu-ns/event and cpu-x-nats are the figures to compare. What would close
-// the rest: less CPU a publish (one lock, not two; the ID written where it
-// is kept), and a ring the GC marks without scanning that costs no more to
-// write: slots of fixed-size fields only (an ID as its 16 bytes, subjects
-// and sources interned in a table the ring keeps), with the strings made
-// when a reader asks.
+// change measurable here. And with no collector at all (GOGC=off, main,
+// alternated with GOGC=100 in one sitting): cpu-ns/event 415 and 447
+// against 388 and 487, x-nats 12.6 and 10.8 against 11.9 and 12.9, events/s
+// 1.29M and 1.38M against 0.90M and 1.31M: on the loaded machine the
+// collector does not set the figure; the publish path's CPU does. On this
+// machine, shared and loaded, x-nats went from 8 to 17 between runs of the
+// same binary, set by how fast NATS ran; cpu-ns/event and cpu-x-nats are
+// the figures to compare. What would close the rest: less CPU a publish
+// (one lock, not two; the ID written where it is kept), and a ring the GC
+// marks without scanning that costs no more to write: slots of fixed-size
+// fields only (an ID as its 16 bytes, subjects and sources interned in a
+// table the ring keeps), with the strings made when a reader asks.
 func BenchmarkFanoutMemory(b *testing.B) {
 	fanout(b, func(ctx context.Context, bs *bus.Bus, data []byte, n int) error {
 		// Publish copies the event into the store, so one struct serves
