@@ -470,7 +470,9 @@ func publishBare(b *testing.B, n int) publishRound {
 // 1.22-1.97M -> 0.69-1.00M, x-nats 10-12 -> 4.6; a publish alone took 20-25
 // % more CPU (three streams of cold memory written per event, not one, and
 // a fresh chunk each hundred events); copying the data into the chunks too
-// was worse still (558 -> 1068 cpu-ns/event). Its test stays
+// was worse still (558 -> 1068 cpu-ns/event). Once, at load 4 (it, main,
+// main, it): cpu-ns/event 655 and 442 against 507 and 490, x-nats 4.4 and
+// 4.7 against 6.1 and 3.4, undecided. Its test stays
 // (TestMemoryStoreEventsAsPublished). The dedup index now holds seqs, 8 MB
 // and no pointers for a full ring (24 MB and a million pointers before): no
 // change measurable here. And with no collector at all (GOGC=off, main,
