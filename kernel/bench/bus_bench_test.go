@@ -454,6 +454,41 @@ func publishBare(b *testing.B, n int) publishRound {
 // subscriber's flag and wake-ups 5 %. What stands between Kairo and the
 // floor: the clock and the ID, then the two locks (one would do if the
 // ring were the bus's own).
+//
+// The collector (gctrace and pprof of 1.6M events a side, loaded machine,
+// load 9-19): 16 cycles a run, each marking a live heap of 300-350 MB (the
+// ring's 150 MB of abi.Event slots, its dedup index, the IDs, NATS's
+// buffers) for 0.5-1.4 s of wall time, scanObject 9 % and the mark workers
+// 8 % of the profile. With GOMAXPROCS 2 the runtime's fractional mark
+// workers take a quarter of each P's time for the whole phase, half a core
+// away from the publisher and the subscriber. A ring whose slots held no
+// pointer but their data's (each event's strings appended to 32 KiB noscan
+// chunks, never reused; the slot their lengths, the time's words and a
+// location index; commit 97d4d41, reverted) cut the GC's share from 7-8 %
+// to 3 % (27 short cycles in place of 16 long ones) but cost more than it
+// saved: alternated with main, cpu-ns/event 472-509 -> 703-729, events/s
+// 1.22-1.97M -> 0.69-1.00M, x-nats 10-12 -> 4.6; a publish alone took 20-25
+// % more CPU (three streams of cold memory written per event, not one, and
+// a fresh chunk each hundred events); copying the data into the chunks too
+// was worse still (558 -> 1068 cpu-ns/event). Once, at load 4 (it, main,
+// main, it): cpu-ns/event 655 and 442 against 507 and 490, x-nats 4.4 and
+// 4.7 against 6.1 and 3.4, undecided. Its test stays
+// (TestMemoryStoreEventsAsPublished). The dedup index now holds seqs, 8 MB
+// and no pointers for a full ring (24 MB and a million pointers before): no
+// change measurable here. And with no collector at all (GOGC=off, main,
+// alternated with GOGC=100 in one sitting): cpu-ns/event 415 and 447
+// against 388 and 487, x-nats 12.6 and 10.8 against 11.9 and 12.9, events/s
+// 1.29M and 1.38M against 0.90M and 1.31M: on the loaded machine the
+// collector does not set the figure; the publish path's CPU does. On this
+// machine, shared and loaded, x-nats went from 8 to 17 between runs of the
+// same binary, set by how fast NATS ran; cpu-ns/event and cpu-x-nats are
+// the figures to compare. What would close the rest is the publish path's
+// CPU: one lock, not two (the ring's own lock taken inside the bus's), the
+// ID written once where it is kept, the clock. A ring the GC marks without
+// scanning pays only if a quiet machine shows the collector in the way, and
+// only if it costs no more to write than a slot: fixed-size fields alone
+// (an ID as its 16 bytes, subjects and sources interned in a table the ring
+// keeps), the strings made when a reader asks.
 func BenchmarkFanoutMemory(b *testing.B) {
 	fanout(b, func(ctx context.Context, bs *bus.Bus, data []byte, n int) error {
 		// Publish copies the event into the store, so one struct serves

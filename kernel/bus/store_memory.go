@@ -28,10 +28,14 @@ type MemoryStore struct {
 	// of (id, seq): a new ID above its newest entry cannot be a duplicate,
 	// so the common publish costs one comparison, and only an ID at or
 	// below it is binary-searched. Every other ID goes to byID. A map over a
-	// million IDs would cost more than everything else a publish does.
-	mono     []monoEntry
+	// million IDs would cost more than everything else a publish does. mono
+	// holds seqs, whose IDs are in their slots of the ring: no pointers for
+	// the GC to scan in every cycle, a million of them in a full ring;
+	// newest is the ID of its newest entry.
+	mono     []uint64
 	monoHead int
 	monoLen  int
+	newest   string
 	byID     map[string]uint64
 
 	pos struct { // the ring index of the last seq appended (slot)
@@ -40,18 +44,13 @@ type MemoryStore struct {
 	}
 }
 
-type monoEntry struct {
-	id  string
-	seq uint64
-}
-
 // NewMemoryStore returns a ring holding up to size events ([DefaultRingSize]
 // when size is 0).
 func NewMemoryStore(size int) *MemoryStore {
 	if size <= 0 {
 		size = DefaultRingSize
 	}
-	return &MemoryStore{ring: make([]abi.Event, size), mono: make([]monoEntry, size), byID: make(map[string]uint64)}
+	return &MemoryStore{ring: make([]abi.Event, size), mono: make([]uint64, size), byID: make(map[string]uint64)}
 }
 
 // Describe is "memory".
@@ -80,7 +79,7 @@ func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
 	for i, ev := range evs {
 		// One comparison answers the common case: an ID above the newest
 		// of mono is new to mono, and byID is empty.
-		above := m.monoLen == 0 || ev.ID > m.monoAt(m.monoLen-1).id
+		above := m.monoLen == 0 || ev.ID > m.newest
 		if !above || len(m.byID) > 0 {
 			if seq, ok := m.lookup(ev.ID, above); ok {
 				ev.Seq, dup[i] = seq, true
@@ -96,8 +95,9 @@ func (m *MemoryStore) Append(evs []*abi.Event, _ [][]byte, dup []bool) error {
 		}
 		*slot = *ev
 		if above {
-			*m.monoAt(m.monoLen) = monoEntry{ev.ID, ev.Seq}
+			*m.monoAt(m.monoLen) = ev.Seq
 			m.monoLen++
+			m.newest = ev.ID
 		} else {
 			m.byID[ev.ID] = ev.Seq
 		}
@@ -122,11 +122,17 @@ func (m *MemoryStore) slot(seq uint64) int {
 
 // monoAt is mono's i-th entry from its oldest, 0 <= i <= len(mono): a
 // conditional subtraction, not a division, on every publish.
-func (m *MemoryStore) monoAt(i int) *monoEntry {
+func (m *MemoryStore) monoAt(i int) *uint64 {
 	if i += m.monoHead; i >= len(m.mono) {
 		i -= len(m.mono)
 	}
 	return &m.mono[i]
+}
+
+// monoID is the ID of mono's i-th entry, from the ring, which holds every
+// event mono has an entry for.
+func (m *MemoryStore) monoID(i int) string {
+	return m.ring[*m.monoAt(i)%uint64(len(m.ring))].ID
 }
 
 // lookup finds id's seq; above says id is above mono's newest entry,
@@ -140,9 +146,9 @@ func (m *MemoryStore) lookup(id string, above bool) (uint64, bool) {
 	if above {
 		return 0, false
 	}
-	i := sort.Search(m.monoLen, func(i int) bool { return m.monoAt(i).id >= id })
-	if i < m.monoLen && m.monoAt(i).id == id {
-		return m.monoAt(i).seq, true
+	i := sort.Search(m.monoLen, func(i int) bool { return m.monoID(i) >= id })
+	if i < m.monoLen && m.monoID(i) == id {
+		return *m.monoAt(i), true
 	}
 	return 0, false
 }
@@ -150,8 +156,8 @@ func (m *MemoryStore) lookup(id string, above bool) (uint64, bool) {
 // forget drops the index entry of an event leaving the ring. Events leave in
 // seq order, and mono is in seq order, so its entry, if any, is the oldest.
 func (m *MemoryStore) forget(ev *abi.Event) {
-	if m.monoLen > 0 && m.monoAt(0).seq == ev.Seq {
-		*m.monoAt(0) = monoEntry{}
+	if m.monoLen > 0 && *m.monoAt(0) == ev.Seq {
+		*m.monoAt(0) = 0
 		if m.monoHead++; m.monoHead == len(m.mono) {
 			m.monoHead = 0
 		}
