@@ -161,17 +161,38 @@ func BenchmarkTickJitter(b *testing.B) {
 // commit 130 µs, and the action delivered to the benchmark 40 µs after
 // that: 405-430 µs in all, the floor 205-250.
 //
+// The committer took the routed message alone: the tick queued it first,
+// before the policy ran, and a committer woken at once committed it by
+// itself, so the action waited for a second commit (2.10-2.17 commits a
+// message, counted at the bus's flusher, load 13). The tick now holds
+// its events and queues them together at its end (Bus.PublishAsyncBatch):
+// 2.00-2.04 commits a message. The p50 did not move measurably with it
+// (x-floor 1.92-2.29 against 1.84-2.07, alternated, load 11-14): the
+// routed message's lone commit had mostly run while the tick decided.
+//
 // What stands between this and the floor: the routing and the tick's own
-// CPU (~100 µs at that load); the four rows the action's commit carries
-// besides it (~25 µs); and the committer taking the routed message alone.
-// The tick queues it first, before the policy runs, and a committer woken
-// at once commits it by itself, so the action waits for a second commit:
-// in a quarter of the messages on the loaded machine the tick's five
-// events went to the store in two or three commits, and more often on an
-// idle one, where another core takes the committer at once. The tick's
-// events queued together, in one batch of the bus, would close that; and
-// routing the message when the bus has sequenced it rather than when it
-// is durable would let the tick run during the message's own commit.
+// CPU (~100 µs at that load), and the four rows the action's commit
+// carries besides it (~25 µs); and the two commits in series. Routing the
+// message once the bus has queued it, rather than once it is durable, was
+// built and measured (not kept): the bus told the agent of the message on
+// the publisher's goroutine, the tick composed the policy's input during
+// the message's commit and waited for its acknowledgement before the
+// policy ran (a plugin may publish or call while it decides), and a
+// failed commit folded the state from the log again. By timestamps (load
+// 13, medians of 800 messages): routed 38 µs after the publish began, the
+// tick 70-76, its input composed at 135-139, the message durable at
+// 211-223 — not ~110 as without it: on two loaded cores the routing and
+// the tick took the CPU the committer needed — queued at 235-249, the
+// action delivered at 373-390. The p50 did not move (x-floor 1.81-1.93
+// against 1.83-2.09, alternated). And it decided on a state older than
+// the message's place in the log: the events committed just before it
+// had not reached the agent's subscription yet (TestRunSkill: "how far
+// along is it?" answered "no progress yet" with a progress event before
+// it in the log). Done right, the tick would wait for its state to reach
+// the message's seq, which is most of what the durable path waits for.
+// What would move the figure is less CPU a message on the committer and
+// the tick: SQLite's commit is about 43% of the process's CPU in this
+// benchmark's profile.
 func BenchmarkMessageToAction(b *testing.B) {
 	m := startMessageToAction(b)
 	const rounds = 8

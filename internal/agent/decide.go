@@ -69,6 +69,63 @@ func (r *Runtime) publishRouted(evs []*abi.Event) {
 	}
 }
 
+// An outbox holds the events one tick emits — the messages routed to it,
+// the run loop it opens, its actions, the loop's end, its record — until
+// the tick queues them for the store together (flush), so that the
+// committer takes them in one commit: queued one by one, a committer
+// woken by the first took it alone, and the action waited for a second
+// commit (docs/RATIONALE.md#a-message-wakes-the-tick). Only the tick's
+// goroutine uses its outbox, and it flushes it before anything that may
+// publish on another path (a tool call's goroutine, a cancel, the
+// kernel's approvals, another agent's answer), so the log keeps the order
+// in which the events were applied.
+type outbox struct {
+	evs []*abi.Event
+}
+
+// emitTo is emit for the tick's goroutine: the event is applied at once
+// and held in out until the tick flushes it; nil out publishes at once.
+func (r *Runtime) emitTo(out *outbox, ev *abi.Event, data any) *abi.Event {
+	if out == nil {
+		return r.emit(ev, data)
+	}
+	if !r.prepare(ev, data) {
+		return ev
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	r.mu.Lock()
+	r.st.apply(ev)
+	r.st.own[ev.ID] = struct{}{}
+	r.mu.Unlock()
+	c := *ev
+	out.evs = append(out.evs, ev)
+	if c.Type == abi.SubjectIntentEnded {
+		r.mu.Lock()
+		l := r.st.loops[c.CorrelationID]
+		asked := l != nil && l.ask != nil
+		r.mu.Unlock()
+		if asked {
+			r.flush(out) // the asking agent's answer follows the end in the log
+		}
+		r.endedAsked(&c)
+	}
+	return &c
+}
+
+// flush queues what out holds for the store, in one batch of the bus.
+func (r *Runtime) flush(out *outbox) {
+	if out == nil || len(out.evs) == 0 {
+		return
+	}
+	evs := out.evs
+	out.evs = nil // the bus holds the events until they are stored
+	if _, err := r.k.Bus.PublishAsyncBatch(evs); err != nil && r.ctx.Err() == nil {
+		r.log.Warn("publish", "type", evs[0].Type, "events", len(evs), "err", err)
+	}
+}
+
 // tick is one step: x_t is what was observed since the last tick; with
 // nothing observed and no run loop open but one waiting for the user, it is
 // a noop without asking the policy (the rule layer before the policy).
@@ -89,6 +146,10 @@ func (r *Runtime) tick(tk Tick) {
 		r.ticked(tk, false)
 		return
 	}
+	// What the tick emits waits in out and goes to the store in one
+	// commit, the routed messages first.
+	out := &outbox{evs: routed}
+	defer r.flush(out)
 	r.lastCall = time.Now()
 	seq, pending := r.st.lastSeq, slices.Collect(maps.Keys(r.st.own))
 	in := &abi.AgentInput{Agent: r.cfg.Agent, Hz: tk.Hz, BargeIn: r.cfg.BargeIn, Skills: r.skills, Agents: r.router.Others(r.cfg.Agent)}
@@ -97,7 +158,6 @@ func (r *Runtime) tick(tk Tick) {
 	}
 	in.Memory = r.mem.text(r.st.open)
 	r.mu.Unlock()
-	r.publishRouted(routed)
 	if d, ok := r.cfg.Tools.(Definer); ok {
 		in.Tools = d.Definitions()
 	}
@@ -111,6 +171,7 @@ func (r *Runtime) tick(tk Tick) {
 	case r.ctx.Err() != nil:
 		return
 	case err != nil:
+		r.flush(out)
 		r.reportPolicy(tk.N, x, fmt.Sprintf("the policy failed: %v", firstLine(err.Error())))
 		// Nothing observed is lost: the next tick sees it again.
 		r.mu.Lock()
@@ -119,19 +180,20 @@ func (r *Runtime) tick(tk Tick) {
 		}
 		r.mu.Unlock()
 	case reply.Error != "":
-		r.record(tk, seq, pending, batch, reply)
+		r.record(tk, seq, pending, batch, reply, out)
+		r.flush(out)
 		r.reportPolicy(tk.N, x, "the policy could not decide: "+reply.Error)
 	default:
 		r.policyDecided()
-		r.carryOut(tk, x, reply)
-		r.record(tk, seq, pending, batch, reply)
+		r.carryOut(tk, x, reply, out)
+		r.record(tk, seq, pending, batch, reply, out)
 	}
 	r.ticked(tk, true)
 }
 
 // record publishes the tick's kairo.agent.tick, unless the tick was a
 // heartbeat that changed nothing.
-func (r *Runtime) record(tk Tick, seq uint64, pending []string, b *abi.Batch, reply *abi.Reply) {
+func (r *Runtime) record(tk Tick, seq uint64, pending []string, b *abi.Batch, reply *abi.Reply, out *outbox) {
 	said := reply.Thought != "" || reply.Error != "" || slices.ContainsFunc(reply.Actions, func(a abi.Action) bool { return a.Type != abi.ActionNoop })
 	if len(b.Events) == 0 && len(b.CallResults) == 0 && !said {
 		return
@@ -143,7 +205,10 @@ func (r *Runtime) record(tk Tick, seq uint64, pending []string, b *abi.Batch, re
 	for i := range b.Events {
 		rec.Observed = append(rec.Observed, b.Events[i].ID)
 	}
-	r.publish(&abi.Event{Type: abi.SubjectAgentTick}, rec)
+	ev := &abi.Event{Type: abi.SubjectAgentTick}
+	if r.prepare(ev, rec) {
+		out.evs = append(out.evs, ev)
+	}
 }
 
 // takeObservations is x_t: what was observed since the last tick — with
@@ -194,8 +259,8 @@ func firstLine(s string) string {
 }
 
 // carryOut publishes the tick's thought and actions, each in its run loop,
-// and starts what they ask for.
-func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
+// and starts what they ask for. Its events wait in out (see outbox).
+func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply, out *outbox) {
 	// The message the tick answers: the last one routed to the agent.
 	var trigger *abi.Event
 	var msg abi.UserMessage
@@ -207,7 +272,12 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 	}
 	touched := map[string]bool{}
 	var refusedAsks []refusedAsk
-	defer func() { r.failAsks(refusedAsks) }()
+	defer func() {
+		if len(refusedAsks) > 0 {
+			r.flush(out)
+			r.failAsks(refusedAsks)
+		}
+	}()
 	var thoughtLoop string
 	calls := 0
 	var refused refusals
@@ -253,7 +323,7 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 			r.report(tk.N, fmt.Sprintf("action %s answers an ask of %s whose task no longer waits for it", a.Type, tmsg.Ask.Agent))
 			continue
 		}
-		loop, err := r.loopFor(a, &d, trig, &tmsg)
+		loop, err := r.loopFor(a, &d, trig, &tmsg, out)
 		if err != nil {
 			r.report(tk.N, err.Error())
 			if tmsg.Ask != nil && trig != nil {
@@ -276,6 +346,7 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 			// The actions in flight are canceled now, by the cancel; the
 			// processes end, and (unless Keep) the run loop, in a
 			// goroutine its tool calls wait for.
+			r.flush(out)
 			cev := r.emit(&abi.Event{Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
 				abi.ActionEvent{Type: a.Type, ActionData: d, Tick: tk.N})
 			reason := d.Reason
@@ -298,7 +369,7 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 		if a.Type == abi.ActionToolCall && loop != "" {
 			forAsk = r.loopAsk(loop) // whose grants the call runs under, recorded with it
 		}
-		ev := r.emit(&abi.Event{ID: id, Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
+		ev := r.emitTo(out, &abi.Event{ID: id, Type: abi.SubjectAgentAction, CorrelationID: loop, CausationID: cause},
 			abi.ActionEvent{Type: a.Type, ActionData: d, Tick: tk.N, For: forAsk})
 		if loop != "" {
 			touched[loop] = true
@@ -309,23 +380,27 @@ func (r *Runtime) carryOut(tk Tick, x []abi.Event, reply *abi.Reply) {
 			r.mu.Lock()
 			halt := r.halts[loop]
 			r.mu.Unlock()
+			r.flush(out) // the call's events follow its action
 			r.wg.Add(1)
 			go func() { defer r.wg.Done(); r.runTool(loop, ev.ID, d, halt) }()
 		case a.Type == abi.ActionSay && d.Done && loop != "":
-			r.endIfIdle(loop, "done", d.Text)
+			r.endIfIdle(loop, "done", d.Text, out)
 		}
 	}
 	if reply.Thought != "" {
-		r.emit(&abi.Event{Type: abi.SubjectAgentThought, CorrelationID: thoughtLoop}, abi.Thought{Text: reply.Thought, Tick: tk.N})
+		r.emitTo(out, &abi.Event{Type: abi.SubjectAgentThought, CorrelationID: thoughtLoop}, abi.Thought{Text: reply.Thought, Tick: tk.N})
 	}
-	r.refuse(&refused)
-	r.bound(touched)
+	if len(refused.list) > 0 {
+		r.flush(out)
+		r.refuse(&refused)
+	}
+	r.bound(touched, out)
 }
 
 // loopFor is the run loop an action belongs to: the one it names, else the
 // one its message joined, else a new one for its message (opened once per
 // tick), else the only one open.
-func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, msg *abi.UserMessage) (string, error) {
+func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, msg *abi.UserMessage, out *outbox) (string, error) {
 	id := a.CorrelationID
 	if a.Type == abi.ActionCancel && d.RunLoopID != "" {
 		id = d.RunLoopID
@@ -346,7 +421,7 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 		if id != "" {
 			return id, nil
 		}
-		return r.openLoop(trigger, msg), nil
+		return r.openLoop(trigger, msg, out), nil
 	}
 	if id != "" {
 		if l := r.st.loops[id]; l == nil || l.status != "" {
@@ -367,7 +442,7 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 		}
 		return id, nil
 	case trigger != nil && a.Type != abi.ActionCancel:
-		return r.openLoop(trigger, msg), nil
+		return r.openLoop(trigger, msg, out), nil
 	case len(r.st.open) == 1:
 		return r.st.open[0].id, nil
 	case a.Type == abi.ActionCancel:
@@ -377,11 +452,11 @@ func (r *Runtime) loopFor(a abi.Action, d *abi.ActionData, trigger *abi.Event, m
 }
 
 // openLoop opens a run loop for the message trigger and returns its id.
-// Called under r.mu, which it lets go while it publishes.
-func (r *Runtime) openLoop(trigger *abi.Event, msg *abi.UserMessage) string {
+// Called under r.mu, which it lets go while it emits to out.
+func (r *Runtime) openLoop(trigger *abi.Event, msg *abi.UserMessage, out *outbox) string {
 	id := abi.NewID()
 	r.mu.Unlock()
-	r.emit(&abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: id, CausationID: trigger.ID},
+	r.emitTo(out, &abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: id, CausationID: trigger.ID},
 		abi.IntentStarted{RunLoopID: id, Agent: r.cfg.Agent, Goal: msg.Text, MessageID: msg.MessageID, MaxIterations: r.cfg.MaxIterations, Ask: msg.Ask})
 	r.mu.Lock()
 	return id
@@ -409,7 +484,8 @@ func (r *Runtime) processLoop(a abi.Action, d *abi.ActionData) string {
 
 // bound ends the run loops that reached their iteration limit, with a say
 // of what was done, and lowers the rate while queries go unanswered.
-func (r *Runtime) bound(touched map[string]bool) {
+// What the tick holds in out is queued first, before any of that.
+func (r *Runtime) bound(touched map[string]bool, out *outbox) {
 	var over []*runLoop
 	queries := 0
 	r.mu.Lock()
@@ -430,6 +506,9 @@ func (r *Runtime) bound(touched map[string]bool) {
 		hz := max(r.cfg.MinHz, r.ticker.Hz()/2)
 		r.ticker.SetHz(hz)
 		r.log.Info("queries unanswered; ticking slower until the user answers", "queries", queries, "hz", hz)
+	}
+	if len(over) > 0 {
+		r.flush(out)
 	}
 	for _, l := range over {
 		r.mu.Lock()
@@ -474,15 +553,23 @@ func commandOf(a *action) string {
 }
 
 // endIfIdle ends a run loop whose policy said it is done, unless something
-// in it still runs.
-func (r *Runtime) endIfIdle(id, status, summary string) {
+// in it still runs. Its end waits in out, unless approvals are withdrawn
+// first.
+func (r *Runtime) endIfIdle(id, status, summary string, out *outbox) {
 	r.mu.Lock()
 	l := r.st.loops[id]
 	idle := l != nil && l.status == "" && len(l.inProgress()) == 0
+	var withdraw []string
+	if idle {
+		withdraw = pendingOf(l, withdrawsReruns(status))
+	}
 	r.mu.Unlock()
 	if idle {
-		r.withdrawApprovals(id, withdrawReason(status, ""), withdrawsReruns(status))
-		r.emit(&abi.Event{Type: abi.SubjectIntentEnded, CorrelationID: id}, abi.IntentEnded{RunLoopID: id, Status: status, Summary: summary})
+		if len(withdraw) > 0 {
+			r.flush(out) // the kernel's decisions follow what the tick did
+			r.withdraw(withdraw, withdrawReason(status, ""))
+		}
+		r.emitTo(out, &abi.Event{Type: abi.SubjectIntentEnded, CorrelationID: id}, abi.IntentEnded{RunLoopID: id, Status: status, Summary: summary})
 	}
 }
 

@@ -183,8 +183,9 @@ func (b *Bus) Publish(ctx context.Context, ev *abi.Event) (Result, error) {
 // PublishBatch stores evs in order and returns once all are durable, with
 // one [Result] per event. Events published together share one clock reading
 // for the times the bus fills in and, on the ring, one lock and one wake-up
-// of each subscriber; on a group-commit store they join the same commits.
-// On error no event of evs is acknowledged.
+// of each subscriber; on a group-commit store they are queued together and
+// go to the store in one commit ([Bus.PublishAsyncBatch]). On error no
+// event of evs is acknowledged.
 func (b *Bus) PublishBatch(ctx context.Context, evs []*abi.Event) ([]Result, error) {
 	res := make([]Result, len(evs))
 	if len(evs) == 0 {
@@ -208,12 +209,9 @@ func (b *Bus) PublishBatch(ctx context.Context, evs []*abi.Event) ([]Result, err
 		}
 		return res, nil
 	}
-	acks := make([]*Ack, len(evs))
-	for i, ev := range evs {
-		var err error
-		if acks[i], err = b.enqueue(ev, false); err != nil {
-			return nil, err
-		}
+	acks, err := b.queueBatch(evs, now)
+	if err != nil {
+		return nil, err
 	}
 	for i, a := range acks {
 		var err error
