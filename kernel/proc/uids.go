@@ -46,7 +46,7 @@ func (l *Sandboxed) allocUID() (int, error) {
 		// behind; they must not share the uid with a new tree. A uid
 		// released cleanly has none, and needs no scan of /proc. Another
 		// home's leftovers are that home's to end: the uid is skipped.
-		state, home := lockState(lock)
+		state, home, size := lockState(lock)
 		if state == uidBusy && home != l.Home {
 			lock.Close()
 			continue
@@ -54,24 +54,41 @@ func (l *Sandboxed) allocUID() (int, error) {
 		if state == uidBusy {
 			KillUID(u)
 		}
-		lock.Truncate(0)
-		lock.WriteAt(append([]byte{uidBusy}, l.Home...), 0)
+		writeState(lock, uidBusy, l.Home, size)
 		l.inUse[u] = lock
 		return u, nil
 	}
 	return 0, fmt.Errorf("all %d sandbox uids from %d are in use: widen sandbox.uid_count", count, base)
 }
 
-// free releases uid, whose processes are all gone.
+// free releases uid, whose processes are all gone. The lock file is
+// written outside l.mu, which every spawn takes: the uid stays in inUse,
+// so that no spawn of this kernel is given it, until its lock is closed.
 func (l *Sandboxed) free(uid int) {
 	l.mu.Lock()
-	if lock := l.inUse[uid]; lock != nil {
-		lock.Truncate(0)
+	lock := l.inUse[uid]
+	l.mu.Unlock()
+	if lock != nil {
+		// One byte overwritten: the home after it is read only with
+		// uidBusy. A truncation on a disk filesystem (/run may be one)
+		// is a journalled change of the file's size, a tenth of a
+		// millisecond or more of each spawn's CPU.
 		lock.WriteAt([]byte{uidReleased}, 0)
 		lock.Close()
 	}
+	l.mu.Lock()
 	delete(l.inUse, uid)
 	l.mu.Unlock()
+}
+
+// writeState writes state and home to a uid's lock file, which holds size
+// bytes: over them, cut only when it held more.
+func writeState(lock *os.File, state byte, home string, size int) {
+	b := append([]byte{state}, home...)
+	lock.WriteAt(b, 0)
+	if size > len(b) {
+		lock.Truncate(int64(len(b)))
+	}
 }
 
 // Every kernel on the machine may give out uids of the same range. A
@@ -91,14 +108,15 @@ const (
 	uidReleased = 'r'
 )
 
-// lockState reads a uid's lock file: its state and the home that used it.
-func lockState(lock *os.File) (state byte, home string) {
+// lockState reads a uid's lock file: its state, the home that used it
+// (with uidBusy), and the file's size in bytes.
+func lockState(lock *os.File) (state byte, home string, size int) {
 	b := make([]byte, 4096)
 	n, _ := lock.ReadAt(b, 0)
 	if n == 0 {
-		return 0, ""
+		return 0, "", 0
 	}
-	return b[0], string(b[1:n])
+	return b[0], string(b[1:n]), n
 }
 
 // lockUID takes the lock of uid; nil when another kernel holds it.
@@ -144,9 +162,8 @@ func SweepSandboxUIDs(home string, base, count int) int {
 		if err != nil || lock == nil {
 			continue
 		}
-		if state, owner := lockState(lock); state == uidBusy && owner == home {
+		if state, owner, _ := lockState(lock); state == uidBusy && owner == home {
 			killed += KillUID(u)
-			lock.Truncate(0)
 			lock.WriteAt([]byte{uidReleased}, 0)
 		}
 		lock.Close()
