@@ -14,13 +14,43 @@ import (
 
 // allocUID gives a new tree a uid of its own from the range, never an
 // existing account: its gid is the same number, which no group has. See
-// docs/RATIONALE.md#a-uid-of-its-own-per-tree-never-an-account.
+// docs/RATIONALE.md#a-uid-of-its-own-per-tree-never-an-account. The uid's
+// lock file is taken and written outside l.mu, which every spawn takes:
+// on a busy disk that I/O can take milliseconds, and the pool's refill
+// allocates a uid while other spawns launch.
 func (l *Sandboxed) allocUID() (int, error) {
 	base, count := l.uidRange()
+	for tried := 0; tried < count; {
+		u, skipped, ok := l.reserveUID(base, count, count-tried)
+		tried += skipped + 1
+		if !ok {
+			break
+		}
+		lock, err := l.lockFree(u)
+		l.mu.Lock()
+		delete(l.reserved, u)
+		if lock != nil {
+			l.inUse[u] = lock
+		}
+		l.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		if lock != nil {
+			return u, nil
+		}
+	}
+	return 0, fmt.Errorf("all %d sandbox uids from %d are in use: widen sandbox.uid_count", count, base)
+}
+
+// reserveUID picks, among the next max uids of the range, the first this
+// kernel has neither given out nor reserved, and reserves it; skipped is
+// how many it passed over, ok false when it found none.
+func (l *Sandboxed) reserveUID(base, count, max int) (u, skipped int, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inUse == nil {
-		l.inUse = map[int]*os.File{}
+		l.inUse, l.reserved = map[int]*os.File{}, map[int]bool{}
 		// Each run starts at a place of its own in the range: a tree
 		// rarely gets the uid of a tree of an earlier run, whose files
 		// in folders that outlive it (an operator's --cwd) are that
@@ -29,36 +59,38 @@ func (l *Sandboxed) allocUID() (int, error) {
 		// docs/RATIONALE.md#a-uid-of-its-own-per-tree-never-an-account.
 		l.next = rand.IntN(count)
 	}
-	for range count {
-		u := base + l.next%count
+	for skipped = range max {
+		u = base + l.next%count
 		l.next = (l.next + 1) % count
-		if l.inUse[u] != nil {
-			continue
+		if l.inUse[u] == nil && !l.reserved[u] {
+			l.reserved[u] = true
+			return u, skipped, true
 		}
-		lock, err := lockUID(u)
-		if err != nil {
-			return 0, err
-		}
-		if lock == nil {
-			continue // another kernel's
-		}
-		// A kernel that died holding u may have left processes of it
-		// behind; they must not share the uid with a new tree. A uid
-		// released cleanly has none, and needs no scan of /proc. Another
-		// home's leftovers are that home's to end: the uid is skipped.
-		state, home, size := lockState(lock)
-		if state == uidBusy && home != l.Home {
-			lock.Close()
-			continue
-		}
-		if state == uidBusy {
-			KillUID(u)
-		}
-		writeState(lock, uidBusy, l.Home, size)
-		l.inUse[u] = lock
-		return u, nil
 	}
-	return 0, fmt.Errorf("all %d sandbox uids from %d are in use: widen sandbox.uid_count", count, base)
+	return 0, max, false
+}
+
+// lockFree takes u's lock for this kernel; nil when another kernel holds
+// it, or when an earlier kernel of another home left it busy (its
+// leftovers are that home's to end). Leftovers of this home's are killed.
+func (l *Sandboxed) lockFree(u int) (*os.File, error) {
+	lock, err := lockUID(u)
+	if err != nil || lock == nil {
+		return nil, err // nil, nil: another kernel's
+	}
+	// A kernel that died holding u may have left processes of it
+	// behind; they must not share the uid with a new tree. A uid
+	// released cleanly has none, and needs no scan of /proc.
+	state, home, size := lockState(lock)
+	if state == uidBusy && home != l.Home {
+		lock.Close()
+		return nil, nil
+	}
+	if state == uidBusy {
+		KillUID(u)
+	}
+	writeState(lock, uidBusy, l.Home, size)
+	return lock, nil
 }
 
 // free releases uid, whose processes are all gone. The lock file is
