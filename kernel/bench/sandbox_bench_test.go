@@ -113,6 +113,39 @@ import (
 // left that a change of the daemon alone can cut; the next are the
 // helper's exec and the pool's refill, which back to back lands on the
 // spawns after.
+//
+// A second pass (perf's sys_enter_execve, sched_process_exec and
+// sched_process_exit, 60-200 spawns, load 10-18 on 2 cores; medians): the
+// warm helper's execve of /bin/true took 500-670 µs, a vfork'd child's of
+// the benchmark 200 and bwrap's 260. The helper's 3-4 other threads
+// (sysmon, the template thread LockOSThread starts, one or two idle Ms)
+// were gone 160-200 µs in; the rest is its Go address space unmapped and
+// /bin/true loaded. /bin/true's own run, exec to exit, took 690 µs under
+// Landlock and the filter, 610 plain, 630 under bwrap. Tried and not kept:
+// the helper run from an init function, where the runtime has locked the
+// main thread and no template thread is started (one thread fewer, their
+// end 196 -> 170 µs, a shorter tail), which changes how a binary embeds
+// the helper; the helper's mappings of its code dropped (madvise) while it
+// waits, 80 µs less in one build and 40 µs more in another of the same
+// code; the janitor's removals held 2 ms past the exited event, no change
+// measurable. Kept: the uid lock files, on the disk (/run), are no longer
+// truncated and no longer written under the launcher's mutex, which every
+// spawn's Launch takes. A truncation is a journalled change of the file,
+// and on a busy disk a free under the mutex held up the next spawn: in
+// the daemon's profile free was 9 % of its CPU; alternated with the code
+// before (4 rounds, load 11-19), launcher-p50-ms 3.9-5.8 -> 2.9-3.8 and
+// bwrap-ratio 0.52-0.75 (median 0.68) -> 0.53-0.59 (0.57), while
+// settled-bwrap-ratio did not improve (0.51-0.72 -> 0.66-0.69; 0.56-0.96
+// -> 0.57-0.68 in five earlier rounds of the first change). On the quieter
+// machine (7 rounds, load 2-5) the two were close: bwrap-ratio 0.51-0.66
+// (median 0.57) -> 0.51-0.61 (0.53), settled 0.45-0.61 (0.55) -> 0.44-0.63
+// (0.53): the mutex held across a journalled write cost most where the
+// disk was busy. The goal of 0.5 is not met. What stands
+// between the sandboxed spawn and half of bwrap's: the daemon's own path,
+// which bare-p50-ms pays as well (1.2-1.6 ms over the plain exec: two
+// commits, the hand-offs to the reap and the pumps); the exec from a Go
+// helper, about 300 µs over a vfork'd exec; the helper's wake and
+// confinement, 0.5-0.7 ms loaded; the Launch, 0.3 ms of the daemon's CPU.
 func BenchmarkSandboxSpawn(b *testing.B) {
 	sandboxed := newSpawner(b, "")
 	bare := newSpawner(b, "[sandbox]\nmode = \"off\"\n")

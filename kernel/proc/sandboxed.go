@@ -99,10 +99,12 @@ type Sandboxed struct {
 	stop     chan struct{}
 	poolDone chan struct{}
 
-	mu     sync.Mutex
-	inUse  map[int]*os.File // the uids given out, and their locks
-	next   int
-	launch atomic.Uint64
+	mu    sync.Mutex
+	inUse map[int]*os.File // the uids given out, and their locks
+	// reserved are the uids an allocUID is taking the lock of.
+	reserved map[int]bool
+	next     int
+	launch   atomic.Uint64
 
 	sizes   sizeCheck
 	janitor janitor

@@ -667,6 +667,60 @@ func TestSandboxedUIDsAcrossKernels(t *testing.T) {
 	b.m.Cancel("long", "test")
 }
 
+// allocUID takes a uid's lock outside l.mu: allocations at the same time
+// still get distinct uids, a range with none left is refused, and a lock
+// file written in place, never truncated on release, reads back as the
+// last state written: a shorter home leaves nothing of a longer one.
+func TestSandboxedAllocUIDConcurrent(t *testing.T) {
+	needRoot(t)
+	const n = 8
+	base := UIDBase - 1<<20 + os.Getpid()%4096*n // below the default range, apart from other runs
+	t.Cleanup(func() {
+		for u := base; u < base+n; u++ {
+			os.Remove(filepath.Join(uidLockDir, strconv.Itoa(u)))
+		}
+	})
+	l := &Sandboxed{UIDBase: base, UIDCount: n, Home: "/home/a-longer-name/.kairo"}
+	uids := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			u, err := l.allocUID()
+			if err != nil {
+				t.Error(err)
+			}
+			uids[i] = u
+		})
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for _, u := range uids {
+		if u < base || u >= base+n || seen[u] {
+			t.Fatalf("concurrent allocations gave %v: want %d distinct uids in [%d, %d)", uids, n, base, base+n)
+		}
+		seen[u] = true
+	}
+	if u, err := l.allocUID(); err == nil {
+		t.Fatalf("a range with every uid given out gave out %d", u)
+	}
+	for _, u := range uids {
+		l.free(u)
+	}
+	lockFile := filepath.Join(uidLockDir, strconv.Itoa(uids[0]))
+	if b, _ := os.ReadFile(lockFile); len(b) == 0 || b[0] != uidReleased {
+		t.Fatalf("a freed uid's lock file holds %q, want it released", b)
+	}
+	short := &Sandboxed{UIDBase: uids[0], UIDCount: 1, Home: "/h"}
+	u, err := short.allocUID()
+	if err != nil || u != uids[0] {
+		t.Fatalf("a released uid taken again: %d, %v", u, err)
+	}
+	if b, _ := os.ReadFile(lockFile); string(b) != string(uidBusy)+"/h" {
+		t.Errorf("the lock file of a uid taken by home /h holds %q", b)
+	}
+	short.free(u)
+}
+
 // TestSandboxedUnpassableFolder: a program under a folder the sandbox's uid
 // may not pass (a clone in a root-owned 0700 temp folder, say) is refused
 // at spawn with an error naming that folder, not a bare "permission

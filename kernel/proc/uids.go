@@ -14,13 +14,43 @@ import (
 
 // allocUID gives a new tree a uid of its own from the range, never an
 // existing account: its gid is the same number, which no group has. See
-// docs/RATIONALE.md#a-uid-of-its-own-per-tree-never-an-account.
+// docs/RATIONALE.md#a-uid-of-its-own-per-tree-never-an-account. The uid's
+// lock file is taken and written outside l.mu, which every spawn takes:
+// on a busy disk that I/O can take milliseconds, and the pool's refill
+// allocates a uid while other spawns launch.
 func (l *Sandboxed) allocUID() (int, error) {
 	base, count := l.uidRange()
+	for tried := 0; tried < count; {
+		u, skipped, ok := l.reserveUID(base, count, count-tried)
+		tried += skipped + 1
+		if !ok {
+			break
+		}
+		lock, err := l.lockFree(u)
+		l.mu.Lock()
+		delete(l.reserved, u)
+		if lock != nil {
+			l.inUse[u] = lock
+		}
+		l.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		if lock != nil {
+			return u, nil
+		}
+	}
+	return 0, fmt.Errorf("all %d sandbox uids from %d are in use: widen sandbox.uid_count", count, base)
+}
+
+// reserveUID picks, among the next max uids of the range, the first this
+// kernel has neither given out nor reserved, and reserves it; skipped is
+// how many it passed over, ok false when it found none.
+func (l *Sandboxed) reserveUID(base, count, max int) (u, skipped int, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inUse == nil {
-		l.inUse = map[int]*os.File{}
+		l.inUse, l.reserved = map[int]*os.File{}, map[int]bool{}
 		// Each run starts at a place of its own in the range: a tree
 		// rarely gets the uid of a tree of an earlier run, whose files
 		// in folders that outlive it (an operator's --cwd) are that
@@ -29,49 +59,68 @@ func (l *Sandboxed) allocUID() (int, error) {
 		// docs/RATIONALE.md#a-uid-of-its-own-per-tree-never-an-account.
 		l.next = rand.IntN(count)
 	}
-	for range count {
-		u := base + l.next%count
+	for skipped = range max {
+		u = base + l.next%count
 		l.next = (l.next + 1) % count
-		if l.inUse[u] != nil {
-			continue
+		if l.inUse[u] == nil && !l.reserved[u] {
+			l.reserved[u] = true
+			return u, skipped, true
 		}
-		lock, err := lockUID(u)
-		if err != nil {
-			return 0, err
-		}
-		if lock == nil {
-			continue // another kernel's
-		}
-		// A kernel that died holding u may have left processes of it
-		// behind; they must not share the uid with a new tree. A uid
-		// released cleanly has none, and needs no scan of /proc. Another
-		// home's leftovers are that home's to end: the uid is skipped.
-		state, home := lockState(lock)
-		if state == uidBusy && home != l.Home {
-			lock.Close()
-			continue
-		}
-		if state == uidBusy {
-			KillUID(u)
-		}
-		lock.Truncate(0)
-		lock.WriteAt(append([]byte{uidBusy}, l.Home...), 0)
-		l.inUse[u] = lock
-		return u, nil
 	}
-	return 0, fmt.Errorf("all %d sandbox uids from %d are in use: widen sandbox.uid_count", count, base)
+	return 0, max, false
 }
 
-// free releases uid, whose processes are all gone.
+// lockFree takes u's lock for this kernel; nil when another kernel holds
+// it, or when an earlier kernel of another home left it busy (its
+// leftovers are that home's to end). Leftovers of this home's are killed.
+func (l *Sandboxed) lockFree(u int) (*os.File, error) {
+	lock, err := lockUID(u)
+	if err != nil || lock == nil {
+		return nil, err // nil, nil: another kernel's
+	}
+	// A kernel that died holding u may have left processes of it
+	// behind; they must not share the uid with a new tree. A uid
+	// released cleanly has none, and needs no scan of /proc.
+	state, home, size := lockState(lock)
+	if state == uidBusy && home != l.Home {
+		lock.Close()
+		return nil, nil
+	}
+	if state == uidBusy {
+		KillUID(u)
+	}
+	writeState(lock, uidBusy, l.Home, size)
+	return lock, nil
+}
+
+// free releases uid, whose processes are all gone. The lock file is
+// written outside l.mu, which every spawn takes: the uid stays in inUse,
+// so that no spawn of this kernel is given it, until its lock is closed.
 func (l *Sandboxed) free(uid int) {
 	l.mu.Lock()
-	if lock := l.inUse[uid]; lock != nil {
-		lock.Truncate(0)
+	lock := l.inUse[uid]
+	l.mu.Unlock()
+	if lock != nil {
+		// One byte overwritten: the home after it is read only with
+		// uidBusy. A truncation on a disk filesystem (/run may be one)
+		// is a journalled change of the file's size, a tenth of a
+		// millisecond or more of each spawn's CPU.
 		lock.WriteAt([]byte{uidReleased}, 0)
 		lock.Close()
 	}
+	l.mu.Lock()
 	delete(l.inUse, uid)
 	l.mu.Unlock()
+}
+
+// writeState writes state and home to a uid's lock file, which holds size
+// bytes: over them, cut only when it held more.
+func writeState(lock *os.File, state byte, home string, size int) {
+	b := append([]byte{state}, home...)
+	lock.WriteAt(b, 0)
+	if size > len(b) {
+		lock.Truncate(int64(len(b)))
+	}
 }
 
 // Every kernel on the machine may give out uids of the same range. A
@@ -91,14 +140,15 @@ const (
 	uidReleased = 'r'
 )
 
-// lockState reads a uid's lock file: its state and the home that used it.
-func lockState(lock *os.File) (state byte, home string) {
+// lockState reads a uid's lock file: its state, the home that used it
+// (with uidBusy), and the file's size in bytes.
+func lockState(lock *os.File) (state byte, home string, size int) {
 	b := make([]byte, 4096)
 	n, _ := lock.ReadAt(b, 0)
 	if n == 0 {
-		return 0, ""
+		return 0, "", 0
 	}
-	return b[0], string(b[1:n])
+	return b[0], string(b[1:n]), n
 }
 
 // lockUID takes the lock of uid; nil when another kernel holds it.
@@ -144,9 +194,8 @@ func SweepSandboxUIDs(home string, base, count int) int {
 		if err != nil || lock == nil {
 			continue
 		}
-		if state, owner := lockState(lock); state == uidBusy && owner == home {
+		if state, owner, _ := lockState(lock); state == uidBusy && owner == home {
 			killed += KillUID(u)
-			lock.Truncate(0)
 			lock.WriteAt([]byte{uidReleased}, 0)
 		}
 		lock.Close()
