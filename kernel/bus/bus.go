@@ -283,18 +283,10 @@ func (b *Bus) enqueue(ev *abi.Event, keep bool) (*Ack, error) {
 		return &Ack{res: res, err: err}, nil
 	}
 	b.qmu.Lock()
-	for b.pending >= b.opts.MaxPending && !b.closed.Load() {
-		b.qcond.Wait()
-	}
-	if b.closed.Load() {
+	bt, fresh, err := b.batchLocked()
+	if err != nil {
 		b.qmu.Unlock()
-		return nil, ErrClosed
-	}
-	bt := b.cur
-	fresh := bt == nil
-	if fresh {
-		bt = &batch{done: make(chan struct{})}
-		b.cur = bt
+		return nil, err
 	}
 	i := len(bt.evs)
 	bt.evs = append(bt.evs, ev)
@@ -310,13 +302,35 @@ func (b *Bus) enqueue(ev *abi.Event, keep bool) (*Ack, error) {
 	}
 	b.pending++
 	b.qmu.Unlock()
+	b.kickFresh(fresh)
+	return &Ack{b: bt, i: i}, nil
+}
+
+// batchLocked waits, with b.qmu held, while the queue is full, and returns
+// the batch being filled; fresh when it opened it, and the committer must
+// be kicked (kickFresh) once b.qmu is let go. ErrClosed once the bus is
+// closed.
+func (b *Bus) batchLocked() (bt *batch, fresh bool, err error) {
+	for b.pending >= b.opts.MaxPending && !b.closed.Load() {
+		b.qcond.Wait()
+	}
+	if b.closed.Load() {
+		return nil, false, ErrClosed
+	}
+	if b.cur == nil {
+		b.cur, fresh = &batch{done: make(chan struct{})}, true
+	}
+	return b.cur, fresh, nil
+}
+
+// kickFresh wakes the committer for a batch just opened.
+func (b *Bus) kickFresh(fresh bool) {
 	if fresh {
 		select {
 		case b.kick <- struct{}{}:
 		default:
 		}
 	}
-	return &Ack{b: bt, i: i}, nil
 }
 
 // SetMask makes the bus pass each event's data through mask before it

@@ -55,18 +55,10 @@ func (b *Bus) queueBatch(evs []*abi.Event, now time.Time) ([]*Ack, error) {
 	b.qmu.Lock()
 	// As enqueue: wait while the queue is full, then queue the whole
 	// batch, which may pass MaxPending by len(evs) - 1.
-	for b.pending >= b.opts.MaxPending && !b.closed.Load() {
-		b.qcond.Wait()
-	}
-	if b.closed.Load() {
+	bt, fresh, err := b.batchLocked()
+	if err != nil {
 		b.qmu.Unlock()
-		return nil, ErrClosed
-	}
-	bt := b.cur
-	fresh := bt == nil
-	if fresh {
-		bt = &batch{done: make(chan struct{})}
-		b.cur = bt
+		return nil, err
 	}
 	for i, ev := range evs {
 		acks[i] = &Ack{b: bt, i: len(bt.evs)}
@@ -81,11 +73,6 @@ func (b *Bus) queueBatch(evs []*abi.Event, now time.Time) ([]*Ack, error) {
 	}
 	b.pending += len(evs)
 	b.qmu.Unlock()
-	if fresh {
-		select {
-		case b.kick <- struct{}{}:
-		default:
-		}
-	}
+	b.kickFresh(fresh)
 	return acks, nil
 }
