@@ -31,6 +31,12 @@ func (r *Runtime) emit(ev *abi.Event, data any) *abi.Event {
 // applied, says yes; else it publishes nothing and returns false. Two
 // goroutines that may each write an action's result use it to write one.
 func (r *Runtime) emitIf(ev *abi.Event, data any, ok func() bool) (*abi.Event, bool) {
+	return r.emitOut(nil, ev, data, ok)
+}
+
+// emitOut is emitIf, with the event held in out until the tick flushes it
+// when out is not nil (see outbox), else published at once.
+func (r *Runtime) emitOut(out *outbox, ev *abi.Event, data any, ok func() bool) (*abi.Event, bool) {
 	if !r.prepare(ev, data) {
 		return ev, false
 	}
@@ -44,9 +50,21 @@ func (r *Runtime) emitIf(ev *abi.Event, data any, ok func() bool) (*abi.Event, b
 	}
 	r.st.apply(ev)
 	r.st.own[ev.ID] = struct{}{}
+	asked := false
+	if out != nil && ev.Type == abi.SubjectIntentEnded {
+		l := r.st.loops[ev.CorrelationID]
+		asked = l != nil && l.ask != nil
+	}
 	r.mu.Unlock()
 	c := *ev
-	r.publishPrepared(ev)
+	if out == nil {
+		r.publishPrepared(ev)
+	} else {
+		out.evs = append(out.evs, ev)
+		if asked {
+			r.flush(out) // the asking agent's answer follows the end in the log
+		}
+	}
 	if c.Type == abi.SubjectIntentEnded {
 		r.endedAsked(&c)
 	}
@@ -86,32 +104,8 @@ type outbox struct {
 // emitTo is emit for the tick's goroutine: the event is applied at once
 // and held in out until the tick flushes it; nil out publishes at once.
 func (r *Runtime) emitTo(out *outbox, ev *abi.Event, data any) *abi.Event {
-	if out == nil {
-		return r.emit(ev, data)
-	}
-	if !r.prepare(ev, data) {
-		return ev
-	}
-	if ev.Time.IsZero() {
-		ev.Time = time.Now()
-	}
-	r.mu.Lock()
-	r.st.apply(ev)
-	r.st.own[ev.ID] = struct{}{}
-	r.mu.Unlock()
-	c := *ev
-	out.evs = append(out.evs, ev)
-	if c.Type == abi.SubjectIntentEnded {
-		r.mu.Lock()
-		l := r.st.loops[c.CorrelationID]
-		asked := l != nil && l.ask != nil
-		r.mu.Unlock()
-		if asked {
-			r.flush(out) // the asking agent's answer follows the end in the log
-		}
-		r.endedAsked(&c)
-	}
-	return &c
+	c, _ := r.emitOut(out, ev, data, nil)
+	return c
 }
 
 // flush queues what out holds for the store, in one batch of the bus.
