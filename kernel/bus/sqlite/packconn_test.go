@@ -75,3 +75,36 @@ func TestPackConnReadsAsTheDriver(t *testing.T) {
 		t.Fatalf("SQLITE_CORRUPT through a packConn: %v, want ErrDamaged", err)
 	}
 }
+
+// A long scan, whose workers read the packs on connections of their own,
+// meets a damaged page of packs as an error that ExplainDamage names
+// damage, not as missing events; the control is the same scan of the same
+// store before the damage, which reads every event.
+func TestLongScanDamagedPack(t *testing.T) {
+	defer func(n int64, d time.Duration) { quickCheckWhole, checkBehindAfter = n, d }(quickCheckWhole, checkBehindAfter)
+	quickCheckWhole, checkBehindAfter = 0, time.Hour // opened, checked later
+	path := filepath.Join(t.TempDir(), "events.db")
+	const n = 5 * scanChunk // two workers: a long scan
+	fillStore(t, path, n)
+	scan := func() (int, error) {
+		s := openSQLite(t, path)
+		defer s.Close()
+		if !s.packed {
+			t.Fatal("the store has no packs")
+		}
+		got := 0
+		err := s.Scan(context.Background(), bus.Query{}, func(*abi.Event) error { got++; return nil })
+		return got, err
+	}
+	if got, err := scan(); err != nil || got != n {
+		t.Fatalf("the sound store (the control): %d of %d events, %v", got, n, err)
+	}
+	damagePage(t, path, packPage(t, path))
+	got, err := scan()
+	if err == nil || got >= n {
+		t.Fatalf("the damaged store: %d of %d events and no error", got, n)
+	}
+	if d := ExplainDamage(err, path); !errors.Is(d, ErrDamaged) {
+		t.Fatalf("the damaged store's scan: %v, want an error ExplainDamage names damage", err)
+	}
+}
