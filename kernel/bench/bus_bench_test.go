@@ -686,22 +686,53 @@ func replayBus(b *testing.B) (*bus.Bus, int) {
 // 0.98 (medians), which overstates it: the floor, the same code in both,
 // read about a tenth higher in the new binary's runs.
 //
+// Since then the scan's packConns read the main file through a readahead
+// VFS (kernel/bus/sqlite/readahead.go): SQLite's reads of a page are
+// served from an aligned 64 KiB window read in one pread, dropped at every
+// lock SQLite takes or releases (so never across read transactions). perf
+// before it, one process scanning 400k events ten times (load 16): the
+// preads 19 % of all CPU samples, of which half the syscall's entry and
+// exit on this virtual machine, not the copy; the decoding 23 %; SQLite's
+// other work 14 %; the GC's marking 9 %; page faults on fresh memory (the
+// packs' Go memory, SQLite's allocator) and madvise 8 %. The preads fell
+// from 88.6k to 11.2k for those ten scans. The new binary and the old
+// alternated ABBA, twelve runs of -benchtime 3x, load 10-33: cpu-ns/event
+// median 1009 against 869 (0.86; the three rounds 0.88, 0.79, 0.90),
+// x-floor median 0.94 against 0.81; events/s meant little at that load
+// (median 333k against 507k). A first version (the window read from the
+// missed offset, 18.4k preads), switched in one binary, twelve runs of 5x
+// at load 23-46: 1002 against 817 CPU-ns an event, x-floor 0.99 against
+// 0.84. Loaded, 869 CPU-ns is still a quarter above the goal's 670; idle
+// (666 before) the same ratio would give about 575, not measured here:
+// the machine was never idle that session.
+//
+// Tried and not kept: SQLite's own memory map on the scan's connections
+// (mmap_size 4 GB), in one process alternated with the preads twelve
+// rounds, 400k events, load 16: 599 against 526 and 554 against 471
+// CPU-ns an event, worse: each scan opens fresh connections, whose new
+// map pays a page fault per 16 pages, dearer here than the preads. Made
+// safe with debug.SetPanicOnFault, it would also leave each abandoned
+// connection holding its WAL read lock, which keeps the WAL from being
+// restarted, so not built. GOGC
+// 400 against 100 for the same scans: about 6 % less CPU, process-wide,
+// not taken.
+//
 // What stands between Kairo and the goal is mostly that floor, which is
 // SQLite's and Go's:
-//   - the preads: SQLite reads a pack's overflow pages one 4 KiB pread at
-//     a time. Pages of 64 KiB for new stores cut the replay's CPU by about
-//     a tenth (733 and 711 against 842 and 778 ns an event, alternated),
-//     but made a lone publisher write 133 KB to disk an event instead of
-//     10 KB, at a quarter of the rate (BenchmarkWALBound/publishers=1):
-//     every commit writes whole pages. Not taken. A memory map cut the
-//     floor's CPU by about a tenth too (median 503 against 610 ns an
-//     event) and is not used: an I/O error or a file cut short under the
-//     map is a SIGBUS that kills the daemon, where a pread's error is a
-//     damaged store that salvage reads around.
-//   - the one copy left: SQLite cannot write a pack into Go's memory
-//     itself, since its transpiled pointer arithmetic fails -race's
-//     checkptr; and the events alias their pack, so the pack must be
-//     fresh memory, whose garbage the GC collects.
+//   - the copies: the kernel's into the readahead, SQLite's into its
+//     buffer for the blob (a fresh allocation of SQLite's allocator a pack,
+//     which faults its pages in), ours into Go memory. A store of 64 KiB
+//     pages cut the replay's CPU by about a tenth (733 and 711 against 842
+//     and 778 ns an event, alternated), but made a lone publisher write
+//     133 KB to disk an event instead of 10 KB, at a quarter of the rate
+//     (BenchmarkWALBound/publishers=1): every commit writes whole pages.
+//     Not taken. A memory map of the file is a SIGBUS that kills the
+//     daemon if the file is cut short or fails under it, where a pread's
+//     error is a damaged store that salvage reads around.
+//   - SQLite cannot write a pack into Go's memory itself, since its
+//     transpiled pointer arithmetic fails -race's checkptr; and the events
+//     alias their pack, so the pack must be fresh memory, whose garbage
+//     the GC collects.
 //   - the GC: its marking of the chunks' events, and the write barrier it
 //     puts on storing each decoded event.
 //

@@ -35,7 +35,8 @@ type packConn struct {
 }
 
 // openPackConn opens the store's file at path read-only, with the
-// readers' page cache and no memory map (docs/RATIONALE.md#sqlite-page-caches).
+// readers' page cache and no memory map (docs/RATIONALE.md#sqlite-page-caches),
+// through the readahead VFS (readahead.go).
 func openPackConn(path string) (_ *packConn, err error) {
 	c := &packConn{tls: libc.NewTLS()}
 	defer func() {
@@ -48,9 +49,17 @@ func openPackConn(path string) (_ *packConn, err error) {
 		return nil, err
 	}
 	defer libc.Xfree(c.tls, zPath)
+	if err := registerReadahead(c.tls); err != nil {
+		return nil, err
+	}
+	zVFS, err := libc.CString(readaheadVFS)
+	if err != nil {
+		return nil, err
+	}
+	defer libc.Xfree(c.tls, zVFS)
 	pp := c.tls.Alloc(8)
 	defer c.tls.Free(8)
-	rc := sqlite3.Xsqlite3_open_v2(c.tls, zPath, pp, sqlite3.SQLITE_OPEN_READONLY, 0)
+	rc := sqlite3.Xsqlite3_open_v2(c.tls, zPath, pp, sqlite3.SQLITE_OPEN_READONLY, zVFS)
 	c.db = *cptr[uintptr](pp)
 	if rc != sqlite3.SQLITE_OK {
 		return nil, c.err(rc)
