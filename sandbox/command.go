@@ -59,6 +59,21 @@ var helperEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 // the reason. Stdin, stdout and stderr are the caller's to set; after
 // Cmd.Start (or an attempt at it) the caller calls Started.
 func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
+	return command(helper, p, argv, false)
+}
+
+// HandoffCommand is [Command] for a spawn that a warm helper runs: the
+// caller hands it over with [Cmd.Handoff] and then calls Started. It
+// makes no policy pipe, as the plan travels in the handoff, and its
+// Cmd.Cmd refuses to start.
+func HandoffCommand(helper string, p *Policy, argv []string) (*Cmd, error) {
+	return command(helper, p, argv, true)
+}
+
+// errHandoffOnly is what Start says of a HandoffCommand's Cmd.
+var errHandoffOnly = errors.New("sandbox: this command was made for a warm helper's handoff (HandoffCommand): it has no policy pipe and cannot be started; use Command to start a helper")
+
+func command(helper string, p *Policy, argv []string, handoff bool) (*Cmd, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("argv is empty: give the program and its arguments")
 	}
@@ -87,19 +102,24 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 	if len(enc) > maxPolicy {
 		return nil, fmt.Errorf("sandbox: policy is %d bytes encoded, over the limit of %d: grant folders, not every file in them", len(enc), maxPolicy)
 	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
+	var pr *os.File // nil for a handoff: the child's descriptor 3 is the control socket
+	if !handoff {
+		var pw *os.File
+		if pr, pw, err = blockingPipe("policy"); err != nil {
+			return nil, err
+		}
+		_, err = pw.Write(enc) // within the pipe's buffer: maxPolicy
+		pw.Close()
+		if err != nil {
+			pr.Close()
+			return nil, fmt.Errorf("sandbox: hand over policy: %w", err)
+		}
 	}
-	_, err = pw.Write(enc)
-	pw.Close()
+	sr, sw, err := statusPipe()
 	if err != nil {
-		pr.Close()
-		return nil, fmt.Errorf("sandbox: hand over policy: %w", err)
-	}
-	sr, sw, err := os.Pipe()
-	if err != nil {
-		pr.Close()
+		if pr != nil {
+			pr.Close()
+		}
 		return nil, err
 	}
 	args := append([]string{helper, HelperArg, target}, argv[1:]...)
@@ -114,7 +134,40 @@ func Command(helper string, p *Policy, argv []string) (*Cmd, error) {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
+	if handoff {
+		cmd.Err = errHandoffOnly
+	}
 	return &Cmd{Cmd: cmd, Target: target, status: sr, plan: enc, filter: WarmFilterOf(p), argv: args[2:]}, nil
+}
+
+// blockingPipe is a pipe whose ends stay out of the runtime's poller: a
+// policy that fits the pipe's buffer is written at once and only a child
+// reads it, so registering both ends (os.Pipe: four system calls, and two
+// more to close them) bought nothing on a spawn's path.
+func blockingPipe(name string) (r, w *os.File, err error) {
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %s pipe: %w", name, os.NewSyscallError("pipe2", err))
+	}
+	return os.NewFile(uintptr(fds[0]), name), os.NewFile(uintptr(fds[1]), name), nil
+}
+
+// statusPipe is the helper's failure report: the read end in the poller,
+// for Started's deadline; the write end, the helper's alone, out of it.
+func statusPipe() (r, w *os.File, err error) {
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("sandbox: status pipe: %w", os.NewSyscallError("pipe2", err))
+	}
+	// Each end is an open file of its own: O_NONBLOCK on the read end
+	// leaves the write end blocking. os.NewFile puts a non-blocking
+	// descriptor in the poller.
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("sandbox: status pipe: %w", os.NewSyscallError("fcntl", err))
+	}
+	return os.NewFile(uintptr(fds[0]), "status"), os.NewFile(uintptr(fds[1]), "status"), nil
 }
 
 // SetIPC gives the target f, a connection to the kernel, as descriptor 3
@@ -136,7 +189,9 @@ func (c *Cmd) Started() error {
 	// need not keep it.
 	c.plan = nil
 	for _, f := range c.ExtraFiles {
-		f.Close()
+		if f != nil { // a HandoffCommand's policy pipe
+			f.Close()
+		}
 	}
 	defer c.status.Close()
 	if c.Process == nil && !c.handedOff {

@@ -723,7 +723,7 @@ func (e *escapeEnv) runWarmFiltered(t *testing.T, p *Policy, filter *WarmFilter,
 		t.Fatal(err)
 	}
 	defer ctl.Close()
-	c, err := Command(os.Args[0], p, append([]string{e.probe}, args...))
+	c, err := HandoffCommand(os.Args[0], p, append([]string{e.probe}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,12 +140,40 @@ import (
 // machine (7 rounds, load 2-5) the two were close: bwrap-ratio 0.51-0.66
 // (median 0.57) -> 0.51-0.61 (0.53), settled 0.45-0.61 (0.55) -> 0.44-0.63
 // (0.53): the mutex held across a journalled write cost most where the
-// disk was busy. The goal of 0.5 is not met. What stands
+// disk was busy.
+//
+// A third pass (the sandboxing daemon's pprof under this benchmark, 200
+// spawns, load 16 on 2 cores; 7.6 ms of its CPU a spawn): the pool's
+// refill 24 % (the helper's fork and exec a third of it, its move into
+// the cgroup v1 hierarchies, cgroup.procs written, a quarter, the tree's
+// cgroups made an eighth), the spawn's request and Launch 13 %, the
+// commits 9 %, the reap 9 % (memory.events read for the OOM count, the
+// cgroup's kill check), sandbox.Command 6 %. Kept: a spawn handed to a
+// warm helper makes no policy pipe (the plan travels in the handoff:
+// sandbox.HandoffCommand), and Command's pipes stay out of the runtime's
+// poller but for the status pipe's read end, which Started's deadline
+// needs: Command's CPU a spawn 159-219 µs (median 177) -> 129-193 (144),
+// alternated, 8 rounds of 2000 at load 35-40. The figure itself could not
+// resolve it: at load 23-42 bwrap-p50-ms swung between 100 and 255 ms and
+// bwrap-ratio between 0.33 and 0.60 from run to run of the same binary.
+// Reasoned and not tried: the target exec'd from a vfork'd child of the
+// helper's confined thread spares the exec the Go address space, but
+// leaves the helper's own exit (its threads ended, the same address space
+// torn down) between the target's exit and the daemon's reap, unless the
+// target is the daemon's child (CLONE_PARENT) and the Session waits for
+// it rather than for the helper: a change of the reap, not of the helper
+// alone. The move into the cgroup that the refill pays could be spared by
+// clone3's CLONE_INTO_CGROUP (SysProcAttr.UseCgroupFD), on cgroup v2
+// only; the machines measured have memory and pids on v1.
+//
+// The goal of 0.5 is not met. What stands
 // between the sandboxed spawn and half of bwrap's: the daemon's own path,
 // which bare-p50-ms pays as well (1.2-1.6 ms over the plain exec: two
 // commits, the hand-offs to the reap and the pumps); the exec from a Go
 // helper, about 300 µs over a vfork'd exec; the helper's wake and
-// confinement, 0.5-0.7 ms loaded; the Launch, 0.3 ms of the daemon's CPU.
+// confinement, 0.5-0.7 ms loaded; the Launch, 0.3 ms of the daemon's CPU;
+// the pool's refill, about 1.8 ms of the daemon's CPU a spawn, which back
+// to back competes with the spawns after for the 2 cores.
 func BenchmarkSandboxSpawn(b *testing.B) {
 	sandboxed := newSpawner(b, "")
 	bare := newSpawner(b, "[sandbox]\nmode = \"off\"\n")

@@ -243,7 +243,11 @@ func (b *launching) buildCommand() error {
 	if name := missingProgram(spec.Argv, p.Env); name != "" {
 		return &NoProgramError{Name: name, Path: envPath(p.Env)}
 	}
-	c, err := sandbox.Command(b.l.Helper, p, spec.Argv)
+	command := sandbox.Command
+	if b.w != nil { // the plan goes in the handoff: no policy pipe
+		command = sandbox.HandoffCommand
+	}
+	c, err := command(b.l.Helper, p, spec.Argv)
 	if err != nil {
 		return err
 	}
