@@ -36,18 +36,31 @@ plugins:
 
 # Everything CI runs: format and vet checks, the whole suite under the race
 # detector, and a short run of every fuzz target.
+# Its wall time (issue 36 asks about 10 minutes on 2 cores) is led by
+# -race of cmd/kairo and internal/agent, each running its tests one at a
+# time (none calls t.Parallel). Their longest, at a load average of ~35
+# (2026-11-29, relative only): cmd/kairo TestHostilePlugins 238 s,
+# TestUpOnLongHistory 212 s, TestMCPCapsUp 88 s, TestUserCacheRefused 75 s,
+# TestUserCacheShared 65 s, TestSeveralAgents 61 s, TestFullDiskUp 56 s
+# (not profiled yet);
+# internal/agent TestReplayFoldsGrants 374 s, TestLLMToolCallCap 310 s,
+# TestFailingPolicyReportedWithBackoff 214 s. Neither package was made
+# parallel yet: each test must be checked for shared state first (sleepers
+# found by command line in sandbox_tree_test, ports picked then freed in
+# the JetStream tests, os.Stdout and Setenv in tools_test, hostileGuest).
 test: prereqs lint testdata
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) benchcheck
 	$(MAKE) fuzz
 
 # Every benchmark once (-benchtime 1x; the tick benchmarks a second each
-# rather than a minute, the replay a store of 100,000 events rather than a
-# million, whose writing alone takes 15-40 s), so that none rots unseen:
-# one that fails fails make test. The figures are printed, not judged
-# here: each benchmark's doc comment says what it measures against.
+# rather than a minute, the replay and kairo up on a history a store of
+# 100,000 events rather than a million, whose writing alone takes
+# 15-40 s, the soak 5 s rather than 20), so that none rots unseen: one
+# that fails fails make test. The figures are printed, not judged here:
+# each benchmark's doc comment says what it measures against.
 benchcheck:
-	KAIRO_TICK_SECONDS=1 KAIRO_BENCH_REPLAY_EVENTS=100000 $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 15m ./...
+	KAIRO_TICK_SECONDS=1 KAIRO_BENCH_REPLAY_EVENTS=100000 KAIRO_BENCH_HISTORY_EVENTS=100000 KAIRO_SOAK=5s $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 15m ./...
 
 # Everything the tests need, checked before any time is spent: Go at the
 # version go.mod names, Node.js and npm (the MCP server), Chromium (the
