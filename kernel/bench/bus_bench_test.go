@@ -491,13 +491,13 @@ func publishBare(b *testing.B, n int) publishRound {
 // keeps), the strings made when a reader asks.
 //
 // Tried and not kept: the ring taking the bus's lock as its own (one
-// mutex a publish, not two; perf-fanout 1f3c4f1). In one process, the
+// mutex a publish, not two). In one process, the
 // two paths alternated (16 rounds of 200k, load 26-30): CPU an event
 // new/old 0.95-1.01, about 3 % less; the fan-out binaries alternated
 // showed nothing through the load (20-33). Not worth a lock shared
 // across two types, where any call of the ring's locking methods under
 // the bus's lock deadlocks and the ring's readers wait on the bus.
-// Where Publish's time went before it (perf, this benchmark, load 19; of
+// Where Publish's time goes (perf, this benchmark, load 19; of
 // Publish): the clock 28 % (a monotonic reading costs 39 CPU-ns here,
 // time.Now 65; its lfence also waits for the misses before it), the
 // ring's append 25 % (the 152-byte copy into a cold slot), the two locks
@@ -509,7 +509,7 @@ func publishBare(b *testing.B, n int) publishRound {
 // What stands between Kairo and the goal: the clock, which cannot be read
 // less often while an event's Time must fall within its Publish call
 // (TestPublishAssignsSeqAndFills); the writes of each event to cold memory
-// (slot, ID, dedup index); then the lock.
+// (slot, ID, dedup index); then the two locks.
 func BenchmarkFanoutMemory(b *testing.B) {
 	fanout(b, func(ctx context.Context, bs *bus.Bus, data []byte, n int) error {
 		// Publish copies the event into the store, so one struct serves
