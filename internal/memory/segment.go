@@ -111,7 +111,7 @@ func inLogOrder(events []abi.Event) []abi.Event {
 func LoopOf(ev *abi.Event) string {
 	if ev.Type == abi.SubjectIntentStarted {
 		var d abi.IntentStarted
-		if msgpack.Unmarshal(ev.Data, &d) == nil && d.RunLoopID != "" {
+		if abi.DecodeIntentStarted(ev.Data, &d) == nil && d.RunLoopID != "" {
 			return d.RunLoopID
 		}
 	}
@@ -214,7 +214,7 @@ func (c *cutter) cut(ev *abi.Event) {
 	switch {
 	case ev.Type == abi.SubjectIntentStarted:
 		var d abi.IntentStarted
-		if msgpack.Unmarshal(ev.Data, &d) != nil || d.RunLoopID != c.loop {
+		if abi.DecodeIntentStarted(ev.Data, &d) != nil || d.RunLoopID != c.loop {
 			return
 		}
 		if d.MessageID != "" {
@@ -226,7 +226,7 @@ func (c *cutter) cut(ev *abi.Event) {
 		}
 	case ev.Type == abi.SubjectUserMessage || isAgentMessage(ev.Type):
 		var m abi.UserMessage
-		if msgpack.Unmarshal(ev.Data, &m) != nil || strings.TrimSpace(m.Text) == "" {
+		if abi.DecodeUserMessage(ev.Data, &m) != nil || strings.TrimSpace(m.Text) == "" {
 			return
 		}
 		if m.MessageID != "" {
@@ -252,7 +252,7 @@ func (c *cutter) cut(ev *abi.Event) {
 		}
 	case ev.Type == abi.SubjectAgentAction:
 		var a abi.ActionEvent
-		if msgpack.Unmarshal(ev.Data, &a) != nil || a.Type == abi.ActionNoop || a.Type == "" {
+		if abi.DecodeActionEvent(ev.Data, &a) != nil || a.Type == abi.ActionNoop || a.Type == "" {
 			return
 		}
 		i, it := c.decision(a.Tick)

@@ -276,12 +276,12 @@ func lineOf(ev *abi.Event) string {
 	switch {
 	case ev.Type == abi.SubjectIntentStarted:
 		var d abi.IntentStarted
-		if msgpack.Unmarshal(ev.Data, &d) == nil && d.Goal != "" {
+		if abi.DecodeIntentStarted(ev.Data, &d) == nil && d.Goal != "" {
 			return prefixGoal + d.Goal
 		}
 	case ev.Type == abi.SubjectUserMessage || isAgentMessage(ev.Type):
 		var m abi.UserMessage
-		if msgpack.Unmarshal(ev.Data, &m) == nil && m.Text != "" {
+		if abi.DecodeUserMessage(ev.Data, &m) == nil && m.Text != "" {
 			return prefixUser + m.Text
 		}
 	case ev.Type == abi.SubjectAgentThought:
@@ -291,7 +291,7 @@ func lineOf(ev *abi.Event) string {
 		}
 	case ev.Type == abi.SubjectAgentAction:
 		var a abi.ActionEvent
-		if msgpack.Unmarshal(ev.Data, &a) != nil {
+		if abi.DecodeActionEvent(ev.Data, &a) != nil {
 			return ""
 		}
 		switch a.Type {

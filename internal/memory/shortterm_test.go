@@ -219,3 +219,52 @@ func TestShortTermFencesToolOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestLineOfDecodes: LoopOf and lineOf read the agent's own events by their
+// hand-written codecs (abi/agent_codec.go) — the bytes the runtime writes,
+// and a form only msgpack's reflection reads (a key they do not know),
+// alike; data that is not the type's says nothing.
+func TestLineOfDecodes(t *testing.T) {
+	started := abi.IntentStarted{RunLoopID: "rl-1", Agent: "default", Goal: "run make test"}
+	user := abi.UserMessage{Text: "how far along is it?", MessageID: "m-1"}
+	said := abi.ActionEvent{Type: abi.ActionSay, ActionData: abi.ActionData{Text: "ok"}}
+	// extra is v's map with one more key, which the fast path hands to
+	// the reflection codec.
+	extra := func(v any) []byte {
+		raw, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := msgpack.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["zz"] = 1
+		if raw, err = msgpack.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	for _, c := range []struct {
+		name       string
+		ev         abi.Event
+		loop, line string
+	}{
+		{"started", abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: "other", Data: abi.AppendIntentStarted(nil, &started)}, "rl-1", prefixGoal + "run make test"},
+		{"started, reflected", abi.Event{Type: abi.SubjectIntentStarted, Data: extra(started)}, "rl-1", prefixGoal + "run make test"},
+		{"started, not one", abi.Event{Type: abi.SubjectIntentStarted, CorrelationID: "other", Data: []byte{0xc3}}, "other", ""},
+		{"message", abi.Event{Type: abi.SubjectUserMessage, CorrelationID: "rl-1", Data: abi.AppendUserMessage(nil, &user)}, "rl-1", prefixUser + "how far along is it?"},
+		{"message, reflected", abi.Event{Type: abi.SubjectUserMessage, CorrelationID: "rl-1", Data: extra(user)}, "rl-1", prefixUser + "how far along is it?"},
+		{"message, not one", abi.Event{Type: abi.SubjectUserMessage, CorrelationID: "rl-1", Data: []byte{0x92, 0x01, 0x02}}, "rl-1", ""},
+		{"action", abi.Event{Type: abi.SubjectAgentAction, CorrelationID: "rl-1", Data: abi.AppendActionEvent(nil, &said)}, "rl-1", prefixSay + "ok"},
+		{"action, reflected", abi.Event{Type: abi.SubjectAgentAction, CorrelationID: "rl-1", Data: extra(said)}, "rl-1", prefixSay + "ok"},
+		{"action, not one", abi.Event{Type: abi.SubjectAgentAction, CorrelationID: "rl-1", Data: []byte("text")}, "rl-1", ""},
+	} {
+		if got := LoopOf(&c.ev); got != c.loop {
+			t.Errorf("%s: LoopOf = %q, want %q", c.name, got, c.loop)
+		}
+		if got := lineOf(&c.ev); got != c.line {
+			t.Errorf("%s: lineOf = %q, want %q", c.name, got, c.line)
+		}
+	}
+}

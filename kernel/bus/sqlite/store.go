@@ -456,9 +456,15 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 				return fmt.Errorf("read the time span of the last events: %w", err)
 			}
 		}
-		args := make([]driver.NamedValue, 0, rowsPerInsert*4)
+		// The multi-row statement's arguments, made only for an append
+		// that has rows for it: a commit of a few events (the agent's
+		// tick, a user message) made and cleared these 5 KiB each time.
+		var args []driver.NamedValue
 		i := 0
 		for ; s.atEnd && packed && i+rowsPerInsert <= len(evs); i += rowsPerInsert {
+			if args == nil {
+				args = make([]driver.NamedValue, 0, rowsPerInsert*4)
+			}
 			args = args[:0]
 			for _, ev := range evs[i : i+rowsPerInsert] {
 				args = rowArgs(args, ev, nil, 0)
