@@ -437,14 +437,21 @@ func TestTracesCatchUp(t *testing.T) {
 	t.Run("past the backlog", func(t *testing.T) {
 		url := metricsURL(t, home)
 		j.Stop()
-		var old []string
-		for i := range 6 {
-			old = append(old, sendTask(t, home, fmt.Sprintf("run echo old%d", i)))
-		}
-		// The export gives up what falls more than 50 events behind.
-		until(t, "spans given up", func() bool {
+		// The export gives up a batch whose newest event falls more than
+		// 50 events behind the log's head, a task being about ten: old
+		// tasks are sent until it has (the sender looks again after each
+		// retry, within its backoff).
+		givenUp := func() bool {
 			return metric(t, url, "kairo_trace_spans_dropped_total") > 0 || metric(t, url, "kairo_trace_events_passed_total") > 0
-		})
+		}
+		var old []string
+		for deadline := time.Now().Add(60 * time.Second); !givenUp(); {
+			if len(old) == 40 || time.Now().After(deadline) {
+				t.Fatalf("no spans given up after %d tasks", len(old))
+			}
+			old = append(old, sendTask(t, home, fmt.Sprintf("run echo old%d", len(old))))
+		}
+		// Sent while the receiver is still down, the newest is kept.
 		newest := sendTask(t, home, "run echo newest")
 		j.Restart()
 		traceOf(t, j, newest, "invoke_agent default", "iteration 1", "execute_tool process.spawn", "process sh")

@@ -378,7 +378,11 @@ func (e *Exporter) deliver(ctx context.Context, b batch, retry bool) (done bool)
 			if !retry || ctx.Err() != nil {
 				return false // the place is not saved: the log still has them
 			}
-			if head, sent := e.cfg.Bus.LastSeq(), e.sent.Load(); head > sent && head-sent > uint64(e.cfg.Backlog) {
+			// Given up once its own newest event is more than the
+			// backlog behind the head, not the export's place: after a
+			// give-up the place stays where the last batch was sent,
+			// and a batch of the newest events would be given up too.
+			if head := e.cfg.Bus.LastSeq(); head > b.seq && head-b.seq > uint64(e.cfg.Backlog) {
 				e.dropped.Add(uint64(len(b.spans)))
 				e.behind.Store(true)
 				return true

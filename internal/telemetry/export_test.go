@@ -108,7 +108,8 @@ func TestExportCatchesUp(t *testing.T) {
 }
 
 // Past the backlog the export passes events by and says how many: it
-// never holds more than the bound, and follows the log again after.
+// never holds more than the bound, and follows the log again after; what
+// is within the backlog when the receiver is down is kept.
 func TestExportBacklog(t *testing.T) {
 	b := memBus(t)
 	h := newHistory(t, b)
@@ -123,8 +124,11 @@ func TestExportBacklog(t *testing.T) {
 		h.pub("demo.filler", "cli", "", "", map[string]int{"n": 1})
 	}
 	waitFor(t, "the export to give up what is past its backlog", func() bool { return e.Stats().Dropped > 0 })
-	s.set(false)
+	// A run loop after the gap, written while the receiver is still
+	// down, is within the backlog: kept, and taken once it is back.
 	kept := h.loop("default", "01a224e2-ce6a-7b26-89db-000000000003", 9, 0, nil)
+	waitFor(t, "a failed export of the run loop after the gap", func() bool { return e.Stats().Failures > 2 })
+	s.set(false)
 	waitFor(t, "the run loop after the gap", func() bool { return s.traces(t)[TraceIDOf(kept)] == 8 })
 	// How the loss is counted depends on how far the export read before
 	// it gave up: spans made and dropped, begun and forgotten, or events
