@@ -105,7 +105,7 @@ func command(helper string, p *Policy, argv []string, handoff bool) (*Cmd, error
 	var pr *os.File // nil for a handoff: the child's descriptor 3 is the control socket
 	if !handoff {
 		var pw *os.File
-		if pr, pw, err = blockingPipe("policy"); err != nil {
+		if pr, pw, err = pipe("policy", false); err != nil {
 			return nil, err
 		}
 		_, err = pw.Write(enc) // within the pipe's buffer: maxPolicy
@@ -115,7 +115,7 @@ func command(helper string, p *Policy, argv []string, handoff bool) (*Cmd, error
 			return nil, fmt.Errorf("sandbox: hand over policy: %w", err)
 		}
 	}
-	sr, sw, err := statusPipe()
+	sr, sw, err := pipe("status", true)
 	if err != nil {
 		if pr != nil {
 			pr.Close()
@@ -140,34 +140,27 @@ func command(helper string, p *Policy, argv []string, handoff bool) (*Cmd, error
 	return &Cmd{Cmd: cmd, Target: target, status: sr, plan: enc, filter: WarmFilterOf(p), argv: args[2:]}, nil
 }
 
-// blockingPipe is a pipe whose ends stay out of the runtime's poller: a
-// policy that fits the pipe's buffer is written at once and only a child
-// reads it, so registering both ends (os.Pipe: four system calls, and two
-// more to close them) bought nothing on a spawn's path.
-func blockingPipe(name string) (r, w *os.File, err error) {
+// pipe is a close-on-exec pipe whose ends stay out of the runtime's
+// poller, but for the read end when pollRead is set. The policy, which
+// fits the pipe's buffer, is written at once and only a child reads it,
+// so registering its ends (os.Pipe: four system calls, and two more to
+// close them) bought nothing on a spawn's path; the status pipe's read
+// end is in the poller for Started's deadline. Each end is an open file
+// of its own: O_NONBLOCK on the read end leaves the write end blocking,
+// and os.NewFile puts a non-blocking descriptor in the poller.
+func pipe(name string, pollRead bool) (r, w *os.File, err error) {
 	var fds [2]int
 	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
 		return nil, nil, fmt.Errorf("sandbox: %s pipe: %w", name, os.NewSyscallError("pipe2", err))
 	}
+	if pollRead {
+		if err := syscall.SetNonblock(fds[0], true); err != nil {
+			syscall.Close(fds[0])
+			syscall.Close(fds[1])
+			return nil, nil, fmt.Errorf("sandbox: %s pipe: %w", name, os.NewSyscallError("fcntl", err))
+		}
+	}
 	return os.NewFile(uintptr(fds[0]), name), os.NewFile(uintptr(fds[1]), name), nil
-}
-
-// statusPipe is the helper's failure report: the read end in the poller,
-// for Started's deadline; the write end, the helper's alone, out of it.
-func statusPipe() (r, w *os.File, err error) {
-	var fds [2]int
-	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-		return nil, nil, fmt.Errorf("sandbox: status pipe: %w", os.NewSyscallError("pipe2", err))
-	}
-	// Each end is an open file of its own: O_NONBLOCK on the read end
-	// leaves the write end blocking. os.NewFile puts a non-blocking
-	// descriptor in the poller.
-	if err := syscall.SetNonblock(fds[0], true); err != nil {
-		syscall.Close(fds[0])
-		syscall.Close(fds[1])
-		return nil, nil, fmt.Errorf("sandbox: status pipe: %w", os.NewSyscallError("fcntl", err))
-	}
-	return os.NewFile(uintptr(fds[0]), "status"), os.NewFile(uintptr(fds[1]), "status"), nil
 }
 
 // SetIPC gives the target f, a connection to the kernel, as descriptor 3
