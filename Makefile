@@ -54,13 +54,15 @@ test: prereqs lint testdata
 	$(MAKE) fuzz
 
 # Every benchmark once (-benchtime 1x; the tick benchmarks a second each
-# rather than a minute, the replay and kairo up on a history a store of
+# rather than a minute, the replay, kairo up and the history's writer on
 # 100,000 events rather than a million, whose writing alone takes
-# 15-40 s, the soak 5 s rather than 20), so that none rots unseen: one
-# that fails fails make test. The figures are printed, not judged here:
-# each benchmark's doc comment says what it measures against.
+# 15-40 s, memory's retrieval on 20,000 segments rather than 100,000, the
+# soak 5 s rather than 20, and with -short the benchmarks that say so in
+# fewer rounds), so that none rots unseen: one that fails fails make
+# test. The figures are printed, not judged here: each benchmark's doc
+# comment says what it measures against.
 benchcheck:
-	KAIRO_TICK_SECONDS=1 KAIRO_BENCH_REPLAY_EVENTS=100000 KAIRO_BENCH_HISTORY_EVENTS=100000 KAIRO_SOAK=5s $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 15m ./...
+	KAIRO_TICK_SECONDS=1 KAIRO_BENCH_REPLAY_EVENTS=100000 KAIRO_BENCH_HISTORY_EVENTS=100000 KAIRO_BENCH_MEMORY_SEGMENTS=20000 KAIRO_SOAK=5s $(GO) test -short -count=1 -run '^$$' -bench . -benchtime 1x -timeout 15m ./...
 
 # Everything the tests need, checked before any time is spent: Go at the
 # version go.mod names, Node.js and npm (the MCP server), Chromium (the

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,20 +31,10 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkUpOnHistory -benchtime 1x ./cmd/kairo
 //
-// KAIRO_BENCH_HISTORY_EVENTS=n writes a history of n events instead, with
-// a run loop per hundred of them as the has: make benchcheck
-// gives 100,000, so that the benchmark runs its code in CI without the
-// 15-40 s of writing a million events; its figures then are not the
-// issue's.
+// KAIRO_BENCH_HISTORY_EVENTS=n writes a history of n events instead
+// (history.BenchSize), as make benchcheck does.
 func BenchmarkUpOnHistory(b *testing.B) {
-	events, runLoops := historyEvents, historyRunLoops
-	if s := os.Getenv("KAIRO_BENCH_HISTORY_EVENTS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 100 {
-			b.Fatalf("KAIRO_BENCH_HISTORY_EVENTS=%q: give a number of events, 100 or more", s)
-		}
-		events, runLoops = n, n*historyRunLoops/historyEvents
-	}
+	events, runLoops := history.BenchSize(b)
 	long := b.TempDir()
 	history.Write(b, long, events, runLoops)
 	var e, h upFigures

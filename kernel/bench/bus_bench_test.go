@@ -875,7 +875,8 @@ func BenchmarkFanoutMemoryBatch(b *testing.B) {
 // action, tick record, tool result and end: 4 spans each), so the exporter
 // makes some 20,000 spans a second as it reads, far more than agents make.
 // Each reports the median events/s off and on, and on/off (the goal: at
-// least 0.95).
+// least 0.95). With -short (make benchcheck) it runs one ABBA of rounds
+// rather than four: its code, not its figure.
 //
 // Where the time goes, on: the export's own CPU (reading the run loops'
 // events, building the spans, encoding OTLP, the HTTP requests) beside the
@@ -888,8 +889,11 @@ func BenchmarkPublishDurableTraced(b *testing.B) {
 
 func publishTraced(b *testing.B, runLoops bool) {
 	sink := observe.NewSink(b)
-	const rounds = 16
 	const publishers = 8
+	rounds := 16
+	if testing.Short() {
+		rounds = 4
+	}
 	per := max(b.N/rounds, 25_000)
 	var chunks [publishers][]abi.Event
 	for p := range publishers {

@@ -71,6 +71,29 @@ var plugins = []string{"timer", "llm", "rules", "terminal"}
 // transaction each.
 const batchEvents = 16384
 
+// The issue's history: a million events, a run loop per hundred of them.
+const (
+	IssueEvents   = 1_000_000
+	IssueRunLoops = 10_000
+)
+
+// BenchSize is the history a benchmark writes: the issue's, or n events
+// and a run loop per hundred of them with KAIRO_BENCH_HISTORY_EVENTS=n.
+// make benchcheck gives 100,000, so that the benchmarks run their code in
+// CI without the 15-40 s of writing a million events; their figures then
+// are not the issue's.
+func BenchSize(tb testing.TB) (events, runLoops int) {
+	s := os.Getenv("KAIRO_BENCH_HISTORY_EVENTS")
+	if s == "" {
+		return IssueEvents, IssueRunLoops
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 100 {
+		tb.Fatalf("KAIRO_BENCH_HISTORY_EVENTS=%q: give a number of events, 100 or more", s)
+	}
+	return n, n * IssueRunLoops / IssueEvents
+}
+
 // Write appends events events to the log of home, runLoops of them ended
 // run loops that ran a process (about 14 events each) and the rest what a
 // daemon under load also stores (operator publishes of app.* subjects, a

@@ -124,11 +124,13 @@ func sourceOf(subject string) string {
 }
 
 // BenchmarkWrite is the helper's own speed: the history, 1,000,000
-// events and 10,000 run loops, in a few seconds.
+// events and 10,000 run loops, in a few seconds (a smaller one with
+// KAIRO_BENCH_HISTORY_EVENTS: see BenchSize).
 func BenchmarkWrite(b *testing.B) {
+	events, runLoops := BenchSize(b)
 	for range b.N {
 		t0 := time.Now()
-		Write(b, b.TempDir(), 1_000_000, 10_000)
+		Write(b, b.TempDir(), events, runLoops)
 		b.ReportMetric(time.Since(t0).Seconds(), "s/history")
 	}
 }
