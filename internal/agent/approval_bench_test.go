@@ -49,9 +49,11 @@ import (
 // Cut (perf-approval): the child's ends of the stdio pipes stay blocking
 // and out of the runtime's poller (stdioPipe), five system calls fewer a
 // pipe: the pipes' part from 95 to 63 µs (p50, 2000 rounds alternated in
-// one process, load 12). This benchmark, 100x alternated 4 runs each at
-// that load, varied by 0.3-0.7 ms a run and could not see it (spawn-ms
-// medians 2.63 before, 2.65 after). Not tried: caching LookPath — a
+// one process, load 12). This benchmark cannot resolve 30 µs on the
+// shared machine: 100x, alternated ABBA in two sessions (load 12-13 and
+// 6-7), 8 runs each, spawn-ms medians 2.72 before and 2.47 after, ms 3.38
+// and 3.12, decide-ms 0.39 and 0.36, with runs of one binary 0.5-1.5 ms
+// apart. Not tried: caching LookPath — a
 // cache stays right only if every folder before the one found is looked
 // at again (the same system calls) or watched (inotify, which answers
 // late). What stands between Kairo and the goal: Start's floor plus two
