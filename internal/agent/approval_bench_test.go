@@ -25,13 +25,40 @@ import (
 // who answers instantly. The goal: ms under 2 on the 2-core machines Kairo
 // is built on.
 //
-// Where the time goes (decide-ms and spawn-ms, medians of the parts): the
+// Where the time goes (decide-ms and spawn-ms, medians of the parts;
+// measured 2026-11-29 with timestamps along the path, load 9-12): the
 // request durable, delivered to the client, its decision over the socket
-// and durable (decide-ms, 0.35-0.6 ms on a loaded machine); the agent
-// reading the decision and recording the call's kairo.tool.invoke (0.13-0.18
-// ms); then the kernel's spawn of the process, fork and exec (spawn-ms,
-// 1.3-1.8 ms loaded), which is the floor's largest part and
-// BenchmarkSandboxSpawn's to cut, not the agent's.
+// (decide-ms, 0.3-0.45 ms); the decision's own commit and its delivery to
+// the agent (about 0.2 ms), the agent's gate and its kairo.tool.invoke
+// (30 µs). Nothing waits for a commit from the invoke to the spawned
+// event, and the spawned event is stamped in Spawn's goroutine, no
+// hand-off. spawn-ms, from the invoke: the tool call reaching the
+// kernel's spawn handler (25-35 µs), its spec (40 µs), exec.Command's
+// LookPath (90-100 µs: 14 system calls for `true` on this machine's PATH
+// of 13 folders, at 4-7 µs a system call on these VMs), the three stdio
+// pipes (95 µs, now 63: see below), then os/exec's Start: 1.2-2.7 ms
+// loaded, about 0.8-1.3 quiet (spawn-ms 1.08-1.66 on a quiet machine,
+// less the 0.3 ms around Start), the floor — a bare os/exec Start of true
+// with the same pipes and attributes in the same process, just after
+// each round, took as long (2.2-3.5 ms at that load). perf puts a Start's
+// CPU at about 0.55 ms in the parent: the vfork clone, the child's reset
+// of about 64 signal handlers (the Go runtime's) and the execve, whose
+// page table and TLB work is dear under this paravirtualised kernel.
+// After Start, 20-30 µs to the spawned event.
+//
+// Cut (perf-approval): the child's ends of the stdio pipes stay blocking
+// and out of the runtime's poller (stdioPipe), five system calls fewer a
+// pipe: the pipes' part from 95 to 63 µs (p50, 2000 rounds alternated in
+// one process, load 12). This benchmark cannot resolve 30 µs on the
+// shared machine: 100x, alternated ABBA in two sessions (load 12-13 and
+// 6-7), 8 runs each, spawn-ms medians 2.72 before and 2.47 after, ms 3.38
+// and 3.12, decide-ms 0.39 and 0.36, with runs of one binary 0.5-1.5 ms
+// apart. Not tried: caching LookPath — a
+// cache stays right only if every folder before the one found is looked
+// at again (the same system calls) or watched (inotify, which answers
+// late). What stands between Kairo and the goal: Start's floor plus two
+// commits and their deliveries (the request's, in decide-ms, and the
+// decision's, 0.5 ms together); the rest is about 0.25 ms.
 //
 // Each round trip is a whole run loop, ended before the next message, so
 // the agent's state is the same at the thousandth as at the first; at
