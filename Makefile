@@ -41,8 +41,8 @@ plugins:
 # the whole `go test -race ./...` took 11 min 30 s, 163 % of the 2 cores:
 # cmd/kairo 285 s, internal/agent 159 s, host/wasm 127 s (80 s of it in
 # its TestMain: wasm guests built and compiled under -race). cmd/kairo's
-# tests mostly wait for a `kairo up` child (44 % of a core over the
-# package), so those that run the binary now call t.Parallel; serial stay
+# tests mostly wait for a `kairo up` child (one run: 250 s of CPU in
+# 9:22 of wall), so those that run the binary now call t.Parallel; serial stay
 # those that change os.Stdout or KAIRO_SOCKET (tools_test), those that
 # pick a port and free it before a program binds it (the JetStream tests,
 # the Jaeger ones of traces_test) and the in-process ones of milliseconds
@@ -54,8 +54,9 @@ plugins:
 # are parallel in sdk/client (41.0/23.9 s -> 29.1/22.8 s), internal/console
 # (93.7/70.8 -> 70.1/66.5 s; kairo's build in its TestMain is much of the
 # rest) and host (50.2/33.6 -> 37.3/28.8 s), CPU unchanged. Not done yet:
-# host's TestDaemonRunsADropInPolicyForAnAgent (26 s on a cold cache, 2-3 s
-# warm) and host/wasm's TestMain spend their time in wazero compiling Go
+# host's TestDaemonRunsADropInPolicyForAnAgent (26 s when the wazero
+# cache misses: host's CPU 29 s then, 12 s once it holds the echo) and
+# host/wasm's TestMain (127 s less 45 s of tests) spend their time in wazero compiling Go
 # guests inside the -race binary; compiling them once in a non-race child
 # into the cache the tests read is the next thing to try. The longest of
 # cmd/kairo are now TestHostilePlugins (40 s, 45 kinds one after another
