@@ -20,6 +20,7 @@ import (
 // it — bot records the tick that observed it — while the default agent's
 // rules answer the one for it (the control). agent.list names both.
 func TestDaemonRunsADropInPolicyForAnAgent(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	plugins := filepath.Join(home, "plugins")
 	if err := wasmbuild.Plugin("echo", plugins); err != nil {

@@ -18,6 +18,7 @@ import (
 // folds from them: the first start says it folds the log from its start,
 // the second does not.
 func TestDaemonKeepsCheckpoints(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	run := func() string {
 		t.Helper()

@@ -19,6 +19,7 @@ import (
 // fails here. Ready returns once Start has; a second daemon on the same
 // home is refused with who holds it, and the first serves on.
 func TestDaemonMethodsAndLock(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	cfg := manifests.Default()
 	d := host.New(host.Config{Home: home, Config: cfg})

@@ -26,6 +26,7 @@ func scrape(t *testing.T, url, series string) (float64, string) {
 // to start, naming the setting; a non-loopback address is refused at
 // load unless allow_remote says so (with allow_remote, the control).
 func TestDaemonServesMetrics(t *testing.T) {
+	t.Parallel()
 	d := startWith(t, t.TempDir(), "[telemetry]\nmetrics_listen = \"127.0.0.1:0\"\n")
 	addr := d.MetricsAddr()
 	if !strings.HasPrefix(addr, "127.0.0.1:") || strings.HasSuffix(addr, ":0") {

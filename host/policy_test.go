@@ -18,6 +18,7 @@ import (
 // value and the policy plugins that run. Every tick would fail
 // otherwise. The control, a policy that runs, starts.
 func TestDaemonRefusesAPolicyThatCannotRun(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		policy string
 		want   []string // in the error; nil: the daemon starts

@@ -26,6 +26,7 @@ func (s callerSession) EndStream(uint64, *abi.Error) error   { return nil }
 // plugin, a skill or an agent that may call methods is refused it, even
 // one whose grants name it; the operator, the control, gets its answer.
 func TestTracesExportIsTheOperators(t *testing.T) {
+	t.Parallel()
 	sink := observe.NewSink(t)
 	d := startWith(t, t.TempDir(), "[telemetry]\notlp_endpoint = \""+sink.URL+"\"\n")
 	params, err := msgpack.Marshal(abi.TracesExportParams{RunLoops: []string{"01a224e2-ce6a-7b26-89db-501602c5c531"}})

@@ -21,6 +21,7 @@ func buildPlugin(t *testing.T, dir, name string) {
 // started again; the agent then knows the task was interrupted and says so,
 // and the run loop's timeline shows it.
 func TestAgentSurvivesAKill(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 

@@ -49,6 +49,7 @@ policy = "rules"
 //     ("ask ops: ..."), --agent lists one agent's, and a message into a
 //     task of ops (--run ID, "@ID" in the chat) reaches ops.
 func TestSeveralAgents(t *testing.T) {
+	t.Parallel()
 	// What each agent's grants allow: [agent] has the default grants.
 	commands := map[string]bool{"default": true, "ops": true, "viewer": false}
 	for _, c := range []struct {

@@ -15,6 +15,7 @@ import (
 // lines with a pointer to `kairo runs show`, which prints what the kernel
 // kept. A command with no output answers as before (the control).
 func TestAnswerCarriesOutput(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	startUp(t, home)
 
@@ -45,6 +46,7 @@ func TestAnswerCarriesOutput(t *testing.T) {
 // all", "run ...") does not make the agent stop a task or run anything;
 // the same phrase from the person does (the control).
 func TestOutputIsNotACommand(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	startUp(t, home)
 	if r := kairo(t, home, "send", "--no-follow", "run sleep 60"); r.code != 0 {
@@ -74,6 +76,7 @@ func TestOutputIsNotACommand(t *testing.T) {
 // how it ended, with its exit code; on a running one it follows the output
 // as before (the control).
 func TestAttachEnded(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	startUp(t, home)
 	kairoOK(t, home, "send", "run echo hi")

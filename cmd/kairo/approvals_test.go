@@ -51,6 +51,7 @@ func approvalState(t *testing.T, c *client.Client, id string) abi.Approval {
 // "ap-"; an unknown ID names kairo approvals; --json parses; a requester's
 // escapes reach the terminal as text.
 func TestApprovalsCLI(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 	c := d.dial()

@@ -24,6 +24,7 @@ func examplesCopy(t *testing.T) string {
 // writes the archive in its temp folder, then moves it to the workspace.
 // The daemon's temp folder must be the sandbox uid's to write.
 func TestArchiveThroughDaemon(t *testing.T) {
+	t.Parallel()
 	skill := filepath.Join(examplesCopy(t), "archive", "skill.toml")
 	for _, tc := range []struct {
 		name string

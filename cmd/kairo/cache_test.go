@@ -33,6 +33,7 @@ func cachedModules(t *testing.T, root string) map[string]uint64 {
 // the second finds the drop-in plugin the first compiled, and compiles
 // nothing.
 func TestUserCacheShared(t *testing.T) {
+	t.Parallel()
 	xdg := t.TempDir()
 	root := filepath.Join(xdg, "kairo", "wasm")
 	var first map[string]uint64
@@ -68,6 +69,7 @@ func TestUserCacheShared(t *testing.T) {
 // the mode and what to run; the daemon compiles in memory and serves. The
 // control is the same cache made the user's own again: used.
 func TestUserCacheRefused(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	buildPlugin(t, filepath.Join(home, "plugins"), "echo")
 	root := filepath.Join(home, "cache", "kairo", "wasm") // childEnv's XDG_CACHE_HOME

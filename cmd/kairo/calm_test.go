@@ -124,6 +124,7 @@ var structured = regexp.MustCompile(`level=(INFO|WARN)|"level":"(INFO|WARN)"`)
 // --log-format json the structured log is on the terminal too, and with
 // stderr not a terminal (startUp) it is on stderr.
 func TestCalmTerminal(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte("[plugins.nosuch]\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -284,6 +285,7 @@ pattern = '^step=(?P<step>\d+)/(?P<total>\d+)$'
 // shows a message another client sent before the replies to it, and not a
 // message typed at it (the control).
 func TestProgressEverywhere(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	dir := filepath.Join(home, "skills", "count3")
 	if err := os.MkdirAll(dir, 0o700); err != nil {

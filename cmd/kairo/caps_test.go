@@ -26,6 +26,7 @@ import (
 // 1000 process_spawn calls runs at most [agent] max_tool_calls of them and
 // the model reads why the rest did not run.
 func TestModelCapsUp(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	var calls []string
 	for i := range 1000 {

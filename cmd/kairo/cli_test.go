@@ -10,6 +10,7 @@ import (
 // TestCommandLine checks exit codes and messages of command lines that need
 // no running kernel: bad input is refused before kairo dials.
 func TestCommandLine(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	badConfig := filepath.Join(home, "bad.toml")
 	if err := os.WriteFile(badConfig, []byte("[store]\nkind = \"postgres\"\n"), 0o600); err != nil {

@@ -132,6 +132,7 @@ mode = "on-deny"
 // approves from the CLI, and the re-run writes. Approved twice, it runs
 // once.
 func TestOnDenyApprovedFromCLI(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("the sandbox's refusals are read from the audit subsystem by a root daemon")
 	}
@@ -238,6 +239,7 @@ func askStamp(t *testing.T, d *upProc, dir string) pendingApproval {
 // with SIGKILL meanwhile, and after the restart the approval is still
 // pending, nothing ran, and approved it runs once.
 func TestApprovalPendingAcrossKill(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	out := sharedDir(t)
 	installSkill(t, home, "stamp", stampSkill(out))
@@ -300,6 +302,7 @@ func TestChatShowsConsent(t *testing.T) {
 // with exactly that host, approves from the CLI, and the re-run reaches
 // it — once, however often it is approved.
 func TestOnDenyHostApprovedFromCLI(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl")
 	}

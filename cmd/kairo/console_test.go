@@ -15,6 +15,7 @@ import (
 // its token, which opens the page; with the console off it says what to
 // set.
 func TestConsoleCommand(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte("[console]\nlisten = \"127.0.0.1:0\"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -49,6 +50,7 @@ func TestConsoleCommand(t *testing.T) {
 // kairo prints. The page's form logs in. Without a browser, the address is
 // printed for the operator to paste.
 func TestConsoleOpensLoginPage(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte("[console]\nlisten = \"127.0.0.1:0\"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 // checks after each restart that every acknowledged event is stored exactly
 // once, at the sequence number it was acknowledged with.
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
 	const (
 		rounds  = 4
 		clients = 4

@@ -16,6 +16,7 @@ import (
 // debug.heap in its [ipc] is still refused, as the heap is the operator's
 // to read; its control is the operator's own call above.
 func TestDebugHeap(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	startUp(t, home)
 	out := filepath.Join(t.TempDir(), "heap.pb.gz")

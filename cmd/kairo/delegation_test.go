@@ -91,6 +91,7 @@ func grantsOf(t *testing.T, home, id, tool string) string {
 // (the second control) it acts for the default agent with its own grants:
 // the ask reaches the server, and the curl call records grants "own".
 func TestDelegationHostsHeldToBoth(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl")
 	}
@@ -198,6 +199,7 @@ func askSleep(t *testing.T, home string, secs int) (asker, asked runObj) {
 // it; the control, "again" in the asked task, runs its command again
 // there.
 func TestDelegationEnds(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	writeConfig(t, home, `
 [agents.ops]
@@ -338,6 +340,7 @@ func delegatingModel() *recordingModel {
 // send. The control: with the default agent alone, the model is offered
 // no agent_ask.
 func TestDelegationFromTheModel(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	m := delegatingModel()
 	srv := httptest.NewServer(m)

@@ -22,6 +22,7 @@ hosts = ["allowed.test:80"]
 // allow it — in a running daemon and in a private kernel, each refusal
 // once; a run refused nothing says nothing of the kind.
 func TestRunDenials(t *testing.T) {
+	t.Parallel()
 	skill := writeSkill(t, fetchSkill)
 	want := `kairo: denied: net.host other.test:80 (3 times) — to allow it, add to the manifest: [net] hosts = ["other.test:80"]`
 	check := func(t *testing.T, home string) {

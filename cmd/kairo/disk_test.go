@@ -20,6 +20,7 @@ import (
 // and stops cleanly on a full disk; nothing acknowledged is lost. The
 // control is the first run, on a disk with room.
 func TestFullDiskUp(t *testing.T) {
+	t.Parallel()
 	disk := smalldisk.Mount(t, 48<<20)
 	home := filepath.Join(disk, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {

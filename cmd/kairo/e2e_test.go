@@ -24,6 +24,7 @@ import (
 // TestEndToEnd drives a real daemon with the real CLI: publish, replay,
 // tail, a second daemon on the same home, a clean stop.
 func TestEndToEnd(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 

@@ -73,6 +73,7 @@ func checkFetch(t *testing.T, r result, port string) {
 // curl in the sandbox: through the run's proxy the listed host answers,
 // an unlisted one is refused, and past the proxy nothing connects.
 func TestRunEgress(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl")
 	}
@@ -84,6 +85,7 @@ func TestRunEgress(t *testing.T) {
 // holds a kairo.sandbox.denied naming the refused host and none for the
 // listed one.
 func TestRunEgressThroughDaemon(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl")
 	}

@@ -87,6 +87,7 @@ func answers(t *testing.T, d *upProc) int64 {
 // lists the old run loops as its own; its resident memory is measured
 // against a daemon's on an empty home, in the same test.
 func TestUpOnLongHistory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("writes a million events")
 	}

@@ -53,6 +53,7 @@ func statusIn(t *testing.T, dir string, env []string) (statusObj, result) {
 // explicit KAIRO_HOME come first; a pointer others may write, or one left
 // by a daemon that stopped, leads nowhere.
 func TestDaemonFoundFromAnyFolder(t *testing.T) {
+	t.Parallel()
 	runtime := t.TempDir()
 	pointer := filepath.Join(runtime, "kairo", "current")
 	cwdA := t.TempDir() // a folder with a daemon in its ./.kairo

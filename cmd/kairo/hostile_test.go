@@ -292,10 +292,8 @@ func nested(size int) string {
 	return "\n[config.deep]\nv = " + strings.Repeat("[", depth) + strings.Repeat("]", depth) + "\n"
 }
 
-// hostileGuest is host/wasm/testdata/hostile, built once by the suite.
-var hostileGuest []byte
-
 func TestHostilePlugins(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	home := t.TempDir()
 	plugins := filepath.Join(home, "plugins")
@@ -326,8 +324,8 @@ func TestHostilePlugins(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	var err error
-	if hostileGuest, err = os.ReadFile(guest); err != nil {
+	hostileGuest, err := os.ReadFile(guest)
+	if err != nil {
 		t.Fatal(err)
 	}
 
@@ -353,7 +351,7 @@ max_deadline = "2s"
 	// The first load of the guest compiles it, which costs the daemon
 	// some 100 MiB once: the compilation cache serves every later load.
 	// Warm it, so each kind's RSS is what the kind costs.
-	writeDrop(t, plugins, "warm", drop{config: `mode = "noop"`})
+	writeDrop(t, plugins, "warm", hostileGuest, drop{config: `mode = "noop"`})
 	if s := o.await(t, 60*time.Second, func() string { return started()(o, "warm") }); s != "" {
 		t.Fatalf("the guest did not start: %s\n%s", s, tail(d.stderr.String()))
 	}
@@ -381,7 +379,7 @@ max_deadline = "2s"
 				drop drop
 			}{{hostile, k.hostile}, {control, k.control}}
 			for _, s := range sides {
-				writeDrop(t, plugins, s.name, s.drop)
+				writeDrop(t, plugins, s.name, hostileGuest, s.drop)
 				t.Cleanup(func() { // when the kind failed before it removed them
 					os.Remove(filepath.Join(plugins, s.name+".wasm"))
 					os.Remove(filepath.Join(plugins, s.name+".toml"))
@@ -502,8 +500,9 @@ func checkSelfGrant(t *testing.T, home, name string) {
 	}
 }
 
-// writeDrop writes a plugin's files into the folder, the module last.
-func writeDrop(t *testing.T, dir, name string, d drop) {
+// writeDrop writes a plugin's files into the folder, the module last: the
+// drop's own module, or guest.
+func writeDrop(t *testing.T, dir, name string, guest []byte, d drop) {
 	t.Helper()
 	manifest := hostileTOML(name, d.config)
 	if d.manifest != nil {
@@ -534,7 +533,7 @@ func writeDrop(t *testing.T, dir, name string, d drop) {
 		}
 		return
 	}
-	wasm := hostileGuest
+	wasm := guest
 	if d.module != nil {
 		wasm = d.module(name)
 	}

@@ -91,6 +91,7 @@ func TestHostNamed(t *testing.T) {
 // TestHostUnnamed: on a store of its own, the control, a daemon names no
 // host: status says none, and ids stay "pN".
 func TestHostUnnamed(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	startUp(t, home)
 	if r := kairo(t, home, "status"); r.code != 0 || regexp.MustCompile(`(?m)^host `).MatchString(r.stdout) {

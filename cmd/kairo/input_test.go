@@ -15,6 +15,7 @@ import (
 // answers; a timer of the timer plugin, set in kairo.toml, sends the agent
 // its message when due. Either way the agent runs the task to its end.
 func TestInputSources(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	toml := `
 [[plugins.timer.config.timers]]

@@ -13,6 +13,7 @@ import (
 // published, the neighbouring subject and an ungranted method are refused
 // by name.
 func TestSkillIPCScopes(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	startUp(t, home)
 	dir := skillFolder(t, "kairo-skill-")
@@ -64,6 +65,7 @@ publish = ["kairo.skill.demo.>"]
 // its own workspace — and that command runs as the skill's own sandbox
 // uid, in its tree, never as the folder's owner.
 func TestSkillSpawnAttenuated(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	victim := skillFolder(t, "kairo-victim-")
 	os.Chmod(victim, 0o777)

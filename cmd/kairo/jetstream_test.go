@@ -10,6 +10,7 @@ import (
 // kairo up on the embedded JetStream store: status names it, the agent
 // answers, and what was stored is there after a restart.
 func TestUpOnJetStream(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte("[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -98,6 +98,7 @@ func TestBadKeys(t *testing.T) {
 // Every listing takes --json and prints one object a line whose keys are
 // the camelCase wire names, the stable ones always there.
 func TestJSONListings(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 	defer d.stop()

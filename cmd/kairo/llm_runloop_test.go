@@ -69,6 +69,7 @@ func (r chatRequest) tools() []string {
 // and both spawns in it, the kill caused by the user's message, one
 // intent.ended; a progress question (the control) opens nothing.
 func TestLLMRunLoopUp(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	model := &llmscript.Server{Think: llmscript.Summarizing(func(n int, system, prompt string) map[string]any {
 		s := llmscript.Read(prompt)

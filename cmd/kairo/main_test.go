@@ -20,6 +20,16 @@ import (
 // kairoBin is the kairo binary the tests run, built once by TestMain.
 var kairoBin string
 
+// The tests that run the binary call t.Parallel: each has its own
+// KAIRO_HOME, socket and cache (childEnv), its own ports (127.0.0.1:0,
+// bound by the daemon), and sleeps of its own length where it finds
+// processes by command line (sandbox_tree_test.go, delegation_test.go).
+// Serial are the tests that change process-wide state (os.Stdout and
+// KAIRO_SOCKET in tools_test.go and escape_test.go), those that pick a
+// port and free it before a program listens on it (the JetStream tests of
+// hosts_test.go, twohosts_test.go and store_jetstream_test.go; the Jaeger
+// of traces_test.go), and the in-process ones of a few milliseconds, for
+// which overlap gains nothing.
 func TestMain(m *testing.M) { testkit.Main(m, &kairoBin) }
 
 // goTool is the go command of the toolchain running the tests: go test puts

@@ -34,6 +34,7 @@ import (
 //     it, the daemon's memory does not follow, and the next call of a tool
 //     of the same server answers (the control).
 func TestMCPCapsUp(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	bin := buildMCPServer(t)
 	long := strings.Repeat("n", 70)

@@ -22,6 +22,7 @@ import (
 // it: no process of it is left. A server that cannot start is reported,
 // and the daemon serves on.
 func TestMCPServers(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	bin := buildMCPServer(t)
 	model := &scriptedModel{answers: []string{

@@ -133,6 +133,7 @@ func outsideFences(prompt, part string) []string {
 // same daemon or after a restart, while the other memory (the control)
 // still is.
 func TestMemoryProvenanceAndForgetUp(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	model := &memoryModel{prompts: map[string][]string{}}
 	srv := httptest.NewServer(model)

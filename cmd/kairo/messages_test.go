@@ -19,6 +19,7 @@ import (
 // left for the shell when it exits. The control: while it follows, they
 // are there, unread.
 func TestAttachLeavesNoTypedKeys(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 	defer d.stop()
@@ -79,6 +80,7 @@ func TestAttachLeavesNoTypedKeys(t *testing.T) {
 // asking the agent, not that the daemon stopped; the control, a run loop
 // that ended by itself, has nothing left out.
 func TestReplayOfAStoppedRun(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 	defer d.stop()

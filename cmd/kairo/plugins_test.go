@@ -19,6 +19,7 @@ import (
 // inspect reads a module; a module without a manifest is listed as
 // refused, saying what to do.
 func TestPluginsCommands(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	plugins := filepath.Join(home, "plugins")
 	buildPlugin(t, plugins, "echo")

@@ -12,6 +12,7 @@ import (
 // it says of a key misspelled; it once started and failed every tick. The
 // control, a policy that runs, starts and stops cleanly.
 func TestUpRefusesAnUnknownPolicy(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		policy string
 		fails  bool

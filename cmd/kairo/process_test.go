@@ -17,6 +17,7 @@ import (
 // TestProcessCommands runs real processes in a real daemon through kairo
 // spawn, attach, kill and ps.
 func TestProcessCommands(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	startUp(t, home)
 

@@ -28,6 +28,7 @@ import (
 // kairo.toml is the README's own agents example, so that the lines about
 // several agents run against the agents it configures.
 func TestREADME(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -80,6 +80,7 @@ default = 0
 ` + systemGrants
 
 func TestRunStandalone(t *testing.T) {
+	t.Parallel()
 	skill := writeSkill(t, echoSkill)
 	home := noKernel(t)
 	for _, code := range []int{3, 0} {
@@ -98,6 +99,7 @@ func TestRunStandalone(t *testing.T) {
 }
 
 func TestRunThroughDaemon(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	startUp(t, home)
 	skill := writeSkill(t, echoSkill)
@@ -115,6 +117,7 @@ func TestRunThroughDaemon(t *testing.T) {
 }
 
 func TestRunSeccompKill(t *testing.T) {
+	t.Parallel()
 	home := noKernel(t)
 	// SIGSYS is what the seccomp filter kills with; kairo says so.
 	skill := writeSkill(t, `[skill]
@@ -151,6 +154,7 @@ command = ["`+perl+`", "-e", 'syscall(`+tc.nr+`); print "alive\n"']
 }
 
 func TestRunExplain(t *testing.T) {
+	t.Parallel()
 	home := noKernel(t)
 	work := userWorkspace(t)
 	skill := writeSkill(t, `[skill]
@@ -204,6 +208,7 @@ func TestSandboxCheck(t *testing.T) {
 }
 
 func TestRunBadManifest(t *testing.T) {
+	t.Parallel()
 	home := noKernel(t)
 	for _, tc := range []struct {
 		name, text string
@@ -254,6 +259,7 @@ exec = ["/usr/bin/true"]
 // TestRunExamples runs each example skill of manifests/examples as its
 // README shows, in a workspace of an ordinary user.
 func TestRunExamples(t *testing.T) {
+	t.Parallel()
 	// A copy in a folder the sandbox uids may pass through: the clone may
 	// be anywhere, under a 0700 folder of root's too.
 	examples, err := os.MkdirTemp("", "kairo-examples-")

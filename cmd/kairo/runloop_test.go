@@ -117,6 +117,7 @@ func until(t *testing.T, what string, f func() bool) {
 // "again" runs it again in the same run loop, "stop" ends it. The control:
 // a task that finished before the crash stays done.
 func TestRunLoopInterrupted(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 	if r := kairo(t, home, "send", "run echo hello"); r.code != 0 || !strings.Contains(r.stdout, "`echo hello` finished in") {
@@ -224,6 +225,7 @@ func TestRunLoopInterrupted(t *testing.T) {
 // by number; with one task left it stops at once. The control: a progress
 // question opens no run loop.
 func TestRunLoopBargeIn(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 	if r := kairo(t, home, "send", "--no-follow", "run sleep 300"); r.code != 0 {

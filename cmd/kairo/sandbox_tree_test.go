@@ -105,6 +105,7 @@ func goneWithin(pids []int, d time.Duration) bool {
 // one's trees run, leaves them alone, and its own trees outlive the first
 // daemon's death (the controls).
 func TestDaemonKilledLeavesNoTree(t *testing.T) {
+	t.Parallel()
 	needCgroups(t)
 	base := 31000 + os.Getpid()%1000*2
 	firstHome := t.TempDir()
@@ -153,6 +154,7 @@ func TestDaemonKilledLeavesNoTree(t *testing.T) {
 // SIGTERM and the grace of sandbox.stop_grace: a child that traps TERM
 // gets to write its file before its cgroup is killed.
 func TestDaemonStopGrace(t *testing.T) {
+	t.Parallel()
 	needCgroups(t)
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "kairo.toml"), []byte("[sandbox]\nstop_grace = \"3s\"\n"), 0o600); err != nil {
@@ -170,8 +172,11 @@ func TestDaemonStopGrace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	file := filepath.Join(out, "bye")
-	// In a folder of the operator's, which the tree may write.
-	script := `sh -c 'trap "sleep 0.3; echo bye > bye; exit 0" TERM; while :; do sleep 0.05; done' & echo started > started; wait`
+	// In a folder of the operator's, which the tree may write. The child
+	// says it started once its trap is set: a "started" written by the
+	// parent could come first, and a TERM before the trap killed the child
+	// (seen under load).
+	script := `sh -c 'trap "sleep 0.3; echo bye > bye; exit 0" TERM; echo started > started; while :; do sleep 0.05; done' & wait`
 	var info abi.ProcessInfo
 	if err := c.Call(ctx, abi.MethodProcessSpawn, abi.SpawnParams{Argv: []string{"sh", "-c", script}, Cwd: out}, &info); err != nil {
 		t.Fatal(err)
@@ -197,11 +202,15 @@ func TestDaemonStopGrace(t *testing.T) {
 // the child runs while the skill does (the control) — takes it along when
 // the wall limit ends the skill: the child is in the skill's tree.
 func TestSkillChildDiesWithSkill(t *testing.T) {
+	t.Parallel()
 	needCgroups(t)
 	home := t.TempDir()
 	startUp(t, home)
 	dir := skillFolder(t, "kairo-skill-")
-	n := 32000 + os.Getpid()%1000
+	// Disjoint from the sleeps of TestDaemonKilledLeavesNoTree (31000 to
+	// 33009) and TestRunKilledLeavesNoTree (33000 to 34999), which run at the
+	// same time: 32000+pid%1000 met the first's base+10 at some pids.
+	n := 35000 + os.Getpid()%1000
 	script := kairoBin + ` spawn sleep ` + strconv.Itoa(n) + ` &
 exec sleep 60`
 	text := `[skill]
@@ -258,6 +267,7 @@ call = ["process.spawn", "process.attach", "process.stdin.close", "process.signa
 // tree in cgroups of its own, so kill -9 of kairo run ends the skill and a
 // daemonized child of it; while kairo run lives, both run (the control).
 func TestRunKilledLeavesNoTree(t *testing.T) {
+	t.Parallel()
 	needCgroups(t)
 	n := 33000 + os.Getpid()%1000*2
 	dir := skillFolder(t, "kairo-run-")

@@ -297,6 +297,7 @@ func usesOf(uses map[string][]map[string]any, skill string) []string {
 
 // TestSecrets: see the top of the file. Each denial beside its control.
 func TestSecrets(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	old, rotated := secretValue(t), secretValue(t)
 	setSecret(t, home, "deploy", old)

@@ -71,6 +71,7 @@ func noValueOutside(t *testing.T, home string, values ...string) {
 }
 
 func TestSecretsSetListRm(t *testing.T) {
+	t.Parallel()
 	home := secretsHome(t)
 	r := kairoStdin(t, home, strings.NewReader(deployValue+"\n"), "secrets", "set", "deploy")
 	if r.code != 0 || r.stdout != "set deploy (28 bytes)\n" {
@@ -163,6 +164,7 @@ func TestSecretsSetRefusesArgv(t *testing.T) {
 // Bad names and values are refused with why; a folder others may read is
 // refused with the chmod that mends it.
 func TestSecretsSetRefuses(t *testing.T) {
+	t.Parallel()
 	home := secretsHome(t)
 	for _, c := range []struct {
 		args  []string

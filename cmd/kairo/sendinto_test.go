@@ -24,6 +24,7 @@ func intentsStarted(t *testing.T, home string) int {
 // another task running; an unknown ID is said to be unknown and opens
 // nothing. The control: a plain send still opens a task.
 func TestSendIntoEndedTask(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 	if r := kairo(t, home, "send", "run echo hello"); r.code != 0 || !strings.Contains(r.stdout, "`echo hello` finished in") {
@@ -114,6 +115,7 @@ func TestSendIntoEndedTask(t *testing.T) {
 // returns. The control: a "yes" with nothing pending goes to the policy as
 // before, and decides nothing.
 func TestSendYesAnswered(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	out := sharedDir(t)
 	installSkill(t, home, "stamp", stampSkill(out))
@@ -180,6 +182,7 @@ func asString(v any) string {
 // leaves it out and `--all` lists it, marked, and its record is still there
 // to show. The control: a command is a task in each of those.
 func TestConversationIsNoTask(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 	for _, text := range []string{"help", "stop it"} {

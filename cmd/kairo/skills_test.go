@@ -35,6 +35,7 @@ func waitTools(t *testing.T, home, what string, ok func(out string) bool) string
 // once removed. A name that is neither a skill nor a program is answered
 // as such, where a shell exited 127 before; a command line still runs.
 func TestSkillsFolderFollowed(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	startUp(t, home)
 	skills := filepath.Join(home, "skills")

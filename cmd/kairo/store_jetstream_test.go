@@ -47,6 +47,7 @@ func TestStorePermissions(t *testing.T) {
 // warns, naming kairo store apply; kairo store apply applies it and says
 // what changed; it refuses while kairo up runs the embedded server.
 func TestStoreApply(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	config := func(maxBytes string) {
 		writeKairoTOML(t, home, "[store]\nkind = \"jetstream\"\n[store.jetstream]\nembedded = true\nmax_bytes = \""+maxBytes+"\"\n")

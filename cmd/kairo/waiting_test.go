@@ -14,6 +14,7 @@ import (
 // command that grants it, and the log file has it too. The control: the
 // same drop-in granted all it asks in kairo.toml starts without a word.
 func TestUpTellsWhatWaitsForAGrant(t *testing.T) {
+	t.Parallel()
 	dropIns := t.TempDir()
 	if err := wasmbuild.Plugin("echo", dropIns); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 // nothing and exit 1, as for one decided the other way before. The
 // control: the approval of a request still pending is approved, exit 0.
 func TestApproveWithdrawn(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	d := startUp(t, home)
 	c := d.dial()

@@ -19,6 +19,7 @@ import (
 // browser_test.go; TestConsoleStory is the control with one agent, whose
 // label is not shown.
 func TestConsoleAgents(t *testing.T) {
+	t.Parallel()
 	home := newHome(t)
 	cfg := filepath.Join(home, "kairo.toml")
 	text, err := os.ReadFile(cfg)

@@ -155,6 +155,7 @@ func row(id string) string { return `document.querySelector('[data-approval=` + 
 // again and is told it was decided before and nothing changed. A deny
 // from the CLI shows live on the first page.
 func TestConsoleApprovals(t *testing.T) {
+	t.Parallel()
 	home := newHome(t)
 	d := startDaemon(t, home)
 	url := d.url()

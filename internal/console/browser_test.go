@@ -419,6 +419,7 @@ func loops(b *browser) map[string]string {
 // with `kairo send` shows too; after a daemon restart a reload shows the
 // same run loops. The page carries its CSP and runs under it clean.
 func TestConsoleRunLoop(t *testing.T) {
+	t.Parallel()
 	home := newHome(t)
 	d := startDaemon(t, home)
 	url := d.url()
@@ -546,6 +547,7 @@ func checkCSP(t *testing.T, url string) {
 // shown as text: no element is made of them, no script runs, no dialog
 // opens, no CSP violation is reported.
 func TestConsoleHostileText(t *testing.T) {
+	t.Parallel()
 	home := newHome(t)
 	d := startDaemon(t, home)
 	b := newBrowser(t)

@@ -104,6 +104,7 @@ func waitStats(t *testing.T, s *console.Server, what string, ok func(console.Sta
 // are held to the caps: the oldest are closed, the log and /api/status say
 // so, and the operator's connections — one already in, one new — work.
 func TestServerTokenlessCaps(t *testing.T) {
+	t.Parallel()
 	const perAddr, total = 4, 10
 	s, u, logs := gated(t, console.Config{MaxTokenlessPerAddr: perAddr, MaxTokenless: total, HeaderTimeout: time.Minute})
 
@@ -181,6 +182,7 @@ func TestServerTokenlessCaps(t *testing.T) {
 // of a request the server refused. One that showed it keeps its connection
 // and its stream past that time.
 func TestServerTokenlessTimeout(t *testing.T) {
+	t.Parallel()
 	const limit = 500 * time.Millisecond
 	s, u, _ := gated(t, console.Config{HeaderTimeout: limit, Heartbeat: 100 * time.Millisecond})
 

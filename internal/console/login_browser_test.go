@@ -37,6 +37,7 @@ mv "$REC/argv.new" "$REC/argv"
 // the token; Chromium, opening that file, lands in the console logged in,
 // with the token in no address.
 func TestConsoleOpensLoginPage(t *testing.T) {
+	t.Parallel()
 	home := newHome(t)
 	d := startDaemon(t, home)
 	tok := token(mustURL(t, d.url()))

@@ -439,6 +439,7 @@ func TestServerEventsFirstReadKept(t *testing.T) {
 // answers is the whole read less those. The reads of windows the console
 // read before (its run index) and of new ones answer alike.
 func TestServerEventsOutside(t *testing.T) {
+	t.Parallel()
 	ctx, _, u, c := upConsoleClient(t, time.Minute)
 	n := 0
 	publish := func(count int) {
@@ -697,6 +698,7 @@ func TestServerStreamBounds(t *testing.T) {
 // it gets "event: dropped" when it reads again, the log says so, and the
 // server holds no more than the bound for it meanwhile.
 func TestServerSlowClient(t *testing.T) {
+	t.Parallel()
 	d, _, _ := upConsole(t, func(c *manifests.Config) { c.Console.Listen = "" })
 	logs := &logBuffer{}
 	s, err := console.New(console.Config{

@@ -34,6 +34,7 @@ import (
 // scrolled up. With one agent, no agent label nor agent select is shown
 // (TestConsoleAgents has two).
 func TestConsoleStory(t *testing.T) {
+	t.Parallel()
 	home := newHome(t)
 	d := startDaemon(t, home)
 	b := newBrowser(t)
@@ -155,6 +156,7 @@ func TestConsoleStory(t *testing.T) {
 // from a real HTTP server speaking OpenAI's protocol — is shown, in its
 // iteration.
 func TestConsoleThought(t *testing.T) {
+	t.Parallel()
 	model := &scripted{answer: `{"thought": "the person greets me; I greet back", "action": {"type": "say", "text": "Hello.", "done": true}}`}
 	srv := httptest.NewServer(model)
 	defer srv.Close()

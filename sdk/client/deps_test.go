@@ -34,6 +34,7 @@ func nonStandard(t *testing.T, pkgs ...string) []string {
 // and the standard library: not the kernel, its store, the sandbox or the
 // plugin runtime.
 func TestDependencies(t *testing.T) {
+	t.Parallel()
 	allowed := map[string]bool{"github.com/kairo-os/kairo/sdk/client": true}
 	for _, p := range nonStandard(t, "github.com/kairo-os/kairo/abi") {
 		if p != "github.com/kairo-os/kairo/abi" && strings.HasPrefix(p, "github.com/kairo-os/kairo/") {
@@ -55,6 +56,7 @@ func TestDependencies(t *testing.T) {
 // The smallest client — dial, publish one event — builds to under 5 MB
 // stripped, and works: it publishes to a real kernel.
 func TestClientBinarySize(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a program")
 	}

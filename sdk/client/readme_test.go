@@ -13,6 +13,7 @@ import (
 // needs: its calls are the client's typed ones. The control: the same
 // block with a call the client does not have fails to build.
 func TestREADMEEmbedding(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a program")
 	}

@@ -47,6 +47,7 @@ func testCtx(t *testing.T) context.Context {
 // writes at once, before the spawn's response can reach the client, loses
 // nothing either. The control: another client's OnChunk sees all of it.
 func TestSpawnKeepsOutput(t *testing.T) {
+	t.Parallel()
 	_, c := embedded(t)
 	ctx := testCtx(t)
 	var streamed int
@@ -98,6 +99,7 @@ func TestSpawnKeepsOutput(t *testing.T) {
 // A refused spawn is the kernel's error, typed; a process killed by a
 // signal says which. Stdin reaches the process.
 func TestSpawnErrorsSignalsStdin(t *testing.T) {
+	t.Parallel()
 	_, c := embedded(t)
 	ctx := testCtx(t)
 	_, err := c.Spawn(ctx, abi.SpawnParams{})
@@ -133,6 +135,7 @@ func TestSpawnErrorsSignalsStdin(t *testing.T) {
 // Another client of the same user attaches to a running process and keeps
 // its output from then on; the spawner keeps all of it.
 func TestAttach(t *testing.T) {
+	t.Parallel()
 	d, c := embedded(t)
 	ctx := testCtx(t)
 	p, err := c.Spawn(ctx, abi.SpawnParams{Argv: []string{"sh", "-c", "echo early; sleep 1; echo late"}})
@@ -174,6 +177,7 @@ func TestAttach(t *testing.T) {
 // message to an agent that does not exist reaches none: its one reply is
 // the default agent's word on that, marked NoAgent.
 func TestSend(t *testing.T) {
+	t.Parallel()
 	_, c := embedded(t)
 	ctx := testCtx(t)
 	if err := c.WaitReady(ctx); err != nil {
@@ -250,6 +254,7 @@ func TestSend(t *testing.T) {
 
 // Typed events: the data of a subscription's event decodes into its abi type.
 func TestDecodeData(t *testing.T) {
+	t.Parallel()
 	_, c := embedded(t)
 	ctx := testCtx(t)
 	sub, err := c.Subscribe(ctx, abi.SubjectProcessExited, 0)
