@@ -53,7 +53,9 @@ plugins:
 # -race, 20-60 s of CPU each at load 10-15, about 2.5 s without; internal/
 # tools' TestDefinitionsFromEverySource the same (toolbox). Their TestMains now
 # fill the compilation cache in a non-race process (internal/testkit/
-# wasmwarm): the three tests 119 -> 26 s CPU, internal/tools 29 -> 8 s.
+# wasmwarm): the three tests 119 -> 26 s CPU; the internal/agent package,
+# old/new/new/old at load 3-10, 152/76/69/168 s CPU, 226/130/116/183 s
+# wall; internal/tools 29 -> 8 s CPU.
 # host and host/wasm still compile their modules under -race: wasmwarm
 # would serve them too (cmd/kairo's daemons are non-race binaries). sqlite TestWALBound stops after 30 WAL restarts (35 -> 8-12 s);
 # sandbox TestDefaultLimits' go build compiles the runtime, not fmt too
