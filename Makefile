@@ -62,6 +62,21 @@ plugins:
 # cmd/kairo are now TestHostilePlugins (40 s, 45 kinds one after another
 # on one daemon) and TestUpOnLongHistory (29 s, 16 of it writing a million
 # events under -race).
+# Where internal/agent's three went (perf-ci2, 2026-11-29): each compiled a
+# Go wasm module (llm, llm metered, hostile) with wazero's compiler under
+# -race, 20-60 s of CPU each at load 10-15, about 2.5 s without; internal/
+# tools' TestDefinitionsFromEverySource the same (toolbox). Their TestMains now
+# fill the compilation cache in a non-race process (internal/testkit/
+# wasmwarm): the three tests 119 -> 26 s CPU; the internal/agent package,
+# old/new/new/old at load 3-10, 152/76/69/168 s CPU, 226/130/116/183 s
+# wall; internal/tools 29 -> 8 s CPU.
+# host and host/wasm still compile their modules under -race: wasmwarm
+# would serve them too (cmd/kairo's daemons are non-race binaries). sqlite TestWALBound stops after 30 WAL restarts (35 -> 8-12 s);
+# sandbox TestDefaultLimits' go build compiles the runtime, not fmt too
+# (go_build 27 -> 22 s at load 5). Not changed, and why: kernel
+# TestAgentCommandReachesItsHosts is ~20 s of CPU linking kairo (go build
+# caches no linked binary); internal/memory's longest already run
+# t.Parallel; kernel/proc, kernel/ipc and jetstream were not looked at.
 test: prereqs lint testdata
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) benchcheck

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/wasm"
+	"github.com/kairo-os/kairo/internal/testkit/wasmwarm"
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/internal/wasmbuild"
 	"github.com/kairo-os/kairo/kernel"
@@ -52,7 +53,25 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	wasmEngine, err = wasm.NewEngine(wasm.EngineConfig{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
+	hostile, err := hostileDir()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// The modules the tests load, compiled once without the race detector
+	// (some 60 s of CPU each with it): rules, llm and hostile as built-ins,
+	// and llm as the drop-in TestReplayFoldsGrants replays.
+	cache := filepath.Join(dir, "cache")
+	if err := wasmwarm.Warm(cache,
+		wasmwarm.Module{Path: filepath.Join(pluginDir, "rules.wasm"), Trusted: true},
+		wasmwarm.Module{Path: filepath.Join(pluginDir, "llm.wasm"), Trusted: true},
+		wasmwarm.Module{Path: filepath.Join(pluginDir, "llm.wasm")},
+		wasmwarm.Module{Path: filepath.Join(hostile, "hostile.wasm"), Trusted: true},
+	); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	wasmEngine, err = wasm.NewEngine(wasm.EngineConfig{CacheDir: cache, Logger: quiet})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

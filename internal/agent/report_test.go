@@ -15,7 +15,7 @@ import (
 )
 
 // hostileDir holds host/wasm/testdata/hostile as a policy plugin that
-// panics on every batch, built once for the tests that need it.
+// panics on every batch, built once, by TestMain.
 var hostileDir = sync.OnceValues(func() (string, error) {
 	dir := filepath.Join(filepath.Dir(pluginDir), "hostile") // removed with pluginDir
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -31,17 +31,17 @@ var floors = [][]string{
 	{"kernel/ipc", "host/wasm", "internal/memory", "internal/llm",
 		"internal/mcp", "internal/console", "internal/telemetry"},
 	// The tools, and the history of a home as the kernel and the agent
-	// write it, for tests.
-	{"internal/tools", "internal/testkit/history"},
+	// write it and the plugins compiled ahead, for tests.
+	{"internal/tools", "internal/testkit/history", "internal/testkit/wasmwarm"},
 	{"internal/agent"},
 	// The one composition root.
 	{"host"},
-	{"cmd/kairo", "cmd/kairo-sandbox", "internal/testkit/history/historygen"},
+	{"cmd/kairo", "cmd/kairo-sandbox", "internal/testkit/history/historygen", "internal/testkit/wasmwarm/wasmwarm"},
 }
 
 // forTests are the packages whose code only tests import: like test files,
 // they may assemble what they test.
-var forTests = []string{"kernel/bus/bustest", "internal/testkit", "internal/testkit/history"}
+var forTests = []string{"kernel/bus/bustest", "internal/testkit", "internal/testkit/history", "internal/testkit/wasmwarm"}
 
 // assemblers are the constructors that put a kernel together: a bus, a
 // store, a kernel, its socket server, the plugin engine and its manager.

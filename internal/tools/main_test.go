@@ -17,6 +17,7 @@ import (
 	"github.com/kairo-os/kairo/abi"
 	"github.com/kairo-os/kairo/host/wasm"
 	"github.com/kairo-os/kairo/internal/mcp"
+	"github.com/kairo-os/kairo/internal/testkit/wasmwarm"
 	"github.com/kairo-os/kairo/internal/tools"
 	"github.com/kairo-os/kairo/internal/wasmbuild"
 	"github.com/kairo-os/kairo/kernel"
@@ -50,7 +51,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	wasmEngine, err = wasm.NewEngine(wasm.EngineConfig{CacheDir: filepath.Join(dir, "cache"), Logger: quiet})
+	// The toolbox compiled once without the race detector (some 20 s of
+	// CPU with it), metered as the tests' plugins run.
+	cache := filepath.Join(dir, "cache")
+	if err := wasmwarm.Warm(cache, wasmwarm.Module{Path: toolboxWasm}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	wasmEngine, err = wasm.NewEngine(wasm.EngineConfig{CacheDir: cache, Logger: quiet})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

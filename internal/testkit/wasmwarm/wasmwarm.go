@@ -1,0 +1,140 @@
+// Package wasmwarm fills a plugin engine's compilation cache for tests, in
+// a process of its own (cmd wasmwarm, built here without the race
+// detector): wazero's compiler run under -race takes 20-30 s of CPU for one
+// Go plugin, and each package's tests compiled the plugins they load so.
+// The cache holds what the engine would compile itself (the metered rewrite
+// of an untrusted module, the compacted trusted one), keyed by the bytes
+// compiled: a module the cache lacks is compiled by the test as before.
+package wasmwarm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/kairo-os/kairo/host/wasm"
+)
+
+// Module is a module file and how the tests' engine runs it: Trusted as
+// a built-in plugin or one whose manifest trusts it, else metered.
+type Module struct {
+	Path    string
+	Trusted bool
+}
+
+// arg is m as cmd wasmwarm reads it: "trusted:PATH" or "metered:PATH".
+func (m Module) arg() string {
+	if m.Trusted {
+		return "trusted:" + m.Path
+	}
+	return "metered:" + m.Path
+}
+
+// Warm compiles mods into the compilation cache at cacheDir, the folder a
+// test's engine is given as [wasm.EngineConfig].CacheDir, in a process
+// built without the race detector.
+//
+// wazero files its cache under the version of itself it finds in the
+// binary's build information, and a test binary's has none ("dev"): the
+// warmer is linked with the version this binary sees, and Warm fails when
+// the cache this binary reads is still empty after it, rather than leave
+// the tests compiling under -race unseen.
+func Warm(cacheDir string, mods ...Module) error {
+	dir, err := os.MkdirTemp("", "wasmwarm-bin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "wasmwarm")
+	v := wazeroVersion()
+	build := exec.Command("go", "build", "-ldflags=-X github.com/tetratelabs/wazero/internal/version.version="+v,
+		"-o", bin, "./internal/testkit/wasmwarm/wasmwarm")
+	build.Dir = root()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build wasmwarm: %v\n%s", err, out)
+	}
+	args := []string{cacheDir}
+	for _, m := range mods {
+		args = append(args, m.arg())
+	}
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("wasmwarm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	filed := filepath.Join(cacheDir, "wazero-"+v+"-"+runtime.GOARCH+"-"+runtime.GOOS)
+	if ents, err := os.ReadDir(filed); err != nil || len(ents) == 0 {
+		return fmt.Errorf("wasmwarm compiled %d modules but %s, where this binary's wazero looks, holds none (%v): the warmer's wazero version is not this binary's", len(mods), filed, err)
+	}
+	return nil
+}
+
+// wazeroVersion is the version wazero finds of itself in this binary, as
+// its internal/version does: the dependency's, else "dev".
+func wazeroVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if strings.Contains(dep.Path, "github.com/tetratelabs/wazero") && dep.Version != "" && dep.Version != "(devel)" {
+				return dep.Version
+			}
+		}
+	}
+	return "dev"
+}
+
+// root is the module's root folder, found from this file's place in it.
+func root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+// WarmHere is Warm in this process, for cmd wasmwarm: args are the cache
+// folder, then each module as "trusted:PATH" or "metered:PATH". The
+// modules compile at once, as many as there are processors.
+func WarmHere(args []string) error {
+	if len(args) < 2 {
+		return fmt.Errorf("usage: wasmwarm CACHEDIR, then each module as trusted:PATH or metered:PATH")
+	}
+	var mods []Module
+	for _, a := range args[1:] {
+		kind, path, ok := strings.Cut(a, ":")
+		if !ok || (kind != "trusted" && kind != "metered") {
+			return fmt.Errorf("%q: want trusted:PATH or metered:PATH", a)
+		}
+		mods = append(mods, Module{Path: path, Trusted: kind == "trusted"})
+	}
+	ctx := context.Background()
+	e, err := wasm.NewEngine(wasm.EngineConfig{CacheDir: args[0]})
+	if err != nil {
+		return err
+	}
+	defer e.Close(ctx)
+	errs := make(chan error, len(mods))
+	for _, m := range mods {
+		go func() {
+			b, err := os.ReadFile(m.Path)
+			if err != nil {
+				errs <- err
+				return
+			}
+			mod, err := e.Prepare(ctx, b, wasm.InstanceConfig{Name: m.Path, Trusted: m.Trusted})
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", m.Path, err)
+				return
+			}
+			mod.Release()
+			errs <- nil
+		}()
+	}
+	var first error
+	for range mods {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
