@@ -36,47 +36,31 @@ plugins:
 
 # Everything CI runs: format and vet checks, the whole suite under the race
 # detector, and a short run of every fuzz target.
-# Its wall time (issue 36 asks about 10 minutes on 2 cores) is led by
-# -race of cmd/kairo and internal/agent. On a quiet machine (2026-11-29)
-# the whole `go test -race ./...` took 11 min 30 s, 163 % of the 2 cores:
-# cmd/kairo 285 s, internal/agent 159 s, host/wasm 127 s (80 s of it in
-# its TestMain: wasm guests built and compiled under -race). cmd/kairo's
-# tests mostly wait for a `kairo up` child (one run: 250 s of CPU in
-# 9:22 of wall), so those that run the binary now call t.Parallel; serial stay
-# those that change os.Stdout or KAIRO_SOCKET (tools_test), those that
-# pick a port and free it before a program binds it (the JetStream tests,
-# the Jaeger ones of traces_test) and the in-process ones of milliseconds
-# (cmd/kairo/main_test.go lists why). The sleeps found by command line in
-# sandbox_tree_test got disjoint ranges; hostileGuest is a local.
-# cmd/kairo alone under -race, old and new alternated at a load of 6-14
-# from other work: 9:22 and 8:05 before, 4:20 and 5:18 after; CPU
-# (user+sys) 250 and 229 s before, 204 and 214 s after. Tests that wait
-# are parallel in sdk/client (41.0/23.9 s -> 29.1/22.8 s), internal/console
-# (93.7/70.8 -> 70.1/66.5 s; kairo's build in its TestMain is much of the
-# rest) and host (50.2/33.6 -> 37.3/28.8 s), CPU unchanged. Not done yet:
-# host's TestDaemonRunsADropInPolicyForAnAgent (26 s when the wazero
-# cache misses: host's CPU 29 s then, 12 s once it holds the echo) and
-# host/wasm's TestMain (127 s less 45 s of tests) spend their time in wazero compiling Go
-# guests inside the -race binary; compiling them once in a non-race child
-# into the cache the tests read is the next thing to try. The longest of
-# cmd/kairo are now TestHostilePlugins (40 s, 45 kinds one after another
-# on one daemon) and TestUpOnLongHistory (29 s, 16 of it writing a million
-# events under -race).
-# Where internal/agent's three went (perf-ci2, 2026-11-29): each compiled a
-# Go wasm module (llm, llm metered, hostile) with wazero's compiler under
-# -race, 20-60 s of CPU each at load 10-15, about 2.5 s without; internal/
-# tools' TestDefinitionsFromEverySource the same (toolbox). Their TestMains now
-# fill the compilation cache in a non-race process (internal/testkit/
-# wasmwarm): the three tests 119 -> 26 s CPU; the internal/agent package,
-# old/new/new/old at load 3-10, 152/76/69/168 s CPU, 226/130/116/183 s
-# wall; internal/tools 29 -> 8 s CPU.
-# host and host/wasm still compile their modules under -race: wasmwarm
-# would serve them too (cmd/kairo's daemons are non-race binaries). sqlite TestWALBound stops after 30 WAL restarts (35 -> 8-12 s);
-# sandbox TestDefaultLimits' go build compiles the runtime, not fmt too
-# (go_build 27 -> 22 s at load 5). Not changed, and why: kernel
-# TestAgentCommandReachesItsHosts is ~20 s of CPU linking kairo (go build
-# caches no linked binary); internal/memory's longest already run
-# t.Parallel; kernel/proc, kernel/ipc and jetstream were not looked at.
+# Its wall time (the brief asks about 10 minutes on 2 cores), measured
+# on a quiet machine before the work of 2026-11-29: `go test -race ./...`
+# 11 min 30 s, 837 s user and 291 s system CPU (163 % of the cores), led
+# by cmd/kairo 285 s, internal/agent 159 s and host/wasm 127 s. What was
+# done, each package alone under -race at a load of 3-15 from other work:
+# - wazero's compiler run under -race (20-60 s of CPU for one Go plugin)
+#   was most of internal/agent's, internal/tools', host/wasm's and host's
+#   time; their TestMains now fill the compilation cache in a non-race
+#   process (internal/testkit/wasmwarm): internal/agent 152 -> 69-76 s of
+#   CPU, internal/tools 29 -> 8, host/wasm 127 -> 50 s of wall. The test
+#   plugins are built with -trimpath -buildvcs=false (internal/wasmbuild),
+#   so their bytes, the cache's key, no longer change with every commit.
+# - cmd/kairo's tests mostly wait for a `kairo up` child: the 69 that run
+#   the binary call t.Parallel (8:05-9:22 -> 4:20-5:18 of wall, CPU
+#   229-250 -> 204-214 s); so do those of sdk/client, internal/console and
+#   host that wait. Serial stay those that change os.Stdout or
+#   KAIRO_SOCKET (tools_test), those that pick a port and free it before
+#   a program binds it (JetStream, Jaeger, Prometheus) and the in-process
+#   ones of milliseconds (cmd/kairo/main_test.go lists why).
+# - sqlite TestWALBound stops after 30 WAL restarts (35 -> 8-12 s);
+#   sandbox TestDefaultLimits' go build compiles the runtime, not fmt too.
+# Left: kernel TestAgentCommandReachesItsHosts (~20 s of CPU linking
+# kairo), cmd/kairo TestHostilePlugins (40 s, 45 kinds one after another)
+# and TestUpOnLongHistory (29 s, 16 of it writing a million events);
+# kernel/proc, kernel/ipc and jetstream were not looked at.
 test: prereqs lint testdata
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) benchcheck

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kairo-os/kairo/internal/testkit/wasmwarm"
 	"github.com/kairo-os/kairo/internal/wasmbuild"
 )
 
@@ -62,31 +63,21 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// warmCache compiles the Go guests into the shared cache, in parallel: the
-// compiler is what makes the suite slow under the race detector.
+// warmCache fills the test engine's compilation cache with what Load
+// compiles (the metered rewrite of an untrusted guest, the trusted one as
+// it is), in a process built without the race detector
+// (internal/testkit/wasmwarm): wazero's compiler under -race took most of
+// this package's time.
 func warmCache() error {
-	ctx := context.Background()
-	jobs := []struct {
+	var mods []wasmwarm.Module
+	for _, j := range []struct {
 		guest   string
 		trusted bool
-	}{{"echo", false}, {"hostile", false}, {"echo", true}, {"meter_sleep", false}, {"asker", false}, {"asker", true}}
-	errs := make(chan error, len(jobs))
-	for _, j := range jobs {
-		go func() {
-			// What Load compiles: the metered rewrite of an untrusted guest.
-			opts := InstanceConfig{Name: j.guest, Trusted: j.trusted}
-			opts.defaults()
-			rt, _, _, err := testEngine.compile(ctx, guests[j.guest], &opts)
-			if err == nil {
-				rt.Close(ctx)
-			}
-			errs <- err
-		}()
+	}{{"echo", false}, {"hostile", false}, {"echo", true}, {"meter_sleep", false}, {"asker", false}, {"asker", true}} {
+		mods = append(mods, wasmwarm.Module{Path: filepath.Join(guestDir, j.guest+".wasm"), Trusted: j.trusted})
 	}
-	for range jobs {
-		if err := <-errs; err != nil {
-			return fmt.Errorf("compile guests: %w", err)
-		}
+	if err := wasmwarm.Warm(filepath.Join(guestDir, "cache"), mods...); err != nil {
+		return fmt.Errorf("compile guests: %w", err)
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ var floors = [][]string{
 
 // forTests are the packages whose code only tests import: like test files,
 // they may assemble what they test.
-var forTests = []string{"kernel/bus/bustest", "internal/testkit", "internal/testkit/history", "internal/testkit/wasmwarm"}
+var forTests = []string{"kernel/bus/bustest", "internal/testkit", "internal/testkit/history", "internal/testkit/wasmwarm", "internal/testkit/wasmwarm/wasmwarm"}
 
 // assemblers are the constructors that put a kernel together: a bus, a
 // store, a kernel, its socket server, the plugin engine and its manager.

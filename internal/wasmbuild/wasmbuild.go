@@ -20,12 +20,16 @@ func root() string {
 // Build compiles the main package at pkg, a path from the module root such
 // as "./plugins/echo", to the module out.
 func Build(pkg, out string) error {
-	// go test puts the toolchain's GOROOT/bin first in PATH.
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
+	// go test puts the toolchain's GOROOT/bin first in PATH. Neither the
+	// clone's path nor its commit goes into the module: the same source
+	// gives the same bytes, which wazero's compilation cache is keyed by,
+	// so a test's plugin compiled once is found again by the next commit's
+	// and another clone's tests.
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-buildmode=c-shared", "-o", out, pkg)
 	cmd.Dir = root()
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared %s): %v\n%s", pkg, pkg, err, msg)
+		return fmt.Errorf("build %s (GOOS=wasip1 GOARCH=wasm go build -trimpath -buildvcs=false -buildmode=c-shared %s): %v\n%s", pkg, pkg, err, msg)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@
 package wasmwarm
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,8 +15,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-
-	"github.com/kairo-os/kairo/host/wasm"
 )
 
 // Module is a module file and how the tests' engine runs it: Trusted as
@@ -90,51 +87,4 @@ func wazeroVersion() string {
 func root() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
-}
-
-// WarmHere is Warm in this process, for cmd wasmwarm: args are the cache
-// folder, then each module as "trusted:PATH" or "metered:PATH". The
-// modules compile at once, as many as there are processors.
-func WarmHere(args []string) error {
-	if len(args) < 2 {
-		return fmt.Errorf("usage: wasmwarm CACHEDIR, then each module as trusted:PATH or metered:PATH")
-	}
-	var mods []Module
-	for _, a := range args[1:] {
-		kind, path, ok := strings.Cut(a, ":")
-		if !ok || (kind != "trusted" && kind != "metered") {
-			return fmt.Errorf("%q: want trusted:PATH or metered:PATH", a)
-		}
-		mods = append(mods, Module{Path: path, Trusted: kind == "trusted"})
-	}
-	ctx := context.Background()
-	e, err := wasm.NewEngine(wasm.EngineConfig{CacheDir: args[0]})
-	if err != nil {
-		return err
-	}
-	defer e.Close(ctx)
-	errs := make(chan error, len(mods))
-	for _, m := range mods {
-		go func() {
-			b, err := os.ReadFile(m.Path)
-			if err != nil {
-				errs <- err
-				return
-			}
-			mod, err := e.Prepare(ctx, b, wasm.InstanceConfig{Name: m.Path, Trusted: m.Trusted})
-			if err != nil {
-				errs <- fmt.Errorf("%s: %w", m.Path, err)
-				return
-			}
-			mod.Release()
-			errs <- nil
-		}()
-	}
-	var first error
-	for range mods {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
 }
