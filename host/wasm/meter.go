@@ -48,19 +48,13 @@ func (e *Engine) newRuntime(ctx context.Context, cache wazero.CompilationCache, 
 	return wazero.NewRuntimeWithConfig(ctx, cfg)
 }
 
-// compile returns a runtime and the module compiled in it (compileIn), with
+// compileData returns a runtime, the module compiled in it (compileIn) and
+// the spans of memory the module's data segments write (dataSpans), with
 // the compilation cache on disk when there is one, as many at once as there
 // are processors. A module the disk cache could not take is compiled again
 // in memory: when that works, the cache's folder is full or unwritable, not
 // the module bad, and the host compiles in memory for a while, saying which
 // folder failed.
-func (e *Engine) compile(ctx context.Context, wasm []byte, opts *InstanceConfig) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, err error) {
-	rt, compiled, metered, _, err = e.compileData(ctx, wasm, opts)
-	return rt, compiled, metered, err
-}
-
-// compileData is compile, and the spans of memory the data segments of the
-// module compiled write (dataSpans).
 func (e *Engine) compileData(ctx context.Context, wasm []byte, opts *InstanceConfig) (rt wazero.Runtime, compiled wazero.CompiledModule, metered bool, data []memSpan, err error) {
 	select {
 	case e.compiling <- struct{}{}:
