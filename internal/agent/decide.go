@@ -784,27 +784,16 @@ func (r *Runtime) cancelLoop(loop, reason, cause, cancelID string, prev, done ch
 		abi.IntentEnded{RunLoopID: loop, Status: "canceled", Summary: summary})
 }
 
-// noteExit turns a finished process of a run loop into a milestone: a
-// kairo.agent.note with its exit, duration and last lines.
-func (r *Runtime) noteExit(ev *abi.Event) {
-	var d abi.ProcessExitedEvent
-	if msgpack.Unmarshal(ev.Data, &d) != nil {
-		return
-	}
-	r.mu.Lock()
+// exitNote is the milestone a finished process of a run loop makes: a
+// kairo.agent.note with its exit, duration and last lines; nil for a
+// process of no run loop. r.mu is held.
+func (r *Runtime) exitNote(d *abi.ProcessExitedEvent) *abi.Note {
 	a := r.st.procs[d.ProcessID]
-	var argv []string
-	status := ""
-	if a != nil {
-		argv, status = a.argv, a.status
-	}
-	r.mu.Unlock()
 	if a == nil || a.loop == nil {
-		return
+		return nil
 	}
-	n := abi.Note{RunLoopID: a.loop.id, ProcessID: d.ProcessID, Argv: argv, Status: status, ExitCode: d.ExitCode,
+	return &abi.Note{RunLoopID: a.loop.id, ProcessID: d.ProcessID, Argv: a.argv, Status: a.status, ExitCode: d.ExitCode,
 		Duration: time.Duration(d.DurationMs) * time.Millisecond, LastLines: noteLines(d.LastLines)}
-	r.publish(&abi.Event{Type: abi.SubjectAgentNote, CorrelationID: a.loop.id, CausationID: ev.ID}, n)
 }
 
 // noteLines is the text of the last keepLines lines of a process's output.

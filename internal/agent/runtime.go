@@ -381,6 +381,13 @@ func (r *Runtime) observe(evs []abi.Event) error {
 			r.mu.Unlock()
 			continue
 		}
+		var exited *abi.ProcessExitedEvent
+		if ev.Type == abi.SubjectProcessExited {
+			exited = new(abi.ProcessExitedEvent)
+			if msgpack.Unmarshal(ev.Data, exited) != nil {
+				exited = nil
+			}
+		}
 		r.mu.Lock()
 		r.folded = checkpoint.At(ev)
 		_, own := r.st.own[ev.ID]
@@ -388,12 +395,32 @@ func (r *Runtime) observe(evs []abi.Event) error {
 		// neither.
 		r.mem.fold(ev)
 		r.st.apply(ev)
+		var note *abi.Note
+		if exited != nil {
+			note = r.exitNote(exited)
+		}
 		keep := !own && r.concerns(ev)
+		var held *abi.Event
 		if keep {
 			c := copyEvent(ev)
-			r.obs = append(r.obs, c)
+			if note == nil {
+				r.obs = append(r.obs, c)
+			} else {
+				held = &c
+			}
 		}
 		r.mu.Unlock()
+		if note != nil {
+			// The exit's note is in the log before the tick can see the
+			// exit: a run loop the policy ends on it holds its note when
+			// memory indexes it at its end.
+			r.publish(&abi.Event{Type: abi.SubjectAgentNote, CorrelationID: note.RunLoopID, CausationID: ev.ID}, *note)
+			if held != nil {
+				r.mu.Lock()
+				r.obs = append(r.obs, *held)
+				r.mu.Unlock()
+			}
+		}
 		if keep && ev.Type == abi.AgentMessageSubject(r.cfg.Agent) {
 			r.ticker.Wake() // someone waits for the answer (see wakeFor)
 		}
@@ -412,9 +439,6 @@ func (r *Runtime) observe(evs []abi.Event) error {
 				if a != nil {
 					r.maybeAskRerun(a)
 				}
-			}
-			if ev.Type == abi.SubjectProcessExited {
-				r.noteExit(ev)
 			}
 		case ev.Type == abi.SubjectToolResult && ev.Source != "agent/"+r.cfg.Agent:
 			r.askerCanceled(ev)

@@ -33,7 +33,7 @@ func (m Module) arg() string {
 }
 
 // Warm compiles mods into the compilation cache at cacheDir, the folder a
-// test's engine is given as [wasm.EngineConfig].CacheDir, in a process
+// test's engine is given as wasm.EngineConfig.CacheDir, in a process
 // built without the race detector.
 //
 // wazero files its cache under the version of itself it finds in the
