@@ -411,9 +411,10 @@ func (r *Runtime) observe(evs []abi.Event) error {
 		}
 		r.mu.Unlock()
 		if note != nil {
-			// The exit's note is in the log before the tick can see the
-			// exit: a run loop the policy ends on it holds its note when
-			// memory indexes it at its end.
+			// The exit's note is queued for the log before the tick can
+			// see the exit, so it comes before anything the tick publishes
+			// on it: a run loop the policy ends on the exit holds its note
+			// when memory indexes it at its end.
 			r.publish(&abi.Event{Type: abi.SubjectAgentNote, CorrelationID: note.RunLoopID, CausationID: ev.ID}, *note)
 			if held != nil {
 				r.mu.Lock()
