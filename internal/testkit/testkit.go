@@ -38,7 +38,8 @@ func BuildKairo() (bin string, remove func(), err error) {
 // Build builds the command pkg (a path from the module's root, such as
 // "./cmd/kairo") as BuildKairo builds kairo, into a binary named name —
 // without the race detector whatever the test that asks was built with.
-func Build(pkg, name string) (bin string, remove func(), err error) {
+// ldflags are linker flags added to the build's.
+func Build(pkg, name string, ldflags ...string) (bin string, remove func(), err error) {
 	dir, err := os.MkdirTemp("", name+"-bin-")
 	if err != nil {
 		return "", nil, err
@@ -46,7 +47,7 @@ func Build(pkg, name string) (bin string, remove func(), err error) {
 	remove = func() { os.RemoveAll(dir) }
 	os.Chmod(dir, 0o755)
 	bin = filepath.Join(dir, name)
-	build := exec.Command("go", "build", "-ldflags=-s -w", "-o", bin, pkg)
+	build := exec.Command("go", "build", "-ldflags="+strings.Join(append([]string{"-s", "-w"}, ldflags...), " "), "-o", bin, pkg)
 	build.Dir = root()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {

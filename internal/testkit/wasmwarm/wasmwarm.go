@@ -15,6 +15,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/kairo-os/kairo/internal/testkit"
 )
 
 // Module is a module file and how the tests' engine runs it: Trusted as
@@ -42,20 +44,13 @@ func (m Module) arg() string {
 // the cache this binary reads is still empty after it, rather than leave
 // the tests compiling under -race unseen.
 func Warm(cacheDir string, mods ...Module) error {
-	dir, err := os.MkdirTemp("", "wasmwarm-bin-")
+	v := wazeroVersion()
+	bin, remove, err := testkit.Build("./internal/testkit/wasmwarm/wasmwarm", "wasmwarm",
+		"-X", "github.com/tetratelabs/wazero/internal/version.version="+v)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "wasmwarm")
-	v := wazeroVersion()
-	build := exec.Command("go", "build", "-ldflags=-X github.com/tetratelabs/wazero/internal/version.version="+v,
-		"-o", bin, "./internal/testkit/wasmwarm/wasmwarm")
-	build.Dir = root()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build wasmwarm: %v\n%s", err, out)
-	}
+	defer remove()
 	args := []string{cacheDir}
 	for _, m := range mods {
 		args = append(args, m.arg())
@@ -81,10 +76,4 @@ func wazeroVersion() string {
 		}
 	}
 	return "dev"
-}
-
-// root is the module's root folder, found from this file's place in it.
-func root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
