@@ -503,13 +503,54 @@ func publishBare(b *testing.B, n int) publishRound {
 // ring's append 25 % (the 152-byte copy into a cold slot), the two locks
 // about 20 % (one less saved 3 %: an unlock waits for the stores before
 // it), the ID 9 %, prepare's checks 8 %, delivery 5 %; the
-// subscriber about 6 % of Kairo's CPU. Page faults cost about 7 µs each on
-// this virtual machine: publishing alone (8M events), 90k of them, most on
-// the first touch of fresh ID arenas in putUUID and of the ring's slots.
+// subscriber about 6 % of Kairo's CPU.
+//
+// Page faults are the warm-up's, not the figure's. The testing package
+// runs this benchmark with b.N=1 first, on a ring of its own; the timed
+// run's ring and ID arenas then reuse that memory: the process's minor
+// faults per Kairo round (getrusage, 8 rounds of 200k) were 0.00-0.01 per
+// thousand events, against 2-176 in the warm-up's rounds. On this
+// Firecracker VM a first touch costs 12-18 µs a page, a read too (reading
+// a fresh 152 MB ring faulted 38.9k pages in 710 ms), and
+// MADV_POPULATE_WRITE or MADV_HUGEPAGE still 10-12 µs a page. A profile
+// over the whole command mixes both runs: it put 15-40 % of Publish in
+// putUUID's faults (the arenas are fresh memory until the heap reaches its
+// goal: Kairo alone made one GC cycle in 3.2M events), which the figure
+// does not pay. The timed run alone (perf samples of the 1.6M run, load
+// 8, cpu-ns/event 292; of Publish): the clock 30 % (the vDSO's kvm-clock
+// read 20 %; time.Time.Add 4 %, 6 ns alone), the ring's Append 24 % (42 %
+// of its own samples on the CMPXCHG of the ring's lock, 7 % on the load
+// of the slot's Seq), the bus's lock 16 %; the four locked instructions of
+// a publish (two Locks, two Unlocks) about 24 % together. The ID 13 %
+// (the arena's allocation and clearing; the digits 3 %), the subject's
+// check 6 %, delivery 4 %; the subscriber 7 % of the CPU in Kairo's
+// rounds, no GC worker in them.
+//
+// Tried and not kept (this session, each switched in one process,
+// alternated ABBA in 24 rounds of 100k after a warm-up bus and a GC
+// before each round, Kairo alone, medians of the rounds' cpu-ns/event
+// on/off in four processes, load 6-8): the next slots fetched ahead
+// (PREFETCHT0 of the slot four ahead, in assembly) 195/205, 217/205,
+// 213/256, 210/211; the overwritten seq derived from the ring's last seq
+// instead of loaded from the slot 218/197, 229/225, 209/221, 209/203;
+// nothing in either. ID arenas of 8 KiB, 227 IDs (2304 bytes fill an 8 KiB
+// span to 84 %; measured without the warm-up bus, the arenas fresh
+// memory) 457/462, 461/463, 510/510, 487/497: about 1 %, for arenas that
+// a kept ID pins 3.5 times larger. The ring not holding the IDs (a hack
+// for the measure: the arenas die with the publish), binaries alternated,
+// four runs each, medians of 16 rounds: 590-625 cpu-ns against 558-602
+// for the ring as it is; the arenas are fresh memory either way while the
+// heap grows.
+// The subject's check eight bytes at a time (SWAR): ValidateSubject 19-23
+// ns either way for "kairo.bench.event". Measured this session, binaries
+// of this code (load 5-15): x-nats 8.7-15.1, cpu-ns/event 218-347.
+//
 // What stands between Kairo and the goal: the clock, which cannot be read
 // less often while an event's Time must fall within its Publish call
-// (TestPublishAssignsSeqAndFills); the writes of each event to cold memory
-// (slot, ID, dedup index); then the two locks.
+// (TestPublishAssignsSeqAndFills), at the cost of this VM's vDSO read; the
+// four locked instructions of two mutexes (one mutex, tried, saved 3 %);
+// the slot's copy and the ID's allocation. x-nats is set as much by how
+// fast NATS runs under the load as by Kairo.
 func BenchmarkFanoutMemory(b *testing.B) {
 	fanout(b, func(ctx context.Context, bs *bus.Bus, data []byte, n int) error {
 		// Publish copies the event into the store, so one struct serves
