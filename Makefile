@@ -57,10 +57,25 @@ plugins:
 #   ones of milliseconds (cmd/kairo/main_test.go lists why).
 # - sqlite TestWALBound stops after 30 WAL restarts (35 -> 8-12 s);
 #   sandbox TestDefaultLimits' go build compiles the runtime, not fmt too.
-# Left: kernel TestAgentCommandReachesItsHosts (~20 s of CPU linking
-# kairo), cmd/kairo TestHostilePlugins (40 s, 45 kinds one after another)
-# and TestUpOnLongHistory (29 s, 16 of it writing a million events);
-# kernel/proc, kernel/ipc and jetstream were not looked at.
+# - kairo was linked by four packages, and kernel's and kernel/proc's
+#   built it with cgo, which compiled its dependencies a second time
+#   (~40 s of CPU on an empty cache) and linked with gcc (9 s of CPU
+#   against 3.7). testkit.Build now links each command into the user's
+#   cache (kairo/testbin), where go build finds it up to date by its
+#   build ID (1.4 s of CPU), and every package takes kairo from there:
+#   kernel alone 20.9 -> 13.7-14.6 s of CPU, kernel/proc 54.9-65.7 ->
+#   48.3-51.1 (ABBA, 2 rounds each, load 4-8).
+# Measured 2026-11-29 (go test -race -count=1 -exec /usr/bin/time ./...,
+# load 3-15, before the item above): 833 s of test-binary CPU; cmd/kairo
+# 252, internal/agent 73, host/wasm 72, sandbox 61 (TestDefaultLimits'
+# go build), kernel 54, internal/memory 45 (TestRecall 15 s, 80 % of it
+# SQLite's FTS5 queries under checkptr, not the indexing), internal/console
+# 41, kernel/ipc 34, jetstream 31, kernel/bus 30, kernel/bus/sqlite 28.
+# Not done: one JetStream cluster shared by the tests that do not kill
+# nodes saves ~1 s of CPU a cluster (TestClusterStreamFull with its
+# cluster: 1.1 s of CPU), ~3 s in all; TestUpOnLongHistory already
+# writes its history outside -race (historygen); TestHostilePlugins'
+# kinds are daemon CPU, which parallel daemons would not lessen.
 test: prereqs lint testdata
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) benchcheck
