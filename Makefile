@@ -64,18 +64,30 @@ plugins:
 #   cache (kairo/testbin), where go build finds it up to date by its
 #   build ID (1.4 s of CPU), and every package takes kairo from there:
 #   kernel alone 20.9 -> 13.7-14.6 s of CPU, kernel/proc 54.9-65.7 ->
-#   48.3-51.1 (ABBA, 2 rounds each, load 4-8).
+#   48.3-51.1 (ABBA, 2 rounds each, load 4-8). sdk/client's
+#   TestREADMEEmbedding builds static too (10 -> 6 s of CPU warm; on an
+#   empty cache it no longer compiles a cgo variant of host's packages).
+# - kernel/ipc TestStuckSubscriber offers 10 MiB to each stuck
+#   subscription, still past the connection's 8 MiB (19.0, 16.3 -> 10.4,
+#   10.1 s of CPU).
 # Measured 2026-11-29 (go test -race -count=1 -exec /usr/bin/time ./...,
-# load 3-15, before the item above): 833 s of test-binary CPU; cmd/kairo
-# 252, internal/agent 73, host/wasm 72, sandbox 61 (TestDefaultLimits'
-# go build), kernel 54, internal/memory 45 (TestRecall 15 s, 80 % of it
-# SQLite's FTS5 queries under checkptr, not the indexing), internal/console
-# 41, kernel/ipc 34, jetstream 31, kernel/bus 30, kernel/bus/sqlite 28.
+# load 3-15, before the last three items): 833 s of test-binary CPU with
+# their children; cmd/kairo 252, internal/agent 73, host/wasm 72, sandbox
+# 61 (TestDefaultLimits' go build on an empty cache), kernel 54,
+# internal/memory 45 (TestRecall 15 s: SQLite's FTS5 queries, half of it
+# -race's checkptr in the transpiled C; the indexing 10 %),
+# internal/console 41, kernel/ipc 34, jetstream 31, kernel/bus 30,
+# kernel/bus/sqlite 28. Of cmd/kairo's CPU (209 s alone, load 7-9) its
+# race-built test process has 15 s (a CPU profile): the rest is its
+# children, not instrumented, the kairo daemons and commands and what
+# they run; a `kairo up` start is 0.3 s of it (the built-ins are compiled
+# in, nothing for wazero to compile). Which children cost the rest was
+# not measured: that is the next place to look.
 # Not done: one JetStream cluster shared by the tests that do not kill
 # nodes saves ~1 s of CPU a cluster (TestClusterStreamFull with its
 # cluster: 1.1 s of CPU), ~3 s in all; TestUpOnLongHistory already
 # writes its history outside -race (historygen); TestHostilePlugins'
-# kinds are daemon CPU, which parallel daemons would not lessen.
+# kinds share one daemon, and subtests in parallel would need one each.
 test: prereqs lint testdata
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) benchcheck
