@@ -79,10 +79,16 @@ plugins:
 # internal/console 41, kernel/ipc 34, jetstream 31, kernel/bus 30,
 # kernel/bus/sqlite 28. Of cmd/kairo's CPU (209 s alone, load 7-9) its
 # race-built test process has 15 s (a CPU profile): the rest is its
-# children, not instrumented, the kairo daemons and commands and what
-# they run; a `kairo up` start is 0.3 s of it (the built-ins are compiled
-# in, nothing for wazero to compile). Which children cost the rest was
-# not measured: that is the next place to look.
+# children, not instrumented. By process (perf record of cmd/kairo
+# alone, 182 s sampled): kairo daemons and commands 67 % — the Go
+# runtime 18 % of the whole (allocation, GC, and each process's start:
+# itabs, moduledata checks), wazero's compiler 8.5 % (a home's plugins
+# compiled into a cache of its own: testkit.ChildEnv), the kernel's side
+# 30 % (page faults of the mapped binary, copies, cgroups); the test
+# process 9 %, historygen 7 %, the npm MCP server 7 %,
+# go build and link 7 %. A `kairo up` start alone is 0.3 s of CPU (the
+# built-ins are compiled in). Leads: one compilation cache shared by the
+# homes whose tests are not about the cache (~15 s), fewer CLI processes.
 # Not done: one JetStream cluster shared by the tests that do not kill
 # nodes saves ~1 s of CPU a cluster (TestClusterStreamFull with its
 # cluster: 1.1 s of CPU), ~3 s in all; TestUpOnLongHistory already
