@@ -57,10 +57,43 @@ plugins:
 #   ones of milliseconds (cmd/kairo/main_test.go lists why).
 # - sqlite TestWALBound stops after 30 WAL restarts (35 -> 8-12 s);
 #   sandbox TestDefaultLimits' go build compiles the runtime, not fmt too.
-# Left: kernel TestAgentCommandReachesItsHosts (~20 s of CPU linking
-# kairo), cmd/kairo TestHostilePlugins (40 s, 45 kinds one after another)
-# and TestUpOnLongHistory (29 s, 16 of it writing a million events);
-# kernel/proc, kernel/ipc and jetstream were not looked at.
+# - kairo was linked by four packages, and kernel's and kernel/proc's
+#   built it with cgo, which compiled its dependencies a second time
+#   (~40 s of CPU on an empty cache) and linked with gcc (9 s of CPU
+#   against 3.7). testkit.Build now links each command into the user's
+#   cache (kairo/testbin), where go build finds it up to date by its
+#   build ID (1.4 s of CPU), and every package takes kairo from there:
+#   kernel alone 20.9 -> 13.7-14.6 s of CPU, kernel/proc 54.9-65.7 ->
+#   48.3-51.1 (ABBA, 2 rounds each, load 4-8). sdk/client's
+#   TestREADMEEmbedding builds static too (10 -> 6 s of CPU warm; on an
+#   empty cache it no longer compiles a cgo variant of host's packages).
+# - kernel/ipc TestStuckSubscriber offers 10 MiB to each stuck
+#   subscription, still past the connection's 8 MiB (19.0, 16.3 -> 10.4,
+#   10.1 s of CPU).
+# Measured 2026-11-29 (go test -race -count=1 -exec /usr/bin/time ./...,
+# load 3-15, before the last three items): 833 s of test-binary CPU with
+# their children; cmd/kairo 252, internal/agent 73, host/wasm 72, sandbox
+# 61 (TestDefaultLimits' go build on an empty cache), kernel 54,
+# internal/memory 45 (TestRecall 15 s: SQLite's FTS5 queries, half of it
+# -race's checkptr in the transpiled C; the indexing 10 %),
+# internal/console 41, kernel/ipc 34, jetstream 31, kernel/bus 30,
+# kernel/bus/sqlite 28. Of cmd/kairo's CPU (209 s alone, load 7-9) its
+# race-built test process has 15 s (a CPU profile): the rest is its
+# children, not instrumented. By process (perf record of cmd/kairo
+# alone, 182 s sampled): kairo daemons and commands 67 % — the Go
+# runtime 18 % of the whole (allocation, GC, and each process's start:
+# itabs, moduledata checks), wazero's compiler 8.5 % (a home's plugins
+# compiled into a cache of its own: testkit.ChildEnv), the kernel's side
+# 30 % (page faults of the mapped binary, copies, cgroups); the test
+# process 9 %, historygen 7 %, the npm MCP server 7 %,
+# go build and link 7 %. A `kairo up` start alone is 0.3 s of CPU (the
+# built-ins are compiled in). Leads: one compilation cache shared by the
+# homes whose tests are not about the cache (~15 s), fewer CLI processes.
+# Not done: one JetStream cluster shared by the tests that do not kill
+# nodes saves ~1 s of CPU a cluster (TestClusterStreamFull with its
+# cluster: 1.1 s of CPU), ~3 s in all; TestUpOnLongHistory already
+# writes its history outside -race (historygen); TestHostilePlugins'
+# kinds share one daemon, and subtests in parallel would need one each.
 test: prereqs lint testdata
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) benchcheck

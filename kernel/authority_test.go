@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/testkit"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/proc"
 	"github.com/kairo-os/kairo/sandbox"
@@ -187,27 +187,29 @@ func sandboxedKernel(t *testing.T) (*Kernel, string) {
 }
 
 var helperBin struct {
-	once      sync.Once
-	path, err string
+	once   sync.Once
+	path   string
+	remove func()
+	err    error
 }
 
-// sandboxHelper builds kairo, the sandbox helper, once, into a folder
-// every uid may pass and read.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if helperBin.remove != nil {
+		helperBin.remove()
+	}
+	os.Exit(code)
+}
+
+// sandboxHelper builds kairo, the sandbox helper, once, as make build
+// does (testkit: linked once for every package of the run that asks),
+// into a folder every uid may pass and read.
 func sandboxHelper(t *testing.T) string {
 	t.Helper()
 	helperBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kairo-kernel-helper-")
-		if err != nil {
-			helperBin.err = err.Error()
-			return
-		}
-		os.Chmod(dir, 0o755)
-		helperBin.path = filepath.Join(dir, "kairo")
-		if out, err := exec.Command("go", "build", "-o", helperBin.path, "../cmd/kairo").CombinedOutput(); err != nil {
-			helperBin.err = fmt.Sprintf("build kairo: %v\n%s", err, out)
-		}
+		helperBin.path, helperBin.remove, helperBin.err = testkit.BuildKairo()
 	})
-	if helperBin.err != "" {
+	if helperBin.err != nil {
 		t.Fatal(helperBin.err)
 	}
 	return helperBin.path

@@ -5,13 +5,17 @@ package testkit
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -39,6 +43,15 @@ func BuildKairo() (bin string, remove func(), err error) {
 // "./cmd/kairo") as BuildKairo builds kairo, into a binary named name —
 // without the race detector whatever the test that asks was built with.
 // ldflags are linker flags added to the build's.
+//
+// The binary is linked once for all the test binaries of a `go test
+// ./...` (kairo alone was linked by four packages): go build writes it
+// into a folder of the user's cache (see linkCached), and finds it there
+// up to date by its build ID — which hashes every input: the
+// sources, the Go version, the flags — when nothing changed. The caller
+// gets a hard link of it in a new folder of its own, so that a later
+// build, which replaces the cached file by a new one, never changes a
+// binary a test runs.
 func Build(pkg, name string, ldflags ...string) (bin string, remove func(), err error) {
 	dir, err := os.MkdirTemp("", name+"-bin-")
 	if err != nil {
@@ -47,14 +60,80 @@ func Build(pkg, name string, ldflags ...string) (bin string, remove func(), err 
 	remove = func() { os.RemoveAll(dir) }
 	os.Chmod(dir, 0o755)
 	bin = filepath.Join(dir, name)
-	build := exec.Command("go", "build", "-ldflags="+strings.Join(append([]string{"-s", "-w"}, ldflags...), " "), "-o", bin, pkg)
+	args := []string{"build", "-ldflags=" + strings.Join(append([]string{"-s", "-w"}, ldflags...), " ")}
+	if err := linkCached(bin, pkg, name, args); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return bin, remove, nil
+}
+
+// linkCached builds pkg with go args into the cache folder of
+// os.UserCacheDir (kairo/testbin) and hard-links the result to bin; with
+// no cache folder to write, it builds into bin. The cached file is named
+// by name and a hash of pkg and args: a handful of files, each replaced
+// when its inputs change, whatever the clone or the commit. A lock file
+// beside it holds other processes off while one builds and links: two
+// packages of the same run ask at once.
+func linkCached(bin, pkg, name string, args []string) error {
+	cache, err := os.UserCacheDir()
+	if err == nil {
+		cache = filepath.Join(cache, "kairo", "testbin")
+		err = os.MkdirAll(cache, 0o700)
+	}
+	if err != nil {
+		return goBuild(bin, pkg, name, args)
+	}
+	sum := sha256.Sum256([]byte(pkg + "\x00" + strings.Join(args, "\x00")))
+	cached := filepath.Join(cache, name+"-"+hex.EncodeToString(sum[:6]))
+	lock, err := os.OpenFile(cached+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("build %s: lock its cached binary: %w", name, err)
+	}
+	defer lock.Close() // and with it the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("build %s: lock %s: %w", name, lock.Name(), err)
+	}
+	if err := goBuild(cached, pkg, name, args); err != nil {
+		return err
+	}
+	if os.Link(cached, bin) == nil {
+		return nil
+	}
+	// Another file system (a tmpfs /tmp): a copy.
+	if err := copyFile(bin, cached); err != nil {
+		return fmt.Errorf("build %s: copy the cached binary %s to %s: %w", name, cached, bin, err)
+	}
+	return nil
+}
+
+// copyFile copies the executable src to the new file dst.
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// goBuild runs go args -o out pkg at the module's root, static.
+func goBuild(out, pkg, name string, args []string) error {
+	build := exec.Command("go", append(args, "-o", out, pkg)...)
 	build.Dir = root()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		remove()
-		return "", nil, fmt.Errorf("build %s: %v\n%s", name, err, out)
+		return fmt.Errorf("build %s: %v\n%s", name, err, out)
 	}
-	return bin, remove, nil
+	return nil
 }
 
 // Main is a TestMain for tests that run kairo: it builds the binary

@@ -206,9 +206,9 @@ func TestCgroupMemoryLimit(t *testing.T) {
 	}
 	// Each tail holds the 96 MB "line" it reads until its input ends:
 	// four of them pass 256 MiB together, each under it alone. (The limit
-	// is not smaller: the helper here is this test binary, and what of it
-	// the helper read into the page cache, which this test process maps
-	// too, is charged to the tree and cannot be reclaimed — with 64 MiB,
+	// is not smaller: when the helper was this test binary, what of it the
+	// helper read into the page cache, which this test process maps too,
+	// was charged to the tree and could not be reclaimed — with 64 MiB,
 	// writing the limit failed with EBUSY on a loaded machine.)
 	over := limited(`
 		for i in 1 2 3 4; do (head -c 96000000 /dev/zero; sleep 3) | tail > /dev/null & done
@@ -224,10 +224,11 @@ func TestCgroupMemoryLimit(t *testing.T) {
 	}
 	s, info, out = e.run(limited(`head -c 8000000 /dev/zero | tail > /dev/null; echo done`))
 	for try := 0; try < 3 && strings.Contains(out.text("stderr"), "pthread_create failed"); try++ {
-		// The helper here is this test binary, built with -race and so
-		// with cgo: a thread its runtime starts after the helper set the
-		// memory limit (RLIMIT_AS) may not fit the race runtime's address
-		// space. kairo's own helper is static and makes no such thread.
+		// A helper built with cgo (this test binary once, then a `go
+		// build` of kairo) starts threads with pthread_create, whose
+		// stacks a memory limit (RLIMIT_AS) set before may not fit. The
+		// helper is now testkit's static kairo, which makes no such
+		// thread; the retry stays for a helper built otherwise.
 		s, info, out = e.run(limited(`head -c 8000000 /dev/zero | tail > /dev/null; echo done`))
 	}
 	if _, data := e.event("kairo.process.exited", s.ID()); !exitedWith(info, 0) || data["reason"] != nil {

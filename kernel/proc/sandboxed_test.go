@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/testkit"
 	"github.com/kairo-os/kairo/manifests"
 	"github.com/kairo-os/kairo/sandbox"
 	"github.com/vmihailenco/msgpack/v5"
@@ -22,36 +23,30 @@ import (
 // The tests below run real binaries through the Sandboxed launcher, as
 // `kairo up` does: kairo itself is the sandbox helper, built once.
 var helperBin struct {
-	once      sync.Once
-	dir, path string
-	err       error
+	once   sync.Once
+	path   string
+	remove func()
+	err    error
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if helperBin.dir != "" {
-		os.RemoveAll(helperBin.dir)
+	if helperBin.remove != nil {
+		helperBin.remove()
 	}
 	os.Exit(code)
 }
 
-// sandboxHelper builds cmd/kairo once and returns its path; it skips the
-// test on a machine whose kernel has no Landlock.
+// sandboxHelper builds cmd/kairo once, as make build does (testkit:
+// linked once for every package of the run that asks), and returns its
+// path; it skips the test on a machine whose kernel has no Landlock.
 func sandboxHelper(t *testing.T) string {
 	t.Helper()
 	if sandbox.LandlockABI() == 0 {
 		t.Skip("this kernel has no Landlock")
 	}
 	helperBin.once.Do(func() {
-		helperBin.dir, helperBin.err = os.MkdirTemp("", "kairo-proc-helper-")
-		if helperBin.err != nil {
-			return
-		}
-		helperBin.path = filepath.Join(helperBin.dir, "kairo")
-		out, err := exec.Command("go", "build", "-o", helperBin.path, "../../cmd/kairo").CombinedOutput()
-		if err != nil {
-			helperBin.err = fmt.Errorf("build kairo: %v\n%s", err, out)
-		}
+		helperBin.path, helperBin.remove, helperBin.err = testkit.BuildKairo()
 	})
 	if helperBin.err != nil {
 		t.Fatal(helperBin.err)
