@@ -215,6 +215,48 @@ func BenchmarkTickJitter(b *testing.B) {
 // the action's commit carries besides it, and the routing's and tick's
 // CPU on two shared cores. The test environment's watcher keeps a copy of
 // every event (13% of the bytes allocated, the harness's, not Kairo's).
+//
+// Then, by execution traces (400 messages a run, old and new alternated,
+// load 7-10, tracing on): the tick queued its batch and went on — the
+// ticker arming its two timers (a timerfd_settime and Go's) and parking,
+// 22-28 µs — before the committer it had woken ran on its core: 23-24 µs
+// at the median from the batch queued to the committer running (p90
+// 72-84). The tick now yields once it has queued a batch
+// (runtime.Gosched): 1.2-1.3 µs (p90 32-34). The other hand-offs, by the
+// same traces: Wake to the ticker running 0.5 µs, a publish to the
+// committer 1.3, a commit to each subscriber's goroutine 7 (p90 40: a
+// commit wakes five or six, and the publisher's acknowledgement runs
+// first). The stages at the median: the message published to the Wake
+// 150-179 µs (its commit, 85-100 µs in a quiet sample, and the agent's
+// observe and routing, 17), the tick 76-82, its commit to the action
+// delivered 173-208 (70 µs in a quiet sample: 13 before SQLite's first
+// lock, 6 fcntls and 4 pwrites); the floor's two stages 123-137 and
+// 64-76. And the tick's commit (the routed message and four events)
+// inserts its rows with one statement (kernel/bus/sqlite's appendSmall):
+// its committer CPU 87 -> 78 µs by thread CPU time (BenchmarkAppendSmall
+// there; one event, 50). In the whole figure both are inside the noise of
+// a shared machine: 11-12 runs each, ABBA, 1000 messages, p50 medians 306
+// -> 303 µs (SQLite, load 2.5-7) and 314 -> 307 µs (the yield, load
+// 6.5-11.7), x-floor 2.23 -> 2.16 and 2.21 -> 2.13. Where the CPU goes
+// now (8,000 messages, load 5-10): SQLite's commits about 45% of the
+// process's, half of it system calls — a commit of five events makes 7.3
+// pwrites (3.6 WAL frames, each header and page apart) and 6.2 fcntls
+// (the WAL index's read and write locks), by strace, 2-7 µs each on this
+// VM; the tick about 70 µs a message, spread thin: carrying out the reply
+// 38%, queuing its batch 31% (the envelopes' encoding, 2 µs an event),
+// the tool definitions listed again 12%, the policy 9%. What stands
+// between this and the floor: the tick's CPU, its four rows (about 7 µs
+// each on the committer) and the agent's observe before the Wake; between
+// the floor and the goal, the two commits' system calls, a fixed number a
+// commit in SQLite's WAL, and the wake-ups of a loaded 2-core VM. Tried
+// and not kept: the append's BEGIN, COMMIT and ROLLBACK prepared once
+// rather than by the driver each time — by thread CPU, 8 runs each
+// alternated (load 8-9), a commit of one event 57.0 -> 56.9 µs and of
+// five 84.3 -> 82.7 at the median, nothing. The session's end against
+// its start, 8 runs each ABBA (1000 messages, load 4.5-8.8): p50 341 ->
+// 294 µs, but floor-p50 151 -> 134 with the floor's code unchanged, and
+// x-floor 2.15 -> 2.17: on this machine a cut of 20 µs is seen in a
+// trace, not in the figure.
 func BenchmarkMessageToAction(b *testing.B) {
 	m := startMessageToAction(b)
 	const rounds = 8

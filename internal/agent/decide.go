@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -108,16 +109,18 @@ func (r *Runtime) emitTo(out *outbox, ev *abi.Event, data any) *abi.Event {
 	return c
 }
 
-// flush queues what out holds for the store, in one batch of the bus.
-func (r *Runtime) flush(out *outbox) {
+// flush queues what out holds for the store, in one batch of the bus; it
+// reports whether it queued anything.
+func (r *Runtime) flush(out *outbox) bool {
 	if out == nil || len(out.evs) == 0 {
-		return
+		return false
 	}
 	evs := out.evs
 	out.evs = nil // the bus holds the events until they are stored
 	if _, err := r.k.Bus.PublishAsyncBatch(evs); err != nil && r.ctx.Err() == nil {
 		r.log.Warn("publish", "type", evs[0].Type, "events", len(evs), "err", err)
 	}
+	return true
 }
 
 // tick is one step: x_t is what was observed since the last tick; with
@@ -143,7 +146,13 @@ func (r *Runtime) tick(tk Tick) {
 	// What the tick emits waits in out and goes to the store in one
 	// commit, the routed messages first.
 	out := &outbox{evs: routed}
-	defer r.flush(out)
+	defer func() {
+		if r.flush(out) {
+			// The committer, woken by the batch, runs at once on this
+			// core, not after the ticker has armed its timers and parked.
+			runtime.Gosched()
+		}
+	}()
 	r.lastCall = time.Now()
 	seq, pending := r.st.lastSeq, slices.Collect(maps.Keys(r.st.own))
 	in := &abi.AgentInput{Agent: r.cfg.Agent, Hz: tk.Hz, BargeIn: r.cfg.BargeIn, Skills: r.skills, Agents: r.router.Others(r.cfg.Agent)}

@@ -115,6 +115,72 @@ func TestStoreAppendDuplicates(t *testing.T) {
 	}
 }
 
+// Appends of every size around the smallest packed one, with and without
+// a duplicate (of a stored event, and of an earlier row in the same
+// append) in each place: the SQLite store inserts appends of 2 to 7 rows
+// in one statement and redoes them row by row when one is a duplicate.
+// Every duplicate gets its original's seq, and seqs stay dense.
+func TestStoreAppendSmallDuplicates(t *testing.T) {
+	for _, withEnvs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("envs=%v", withEnvs), func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, open func(testing.TB) bus.Store) {
+				s := open(t)
+				defer s.Close()
+				var ids []string // the stored events' ids, by seq
+				seqOf := map[string]uint64{}
+				n := 0
+				for size := 1; size <= 9; size++ {
+					// -1: no duplicate; else the position of one.
+					for at := -1; at < size; at++ {
+						for _, ofStored := range []bool{true, false} {
+							if at == 0 && !ofStored || at < 0 && !ofStored {
+								continue // no earlier row to repeat
+							}
+							evs := make([]*abi.Event, size)
+							for i := range evs {
+								n++
+								evs[i] = bustest.StoreEvent(t, fmt.Sprintf("small-%d", n), n)
+							}
+							switch {
+							case at >= 0 && ofStored:
+								evs[at].ID = ids[len(ids)/2]
+							case at > 0:
+								evs[at].ID = evs[0].ID
+							}
+							what := fmt.Sprintf("append of %d, duplicate at %d (of a stored event: %v)", size, at, ofStored)
+							dup := bustest.AppendOrFail(t, s, evs, withEnvs)
+							for i, ev := range evs {
+								seq, isDup := seqOf[ev.ID]
+								if !isDup {
+									seq = uint64(len(ids) + 1)
+									ids = append(ids, ev.ID)
+									seqOf[ev.ID] = seq
+								}
+								if dup[i] != isDup || ev.Seq != seq {
+									t.Fatalf("%s: row %d dup %v seq %d, want dup %v seq %d", what, i, dup[i], ev.Seq, isDup, seq)
+								}
+							}
+							if got := s.LastSeq(); got != uint64(len(ids)) {
+								t.Fatalf("%s: LastSeq %d, want %d", what, got, len(ids))
+							}
+						}
+					}
+				}
+				stored := bustest.ScanAll(t, s, bus.Query{})
+				bustest.CheckDense(t, stored, 1)
+				if len(stored) != len(ids) {
+					t.Fatalf("scan returned %d events, want %d", len(stored), len(ids))
+				}
+				for i, ev := range stored {
+					if ev.ID != ids[i] || fmt.Sprintf("small-%d", bustest.PayloadInt(t, &ev)) != ev.ID {
+						t.Fatalf("stored seq %d = %s with data %d, want %s with its own data", ev.Seq, ev.ID, bustest.PayloadInt(t, &ev), ids[i])
+					}
+				}
+			})
+		})
+	}
+}
+
 func TestReplay(t *testing.T) {
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	subjects := []string{"kairo.a.x", "kairo.a.y", "kairo.b.x"}

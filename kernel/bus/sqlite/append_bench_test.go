@@ -3,6 +3,7 @@ package sqlite
 import (
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -54,4 +55,39 @@ func BenchmarkAppend(b *testing.B) {
 		cpu += threadCPU(b) - t0
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/event")
+}
+
+// BenchmarkAppendSmall appends one commit of 1 or 5 events at a time, as
+// a user message and the agent's tick are on BenchmarkMessageToAction's
+// path (internal/agent), and reports cpu-us/commit, the committer's CPU
+// time per commit on its own thread. The events are made before the
+// timer starts.
+func BenchmarkAppendSmall(b *testing.B) {
+	for _, rows := range []int{1, 5} {
+		b.Run(strconv.Itoa(rows), func(b *testing.B) {
+			s := openSQLite(b, filepath.Join(b.TempDir(), "events.db"))
+			defer s.Close()
+			data := make([]byte, 2+100) // a MsgPack bin of 100 bytes
+			data[0], data[1] = 0xc4, 100
+			evs := make([]*abi.Event, rows*b.N)
+			envs := make([][]byte, len(evs))
+			now := time.Now()
+			for i := range evs {
+				evs[i] = &abi.Event{ID: abi.NewIDAt(now), Type: "kairo.bench.event", Source: "kairo", Time: now, Data: data}
+				envs[i], _ = s.EncodeEnv(evs[i])
+			}
+			dup := make([]bool, rows)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			b.ResetTimer()
+			t0 := threadCPU(b)
+			for i := 0; i < len(evs); i += rows {
+				if err := s.Append(evs[i:i+rows], envs[i:i+rows], dup); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu := threadCPU(b) - t0
+			b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-us/commit")
+		})
+	}
 }

@@ -59,6 +59,9 @@ type Store struct {
 	// w.Raw: the append path talks to the driver directly, skipping
 	// database/sql's per-call conversions and locks.
 	multi, one, onePacked, byID, del, span, pack driver.Stmt
+	// small[n] inserts n rows with their envelopes in one statement, for
+	// appends of 2 to smallRows events (appendSmall); nil below 2.
+	small [smallRows + 1]driver.Stmt
 	// packed: the file has the packs table (schema 2), which appends of
 	// packMin events or more write. Set at open.
 	packed  bool
@@ -133,6 +136,11 @@ const (
 	packEvents = 128
 	packBytes  = 32 << 10
 )
+
+// smallRows is the most events an append stores with one statement of
+// small: the appends too small to be packed, such as a user message's or
+// the agent's tick.
+const smallRows = packMin - 1
 
 // rowsPerInsert is how many rows one INSERT statement carries: multi-row
 // statements halve the per-row cost of binding and stepping. Its value is
@@ -247,15 +255,23 @@ func openSQLiteFile(path string, opts Config) (*Store, error) {
 	// Its rows are those of a packed append: their envelopes go to packs.
 	multi := `INSERT OR IGNORE INTO events(id, type, time, env) VALUES ` +
 		strings.TrimSuffix(strings.Repeat("(?,?,?,x''),", rowsPerInsert), ",")
+	// small's rows carry their envelopes: OR IGNORE as multi, so that
+	// env's NOT NULL cannot abort the statement either.
+	type prep struct {
+		st *driver.Stmt
+		q  string
+	}
+	var smalls []prep
+	for n := 2; n <= smallRows; n++ {
+		smalls = append(smalls, prep{&s.small[n], `INSERT OR IGNORE INTO events(id, type, time, env) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?,?,?,?),", n), ",")})
+	}
 	err = s.w.Raw(func(dc any) error {
 		pc, ok := dc.(driver.ConnPrepareContext)
 		if !ok {
 			return fmt.Errorf("sqlite driver %T cannot prepare", dc)
 		}
-		for _, p := range []struct {
-			st *driver.Stmt
-			q  string
-		}{
+		for _, p := range append([]prep{
 			{&s.multi, multi},
 			{&s.one, `INSERT INTO events(seq, id, type, time, env) VALUES (?,?,?,?,?) ON CONFLICT(id) DO NOTHING`},
 			{&s.onePacked, `INSERT INTO events(seq, id, type, time, env) VALUES (?,?,?,?,x'') ON CONFLICT(id) DO NOTHING`},
@@ -263,7 +279,7 @@ func openSQLiteFile(path string, opts Config) (*Store, error) {
 			{&s.del, `DELETE FROM events WHERE seq >= ?`},
 			{&s.span, `INSERT INTO batches(first_seq, last_seq, min_time, max_time) VALUES (?,?,?,?)`},
 			{&s.pack, `INSERT INTO packs(first_seq, last_seq, envs) VALUES (?,?,?)`},
-		} {
+		}, smalls...) {
 			var err error
 			if p.st == &s.pack && !s.packed {
 				continue
@@ -306,7 +322,7 @@ func (s *Store) Close() error {
 	if s.w != nil {
 		s.flushSpanLocked() // best effort: replay by time reads past the last span
 		errs = append(errs, s.w.Raw(func(any) error {
-			for _, st := range []driver.Stmt{s.multi, s.one, s.onePacked, s.byID, s.del, s.span, s.pack} {
+			for _, st := range append([]driver.Stmt{s.multi, s.one, s.onePacked, s.byID, s.del, s.span, s.pack}, s.small[:]...) {
 				if st != nil {
 					st.Close()
 				}
@@ -496,8 +512,19 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 				return err
 			}
 		}
-		if next, err = s.appendRows(evs[i:], envs[i:], packed, dup[i:], next); err != nil {
-			return err
+		stored := false
+		if rest := len(evs) - i; s.atEnd && !packed && rest >= 2 && rest <= smallRows {
+			if stored, err = s.appendSmall(evs[i:], envs[i:], dup[i:], next); err != nil {
+				return err
+			}
+			if stored {
+				next += uint64(rest)
+			}
+		}
+		if !stored {
+			if next, err = s.appendRows(evs[i:], envs[i:], packed, dup[i:], next); err != nil {
+				return err
+			}
 		}
 		if packed {
 			// In the same transaction as the rows: an event is acknowledged
@@ -539,6 +566,44 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 // row per commit would cost every commit two more pages in the WAL (the
 // row's leaf and its max_time index leaf), as much as the event itself.
 const spanEvents = 4096
+
+// appendSmall inserts evs, 2 to smallRows events with their envelopes, in
+// one statement, rows next on: one statement in place of one a row took a
+// commit of five events (the agent's tick) from 87 to 78 µs of the
+// committer's CPU (BenchmarkAppendSmall). It reports false, with none of
+// evs left in the table, when a row was not inserted (a duplicate id), for
+// appendRows to redo row by row.
+func (s *Store) appendSmall(evs []*abi.Event, envs [][]byte, dup []bool, next uint64) (bool, error) {
+	var buf [4 * smallRows]driver.NamedValue
+	args := buf[:0]
+	for j, ev := range evs {
+		args = rowArgs(args, ev, envs[j], 0)
+	}
+	res, err := s.small[len(evs)].(driver.StmtExecContext).ExecContext(context.Background(), args)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	// As for multi's rows: SQLite numbered them.
+	if got, _ := res.LastInsertId(); n > 0 && got != int64(next)+n-1 {
+		return false, fmt.Errorf("SQLite gave the last of %d new rows seq %d, want %d: the events table does not end at the store's last sequence number", n, got, int64(next)+n-1)
+	}
+	if n != int64(len(evs)) {
+		if n > 0 {
+			if _, err := exec(s.del, []driver.NamedValue{{Ordinal: 1, Value: int64(next)}}); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	}
+	for j, ev := range evs {
+		ev.Seq, dup[j] = next+uint64(j), false
+	}
+	return true, nil
+}
 
 // appendRows inserts evs one by one, looking up the stored sequence number
 // of each duplicate; packed rows leave their envelope to writePacks.
