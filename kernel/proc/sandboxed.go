@@ -384,15 +384,26 @@ func (l *Sandboxed) warmEnded() {
 
 // startHelper starts a waiting helper's process, with filter installed
 // while it waits, registered as a leader so that the orphan reaper leaves
-// its exit to its exec.Cmd.
+// its exit to its exec.Cmd. leaders.mu is held across the fork alone, not
+// while the helper's runtime starts: every spawn's start and every exit's
+// reap take it, and the pool's refill, a helper started 5 ms after a
+// spawn ended, held them up for that start — milliseconds on 2 loaded
+// cores, paid by the next spawn when spawns came back to back.
 func (l *Sandboxed) startHelper(filter *sandbox.WarmFilter) (*exec.Cmd, *os.File, error) {
 	leaders.mu.Lock()
-	defer leaders.mu.Unlock()
-	cmd, ctl, err := sandbox.StartWarm(l.Helper, filter)
+	cmd, ctl, err := sandbox.BeginWarm(l.Helper, filter)
 	if err == nil {
 		leaders.pids[cmd.Process.Pid] = true
 	}
-	return cmd, ctl, err
+	leaders.mu.Unlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sandbox.WaitWarm(cmd, ctl); err != nil {
+		forgetLeader(cmd.Process.Pid) // reaped by WaitWarm
+		return nil, nil, err
+	}
+	return cmd, ctl, nil
 }
 
 // startWarm starts one waiting helper, with filter installed while it
