@@ -124,6 +124,9 @@ func TestWarmHelperDiedWhileWaiting(t *testing.T) {
 	if _, info, _ := e.run(Spec{Argv: []string{"sh", "-c", "exit 4"}}); !exitedWith(info, 4) {
 		t.Fatalf("the spawn after: %+v", info)
 	}
+	// The pool may be starting a helper: it must not outlive the test,
+	// whose neighbours count the mount namespaces the process holds.
+	l.Close()
 }
 
 // TestWarmHelperNamespacesAndFilter: the kernel holds the mount namespace
