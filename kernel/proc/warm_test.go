@@ -352,3 +352,28 @@ func TestStartHelperHoldsLeadersForTheForkOnly(t *testing.T) {
 		t.Fatalf("the helper that failed to start, pid %d, is still a leader", deadPid)
 	}
 }
+
+// After a spawn that took a waiting helper ended, the pool starts the next
+// helper refillEnd later, past a spawn that came right after it; with no
+// helper left waiting and no end, refillAfter after the take (the
+// control: the wait ends without an end).
+func TestRefillWaitsPastTheNextSpawn(t *testing.T) {
+	l := &Sandboxed{pool: make(chan *warmHelper, 2), ended: make(chan struct{}, 1), stop: make(chan struct{})}
+	l.pool <- &warmHelper{} // one still waits: the pool waits for the end
+	l.ended <- struct{}{}
+	start := time.Now()
+	if !l.refillWait() {
+		t.Fatal("refillWait said the pool stops")
+	}
+	if d := time.Since(start); d < refillEnd {
+		t.Fatalf("the refill started %v after the spawn's end, before %v: it would run beside a spawn that came right after", d, refillEnd)
+	}
+	<-l.pool
+	start = time.Now()
+	if !l.refillWait() {
+		t.Fatal("refillWait said the pool stops")
+	}
+	if d := time.Since(start); d < refillAfter {
+		t.Fatalf("with no helper waiting, the refill started %v after the take, before %v", d, refillAfter)
+	}
+}
