@@ -185,9 +185,15 @@ import (
 // (0.38-0.49 against 0.36-0.45). With pairs back to back against pairs
 // 20 ms apart, the second of a pair was no longer clearly slower (11-33
 // against 11-19 ms at load 8, two runs each: noise larger than the gap).
+// Kept too: the refill waits 15 ms after a spawn's end (refillEnd), not
+// 5, which had landed in the middle of a spawn that came right after;
+// alternated, 8 runs of 60x at load 4.1-5.1, bwrap-ratio 0.46-0.63
+// (median 0.53) -> 0.40-0.44 (0.43), ratio to bare 1.62-1.96 ->
+// 1.38-1.61, settled unchanged (0.44-0.48 against 0.41-0.48).
 //
-// The goal of 0.5 is met in most runs under load, not on a quiet machine
-// (0.58 at load 2.4, where bwrap runs fastest). What stands
+// The goal of 0.5 was met in every run of the last eight, at load 4-5;
+// before the refill's wait, not on a quiet machine (0.58 at load 2.4,
+// where bwrap runs fastest), which has not been measured since. What stands
 // between the sandboxed spawn and half of bwrap's: the daemon's own path,
 // which bare-p50-ms pays as well (1.2-1.6 ms over the plain exec: two
 // commits, the hand-offs to the reap and the pumps); the exec from a Go
@@ -195,7 +201,8 @@ import (
 // confinement, 0.5-0.7 ms loaded; the Launch, 0.3 ms of the daemon's CPU;
 // the pool's refill, about 1.8 ms of the daemon's CPU a spawn, which back
 // to back still competes with the spawns after for the 2 cores (no longer
-// through the lock); a third spawn in a row, which finds the pool empty.
+// through the lock, and mostly after the next spawn); a third spawn in a
+// row, which finds the pool empty and starts its own helper.
 func BenchmarkSandboxSpawn(b *testing.B) {
 	sandboxed := newSpawner(b, "")
 	bare := newSpawner(b, "[sandbox]\nmode = \"off\"\n")
