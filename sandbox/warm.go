@@ -35,6 +35,23 @@ const warmReady = 'r'
 // its runtime to start. With filter set, the helper installs that seccomp
 // filter while it waits, and runs only a spawn that [Cmd.Fits] it.
 func StartWarm(helper string, filter *WarmFilter) (*exec.Cmd, *os.File, error) {
+	cmd, ctl, err := BeginWarm(helper, filter)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := WaitWarm(cmd, ctl); err != nil {
+		return nil, nil, err
+	}
+	return cmd, ctl, nil
+}
+
+// BeginWarm is the first half of [StartWarm]: it starts the helper and
+// returns at once, before the helper is ready, which [WaitWarm] waits
+// for. A caller that must note the helper's pid before anything can reap
+// it (a subreaper's registry of the children it leaves to their
+// exec.Cmd) holds its lock across BeginWarm alone: the helper's start,
+// its Go runtime's, takes milliseconds on a loaded machine.
+func BeginWarm(helper string, filter *WarmFilter) (*exec.Cmd, *os.File, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: control socket: %w", err)
@@ -57,16 +74,23 @@ func StartWarm(helper string, filter *WarmFilter) (*exec.Cmd, *os.File, error) {
 		ctl.Close()
 		return nil, nil, err
 	}
+	return cmd, ctl, nil
+}
+
+// WaitWarm waits until the helper cmd, started by [BeginWarm], says on
+// ctl that it is ready. When it does not within the helper's start
+// timeout, WaitWarm closes ctl, kills the helper and waits for its exit.
+func WaitWarm(cmd *exec.Cmd, ctl *os.File) error {
 	var b [1]byte
 	ctl.SetReadDeadline(time.Now().Add(startTimeout))
 	if n, err := ctl.Read(b[:]); err != nil || n != 1 || b[0] != warmReady {
 		ctl.Close()
 		cmd.Process.Kill()
 		cmd.Wait()
-		return nil, nil, fmt.Errorf("sandbox: a warm helper did not get ready: %v", err)
+		return fmt.Errorf("sandbox: a warm helper did not get ready: %v", err)
 	}
 	ctl.SetReadDeadline(time.Time{})
-	return cmd, ctl, nil
+	return nil
 }
 
 // Handoff gives c's spawn to the warm helper behind ctl, with stdin, stdout

@@ -162,7 +162,7 @@ func overrideLimits(p *sandbox.Limits, o sandbox.Limits) {
 	}
 }
 
-// After a helper was taken, the pool starts the next refillAfter after the
+// After a helper was taken, the pool starts the next refillEnd after the
 // spawn that took it ended, or refillMax after the take when it runs on;
 // refillAfter after the take when no helper is left waiting, as in a burst
 // of spawns, where the next would otherwise start a helper of its own.
@@ -170,11 +170,15 @@ func overrideLimits(p *sandbox.Limits, o sandbox.Limits) {
 // cgroup, folders and uid) takes a core for a couple of milliseconds, and
 // on a machine of few cores it delayed the spawn's exit, reap and exited
 // event by as much. Nor as its exited event goes out, which it delayed
-// too. Never at once: a helper being started holds copies of the kernel's
-// descriptors until its exec, the output pipes of the spawn just handed
-// off among them, whose end of output would wait for it.
+// too, nor while a spawn that came right after it runs: 5 ms after the
+// end landed in the middle of the next spawn's (12-15 ms on 2 loaded
+// cores), 15 ms after it mostly past it. Never at once: a helper being
+// started holds copies of the kernel's descriptors until its exec, the
+// output pipes of the spawn just handed off among them, whose end of
+// output would wait for it.
 const (
 	refillAfter = 5 * time.Millisecond
+	refillEnd   = 15 * time.Millisecond
 	refillMax   = 50 * time.Millisecond
 )
 
@@ -310,7 +314,7 @@ func (l *Sandboxed) startPool() {
 }
 
 // refillWait waits, after a helper was taken, for the time to start the
-// next (see refillAfter); false when the pool stops.
+// next (see refillEnd); false when the pool stops.
 func (l *Sandboxed) refillWait() bool {
 	wait := refillMax
 	if len(l.pool) == 0 {
@@ -320,7 +324,7 @@ func (l *Sandboxed) refillWait() bool {
 	defer late.Stop()
 	select {
 	case <-l.ended:
-		late.Reset(refillAfter)
+		late.Reset(refillEnd)
 		select {
 		case <-late.C:
 		case <-l.stop:
@@ -384,15 +388,26 @@ func (l *Sandboxed) warmEnded() {
 
 // startHelper starts a waiting helper's process, with filter installed
 // while it waits, registered as a leader so that the orphan reaper leaves
-// its exit to its exec.Cmd.
+// its exit to its exec.Cmd. leaders.mu is held across the fork alone, not
+// while the helper's runtime starts: every spawn's start and every exit's
+// reap take it, and the pool's refill, a helper started 5 ms after a
+// spawn ended, held them up for that start — milliseconds on 2 loaded
+// cores, paid by the next spawn when spawns came back to back.
 func (l *Sandboxed) startHelper(filter *sandbox.WarmFilter) (*exec.Cmd, *os.File, error) {
 	leaders.mu.Lock()
-	defer leaders.mu.Unlock()
-	cmd, ctl, err := sandbox.StartWarm(l.Helper, filter)
+	cmd, ctl, err := sandbox.BeginWarm(l.Helper, filter)
 	if err == nil {
 		leaders.pids[cmd.Process.Pid] = true
 	}
-	return cmd, ctl, err
+	leaders.mu.Unlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sandbox.WaitWarm(cmd, ctl); err != nil {
+		forgetLeader(cmd.Process.Pid) // reaped by WaitWarm
+		return nil, nil, err
+	}
+	return cmd, ctl, nil
 }
 
 // startWarm starts one waiting helper, with filter installed while it

@@ -3,6 +3,8 @@ package proc
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,6 +124,9 @@ func TestWarmHelperDiedWhileWaiting(t *testing.T) {
 	if _, info, _ := e.run(Spec{Argv: []string{"sh", "-c", "exit 4"}}); !exitedWith(info, 4) {
 		t.Fatalf("the spawn after: %+v", info)
 	}
+	// The pool may be starting a helper: it must not outlive the test,
+	// whose neighbours count the mount namespaces the process holds.
+	l.Close()
 }
 
 // TestWarmHelperNamespacesAndFilter: the kernel holds the mount namespace
@@ -249,5 +254,126 @@ func TestWarmFilterLearning(t *testing.T) {
 	run(21, nil) // a default spawn through a TCP helper: replaced, none learned
 	if f := filter(); f != nil {
 		t.Fatalf("after a default spawn through a TCP helper the helpers install %+v, want none", f)
+	}
+}
+
+// The pool's refill starts a waiting helper while spawns run: the leaders'
+// lock, which every spawn's start and every exit's reap take, is held
+// across the helper's fork only, not while its runtime starts (half a
+// second here, milliseconds on a loaded machine), and the helper is a
+// leader from its fork on, so the orphan reaper leaves its exit to its
+// exec.Cmd. A helper that never gets ready is reaped and forgotten.
+func TestStartHelperHoldsLeadersForTheForkOnly(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	// The shell is the helper's process: it says ready on descriptor 3,
+	// the control socket, as a helper's runtime would once started.
+	slow := filepath.Join(dir, "slow-helper")
+	script := "#!/bin/sh\necho $$ >" + pidFile + ".new && mv " + pidFile + ".new " + pidFile + "\nsleep 0.5\nprintf r >&3\nexec sleep 30\n"
+	if err := os.WriteFile(slow, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	type started struct {
+		cmd *exec.Cmd
+		ctl *os.File
+		err error
+	}
+	done := make(chan started, 1)
+	l := &Sandboxed{Helper: slow}
+	go func() {
+		cmd, ctl, err := l.startHelper(nil)
+		done <- started{cmd, ctl, err}
+	}()
+	pid, free := 0, false
+	var s started
+	for waiting := true; waiting; {
+		select {
+		case s = <-done:
+			waiting = false
+		case <-time.After(time.Millisecond):
+			if pid == 0 {
+				b, err := os.ReadFile(pidFile)
+				if err != nil {
+					continue // not forked yet: the lock may be held
+				}
+				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			}
+			if leaders.mu.TryLock() {
+				free = free || leaders.pids[pid]
+				leaders.mu.Unlock()
+			}
+		}
+	}
+	if s.err != nil {
+		t.Fatalf("start the slow helper: %v", s.err)
+	}
+	defer func() {
+		s.ctl.Close()
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		forgetLeader(s.cmd.Process.Pid)
+	}()
+	if s.cmd.Process.Pid != pid {
+		t.Fatalf("the helper wrote pid %d, its exec.Cmd has %d", pid, s.cmd.Process.Pid)
+	}
+	if !free {
+		t.Fatal("the leaders' lock was held, or the helper not yet a leader, all the while the helper started")
+	}
+	leaders.mu.Lock()
+	leader := leaders.pids[pid]
+	leaders.mu.Unlock()
+	if !leader {
+		t.Fatal("the started helper is not a leader: the orphan reaper could reap it")
+	}
+
+	// The control: a helper that exits before it is ready fails the start,
+	// reaped and no longer a leader.
+	dead := filepath.Join(dir, "dead-helper")
+	os.Remove(pidFile)
+	script = "#!/bin/sh\necho $$ >" + pidFile + "\nexit 1\n"
+	if err := os.WriteFile(dead, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l.Helper = dead
+	if cmd, _, err := l.startHelper(nil); err == nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("a helper that exited before it was ready was started")
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadPid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	leaders.mu.Lock()
+	leader = leaders.pids[deadPid]
+	leaders.mu.Unlock()
+	if leader {
+		t.Fatalf("the helper that failed to start, pid %d, is still a leader", deadPid)
+	}
+}
+
+// After a spawn that took a waiting helper ended, the pool starts the next
+// helper refillEnd later, past a spawn that came right after it; with no
+// helper left waiting and no end, refillAfter after the take (the
+// control: the wait ends without an end).
+func TestRefillWaitsPastTheNextSpawn(t *testing.T) {
+	l := &Sandboxed{pool: make(chan *warmHelper, 2), ended: make(chan struct{}, 1), stop: make(chan struct{})}
+	l.pool <- &warmHelper{} // one still waits: the pool waits for the end
+	l.ended <- struct{}{}
+	start := time.Now()
+	if !l.refillWait() {
+		t.Fatal("refillWait said the pool stops")
+	}
+	if d := time.Since(start); d < refillEnd {
+		t.Fatalf("the refill started %v after the spawn's end, before %v: it would run beside a spawn that came right after", d, refillEnd)
+	}
+	<-l.pool
+	start = time.Now()
+	if !l.refillWait() {
+		t.Fatal("refillWait said the pool stops")
+	}
+	if d := time.Since(start); d < refillAfter {
+		t.Fatalf("with no helper waiting, the refill started %v after the take, before %v", d, refillAfter)
 	}
 }
