@@ -186,18 +186,11 @@ func sandboxedKernel(t *testing.T) (*Kernel, string) {
 	return k, curl
 }
 
-var helperBin struct {
-	once   sync.Once
-	path   string
-	remove func()
-	err    error
-}
+var helperBin testkit.LazyKairo
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if helperBin.remove != nil {
-		helperBin.remove()
-	}
+	helperBin.Remove()
 	os.Exit(code)
 }
 
@@ -206,13 +199,7 @@ func TestMain(m *testing.M) {
 // into a folder every uid may pass and read.
 func sandboxHelper(t *testing.T) string {
 	t.Helper()
-	helperBin.once.Do(func() {
-		helperBin.path, helperBin.remove, helperBin.err = testkit.BuildKairo()
-	})
-	if helperBin.err != nil {
-		t.Fatal(helperBin.err)
-	}
-	return helperBin.path
+	return helperBin.Path(t)
 }
 
 // helloServer is an HTTP server on loopback that answers "hello from

@@ -136,6 +136,34 @@ func goBuild(out, pkg, name string, args []string) error {
 	return nil
 }
 
+// LazyKairo is kairo (BuildKairo) built on the first Path, once, for a
+// package whose tests need it only now and then; its TestMain calls
+// Remove after the tests ran.
+type LazyKairo struct {
+	once   sync.Once
+	path   string
+	remove func()
+	err    error
+}
+
+// Path builds kairo on the first call and returns its path; it fails tb
+// when the build failed.
+func (k *LazyKairo) Path(tb testing.TB) string {
+	tb.Helper()
+	k.once.Do(func() { k.path, k.remove, k.err = BuildKairo() })
+	if k.err != nil {
+		tb.Fatal(k.err)
+	}
+	return k.path
+}
+
+// Remove removes the binary Path built, if it did.
+func (k *LazyKairo) Remove() {
+	if k.remove != nil {
+		k.remove()
+	}
+}
+
 // Main is a TestMain for tests that run kairo: it builds the binary
 // (BuildKairo) into *bin, runs the tests and removes it.
 func Main(m *testing.M, bin *string) {

@@ -22,18 +22,11 @@ import (
 
 // The tests below run real binaries through the Sandboxed launcher, as
 // `kairo up` does: kairo itself is the sandbox helper, built once.
-var helperBin struct {
-	once   sync.Once
-	path   string
-	remove func()
-	err    error
-}
+var helperBin testkit.LazyKairo
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if helperBin.remove != nil {
-		helperBin.remove()
-	}
+	helperBin.Remove()
 	os.Exit(code)
 }
 
@@ -45,13 +38,7 @@ func sandboxHelper(t *testing.T) string {
 	if sandbox.LandlockABI() == 0 {
 		t.Skip("this kernel has no Landlock")
 	}
-	helperBin.once.Do(func() {
-		helperBin.path, helperBin.remove, helperBin.err = testkit.BuildKairo()
-	})
-	if helperBin.err != nil {
-		t.Fatal(helperBin.err)
-	}
-	return helperBin.path
+	return helperBin.Path(t)
 }
 
 // needRoot skips a test that is about the uids of their own that only a

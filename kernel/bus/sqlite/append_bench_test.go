@@ -21,6 +21,18 @@ func threadCPU(tb testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// benchEvents makes n events of data, with their envelopes encoded by s,
+// as publishers hand them to the committer.
+func benchEvents(s *Store, n int, data []byte) ([]*abi.Event, [][]byte) {
+	evs, envs := make([]*abi.Event, n), make([][]byte, n)
+	now := time.Now()
+	for i := range evs {
+		evs[i] = &abi.Event{ID: abi.NewIDAt(now), Type: "kairo.bench.event", Source: "kairo", Time: now, Data: data}
+		envs[i], _ = s.EncodeEnv(evs[i])
+	}
+	return evs, envs
+}
+
 // BenchmarkAppend appends batches of 1024 encoded events, as the bus's
 // committer does under BenchmarkPublishDurable's load (kernel/bench), and
 // reports cpu-ns/event: the committer's CPU time per event, measured on its
@@ -39,13 +51,7 @@ func BenchmarkAppend(b *testing.B) {
 	for n := 0; n < b.N; n += batch {
 		k := min(batch, b.N-n)
 		b.StopTimer()
-		evs := make([]*abi.Event, k)
-		envs := make([][]byte, k)
-		now := time.Now()
-		for i := range evs {
-			evs[i] = &abi.Event{ID: abi.NewIDAt(now), Type: "kairo.bench.event", Source: "kairo", Time: now, Data: data}
-			envs[i], _ = s.EncodeEnv(evs[i])
-		}
+		evs, envs := benchEvents(s, k, data)
 		dup := make([]bool, k)
 		b.StartTimer()
 		t0 := threadCPU(b)
@@ -69,13 +75,7 @@ func BenchmarkAppendSmall(b *testing.B) {
 			defer s.Close()
 			data := make([]byte, 2+100) // a MsgPack bin of 100 bytes
 			data[0], data[1] = 0xc4, 100
-			evs := make([]*abi.Event, rows*b.N)
-			envs := make([][]byte, len(evs))
-			now := time.Now()
-			for i := range evs {
-				evs[i] = &abi.Event{ID: abi.NewIDAt(now), Type: "kairo.bench.event", Source: "kairo", Time: now, Data: data}
-				envs[i], _ = s.EncodeEnv(evs[i])
-			}
+			evs, envs := benchEvents(s, rows*b.N, data)
 			dup := make([]bool, rows)
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
