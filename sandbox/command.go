@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kairo-os/kairo/internal/pipes"
 )
 
 // HelperArg is the helper's argv[1]: a binary that calls [HelperMain] when it
@@ -141,26 +143,16 @@ func command(helper string, p *Policy, argv []string, handoff bool) (*Cmd, error
 }
 
 // pipe is a close-on-exec pipe whose ends stay out of the runtime's
-// poller, but for the read end when pollRead is set. The policy, which
-// fits the pipe's buffer, is written at once and only a child reads it,
-// so registering its ends (os.Pipe: four system calls, and two more to
-// close them) bought nothing on a spawn's path; the status pipe's read
-// end is in the poller for Started's deadline. Each end is an open file
-// of its own: O_NONBLOCK on the read end leaves the write end blocking,
-// and os.NewFile puts a non-blocking descriptor in the poller.
+// poller, but for the read end when pollRead is set ([pipes.Open]). The
+// policy, which fits the pipe's buffer, is written at once and only a
+// child reads it, so registering its ends (os.Pipe: four system calls, and
+// two more to close them) bought nothing on a spawn's path; the status
+// pipe's read end is in the poller for Started's deadline.
 func pipe(name string, pollRead bool) (r, w *os.File, err error) {
-	var fds [2]int
-	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-		return nil, nil, fmt.Errorf("sandbox: %s pipe: %w", name, os.NewSyscallError("pipe2", err))
+	if r, w, err = pipes.Open(name, pollRead, false); err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %s pipe: %w", name, err)
 	}
-	if pollRead {
-		if err := syscall.SetNonblock(fds[0], true); err != nil {
-			syscall.Close(fds[0])
-			syscall.Close(fds[1])
-			return nil, nil, fmt.Errorf("sandbox: %s pipe: %w", name, os.NewSyscallError("fcntl", err))
-		}
-	}
-	return os.NewFile(uintptr(fds[0]), name), os.NewFile(uintptr(fds[1]), name), nil
+	return r, w, nil
 }
 
 // SetIPC gives the target f, a connection to the kernel, as descriptor 3

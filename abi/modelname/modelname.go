@@ -8,7 +8,7 @@
 // names, which depends only on that list, never on its order.
 //
 // It imports the standard library only: the wasm policy plugin uses it,
-// and it sits beside abi on the lowest floor.
+// and it sits beside abi on the leaves' floor.
 package modelname
 
 import (

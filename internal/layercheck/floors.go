@@ -9,8 +9,12 @@ const module = "github.com/kairo-os/kairo"
 // packages on floors below its own: what a lower floor needs from above is
 // an interface it declares itself.
 var floors = [][]string{
+	// Below the leaves: the pipes the sandbox and the process manager
+	// hand a child (they import nothing of Kairo).
+	{"internal/pipes"},
 	// Leaves: the wire vocabulary, the sandbox, the secrets and their
-	// masking, and helpers of tests and builds that import nothing of Kairo.
+	// masking, and helpers of tests and builds, which import nothing of
+	// Kairo but the pipes.
 	{"abi", "abi/modelname", "sandbox", "sdk", "kernel/bench", "kernel/secrets", "internal/smalldisk", "internal/llmscript", "internal/testkit",
 		"internal/wasmbuild", "internal/doccheck", "internal/layercheck", "host/internal/meter",
 		"internal/mcp/internal/testserver", "kernel/bus/internal/hook", "internal/sqlitecache",

@@ -25,6 +25,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/kairo-os/kairo/abi"
+	"github.com/kairo-os/kairo/internal/pipes"
 	"github.com/kairo-os/kairo/kernel/bus"
 	"github.com/kairo-os/kairo/kernel/secrets"
 	"github.com/kairo-os/kairo/manifests"
@@ -436,17 +437,17 @@ func (s *Session) wallLimit(limit time.Duration) {
 // for the process and reading its output are independent: a descendant
 // holding the pipes open cannot keep the exit from being seen.
 func (s *Session) startPipes() ([]*pump, error) {
-	inW, inR, err := stdioPipe(false)
+	inW, inR, err := stdioPipe("stdin", false)
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := stdioPipe(true)
+	outR, outW, err := stdioPipe("stdout", true)
 	if err != nil {
 		inR.Close()
 		inW.Close()
 		return nil, err
 	}
-	errR, errW, err := stdioPipe(true)
+	errR, errW, err := stdioPipe("stderr", true)
 	if err != nil {
 		inR.Close()
 		inW.Close()
@@ -477,32 +478,16 @@ func (s *Session) startPipes() ([]*pump, error) {
 	return []*pump{{s: s, stream: "stdout", r: outR}, {s: s, stream: "stderr", r: errR}}, nil
 }
 
-// stdioPipe makes one of a child's stdio pipes: the kernel's end in the
-// runtime's poller, as os.Pipe makes both (so that a Close ends a read
-// that waits), the child's end blocking and outside it. os.Pipe puts the
-// child's end in the poller too, and the start (its Fd) takes it out
-// again: five system calls more a pipe, which a spawn waits for
-// (BenchmarkApprovalRoundTrip). parentReads says which end is the
-// kernel's: the read end (stdout, stderr) or the write end (stdin).
-func stdioPipe(parentReads bool) (parent, child *os.File, err error) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		return nil, nil, os.NewSyscallError("pipe2", err)
+// stdioPipe makes one of a child's stdio pipes, named name: the kernel's
+// end in the runtime's poller (so that a Close ends a read that waits),
+// the child's end blocking and outside it (see [pipes.Open]).
+// parentReads says which end is the kernel's: the read end (stdout,
+// stderr) or the write end (stdin).
+func stdioPipe(name string, parentReads bool) (parent, child *os.File, err error) {
+	r, w, err := pipes.Open(name, parentReads, !parentReads)
+	if err != nil {
+		return nil, nil, err
 	}
-	mine := p[1]
-	if parentReads {
-		mine = p[0]
-	}
-	// After pipe2 a pipe's file status flags are its access mode alone,
-	// which F_SETFL keeps: O_NONBLOCK is all this sets.
-	if _, err := unix.FcntlInt(uintptr(mine), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
-		unix.Close(p[0])
-		unix.Close(p[1])
-		return nil, nil, os.NewSyscallError("fcntl", err)
-	}
-	// os.NewFile puts a non-blocking descriptor in the poller and leaves
-	// a blocking one out of it. Named as os.Pipe names its ends.
-	r, w := os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1")
 	if parentReads {
 		return r, w, nil
 	}

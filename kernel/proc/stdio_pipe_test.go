@@ -15,7 +15,7 @@ import (
 // os.Pipe's end is once started.
 func TestStdioPipe(t *testing.T) {
 	for _, parentReads := range []bool{true, false} {
-		parent, child, err := stdioPipe(parentReads)
+		parent, child, err := stdioPipe("stdio", parentReads)
 		if err != nil {
 			t.Fatal(err)
 		}
