@@ -70,6 +70,35 @@ plugins:
 # - kernel/ipc TestStuckSubscriber offers 10 MiB to each stuck
 #   subscription, still past the connection's 8 MiB (19.0, 16.3 -> 10.4,
 #   10.1 s of CPU).
+# - 2026-11-30, internal/agent, kernel/proc, kernel/bus/jetstream (each
+#   alone under -race, old/new alternated, 3 runs each, load 3-15; CPU is
+#   user+sys with children). internal/agent 60-64 -> 34 s of CPU, wall
+#   106-128 -> 71-78 (the day's start against all of it): its
+#   TestMain holds the modules the tests load prepared in the shared
+#   engine (the engine keeps one idle module, so each test's manager had
+#   decoded, validated and read back ~5 MB a module under -race: 10 of the
+#   test process's 50 s); TestReplayFoldsGrants' control waits 1 s, not
+#   10, for a call that never comes (11 -> 2 s of wall), the backoff
+#   test's two 3 s subtests run side by side. kernel/proc 52-70 -> 30-39 s
+#   of CPU, wall 104-190 -> 70-102: each test's bus had the default memory
+#   ring, 1<<20 events (160 MiB zeroed, faulted in and scanned by the GC
+#   and the race detector a test), now 4096. jetstream (28-32 s of CPU,
+#   88-104 s of wall, unchanged): its CPU is the race-built nats-servers'
+#   work, spread over the cluster tests (TestClusterWritersDense 8.6 s,
+#   LeaderKill 4.2, Kill 3.8, FollowInterleaved 3.3, Conformance 3.2,
+#   each alone, its process's start included); a three-node
+#   in-process cluster's start is 0.25 s of CPU, so sharing one saves
+#   ~1 s, not done. The permission tests' refused requests wait 200 ms,
+#   not 500 (TestJetStreamPeerPermissions 4.7-5.2 -> 2.0-2.7 s of wall;
+#   the package's 94-104 -> 88-94, inside the noise).
+#   What is left: agent's TestMain 12 s (wasmwarm compiling four modules
+#   outside -race, 8 s, in a new cache each run), each test's SQLite open
+#   (9 % of the test process), the rest spread thin; kernel/proc's
+#   children (head and tail moving the 1 GiB of TestWorkspaces' default
+#   file-size bound and the 384 MB of TestCgroupMemoryLimit: a quarter of
+#   its CPU, both sizes the bounds they test) and the kairo helpers.
+#   TestLLMPreempt failed once under load (the fresh answer's response
+#   recorded, no say within 20 s), passing in 18 later runs: unexplained.
 # Measured 2026-11-29 (go test -race -count=1 -exec /usr/bin/time ./...,
 # load 3-15, before the last three items): 833 s of test-binary CPU with
 # their children; cmd/kairo 252, internal/agent 73, host/wasm 72, sandbox

@@ -23,6 +23,7 @@ import (
 	"github.com/kairo-os/kairo/internal/wasmbuild"
 	"github.com/kairo-os/kairo/kernel"
 	"github.com/kairo-os/kairo/kernel/bus"
+	"github.com/kairo-os/kairo/manifests"
 )
 
 // The runtime's tests run it against a real kernel over a SQLite store,
@@ -77,6 +78,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer wasmEngine.Close(context.Background())
+	release, err := holdModules()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer release()
 	// The tools a runtime with no Tools of its own shows its policy.
 	scratch := bus.New(bus.NewMemoryStore(16), bus.Config{})
 	k := kernel.New(scratch, kernel.Config{Logger: quiet})
@@ -90,6 +97,53 @@ func run(m *testing.M) int {
 	k.Close()
 	scratch.Close()
 	return m.Run()
+}
+
+// heldModules are the plugin modules holdModules prepared, by the name of
+// the plugin and whether it runs as a built-in.
+var heldModules = map[string]*wasm.Module{}
+
+// holdModules prepares the modules most tests load — rules and llm as
+// built-ins, llm as the drop-in TestReplayFoldsGrants replays — in the
+// shared engine, and holds them until release: every test's manager then
+// finds them prepared, as a long-running kairo's restarts of a plugin do,
+// rather than each test decoding, validating and reading back from the
+// compilation cache some 5 MB a module under the race detector (the
+// engine keeps one idle module only, so each test paid at least one: 10 s
+// of internal/agent's 50 s of test-process CPU). Every instance still gets
+// its own fresh memory; TestModulesHeld checks the managers find them.
+func holdModules() (release func(), err error) {
+	var mods []*wasm.Module
+	release = func() {
+		for _, m := range mods {
+			m.Release()
+		}
+	}
+	for _, h := range []struct {
+		name    string
+		builtin bool
+	}{{"rules", true}, {"llm", true}, {"llm", false}} {
+		man, err := manifests.LoadPlugin(filepath.Join(pluginDir, h.name+".toml"))
+		if err != nil {
+			release()
+			return nil, err
+		}
+		b, err := os.ReadFile(filepath.Join(pluginDir, h.name+".wasm"))
+		if err != nil {
+			release()
+			return nil, err
+		}
+		// The key the manager prepares the module under: its bytes, whether
+		// it is trusted, and its memory limit.
+		m, err := wasmEngine.Prepare(context.Background(), b, wasm.InstanceConfig{Name: h.name, Trusted: h.builtin, MemoryPages: man.Limits.MemoryPages()})
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("prepare %s (built-in %v) for the tests: %w", h.name, h.builtin, err)
+		}
+		mods = append(mods, m)
+		heldModules[fmt.Sprintf("%s/%v", h.name, h.builtin)] = m
+	}
+	return release, nil
 }
 
 // env is a kernel over a SQLite file, and what the test watches on its bus.
@@ -305,4 +359,35 @@ func decodeAs[T any](t testing.TB, ev *abi.Event) T {
 		t.Fatalf("decode %s: %v", ev.Type, err)
 	}
 	return v
+}
+
+// The managers of the tests find the modules holdModules holds: starting
+// the built-in rules and llm, or llm as a drop-in, prepares no module of
+// its own. The control is the plugins' start: each runs, from a module the
+// engine holds.
+func TestModulesHeld(t *testing.T) {
+	for _, c := range []struct {
+		folder  wasm.Folder
+		only    []string
+		plugins []string // those the manager starts
+	}{
+		{wasm.Folder{Path: pluginDir, Builtin: true}, nil, []string{"rules", "llm"}},
+		{wasm.Folder{Path: pluginDir}, []string{"llm"}, []string{"llm"}},
+	} {
+		e := newEnv(t)
+		m := wasm.NewManager(wasm.ManagerConfig{Engine: wasmEngine, Kernel: e.kernel, Folders: []wasm.Folder{c.folder}, Only: c.only, Logger: quiet})
+		if err := m.Start(); err != nil {
+			t.Fatal(err)
+		}
+		held, _ := wasmEngine.LiveModules()
+		for _, name := range c.plugins {
+			e.events.until(t, name+"'s start", func(ev *abi.Event) bool {
+				return ev.Type == abi.SubjectPluginStarted && decodeAs[abi.PluginState](t, ev).Plugin == name
+			})
+		}
+		m.Stop()
+		if held != len(heldModules) {
+			t.Errorf("built-in %v: the engine holds %d modules while the manager runs; want the %d holdModules holds: the manager prepared its own", c.folder.Builtin, held, len(heldModules))
+		}
+	}
 }

@@ -51,8 +51,9 @@ type ReplaySetup struct {
 }
 
 // replayWait bounds each wait of a replay on the policy: for a call it
-// should make, or an answer to reach it.
-const replayWait = 10 * time.Second
+// should make, or an answer to reach it. A variable for the tests whose
+// replay waits it out.
+var replayWait = 10 * time.Second
 
 // Replay is a replay of a recorded run loop, ready to run. Its caller
 // puts the policy in a kernel of its own: one whose llm.chat is

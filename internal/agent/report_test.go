@@ -36,10 +36,10 @@ var hostileDir = sync.OnceValues(func() (string, error) {
 func TestFailingPolicyReportedWithBackoff(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		policy  func(e *env) Policy
+		policy  func(t *testing.T, e *env) Policy
 		failing bool
 	}{
-		{"failing", func(e *env) Policy {
+		{"failing", func(t *testing.T, e *env) Policy {
 			dir, err := hostileDir()
 			if err != nil {
 				t.Fatal(err)
@@ -51,11 +51,14 @@ func TestFailingPolicyReportedWithBackoff(t *testing.T) {
 			t.Cleanup(m.Stop)
 			return PluginPolicy(m, "hostile")
 		}, true},
-		{"healthy", func(e *env) Policy { return e.rules() }, false},
+		{"healthy", func(t *testing.T, e *env) Policy { return e.rules() }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each waits 3 s with a kernel, a store and plugins of its own:
+			// side by side, the package waits 3 s less.
+			t.Parallel()
 			e := newEnv(t)
-			p := tc.policy(e)
+			p := tc.policy(t, e)
 			var asked atomic.Int64
 			e.start(Config{Hz: 100, Policy: PolicyFunc(func(ctx context.Context, b *abi.Batch) (*abi.Reply, error) {
 				asked.Add(1)

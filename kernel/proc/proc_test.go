@@ -57,9 +57,17 @@ type env struct {
 	events []abi.Event
 }
 
+// testRing is the size of the memory store under a test's bus: ten times
+// the 400 events the busiest test (TestManyConcurrent) publishes, so no
+// subscriber can fall behind the ring. The default ring (1<<20 events,
+// 160 MiB of abi.Event and seqs) cost every test its zeroing, page faults and
+// the race detector's and the GC's passes over it: half of the test
+// process's CPU.
+const testRing = 1 << 12
+
 func newEnv(t *testing.T, opts Config) *env {
 	t.Helper()
-	e := &env{t: t, bus: bus.New(bus.NewMemoryStore(0), bus.Config{})}
+	e := &env{t: t, bus: bus.New(bus.NewMemoryStore(testRing), bus.Config{})}
 	e.m = NewManager(e.bus, opts)
 	sub, err := e.bus.Subscribe(context.Background(), "kairo.process.>", bus.SubscribeConfig{}, func(evs []abi.Event) error {
 		e.mu.Lock()
@@ -72,6 +80,9 @@ func newEnv(t *testing.T, opts Config) *env {
 	}
 	t.Cleanup(func() {
 		e.m.Close()
+		if n := e.bus.LastSeq(); n > testRing/2 {
+			t.Errorf("the test published %d events, near the ring of %d its subscriber reads from: raise testRing", n, testRing)
+		}
 		sub.Close()
 		e.bus.Close()
 	})
@@ -375,7 +386,7 @@ func alive(pid int) bool {
 
 // Closing the manager (as `kairo up` does when it stops) ends every tree.
 func TestCloseLeavesNoProcess(t *testing.T) {
-	b := bus.New(bus.NewMemoryStore(0), bus.Config{})
+	b := bus.New(bus.NewMemoryStore(testRing), bus.Config{})
 	defer b.Close()
 	m := NewManager(b, Config{})
 	out := &collect{}
