@@ -123,6 +123,39 @@ plugins:
 # cluster: 1.1 s of CPU), ~3 s in all; TestUpOnLongHistory already
 # writes its history outside -race (historygen); TestHostilePlugins'
 # kinds share one daemon, and subtests in parallel would need one each.
+# 2026-11-30, cmd/kairo and host/wasm (perf record of cmd/kairo, 183 s
+# sampled: kairo processes 66 %, 1138 of them started, 427 by daemons):
+# - a sandboxed spawn's helper was kairo itself (12 ms of CPU a start for
+#   kairo-sandbox, 56 for kairo); the tests now lay kairo-sandbox beside
+#   kairo, as make build does, and every home shares one compilation
+#   cache for the run (testkit.MainWith): cmd/kairo 192, 221, 214 ->
+#   214, 180, 180 s of CPU (ABBA, load 3-12). host/wasm's CheckCache no
+#   longer refuses a cache another engine writes (a temp file renamed
+#   away mid-walk), which sharing made frequent.
+# - manifests' and rules' regexps compile on first use: 68.6 -> 61.0 ms
+#   of CPU a kairo process (`kairo version`, ABBA, load 10-11).
+# - host/wasm TestModuleCaps builds its 64 MiB module without writing the
+#   payload: 20.0 -> 1.2-1.9 s of CPU for -count=5 (page faults under the
+#   race detector's shadow). Not kept: the same built by appends into one
+#   slices.Grow, written: 18.6-22.9 s, no gain.
+# - Together, old and new alternated (3 rounds each, load 4-8): cmd/kairo
+#   180.5, 178.2, 188.5 -> 169.0, 168.2, 168.3 s of CPU (-7 %); host/wasm
+#   68.1, 62.4, 63.0 -> 58.0, 62.1, 63.7 s (-5 %, within the noise).
+# - kairo secrets set shows its prompt once echo is off:
+#   TestSecretsSetTerminal saw the value echoed once under load.
+# What remains: a kairo process costs ~60 ms of CPU to start on these
+# VMs, mostly page faults (of the 42 MB static binary, of the heap) and
+# the init of every linked package, a quarter of kairo's CPU in the run
+# (nats-server, gob, sqlite's libc, prometheus, jsonschema,
+# internal/console lead); cmd/kairo starts ~700 (105 daemons, the
+# rest CLI commands, few of them polls: at most 13 of one command in a
+# test), ~40 s in all. `kairo plugin inspect` compiles in memory (3.5 %
+# of kairo's CPU). host/wasm: its TestMain is 17 s of ~65 (wasmwarm
+# compiling six 4 MB Go guests 11.5 s, go build and link of the guests
+# ~5 s); of the test process, half is the race runtime, and each new
+# Engine's Prepare decodes and validates the module again under -race
+# (wazero's validateFunctions 4.2 s, the metered rewrite 1.9 s, the
+# cached code's crc32 1.7 s).
 test: prereqs lint testdata
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) benchcheck

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 )
@@ -48,43 +49,45 @@ func schemaKey(t reflect.Type, k toml.Key) bool {
 // to words that do not. Messages that quote nothing pass as they are; a
 // message that matches neither is replaced by the fallback, so a new
 // parser version cannot make an error quote the file.
+// The patterns are compiled on the first syntax error, not as every kairo
+// process starts (where they were a third of this package's init).
 var syntaxMessages = []struct {
-	re    *regexp.Regexp
-	words string
+	pattern string
+	words   string
 }{
-	{regexp.MustCompile(`^expected a top-level item to end with`), "expected the end of the line (or a # comment) after the value"},
-	{regexp.MustCompile(`^expected end of table array name delimiter`), "expected ]] to end the [[array of tables]] header"},
-	{regexp.MustCompile(`^expected '\.' or '\]' to end table name`), "expected . or ] in the [table] header; a bare name holds only letters, digits, _ and -"},
-	{regexp.MustCompile(`^expected '\.' or '=', but got`), "expected = after the key (or . in a dotted key); a bare key holds only letters, digits, _ and -"},
-	{regexp.MustCompile(`^expected value but found`), "expected a value: a string in quotes, a number, true or false, a date, an [array] or an { inline table }"},
-	{regexp.MustCompile(`^expected a comma \(','\) or array terminator`), "expected , or ] after a value in the array"},
-	{regexp.MustCompile(`^expected a comma or an inline table terminator`), "expected , or } after a value in the inline table"},
-	{regexp.MustCompile(`^expected (two|four|eight) hexadecimal digits after '\\[xuU]'`), "an escape \\x, \\u or \\U lacks its hexadecimal digits"},
-	{regexp.MustCompile(`^(?i)invalid float`), "this is not a valid float"},
-	{regexp.MustCompile(`^cannot use sign with non-decimal numbers`), "cannot use a sign with a binary, octal or hexadecimal number"},
-	{regexp.MustCompile(`^expected a digit but got`), "expected a digit"},
-	{regexp.MustCompile(`^not a binary number`), "not a binary number"},
-	{regexp.MustCompile(`^not an octal number`), "not an octal number"},
-	{regexp.MustCompile(`^not a hexadecimal number`), "not a hexadecimal number"},
-	{regexp.MustCompile(`^Invalid integer .*: underscores`), "invalid integer: underscores must be surrounded by digits"},
-	{regexp.MustCompile(`^Invalid integer .*: cannot have leading zeroes`), "invalid integer: it cannot have leading zeroes"},
-	{regexp.MustCompile(`is out of range for (int64|float64)$`), "this number is out of range"},
-	{regexp.MustCompile(`is out of the safe .* range$`), "this number is out of the range a float holds exactly"},
-	{regexp.MustCompile(`^invalid datetime`), "this is not a valid date or time"},
-	{regexp.MustCompile(`^invalid duration`), "this is not a valid duration"},
-	{regexp.MustCompile(`is not a table$`), "this key already holds a value, so it cannot be a table"},
-	{regexp.MustCompile(`^Key '.*' was already created as a hash\.$`), "this key is already a table; define each key once"},
-	{regexp.MustCompile(`^Key '.*' was already created and cannot be used as an array\.$`), "this key is already defined, so it cannot be an array of tables"},
-	{regexp.MustCompile(`^Key '.*' has already been defined\.$`), "this key is already defined; define each key once"},
-	{regexp.MustCompile(`^invalid escape`), "invalid escape in a string; use \\b \\t \\n \\f \\r \\\" \\\\ \\xHH \\uHHHH or \\UHHHHHHHH"},
-	{regexp.MustCompile(`^Escaped character '\\u.*' is not valid UTF-8\.$`), "an escape \\u or \\U names no Unicode character"},
-	{regexp.MustCompile(`^TOML files cannot contain control characters`), "a control character (other than a tab) is not allowed here"},
-	{regexp.MustCompile(`^invalid UTF-8 byte`), "this byte begins no UTF-8 character"},
+	{`^expected a top-level item to end with`, "expected the end of the line (or a # comment) after the value"},
+	{`^expected end of table array name delimiter`, "expected ]] to end the [[array of tables]] header"},
+	{`^expected '\.' or '\]' to end table name`, "expected . or ] in the [table] header; a bare name holds only letters, digits, _ and -"},
+	{`^expected '\.' or '=', but got`, "expected = after the key (or . in a dotted key); a bare key holds only letters, digits, _ and -"},
+	{`^expected value but found`, "expected a value: a string in quotes, a number, true or false, a date, an [array] or an { inline table }"},
+	{`^expected a comma \(','\) or array terminator`, "expected , or ] after a value in the array"},
+	{`^expected a comma or an inline table terminator`, "expected , or } after a value in the inline table"},
+	{`^expected (two|four|eight) hexadecimal digits after '\\[xuU]'`, "an escape \\x, \\u or \\U lacks its hexadecimal digits"},
+	{`^(?i)invalid float`, "this is not a valid float"},
+	{`^cannot use sign with non-decimal numbers`, "cannot use a sign with a binary, octal or hexadecimal number"},
+	{`^expected a digit but got`, "expected a digit"},
+	{`^not a binary number`, "not a binary number"},
+	{`^not an octal number`, "not an octal number"},
+	{`^not a hexadecimal number`, "not a hexadecimal number"},
+	{`^Invalid integer .*: underscores`, "invalid integer: underscores must be surrounded by digits"},
+	{`^Invalid integer .*: cannot have leading zeroes`, "invalid integer: it cannot have leading zeroes"},
+	{`is out of range for (int64|float64)$`, "this number is out of range"},
+	{`is out of the safe .* range$`, "this number is out of the range a float holds exactly"},
+	{`^invalid datetime`, "this is not a valid date or time"},
+	{`^invalid duration`, "this is not a valid duration"},
+	{`is not a table$`, "this key already holds a value, so it cannot be a table"},
+	{`^Key '.*' was already created as a hash\.$`, "this key is already a table; define each key once"},
+	{`^Key '.*' was already created and cannot be used as an array\.$`, "this key is already defined, so it cannot be an array of tables"},
+	{`^Key '.*' has already been defined\.$`, "this key is already defined; define each key once"},
+	{`^invalid escape`, "invalid escape in a string; use \\b \\t \\n \\f \\r \\\" \\\\ \\xHH \\uHHHH or \\UHHHHHHHH"},
+	{`^Escaped character '\\u.*' is not valid UTF-8\.$`, "an escape \\u or \\U names no Unicode character"},
+	{`^TOML files cannot contain control characters`, "a control character (other than a tab) is not allowed here"},
+	{`^invalid UTF-8 byte`, "this byte begins no UTF-8 character"},
 }
 
 // syntaxFixed are the parser's messages that quote no text of the file,
 // only fixed tokens.
-var syntaxFixed = regexp.MustCompile(`^(` +
+const syntaxFixed = `^(` +
 	`unexpected EOF(; expected (value|key separator '='|'"'|'"""'|"'"|"'''"))?|` +
 	`unexpected end of table name \(table names cannot be empty\)|` +
 	`unexpected table separator \(table names cannot be empty\)|` +
@@ -96,17 +99,28 @@ var syntaxFixed = regexp.MustCompile(`^(` +
 	`strings cannot contain newlines|` +
 	`newlines not allowed within inline tables|` +
 	`files cannot contain NULL bytes; probably using UTF-16; TOML files must be UTF-8` +
-	`)$`)
+	`)$`
+
+// syntaxREs are syntaxFixed and each of syntaxMessages' patterns,
+// compiled.
+var syntaxREs = sync.OnceValues(func() (*regexp.Regexp, []*regexp.Regexp) {
+	res := make([]*regexp.Regexp, len(syntaxMessages))
+	for i, m := range syntaxMessages {
+		res[i] = regexp.MustCompile(m.pattern)
+	}
+	return regexp.MustCompile(syntaxFixed), res
+})
 
 // syntaxWords says what a parser message says, in words that quote no
 // text of the file.
 func syntaxWords(msg string) string {
-	if syntaxFixed.MatchString(msg) {
+	fixed, res := syntaxREs()
+	if fixed.MatchString(msg) {
 		return msg
 	}
-	for _, m := range syntaxMessages {
-		if m.re.MatchString(msg) {
-			return m.words
+	for i, re := range res {
+		if re.MatchString(msg) {
+			return syntaxMessages[i].words
 		}
 	}
 	return "the text is not valid TOML here"

@@ -72,14 +72,14 @@ func TestUserCacheRefused(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
 	buildPlugin(t, filepath.Join(home, "plugins"), "echo")
-	root := filepath.Join(home, "cache", "kairo", "wasm") // childEnv's XDG_CACHE_HOME
+	root := filepath.Join(home, "cache", "kairo", "wasm") // ownCacheEnv's XDG_CACHE_HOME
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(root, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	d := startUp(t, home)
+	d := startUpEnv(t, home, kairoBin, ownCacheEnv(home))
 	if r := kairo(t, home, "plugins"); !regexp.MustCompile(`(?m)^echo\s.*running`).MatchString(r.stdout) {
 		t.Fatalf("echo is not running beside a refused cache:\n%s\n%s", r, d.stderr)
 	}
@@ -98,7 +98,7 @@ func TestUserCacheRefused(t *testing.T) {
 	if err := os.Chmod(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	d = startUp(t, home)
+	d = startUpEnv(t, home, kairoBin, ownCacheEnv(home))
 	if r := kairo(t, home, "plugins"); !regexp.MustCompile(`(?m)^echo\s.*running`).MatchString(r.stdout) {
 		t.Fatalf("echo is not running:\n%s\n%s", r, d.stderr)
 	}

@@ -29,7 +29,8 @@ func TestFullDiskUp(t *testing.T) {
 	staged := t.TempDir()
 	buildPlugin(t, staged, "echo")
 
-	d := startUp(t, home) // the control
+	// The home's own compilation cache, on the small disk (ownCacheEnv).
+	d := startUpEnv(t, home, kairoBin, ownCacheEnv(home)) // the control
 	var acked []string
 	publish := func() result {
 		r := kairo(t, home, "events", "publish", "test.disk", `{"n":1}`)
@@ -58,7 +59,7 @@ func TestFullDiskUp(t *testing.T) {
 		}
 	}
 	free := smalldisk.Fill(t, disk)
-	d = startUp(t, home)
+	d = startUpEnv(t, home, kairoBin, ownCacheEnv(home))
 	if !strings.Contains(d.stderr.String(), "disk of the event store is full") {
 		t.Fatalf("the daemon did not say its disk is full:\n%s", d.stderr)
 	}
@@ -107,7 +108,7 @@ func TestFullDiskUp(t *testing.T) {
 		t.Fatalf("a stop on a full disk exited %d:\n%s", code, d.stderr)
 	}
 	free()
-	d = startUp(t, home)
+	d = startUpEnv(t, home, kairoBin, ownCacheEnv(home))
 	r = kairo(t, home, "events", "replay", "test.disk")
 	for _, seq := range acked {
 		if !strings.Contains(r.stdout, seq) {

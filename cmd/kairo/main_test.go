@@ -30,7 +30,22 @@ var kairoBin string
 // hosts_test.go, twohosts_test.go and store_jetstream_test.go; the Jaeger
 // of traces_test.go), and the in-process ones of a few milliseconds, for
 // which overlap gains nothing.
-func TestMain(m *testing.M) { testkit.Main(m, &kairoBin) }
+//
+// kairo-sandbox lies beside kairo, as `make build` lays them out, and every
+// home compiles its drop-in plugins into one compilation cache, as the
+// homes of one user share the user's (testkit.MainConfig): a daemon
+// compiles a module no other test's daemon compiled before. The tests of
+// the cache and of a full disk give their home a cache of its own
+// (ownCacheEnv); binCopy's kairo has no helper beside it.
+func TestMain(m *testing.M) {
+	testkit.MainWith(m, &kairoBin, testkit.MainConfig{Helper: true, SharedCache: true})
+}
+
+// ownCacheEnv is childEnv with the home's own compilation cache, the
+// folder "cache" in it, rather than the tests' shared one.
+func ownCacheEnv(home string) []string {
+	return append(childEnv(home), "XDG_CACHE_HOME="+filepath.Join(home, "cache"))
+}
 
 // goTool is the go command of the toolchain running the tests: go test puts
 // its GOROOT/bin first in PATH.

@@ -130,8 +130,8 @@ func readSecretValue(ctx context.Context, name, path string) ([]byte, error) {
 		defer f.Close()
 		v, err = io.ReadAll(io.LimitReader(f, max+1))
 	case isTerminal(int(os.Stdin.Fd())):
-		fmt.Fprintf(os.Stderr, "the value of %s (not shown; Enter ends it): ", name)
-		v, err = readNoEcho(ctx, os.Stdin, max+1)
+		prompt := fmt.Sprintf("the value of %s (not shown; Enter ends it): ", name)
+		v, err = readNoEcho(ctx, os.Stdin, os.Stderr, prompt, max+1)
 		fmt.Fprintln(os.Stderr)
 	default:
 		v, err = io.ReadAll(io.LimitReader(os.Stdin, max+1))

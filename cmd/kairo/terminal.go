@@ -67,10 +67,12 @@ func (t *terminal) restore() {
 	t.once.Do(func() { unix.IoctlSetTermios(t.fd, unix.TCSETS, &t.saved) })
 }
 
-// readNoEcho reads a line from the terminal f without echoing it, as
-// passwd does: at most max bytes, its newline included. The terminal is put
-// back as it was after, also when ctx ends first (Ctrl-C).
-func readNoEcho(ctx context.Context, f *os.File, max int) ([]byte, error) {
+// readNoEcho writes prompt to w once the terminal f no longer echoes, then
+// reads a line from f, as passwd does: at most max bytes, its newline
+// included. A prompt shown before would let what is typed or pasted at
+// once be echoed. The terminal is put back as it was after, also when ctx
+// ends first (Ctrl-C).
+func readNoEcho(ctx context.Context, f *os.File, w io.Writer, prompt string, max int) ([]byte, error) {
 	fd := int(f.Fd())
 	tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
@@ -83,6 +85,7 @@ func readNoEcho(ctx context.Context, f *os.File, max int) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.IoctlSetTermios(fd, unix.TCSETS, &saved)
+	io.WriteString(w, prompt)
 	type line struct {
 		b   []byte
 		err error

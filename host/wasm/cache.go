@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -95,13 +96,21 @@ func CheckCache(root string) error {
 			break
 		}
 	}
-	// The root and everything in it: not followed.
+	// The root and everything in it: not followed. An entry gone between
+	// the listing and its check is another engine's temporary file, renamed
+	// into place (wazero's filecache.Add): nothing is left of it to run.
 	return filepath.WalkDir(abs, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
+			if path != abs && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
 			return fmt.Errorf("compilation cache %s: %w", abs, err)
 		}
 		fi, err := e.Info()
 		if err != nil {
+			if path != abs && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
 			return fmt.Errorf("compilation cache %s: %w", abs, err)
 		}
 		mode, uid := fi.Mode(), ownerOf(fi)

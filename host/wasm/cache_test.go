@@ -2,9 +2,11 @@ package wasm
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -266,5 +268,60 @@ func TestCacheUnwritable(t *testing.T) {
 	h.cmu.Unlock()
 	if !retry.After(time.Now()) || refused {
 		t.Fatalf("the host does not try the disk again later (until %v, refused %v)", retry, refused)
+	}
+}
+
+// Daemons of one user share the cache, and wazero files each module it
+// compiles as a temporary file renamed into place: a check that lists a
+// temporary file another daemon then renames away passes, where it once
+// failed, which sent the engine compiling in memory for a minute. The
+// control: a file of another user's mode, written among the churn, is
+// still refused.
+func TestCheckCacheWhileAnotherWrites(t *testing.T) {
+	root := t.TempDir()
+	folder := CacheFolder(root)
+	if err := os.MkdirAll(folder, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // another engine's writes, as wazero's filecache.Add makes them
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tmp := filepath.Join(folder, "module."+strconv.Itoa(i)+".tmp")
+			if err := os.WriteFile(tmp, []byte("code"), 0o600); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := os.Rename(tmp, filepath.Join(folder, "module")); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 500 {
+		if err := CheckCache(root); err != nil {
+			close(stop)
+			<-done
+			t.Fatalf("a cache another engine writes was refused: %v", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(folder, "planted"), []byte("code"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(folder, "planted"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckCache(root)
+	close(stop)
+	<-done
+	var refused *CacheError
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "planted") {
+		t.Fatalf("a file others can write, among another engine's writes: %v, want it refused", err)
 	}
 }

@@ -60,12 +60,36 @@ func Build(pkg, name string, ldflags ...string) (bin string, remove func(), err 
 	remove = func() { os.RemoveAll(dir) }
 	os.Chmod(dir, 0o755)
 	bin = filepath.Join(dir, name)
-	args := []string{"build", "-ldflags=" + strings.Join(append([]string{"-s", "-w"}, ldflags...), " ")}
-	if err := linkCached(bin, pkg, name, args); err != nil {
+	if err := buildInto(bin, pkg, name, ldflags); err != nil {
 		remove()
 		return "", nil, err
 	}
 	return bin, remove, nil
+}
+
+// BuildKairoWithHelper is BuildKairo with kairo-sandbox beside kairo, as
+// `make build` lays them out: kairo up then starts the small helper for
+// each sandboxed spawn rather than kairo itself, whose start runs the
+// init of every package kairo links (a quarter of a CLI process's CPU,
+// and most of a helper's). A test of kairo without the helper beside it
+// runs a copy of kairo in a folder of its own (cmd/kairo's binCopy).
+func BuildKairoWithHelper() (bin string, remove func(), err error) {
+	bin, remove, err = BuildKairo()
+	if err != nil {
+		return "", nil, err
+	}
+	helper := filepath.Join(filepath.Dir(bin), "kairo-sandbox")
+	if err := buildInto(helper, "./cmd/kairo-sandbox", "kairo-sandbox", nil); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return bin, remove, nil
+}
+
+// buildInto builds pkg into the path bin, as Build does.
+func buildInto(bin, pkg, name string, ldflags []string) error {
+	args := []string{"build", "-ldflags=" + strings.Join(append([]string{"-s", "-w"}, ldflags...), " ")}
+	return linkCached(bin, pkg, name, args)
 }
 
 // linkCached builds pkg with go args into the cache folder of
@@ -166,24 +190,62 @@ func (k *LazyKairo) Remove() {
 
 // Main is a TestMain for tests that run kairo: it builds the binary
 // (BuildKairo) into *bin, runs the tests and removes it.
-func Main(m *testing.M, bin *string) {
-	b, remove, err := BuildKairo()
+func Main(m *testing.M, bin *string) { MainWith(m, bin, MainConfig{}) }
+
+// MainConfig is how MainWith lays out what the tests run. The zero value
+// is Main's: kairo alone, and each home compiling its plugins into a cache
+// of its own.
+type MainConfig struct {
+	// Helper puts kairo-sandbox beside kairo (BuildKairoWithHelper).
+	Helper bool
+	// SharedCache makes ChildEnv point every home at one compilation
+	// cache, made for this test binary and removed after its tests ran:
+	// a drop-in plugin one test's daemon compiled, the next one's finds
+	// there, as the homes of one user share the user's cache. wazero
+	// writes each compiled module to a temporary file it renames into
+	// place, so daemons that share the cache never read half a module.
+	// A test about the cache sets XDG_CACHE_HOME after ChildEnv's.
+	SharedCache bool
+}
+
+// MainWith is Main laid out as c says.
+func MainWith(m *testing.M, bin *string, c MainConfig) {
+	build := BuildKairo
+	if c.Helper {
+		build = BuildKairoWithHelper
+	}
+	b, remove, err := build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	*bin = b
+	if c.SharedCache {
+		if sharedCache, err = os.MkdirTemp("", "kairo-test-cache-"); err != nil {
+			remove()
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	code := m.Run()
 	remove()
+	if sharedCache != "" {
+		os.RemoveAll(sharedCache)
+	}
 	os.Exit(code)
 }
+
+// sharedCache is the XDG_CACHE_HOME of every home ChildEnv makes the
+// environment of, when MainWith was asked for one; "" otherwise.
+var sharedCache string
 
 // ChildEnv is the environment of a kairo child: ours without KAIRO_*, with
 // KAIRO_HOME set to home, and XDG_RUNTIME_DIR a folder that does not
 // exist, so that a daemon of the tests names its home in no pointer file:
 // not the user's, not one another test's client reads. XDG_CACHE_HOME is
 // the home's folder "cache": each home compiles its plugins into a
-// compilation cache of its own, never the user's.
+// compilation cache of its own, never the user's; or, under MainWith's
+// SharedCache, the test binary's one cache.
 func ChildEnv(home string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -191,7 +253,11 @@ func ChildEnv(home string) []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "KAIRO_HOME="+home, "XDG_RUNTIME_DIR="+filepath.Join(home, "no-runtime-dir"), "XDG_CACHE_HOME="+filepath.Join(home, "cache"))
+	cache := filepath.Join(home, "cache")
+	if sharedCache != "" {
+		cache = sharedCache
+	}
+	return append(env, "KAIRO_HOME="+home, "XDG_RUNTIME_DIR="+filepath.Join(home, "no-runtime-dir"), "XDG_CACHE_HOME="+cache)
 }
 
 // SyncBuffer collects what a child or a logger writes while the test reads

@@ -20,22 +20,22 @@ import (
 // reAsk takes "ask ID: TEXT" and "ask ID to TEXT"; the text may be left
 // out, and then the policy asks for it. Only "ask" and "to" ignore case:
 // an agent's id is taken as written.
-var reAsk = regexp.MustCompile(`^(?i:ask)(?:\s+([a-z0-9_-]+)(?:\s*:\s*|\s+(?i:to)(?:\s+|$)|\s*$)((?s:.*)))?$`)
+var reAsk = lazyRE(`^(?i:ask)(?:\s+([a-z0-9_-]+)(?:\s*:\s*|\s+(?i:to)(?:\s+|$)|\s*$)((?s:.*)))?$`)
 
 // askWhatSuffix ends the question "Ask ops what?"; the answer, sent into
 // the question's run loop, is the text to ask.
 const askWhatSuffix = " what? For example: ask "
 
 // reAskedWhat finds the agent in that question.
-var reAskedWhat = regexp.MustCompile(`^Ask ([a-z0-9_-]+)` + regexp.QuoteMeta(askWhatSuffix))
+var reAskedWhat = lazyRE(`^Ask ([a-z0-9_-]+)` + regexp.QuoteMeta(askWhatSuffix))
 
 // onAsk answers an ask command: the tool call, or a question for what the
 // command left out. raw is the message as typed, so the text keeps its
 // punctuation.
 func onAsk(corr, raw string) abi.Action {
-	sub := reAsk.FindStringSubmatch(strings.TrimSpace(raw))
+	sub := reAsk().FindStringSubmatch(strings.TrimSpace(raw))
 	if sub == nil {
-		sub = reAsk.FindStringSubmatch(normalize(raw))
+		sub = reAsk().FindStringSubmatch(normalize(raw))
 	}
 	agent, text := sub[1], strings.TrimSpace(sub[2])
 	switch {
@@ -54,7 +54,7 @@ func askedWhat(l *abi.RunLoopView) string {
 	if n == 0 || l.Actions[n-1].Type != abi.ActionQuery {
 		return ""
 	}
-	if sub := reAskedWhat.FindStringSubmatch(l.Actions[n-1].Text); sub != nil {
+	if sub := reAskedWhat().FindStringSubmatch(l.Actions[n-1].Text); sub != nil {
 		return sub[1]
 	}
 	return ""

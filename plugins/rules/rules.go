@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -42,14 +43,20 @@ const helpText = `I understand:
 With several tasks running, "stop" and "use ... instead" ask which one you mean:
 answer with its id, its number, words of its goal, or "all".`
 
+// lazyRE is pattern, compiled on its first use rather than as every kairo
+// process starts, most of which never run the rule policy.
+func lazyRE(pattern string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(pattern) })
+}
+
 var (
-	reRun      = regexp.MustCompile(`(?i)^(?:please\s+)?(?:run|start|execute)(?:\s+(.+))?$`)
-	reRestart  = regexp.MustCompile(`(?i)^(?:restart|rerun|re-run)(?:\s+it)?\s+with\s+(.+)$|^use\s+(.+?)\s+instead$|^(?:try|run it)\s+with\s+(.+?)(?:\s+instead)?$`)
-	reProgress = regexp.MustCompile(`(?i)^(?:progress|status|how far(?: along)?(?: is it| are you| are they)?|how(?:'s| is| are) (?:it|they) going|are you done|is it done)$`)
-	reStop     = regexp.MustCompile(`(?i)^(?:stop|cancel|abort|kill|halt)(?:\s+(.+))?$|^never ?mind$`)
-	reAgain    = regexp.MustCompile(`(?i)^(?:again|(?:do|run|try) it again|(?:run|try) again|retry|rerun|re-run|resume)$`)
-	reRunning  = regexp.MustCompile(`(?i)^(?:what(?:'s| is) running|what are you (?:doing|running)|ps|jobs|list)$`)
-	reHelp     = regexp.MustCompile(`(?i)^(?:help|\?|what can you do)$`)
+	reRun      = lazyRE(`(?i)^(?:please\s+)?(?:run|start|execute)(?:\s+(.+))?$`)
+	reRestart  = lazyRE(`(?i)^(?:restart|rerun|re-run)(?:\s+it)?\s+with\s+(.+)$|^use\s+(.+?)\s+instead$|^(?:try|run it)\s+with\s+(.+?)(?:\s+instead)?$`)
+	reProgress = lazyRE(`(?i)^(?:progress|status|how far(?: along)?(?: is it| are you| are they)?|how(?:'s| is| are) (?:it|they) going|are you done|is it done)$`)
+	reStop     = lazyRE(`(?i)^(?:stop|cancel|abort|kill|halt)(?:\s+(.+))?$|^never ?mind$`)
+	reAgain    = lazyRE(`(?i)^(?:again|(?:do|run|try) it again|(?:run|try) again|retry|rerun|re-run|resume)$`)
+	reRunning  = lazyRE(`(?i)^(?:what(?:'s| is) running|what are you (?:doing|running)|ps|jobs|list)$`)
+	reHelp     = lazyRE(`(?i)^(?:help|\?|what can you do)$`)
 )
 
 // normalize trims space and punctuation around a message; the patterns
@@ -103,10 +110,10 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, skills [
 		return onChoice(m, into, loops, skills, now)
 	}
 	switch {
-	case reHelp.MatchString(text):
+	case reHelp().MatchString(text):
 		return []abi.Action{say(corr, helpText, corr == "")}
-	case reRestart.MatchString(text):
-		args := firstGroup(reRestart.FindStringSubmatch(text))
+	case reRestart().MatchString(text):
+		args := firstGroup(reRestart().FindStringSubmatch(text))
 		targets, ask := pick(into, "", running(loops))
 		switch {
 		case ask != nil:
@@ -115,7 +122,7 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, skills [
 			return []abi.Action{say(corr, "Nothing is running to restart. Say `run <command>` to start something.", corr == "")}
 		}
 		return restart(targets[0], args, skills)
-	case reAgain.MatchString(text):
+	case reAgain().MatchString(text):
 		targets, ask := pick(into, "", interrupted(loops))
 		switch {
 		case ask != nil:
@@ -124,23 +131,23 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, skills [
 			return []abi.Action{say(corr, "Nothing was interrupted. Say `run <command>` to start something.", corr == "")}
 		}
 		return again(targets[0])
-	case reRun.MatchString(text):
+	case reRun().MatchString(text):
 		// The command keeps its punctuation: only the space around it goes.
-		sub := reRun.FindStringSubmatch(strings.TrimSpace(m.Text))
+		sub := reRun().FindStringSubmatch(strings.TrimSpace(m.Text))
 		if sub == nil {
-			sub = reRun.FindStringSubmatch(text)
+			sub = reRun().FindStringSubmatch(text)
 		}
 		cmd := strings.TrimSpace(sub[1])
 		if cmd == "" {
 			return []abi.Action{query(corr, "Run what? For example: run make test")}
 		}
 		return []abi.Action{run(corr, cmd, skills)}
-	case reAsk.MatchString(text):
+	case reAsk().MatchString(text):
 		return []abi.Action{onAsk(corr, m.Text)}
-	case reProgress.MatchString(text):
+	case reProgress().MatchString(text):
 		return progress(corr, into, loops, now)
-	case reStop.MatchString(text):
-		rest := firstGroup(reStop.FindStringSubmatch(text))
+	case reStop().MatchString(text):
+		rest := firstGroup(reStop().FindStringSubmatch(text))
 		cands := running(loops)
 		if len(cands) == 0 {
 			// Nothing runs: "stop" drops a task waiting after an
@@ -157,7 +164,7 @@ func onMessage(m abi.UserMessage, corr string, loops []abi.RunLoopView, skills [
 			return []abi.Action{say(corr, "Nothing is running to stop.", corr == "")}
 		}
 		return stop(targets)
-	case reRunning.MatchString(text):
+	case reRunning().MatchString(text):
 		return []abi.Action{say(corr, runningText(loops), corr == "")}
 	case into != nil && asked(into):
 		// The answer to "run what?".
@@ -208,14 +215,14 @@ func whichText(cands []*abi.RunLoopView) string {
 	return b.String()
 }
 
-var reListed = regexp.MustCompile("(\\d+)\\. `([^`]+)`")
+var reListed = lazyRE("(\\d+)\\. `([^`]+)`")
 
 // listed is the run loops a "which task?" question listed, in its order;
 // one no longer open keeps its place, as nil, so the numbers still mean
 // what the question said.
 func listed(q *abi.RunLoopView, loops []abi.RunLoopView) []*abi.RunLoopView {
 	var out []*abi.RunLoopView
-	for _, m := range reListed.FindAllStringSubmatch(q.Actions[len(q.Actions)-1].Text, -1) {
+	for _, m := range reListed().FindAllStringSubmatch(q.Actions[len(q.Actions)-1].Text, -1) {
 		var found *abi.RunLoopView
 		for i := range loops {
 			if strings.HasSuffix(loops[i].ID, m[2]) {
@@ -240,8 +247,8 @@ func askedWhich(l *abi.RunLoopView) bool {
 // Another command instead is taken as that command.
 func onChoice(m abi.UserMessage, q *abi.RunLoopView, loops []abi.RunLoopView, skills []string, now time.Time) []abi.Action {
 	text := normalize(m.Text)
-	for _, re := range []*regexp.Regexp{reHelp, reRun, reAsk, reRestart, reAgain, reProgress, reStop, reRunning} {
-		if re.MatchString(text) {
+	for _, re := range []func() *regexp.Regexp{reHelp, reRun, reAsk, reRestart, reAgain, reProgress, reStop, reRunning} {
+		if re().MatchString(text) {
 			return append([]abi.Action{say(q.ID, "(I take that as a new request, not as the answer.)", true)},
 				onMessage(m, "", loops, skills, now)...)
 		}
@@ -265,13 +272,13 @@ func onChoice(m abi.UserMessage, q *abi.RunLoopView, loops []abi.RunLoopView, sk
 	var acts []abi.Action
 	var what string
 	switch {
-	case reRestart.MatchString(goal):
-		args := firstGroup(reRestart.FindStringSubmatch(goal))
+	case reRestart().MatchString(goal):
+		args := firstGroup(reRestart().FindStringSubmatch(goal))
 		for _, t := range targets {
 			acts = append(acts, restart(t, args, skills)...)
 		}
 		what = "Restarting"
-	case reAgain.MatchString(goal):
+	case reAgain().MatchString(goal):
 		for _, t := range targets {
 			acts = append(acts, again(t)...)
 		}
@@ -288,12 +295,12 @@ func onChoice(m abi.UserMessage, q *abi.RunLoopView, loops []abi.RunLoopView, sk
 }
 
 var (
-	reAll     = regexp.MustCompile(`(?i)^(?:all|both|everything|all of them|all tasks|all of it|every task|each)$`)
-	reNumber  = regexp.MustCompile(`^#?(\d+)$`)
+	reAll     = lazyRE(`(?i)^(?:all|both|everything|all of them|all tasks|all of it|every task|each)$`)
+	reNumber  = lazyRE(`^#?(\d+)$`)
 	ordinals  = map[string]int{"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "1st": 1, "2nd": 2, "3rd": 3, "4th": 4, "5th": 5}
 	fillers   = map[string]bool{"it": true, "that": true, "this": true, "the": true, "task": true, "one": true, "now": true, "please": true}
-	filler    = regexp.MustCompile(`(?i)\b(?:the|one|task|please|number|no)\b`)
-	reIDToken = regexp.MustCompile(`^[0-9a-z-]{4,}$`)
+	filler    = lazyRE(`(?i)\b(?:the|one|task|please|number|no)\b`)
+	reIDToken = lazyRE(`^[0-9a-z-]{4,}$`)
 )
 
 // named reports whether rest, what follows a command, names a task: not
@@ -319,14 +326,14 @@ func choose(answer string, listed []*abi.RunLoopView) []*abi.RunLoopView {
 			cands = append(cands, l)
 		}
 	}
-	if reAll.MatchString(t) {
+	if reAll().MatchString(t) {
 		return cands
 	}
-	words := strings.Fields(strings.TrimSpace(filler.ReplaceAllString(t, " ")))
+	words := strings.Fields(strings.TrimSpace(filler().ReplaceAllString(t, " ")))
 	if len(words) == 1 {
 		w := words[0]
 		n := 0
-		if sub := reNumber.FindStringSubmatch(w); sub != nil {
+		if sub := reNumber().FindStringSubmatch(w); sub != nil {
 			fmt.Sscan(sub[1], &n)
 		} else if o, ok := ordinals[w]; ok {
 			n = o
@@ -343,7 +350,7 @@ func choose(answer string, listed []*abi.RunLoopView) []*abi.RunLoopView {
 		}
 	}
 	for _, w := range words {
-		if !reIDToken.MatchString(w) {
+		if !reIDToken().MatchString(w) {
 			continue
 		}
 		var hit []*abi.RunLoopView
