@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -147,12 +149,25 @@ func TestLLMPreempt(t *testing.T) {
 		content(`{"action": {"type": "say", "text": "stale answer"}}`),
 		content(`{"action": {"type": "say", "text": "fresh answer", "done": true}}`),
 	}}
+	// Which request is which is told by its prompt, not by which reaches
+	// the server first: under load the second can (the first then took
+	// the fresh answer, which the agent rightly dropped as stale, and the
+	// second waited for a release that never came). The second is served
+	// once the first has taken its answer, so that the script's order
+	// holds.
 	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		model.mu.Lock()
-		first := len(model.requests) == 0
-		model.mu.Unlock()
-		if first {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, `{"error":{"message":"unreadable request"}}`, http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !bytes.Contains(body, []byte("actually, only the blog")) {
 			defer func() { <-release }() // answered only after the second request
+		} else {
+			for deadline := time.Now().Add(20 * time.Second); model.request(0) == "" && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 		}
 		model.ServeHTTP(w, r)
 	})
