@@ -485,28 +485,13 @@ func (s *Store) appendEvents(evs []*abi.Event, envs [][]byte, dup []bool) error 
 			for _, ev := range evs[i : i+rowsPerInsert] {
 				args = rowArgs(args, ev, nil, 0)
 			}
-			res, err := s.multi.(driver.StmtExecContext).ExecContext(context.Background(), args)
+			all, err := s.insertNumbered(s.multi, args, evs[i:i+rowsPerInsert], dup[i:], next)
 			if err != nil {
 				return err
 			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			// SQLite numbered the rows: the check costs nothing, and a
-			// store whose table did not end at last fails here, not later.
-			if got, _ := res.LastInsertId(); n > 0 && got != int64(next)+n-1 {
-				return fmt.Errorf("SQLite gave the last of %d new rows seq %d, want %d: the events table does not end at the store's last sequence number", n, got, int64(next)+n-1)
-			}
-			if n == rowsPerInsert {
-				for j, ev := range evs[i : i+rowsPerInsert] {
-					ev.Seq, dup[i+j] = next+uint64(j), false
-				}
+			if all {
 				next += rowsPerInsert
 				continue
-			}
-			if _, err := exec(s.del, []driver.NamedValue{{Ordinal: 1, Value: int64(next)}}); err != nil {
-				return err
 			}
 			if next, err = s.appendRows(evs[i:i+rowsPerInsert], envs[i:], packed, dup[i:], next); err != nil {
 				return err
@@ -579,7 +564,16 @@ func (s *Store) appendSmall(evs []*abi.Event, envs [][]byte, dup []bool, next ui
 	for j, ev := range evs {
 		args = rowArgs(args, ev, envs[j], 0)
 	}
-	res, err := s.small[len(evs)].(driver.StmtExecContext).ExecContext(context.Background(), args)
+	return s.insertNumbered(s.small[len(evs)], args, evs, dup, next)
+}
+
+// insertNumbered runs st, an INSERT OR IGNORE of evs' rows with args, which
+// SQLite numbers from next on. When every row went in, it gives evs their
+// seqs and reports true; when a duplicate id was skipped, it deletes the
+// rows that did go in, in the same transaction, and reports false, for
+// appendRows to redo evs row by row.
+func (s *Store) insertNumbered(st driver.Stmt, args []driver.NamedValue, evs []*abi.Event, dup []bool, next uint64) (bool, error) {
+	res, err := st.(driver.StmtExecContext).ExecContext(context.Background(), args)
 	if err != nil {
 		return false, err
 	}
@@ -587,7 +581,8 @@ func (s *Store) appendSmall(evs []*abi.Event, envs [][]byte, dup []bool, next ui
 	if err != nil {
 		return false, err
 	}
-	// As for multi's rows: SQLite numbered them.
+	// SQLite numbered the rows: the check costs nothing, and a store whose
+	// table did not end at last fails here, not later.
 	if got, _ := res.LastInsertId(); n > 0 && got != int64(next)+n-1 {
 		return false, fmt.Errorf("SQLite gave the last of %d new rows seq %d, want %d: the events table does not end at the store's last sequence number", n, got, int64(next)+n-1)
 	}
