@@ -100,13 +100,10 @@ func CheckCache(root string) error {
 	// the listing and its check is another engine's temporary file, renamed
 	// into place (wazero's filecache.Add): nothing is left of it to run.
 	return filepath.WalkDir(abs, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if path != abs && errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return fmt.Errorf("compilation cache %s: %w", abs, err)
+		var fi fs.FileInfo
+		if err == nil {
+			fi, err = e.Info()
 		}
-		fi, err := e.Info()
 		if err != nil {
 			if path != abs && errors.Is(err, fs.ErrNotExist) {
 				return nil
